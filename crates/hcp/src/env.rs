@@ -1,0 +1,9 @@
+//! Every environment variable hcp reads, in one place.
+
+/// The store directory (RUNTIME §3). Unset: the platform data directory.
+pub const HCP_HOME: &str = "HCP_HOME";
+/// A session token (RUNTIME §4). Unset: the caller is the owner.
+pub const HCP_SESSION: &str = "HCP_SESSION";
+/// Any value turns colour off.
+#[allow(dead_code)]
+pub const NO_COLOR: &str = "NO_COLOR";

@@ -1,0 +1,23 @@
+//! `hcp`: the Harness Context Protocol pack runtime.
+//!
+//! A thin binary: clap arguments → one module per subcommand under [`commands`] → the
+//! library crates (`hcp-lint`, `hcp-store`, `hcp-gate`, `hcp-adapter`, `histos`). Errors
+//! are rendered in one place ([`error`]).
+
+mod commands;
+mod env;
+mod error;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = commands::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            error::render(&e);
+            ExitCode::from(e.exit)
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The `$HCP_HOME` store of RUNTIME §3.
+//!
+//! This crate owns everything hcp keeps on disk: where the home is ([`home`]), the store
+//! lock that serialises writers ([`lock`]), atomic file replacement ([`atomic`]), and the
+//! records built on them (installed packs, activation, sessions, grants, the audit trail).
+//! Every write is a whole-file replace by rename in the same directory, so a reader, or a
+//! process killed at any instant, sees the old state or the new one, never a mix.
+//!
+//! It does not decide anything: the gate (`hcp-gate`) decides, the adapter
+//! (`hcp-adapter`) runs processes; this crate reads and writes what they need.
+
+#![deny(missing_docs)]
+
+pub mod atomic;
+pub mod error;
+pub mod home;
+pub mod lock;
+
+pub use error::{StoreError, StoreResult};
+pub use home::{Home, StoreDir, resolve_home};
+pub use lock::StoreLock;

@@ -1,0 +1,1 @@
+//! Shared helpers of the example CLIs that hcp's gold packs wrap.

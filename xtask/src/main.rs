@@ -1,0 +1,2 @@
+//! `cargo xtask`: chores of the hcp workspace.
+fn main() {}
