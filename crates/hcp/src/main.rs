@@ -7,6 +7,7 @@
 mod commands;
 mod env;
 mod error;
+mod exit;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -12,9 +12,14 @@
 #![deny(missing_docs)]
 
 pub mod atomic;
+pub mod audit;
 pub mod error;
+pub mod grant;
 pub mod home;
 pub mod lock;
+pub mod pack;
+pub mod session;
+pub mod skill;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};

@@ -3,18 +3,78 @@
 use crate::error::CliResult;
 use clap::{Parser, Subcommand};
 
+pub mod activate;
+pub mod audit;
+pub mod exec;
+pub mod grant;
+pub mod install;
+pub mod lint;
+pub mod list;
+pub mod session;
+pub mod show;
+
 /// The command line of `hcp`.
 #[derive(Debug, Parser)]
-#[command(name = "hcp", version, about = "Run Harness Context Protocol packs through a fail-closed gate", long_about = None)]
+#[command(
+    name = "hcp",
+    version,
+    about = "Run Harness Context Protocol packs through a fail-closed gate",
+    long_about = None
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Check pack directories (RUNTIME §2).
+    Lint(lint::Args),
+    /// Lint a pack and install it into the store.
+    Install(install::InstallArgs),
+    /// Remove an installed pack, its skill and its bindings.
+    Uninstall(install::UninstallArgs),
+    /// List installed packs.
+    List(list::Args),
+    /// Show one installed pack.
+    Show(show::Args),
+    /// Write an installed pack's SKILL.md for harnesses.
+    Activate(activate::ActivateArgs),
+    /// Remove an installed pack's SKILL.md; its verbs stop resolving.
+    Deactivate(activate::DeactivateArgs),
+    /// Run a pack's verb through the gate (RUNTIME §5).
+    Exec(exec::Args),
+    /// Start, end and list principals' sessions (owner only).
+    #[command(subcommand)]
+    Session(session::SessionCommand),
+    /// Grant capabilities to a principal on a pack (owner only).
+    Grant(grant::GrantArgs),
+    /// Take capabilities back (owner only).
+    Revoke(grant::RevokeArgs),
+    /// Verify and read the audit trail.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
+}
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult {
-    match cli.command {}
+    match cli.command {
+        Command::Lint(a) => lint::run(a),
+        Command::Install(a) => install::run_install(a),
+        Command::Uninstall(a) => install::run_uninstall(a),
+        Command::List(a) => list::run(a),
+        Command::Show(a) => show::run(a),
+        Command::Activate(a) => activate::run_activate(a),
+        Command::Deactivate(a) => activate::run_deactivate(a),
+        Command::Exec(a) => exec::run(a),
+        Command::Session(c) => session::run(c),
+        Command::Grant(a) => grant::run_grant(a),
+        Command::Revoke(a) => grant::run_revoke(a),
+        Command::Audit(c) => audit::run(c),
+    }
+}
+
+/// The error of a subcommand that a later change builds.
+pub fn not_built(what: &str) -> crate::error::CliError {
+    crate::error::CliError::new("not_built", format!("`hcp {what}` is not built yet"), 2)
 }

@@ -1,0 +1,119 @@
+//! The harness every integration test uses: a temporary `HCP_HOME`, `HOME` and working
+//! directory, a cleared `HCP_*` environment, the built `hcp` and example bins on `PATH`,
+//! and snapshots of exit code, stdout and stderr with temporary paths filtered.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// The built `hcp`.
+pub fn hcp_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hcp"))
+}
+
+/// The directory of the built binaries: `hcp` and the example CLIs of the gold packs
+/// (`hcp-example-*`, built by `cargo test --workspace` because the examples package has
+/// integration tests of its own).
+pub fn bin_dir() -> PathBuf {
+    let dir = hcp_bin().parent().unwrap().to_path_buf();
+    let probe = dir.join("hcp-example-transit");
+    assert!(
+        probe.exists(),
+        "the example CLIs are not built (no `{}`): run `cargo test --workspace`, or \
+         `cargo build -p hcp-examples` before `cargo test -p hcp`",
+        probe.display()
+    );
+    dir
+}
+
+/// A gold pack's source directory.
+pub fn gold_pack(id: &str) -> PathBuf {
+    repo_root().join("packs").join(id)
+}
+
+/// One test's world: temporary home, store and working directory.
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub hcp_home: PathBuf,
+    pub work: PathBuf,
+}
+
+impl World {
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let hcp_home = root.join("hcp-home");
+        let work = root.join("work");
+        for d in [&home, &work] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self { tmp, home, hcp_home, work }
+    }
+
+    /// The temporary root (filtered as `[TMP]` in snapshots).
+    pub fn root(&self) -> PathBuf {
+        self.home.parent().unwrap().to_path_buf()
+    }
+
+    /// `hcp` with a clean environment: `HOME`, `HCP_HOME`, `PATH` (the built bins first),
+    /// `LANG=C`, `NO_COLOR=1`; the working directory is `work/`.
+    pub fn hcp(&self) -> assert_cmd::Command {
+        let mut c = assert_cmd::Command::new(hcp_bin());
+        c.env_clear()
+            .env("HOME", &self.home)
+            .env("HCP_HOME", &self.hcp_home)
+            .env("PATH", self.path_var())
+            .env("LANG", "C")
+            .env("NO_COLOR", "1")
+            .current_dir(&self.work);
+        c
+    }
+
+    /// `PATH` for children: the built bins, then the system's.
+    pub fn path_var(&self) -> String {
+        format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display())
+    }
+
+    /// Runs `hcp ARGS` and returns the output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.hcp().args(args).output().unwrap()
+    }
+
+    /// Copies a gold pack into the temporary root (so a test may change it) and returns
+    /// the copy.
+    pub fn copy_pack(&self, id: &str) -> PathBuf {
+        let dst = self.root().join("src").join(id);
+        std::fs::create_dir_all(&dst).unwrap();
+        for f in ["surface.json", "policy.json", "HARNESS.md"] {
+            std::fs::copy(gold_pack(id).join(f), dst.join(f)).unwrap();
+        }
+        dst
+    }
+
+    /// Exit code, stdout and stderr as one text, temporary paths as `[TMP]`, the repository
+    /// as `[REPO]`, for `insta::assert_snapshot!`.
+    pub fn render(&self, out: &Output) -> String {
+        let text = format!(
+            "exit: {}\n--- stdout\n{}--- stderr\n{}",
+            out.status.code().map_or("signal".to_string(), |c| c.to_string()),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.filter(&text)
+    }
+
+    /// Replaces this world's paths with stable markers.
+    pub fn filter(&self, text: &str) -> String {
+        text.replace(&self.root().display().to_string(), "[TMP]")
+            .replace(&repo_root().display().to_string(), "[REPO]")
+            .replace(&bin_dir().display().to_string(), "[BIN]")
+    }
+}
