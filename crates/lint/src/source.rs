@@ -1,0 +1,149 @@
+//! A pack directory read into memory without following symlinks.
+
+use std::path::{Path, PathBuf};
+
+/// The largest file read into a [`PackSource`], in bytes (1 MiB); a larger file is kept as
+/// an entry without contents.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// The most entries walked in one pack directory (files, directories and links at any
+/// depth); the walk stops there and [`PackSource::truncated`] is set.
+pub const MAX_ENTRIES: usize = 4096;
+
+/// What an entry is, from `lstat` (a symlink is never followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// Anything else (socket, fifo, device).
+    Other,
+}
+
+/// One entry of the walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackEntry {
+    /// Path relative to the pack directory, `/`-separated, lossily UTF-8.
+    pub rel: String,
+    /// What it is.
+    pub kind: EntryKind,
+    /// Size in bytes (for files).
+    pub size: u64,
+}
+
+/// A pack directory in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackSource {
+    /// The directory as the caller named it.
+    pub dir: PathBuf,
+    /// Every entry, sorted by `rel`.
+    pub entries: Vec<PackEntry>,
+    /// Contents of the top-level regular files `surface.json`, `policy.json`, `HARNESS.md`
+    /// that were readable and at most [`MAX_FILE_BYTES`]: `(name, bytes)`.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Whether the walk stopped at [`MAX_ENTRIES`].
+    pub truncated: bool,
+}
+
+impl PackSource {
+    /// The bytes of top-level file `name`, when read.
+    pub fn file(&self, name: &str) -> Option<&[u8]> {
+        self.files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+    }
+}
+
+/// Reads `dir` into a [`PackSource`]: walks it with `lstat` (never following a symlink,
+/// including `dir` itself), and reads the three pack files when they are regular files.
+///
+/// # Errors
+/// The I/O error of opening `dir` itself (absent, not a directory, a symlink,
+/// unreadable). Errors deeper in the walk become entries of kind [`EntryKind::Other`].
+pub fn read_pack(dir: &Path) -> std::io::Result<PackSource> {
+    let meta = std::fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the pack directory is a symlink",
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory",
+        ));
+    }
+    let mut src = PackSource {
+        dir: dir.to_path_buf(),
+        entries: Vec::new(),
+        files: Vec::new(),
+        truncated: false,
+    };
+    walk(dir, "", &mut src, 0)?;
+    src.entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    for name in hcp_model::PACK_FILES {
+        let Some(e) = src.entries.iter().find(|e| e.rel == name) else {
+            continue;
+        };
+        if e.kind == EntryKind::File && e.size <= MAX_FILE_BYTES {
+            if let Ok(bytes) = read_no_follow(&dir.join(name)) {
+                src.files.push((name.to_owned(), bytes));
+            }
+        }
+    }
+    Ok(src)
+}
+
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut buf = Vec::new();
+    f.by_ref().take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "file too large",
+        ));
+    }
+    Ok(buf)
+}
+
+fn walk(dir: &Path, prefix: &str, src: &mut PackSource, depth: usize) -> std::io::Result<()> {
+    let rd = std::fs::read_dir(dir)?;
+    for entry in rd {
+        if src.entries.len() >= MAX_ENTRIES {
+            src.truncated = true;
+            return Ok(());
+        }
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let (kind, size) = match entry.metadata() {
+            Ok(m) if m.file_type().is_symlink() => (EntryKind::Symlink, 0),
+            Ok(m) if m.is_file() => (EntryKind::File, m.len()),
+            Ok(m) if m.is_dir() => (EntryKind::Dir, 0),
+            _ => (EntryKind::Other, 0),
+        };
+        src.entries.push(PackEntry {
+            rel: rel.clone(),
+            kind,
+            size,
+        });
+        if kind == EntryKind::Dir && depth < 16 {
+            let _ = walk(&entry.path(), &rel, src, depth + 1);
+        }
+    }
+    Ok(())
+}
