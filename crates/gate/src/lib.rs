@@ -1,1 +1,23 @@
-//! The pure exec gate of RUNTIME §5: target, principal, arguments, grants, land, confirm. No I/O.
+//! The exec gate of RUNTIME §5: a pure function from a call and what the store knows to a
+//! [`Decision`].
+//!
+//! This crate owns the order of checks and every refusal code of the gate: target
+//! resolution helpers ([`target`]), arguments ([`args`]), grants, land and the confirm gate
+//! ([`check`]). It does no I/O: sessions, grants, install records and the clock come in
+//! through [`Context`], so every decision is a value that can be explained and tested.
+//!
+//! It does not resolve sessions (`hcp-store`), run the Histos runtime policy (`histos`),
+//! mint bindings or spawn anything (`hcp-adapter`); the `hcp` binary wires those in the
+//! order RUNTIME §5 gives.
+
+#![deny(missing_docs)]
+
+pub mod args;
+pub mod check;
+pub mod code;
+pub mod target;
+
+pub use check::{
+    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, check,
+};
+pub use code::{Code, Step};

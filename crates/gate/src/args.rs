@@ -1,0 +1,222 @@
+//! Step 3 of RUNTIME §5: the arguments of a call against the verb's template.
+
+use crate::code::Code;
+use hcp_model::ArgValue;
+use hcp_model::manifest::{CommandPlan, arguments};
+use hcp_model::template::{Element, TENANT_NAMES};
+use std::collections::BTreeMap;
+
+/// Argument names the runtime reads itself rather than passing to the verb (§4.5.2).
+pub const CONFIRM_NAMES: [&str; 2] = ["confirm", "apply"];
+
+/// A refusal of step 3: code, message, hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgRefusal {
+    /// The code (`tenant_in_args`, `arg_unknown`, `arg_invalid`, `arg_missing`,
+    /// `arg_looks_like_flag`).
+    pub code: Code,
+    /// Lowercase message naming the argument.
+    pub message: String,
+    /// How to fix it.
+    pub hint: Option<String>,
+}
+
+fn refuse(code: Code, message: String, hint: Option<String>) -> ArgRefusal {
+    ArgRefusal {
+        code,
+        message,
+        hint,
+    }
+}
+
+/// Checks `args` against `plan` in this order: tenant-bearing names (§4.3.2), unknown
+/// names, values holding NUL, `confirm`/`apply` values, missing required arguments, and
+/// flag-looking positional values (RUNTIME §1.2). Returns the values the verb takes
+/// (without `confirm`/`apply`) and whether the call confirms (§4.5.2).
+///
+/// # Errors
+/// The first [`ArgRefusal`] met.
+pub fn check_args<'a>(
+    plan: &CommandPlan,
+    args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+) -> Result<(BTreeMap<String, ArgValue>, bool), ArgRefusal> {
+    let takes = arguments(plan);
+    for (name, _) in args.clone() {
+        if TENANT_NAMES.contains(&name.as_str()) {
+            return Err(refuse(
+                Code::TenantInArgs,
+                format!(
+                    "argument `{name}` would select the tenant; the tenant comes from the session"
+                ),
+                Some(
+                    "start a session with `--project` (the owner runs `hcp session start`)".into(),
+                ),
+            ));
+        }
+    }
+    for (name, _) in args.clone() {
+        if CONFIRM_NAMES.contains(&name.as_str()) {
+            continue;
+        }
+        if !takes.iter().any(|(n, _)| n == name) {
+            let accepted: Vec<String> = takes.iter().map(|(n, _)| format!("`{n}`")).collect();
+            let hint = if accepted.is_empty() {
+                "this verb takes no arguments".to_string()
+            } else {
+                format!("this verb takes {}", accepted.join(", "))
+            };
+            return Err(refuse(
+                Code::ArgUnknown,
+                format!("unknown argument `{name}`"),
+                Some(hint),
+            ));
+        }
+    }
+    let mut values = BTreeMap::new();
+    let mut confirmed = false;
+    for (name, value) in args.clone() {
+        if let ArgValue::String(s) = value {
+            if s.contains('\0') {
+                return Err(refuse(
+                    Code::ArgInvalid,
+                    format!("argument `{name}` holds a NUL byte"),
+                    None,
+                ));
+            }
+        }
+        if CONFIRM_NAMES.contains(&name.as_str()) {
+            match value {
+                ArgValue::Bool(b) => confirmed |= *b,
+                ArgValue::String(s) if s == "true" => confirmed = true,
+                ArgValue::String(s) if s == "false" => {}
+                _ => {
+                    return Err(refuse(
+                        Code::ArgInvalid,
+                        format!("argument `{name}` must be `true` or `false`"),
+                        None,
+                    ));
+                }
+            }
+            continue;
+        }
+        values.insert(name.clone(), value.clone());
+    }
+    for (name, required) in &takes {
+        if *required && !values.contains_key(name) {
+            return Err(refuse(
+                Code::ArgMissing,
+                format!("missing required argument `{name}`"),
+                Some(format!("pass `--{name} VALUE`")),
+            ));
+        }
+    }
+    for el in &plan.args {
+        if let Element::Arg {
+            name,
+            prefix: None,
+            after_double_dash: false,
+            ..
+        } = el
+        {
+            if let Some(v) = values.get(name) {
+                if v.to_arg().starts_with('-') {
+                    return Err(refuse(
+                        Code::ArgLooksLikeFlag,
+                        format!("argument `{name}` starts with `-` and would be read as an option"),
+                        Some("pass a value that does not start with `-`".into()),
+                    ));
+                }
+            }
+        }
+    }
+    Ok((values, confirmed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcp_model::template::parse_template;
+    use pretty_assertions::assert_eq;
+
+    fn plan(t: &[&str]) -> CommandPlan {
+        CommandPlan {
+            program: "x".into(),
+            args: parse_template(t).unwrap(),
+        }
+    }
+
+    fn s(v: &str) -> ArgValue {
+        ArgValue::String(v.into())
+    }
+
+    fn run(
+        p: &CommandPlan,
+        a: &[(&str, ArgValue)],
+    ) -> Result<(BTreeMap<String, ArgValue>, bool), Code> {
+        let owned: Vec<(String, ArgValue)> =
+            a.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        check_args(p, owned.iter().map(|(k, v)| (k, v))).map_err(|r| r.code)
+    }
+
+    #[test]
+    fn order_and_codes() {
+        let p = plan(&["log", "{{rev}}", "--max={{n?}}", "--", "{{path?}}"]);
+        assert_eq!(run(&p, &[("rev", s("main"))]).unwrap().0.len(), 1);
+        assert_eq!(
+            run(&p, &[("project_id", s("p")), ("zzz", s("x"))]).unwrap_err(),
+            Code::TenantInArgs
+        );
+        assert_eq!(
+            run(&p, &[("rev", s("a")), ("zzz", s("x"))]).unwrap_err(),
+            Code::ArgUnknown
+        );
+        assert_eq!(
+            run(&p, &[("rev", s("a\0b"))]).unwrap_err(),
+            Code::ArgInvalid
+        );
+        assert_eq!(run(&p, &[("n", s("3"))]).unwrap_err(), Code::ArgMissing);
+        assert_eq!(
+            run(&p, &[("rev", s("--output=x"))]).unwrap_err(),
+            Code::ArgLooksLikeFlag
+        );
+        assert_eq!(
+            run(&p, &[("rev", ArgValue::Number((-5).into()))]).unwrap_err(),
+            Code::ArgLooksLikeFlag
+        );
+        // after `--`, and bound to a flag, a leading dash is harmless
+        assert!(run(&p, &[("rev", s("a")), ("path", s("-weird"))]).is_ok());
+        assert!(run(&p, &[("rev", s("a")), ("n", s("-1"))]).is_ok());
+    }
+
+    #[test]
+    fn confirm_values() {
+        let p = plan(&["post"]);
+        assert_eq!(
+            run(&p, &[("confirm", ArgValue::Bool(true))]).unwrap().1,
+            true
+        );
+        assert_eq!(run(&p, &[("apply", s("true"))]).unwrap().1, true);
+        assert_eq!(run(&p, &[("confirm", s("false"))]).unwrap().1, false);
+        assert_eq!(
+            run(&p, &[("confirm", s("yes"))]).unwrap_err(),
+            Code::ArgInvalid
+        );
+        assert!(run(&p, &[]).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn hostile_values_pass_the_gate_as_data() {
+        let p = plan(&["say", "{{text}}"]);
+        for v in [
+            "a b",
+            "'\"",
+            "; touch X",
+            "&& touch X",
+            "$(touch X)",
+            "`touch X`",
+            "a\nb",
+        ] {
+            assert!(run(&p, &[("text", s(v))]).is_ok(), "{v}");
+        }
+    }
+}

@@ -1,0 +1,721 @@
+//! The order of checks of RUNTIME §5, steps 1–6, as one pure function.
+
+use crate::args::check_args;
+use crate::code::{Code, Step};
+use hcp_model::manifest::{CommandPlan, PlanError};
+use hcp_model::template::{Element, SessionVar};
+use hcp_model::{ArgValue, Land, Manifest, Operation, Plane, PolicyFile, Transport};
+use jiff::Timestamp;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The face a call came through; a pack offers faces in `transports`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Face {
+    /// `hcp exec PACK.VERB …`.
+    Cli,
+    /// `hcp exec --envelope -`.
+    Json,
+    /// `hcp mcp`.
+    Mcp,
+}
+
+impl Face {
+    fn transport(self) -> Transport {
+        match self {
+            Self::Cli => Transport::Cli,
+            Self::Json => Transport::JsonExec,
+            Self::Mcp => Transport::Mcp,
+        }
+    }
+}
+
+/// What the gate needs of a session (RUNTIME §4).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionView {
+    /// The principal id.
+    pub principal_id: String,
+    /// Projects the principal is a member of, in the order given at session start.
+    pub projects: Vec<String>,
+    /// The sandbox working directory, absolute.
+    pub workdir: Option<PathBuf>,
+}
+
+/// Who is calling (RUNTIME §4): the owner (no session, every grant) or a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// The local user, holding every grant.
+    Owner,
+    /// A principal from a valid session.
+    Session(SessionView),
+}
+
+impl Principal {
+    /// The principal id; `owner` for the owner.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Owner => "owner",
+            Self::Session(s) => &s.principal_id,
+        }
+    }
+}
+
+/// An installed pack as the gate sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct PackView<'a> {
+    /// The manifest.
+    pub manifest: &'a Manifest,
+    /// The policy.
+    pub policy: &'a PolicyFile,
+    /// Whether the pack is active (RUNTIME §5 step 1).
+    pub active: bool,
+    /// When a reinstall last changed the pack's files (RUNTIME §3, the rug-pull guard).
+    pub content_changed_at: Option<Timestamp>,
+}
+
+/// The grants a principal holds on the pack: capability (`verb.exec.read`…) and when it
+/// was granted. The union of the pack's grants and `*` grants.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GrantView {
+    /// `(capability, granted_at)`.
+    pub held: Vec<(String, Timestamp)>,
+}
+
+/// Everything the gate reads besides the call itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Who is calling.
+    pub principal: &'a Principal,
+    /// The resolved pack.
+    pub pack: PackView<'a>,
+    /// The resolved verb key.
+    pub verb_key: &'a str,
+    /// The face the call came through.
+    pub face: Face,
+    /// The principal's grants on the pack (ignored for the owner).
+    pub grants: &'a GrantView,
+    /// The caller's current directory (the sandbox working directory when the session
+    /// names none).
+    pub cwd: &'a Path,
+    /// `HCP_PROJECT` of the caller: which of the session's projects a call is for.
+    pub project: Option<&'a str>,
+}
+
+/// An allowed call: what the adapter needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allowed {
+    /// The command to run.
+    pub plan: CommandPlan,
+    /// Argument values by name, without `confirm`/`apply`.
+    pub values: BTreeMap<String, ArgValue>,
+    /// The verb's operation.
+    pub operation: Operation,
+    /// The verb's land.
+    pub land: Land,
+    /// The working directory of the child (the sandbox working directory for `local`).
+    pub workdir: PathBuf,
+    /// The project of the call, when there is one.
+    pub project: Option<String>,
+    /// Whether the call said `confirm`/`apply`.
+    pub confirmed: bool,
+}
+
+/// A refusal: code, the step that raised it, message, hint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The stable code.
+    pub code: Code,
+    /// The step of RUNTIME §5.
+    pub step: Step,
+    /// The message; for the confirm gate exactly `confirm required` (§4.5.3).
+    pub message: String,
+    /// How to proceed.
+    pub hint: Option<String>,
+    /// The verb's operation, when known.
+    pub operation: Option<Operation>,
+    /// The verb's land, when known.
+    pub land: Option<Land>,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Run it.
+    Allow(Box<Allowed>),
+    /// Do not.
+    Deny(Refusal),
+}
+
+fn deny(code: Code, step: Step, message: impl Into<String>, hint: Option<String>) -> Decision {
+    Decision::Deny(Refusal {
+        code,
+        step,
+        message: message.into(),
+        hint,
+        operation: None,
+        land: None,
+    })
+}
+
+/// Runs steps 1–6 of RUNTIME §5 for a resolved target: the pack is active and offers the
+/// face, the principal may call this plane, the arguments (step 3), the grant (step 4),
+/// the land (step 5) and the confirm gate (step 6, §4.5). The runtime policy, binding mint
+/// and adapter follow in the caller.
+pub fn check<'a>(
+    ctx: &Context<'_>,
+    args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+) -> Decision {
+    let m = ctx.pack.manifest;
+    let verb = ctx.verb_key;
+    // Step 1: target.
+    if !ctx.pack.active {
+        return deny(
+            Code::PackInactive,
+            Step::Target,
+            format!("pack `{}` is installed but not active", m.id),
+            Some(format!("the owner runs `hcp activate {}`", m.id)),
+        );
+    }
+    if !m.offers(ctx.face.transport()) {
+        return deny(
+            Code::TransportNotOffered,
+            Step::Target,
+            format!("pack `{}` is not offered on this face (`transports`)", m.id),
+            None,
+        );
+    }
+    let Some(entry) = ctx.pack.policy.verbs.get(verb) else {
+        return deny(
+            Code::UnknownVerb,
+            Step::Target,
+            format!("pack `{}` has no verb `{verb}`", m.id),
+            None,
+        );
+    };
+    let plan = match m.plan_verb(verb) {
+        Ok(p) => p,
+        Err(PlanError::KindUnsupported) => {
+            return deny(
+                Code::KindUnsupported,
+                Step::Target,
+                format!(
+                    "pack `{}` is `kind: openapi`, which this runtime does not execute",
+                    m.id
+                ),
+                None,
+            );
+        }
+        Err(e) => {
+            return deny(
+                Code::UnknownVerb,
+                Step::Target,
+                format!("verb `{verb}` cannot run: {e}"),
+                None,
+            );
+        }
+    };
+    let with_entry = |d: Decision| match d {
+        Decision::Deny(mut r) => {
+            r.operation = Some(entry.operation);
+            r.land = Some(entry.privacy.land);
+            Decision::Deny(r)
+        }
+        a => a,
+    };
+    // Step 2: principal (the session itself was resolved by the caller).
+    if m.plane == Plane::Control && *ctx.principal != Principal::Owner {
+        return with_entry(deny(
+            Code::ControlPlane,
+            Step::Principal,
+            format!(
+                "pack `{}` is a control-plane pack; only the owner may call it",
+                m.id
+            ),
+            None,
+        ));
+    }
+    // Step 3: arguments.
+    let (values, confirmed) = match check_args(&plan, args) {
+        Ok(v) => v,
+        Err(r) => return with_entry(deny(r.code, Step::Arguments, r.message, r.hint)),
+    };
+    // Step 4: grants (§4.6, §9.4).
+    if let Principal::Session(s) = ctx.principal {
+        let mut needed = vec![match entry.operation {
+            Operation::Read => "verb.exec.read",
+            Operation::Write => "verb.exec.write",
+        }];
+        if m.connect_verb() == Some(verb) {
+            needed.push("pack.connect");
+        }
+        for cap in needed {
+            match ctx
+                .grants
+                .held
+                .iter()
+                .filter(|(c, _)| c == cap)
+                .map(|(_, t)| *t)
+                .max()
+            {
+                None => {
+                    return with_entry(deny(
+                        Code::MissingGrant,
+                        Step::Grant,
+                        format!(
+                            "principal `{}` lacks `{cap}` on pack `{}`",
+                            s.principal_id, m.id
+                        ),
+                        Some(format!(
+                            "the owner runs `hcp grant {} {} {cap}`",
+                            s.principal_id, m.id
+                        )),
+                    ));
+                }
+                Some(granted_at) => {
+                    if let Some(changed) = ctx.pack.content_changed_at {
+                        if granted_at < changed {
+                            return with_entry(deny(
+                                Code::MissingGrant,
+                                Step::Grant,
+                                format!(
+                                    "the grant of `{cap}` to `{}` is suspended: pack `{}` changed since it was granted",
+                                    s.principal_id, m.id
+                                ),
+                                Some(format!(
+                                    "the owner reviews the pack and runs `hcp grant {} {} {cap}` again",
+                                    s.principal_id, m.id
+                                )),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Step 5: land (§4.3).
+    let land = entry.privacy.land;
+    let needs_project = land == Land::Brain
+        || plan.args.iter().any(|e| {
+            matches!(
+                e,
+                Element::Session {
+                    var: SessionVar::ProjectId,
+                    ..
+                }
+            )
+        });
+    let project = match resolve_project(ctx) {
+        Ok(p) => p,
+        Err(d) => return with_entry(d),
+    };
+    if needs_project && project.is_none() {
+        let hint = match ctx.principal {
+            Principal::Owner => {
+                "set `HCP_PROJECT`, or run the call in a session started with `--project`"
+                    .to_string()
+            }
+            Principal::Session(s) if s.projects.len() > 1 => {
+                format!(
+                    "set `HCP_PROJECT` to one of the session's projects: {}",
+                    s.projects.join(", ")
+                )
+            }
+            Principal::Session(_) => "the owner starts the session with `--project`".to_string(),
+        };
+        return with_entry(deny(
+            Code::ProjectRequired,
+            Step::Land,
+            format!("verb `{verb}` works in `brain` land and needs a project"),
+            Some(hint),
+        ));
+    }
+    let workdir = match ctx.principal {
+        Principal::Session(SessionView {
+            workdir: Some(w), ..
+        }) => w.clone(),
+        _ => ctx.cwd.to_path_buf(),
+    };
+    // Step 6: confirm (§4.5.2–3).
+    if entry.needs_confirm() && !confirmed {
+        return with_entry(deny(
+            Code::ConfirmRequired,
+            Step::Confirm,
+            "confirm required",
+            Some(format!(
+                "call again with `--confirm` (or `\"confirm\": true`) once the effect of `{verb}` is intended"
+            )),
+        ));
+    }
+    Decision::Allow(Box::new(Allowed {
+        plan,
+        values,
+        operation: entry.operation,
+        land,
+        workdir,
+        project,
+        confirmed,
+    }))
+}
+
+/// The project of a call: `HCP_PROJECT` when set (a session must be a member), else a
+/// session's only project.
+fn resolve_project(ctx: &Context<'_>) -> Result<Option<String>, Decision> {
+    match (ctx.principal, ctx.project) {
+        (Principal::Owner, p) => Ok(p.map(str::to_owned)),
+        (Principal::Session(s), Some(p)) => {
+            if s.projects.iter().any(|q| q == p) {
+                Ok(Some(p.to_owned()))
+            } else {
+                Err(deny(
+                    Code::NotProjectMember,
+                    Step::Land,
+                    format!(
+                        "principal `{}` is not a member of project `{p}`",
+                        s.principal_id
+                    ),
+                    Some(format!(
+                        "the session's projects are: {}",
+                        if s.projects.is_empty() {
+                            "none".into()
+                        } else {
+                            s.projects.join(", ")
+                        }
+                    )),
+                ))
+            }
+        }
+        (Principal::Session(s), None) => Ok(if s.projects.len() == 1 {
+            s.projects.first().cloned()
+        } else {
+            None
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcp_model::{parse_manifest, parse_policy};
+    use pretty_assertions::assert_eq;
+
+    const MANIFEST: &str = r#"{
+      "id": "mail", "name": "Mail", "kind": "wrap", "cliBin": "mail",
+      "binding": { "mode": "user" },
+      "wrap": { "bin": "hcp-example-mail" },
+      "verbs": {
+        "mail.list":    { "description": "List.", "cli": ["mail", "list", "--limit={{limit?}}"] },
+        "mail.send":    { "description": "Send.", "cli": ["mail", "send", "{{to}}", "{{body}}", "--confirm"] },
+        "mail.connect": { "description": "Connect.", "cli": ["mail", "connect"] },
+        "notes.create": { "description": "Note.", "cli": ["mail", "note", "{{@project_id}}", "{{text}}"] }
+      }
+    }"#;
+    const POLICY: &str = r#"{
+      "surface_id": "mail", "version": 1,
+      "verbs": {
+        "mail.list":    { "operation": "read",  "privacy": { "land": "personal" } },
+        "mail.send":    { "operation": "write", "privacy": { "land": "personal" }, "confirm": true },
+        "mail.connect": { "operation": "write", "privacy": { "land": "personal" } },
+        "notes.create": { "operation": "write", "privacy": { "land": "brain" } }
+      }
+    }"#;
+
+    struct W {
+        m: Manifest,
+        p: PolicyFile,
+    }
+
+    fn w() -> W {
+        W {
+            m: parse_manifest(MANIFEST).unwrap(),
+            p: parse_policy(POLICY).unwrap(),
+        }
+    }
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn agent(projects: &[&str]) -> Principal {
+        Principal::Session(SessionView {
+            principal_id: "agent-1".into(),
+            projects: projects.iter().map(|s| s.to_string()).collect(),
+            workdir: Some("/sandbox".into()),
+        })
+    }
+
+    fn decide(
+        w: &W,
+        who: &Principal,
+        verb: &str,
+        grants: &[(&str, &str)],
+        changed: Option<&str>,
+        project: Option<&str>,
+        args: &[(&str, ArgValue)],
+    ) -> Result<Allowed, Code> {
+        let g = GrantView {
+            held: grants
+                .iter()
+                .map(|(c, at)| (c.to_string(), t(at)))
+                .collect(),
+        };
+        let ctx = Context {
+            principal: who,
+            pack: PackView {
+                manifest: &w.m,
+                policy: &w.p,
+                active: true,
+                content_changed_at: changed.map(t),
+            },
+            verb_key: verb,
+            face: Face::Cli,
+            grants: &g,
+            cwd: Path::new("/cwd"),
+            project,
+        };
+        let owned: Vec<(String, ArgValue)> = args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        match check(&ctx, owned.iter().map(|(k, v)| (k, v))) {
+            Decision::Allow(a) => Ok(*a),
+            Decision::Deny(r) => Err(r.code),
+        }
+    }
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+
+    fn s(v: &str) -> ArgValue {
+        ArgValue::String(v.into())
+    }
+
+    #[test]
+    fn owner_reads_in_the_callers_directory() {
+        let w = w();
+        let a = decide(&w, &Principal::Owner, "mail.list", &[], None, None, &[]).unwrap();
+        assert_eq!(a.workdir, PathBuf::from("/cwd"));
+        assert_eq!(a.operation, Operation::Read);
+    }
+
+    #[test]
+    fn confirm_gate_is_last_and_exact() {
+        let w = w();
+        let args = [("to", s("bob")), ("body", s("hi"))];
+        assert_eq!(
+            decide(&w, &Principal::Owner, "mail.send", &[], None, None, &args).unwrap_err(),
+            Code::ConfirmRequired
+        );
+        let mut with = args.to_vec();
+        with.push(("confirm", ArgValue::Bool(true)));
+        assert!(decide(&w, &Principal::Owner, "mail.send", &[], None, None, &with).is_ok());
+        // the agent without a grant is refused before the confirm gate
+        assert_eq!(
+            decide(&w, &agent(&[]), "mail.send", &[], None, None, &args).unwrap_err(),
+            Code::MissingGrant
+        );
+        // arguments come before grants
+        assert_eq!(
+            decide(&w, &agent(&[]), "mail.send", &[], None, None, &[]).unwrap_err(),
+            Code::ArgMissing
+        );
+    }
+
+    #[test]
+    fn the_confirm_refusal_says_exactly_confirm_required() {
+        let w = w();
+        let g = GrantView::default();
+        let ctx = Context {
+            principal: &Principal::Owner,
+            pack: PackView {
+                manifest: &w.m,
+                policy: &w.p,
+                active: true,
+                content_changed_at: None,
+            },
+            verb_key: "mail.send",
+            face: Face::Json,
+            grants: &g,
+            cwd: Path::new("/"),
+            project: None,
+        };
+        let args: Vec<(String, ArgValue)> = vec![("to".into(), s("a")), ("body".into(), s("b"))];
+        match check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+            Decision::Deny(r) => {
+                assert_eq!(r.message, "confirm required");
+                assert_eq!(r.step, Step::Confirm);
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn grants_and_the_rug_pull_guard() {
+        let w = w();
+        let who = agent(&[]);
+        assert!(
+            decide(
+                &w,
+                &who,
+                "mail.list",
+                &[("verb.exec.read", T0)],
+                None,
+                None,
+                &[]
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            decide(
+                &w,
+                &who,
+                "mail.list",
+                &[("verb.exec.write", T0)],
+                None,
+                None,
+                &[]
+            )
+            .unwrap_err(),
+            Code::MissingGrant
+        );
+        // a grant older than the pack's last content change is suspended
+        assert_eq!(
+            decide(
+                &w,
+                &who,
+                "mail.list",
+                &[("verb.exec.read", T0)],
+                Some("2026-02-01T00:00:00Z"),
+                None,
+                &[]
+            )
+            .unwrap_err(),
+            Code::MissingGrant
+        );
+        // granted again after the change: allowed
+        assert!(
+            decide(
+                &w,
+                &who,
+                "mail.list",
+                &[
+                    ("verb.exec.read", T0),
+                    ("verb.exec.read", "2026-03-01T00:00:00Z")
+                ],
+                Some("2026-02-01T00:00:00Z"),
+                None,
+                &[]
+            )
+            .is_ok()
+        );
+        // the connect verb needs pack.connect as well as verb.exec.write
+        assert_eq!(
+            decide(
+                &w,
+                &who,
+                "mail.connect",
+                &[("verb.exec.write", T0)],
+                None,
+                None,
+                &[]
+            )
+            .unwrap_err(),
+            Code::MissingGrant
+        );
+        assert!(
+            decide(
+                &w,
+                &who,
+                "mail.connect",
+                &[("verb.exec.write", T0), ("pack.connect", T0)],
+                None,
+                None,
+                &[]
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn brain_land_needs_a_project_and_membership() {
+        let w = w();
+        let g = [("verb.exec.write", T0)];
+        let text = [("text", s("hello"))];
+        assert_eq!(
+            decide(&w, &agent(&[]), "notes.create", &g, None, None, &text).unwrap_err(),
+            Code::ProjectRequired
+        );
+        assert_eq!(
+            decide(
+                &w,
+                &agent(&["p1", "p2"]),
+                "notes.create",
+                &g,
+                None,
+                None,
+                &text
+            )
+            .unwrap_err(),
+            Code::ProjectRequired
+        );
+        assert_eq!(
+            decide(
+                &w,
+                &agent(&["p1"]),
+                "notes.create",
+                &g,
+                None,
+                Some("p9"),
+                &text
+            )
+            .unwrap_err(),
+            Code::NotProjectMember
+        );
+        let a = decide(&w, &agent(&["p1"]), "notes.create", &g, None, None, &text).unwrap();
+        assert_eq!(a.project.as_deref(), Some("p1"));
+        assert_eq!(a.workdir, PathBuf::from("/sandbox"));
+        assert_eq!(
+            decide(
+                &w,
+                &Principal::Owner,
+                "notes.create",
+                &[],
+                None,
+                None,
+                &text
+            )
+            .unwrap_err(),
+            Code::ProjectRequired
+        );
+        assert!(
+            decide(
+                &w,
+                &Principal::Owner,
+                "notes.create",
+                &[],
+                None,
+                Some("any"),
+                &text
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn tenant_arguments_are_refused_before_grants() {
+        let w = w();
+        assert_eq!(
+            decide(
+                &w,
+                &agent(&[]),
+                "mail.list",
+                &[],
+                None,
+                None,
+                &[("tenant_id", s("other"))]
+            )
+            .unwrap_err(),
+            Code::TenantInArgs
+        );
+    }
+}
