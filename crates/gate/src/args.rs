@@ -75,14 +75,14 @@ pub fn check_args<'a>(
     let mut values = BTreeMap::new();
     let mut confirmed = false;
     for (name, value) in args.clone() {
-        if let ArgValue::String(s) = value {
-            if s.contains('\0') {
-                return Err(refuse(
-                    Code::ArgInvalid,
-                    format!("argument `{name}` holds a NUL byte"),
-                    None,
-                ));
-            }
+        if let ArgValue::String(s) = value
+            && s.contains('\0')
+        {
+            return Err(refuse(
+                Code::ArgInvalid,
+                format!("argument `{name}` holds a NUL byte"),
+                None,
+            ));
         }
         if CONFIRM_NAMES.contains(&name.as_str()) {
             match value {
@@ -117,16 +117,14 @@ pub fn check_args<'a>(
             after_double_dash: false,
             ..
         } = el
+            && let Some(v) = values.get(name)
+            && v.to_arg().starts_with('-')
         {
-            if let Some(v) = values.get(name) {
-                if v.to_arg().starts_with('-') {
-                    return Err(refuse(
-                        Code::ArgLooksLikeFlag,
-                        format!("argument `{name}` starts with `-` and would be read as an option"),
-                        Some("pass a value that does not start with `-`".into()),
-                    ));
-                }
-            }
+            return Err(refuse(
+                Code::ArgLooksLikeFlag,
+                format!("argument `{name}` starts with `-` and would be read as an option"),
+                Some("pass a value that does not start with `-`".into()),
+            ));
         }
     }
     Ok((values, confirmed))

@@ -274,21 +274,21 @@ pub fn check<'a>(
                     ));
                 }
                 Some(granted_at) => {
-                    if let Some(changed) = ctx.pack.content_changed_at {
-                        if granted_at < changed {
-                            return with_entry(deny(
-                                Code::MissingGrant,
-                                Step::Grant,
-                                format!(
-                                    "the grant of `{cap}` to `{}` is suspended: pack `{}` changed since it was granted",
-                                    s.principal_id, m.id
-                                ),
-                                Some(format!(
-                                    "the owner reviews the pack and runs `hcp grant {} {} {cap}` again",
-                                    s.principal_id, m.id
-                                )),
-                            ));
-                        }
+                    if let Some(changed) = ctx.pack.content_changed_at
+                        && granted_at < changed
+                    {
+                        return with_entry(deny(
+                            Code::MissingGrant,
+                            Step::Grant,
+                            format!(
+                                "the grant of `{cap}` to `{}` is suspended: pack `{}` changed since it was granted",
+                                s.principal_id, m.id
+                            ),
+                            Some(format!(
+                                "the owner reviews the pack and runs `hcp grant {} {} {cap}` again",
+                                s.principal_id, m.id
+                            )),
+                        ));
                     }
                 }
             }

@@ -270,12 +270,12 @@ impl Manifest {
                         let Some(first) = cli.first() else {
                             return Err(PlanError::Shape(format!("`{key}`: `cli` is empty")));
                         };
-                        if let Some(cb) = &self.cli_bin {
-                            if first != cb {
-                                return Err(PlanError::Shape(format!(
-                                    "`{key}`: `cli[0]` is `{first}`, but `cliBin` is `{cb}`"
-                                )));
-                            }
+                        if let Some(cb) = &self.cli_bin
+                            && first != cb
+                        {
+                            return Err(PlanError::Shape(format!(
+                                "`{key}`: `cli[0]` is `{first}`, but `cliBin` is `{cb}`"
+                            )));
                         }
                         let args = parse_template(&cli[1..]).map_err(template_err(1))?;
                         Ok(CommandPlan {
