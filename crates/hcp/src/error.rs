@@ -1,5 +1,5 @@
-//! The one error type of the binary and its one renderer: `error: …`, `Caused by: …`,
-//! `hint: …`, lowercase, user values in backticks (STYLE.md §4).
+//! The one error type of the binary and its one renderer: `error: …`, `code: …`,
+//! `Caused by: …`, `hint: …`, lowercase, user values in backticks (STYLE.md §4).
 
 use std::fmt;
 use std::io::Write;
@@ -52,10 +52,18 @@ impl fmt::Display for CliError {
     }
 }
 
-/// Writes `e` to stderr: `error[code]: message`, then causes and hint.
+/// Writes `e` to stderr (RUNTIME §5, "a refusal prints `error: MESSAGE` and the code"):
+///
+/// ```text
+/// error: MESSAGE
+///   code: CODE
+///   Caused by: CAUSE
+///   hint: HINT
+/// ```
 pub fn render(e: &CliError) {
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error[{}]: {}", e.code, e.message);
+    let _ = writeln!(err, "error: {}", e.message);
+    let _ = writeln!(err, "  code: {}", e.code);
     for c in &e.causes {
         let _ = writeln!(err, "  Caused by: {c}");
     }
