@@ -10,6 +10,7 @@
 //! It does no I/O: callers hand it text and get values or a [`ParseError`]. Lint rules
 //! live in `hcp-lint`, the store in `hcp-store`, the gate in `hcp-gate`.
 
+pub mod capability;
 pub mod exec;
 pub mod id;
 pub mod manifest;
@@ -18,6 +19,7 @@ pub mod span;
 pub mod strict;
 pub mod template;
 
+pub use capability::{Capability, UnknownCapability};
 pub use exec::{ArgValue, Envelope, ExecResult};
 pub use id::{PackId, validate_pack_id};
 pub use manifest::{
