@@ -1,1 +1,151 @@
-//! placeholder
+//! Installed packs: install, uninstall, load and list (RUNTIME §3, DESIGN "The store").
+//!
+//! Install reads the source directory once without following symlinks
+//! ([`hcp_lint::read_pack`]), lints those bytes ([`hcp_lint::check`]), pins every program
+//! the pack may run ([`bins`]) and writes the very bytes it linted, plus the install
+//! record ([`record`]), into `staging/<id>.<random>/`. One `rename` (first install) or
+//! one `renameat2(RENAME_EXCHANGE)` (reinstall) then puts the staged directory in place,
+//! and the old copy is removed. All of it happens under [`StoreLock`]. A process killed at
+//! any instant leaves `packs/<id>` wholly old or wholly new; what it leaves in `staging/`
+//! is removed by the next writer.
+//!
+//! Readers take no lock: [`load`] opens `packs/<id>` once and reads every file relative to
+//! that descriptor, then checks each file against the record's digests, so a reader that
+//! races a reinstall still sees one install, never a mix.
+//!
+//! Activation (`skills/<id>/SKILL.md`, `state/active/<id>`) lives in [`crate::skill`].
+
+use crate::error::StoreError;
+use crate::home::{Home, StoreDir};
+use crate::lock::StoreLock;
+use hcp_lint::Report;
+use std::path::PathBuf;
+
+pub mod bins;
+mod fsops;
+mod install;
+mod read;
+pub mod record;
+
+pub use bins::{BinCheckError, BinLookup};
+pub use install::{InstallOptions, InstallStep, Installed, Removed, install, uninstall};
+pub use read::{
+    InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
+};
+pub use record::{InstallRecord, PackSummaryFields, PinnedBin};
+
+/// Why a pack operation was refused or failed. Every variant has a stable code
+/// ([`PackError::code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// `pack_unreadable`: the source directory cannot be read (absent, not a directory, a
+    /// symlink).
+    #[error("cannot read pack directory `{path}`")]
+    Unreadable {
+        /// The directory as given.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `lint_failed`: lint found errors (RUNTIME §2); the report holds every finding.
+    #[error("`{}` has {} lint error(s); nothing was installed", .0.dir.display(), .0.error_count())]
+    Lint(Box<Report>),
+    /// `already_installed`: the id is installed and `--force` was not given.
+    #[error("pack `{id}` is already installed")]
+    AlreadyInstalled {
+        /// The pack id.
+        id: String,
+    },
+    /// `not_installed`: no installed pack has this id (or the text is not a pack id).
+    #[error("pack `{id}` is not installed")]
+    NotInstalled {
+        /// The id as given.
+        id: String,
+    },
+    /// `bin_missing`: a program the pack runs cannot be found, is not a regular file or is
+    /// not executable.
+    #[error("program `{program}` cannot be pinned: {reason}")]
+    BinMissing {
+        /// The program as the manifest writes it.
+        program: String,
+        /// Why, lowercase.
+        reason: String,
+    },
+    /// `unsafe_path` or `symlink_in_pack`: a relative program leaves the pack directory or
+    /// crosses a symlink.
+    #[error("program `{program}` is refused: {reason}")]
+    BinUnsafe {
+        /// The program as the manifest writes it.
+        program: String,
+        /// `unsafe_path` or `symlink_in_pack`.
+        code: &'static str,
+        /// Why, lowercase.
+        reason: String,
+    },
+    /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl PackError {
+    /// The stable snake_case code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unreadable { .. } => "pack_unreadable",
+            Self::Lint(_) => "lint_failed",
+            Self::AlreadyInstalled { .. } => "already_installed",
+            Self::NotInstalled { .. } => "not_installed",
+            Self::BinMissing { .. } => "bin_missing",
+            Self::BinUnsafe { code, .. } => code,
+            Self::Store(e) => e.code(),
+        }
+    }
+}
+
+/// `packs/<id>`.
+pub fn pack_dir(home: &Home, id: &str) -> PathBuf {
+    home.dir(StoreDir::Packs).join(id)
+}
+
+/// Checks that the home can be written before anything is changed: creates it when absent,
+/// refuses a non-directory and a directory this process may not write. The write check is
+/// `access(2)` with `W_OK`, which also fails for root on a read-only mount or an immutable
+/// directory (`chattr +i`).
+///
+/// # Errors
+/// [`StoreError::Unusable`] naming the home and why.
+pub fn ensure_writable(home: &Home) -> Result<(), StoreError> {
+    let root = home.root();
+    match std::fs::symlink_metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => match std::fs::metadata(root) {
+            Ok(m) if m.is_dir() => {}
+            _ => {
+                return Err(StoreError::Unusable {
+                    path: root.to_path_buf(),
+                    reason: "it is not a directory".into(),
+                });
+            }
+        },
+        Err(_) => {
+            std::fs::create_dir_all(root).map_err(|e| StoreError::Unusable {
+                path: root.to_path_buf(),
+                reason: format!("cannot create it: {e}"),
+            })?;
+        }
+    }
+    fsops::access_writable(root).map_err(|e| StoreError::Unusable {
+        path: root.to_path_buf(),
+        reason: format!("it is not writable: {e}"),
+    })
+}
+
+/// Hook point: removes what other stores keep for pack `id` when it is uninstalled.
+///
+/// Bindings (RUNTIME §8, "uninstall removes pack, skill and the pack's bindings") are not
+/// built yet; when they are, their removal for `id` is called from here, under the same
+/// lock, before the pack directory goes.
+fn remove_pack_state(_home: &Home, _lock: &StoreLock, _id: &str) -> Result<(), StoreError> {
+    Ok(())
+}

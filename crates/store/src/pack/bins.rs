@@ -1,0 +1,300 @@
+//! Resolving and pinning the programs a pack runs (RUNTIME §3, DESIGN "Bins").
+//!
+//! A program holding a `/` is a path relative to the pack directory: every component is
+//! checked with `lstat` and none may be a symlink, `..` or absolute. A bare name is looked
+//! up on the installing process's `PATH` (the `which` crate) and pinned by its canonical
+//! path. Either way the file is hashed through a descriptor opened with `O_NOFOLLOW`.
+//! Nothing is executed.
+
+use super::PackError;
+use super::record::PinnedBin;
+#[cfg(test)]
+use super::record::sha256_tagged;
+use sha2::{Digest, Sha256};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// Where bare program names are looked up.
+#[derive(Debug, Clone, Default)]
+pub struct BinLookup {
+    /// The `PATH` value to search; `None` finds nothing for a bare name.
+    pub path: Option<OsString>,
+    /// The directory relative `PATH` entries are read against.
+    pub cwd: PathBuf,
+}
+
+/// Resolves and hashes `program` for a pack whose canonical source directory is `pack_dir`.
+///
+/// # Errors
+/// [`PackError::BinMissing`] when it cannot be found, is not a regular file or is not
+/// executable; [`PackError::BinUnsafe`] when a relative path is absolute, climbs with `..`
+/// or crosses a symlink.
+pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedBin, PackError> {
+    let path = if program.contains('/') {
+        resolve_relative(program, pack_dir)?
+    } else {
+        let found = which::which_in(program, lookup.path.as_ref(), &lookup.cwd).map_err(|e| {
+            PackError::BinMissing {
+                program: program.to_owned(),
+                reason: format!("not found on `PATH`: {e}"),
+            }
+        })?;
+        std::fs::canonicalize(&found).map_err(|e| PackError::BinMissing {
+            program: program.to_owned(),
+            reason: format!("cannot resolve `{}`: {e}", found.display()),
+        })?
+    };
+    let sha256 = hash_file(&path).map_err(|reason| PackError::BinMissing {
+        program: program.to_owned(),
+        reason,
+    })?;
+    Ok(PinnedBin {
+        program: program.to_owned(),
+        path,
+        sha256,
+    })
+}
+
+fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError> {
+    let unsafe_path = |reason: String| PackError::BinUnsafe {
+        program: program.to_owned(),
+        code: "unsafe_path",
+        reason,
+    };
+    let rel = Path::new(program);
+    if rel.is_absolute() {
+        return Err(unsafe_path(
+            "an absolute path; name a path inside the pack directory or a bare command".into(),
+        ));
+    }
+    let mut cur = pack_dir.to_path_buf();
+    for c in rel.components() {
+        match c {
+            Component::Normal(part) => {
+                cur.push(part);
+                let meta = std::fs::symlink_metadata(&cur).map_err(|e| PackError::BinMissing {
+                    program: program.to_owned(),
+                    reason: format!("`{}`: {e}", cur.display()),
+                })?;
+                if meta.file_type().is_symlink() {
+                    return Err(PackError::BinUnsafe {
+                        program: program.to_owned(),
+                        code: "symlink_in_pack",
+                        reason: format!(
+                            "`{}` is a symlink, which install never follows",
+                            cur.display()
+                        ),
+                    });
+                }
+            }
+            Component::CurDir => {}
+            _ => {
+                return Err(unsafe_path("it leaves the pack directory (`..`)".into()));
+            }
+        }
+    }
+    Ok(cur)
+}
+
+/// Hashes the regular, executable file at `path` without following a symlink in its last
+/// component: `sha256:<64 hex>`.
+///
+/// # Errors
+/// A lowercase reason: cannot open, not a regular file, not executable, read error.
+pub fn hash_file(path: &Path) -> Result<String, String> {
+    let (file, _) = open_regular(path)?;
+    hash_reader(file).map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+}
+
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat `{}`: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("`{}` is not a regular file", path.display()));
+    }
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("`{}` is not executable", path.display()));
+    }
+    Ok((file, meta))
+}
+
+fn hash_reader(mut r: impl Read) -> std::io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("sha256:{}", hex::encode(h.finalize())))
+}
+
+/// Why a pinned bin cannot be run (RUNTIME §5, step 9).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BinCheckError {
+    /// `bin_missing` (exit 127): the pinned path is gone or cannot be opened.
+    #[error("pinned bin `{path}` of `{program}` is missing: {reason}")]
+    Missing {
+        /// The program as written.
+        program: String,
+        /// The pinned path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// `bin_changed` (exit 126): the file's digest differs from the pin, or it is no longer
+    /// a regular executable file.
+    #[error("pinned bin `{path}` of `{program}` changed since install: {reason}")]
+    Changed {
+        /// The program as written.
+        program: String,
+        /// The pinned path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl BinCheckError {
+    /// The stable code: `bin_missing` or `bin_changed`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Missing { .. } => "bin_missing",
+            Self::Changed { .. } => "bin_changed",
+        }
+    }
+}
+
+impl PinnedBin {
+    /// Opens the pinned file (no symlink followed in its last component) and checks its
+    /// digest against the pin. Returns the open descriptor so the adapter can run exactly
+    /// the bytes that were checked (for example through `/proc/self/fd/N` or `fexecve`).
+    ///
+    /// # Errors
+    /// [`BinCheckError::Missing`] when the file cannot be opened, [`BinCheckError::Changed`]
+    /// when it is not a regular executable file or its digest differs.
+    pub fn verify(&self) -> Result<File, BinCheckError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&self.path)
+            .map_err(|e| {
+                let missing = e.kind() == std::io::ErrorKind::NotFound;
+                let reason = e.to_string();
+                if missing {
+                    BinCheckError::Missing {
+                        program: self.program.clone(),
+                        path: self.path.clone(),
+                        reason,
+                    }
+                } else {
+                    BinCheckError::Changed {
+                        program: self.program.clone(),
+                        path: self.path.clone(),
+                        reason,
+                    }
+                }
+            })?;
+        let changed = |reason: String| BinCheckError::Changed {
+            program: self.program.clone(),
+            path: self.path.clone(),
+            reason,
+        };
+        let meta = file.metadata().map_err(|e| changed(e.to_string()))?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            return Err(changed("no longer a regular executable file".into()));
+        }
+        let digest = hash_reader(&file).map_err(|e| changed(e.to_string()))?;
+        if digest != self.sha256 {
+            return Err(changed(format!(
+                "digest is `{digest}`, pinned `{}`",
+                self.sha256
+            )));
+        }
+        Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn exe(p: &Path, body: &[u8]) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn relative_bin_is_pinned_and_verified() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        exe(&dir.join("bin/tool"), b"#!x\n");
+        let pin = pin("bin/tool", &dir, &BinLookup::default()).unwrap();
+        assert_eq!(pin.path, dir.join("bin/tool"));
+        assert_eq!(pin.sha256, sha256_tagged(b"#!x\n"));
+        assert!(pin.verify().is_ok());
+        exe(&dir.join("bin/tool"), b"#!y\n");
+        assert_eq!(pin.verify().unwrap_err().code(), "bin_changed");
+        std::fs::remove_file(dir.join("bin/tool")).unwrap();
+        assert_eq!(pin.verify().unwrap_err().code(), "bin_missing");
+    }
+
+    #[test]
+    fn symlinks_dotdot_and_absolute_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        exe(&dir.join("real/tool"), b"x");
+        symlink(dir.join("real"), dir.join("link")).unwrap();
+        symlink(dir.join("real/tool"), dir.join("tool")).unwrap();
+        let l = BinLookup::default();
+        for (p, code) in [
+            ("link/tool", "symlink_in_pack"),
+            ("./tool", "symlink_in_pack"),
+            ("../x/tool", "unsafe_path"),
+            ("/bin/sh", "unsafe_path"),
+            ("real/none", "bin_missing"),
+        ] {
+            assert_eq!(pin(p, &dir, &l).unwrap_err().code(), code, "{p}");
+        }
+        std::fs::set_permissions(
+            dir.join("real/tool"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        assert_eq!(
+            pin("real/tool", &dir, &l).unwrap_err().code(),
+            "bin_missing"
+        );
+    }
+
+    #[test]
+    fn bare_names_use_the_given_path() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        exe(&dir.join("p/mytool"), b"t");
+        let l = BinLookup {
+            path: Some(dir.join("p").into_os_string()),
+            cwd: dir.clone(),
+        };
+        assert_eq!(pin("mytool", &dir, &l).unwrap().path, dir.join("p/mytool"));
+        assert_eq!(
+            pin("mytool", &dir, &BinLookup::default())
+                .unwrap_err()
+                .code(),
+            "bin_missing"
+        );
+    }
+}

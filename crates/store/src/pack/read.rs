@@ -1,0 +1,236 @@
+//! Reading installed packs without a lock: [`load`] for one pack, [`list`] for all.
+
+use super::fsops;
+use super::record::{InstallRecord, RECORD_DIR, RECORD_FILE, sha256_tagged};
+use super::{PackError, pack_dir};
+use crate::error::StoreError;
+use crate::home::{Home, StoreDir};
+use hcp_model::{Manifest, PackId, PolicyFile};
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+/// The largest record read, in bytes (1 MiB).
+const MAX_RECORD_BYTES: u64 = 1024 * 1024;
+
+/// An installed pack as exec and `hcp show` need it: the parsed files, the record, and
+/// where it lives. The files and the record are of one install (checked by digest).
+#[derive(Debug, Clone)]
+pub struct InstalledPack {
+    /// The pack id.
+    pub id: PackId,
+    /// `packs/<id>`.
+    pub dir: PathBuf,
+    /// `surface.json`, parsed.
+    pub manifest: Manifest,
+    /// `policy.json`, parsed.
+    pub policy: PolicyFile,
+    /// `HARNESS.md` (lossily UTF-8).
+    pub harness: String,
+    /// `.hcp/record.json`: pins and digests.
+    pub record: InstallRecord,
+}
+
+/// Parses a user-given pack id for a lookup.
+///
+/// # Errors
+/// [`PackError::NotInstalled`] when the text is not a pack id (no such pack can exist).
+pub fn parse_id(id: &str) -> Result<PackId, PackError> {
+    PackId::parse(id).map_err(|_| PackError::NotInstalled { id: id.to_owned() })
+}
+
+/// Loads installed pack `id`: opens `packs/<id>` once, reads the three files and the
+/// record relative to that descriptor (no symlink followed), checks each file against the
+/// record's digest and parses them. Reads only this pack's directory, so its cost does not
+/// grow with the number of installed packs (RUNTIME §3). Does not check activation: see
+/// [`is_active`].
+///
+/// # Errors
+/// [`PackError::NotInstalled`] when there is no such pack; [`StoreError::Damaged`] when a
+/// file is missing, differs from its recorded digest or does not parse;
+/// [`StoreError::Io`] for other read failures.
+pub fn load(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
+    let id = parse_id(id)?;
+    let dir = pack_dir(home, id.as_str());
+    // A reinstall may swap the directory and remove the old copy while we read it: the
+    // descriptor keeps us on one copy, and a file removed under us means "read again".
+    let mut last = None;
+    for _ in 0..3 {
+        match load_once(&id, &dir) {
+            Ok(p) => return Ok(p),
+            Err(Retry::Again(e)) => last = Some(e),
+            Err(Retry::Fail(e)) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| PackError::NotInstalled { id: id.to_string() }))
+}
+
+enum Retry {
+    Again(PackError),
+    Fail(PackError),
+}
+
+fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
+    let fd = fsops::open_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Retry::Fail(PackError::NotInstalled { id: id.to_string() }),
+        _ => Retry::Fail(StoreError::io("open", dir, e).into()),
+    })?;
+    let read = |name: &str, limit: u64| {
+        fsops::read_at(&fd, name, limit).map_err(|e| {
+            let err: PackError = StoreError::io("read", dir.join(name), e).into();
+            Retry::Again(err)
+        })
+    };
+    let rel_record = format!("{RECORD_DIR}/{RECORD_FILE}");
+    let record_bytes = read(&rel_record, MAX_RECORD_BYTES)?;
+    let record = InstallRecord::from_bytes(&record_bytes, &dir.join(&rel_record))
+        .map_err(|e| Retry::Fail(e.into()))?;
+    let damaged = |name: &str, reason: String| {
+        Retry::Fail(
+            StoreError::Damaged {
+                path: dir.join(name),
+                reason,
+            }
+            .into(),
+        )
+    };
+    let mut texts = Vec::new();
+    for name in hcp_model::PACK_FILES {
+        let bytes = read(name, hcp_lint::source::MAX_FILE_BYTES)?;
+        let want = record.files.get(name).map(String::as_str).unwrap_or("");
+        let got = sha256_tagged(&bytes);
+        if got != want {
+            return Err(damaged(
+                name,
+                format!("its digest is `{got}` but the install record says `{want}`"),
+            ));
+        }
+        texts.push(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    if record.pack_id != id.as_str() {
+        return Err(damaged(
+            &rel_record,
+            format!("it names pack `{}`", record.pack_id),
+        ));
+    }
+    let manifest = hcp_model::parse_manifest(&texts[0])
+        .map_err(|e| damaged(hcp_model::MANIFEST_FILE, e.message))?;
+    let policy = hcp_model::parse_policy(&texts[1])
+        .map_err(|e| damaged(hcp_model::POLICY_FILE, e.message))?;
+    let harness = texts.swap_remove(2);
+    Ok(InstalledPack {
+        id: id.clone(),
+        dir: dir.clone(),
+        manifest,
+        policy,
+        harness,
+        record,
+    })
+}
+
+/// Whether pack `id` is active: `state/active/<id>` exists. Any error reads as inactive
+/// (fail closed). One `lstat`.
+pub fn is_active(home: &Home, id: &str) -> bool {
+    PackId::parse(id).is_ok()
+        && std::fs::symlink_metadata(home.dir(StoreDir::State).join("active").join(id))
+            .map(|m| m.is_file())
+            .unwrap_or(false)
+}
+
+/// The ids in `dir` that are valid pack ids, sorted; an absent directory is empty.
+fn ids_in(dir: &std::path::Path) -> Result<Vec<PackId>, StoreError> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io("read", dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| StoreError::io("read", dir, e))?;
+        if let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| PackId::parse(n).ok())
+        {
+            out.push(id);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The ids of the active packs (`state/active/`), sorted. Does not check that each is
+/// installed.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory exists but cannot be read.
+pub fn active_ids(home: &Home) -> Result<Vec<PackId>, StoreError> {
+    ids_in(&home.dir(StoreDir::State).join("active"))
+}
+
+/// The ids of the installed packs (`packs/`), sorted.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory exists but cannot be read.
+pub fn installed_ids(home: &Home) -> Result<Vec<PackId>, StoreError> {
+    ids_in(&home.dir(StoreDir::Packs))
+}
+
+/// One line of `hcp list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PackListing {
+    /// The pack id.
+    pub id: String,
+    /// The manifest `name` (empty when damaged).
+    pub name: String,
+    /// `wrap`, `composite` or `openapi` (empty when damaged).
+    pub kind: String,
+    /// Whether `state/active/<id>` exists.
+    pub active: bool,
+    /// Number of verbs.
+    pub verbs: usize,
+    /// RFC 3339 install time (empty when damaged).
+    pub installed_at: String,
+    /// Why the record could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
+}
+
+/// Every installed pack, sorted by id. Reads one directory listing of `packs/`, one of
+/// `state/active/`, and each pack's record (which carries the manifest facts listed), so
+/// it never parses a manifest. A record that cannot be read is listed with `damaged`.
+///
+/// # Errors
+/// [`StoreError::Io`] when `packs/` or `state/active/` exists but cannot be read.
+pub fn list(home: &Home) -> Result<Vec<PackListing>, StoreError> {
+    let active: HashSet<PackId> = active_ids(home)?.into_iter().collect();
+    let packs = home.dir(StoreDir::Packs);
+    let mut out = Vec::new();
+    for id in installed_ids(home)? {
+        let path = packs.join(id.as_str()).join(RECORD_DIR).join(RECORD_FILE);
+        let rec = std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| InstallRecord::from_bytes(&b, &path).map_err(|e| e.to_string()));
+        let is_active = active.contains(&id);
+        out.push(match rec {
+            Ok(r) => PackListing {
+                id: id.to_string(),
+                name: r.summary.name,
+                kind: r.summary.kind,
+                active: is_active,
+                verbs: r.summary.verb_count,
+                installed_at: r.installed_at,
+                damaged: None,
+            },
+            Err(reason) => PackListing {
+                id: id.to_string(),
+                name: String::new(),
+                kind: String::new(),
+                active: is_active,
+                verbs: 0,
+                installed_at: String::new(),
+                damaged: Some(reason),
+            },
+        });
+    }
+    Ok(out)
+}
