@@ -151,17 +151,29 @@ pub fn render(pack: &InstalledPack) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {op} | {land} | {confirm} |",
-            code_cell(&format!("{}.{key}", pack.id)),
+            code_cell(&exec_target(pack, key)),
             code_cell(&exec_form(pack, key)),
         );
     }
     out
 }
 
-/// The `hcp exec` form of verb `key`: `hcp exec PACK.VERB --name NAME …`, optional
-/// arguments in brackets, `--confirm` when the policy asks for it (seeds §4.5).
+/// The shortest `hcp exec` target that names verb `key` of `pack` exactly (RUNTIME §5):
+/// the key itself when it already starts with `PACK.` and no other verb is keyed by the
+/// rest (`mail.send` in pack `mail`), else `PACK.VERB`.
+pub fn exec_target(pack: &InstalledPack, key: &str) -> String {
+    let id = pack.id.as_str();
+    match key.strip_prefix(id).and_then(|r| r.strip_prefix('.')) {
+        Some(rest) if !rest.is_empty() && !pack.manifest.verbs.contains_key(rest) => key.to_owned(),
+        _ => format!("{id}.{key}"),
+    }
+}
+
+/// The `hcp exec` form of verb `key`: `hcp exec PACK.VERB --name NAME …` (target as
+/// [`exec_target`]), optional arguments in brackets, `--confirm` when the policy asks for
+/// it (seeds §4.5).
 pub fn exec_form(pack: &InstalledPack, key: &str) -> String {
-    let mut s = format!("hcp exec {}.{key}", pack.id);
+    let mut s = format!("hcp exec {}", exec_target(pack, key));
     let mut seen: Vec<String> = Vec::new();
     if let Ok(plan) = pack.manifest.plan_verb(key) {
         for el in &plan.args {
@@ -195,7 +207,7 @@ pub fn exec_form(pack: &InstalledPack, key: &str) -> String {
 pub fn description(pack: &InstalledPack) -> String {
     let name: String = one_line(&pack.manifest.name);
     let mut d = format!(
-        "{name} (hcp pack `{id}`). Run its verbs with `hcp exec {id}.VERB`:",
+        "{name} (hcp pack `{id}`). Verbs, run through `hcp exec`:",
         id = pack.id
     );
     let mut first = true;

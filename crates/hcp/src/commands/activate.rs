@@ -1,20 +1,44 @@
 //! `hcp activate` and `hcp deactivate` (RUNTIME §3).
+
+use super::install::{open_home, pack_error};
 use crate::error::CliResult;
+use crate::exit;
+use hcp_store::skill;
 
 /// Arguments of `hcp activate`.
 #[derive(Debug, clap::Args)]
-pub struct ActivateArgs {}
+pub struct ActivateArgs {
+    /// The pack id.
+    id: String,
+}
 
 /// Arguments of `hcp deactivate`.
 #[derive(Debug, clap::Args)]
-pub struct DeactivateArgs {}
-
-/// Runs `hcp activate`.
-pub fn run_activate(_a: ActivateArgs) -> CliResult {
-    Err(super::not_built("activate"))
+pub struct DeactivateArgs {
+    /// The pack id.
+    id: String,
 }
 
-/// Runs `hcp deactivate`.
-pub fn run_deactivate(_a: DeactivateArgs) -> CliResult {
-    Err(super::not_built("deactivate"))
+/// Runs `hcp activate`: writes `skills/<id>/SKILL.md` and marks the pack active.
+pub fn run_activate(a: ActivateArgs) -> CliResult {
+    let home = open_home()?;
+    let pack = skill::activate(&home, &a.id).map_err(pack_error)?;
+    println!(
+        "activated `{}`: `{}`",
+        pack.id,
+        skill::skill_path(&home, pack.id.as_str()).display()
+    );
+    Ok(exit::OK)
+}
+
+/// Runs `hcp deactivate`: removes the marker and the SKILL.md.
+pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
+    let home = open_home()?;
+    let was = skill::deactivate(&home, &a.id).map_err(pack_error)?;
+    if was {
+        println!("deactivated `{}`", a.id);
+    } else {
+        println!("`{}` was not active", a.id);
+    }
+    Ok(exit::OK)
 }

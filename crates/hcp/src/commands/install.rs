@@ -1,20 +1,197 @@
-//! `hcp install` and `hcp uninstall` (RUNTIME §3).
-use crate::error::CliResult;
+//! `hcp install` and `hcp uninstall` (RUNTIME §3), and the store helpers the store
+//! subcommands share: opening the home, turning store refusals into [`CliError`]s.
+
+use crate::env;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_store::pack::{self, BinLookup, InstallOptions, InstallStep, PackError};
+use hcp_store::{Home, StoreError};
+use std::path::PathBuf;
+
+/// Test seam, read only by debug builds: `HCP_TEST_ABORT_AT=<step>` makes `hcp install`
+/// call `std::process::abort()` when it reaches that [`InstallStep`] (`locked`,
+/// `staging-cleaned`, `staged-partial`, `staged`, `swapped`, `old-removed`,
+/// `skill-written`, `activated`). The crash tests use it to prove that an interrupted
+/// install leaves the old pack or the new one. Release builds ignore it.
+pub const HCP_TEST_ABORT_AT: &str = "HCP_TEST_ABORT_AT";
 
 /// Arguments of `hcp install`.
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {}
+pub struct InstallArgs {
+    /// The pack directory (holding surface.json, policy.json, HARNESS.md).
+    dir: PathBuf,
+    /// Replace an installed pack with the same id.
+    #[arg(long)]
+    force: bool,
+    /// Activate the pack too (write its SKILL.md), under the same lock.
+    #[arg(long)]
+    activate: bool,
+}
 
 /// Arguments of `hcp uninstall`.
 #[derive(Debug, clap::Args)]
-pub struct UninstallArgs {}
+pub struct UninstallArgs {
+    /// The pack id.
+    id: String,
+}
+
+/// Opens the store named by `HCP_HOME` (or the platform data directory).
+pub(crate) fn open_home() -> Result<Home, CliError> {
+    let root = hcp_store::resolve_home(
+        std::env::var_os(env::HCP_HOME).as_deref(),
+        hcp_store::home::platform_data_dir,
+    )
+    .map_err(store_error)?;
+    Home::open(root).map_err(store_error)
+}
+
+/// A store failure: exit 74 with the failure's code and its causes.
+pub(crate) fn store_error(e: StoreError) -> CliError {
+    let mut out = CliError::new(e.code(), e.to_string(), exit::EX_IOERR);
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        out = out.cause(s);
+        src = s.source();
+    }
+    out
+}
+
+/// A pack refusal or failure as a [`CliError`] with its code, exit status and hint.
+pub(crate) fn pack_error(e: PackError) -> CliError {
+    let code = e.code();
+    let message = e.to_string();
+    match e {
+        PackError::Store(s) => store_error(s),
+        PackError::Unreadable { source, .. } => {
+            CliError::new(code, message, exit::EX_NOINPUT).cause(source)
+        }
+        PackError::Lint(_) => CliError::new(code, message, exit::REFUSED)
+            .hint("fix the errors above; `hcp lint DIR` runs the same checks"),
+        PackError::AlreadyInstalled { .. } => {
+            CliError::new(code, message, exit::REFUSED).hint("pass `--force` to replace it")
+        }
+        PackError::NotInstalled { .. } => CliError::new(code, message, exit::EX_NOINPUT)
+            .hint("`hcp list` shows the installed packs"),
+        PackError::BinMissing { .. } => CliError::new(code, message, exit::REFUSED)
+            .hint("install the program or put it on `PATH`; install pins it by path and digest"),
+        PackError::BinUnsafe { .. } => CliError::new(code, message, exit::REFUSED)
+            .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
+    }
+}
+
+/// Lint diagnostics in the concise form (`path:line:col: level[code]: message`).
+fn concise(report: &hcp_lint::Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for d in &report.diagnostics {
+        let path = match &d.file {
+            Some(f) => report.dir.join(f),
+            None => report.dir.clone(),
+        };
+        let _ = write!(out, "{}", path.display());
+        if d.line > 0 {
+            let _ = write!(out, ":{}:{}", d.line, d.column.max(1));
+        }
+        let level = match d.level {
+            hcp_lint::Level::Error => "error",
+            hcp_lint::Level::Warning => "warning",
+        };
+        let msg: String = d
+            .message
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let _ = writeln!(out, ": {level}[{}]: {msg}", d.code);
+        if let Some(h) = &d.hint {
+            let _ = writeln!(out, "  hint: {h}");
+        }
+    }
+    out
+}
+
+#[cfg(debug_assertions)]
+fn abort_at() -> Option<String> {
+    std::env::var(HCP_TEST_ABORT_AT).ok()
+}
+
+#[cfg(not(debug_assertions))]
+fn abort_at() -> Option<String> {
+    None
+}
 
 /// Runs `hcp install`.
-pub fn run_install(_a: InstallArgs) -> CliResult {
-    Err(super::not_built("install"))
+pub fn run_install(a: InstallArgs) -> CliResult {
+    let home = open_home()?;
+    let abort = abort_at();
+    let hook = |s: InstallStep| {
+        if abort.as_deref() == Some(s.name()) {
+            std::process::abort();
+        }
+    };
+    let opts = InstallOptions {
+        force: a.force,
+        activate: a.activate,
+        lookup: BinLookup {
+            path: std::env::var_os("PATH"),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        },
+        step_hook: if abort.is_some() { Some(&hook) } else { None },
+    };
+    match pack::install(&home, &a.dir, &opts) {
+        Ok(done) => {
+            eprint!("{}", concise(&done.report));
+            let r = &done.record;
+            let bins = r.bins.len();
+            println!(
+                "{} `{}` ({} {}, {bins} {} pinned)",
+                if done.replaced {
+                    "reinstalled"
+                } else {
+                    "installed"
+                },
+                r.pack_id,
+                r.summary.verb_count,
+                if r.summary.verb_count == 1 {
+                    "verb"
+                } else {
+                    "verbs"
+                },
+                if bins == 1 { "bin" } else { "bins" },
+            );
+            if done.content_changed {
+                println!(
+                    "content of `{}` changed: grants of other principals on it are suspended until granted again",
+                    r.pack_id
+                );
+            }
+            if done.active {
+                println!(
+                    "active: `{}`",
+                    hcp_store::skill::skill_path(&home, &r.pack_id).display()
+                );
+            }
+            Ok(exit::OK)
+        }
+        Err(PackError::Lint(report)) => {
+            eprint!("{}", concise(&report));
+            Err(pack_error(PackError::Lint(report)))
+        }
+        Err(e) => Err(pack_error(e)),
+    }
 }
 
 /// Runs `hcp uninstall`.
-pub fn run_uninstall(_a: UninstallArgs) -> CliResult {
-    Err(super::not_built("uninstall"))
+pub fn run_uninstall(a: UninstallArgs) -> CliResult {
+    let home = open_home()?;
+    let removed = pack::uninstall(&home, &a.id).map_err(pack_error)?;
+    println!(
+        "uninstalled `{}`{}",
+        removed.id,
+        if removed.was_active {
+            " (it was active)"
+        } else {
+            ""
+        }
+    );
+    Ok(exit::OK)
 }

@@ -1,11 +1,132 @@
-//! `hcp show`.
+//! `hcp show ID [--json]`: one installed pack, its verbs and its pins (RUNTIME §3).
+
+use super::install::{open_home, pack_error};
 use crate::error::CliResult;
+use crate::exit;
+use hcp_store::pack::{self, InstalledPack};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
 
 /// Arguments of `hcp show`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The pack id.
+    id: String,
+    /// Print the same facts as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs `hcp show`.
-pub fn run(_a: Args) -> CliResult {
-    Err(super::not_built("show"))
+pub fn run(a: Args) -> CliResult {
+    let home = open_home()?;
+    let p = pack::load(&home, &a.id).map_err(pack_error)?;
+    let active = pack::is_active(&home, p.id.as_str());
+    if a.json {
+        println!("{:#}", to_json(&p, active));
+    } else {
+        print!("{}", to_text(&p, active));
+    }
+    Ok(exit::OK)
+}
+
+fn verbs(p: &InstalledPack) -> Vec<Value> {
+    p.manifest
+        .verbs
+        .iter()
+        .map(|(key, spec)| {
+            let e = p.policy.verbs.get(key);
+            json!({
+                "key": key,
+                "description": spec.description,
+                "operation": e.map(|e| e.operation.as_str()),
+                "land": e.map(|e| e.privacy.land.as_str()),
+                "confirm": e.is_some_and(|e| e.needs_confirm()),
+                "exec": hcp_store::skill::exec_form(p, key),
+            })
+        })
+        .collect()
+}
+
+fn to_json(p: &InstalledPack, active: bool) -> Value {
+    let m = &p.manifest;
+    let r = &p.record;
+    json!({
+        "id": p.id.as_str(),
+        "name": m.name,
+        "kind": m.kind,
+        "plane": m.plane,
+        "binding": m.binding,
+        "transports": m.transports,
+        "active": active,
+        "verbs": verbs(p),
+        "stimuli": m.stimulus_triggers.iter().map(|t| t.reference.as_str()).collect::<Vec<_>>(),
+        "installed_at": r.installed_at,
+        "source": r.source,
+        "content_changed_at": r.content_changed_at,
+        "files": r.files,
+        "files_digest": r.files_digest,
+        "bins": r.bins,
+    })
+}
+
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn to_text(p: &InstalledPack, active: bool) -> String {
+    let m = &p.manifest;
+    let r = &p.record;
+    let j = to_json(p, active);
+    let word = |k: &str| j[k].as_str().unwrap_or("").to_owned();
+    let mut s = String::new();
+    let _ = writeln!(s, "{} ({})", p.id, clean(&m.name));
+    let _ = writeln!(
+        s,
+        "  kind: {}  plane: {}  binding: {}  active: {}",
+        word("kind"),
+        word("plane"),
+        j["binding"]["mode"].as_str().unwrap_or(""),
+        if active { "yes" } else { "no" }
+    );
+    let _ = writeln!(
+        s,
+        "  installed: {} from `{}`",
+        r.installed_at,
+        r.source.display()
+    );
+    let _ = writeln!(
+        s,
+        "  content changed: {}",
+        r.content_changed_at.as_deref().unwrap_or("never")
+    );
+    let _ = writeln!(s, "verbs:");
+    for v in verbs(p) {
+        let _ = writeln!(
+            s,
+            "  {}  {}  {}  confirm: {}  `{}`",
+            v["key"].as_str().map(clean).unwrap_or_default(),
+            v["operation"].as_str().unwrap_or("?"),
+            v["land"].as_str().unwrap_or("?"),
+            if v["confirm"] == true { "yes" } else { "no" },
+            v["exec"].as_str().map(clean).unwrap_or_default(),
+        );
+    }
+    let _ = writeln!(s, "pins:");
+    for b in &r.bins {
+        let _ = writeln!(
+            s,
+            "  bin `{}` → `{}` {}",
+            clean(&b.program),
+            b.path.display(),
+            b.sha256
+        );
+    }
+    for (name, d) in &r.files {
+        let _ = writeln!(s, "  file `{name}` {d}");
+    }
+    let _ = writeln!(s, "  files digest {}", r.files_digest);
+    s
 }
