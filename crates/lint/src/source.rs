@@ -8,6 +8,8 @@ pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// The most entries walked in one pack directory (files, directories and links at any
 /// depth); the walk stops there and [`PackSource::truncated`] is set.
 pub const MAX_ENTRIES: usize = 4096;
+/// The deepest directory level entered (the pack directory is level 0).
+pub const MAX_DEPTH: usize = 16;
 
 /// What an entry is, from `lstat` (a symlink is never followed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,16 +85,17 @@ pub fn read_pack(dir: &Path) -> std::io::Result<PackSource> {
         files: Vec::new(),
         truncated: false,
     };
-    walk(dir, "", &mut src, 0)?;
+    walk(dir, &mut src)?;
     src.entries.sort_by(|a, b| a.rel.cmp(&b.rel));
     for name in hcp_model::PACK_FILES {
         let Some(e) = src.entries.iter().find(|e| e.rel == name) else {
             continue;
         };
-        if e.kind == EntryKind::File && e.size <= MAX_FILE_BYTES {
-            if let Ok(bytes) = read_no_follow(&dir.join(name)) {
-                src.files.push((name.to_owned(), bytes));
-            }
+        if e.kind == EntryKind::File
+            && e.size <= MAX_FILE_BYTES
+            && let Ok(bytes) = read_no_follow(&dir.join(name))
+        {
+            src.files.push((name.to_owned(), bytes));
         }
     }
     Ok(src)
@@ -116,33 +119,59 @@ fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn walk(dir: &Path, prefix: &str, src: &mut PackSource, depth: usize) -> std::io::Result<()> {
-    let rd = std::fs::read_dir(dir)?;
-    for entry in rd {
-        if src.entries.len() >= MAX_ENTRIES {
-            src.truncated = true;
-            return Ok(());
+/// Walks breadth-first, so the top-level entries (the three pack files among them) are
+/// always recorded before [`MAX_ENTRIES`] can stop the walk. A `.git` directory is listed
+/// but not entered: version-control metadata is never part of a pack, and install copies
+/// only the three files.
+fn walk(root: &Path, src: &mut PackSource) -> std::io::Result<()> {
+    let mut queue: std::collections::VecDeque<(PathBuf, String, usize)> =
+        std::collections::VecDeque::new();
+    queue.push_back((root.to_path_buf(), String::new(), 0));
+    let mut first = true;
+    while let Some((dir, prefix, depth)) = queue.pop_front() {
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if first => return Err(e),
+            Err(_) => continue,
+        };
+        first = false;
+        let mut names: Vec<(std::ffi::OsString, Option<std::fs::FileType>, Option<u64>)> =
+            Vec::new();
+        for entry in rd {
+            let Ok(entry) = entry else { continue };
+            let meta = std::fs::symlink_metadata(entry.path()).ok();
+            names.push((
+                entry.file_name(),
+                meta.as_ref().map(std::fs::Metadata::file_type),
+                meta.as_ref().map(std::fs::Metadata::len),
+            ));
         }
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let (kind, size) = match entry.metadata() {
-            Ok(m) if m.file_type().is_symlink() => (EntryKind::Symlink, 0),
-            Ok(m) if m.is_file() => (EntryKind::File, m.len()),
-            Ok(m) if m.is_dir() => (EntryKind::Dir, 0),
-            _ => (EntryKind::Other, 0),
-        };
-        src.entries.push(PackEntry {
-            rel: rel.clone(),
-            kind,
-            size,
-        });
-        if kind == EntryKind::Dir && depth < 16 {
-            let _ = walk(&entry.path(), &rel, src, depth + 1);
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, ft, len) in names {
+            if src.entries.len() >= MAX_ENTRIES {
+                src.truncated = true;
+                return Ok(());
+            }
+            let name = name.to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let (kind, size) = match ft {
+                Some(t) if t.is_symlink() => (EntryKind::Symlink, 0),
+                Some(t) if t.is_file() => (EntryKind::File, len.unwrap_or(0)),
+                Some(t) if t.is_dir() => (EntryKind::Dir, 0),
+                _ => (EntryKind::Other, 0),
+            };
+            src.entries.push(PackEntry {
+                rel: rel.clone(),
+                kind,
+                size,
+            });
+            if kind == EntryKind::Dir && depth < MAX_DEPTH && !(depth == 0 && name == ".git") {
+                queue.push_back((dir.join(&name), rel, depth + 1));
+            }
         }
     }
     Ok(())

@@ -1,0 +1,214 @@
+//! What the rules look at: the pack source with its files parsed once.
+
+use crate::diagnostic::Diagnostic;
+use crate::source::PackSource;
+use hcp_model::{
+    MANIFEST_FILE, Manifest, POLICY_FILE, ParseCode, ParseError, PolicyFile, SKILL_FILE,
+};
+
+/// One JSON file of the pack, as far as it got.
+#[derive(Debug)]
+pub(crate) enum Parsed<T> {
+    /// Not read (absent, not a regular file, too large); `missing_file` reports it.
+    Absent,
+    /// Read but refused; the parse rules report it and the rules that need it skip.
+    Failed(ParseError),
+    /// Parsed strictly.
+    Ok {
+        /// The text, for locating values.
+        text: String,
+        /// The value.
+        value: T,
+    },
+}
+
+impl<T> Parsed<T> {
+    fn read(bytes: Option<&[u8]>, parse: fn(&str) -> Result<T, ParseError>) -> Self {
+        let Some(bytes) = bytes else {
+            return Self::Absent;
+        };
+        let text = match std::str::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let loc = hcp_model::span::Location::of_offset(
+                    &String::from_utf8_lossy(&bytes[..e.valid_up_to()]),
+                    e.valid_up_to(),
+                );
+                return Self::Failed(ParseError {
+                    code: ParseCode::BadJson,
+                    message: "the file is not valid UTF-8".into(),
+                    line: loc.line,
+                    column: loc.column,
+                    path: String::new(),
+                });
+            }
+        };
+        match parse(text) {
+            Ok(value) => Self::Ok {
+                text: text.to_owned(),
+                value,
+            },
+            Err(e) => Self::Failed(e),
+        }
+    }
+
+    /// The parsed value with its text.
+    pub(crate) fn ok(&self) -> Option<(&T, &str)> {
+        match self {
+            Self::Ok { text, value } => Some((value, text)),
+            _ => None,
+        }
+    }
+
+    /// The parse failure.
+    pub(crate) fn error(&self) -> Option<&ParseError> {
+        match self {
+            Self::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The pack as the rules see it.
+#[derive(Debug)]
+pub(crate) struct Ctx<'a> {
+    /// The walked directory.
+    pub source: &'a PackSource,
+    /// `surface.json`.
+    pub manifest: Parsed<Manifest>,
+    /// `policy.json`.
+    pub policy: Parsed<PolicyFile>,
+    /// `HARNESS.md`, lossily UTF-8, when read.
+    pub skill: Option<String>,
+}
+
+impl<'a> Ctx<'a> {
+    /// Reads and parses the pack files of `source`.
+    pub(crate) fn new(source: &'a PackSource) -> Self {
+        Self {
+            source,
+            manifest: Parsed::read(source.file(MANIFEST_FILE), hcp_model::parse_manifest),
+            policy: Parsed::read(source.file(POLICY_FILE), hcp_model::parse_policy),
+            skill: source
+                .file(SKILL_FILE)
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
+        }
+    }
+
+    /// The manifest and its text, when it parsed.
+    pub(crate) fn manifest(&self) -> Option<(&Manifest, &str)> {
+        self.manifest.ok()
+    }
+
+    /// The policy and its text, when it parsed.
+    pub(crate) fn policy(&self) -> Option<(&PolicyFile, &str)> {
+        self.policy.ok()
+    }
+}
+
+/// Places `d` in `file` at the JSON `path` of `text` (the key of a member, the start of an
+/// element); without a location when the path is not found.
+pub(crate) fn at_path(d: Diagnostic, file: &str, text: &str, path: &[&str]) -> Diagnostic {
+    let d = d.in_file(file);
+    match hcp_model::span::locate(text, path) {
+        Some(loc) => d.at(loc.line, loc.column),
+        None => d,
+    }
+}
+
+/// Places `d` in `surface.json` at `path`.
+pub(crate) fn in_manifest(d: Diagnostic, text: &str, path: &[&str]) -> Diagnostic {
+    at_path(d, MANIFEST_FILE, text, path)
+}
+
+/// Places `d` in `policy.json` at `path`.
+pub(crate) fn in_policy(d: Diagnostic, text: &str, path: &[&str]) -> Diagnostic {
+    at_path(d, POLICY_FILE, text, path)
+}
+
+/// A user value for a message: in backticks, control characters escaped so a value can
+/// never forge a line of output.
+pub(crate) fn tick(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('`');
+    for c in value.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('`');
+    out
+}
+
+/// One command array written in the manifest: a verb's or trigger's `cli`, or
+/// `wrap.argv_template`.
+#[derive(Debug)]
+pub(crate) struct Written<'m> {
+    /// Its JSON path in `surface.json`.
+    pub path: Vec<String>,
+    /// What it belongs to, for messages: ``verb `find` ``.
+    pub owner: String,
+    /// The elements as written.
+    pub elements: &'m [String],
+    /// Whether `elements[0]` is the program or CLI name (a `cli`) rather than a template
+    /// element (`argv_template`).
+    pub has_program: bool,
+}
+
+impl Written<'_> {
+    /// The JSON path of element `index`.
+    pub(crate) fn element_path(&self, index: usize) -> Vec<String> {
+        let mut p = self.path.clone();
+        p.push(index.to_string());
+        p
+    }
+
+    /// The template elements with their indices in `elements`.
+    pub(crate) fn template(&self) -> impl Iterator<Item = (usize, &String)> {
+        let skip = usize::from(self.has_program);
+        self.elements.iter().enumerate().skip(skip)
+    }
+}
+
+/// Every command array of `m`, in document order: verbs' `cli`, triggers' `cli`, then
+/// `wrap.argv_template`.
+pub(crate) fn written(m: &Manifest) -> Vec<Written<'_>> {
+    let mut out = Vec::new();
+    for (key, v) in &m.verbs {
+        if let Some(cli) = &v.cli {
+            out.push(Written {
+                path: vec!["verbs".into(), key.clone(), "cli".into()],
+                owner: format!("verb {}", tick(key)),
+                elements: cli,
+                has_program: true,
+            });
+        }
+    }
+    for (i, t) in m.stimulus_triggers.iter().enumerate() {
+        if let Some(cli) = &t.cli {
+            out.push(Written {
+                path: vec!["stimulusTriggers".into(), i.to_string(), "cli".into()],
+                owner: format!("trigger {}", tick(&t.reference)),
+                elements: cli,
+                has_program: true,
+            });
+        }
+    }
+    if let Some(t) = m.wrap.as_ref().and_then(|w| w.argv_template.as_ref()) {
+        out.push(Written {
+            path: vec!["wrap".into(), "argv_template".into()],
+            owner: "`wrap.argv_template`".into(),
+            elements: t,
+            has_program: false,
+        });
+    }
+    out
+}
+
+/// [`in_manifest`] with an owned path.
+pub(crate) fn in_manifest_at(d: Diagnostic, text: &str, path: &[String]) -> Diagnostic {
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    in_manifest(d, text, &path)
+}

@@ -1,0 +1,62 @@
+//! `bad_binding` (error): a binding that does not fit the plane or names no usable
+//! connect verb.
+//!
+//! ## What it does
+//! Reports a `mothership` binding on a `runtime` pack, a `control` pack whose binding is
+//! not `mothership` (Pack concept, "Planes"), a `binding.connect` that names no verb, and
+//! a `user` binding with neither a connect verb nor a `binding.family` to share a login
+//! with.
+//!
+//! ## Why is this bad?
+//! `mothership` credentials are for the control plane only, and a control pack is never
+//! activated for a non-owner principal (RUNTIME §8): mixing the two hands operator power
+//! to end users. A `user` binding that cannot be connected makes every verb fail with
+//! `binding_required`.
+//!
+//! ## Example
+//! ```json
+//! { "id": "fleet", "plane": "runtime", "binding": { "mode": "mothership" } }
+//! ```
+//! Set `"plane": "control"`, or use a `user` binding.
+
+use crate::context::{Ctx, in_manifest, tick};
+use crate::diagnostic::Diagnostic;
+use hcp_model::{BindingMode, Plane};
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let Some((m, text)) = cx.manifest() else {
+        return;
+    };
+    let err = |msg: &str| Diagnostic::error("bad_binding", msg.to_owned());
+    match (m.plane, m.binding.mode) {
+        (Plane::Runtime, BindingMode::Mothership) => out.push(
+            in_manifest(err("a `mothership` binding on a `runtime` pack"), text, &["binding", "mode"])
+                .hint("`mothership` is control plane only: set `\"plane\": \"control\"`, or use `user`, `local` or `public`"),
+        ),
+        (Plane::Control, mode) if mode != BindingMode::Mothership => out.push(
+            in_manifest(err("a `control` pack whose binding is not `mothership`"), text, &["binding", "mode"])
+                .hint("a control-plane pack binds with `mothership`; an end-user face is a separate `runtime` pack"),
+        ),
+        _ => {}
+    }
+    if let Some(c) = &m.binding.connect {
+        if !m.verbs.contains_key(c) {
+            out.push(
+                in_manifest(
+                    err(&format!("`binding.connect` names {}, which is not a verb", tick(c))),
+                    text,
+                    &["binding", "connect"],
+                )
+                .hint("name the verb that establishes the binding"),
+            );
+        }
+    } else if m.binding.mode == BindingMode::User
+        && m.connect_verb().is_none()
+        && m.binding.family.is_none()
+    {
+        out.push(
+            in_manifest(err("a `user` binding without a connect verb"), text, &["binding", "mode"])
+                .hint("add a `connect` verb (a `write`), name it in `binding.connect`, or share a login through `binding.family`"),
+        );
+    }
+}

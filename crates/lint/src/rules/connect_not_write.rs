@@ -1,0 +1,43 @@
+//! `connect_not_write` (error): the connect verb is not a write.
+//!
+//! ## What it does
+//! Finds the pack's connect verb (`binding.connect`, else a verb keyed `connect`, else
+//! the first key ending in `.connect`) and reports it when its policy entry is a `read`.
+//!
+//! ## Why is this bad?
+//! A command that establishes or refreshes a binding MUST be `write` (seeds §4.2.5): it
+//! stores a credential, and it is gated by `pack.connect` on top of the write grant.
+//!
+//! ## Example
+//! ```json
+//! "mail.connect": { "operation": "read", "privacy": { "land": "personal" } }
+//! ```
+
+use crate::context::{Ctx, in_policy, tick};
+use crate::diagnostic::Diagnostic;
+use hcp_model::Operation;
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
+        return;
+    };
+    let Some(key) = m.connect_verb() else {
+        return;
+    };
+    let Some(entry) = p.verbs.get(key) else {
+        return;
+    };
+    if entry.operation != Operation::Write {
+        out.push(
+            in_policy(
+                Diagnostic::error(
+                    "connect_not_write",
+                    format!("connect verb {} is a `{}`; it must be a `write`", tick(key), entry.operation),
+                ),
+                text,
+                &["verbs", key, "operation"],
+            )
+            .hint("a command that establishes a binding changes state (seeds §4.2.5)"),
+        );
+    }
+}

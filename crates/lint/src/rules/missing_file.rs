@@ -1,0 +1,78 @@
+//! `missing_file` (error): a pack file is missing or cannot be read.
+//!
+//! ## What it does
+//! Checks that `surface.json`, `policy.json` and `HARNESS.md` are all present at the top of
+//! the pack directory, under exactly those case-sensitive names, as regular files of at
+//! most 1 MiB that could be read.
+//!
+//! ## Why is this bad?
+//! A pack is exactly those three files (Pack concept, RUNTIME §1); install refuses a pack
+//! without one of them. A symlink or a directory under one of the names is not a file the
+//! runtime will read: install follows no symlink.
+//!
+//! ## Example
+//! ```text
+//! packs/transit/
+//!   surface.json
+//!   Policy.json     <- wrong case: `policy.json` is missing
+//!   HARNESS.md
+//! ```
+
+use crate::context::Ctx;
+use crate::diagnostic::Diagnostic;
+use crate::source::{EntryKind, MAX_FILE_BYTES};
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    for name in hcp_model::PACK_FILES {
+        if cx.source.file(name).is_some() {
+            continue;
+        }
+        let entry = cx.source.entries.iter().find(|e| e.rel == name);
+        let d = match entry {
+            None => {
+                let d = Diagnostic::error("missing_file", format!("the pack has no `{name}`"));
+                let other_case = cx
+                    .source
+                    .entries
+                    .iter()
+                    .find(|e| !e.rel.contains('/') && e.rel.eq_ignore_ascii_case(name));
+                match other_case {
+                    Some(e) => d.hint(format!(
+                        "found `{}`: the names of the pack files are exact and case-sensitive",
+                        e.rel
+                    )),
+                    None => d.hint(format!(
+                        "a pack is one directory with `surface.json`, `policy.json` and `HARNESS.md`; add `{name}`"
+                    )),
+                }
+            }
+            Some(e) => match e.kind {
+                EntryKind::Symlink => Diagnostic::error(
+                    "missing_file",
+                    format!("`{name}` is a symlink, not a regular file"),
+                )
+                .hint("replace the link with the file itself: install follows no symlink"),
+                EntryKind::Dir => Diagnostic::error(
+                    "missing_file",
+                    format!("`{name}` is a directory, not a regular file"),
+                ),
+                EntryKind::Other => Diagnostic::error(
+                    "missing_file",
+                    format!("`{name}` is not a regular file"),
+                ),
+                EntryKind::File if e.size > MAX_FILE_BYTES => Diagnostic::error(
+                    "missing_file",
+                    format!(
+                        "`{name}` is {} bytes; a pack file is at most {MAX_FILE_BYTES} bytes",
+                        e.size
+                    ),
+                ),
+                EntryKind::File => {
+                    Diagnostic::error("missing_file", format!("`{name}` could not be read"))
+                        .hint("check the file's permissions")
+                }
+            },
+        };
+        out.push(d.in_file(name));
+    }
+}

@@ -1,0 +1,42 @@
+//! `reserved_placeholder` (error): a placeholder name the runtime keeps, or one that
+//! selects the tenant.
+//!
+//! ## What it does
+//! Reports a placeholder named `confirm`, `apply`, `json` or `timeout` (the runtime's own
+//! flags, RUNTIME §1.2) or `project_id`, `tenant`, `tenant_id`, `principal` (names that
+//! would let an argument choose the tenant, seeds §4.3.2) in any command template.
+//!
+//! ## Why is this bad?
+//! `--confirm` answers the confirm gate (§4.5): if it were also an argument the wrapped
+//! CLI received, an agent could pass the gate and the CLI's own confirmation in one go.
+//! Tenant comes from the session, never from arguments; use `{{@project_id}}` or
+//! `{{@principal_id}}`, which the runtime fills.
+//!
+//! ## Example
+//! ```json
+//! "cli": ["ledger", "post", "--project={{project_id}}", "{{confirm?}}"]
+//! ```
+
+use crate::context::{Ctx, in_manifest_at, written};
+use crate::diagnostic::Diagnostic;
+use hcp_model::template::{TemplateError, parse_element};
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let Some((m, text)) = cx.manifest() else {
+        return;
+    };
+    for w in written(m) {
+        for (i, el) in w.template() {
+            if let Err(TemplateError::Reserved(why)) = parse_element(el) {
+                out.push(
+                    in_manifest_at(
+                        Diagnostic::error("reserved_placeholder", format!("{}: {why}", w.owner)),
+                        text,
+                        &w.element_path(i),
+                    )
+                    .hint("rename the placeholder; session values are `{{@principal_id}}`, `{{@project_id}}`, `{{@workdir}}`"),
+                );
+            }
+        }
+    }
+}

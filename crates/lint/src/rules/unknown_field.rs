@@ -1,0 +1,26 @@
+//! `unknown_field` (error): a field the format does not define.
+//!
+//! ## What it does
+//! Reports a key that `surface.json` (RUNTIME §1.1) or `policy.json` (seeds §4.1) does not
+//! define, at any level — a misspelt `"confrim"`, a `"lands"` inside `privacy`.
+//!
+//! ## Why is this bad?
+//! Unknown fields MUST fail parse (seeds §4). A misspelt `confirm` that was silently
+//! ignored would turn a gated write into one that runs without confirmation.
+//!
+//! ## Example
+//! ```json
+//! "mail.send": { "operation": "write", "privacy": { "lands": "local" }, "confrim": true }
+//! ```
+
+use crate::context::Ctx;
+use crate::diagnostic::Diagnostic;
+use hcp_model::{ParseCode, ParseError};
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    super::parse_failure(cx, ParseCode::UnknownField, hint, out);
+}
+
+fn hint(_: &ParseError) -> Option<String> {
+    Some("check the spelling: parsing is strict and refuses fields the format does not define".into())
+}

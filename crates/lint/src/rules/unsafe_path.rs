@@ -1,0 +1,51 @@
+//! `unsafe_path` (error): an entry whose name holds `..`, a control character or an
+//! absolute path.
+//!
+//! ## What it does
+//! Reports an entry of the pack directory, at any depth, whose name contains `..`, a NUL
+//! or another control character (a newline, an escape), a backslash, or starts with `/`.
+//!
+//! ## Why is this bad?
+//! Names like these are how path traversal and output forgery start: a `..` that some
+//! later tool joins into a path climbs out of the store, a newline in a name forges a line
+//! of lint output, a backslash is a separator elsewhere. No pack needs one.
+//!
+//! ## Example
+//! ```text
+//! packs/transit/
+//!   surface.json  policy.json  HARNESS.md
+//!   ..hidden
+//! ```
+
+use crate::context::{Ctx, tick};
+use crate::diagnostic::Diagnostic;
+
+/// Why a name (one path segment) is unsafe, or `None`.
+pub(crate) fn why_unsafe(name: &str) -> Option<&'static str> {
+    if name.contains("..") {
+        Some("holds `..`")
+    } else if name.contains('\0') {
+        Some("holds a NUL")
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if name.starts_with('/') {
+        Some("is an absolute path")
+    } else if name.contains('\\') {
+        Some("holds a backslash")
+    } else {
+        None
+    }
+}
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    for e in &cx.source.entries {
+        let name = e.rel.rsplit('/').next().unwrap_or(&e.rel);
+        if let Some(why) = why_unsafe(name) {
+            out.push(
+                Diagnostic::error("unsafe_path", format!("entry {} {why}", tick(&e.rel)))
+                    .in_file(e.rel.clone())
+                    .hint("rename or remove it; a pack holds only its three files"),
+            );
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! `write_stimulus` (error): a stimulus entry whose operation is not `read`.
+//!
+//! ## What it does
+//! Reports every entry of the policy's `stimuli` whose `operation` is `write` (seeds
+//! §4.2.6, §4.4).
+//!
+//! ## Why is this bad?
+//! Sense cannot write: a trigger relays events from upstream and is gated by
+//! `sense.enable` alone. A "write" trigger would be a side effect that no write grant and
+//! no confirm gate ever sees.
+//!
+//! ## Example
+//! ```json
+//! "stimuli": { "new_item": { "operation": "write", "privacy": { "land": "personal" } } }
+//! ```
+
+use crate::context::{Ctx, in_policy, tick};
+use crate::diagnostic::Diagnostic;
+use hcp_model::Operation;
+
+pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let Some((p, text)) = cx.policy() else {
+        return;
+    };
+    for (key, entry) in &p.stimuli {
+        if entry.operation != Operation::Read {
+            out.push(
+                in_policy(
+                    Diagnostic::error(
+                        "write_stimulus",
+                        format!(
+                            "stimulus {} is `{}`; a trigger's operation must be `read`",
+                            tick(key),
+                            entry.operation
+                        ),
+                    ),
+                    text,
+                    &["stimuli", key, "operation"],
+                )
+                .hint("sense cannot write (seeds §4.2.6); make the effect a write verb"),
+            );
+        }
+    }
+}
