@@ -1,0 +1,164 @@
+//! The one error type of the adapter, with the stable codes and exit statuses of
+//! RUNTIME §5.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why the adapter refused or failed to run a command.
+///
+/// Every variant has a stable snake_case [`code`](AdapterError::code) (harnesses match on
+/// it) and the `hcp exec` [`exit_status`](AdapterError::exit_status) RUNTIME §5 gives it.
+/// A timeout is not an error: it is [`Outcome::timed_out`](crate::Outcome::timed_out).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdapterError {
+    /// `bin_missing` (exit 127): the pinned bin does not exist (or its pinned path is not
+    /// absolute).
+    #[error("pinned bin `{path}` is missing")]
+    BinMissing {
+        /// The pinned path.
+        path: PathBuf,
+        /// The failure that showed it, when there is one.
+        #[source]
+        source: Option<io::Error>,
+    },
+    /// `bin_not_executable` (exit 126): the pinned path is not a regular file, has no
+    /// execute bit, or the kernel refused to execute it.
+    #[error("pinned bin `{path}` is not an executable file: {reason}")]
+    BinNotExecutable {
+        /// The pinned path.
+        path: PathBuf,
+        /// What is wrong, lowercase.
+        reason: String,
+        /// The failure that showed it, when there is one.
+        #[source]
+        source: Option<io::Error>,
+    },
+    /// `bin_changed` (exit 126): the bin's sha256 is no longer the one pinned at install
+    /// (RUNTIME §3); re-install the pack to accept the new bin.
+    #[error("pinned bin `{path}` changed since install (sha256 `{actual}`, pinned `{pinned}`)")]
+    BinChanged {
+        /// The pinned path.
+        path: PathBuf,
+        /// The pinned digest, `sha256:<hex>`.
+        pinned: String,
+        /// The digest found now, `sha256:<hex>`.
+        actual: String,
+    },
+    /// `arg_missing` (exit 65): a required placeholder has no value.
+    #[error("argument `{name}` is required")]
+    ArgMissing {
+        /// The placeholder name.
+        name: String,
+    },
+    /// `arg_invalid` (exit 65): a value holds NUL, which no argv element can carry.
+    #[error("argument `{name}` holds a NUL byte")]
+    ArgInvalid {
+        /// The placeholder name (`@workdir` style for session values).
+        name: String,
+    },
+    /// `arg_looks_like_flag` (exit 65): a value bound to a positional element starts with
+    /// `-` and no literal `--` precedes it in the template (RUNTIME §1.2).
+    #[error("argument `{name}` starts with `-` and would be read as an option")]
+    ArgLooksLikeFlag {
+        /// The placeholder name.
+        name: String,
+    },
+    /// `project_required` (exit 77): the template uses `{{@project_id}}` and the session
+    /// names no project (RUNTIME §1.2, §5 step 5).
+    #[error("this verb needs a project in the session (`{{{{@project_id}}}}`)")]
+    ProjectRequired,
+    /// `env_refused` (exit 126): an environment entry the adapter will not pass: an
+    /// `agent_env` name the runtime owns or that injects code (see
+    /// [`agent_env_refusal`](crate::agent_env_refusal)), a malformed name, or a NUL in a
+    /// name or value. Not in RUNTIME §5's list: the command cannot run as packed.
+    #[error("environment variable `{name}` refused: {reason}")]
+    EnvRefused {
+        /// The variable name (lossily UTF-8).
+        name: String,
+        /// Why, lowercase.
+        reason: &'static str,
+    },
+    /// `spawn_failed` (exit 126): the process could not be started (working directory
+    /// missing, out of processes or memory, pidfd or pipe failure).
+    #[error("cannot start `{program}`: {reason}")]
+    SpawnFailed {
+        /// The pinned path.
+        program: PathBuf,
+        /// What failed, lowercase.
+        reason: String,
+        /// The cause.
+        #[source]
+        source: Option<io::Error>,
+    },
+    /// `supervise_failed` (exit 70): waiting on or reading from a started child failed.
+    /// The child's process group was killed before this was returned. Not in RUNTIME §5's
+    /// list (an internal error).
+    #[error("lost track of the child: {reason}")]
+    SuperviseFailed {
+        /// What failed, lowercase.
+        reason: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl AdapterError {
+    /// The stable snake_case code (RUNTIME §5).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BinMissing { .. } => "bin_missing",
+            Self::BinNotExecutable { .. } => "bin_not_executable",
+            Self::BinChanged { .. } => "bin_changed",
+            Self::ArgMissing { .. } => "arg_missing",
+            Self::ArgInvalid { .. } => "arg_invalid",
+            Self::ArgLooksLikeFlag { .. } => "arg_looks_like_flag",
+            Self::ProjectRequired => "project_required",
+            Self::EnvRefused { .. } => "env_refused",
+            Self::SpawnFailed { .. } => "spawn_failed",
+            Self::SuperviseFailed { .. } => "supervise_failed",
+        }
+    }
+
+    /// The exit status `hcp exec` answers with (RUNTIME §5): 127 `bin_missing`; 126
+    /// `bin_not_executable`, `bin_changed`, `env_refused`, `spawn_failed`; 65 `arg_*`;
+    /// 77 `project_required`; 70 `supervise_failed`.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Self::BinMissing { .. } => 127,
+            Self::BinNotExecutable { .. }
+            | Self::BinChanged { .. }
+            | Self::EnvRefused { .. }
+            | Self::SpawnFailed { .. } => 126,
+            Self::ArgMissing { .. } | Self::ArgInvalid { .. } | Self::ArgLooksLikeFlag { .. } => 65,
+            Self::ProjectRequired => 77,
+            Self::SuperviseFailed { .. } => 70,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_statuses() {
+        let e = AdapterError::BinMissing {
+            path: "/x".into(),
+            source: None,
+        };
+        assert_eq!((e.code(), e.exit_status()), ("bin_missing", 127));
+        let e = AdapterError::ArgLooksLikeFlag { name: "q".into() };
+        assert_eq!((e.code(), e.exit_status()), ("arg_looks_like_flag", 65));
+        assert_eq!(
+            e.to_string(),
+            "argument `q` starts with `-` and would be read as an option"
+        );
+        assert_eq!(
+            AdapterError::ProjectRequired.to_string(),
+            "this verb needs a project in the session (`{{@project_id}}`)"
+        );
+    }
+}

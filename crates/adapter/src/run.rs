@@ -1,0 +1,524 @@
+//! Running one child (RUNTIME §5 "The child"): no shell, `/dev/null` stdin, exact
+//! environment, own process group, a timeout that ends the whole group, capped output.
+//!
+//! One thread: a `poll(2)` loop over the two pipes and a pidfd (`pidfd_open`) for the
+//! child's exit, with the next deadline as the poll timeout. Without pidfd (Linux older
+//! than 5.3) the loop polls the pipes in 5 ms slices and checks the child with
+//! `waitpid(WNOHANG)`.
+
+use crate::AdapterError;
+use crate::confine::Confinement;
+use crate::env::ChildEnv;
+use crate::pin::{StatFingerprint, VerifiedBin};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Default timeout of a call: 60 s (RUNTIME §5).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time between `SIGTERM` and `SIGKILL` to the group on timeout: 1 s.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
+/// Default cap of each output stream: 1 MiB (RUNTIME §5).
+pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
+/// How long [`run`] waits, at most, for the killed members of a group to disappear after
+/// the direct child exited: 500 ms.
+pub const GROUP_EXIT_WAIT: Duration = Duration::from_millis(500);
+
+/// Bytes read per `read(2)`: 64 KiB, the default pipe capacity.
+const CHUNK: usize = 64 * 1024;
+
+/// Time and output bounds of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall time from spawn after which the group gets `SIGTERM` ([`DEFAULT_TIMEOUT`]).
+    pub timeout: Duration,
+    /// Time after `SIGTERM` before `SIGKILL` ([`DEFAULT_GRACE`]).
+    pub grace: Duration,
+    /// Bytes of stdout kept; the rest is read and discarded ([`DEFAULT_OUTPUT_CAP`]).
+    pub stdout_cap: usize,
+    /// Bytes of stderr kept; the rest is read and discarded ([`DEFAULT_OUTPUT_CAP`]).
+    pub stderr_cap: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            grace: DEFAULT_GRACE,
+            stdout_cap: DEFAULT_OUTPUT_CAP,
+            stderr_cap: DEFAULT_OUTPUT_CAP,
+        }
+    }
+}
+
+/// One command to run: everything the child gets is spelled out here.
+#[derive(Debug)]
+pub struct Invocation<'a> {
+    /// The verified, open bin ([`verify_bin`](crate::verify_bin)).
+    pub bin: &'a VerifiedBin,
+    /// `argv[0]`: the CLI name (`cliBin`), not the pinned path.
+    pub argv0: OsString,
+    /// `argv[1..]`, from [`render`](crate::render).
+    pub args: Vec<OsString>,
+    /// The exact environment.
+    pub env: &'a ChildEnv,
+    /// The working directory (absolute).
+    pub cwd: PathBuf,
+    /// Time and output bounds.
+    pub limits: Limits,
+    /// Kernel confinement, applied between `fork` and `exec`; `None` takes the
+    /// `posix_spawn` fast path.
+    pub confine: Option<&'a Confinement>,
+    /// A descriptor that becomes readable when the call must be abandoned (a self-pipe
+    /// or signalfd the binary arms on `SIGINT`/`SIGTERM`); the group is then ended as on
+    /// timeout and [`Outcome::cancelled`] is set.
+    pub cancel: Option<BorrowedFd<'a>>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The child's process id, which was also its process group id.
+    pub pid: u32,
+    /// The exit status: the child's code, or `128 + n` when signal `n` ended it.
+    pub exit_code: i32,
+    /// The signal that ended the child, when one did.
+    pub signal: Option<i32>,
+    /// The timeout fired and the group was ended (`hcp exec` answers `timeout`, 124).
+    pub timed_out: bool,
+    /// [`Invocation::cancel`] fired and the group was ended.
+    pub cancelled: bool,
+    /// The first [`Limits::stdout_cap`] bytes of stdout.
+    pub stdout: Vec<u8>,
+    /// The first [`Limits::stderr_cap`] bytes of stderr.
+    pub stderr: Vec<u8>,
+    /// Whether stdout went past its cap.
+    pub stdout_truncated: bool,
+    /// Whether stderr went past its cap.
+    pub stderr_truncated: bool,
+    /// Bytes of stdout read in all, kept or not.
+    pub stdout_total: u64,
+    /// Bytes of stderr read in all, kept or not.
+    pub stderr_total: u64,
+    /// Wall time from just before the spawn to the reaping of the child.
+    pub duration: Duration,
+}
+
+impl Outcome {
+    /// [`Outcome::duration`] in whole milliseconds (the result's `duration_ms`).
+    pub fn duration_ms(&self) -> u64 {
+        u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether either stream went past its cap (the result's `truncated`).
+    pub fn truncated(&self) -> bool {
+        self.stdout_truncated || self.stderr_truncated
+    }
+}
+
+/// Runs `inv` to completion (RUNTIME §5 "The child").
+///
+/// The child runs in its own process group. When it exits, the rest of its group
+/// (background grandchildren) gets `SIGKILL` and the pipes are drained of what is
+/// already written, without waiting for a grandchild that still holds them. On timeout
+/// (or cancel) the group gets `SIGTERM`, then `SIGKILL` after the grace. On every early
+/// return, the group is killed and the child reaped. Processes that leave the group
+/// (`setsid`) are out of reach until confinement uses a cgroup.
+///
+/// # Errors
+/// - `bin_missing` / `bin_not_executable`: the kernel refused the verified bin;
+/// - `bin_changed`: the bin was written between [`verify_bin`](crate::verify_bin) and the
+///   spawn (the child is killed);
+/// - `spawn_failed`: the working directory is missing, no process or pipe could be made,
+///   or the confinement failed in the child;
+/// - `supervise_failed`: `poll`, `read` or `waitpid` failed (the group is killed).
+pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
+    let start = Instant::now();
+    let child = spawn(inv)?;
+    let pgid = Pid::from_raw(child.id() as i32);
+    let mut guard = Reaper {
+        child: Some(child),
+        pgid,
+    };
+    check_unchanged(inv.bin).inspect_err(|_| guard.kill())?;
+    let child = guard.child_mut()?;
+    let out = child.stdout.take().map(OwnedFd::from);
+    let err = child.stderr.take().map(OwnedFd::from);
+    let mut streams = [
+        Stream::new(out, inv.limits.stdout_cap)?,
+        Stream::new(err, inv.limits.stderr_cap)?,
+    ];
+    let pidfd = pidfd_open(pgid);
+
+    let deadline = start + inv.limits.timeout;
+    let mut kill_at: Option<Instant> = None;
+    let mut timed_out = false;
+    let mut cancelled = false;
+    loop {
+        let now = Instant::now();
+        if kill_at.is_none() && now >= deadline {
+            timed_out = true;
+            let _ = killpg(pgid, Signal::SIGTERM);
+            kill_at = Some(now + inv.limits.grace);
+        }
+        if kill_at.is_some_and(|k| now >= k) {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        let next = match kill_at {
+            Some(k) if now < k => k,
+            Some(_) => now + Duration::from_millis(50), // killed: waiting for the exit
+            None => deadline,
+        };
+        let mut wait = next.saturating_duration_since(now);
+        if pidfd.is_none() {
+            wait = wait.min(Duration::from_millis(5));
+        }
+        let watch_cancel = inv.cancel.filter(|_| kill_at.is_none());
+        let mut exited = false;
+        let mut cancel_fired = false;
+        {
+            let mut fds: [Option<PollFd<'_>>; 4] = [None, None, None, None];
+            for (slot, s) in fds.iter_mut().zip(streams.iter()) {
+                *slot =
+                    s.fd.as_ref()
+                        .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
+            fds[2] = pidfd
+                .as_ref()
+                .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            fds[3] = watch_cancel.map(|fd| PollFd::new(fd, PollFlags::POLLIN));
+            let mut active: Vec<PollFd<'_>> = Vec::with_capacity(4);
+            let mut which = [usize::MAX; 4];
+            for (i, f) in fds.into_iter().enumerate() {
+                if let Some(f) = f {
+                    which[active.len()] = i;
+                    active.push(f);
+                }
+            }
+            match poll(&mut active, poll_timeout(wait)) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => {
+                    guard.kill();
+                    return Err(supervise("poll failed", e));
+                }
+            }
+            let mut ready = [false; 4];
+            for (j, f) in active.iter().enumerate() {
+                ready[which[j]] = f.revents().is_some_and(|r| !r.is_empty());
+            }
+            for (s, r) in streams.iter_mut().zip(ready) {
+                if r && let Err(e) = s.read_available() {
+                    guard.kill();
+                    return Err(supervise("reading the child's output failed", e));
+                }
+            }
+            if ready[2] {
+                exited = true;
+            }
+            if ready[3] {
+                cancel_fired = true;
+            }
+        }
+        if cancel_fired {
+            cancelled = true;
+            let _ = killpg(pgid, Signal::SIGTERM);
+            kill_at = Some(Instant::now() + inv.limits.grace);
+        }
+        if pidfd.is_none() {
+            match guard.child_mut()?.try_wait() {
+                Ok(Some(_)) => exited = true,
+                Ok(None) => {}
+                Err(e) => {
+                    guard.kill();
+                    return Err(supervise_io("waiting for the child failed", e));
+                }
+            }
+        }
+        if exited {
+            break;
+        }
+    }
+
+    // The child has exited. While it is unreaped its pid still names the group, so this
+    // cannot reach an unrelated group: end what is left of it.
+    let _ = killpg(pgid, Signal::SIGKILL);
+    for s in &mut streams {
+        // Only what is already written: a grandchild may hold the pipe open.
+        if let Err(e) = s.read_available() {
+            guard.kill();
+            return Err(supervise("reading the child's output failed", e));
+        }
+    }
+    let status = match guard.child_mut()?.wait() {
+        Ok(st) => st,
+        Err(e) => {
+            guard.kill();
+            return Err(supervise_io("waiting for the child failed", e));
+        }
+    };
+    guard.child = None;
+    let duration = start.elapsed();
+    wait_group_gone(pgid);
+
+    let signal = status.signal();
+    let exit_code = match (status.code(), signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => 128,
+    };
+    let [out, err] = streams;
+    Ok(Outcome {
+        pid: pgid.as_raw().unsigned_abs(),
+        exit_code,
+        signal,
+        timed_out,
+        cancelled,
+        stdout_truncated: out.truncated,
+        stderr_truncated: err.truncated,
+        stdout_total: out.total,
+        stderr_total: err.total,
+        stdout: out.buf,
+        stderr: err.buf,
+        duration,
+    })
+}
+
+/// Starts the child. An ELF bin is executed through its verified descriptor
+/// (`/proc/self/fd/N`); a `#!` script, or any bin when that path does not exist, by its
+/// pinned path (see the pin module's docs).
+fn spawn(inv: &Invocation<'_>) -> Result<Child, AdapterError> {
+    let bin = inv.bin;
+    let by_fd =
+        (!bin.script).then(|| PathBuf::from(format!("/proc/self/fd/{}", bin.file.as_raw_fd())));
+    let first = by_fd.as_deref().unwrap_or(&bin.path);
+    match command(inv, first).spawn() {
+        Ok(c) => Ok(c),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if !inv.cwd.is_dir() {
+                return Err(AdapterError::SpawnFailed {
+                    program: bin.path.clone(),
+                    reason: format!("working directory `{}` is missing", inv.cwd.display()),
+                    source: Some(e),
+                });
+            }
+            if by_fd.is_some() {
+                // No /proc: fall back to the pinned path (residual window documented).
+                return command(inv, &bin.path)
+                    .spawn()
+                    .map_err(|e| spawn_error(bin, e));
+            }
+            Err(spawn_error(bin, e))
+        }
+        Err(e) => Err(spawn_error(bin, e)),
+    }
+}
+
+fn command(inv: &Invocation<'_>, program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.arg0(&inv.argv0)
+        .args(&inv.args)
+        .env_clear()
+        .envs(inv.env.iter())
+        .current_dir(&inv.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(c) = inv.confine.filter(|c| !c.is_empty()) {
+        let c = c.clone();
+        // SAFETY: the hook runs in the child between fork and exec. It only calls
+        // `setrlimit`, `prctl` and `getppid` (async-signal-safe) on data prepared in the
+        // parent and does not allocate (see `Confinement::apply_in_child`).
+        unsafe {
+            cmd.pre_exec(move || c.apply_in_child());
+        }
+    }
+    cmd
+}
+
+fn spawn_error(bin: &VerifiedBin, e: io::Error) -> AdapterError {
+    let path = bin.path.clone();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => AdapterError::BinMissing {
+            path,
+            source: Some(e),
+        },
+        Some(libc::EACCES | libc::ENOEXEC | libc::EPERM | libc::ETXTBSY) => {
+            AdapterError::BinNotExecutable {
+                path,
+                reason: "the kernel refused to execute it".into(),
+                source: Some(e),
+            }
+        }
+        _ => AdapterError::SpawnFailed {
+            program: path,
+            reason: "the process could not be started".into(),
+            source: Some(e),
+        },
+    }
+}
+
+/// After the spawn: the file must still have the status it had when verified (a write in
+/// between changes its ctime). A script is checked by path, since that is what ran.
+fn check_unchanged(bin: &VerifiedBin) -> Result<(), AdapterError> {
+    let now = if bin.script {
+        std::fs::metadata(&bin.path)
+    } else {
+        bin.file.metadata()
+    };
+    match now.map(|m| StatFingerprint::of(&m)) {
+        Ok(fp) if fp == bin.snapshot => Ok(()),
+        _ => Err(AdapterError::BinChanged {
+            path: bin.path.clone(),
+            pinned: "the verified file".into(),
+            actual: "a file written or replaced while starting".into(),
+        }),
+    }
+}
+
+/// Owns the child until it is reaped; dropping it kills the group and reaps the child.
+struct Reaper {
+    child: Option<Child>,
+    pgid: Pid,
+}
+
+impl Reaper {
+    fn child_mut(&mut self) -> Result<&mut Child, AdapterError> {
+        self.child.as_mut().ok_or_else(|| {
+            supervise_io(
+                "the child was already reaped",
+                io::Error::from(io::ErrorKind::Other),
+            )
+        })
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // The child is unreaped, so the pgid is still ours.
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits (bounded by [`GROUP_EXIT_WAIT`]) until no process of the group is left. The
+/// common case, a child without grandchildren, returns after one `kill(-pgid, 0)`.
+fn wait_group_gone(pgid: Pid) {
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(50);
+    while kill(Pid::from_raw(-pgid.as_raw()), None) != Err(Errno::ESRCH) {
+        if start.elapsed() >= GROUP_EXIT_WAIT {
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// One captured output stream.
+struct Stream {
+    fd: Option<OwnedFd>,
+    buf: Vec<u8>,
+    cap: usize,
+    total: u64,
+    truncated: bool,
+}
+
+impl Stream {
+    fn new(fd: Option<OwnedFd>, cap: usize) -> Result<Self, AdapterError> {
+        if let Some(fd) = &fd {
+            use nix::fcntl::{FcntlArg, OFlag, fcntl};
+            fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+                .map_err(|e| supervise("making a pipe non-blocking failed", e))?;
+        }
+        Ok(Self {
+            fd,
+            buf: Vec::new(),
+            cap,
+            total: 0,
+            truncated: false,
+        })
+    }
+
+    /// Reads what the pipe holds now, keeping up to the cap; closes it at end of file.
+    fn read_available(&mut self) -> Result<(), Errno> {
+        let Some(fd) = &self.fd else {
+            return Ok(());
+        };
+        let mut chunk = [0u8; CHUNK];
+        loop {
+            match nix::unistd::read(fd, &mut chunk) {
+                Ok(0) => {
+                    self.fd = None;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.total += n as u64;
+                    let room = self.cap.saturating_sub(self.buf.len());
+                    let take = n.min(room);
+                    if self.buf.capacity() - self.buf.len() < take {
+                        // Grow by doubling, but never past the cap: memory stays bounded
+                        // by the cap plus one stack chunk.
+                        let want = (self.buf.len() + take)
+                            .max(self.buf.len() * 2)
+                            .min(self.cap);
+                        self.buf.reserve_exact(want - self.buf.len());
+                    }
+                    self.buf.extend_from_slice(&chunk[..take]);
+                    if n > room {
+                        self.truncated = true;
+                    }
+                    if n < CHUNK {
+                        // Likely drained; poll tells us when there is more.
+                        return Ok(());
+                    }
+                }
+                Err(Errno::EAGAIN) => return Ok(()),
+                Err(Errno::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// `pidfd_open(2)` for our unreaped child (its pid cannot be reused). `None` when the
+/// kernel lacks it.
+fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    // SAFETY: `pidfd_open` takes a pid and flags and returns a new descriptor or -1; it
+    // touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if fd < 0 {
+        return None;
+    }
+    let fd = i32::try_from(fd).ok()?;
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn poll_timeout(d: Duration) -> PollTimeout {
+    // Round up, so that a deadline 0.3 ms away does not spin with a 0 ms timeout.
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+}
+
+fn supervise(reason: &'static str, e: Errno) -> AdapterError {
+    supervise_io(reason, io::Error::from_raw_os_error(e as i32))
+}
+
+fn supervise_io(reason: &'static str, source: io::Error) -> AdapterError {
+    AdapterError::SuperviseFailed { reason, source }
+}
