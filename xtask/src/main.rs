@@ -1,2 +1,49 @@
-//! `cargo xtask`: chores of the hcp workspace.
-fn main() {}
+//! `cargo xtask`: chores of the hcp workspace (STYLE.md §14).
+//!
+//! One module per subcommand: [`generate`] writes the files derived from the code
+//! (`docs/rules.md`, `schemas/*.schema.json`) or, with `--check`, fails when a committed
+//! one is stale. To add a chore (`demo`, `bench`): write `src/<name>.rs` with an `Args`
+//! struct and a `run(&Args) -> anyhow::Result<()>`, then add a variant to [`Command`] and
+//! a match arm in [`main`].
+
+mod generate;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The command line of `cargo xtask`.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "Chores of the hcp workspace")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write docs/rules.md and the JSON Schemas of surface.json and policy.json.
+    Generate(generate::Args),
+}
+
+/// The workspace root (the parent of `xtask/`).
+fn repo_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map_or(manifest.clone(), PathBuf::from)
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(a) => generate::run(&a, &repo_root()),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  Caused by: {cause}");
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
