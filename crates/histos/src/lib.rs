@@ -1,1 +1,33 @@
-//! A Histos Policy Format 0.1 engine: strict loading, content_hash, the pre-gate and post-gate (HISTOS-ENGINE).
+//! A stand-alone engine for the **Histos Policy Format 0.1** (HISTOS-ENGINE, corpus 0.6.0).
+//!
+//! What this crate owns:
+//! * strict loading of JSON and YAML policies with the reference's POLICY codes
+//!   ([`Policy::load_json`], [`Policy::load_yaml`], [`Policy::load_path`]; §2, §3.5),
+//!   including the load-time ReDoS pattern screen (§2d);
+//! * `content_hash`, bit-for-bit with the reference ([`Policy::content_hash`]; §3);
+//! * the pre-gate decision pipeline ([`Engine::pre`]; §1, §4–§7) and the output
+//!   post-gate ([`Engine::post`]; §1e), as pure functions whose decisions are values;
+//! * the seams a host fills: [`LimitStore`] (with [`MemoryLimitStore`]),
+//!   [`ResourceResolver`], [`EscalationTier`], [`Confirmer`], and a caller clock.
+//!
+//! What it does not own: audit sinks and hash chains (§9), approval stores, the
+//! process wrapper, JSON-Schema projection/tool locks (§11), optional content rules
+//! (`injection_pattern`/`exfiltration_pattern`), and any I/O besides
+//! [`Policy::load_path`] reading one file.
+#![deny(missing_docs)]
+
+pub mod detect;
+pub mod error;
+mod fasthash;
+pub mod hash;
+pub mod json;
+mod load;
+pub mod model;
+pub mod pattern;
+pub mod value;
+pub mod yaml;
+
+pub use error::{PolicyCode, PolicyError};
+pub use load::{FEATURES, MAX_POLICY_BYTES, SCHEMA_VERSION};
+pub use model::Policy;
+pub use value::{Map, Value};
