@@ -16,18 +16,30 @@
 //! [`Policy::load_path`] reading one file.
 #![deny(missing_docs)]
 
+pub mod decision;
 pub mod detect;
+pub mod engine;
 pub mod error;
 mod fasthash;
 pub mod hash;
 pub mod json;
+pub mod limits;
 mod load;
 pub mod model;
 pub mod pattern;
+pub mod post;
+pub mod validate;
 pub mod value;
 pub mod yaml;
 
+pub use decision::{Decision, Effect, Rule};
+pub use engine::{
+    Call, Confirmer, Context, Engine, EscalationTier, Mode, Principal, ResolveError,
+    ResourceResolver,
+};
 pub use error::{PolicyCode, PolicyError};
+pub use limits::{LimitKey, LimitSpec, LimitStore, LimitVerdict, MemoryLimitStore};
 pub use load::{FEATURES, MAX_POLICY_BYTES, SCHEMA_VERSION};
 pub use model::Policy;
+pub use post::PostOutcome;
 pub use value::{Map, Value};

@@ -1,0 +1,246 @@
+//! Runs the Histos conformance corpus (decisions, invalid-policy, canonicalization;
+//! projection is not implemented) against this engine, per `manifest.json`: every
+//! fixture's sha256 is verified, every case must run and pass, a skip is a failure.
+//!
+//! The corpus lives outside the repository, at `../shared/histos/conformance/` beside
+//! the repository root; `HISTOS_CONFORMANCE_DIR` overrides it.
+
+use std::path::PathBuf;
+
+use histos::{
+    Call, Context, Engine, Map, MemoryLimitStore, Policy, Principal, ResolveError,
+    ResourceResolver, Value,
+};
+use sha2::{Digest, Sha256};
+
+const CORPORA: [&str; 3] = ["decisions", "invalid-policy", "canonicalization"];
+
+fn corpus_dir() -> PathBuf {
+    match std::env::var_os("HISTOS_CONFORMANCE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance")
+        }
+    }
+}
+
+struct Echo(Map);
+
+impl ResourceResolver for Echo {
+    fn resolve(&self, _tool: &str, _args: &Map) -> Result<Option<Map>, ResolveError> {
+        Ok(Some(self.0.clone()))
+    }
+}
+
+fn map_of(v: Option<&Value>) -> Map {
+    v.and_then(Value::as_map).cloned().unwrap_or_default()
+}
+
+fn principal_of(v: &Value) -> Option<Principal> {
+    let m = v.as_map()?;
+    Some(Principal {
+        role: m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        identity: m
+            .get("identity")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        attributes: map_of(m.get("attributes")),
+        can_view: match m.get("can_view") {
+            Some(Value::List(l)) => l
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            _ => Vec::new(),
+        },
+    })
+}
+
+fn run_decision(fx: &Map) -> Result<(), String> {
+    let policy = Policy::from_document(fx.get("policy").cloned().ok_or("no policy")?)
+        .map_err(|e| format!("policy refused: {e}"))?;
+    let principal = fx.get("principal").and_then(principal_of);
+    let resolver = match fx.get("resource") {
+        Some(Value::Map(m)) => Some(Echo(m.clone())),
+        _ => None,
+    };
+    let call_v = fx.get("call").and_then(Value::as_map).ok_or("no call")?;
+    let call = Call {
+        tool: call_v
+            .get("tool")
+            .and_then(Value::as_str)
+            .ok_or("no tool")?
+            .to_string(),
+        args: map_of(call_v.get("args")),
+    };
+    let store = MemoryLimitStore::default();
+    let ctx = Context {
+        limits: Some(&store),
+        consume_limits: true,
+        ..Default::default()
+    };
+    let d = Engine::pre(
+        &policy,
+        principal.as_ref(),
+        resolver.as_ref().map(|r| r as &dyn ResourceResolver),
+        &call,
+        &ctx,
+    );
+    let expect = fx
+        .get("expect")
+        .and_then(Value::as_map)
+        .ok_or("no expect")?;
+    let want_effect = expect
+        .get("effect")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let want_rule = expect
+        .get("rule")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if d.effect.as_str() != want_effect || d.rule.as_str() != want_rule {
+        return Err(format!(
+            "expected {want_effect}/{want_rule}, got {}/{} ({})",
+            d.effect.as_str(),
+            d.rule.as_str(),
+            d.reason
+        ));
+    }
+    if let Some(f) = expect.get("field").and_then(Value::as_str) {
+        if d.field.as_deref() != Some(f) {
+            return Err(format!("expected field {f}, got {:?}", d.field));
+        }
+    }
+    if let Some(Value::Map(b)) = expect.get("bound_args") {
+        for (k, want) in b.iter() {
+            let got = d
+                .bound_args
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v)
+                .or_else(|| call.args.get(k));
+            if got != Some(want) {
+                return Err(format!("bound arg {k}: expected {want:?}, got {got:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn run_invalid(fx: &Map) -> Result<(), String> {
+    let want = fx
+        .get("expect")
+        .and_then(Value::as_map)
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_str)
+        .ok_or("no expect.code")?;
+    match Policy::from_document(fx.get("document").cloned().ok_or("no document")?) {
+        Ok(_) => Err(format!("loaded, expected {want}")),
+        Err(e) if e.code.as_str() == want => Ok(()),
+        Err(e) => Err(format!("expected {want}, got {e}")),
+    }
+}
+
+fn run_canonical(fx: &Map) -> Result<(), String> {
+    let Some(Value::List(docs)) = fx.get("documents") else {
+        return Err("no documents".into());
+    };
+    if docs.len() < 2 {
+        return Err("fewer than two documents".into());
+    }
+    let mut hashes = Vec::new();
+    for d in docs {
+        let m = d.as_map().ok_or("document is not an object")?;
+        let text = m.get("text").and_then(Value::as_str).ok_or("no text")?;
+        let p = match m.get("format").and_then(Value::as_str) {
+            Some("json") => Policy::load_json(text),
+            Some("yaml") => Policy::load_yaml(text),
+            other => return Err(format!("unknown format {other:?}")),
+        }
+        .map_err(|e| format!("refused: {e}"))?;
+        hashes.push(p.content_hash().to_string());
+    }
+    if hashes.iter().all(|h| *h == hashes[0]) {
+        Ok(())
+    } else {
+        Err(format!("hashes differ: {hashes:?}"))
+    }
+}
+
+#[test]
+fn conformance_corpus() {
+    let dir = corpus_dir();
+    let manifest_path = dir.join("manifest.json");
+    let manifest_text = std::fs::read_to_string(&manifest_path).unwrap_or_else(|e| {
+        panic!(
+            "the Histos conformance corpus is required but `{}` cannot be read ({e}); \
+             place shared/ beside the repository or set HISTOS_CONFORMANCE_DIR",
+            manifest_path.display()
+        )
+    });
+    let manifest: serde_json::Value =
+        serde_json::from_str(&manifest_text).expect("manifest.json parses");
+    let version = manifest["corpus_version"]
+        .as_str()
+        .expect("corpus_version")
+        .to_string();
+    let mut total = 0usize;
+    let mut passed = 0usize;
+    let mut failures = Vec::new();
+    for corpus in CORPORA {
+        let cases = manifest["corpora"][corpus]["cases"]
+            .as_array()
+            .unwrap_or_else(|| panic!("manifest lists no {corpus} cases"));
+        assert!(!cases.is_empty(), "{corpus}: no cases");
+        for case in cases {
+            total += 1;
+            let name = case["case"].as_str().unwrap_or("?");
+            let file = case["file"].as_str().expect("case file");
+            let want_sha = case["sha256"].as_str().expect("case sha256");
+            let bytes = match std::fs::read(dir.join(file)) {
+                Ok(b) => b,
+                Err(e) => {
+                    failures.push(format!("{corpus}/{name}: cannot read fixture: {e}"));
+                    continue;
+                }
+            };
+            let got_sha = hex::encode(Sha256::digest(&bytes));
+            if got_sha != want_sha {
+                failures.push(format!(
+                    "{corpus}/{name}: fixture sha256 {got_sha} != manifest {want_sha}"
+                ));
+                continue;
+            }
+            let text = String::from_utf8(bytes).expect("fixture is UTF-8");
+            let fx = match histos::json::parse(&text) {
+                Ok(Value::Map(m)) => m,
+                other => {
+                    failures.push(format!(
+                        "{corpus}/{name}: fixture does not parse: {other:?}"
+                    ));
+                    continue;
+                }
+            };
+            let r = match corpus {
+                "decisions" => run_decision(&fx),
+                "invalid-policy" => run_invalid(&fx),
+                _ => run_canonical(&fx),
+            };
+            match r {
+                Ok(()) => passed += 1,
+                Err(e) => failures.push(format!("{corpus}/{name}: {e}")),
+            }
+        }
+    }
+    println!("histos conformance {version}: {passed}/{total}");
+    assert!(
+        failures.is_empty(),
+        "conformance failures:\n{}",
+        failures.join("\n")
+    );
+    assert_eq!(passed, total);
+}
