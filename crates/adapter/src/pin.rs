@@ -24,7 +24,10 @@
 //! [`verify_bin`] opens the bin once (`O_RDONLY | O_CLOEXEC`) and checks that
 //! descriptor; [`run`](crate::run) executes that same open file through
 //! `/proc/self/fd/N`, so a rename of another file over the pinned path after the check
-//! is not what runs. After the spawn the adapter compares the file's status again and
+//! is not what runs. The price: the kernel names the new process after the last part of
+//! that path, so its `comm` (what `ps -e`, `top` and `pgrep` show) is the descriptor
+//! number; its `argv[0]` (`ps -f`, `/proc/PID/cmdline`) is still the CLI name and
+//! `/proc/PID/exe` the bin. After the spawn the adapter compares the file's status again and
 //! kills the child (`bin_changed`) if it was written in between. Residual window: a
 //! `#!` script is executed by its pinned path (its interpreter re-opens it by name; a
 //! close-on-exec descriptor cannot be handed over), so a replacement between the spawn
@@ -129,8 +132,11 @@ impl StatFingerprint {
 }
 
 /// What install records for each bin it will run (RUNTIME §3), and what exec checks.
+///
+/// Serialized as `{"path", "sha256": "sha256:<hex>", "fingerprint"?: {"dev", "ino",
+/// "size", "mtime_ns", "ctime_ns"}}`. Unknown fields are not refused here so that the
+/// store can `#[serde(flatten)]` it into its own strict record beside `program`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BinPin {
     /// The absolute, resolved path.
     pub path: PathBuf,

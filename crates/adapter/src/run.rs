@@ -522,3 +522,52 @@ fn supervise(reason: &'static str, e: Errno) -> AdapterError {
 fn supervise_io(reason: &'static str, source: io::Error) -> AdapterError {
     AdapterError::SuperviseFailed { reason, source }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Live (not zombie) members of process group `pgid`.
+    fn live_in_group(pgid: i32) -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let f: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, r)| r.split_whitespace().collect())
+                    .unwrap_or_default();
+                f.len() > 2 && f[2] == pgid.to_string() && f[0] != "Z" && f[0] != "X"
+            })
+            .count()
+    }
+
+    #[test]
+    fn dropping_the_reaper_kills_the_group() {
+        let child = Command::new("/bin/sh")
+            .args(["-c", "sleep 1000 & sleep 1000"])
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = Pid::from_raw(child.id() as i32);
+        drop(Reaper {
+            child: Some(child),
+            pgid,
+        });
+        wait_group_gone(pgid);
+        assert_eq!(live_in_group(pgid.as_raw()), 0);
+    }
+
+    #[test]
+    fn poll_timeout_rounds_up() {
+        assert_eq!(i32::from(poll_timeout(Duration::from_micros(300))), 1);
+        assert_eq!(i32::from(poll_timeout(Duration::ZERO)), 0);
+        assert_eq!(
+            i32::from(poll_timeout(Duration::from_secs(1 << 40))),
+            i32::MAX
+        );
+    }
+}
