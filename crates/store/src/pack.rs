@@ -149,3 +149,6 @@ pub fn ensure_writable(home: &Home) -> Result<(), StoreError> {
 fn remove_pack_state(_home: &Home, _lock: &StoreLock, _id: &str) -> Result<(), StoreError> {
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+//! Library-level tests of install, load, list and uninstall.
+
+use super::*;
+use hcp_model::PackId;
+use pretty_assertions::assert_eq;
+use std::cell::RefCell;
+use std::path::Path;
+
+fn write_pack(dir: &Path, id: &str, lead: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("surface.json"),
+        format!(
+            r#"{{"id": "{id}", "name": "T", "kind": "composite", "binding": {{"mode": "local"}},
+  "verbs": {{"{id}.get": {{"description": "get", "cli": ["cat", "{{{{file}}}}"]}}}}}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policy.json"),
+        format!(
+            r#"{{"surface_id": "{id}", "version": 1,
+  "verbs": {{"{id}.get": {{"operation": "read", "privacy": {{"land": "local"}}}}}}}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("HARNESS.md"), format!("# T\n\n{lead}\n")).unwrap();
+}
+
+fn opts<'a>() -> InstallOptions<'a> {
+    InstallOptions {
+        lookup: BinLookup {
+            path: Some("/usr/bin:/bin".into()),
+            cwd: "/".into(),
+        },
+        ..InstallOptions::default()
+    }
+}
+
+#[test]
+fn install_then_load_list_uninstall() {
+    let t = tempfile::tempdir().unwrap();
+    let home = Home::open(t.path().join("home")).unwrap();
+    let src = t.path().join("src/t");
+    write_pack(&src, "t", "One.");
+    let steps = RefCell::new(Vec::new());
+    let hook = |s: InstallStep| steps.borrow_mut().push(s.name());
+    let o = InstallOptions {
+        activate: true,
+        step_hook: Some(&hook),
+        ..opts()
+    };
+    let done = install(&home, &src, &o).unwrap();
+    assert_eq!(
+        steps.into_inner(),
+        [
+            "locked",
+            "staging-cleaned",
+            "staged-partial",
+            "staged",
+            "swapped",
+            "skill-written",
+            "activated"
+        ]
+    );
+    assert!(!done.replaced);
+    assert_eq!(done.record.bins.len(), 1);
+    assert_eq!(done.record.bins[0].program, "cat");
+    assert!(done.record.bins[0].verify().is_ok());
+
+    let p = load(&home, "t").unwrap();
+    assert_eq!(p.record, done.record);
+    assert_eq!(p.harness, "# T\n\nOne.\n");
+    assert!(is_active(&home, "t"));
+    assert_eq!(
+        active_ids(&home).unwrap(),
+        vec![PackId::parse("t").unwrap()]
+    );
+    let l = list(&home).unwrap();
+    assert_eq!(
+        (
+            l[0].id.as_str(),
+            l[0].kind.as_str(),
+            l[0].verbs,
+            l[0].active
+        ),
+        ("t", "composite", 1, true)
+    );
+
+    assert!(matches!(
+        install(&home, &src, &opts()),
+        Err(PackError::AlreadyInstalled { .. })
+    ));
+    let removed = uninstall(&home, "t").unwrap();
+    assert!(removed.was_active);
+    assert!(matches!(
+        load(&home, "t"),
+        Err(PackError::NotInstalled { .. })
+    ));
+    assert!(matches!(
+        uninstall(&home, "t"),
+        Err(PackError::NotInstalled { .. })
+    ));
+    assert!(list(&home).unwrap().is_empty());
+}
+
+#[test]
+fn lint_errors_touch_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let home = Home::open(t.path().join("home")).unwrap();
+    let src = t.path().join("src/t");
+    write_pack(&src, "t", "One.");
+    std::fs::remove_file(src.join("policy.json")).unwrap();
+    let Err(PackError::Lint(r)) = install(&home, &src, &opts()) else {
+        panic!("expected a lint refusal");
+    };
+    assert!(r.diagnostics.iter().any(|d| d.code == "missing_file"));
+    assert!(!home.root().exists());
+}
+
+#[test]
+fn a_tampered_installed_file_reads_as_damaged() {
+    let t = tempfile::tempdir().unwrap();
+    let home = Home::open(t.path().join("home")).unwrap();
+    let src = t.path().join("src/t");
+    write_pack(&src, "t", "One.");
+    install(&home, &src, &opts()).unwrap();
+    std::fs::write(pack_dir(&home, "t").join("HARNESS.md"), "# changed\n").unwrap();
+    let e = load(&home, "t").unwrap_err();
+    assert_eq!(e.code(), "store_damaged");
+}
+
+#[test]
+fn ids_that_are_not_pack_ids_are_not_installed() {
+    let t = tempfile::tempdir().unwrap();
+    let home = Home::open(t.path()).unwrap();
+    for id in ["../x", "", "A", "a/b"] {
+        assert_eq!(load(&home, id).unwrap_err().code(), "not_installed", "{id}");
+    }
+}
