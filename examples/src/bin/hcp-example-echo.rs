@@ -7,7 +7,7 @@
 //! echo say TEXT… [--json]            print the text (words joined by one space)
 //! echo upper TEXT… [--json]          print it upper-cased
 //! echo count [--json]                count files and directories in the current directory
-//! echo write NAME TEXT --confirm [--json]   write NAME in the current directory
+//! echo write NAME TEXT --confirm [--json]   write NAME (not a dot file) in the current directory
 //! echo read NAME [--json]            print the file NAME of the current directory
 //! echo where [--json]                print the current directory and HOME
 //! ```
@@ -105,6 +105,13 @@ fn write(args: &[String]) -> Outcome {
         return Err(Failure::usage("missing argument <text>"));
     };
     let name = checked_name(name)?;
+    if name.starts_with('.') {
+        // Dot files (`.gitconfig`, `.gitattributes`, `.profile`) steer other programs
+        // that may run in the same working directory.
+        return Err(Failure::fail(format!(
+            "`{name}` is a dot file; echo writes only visible files"
+        )));
+    }
     if !p.has("confirm") {
         return Err(Failure::refused(format!(
             "refusing to write `{name}` without --confirm"

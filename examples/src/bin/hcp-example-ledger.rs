@@ -102,10 +102,10 @@ fn parse_amount(text: &str) -> Result<i64, String> {
     if !digits(int) || (int.len() > 1 && int.starts_with('0')) {
         return Err(bad());
     }
-    if let Some(f) = frac {
-        if !digits(f) || f.len() > 2 {
-            return Err(bad());
-        }
+    if let Some(f) = frac
+        && (!digits(f) || f.len() > 2)
+    {
+        return Err(bad());
     }
     if int.len() > 13 {
         return Err(format!("amount `{text}` is too large"));

@@ -33,18 +33,18 @@ fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     // `exit N` must control the status itself, so it is handled before `run`.
-    if let [cmd, n] = args.as_slice() {
-        if cmd == "exit" {
-            return match parse_count(n, "status")
-                .ok()
-                .and_then(|n| u8::try_from(n).ok())
-            {
-                Some(code) => ExitCode::from(code),
-                None => run(USAGE, |_| {
-                    Err(Failure::usage(format!("status `{n}` is not 0 to 255")))
-                }),
-            };
-        }
+    if let [cmd, n] = args.as_slice()
+        && cmd == "exit"
+    {
+        return match parse_count(n, "status")
+            .ok()
+            .and_then(|n| u8::try_from(n).ok())
+        {
+            Some(code) => ExitCode::from(code),
+            None => run(USAGE, |_| {
+                Err(Failure::usage(format!("status `{n}` is not 0 to 255")))
+            }),
+        };
     }
     run(USAGE, |_| dispatch(&args))
 }
