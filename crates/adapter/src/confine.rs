@@ -7,8 +7,11 @@
 //! of the child will ever release.
 //!
 //! Implemented now: resource limits (`setrlimit`) and a parent-death signal. Landlock is
-//! a later addition: its ruleset is to be built in the parent and kept here, and only
-//! `restrict_self()` called in the child (DEPENDENCIES.md, "confinement").
+//! a later addition (not implemented here): build the ruleset in the parent with the
+//! `landlock` crate, keep its descriptor here (an `Arc<OwnedFd>`, so that `Confinement`
+//! stays `Clone`), and in [`Confinement::apply_in_child`] make only the two calls that
+//! take it: `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(fd, 0)`. The
+//! pinned bin must then be readable and executable under the ruleset (RUNTIME §5).
 //!
 //! Any confinement makes [`run`](crate::run) fork with a `pre_exec` hook instead of
 //! taking std's `posix_spawn` fast path.

@@ -4,7 +4,8 @@
 //! One thread: a `poll(2)` loop over the two pipes and a pidfd (`pidfd_open`) for the
 //! child's exit, with the next deadline as the poll timeout. Without pidfd (Linux older
 //! than 5.3) the loop polls the pipes in 5 ms slices and checks the child with
-//! `waitpid(WNOHANG)`.
+//! `waitid(WNOHANG | WNOWAIT)`. The child is reaped only after the rest of its group has
+//! been killed, so its pid cannot have been reused for another group by then.
 
 use crate::AdapterError;
 use crate::confine::Confinement;
@@ -141,6 +142,11 @@ impl Outcome {
 ///   or the confinement failed in the child;
 /// - `supervise_failed`: `poll`, `read` or `waitpid` failed (the group is killed).
 pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
+    run_with(inv, true)
+}
+
+/// [`run`], with the pidfd optional so that the fallback loop is tested too.
+fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterError> {
     let start = Instant::now();
     let child = spawn(inv)?;
     let pgid = Pid::from_raw(child.id() as i32);
@@ -156,7 +162,7 @@ pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
         Stream::new(out, inv.limits.stdout_cap)?,
         Stream::new(err, inv.limits.stderr_cap)?,
     ];
-    let pidfd = pidfd_open(pgid);
+    let pidfd = if use_pidfd { pidfd_open(pgid) } else { None };
 
     let deadline = start + inv.limits.timeout;
     let mut kill_at: Option<Instant> = None;
@@ -233,12 +239,15 @@ pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
             kill_at = Some(Instant::now() + inv.limits.grace);
         }
         if pidfd.is_none() {
-            match guard.child_mut()?.try_wait() {
-                Ok(Some(_)) => exited = true,
-                Ok(None) => {}
+            // WNOWAIT: leave the child unreaped, so its pid keeps naming the group.
+            use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            match waitid(Id::Pid(pgid), flags) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {}
+                Ok(_) => exited = true,
                 Err(e) => {
                     guard.kill();
-                    return Err(supervise_io("waiting for the child failed", e));
+                    return Err(supervise("waiting for the child failed", e));
                 }
             }
         }
@@ -559,6 +568,32 @@ mod tests {
         });
         wait_group_gone(pgid);
         assert_eq!(live_in_group(pgid.as_raw()), 0);
+    }
+
+    #[test]
+    fn fallback_without_pidfd() {
+        let bin = crate::verify_bin(&crate::pin_bin(Path::new("/bin/sh")).unwrap()).unwrap();
+        let env = ChildEnv::new();
+        let inv = |script: &str, timeout_ms| Invocation {
+            bin: &bin,
+            argv0: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: &env,
+            cwd: "/".into(),
+            limits: Limits {
+                timeout: Duration::from_millis(timeout_ms),
+                grace: Duration::from_millis(100),
+                ..Limits::default()
+            },
+            confine: None,
+            cancel: None,
+        };
+        let out = run_with(&inv("sleep 1000 & echo hi; exit 4", 60_000), false).unwrap();
+        assert_eq!((out.stdout.as_slice(), out.exit_code), (&b"hi\n"[..], 4));
+        assert_eq!(live_in_group(out.pid as i32), 0);
+        let out = run_with(&inv("sleep 1000", 200), false).unwrap();
+        assert!(out.timed_out);
+        assert_eq!(live_in_group(out.pid as i32), 0);
     }
 
     #[test]
