@@ -20,6 +20,8 @@ pub mod diagnostic;
 pub mod render;
 pub mod rules;
 pub mod source;
+#[cfg(test)]
+mod testing;
 
 pub use diagnostic::{Diagnostic, Level, Report};
 pub use rules::{RULES, Rule};

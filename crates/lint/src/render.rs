@@ -1,4 +1,4 @@
-//! Renderers of [`Report`]s: [`concise`] text and [`json`].
+//! Renderers of [`Report`]s: [`concise`] text and [`json()`].
 
 use crate::diagnostic::{Diagnostic, Level, Report};
 use serde_json::{Value, json};

@@ -237,3 +237,69 @@ fn levels_follow_the_rule() {
     assert!(r.diagnostics.iter().all(|d| d.level == Level::Warning));
     assert!(!r.has_errors());
 }
+
+/// Lints every fixture of `code` and checks that each raises exactly that code, in a
+/// named file.
+fn assert_fixtures(code: &str) {
+    let names: Vec<String> = fixture_names()
+        .into_iter()
+        .filter(|n| n.split("--").next() == Some(code))
+        .collect();
+    assert!(!names.is_empty(), "no fixture for `{code}`");
+    for name in names {
+        let r = lint_as(&fixtures().join(&name), &name);
+        assert!(!r.diagnostics.is_empty(), "fixture `{name}` is clean");
+        for d in &r.diagnostics {
+            assert_eq!(d.code, code, "fixture `{name}`:\n{}", render::concise(&r));
+            assert!(
+                d.file.is_some(),
+                "fixture `{name}`: `{}` names no file",
+                d.message
+            );
+        }
+    }
+}
+
+/// One test per rule with committed fixtures (the others are made at run time above).
+mod per_rule {
+    macro_rules! per_rule {
+        ($($code:ident),* $(,)?) => {$(
+            #[test]
+            fn $code() {
+                super::assert_fixtures(stringify!($code));
+            }
+        )*};
+    }
+
+    per_rule!(
+        missing_file,
+        bad_json,
+        duplicate_key,
+        unknown_field,
+        bad_version,
+        bad_land,
+        bad_operation,
+        bad_pack_id,
+        surface_id_mismatch,
+        missing_verb,
+        extra_verb,
+        missing_stimulus,
+        extra_stimulus,
+        write_stimulus,
+        confirm_on_read,
+        connect_not_write,
+        cli_bin_mismatch,
+        bad_placeholder,
+        reserved_placeholder,
+        exec_wrapper_bin,
+        bad_binding,
+        confirm_not_mirrored,
+        verb_count,
+        skill_too_long,
+        skill_missing_section,
+        absolute_path_in_skill,
+        extra_file,
+        pass_through_present,
+        unsupported_kind,
+    );
+}

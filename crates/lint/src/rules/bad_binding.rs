@@ -60,3 +60,32 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_user_binding_needs_a_connect_verb_or_a_family() {
+        let user = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\"");
+        assert_eq!(
+            found(&lint(&user, POLICY, SKILL)),
+            vec![("bad_binding", Some("surface.json"), 6)]
+        );
+        let family = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"family\": \"acme\"");
+        assert_eq!(found(&lint(&family, POLICY, SKILL)), vec![]);
+        let named = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"add\"");
+        assert_eq!(found(&lint(&named, POLICY, SKILL)), vec![]);
+    }
+
+    #[test]
+    fn mothership_on_the_control_plane_is_fine() {
+        let s = edit(
+            SURFACE,
+            "\"binding\": { \"mode\": \"public\" }",
+            "\"plane\": \"control\", \"binding\": { \"mode\": \"mothership\" }",
+        );
+        assert_eq!(found(&lint(&s, POLICY, SKILL)), vec![]);
+    }
+}

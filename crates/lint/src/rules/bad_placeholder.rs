@@ -57,3 +57,44 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn every_bad_element_is_reported_with_its_place() {
+        let s = edit(
+            SURFACE,
+            "[\"sample\", \"status\"]",
+            "[\"sample\", \"status\", \"a{{x}}\", \"{{@home}}\", \"{{ok}}\"]",
+        );
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![
+                ("bad_placeholder", Some("surface.json"), 13),
+                ("bad_placeholder", Some("surface.json"), 13)
+            ]
+        );
+        let columns: Vec<usize> = lint(&s, POLICY, SKILL).iter().map(|d| d.column).collect();
+        assert!(columns[0] < columns[1], "{columns:?}");
+    }
+
+    #[test]
+    fn argv_template_and_the_program_are_checked() {
+        let s = edit(
+            SURFACE,
+            "\"wrap\": { \"bin\": \"hcp-example-sample\" }",
+            "\"wrap\": { \"bin\": \"hcp-example-sample\", \"argv_template\": [\"{{verb?}}\"] }",
+        );
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("bad_placeholder", Some("surface.json"), 7)]
+        );
+        let s = edit(SURFACE, "\"cliBin\": \"sample\"", "\"cliBin\": \"{{bin}}\"");
+        let s = s.replace("[\"sample\", ", "[\"{{bin}}\", ");
+        let codes: Vec<&str> = lint(&s, POLICY, SKILL).iter().map(|d| d.code).collect();
+        assert_eq!(codes, vec!["bad_placeholder"; 5]);
+    }
+}

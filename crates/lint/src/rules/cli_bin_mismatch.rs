@@ -94,3 +94,34 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn without_cli_bin_every_cli_starts_with_the_same_name() {
+        let s = edit(SURFACE, "  \"cliBin\": \"sample\",\n", "");
+        assert_eq!(found(&lint(&s, POLICY, SKILL)), vec![]);
+        let s = edit(&s, "[\"sample\", \"add\"", "[\"other\", \"add\"");
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("cli_bin_mismatch", Some("surface.json"), 10)]
+        );
+    }
+
+    #[test]
+    fn a_wrap_pack_needs_wrap_and_non_empty_cli() {
+        let s = edit(SURFACE, "  \"wrap\": { \"bin\": \"hcp-example-sample\" },\n", "");
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("cli_bin_mismatch", Some("surface.json"), 4)]
+        );
+        let s = edit(SURFACE, "[\"sample\", \"status\"]", "[]");
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("cli_bin_mismatch", Some("surface.json"), 13)]
+        );
+    }
+}

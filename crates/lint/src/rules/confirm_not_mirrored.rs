@@ -59,3 +59,39 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mirrors;
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn flags_that_mirror() {
+        for yes in ["--confirm", "--apply", "--apply=true", "--confirm={{c?}}"] {
+            assert!(mirrors(yes), "{yes}");
+        }
+        for no in ["--confirmed", "confirm", "-y", "--yes"] {
+            assert!(!mirrors(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn a_verb_without_cli_is_judged_by_argv_template() {
+        let s = edit(
+            SURFACE,
+            "\"remove\": { \"description\": \"Remove an item.\", \"cli\": [\"sample\", \"remove\", \"--confirm\", \"--\", \"{{id}}\"] }",
+            "\"remove\": { \"description\": \"Remove an item.\" }",
+        );
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("confirm_not_mirrored", Some("policy.json"), 8)]
+        );
+        let s = edit(
+            &s,
+            "\"wrap\": { \"bin\": \"hcp-example-sample\" }",
+            "\"wrap\": { \"bin\": \"hcp-example-sample\", \"argv_template\": [\"{{verb}}\", \"--apply\"] }",
+        );
+        assert_eq!(found(&lint(&s, POLICY, SKILL)), vec![]);
+    }
+}

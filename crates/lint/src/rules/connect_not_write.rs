@@ -41,3 +41,20 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_verb_named_by_binding_connect_must_be_a_write() {
+        let s = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"status\"");
+        assert_eq!(
+            found(&lint(&s, POLICY, SKILL)),
+            vec![("connect_not_write", Some("policy.json"), 9)]
+        );
+        let s = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"add\"");
+        assert_eq!(found(&lint(&s, POLICY, SKILL)), vec![]);
+    }
+}

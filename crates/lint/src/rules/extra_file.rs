@@ -65,3 +65,35 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::source::EntryKind;
+    use crate::testing::{POLICY, SKILL, SURFACE, found, source};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn git_nested_entries_and_refused_entries_are_not_repeated() {
+        let src = source(
+            SURFACE,
+            POLICY,
+            SKILL,
+            &[
+                (".git", EntryKind::Dir),
+                ("bin", EntryKind::Dir),
+                ("bin/tool", EntryKind::File),
+                (".env", EntryKind::File),
+                ("link", EntryKind::Symlink),
+            ],
+        );
+        let r = crate::check(&src);
+        assert_eq!(
+            found(&r.diagnostics),
+            vec![
+                ("secret_file", Some(".env"), 0),
+                ("extra_file", Some("bin"), 0),
+                ("symlink_in_pack", Some("link"), 0),
+            ]
+        );
+    }
+}

@@ -76,3 +76,45 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         out.push(d.in_file(name));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::source::EntryKind;
+    use crate::testing::{POLICY, SKILL, SURFACE, source};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_wrongly_cased_name_is_pointed_at() {
+        let mut src = source(SURFACE, POLICY, SKILL, &[]);
+        src.files.retain(|(n, _)| n != "policy.json");
+        for e in &mut src.entries {
+            if e.rel == "policy.json" {
+                e.rel = "Policy.json".into();
+            }
+        }
+        let r = crate::check(&src);
+        let d = &r.diagnostics[0];
+        assert_eq!((d.code, d.file.as_deref()), ("missing_file", Some("policy.json")));
+        assert_eq!(
+            d.hint.as_deref(),
+            Some("found `Policy.json`: the names of the pack files are exact and case-sensitive")
+        );
+    }
+
+    #[test]
+    fn a_directory_under_a_pack_file_name_is_not_a_file() {
+        let mut src = source(SURFACE, POLICY, SKILL, &[]);
+        src.files.retain(|(n, _)| n != "HARNESS.md");
+        for e in &mut src.entries {
+            if e.rel == "HARNESS.md" {
+                e.kind = EntryKind::Dir;
+            }
+        }
+        let msgs: Vec<String> = crate::check(&src)
+            .diagnostics
+            .into_iter()
+            .map(|d| d.message)
+            .collect();
+        assert_eq!(msgs, vec!["`HARNESS.md` is a directory, not a regular file".to_string()]);
+    }
+}

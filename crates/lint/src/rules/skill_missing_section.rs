@@ -31,8 +31,8 @@ use crate::diagnostic::Diagnostic;
 
 fn is_table_separator(line: &str) -> bool {
     let t = line.trim();
-    t.starts_with('|')
-        && t.contains("---")
+    t.contains('|')
+        && t.contains('-')
         && t.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'))
 }
 
@@ -76,6 +76,43 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             Diagnostic::warning("skill_missing_section", message)
                 .in_file(hcp_model::SKILL_FILE)
                 .hint(hint),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_anti_patterns_heading, is_table_separator};
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn sections_are_recognised_in_their_usual_spellings() {
+        for sep in ["|---|---|", "| :-- | --: |", "  |------|", "--- | ---"] {
+            assert!(is_table_separator(sep), "{sep}");
+        }
+        assert!(!is_table_separator("| a | b |"));
+        assert!(!is_table_separator("---"));
+        for h in ["## Anti-patterns", "### Antipatterns", "## Anti patterns to avoid"] {
+            assert!(is_anti_patterns_heading(h), "{h}");
+        }
+        assert!(!is_anti_patterns_heading("- anti-pattern: polling"));
+    }
+
+    #[test]
+    fn each_missing_section_is_one_warning() {
+        let s = edit(SKILL, "# HCP — Sample\n", "HCP — Sample\n");
+        let s = edit(&s, "## Anti-patterns", "## Do not");
+        let msgs: Vec<String> = lint(SURFACE, POLICY, &s)
+            .into_iter()
+            .map(|d| format!("{}: {}", d.code, d.message))
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "skill_missing_section: `HARNESS.md` has no `# ` title".to_string(),
+                "skill_missing_section: `HARNESS.md` has no anti-patterns section".to_string(),
+            ]
         );
     }
 }

@@ -49,3 +49,18 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::why_unsafe;
+
+    #[test]
+    fn names() {
+        for bad in ["..", "a..b", "..env", "a\0b", "a\nb", "/etc", "a\\b", "\u{1b}[31m"] {
+            assert!(why_unsafe(bad).is_some(), "{bad:?}");
+        }
+        for ok in ["README.md", ".hidden", "a.b.c", "families", "é"] {
+            assert_eq!(why_unsafe(ok), None, "{ok:?}");
+        }
+    }
+}

@@ -44,3 +44,29 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         .hint(hint),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{POLICY, SKILL, SURFACE, edit, found, lint};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn more_than_twelve_verbs_warn() {
+        let mut verbs = String::new();
+        let mut entries = String::new();
+        for i in 0..8 {
+            verbs.push_str(&format!(
+                "\"v{i}\": {{ \"description\": \"V.\", \"cli\": [\"sample\", \"v{i}\"] }},\n    "
+            ));
+            entries.push_str(&format!(
+                "\"v{i}\": {{ \"operation\": \"read\", \"privacy\": {{ \"land\": \"local\" }} }},\n    "
+            ));
+        }
+        let s = edit(SURFACE, "\"list\":   {", &format!("{verbs}\"list\":   {{"));
+        let p = edit(POLICY, "\"list\":   {", &format!("{entries}\"list\":   {{"));
+        assert_eq!(
+            found(&lint(&s, &p, SKILL)),
+            vec![("verb_count", Some("surface.json"), 8)]
+        );
+    }
+}
