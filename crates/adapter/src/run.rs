@@ -132,7 +132,8 @@ impl Outcome {
 /// already written, without waiting for a grandchild that still holds them. On timeout
 /// (or cancel) the group gets `SIGTERM`, then `SIGKILL` after the grace. On every early
 /// return, the group is killed and the child reaped. Processes that leave the group
-/// (`setsid`) are out of reach until confinement uses a cgroup.
+/// (`setsid`) are out of reach until confinement uses a cgroup. The caller must not set
+/// `SIGCHLD` to `SIG_IGN` (children would be reaped behind its back).
 ///
 /// # Errors
 /// - `bin_missing` / `bin_not_executable`: the kernel refused the verified bin;
