@@ -1,0 +1,244 @@
+//! The audit record (RUNTIME §6), its canonical encoding and its hash.
+
+use hcp_model::{ArgValue, Land, Operation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The `prev` of the first record: `sha256:` and 64 zeros.
+pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The keys the store writes itself: the fields of every record, and `repair` (on the
+/// record that follows a repaired torn tail). An [`Entry::extra`] key may not be one of
+/// these.
+pub const CORE_FIELDS: [&str; 16] = [
+    "ts",
+    "id",
+    "principal",
+    "project",
+    "pack_id",
+    "verb_key",
+    "operation",
+    "land",
+    "decision",
+    "code",
+    "args_digest",
+    "exit_code",
+    "duration_ms",
+    "prev",
+    "hash",
+    "repair",
+];
+
+/// The gate's answer as the audit records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The call passed the gate (whatever the child then did).
+    Allow,
+    /// The call was refused; `code` says why.
+    Deny,
+}
+
+impl Decision {
+    /// `allow` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// What a caller (exec) records about one decision. The store adds `ts`, `id`, `prev` and
+/// `hash` when it appends ([`super::AuditLog::append`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The principal id, `owner` for the caller without a session.
+    pub principal: String,
+    /// The session's project, if any.
+    pub project: Option<String>,
+    /// The resolved pack; `None` when resolution failed (`unknown_verb`).
+    pub pack_id: Option<String>,
+    /// The verb key, or the target as asked when resolution failed.
+    pub verb_key: String,
+    /// The verb's operation, when resolution got that far.
+    pub operation: Option<Operation>,
+    /// The verb's land, when resolution got that far.
+    pub land: Option<Land>,
+    /// Allowed or refused.
+    pub decision: Decision,
+    /// The refusal code (`missing_grant` …); `None` when allowed.
+    pub code: Option<String>,
+    /// [`args_digest`] of the call's arguments.
+    pub args_digest: String,
+    /// The child's exit status; `None` for a refusal.
+    pub exit_code: Option<i32>,
+    /// Wall time of the decision and run, in milliseconds.
+    pub duration_ms: u64,
+    /// Further fields (`policy_hash`, `rule`, `sandbox` …), written as they are and
+    /// covered by the hash. Additive: `audit verify` needs no change to check them. A key
+    /// of [`CORE_FIELDS`] is refused.
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// One stored record, as read back ([`super::tail`]). Unknown fields land in `extra`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    /// A UUID v7, lowercase hyphenated.
+    pub id: String,
+    /// See [`Entry::principal`].
+    pub principal: String,
+    /// See [`Entry::project`].
+    pub project: Option<String>,
+    /// See [`Entry::pack_id`].
+    pub pack_id: Option<String>,
+    /// See [`Entry::verb_key`].
+    pub verb_key: String,
+    /// See [`Entry::operation`].
+    pub operation: Option<Operation>,
+    /// See [`Entry::land`].
+    pub land: Option<Land>,
+    /// See [`Entry::decision`].
+    pub decision: Decision,
+    /// See [`Entry::code`].
+    pub code: Option<String>,
+    /// See [`Entry::args_digest`].
+    pub args_digest: String,
+    /// See [`Entry::exit_code`].
+    pub exit_code: Option<i32>,
+    /// See [`Entry::duration_ms`].
+    pub duration_ms: u64,
+    /// Any other field: [`Entry::extra`], and `repair` on the record after a repair.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+    /// The previous record's `hash` ([`GENESIS`] for the first).
+    pub prev: String,
+    /// `sha256:` over the canonical encoding of this record without `hash`.
+    pub hash: String,
+}
+
+/// The canonical encoding of a JSON value, the bytes that are hashed: no whitespace,
+/// object keys sorted by their UTF-8 bytes at every depth, strings escaped as
+/// `serde_json` escapes them (`"`, `\`, control characters; other characters verbatim),
+/// numbers as `serde_json` prints them. Records hold no floating-point numbers.
+pub fn canonical_json(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(&Value::String(k.clone()), out);
+                out.push(b':');
+                if let Some(value) = m.get(k) {
+                    write_canonical(value, out);
+                }
+            }
+            out.push(b'}');
+        }
+        Value::Array(a) => {
+            out.push(b'[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(b']');
+        }
+        // Scalars: serde_json's own output is already canonical for them.
+        other => out.extend_from_slice(other.to_string().as_bytes()),
+    }
+}
+
+/// `sha256:` and the lowercase hex SHA-256 of `bytes`.
+pub fn sha256_tagged(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// The hash of a record given as a JSON object: [`sha256_tagged`] over the
+/// [`canonical_json`] of the object without its `hash` key.
+pub fn record_hash(record: &Map<String, Value>) -> String {
+    let mut m = record.clone();
+    m.remove("hash");
+    sha256_tagged(&canonical_json(&Value::Object(m)))
+}
+
+/// The digest of a call's arguments that the audit keeps instead of their values
+/// (RUNTIME §6): [`sha256_tagged`] over the [`canonical_json`] of the object
+/// `{name: value}` (strings, numbers as written, booleans). Order of `args` is
+/// irrelevant; no arguments is the digest of `{}`.
+///
+/// A digest of a guessable value (a yes/no, a small number) can be confirmed by
+/// guessing: it proves which arguments were used, it does not hide low-entropy ones.
+pub fn args_digest<'a>(args: impl IntoIterator<Item = (&'a str, &'a ArgValue)>) -> String {
+    let m: Map<String, Value> = args
+        .into_iter()
+        .map(|(k, v)| {
+            let value = match v {
+                ArgValue::Bool(b) => Value::Bool(*b),
+                ArgValue::Number(n) => Value::Number(n.clone()),
+                ArgValue::String(s) => Value::String(s.clone()),
+            };
+            (k.to_owned(), value)
+        })
+        .collect();
+    sha256_tagged(&canonical_json(&Value::Object(m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth_and_drops_whitespace() {
+        let v: Value =
+            serde_json::from_str(r#"{ "b": [ {"z": 1, "a": null} ], "a": "x\n\"é" }"#).unwrap();
+        assert_eq!(
+            String::from_utf8(canonical_json(&v)).unwrap(),
+            r#"{"a":"x\n\"é","b":[{"a":null,"z":1}]}"#
+        );
+    }
+
+    #[test]
+    fn args_digest_ignores_order_and_never_holds_values() {
+        let a = ArgValue::String("secret value".into());
+        let n = ArgValue::Number(serde_json::Number::from(3));
+        let d1 = args_digest([("to", &a), ("count", &n)]);
+        let d2 = args_digest([("count", &n), ("to", &a)]);
+        assert_eq!(d1, d2);
+        assert!(!d1.contains("secret"));
+        assert_eq!(
+            d1,
+            sha256_tagged(br#"{"count":3,"to":"secret value"}"#),
+            "the digest is over the canonical object"
+        );
+        // A string "3" is not the number 3.
+        let s3 = ArgValue::String("3".into());
+        assert_ne!(args_digest([("count", &s3)]), args_digest([("count", &n)]));
+        assert_eq!(args_digest([]), sha256_tagged(b"{}"));
+    }
+
+    #[test]
+    fn record_hash_excludes_only_the_hash_field() {
+        let m = json!({"a": 1, "prev": GENESIS, "hash": "sha256:whatever"});
+        let Value::Object(m) = m else { unreachable!() };
+        let expected = sha256_tagged(format!(r#"{{"a":1,"prev":"{GENESIS}"}}"#).as_bytes());
+        assert_eq!(record_hash(&m), expected);
+    }
+}
