@@ -1,20 +1,151 @@
-//! `hcp grant` and `hcp revoke` (RUNTIME §4).
-use crate::error::CliResult;
+//! `hcp grant`, `hcp grant --list` and `hcp revoke` (RUNTIME §4), owner only.
+
+use super::session::{open_home, print, require_owner, session_error, store_error, table};
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_model::Capability;
+use hcp_store::grant::{self, Grant, Grants, PackScope};
+use hcp_store::session::{PrincipalId, Timestamp, format_ts};
 
 /// Arguments of `hcp grant`.
 #[derive(Debug, clap::Args)]
-pub struct GrantArgs {}
+pub struct GrantArgs {
+    /// List every grant instead of granting.
+    #[arg(long, conflicts_with_all = ["principal", "pack", "caps"])]
+    list: bool,
+    /// With `--list`: print a JSON array.
+    #[arg(long, requires = "list")]
+    json: bool,
+    /// The principal id.
+    #[arg(required_unless_present = "list", value_name = "PRINCIPAL")]
+    principal: Option<String>,
+    /// A pack id, or `*` for every pack.
+    #[arg(required_unless_present = "list", value_name = "PACK")]
+    pack: Option<String>,
+    /// `verb.exec.read`, `verb.exec.write`, `pack.connect`, `sense.enable`.
+    #[arg(required_unless_present = "list", value_name = "CAP")]
+    caps: Vec<String>,
+}
 
 /// Arguments of `hcp revoke`.
 #[derive(Debug, clap::Args)]
-pub struct RevokeArgs {}
+pub struct RevokeArgs {
+    /// The principal id.
+    #[arg(value_name = "PRINCIPAL")]
+    principal: String,
+    /// The pack id, or `*`, exactly as granted.
+    #[arg(value_name = "PACK")]
+    pack: String,
+    /// The capabilities to take back; none: all of them on `PACK`.
+    #[arg(value_name = "CAP")]
+    caps: Vec<String>,
+}
+
+fn parse(principal: &str, pack: &str, caps: &[String]) -> Result<Parsed, CliError> {
+    let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
+    let pack = PackScope::parse(pack).map_err(|m| {
+        CliError::new("bad_pack_id", format!("{m}"), exit::USAGE)
+            .hint("give a pack id, or `*` for every pack")
+    })?;
+    let caps = caps
+        .iter()
+        .map(|c| {
+            c.parse::<Capability>()
+                .map_err(|e| CliError::new("bad_capability", e.to_string(), exit::USAGE))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Parsed {
+        principal,
+        pack,
+        caps,
+    })
+}
+
+struct Parsed {
+    principal: PrincipalId,
+    pack: PackScope,
+    caps: Vec<Capability>,
+}
+
+fn names<'a>(caps: impl IntoIterator<Item = &'a Capability>) -> String {
+    caps.into_iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Runs `hcp grant`.
-pub fn run_grant(_a: GrantArgs) -> CliResult {
-    Err(super::not_built("grant"))
+pub fn run_grant(a: GrantArgs) -> CliResult {
+    require_owner("grant")?;
+    let home = open_home()?;
+    if a.list {
+        return list(&home, a.json);
+    }
+    let p = parse(
+        a.principal.as_deref().unwrap_or_default(),
+        a.pack.as_deref().unwrap_or_default(),
+        &a.caps,
+    )?;
+    let written = grant::grant(&home, &p.principal, &p.pack, &p.caps, Timestamp::now())
+        .map_err(|e| store_error(&e))?;
+    print(&format!(
+        "granted {} to `{}` on `{}`\n",
+        names(written.iter().map(|g| &g.capability)),
+        p.principal,
+        p.pack
+    ));
+    Ok(exit::OK)
 }
 
 /// Runs `hcp revoke`.
-pub fn run_revoke(_a: RevokeArgs) -> CliResult {
-    Err(super::not_built("revoke"))
+pub fn run_revoke(a: RevokeArgs) -> CliResult {
+    require_owner("revoke")?;
+    let home = open_home()?;
+    let p = parse(&a.principal, &a.pack, &a.caps)?;
+    let removed =
+        grant::revoke(&home, &p.principal, &p.pack, &p.caps).map_err(|e| store_error(&e))?;
+    if removed.is_empty() {
+        print(&format!(
+            "nothing to revoke: `{}` holds no such grant on `{}`\n",
+            p.principal, p.pack
+        ));
+    } else {
+        print(&format!(
+            "revoked {} from `{}` on `{}`\n",
+            names(removed.iter().map(|g| &g.capability)),
+            p.principal,
+            p.pack
+        ));
+    }
+    Ok(exit::OK)
+}
+
+fn list(home: &hcp_store::Home, json: bool) -> CliResult {
+    let grants = Grants::load(home).map_err(|e| store_error(&e))?;
+    if json {
+        let text = serde_json::to_string(grants.all()).map_err(|e| {
+            CliError::new("store_io", "cannot encode the grants", exit::EX_IOERR).cause(e)
+        })?;
+        print(&format!("{text}\n"));
+        return Ok(exit::OK);
+    }
+    if grants.is_empty() {
+        print("no grants\n");
+        return Ok(exit::OK);
+    }
+    let mut rows = vec![
+        ["PRINCIPAL", "PACK", "CAPABILITY", "GRANTED"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    rows.extend(grants.all().iter().map(|g: &Grant| {
+        vec![
+            g.principal.to_string(),
+            g.pack.to_string(),
+            g.capability.to_string(),
+            format_ts(g.granted_at),
+        ]
+    }));
+    print(&table(&rows));
+    Ok(exit::OK)
 }

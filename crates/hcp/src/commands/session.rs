@@ -1,11 +1,282 @@
-//! `hcp session …`.
-use crate::error::CliResult;
+//! `hcp session start | end | list` (RUNTIME §4), owner only.
+//!
+//! Also the small helpers the owner-only commands share (`grant`, `revoke`, `audit`):
+//! opening the home, refusing a caller with `HCP_SESSION` set, rendering store errors.
+
+use crate::env;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_store::session::{self, NewSession, PrincipalId, Session, SessionError, Timestamp};
+use hcp_store::{Home, StoreError};
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
 
 /// Subcommands of `hcp session`.
 #[derive(Debug, clap::Subcommand)]
-pub enum SessionCommand {}
+pub enum SessionCommand {
+    /// Start a session for a principal and print its token alone on stdout.
+    Start(StartArgs),
+    /// End a session by its token, or every session of a principal.
+    End(EndArgs),
+    /// List sessions (never their tokens).
+    List(ListArgs),
+}
+
+/// Arguments of `hcp session start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The principal the session speaks for (`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`, not
+    /// `owner`).
+    #[arg(long, value_name = "ID")]
+    principal: String,
+    /// The principal's role, for the runtime policy.
+    #[arg(long)]
+    role: Option<String>,
+    /// A project the principal belongs to (repeatable; the first is the session's
+    /// project for `brain` land).
+    #[arg(long = "project", value_name = "P")]
+    projects: Vec<String>,
+    /// An attribute for the runtime policy (repeatable).
+    #[arg(long = "attr", value_name = "KEY=VALUE")]
+    attrs: Vec<String>,
+    /// A data class the principal may see (repeatable).
+    #[arg(long = "can-view", value_name = "CLASS")]
+    can_view: Vec<String>,
+    /// The sandbox working directory for `local` land (must exist).
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
+    /// Time to live: a whole number and `s`, `m`, `h` or `d` (default `8h`, 1s to 365d).
+    #[arg(long, value_name = "DUR")]
+    ttl: Option<String>,
+}
+
+/// Arguments of `hcp session end`.
+#[derive(Debug, clap::Args)]
+pub struct EndArgs {
+    /// The session's token; `-` reads it from stdin (keeps it out of `ps`).
+    #[arg(required_unless_present = "principal", conflicts_with = "principal")]
+    token: Option<String>,
+    /// End every session of this principal instead.
+    #[arg(long, value_name = "ID")]
+    principal: Option<String>,
+}
+
+/// Arguments of `hcp session list`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs `hcp session …`.
 pub fn run(c: SessionCommand) -> CliResult {
-    match c {}
+    require_owner("session")?;
+    let home = open_home()?;
+    match c {
+        SessionCommand::Start(a) => start(&home, a),
+        SessionCommand::End(a) => end(&home, a),
+        SessionCommand::List(a) => list(&home, a),
+    }
+}
+
+/// Refuses a caller that has `HCP_SESSION` set, valid or not (`owner_only`, exit 77):
+/// owner-only commands never look at the token.
+pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
+    if std::env::var_os(env::HCP_SESSION).is_some() {
+        return Err(CliError::new(
+            "owner_only",
+            format!("`hcp {command}` is for the owner only, and `HCP_SESSION` is set"),
+            exit::EX_NOPERM,
+        )
+        .hint("run it without `HCP_SESSION`, as the local user"));
+    }
+    Ok(())
+}
+
+/// The store home from `HCP_HOME` or the platform data directory (RUNTIME §3).
+pub(crate) fn open_home() -> Result<Home, CliError> {
+    let root = hcp_store::resolve_home(
+        std::env::var_os(env::HCP_HOME).as_deref(),
+        hcp_store::home::platform_data_dir,
+    )
+    .map_err(|e| store_error(&e))?;
+    Home::open(root).map_err(|e| store_error(&e))
+}
+
+/// A store error as a CLI error: its code, exit 74, its causes.
+pub(crate) fn store_error(e: &StoreError) -> CliError {
+    with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), e)
+}
+
+/// Adds the source chain of `e` as `Caused by:` lines.
+pub(crate) fn with_causes(mut c: CliError, e: &dyn std::error::Error) -> CliError {
+    let mut source = e.source();
+    while let Some(s) = source {
+        c = c.cause(s);
+        source = s.source();
+    }
+    c
+}
+
+/// A session error as a CLI error: bad input exits 2, a refused token 1, the store 74.
+pub(crate) fn session_error(e: &SessionError) -> CliError {
+    let exit = match e {
+        SessionError::Store(s) => return store_error(s),
+        SessionError::Entropy(_) => exit::EX_IOERR,
+        SessionError::Bad(_) => exit::REFUSED,
+        _ => exit::USAGE,
+    };
+    with_causes(CliError::new(e.code(), e.to_string(), exit), e)
+}
+
+/// Writes to stdout; a closed pipe is not an error.
+pub(crate) fn print(text: &str) {
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn start(home: &Home, a: StartArgs) -> CliResult {
+    let ttl = a
+        .ttl
+        .as_deref()
+        .map(session::parse_ttl)
+        .transpose()
+        .map_err(|e| session_error(&e))?;
+    let new = NewSession {
+        principal: a.principal,
+        role: a.role,
+        projects: a.projects,
+        attributes: a.attrs,
+        can_view: a.can_view,
+        workdir: a.workdir,
+        ttl,
+    };
+    let (token, s) = session::start(home, &new, Timestamp::now()).map_err(|e| session_error(&e))?;
+    print(&format!("{}\n", token.as_str()));
+    eprintln!(
+        "started a session for `{}`, expiring at `{}`",
+        s.principal,
+        session::format_ts(s.expires_at)
+    );
+    Ok(exit::OK)
+}
+
+fn read_token(arg: &str) -> Result<String, CliError> {
+    if arg != "-" {
+        return Ok(arg.to_owned());
+    }
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).map_err(|e| {
+        CliError::new(
+            "store_io",
+            "cannot read the token from stdin",
+            exit::EX_IOERR,
+        )
+        .cause(e)
+    })?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+fn end(home: &Home, a: EndArgs) -> CliResult {
+    let now = Timestamp::now();
+    if let Some(p) = a.principal {
+        let p = PrincipalId::parse(&p).map_err(|e| session_error(&e))?;
+        let ended = session::end_principal(home, &p, now).map_err(|e| session_error(&e))?;
+        match ended.len() {
+            0 => print(&format!("no session of `{p}` to end\n")),
+            1 => print(&format!("ended 1 session of `{p}`\n")),
+            n => print(&format!("ended {n} sessions of `{p}`\n")),
+        }
+        return Ok(exit::OK);
+    }
+    let token = read_token(a.token.as_deref().unwrap_or("-"))?;
+    let (s, changed) = session::end(home, &token, now).map_err(|e| session_error(&e))?;
+    if changed {
+        print(&format!(
+            "ended the session `{}` of `{}`\n",
+            s.short_id(),
+            s.principal
+        ));
+    } else {
+        print(&format!(
+            "the session `{}` of `{}` was already ended\n",
+            s.short_id(),
+            s.principal
+        ));
+    }
+    Ok(exit::OK)
+}
+
+fn session_json(s: &Session, now: Timestamp) -> serde_json::Value {
+    json!({
+        "id": s.short_id(),
+        "principal": s.principal,
+        "role": s.role,
+        "projects": s.projects,
+        "attributes": s.attributes,
+        "can_view": s.can_view,
+        "workdir": s.workdir,
+        "created_at": session::format_ts(s.created_at),
+        "expires_at": session::format_ts(s.expires_at),
+        "ended_at": s.ended_at.map(session::format_ts),
+        "state": s.state(now).as_str(),
+    })
+}
+
+/// Lays out rows in columns separated by two spaces, without trailing blanks.
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 < cols {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn list(home: &Home, a: ListArgs) -> CliResult {
+    let now = Timestamp::now();
+    let sessions = session::list(home).map_err(|e| store_error(&e))?;
+    if a.json {
+        let v: Vec<_> = sessions.iter().map(|s| session_json(s, now)).collect();
+        print(&format!("{}\n", json!(v)));
+        return Ok(exit::OK);
+    }
+    if sessions.is_empty() {
+        print("no sessions\n");
+        return Ok(exit::OK);
+    }
+    let mut rows = vec![
+        ["ID", "PRINCIPAL", "ROLE", "PROJECTS", "EXPIRES", "STATE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for s in &sessions {
+        rows.push(vec![
+            s.short_id().to_owned(),
+            s.principal.to_string(),
+            s.role.clone().unwrap_or_else(|| "-".into()),
+            if s.projects.is_empty() {
+                "-".into()
+            } else {
+                s.projects.join(",")
+            },
+            session::format_ts(s.expires_at),
+            s.state(now).as_str().to_owned(),
+        ]);
+    }
+    print(&table(&rows));
+    Ok(exit::OK)
 }
