@@ -230,6 +230,17 @@ fn a_dir_that_does_not_exist_is_a_usage_error() {
 }
 
 #[test]
+fn a_bad_dir_with_json_is_a_json_refusal_on_stdout() {
+    let (_w, out) = lint_fixtures(&["--json", "no-such-pack"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stderr.is_empty());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["code"], "bad_pack_dir");
+    assert_eq!(v["message"], "`no-such-pack` does not exist");
+}
+
+#[test]
 fn a_file_is_not_a_pack_dir() {
     let (w, out) = lint_fixtures(&["valid/surface.json"]);
     assert_eq!(out.status.code(), Some(2));

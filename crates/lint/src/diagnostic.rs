@@ -1,4 +1,5 @@
-//! Diagnostics as data: code, severity, message, location, hint; renderers beside them.
+//! Diagnostics as data: code, severity, message, location, hint. The renderers are
+//! beside them in [`crate::render`].
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -71,7 +72,7 @@ impl Diagnostic {
     }
 }
 
-/// All findings for one pack directory, in rule order.
+/// All findings for one pack directory, sorted by place (see [`crate::check`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
     /// The pack directory as the user named it.

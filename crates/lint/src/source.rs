@@ -62,9 +62,15 @@ impl PackSource {
 /// Reads `dir` into a [`PackSource`]: walks it with `lstat` (never following a symlink,
 /// including `dir` itself), and reads the three pack files when they are regular files.
 ///
+/// The walk is breadth-first and sorted by name, so the top-level entries come first; it
+/// stops after [`MAX_ENTRIES`] entries or [`MAX_DEPTH`] levels, and does not enter a
+/// top-level `.git` directory.
+///
 /// # Errors
-/// The I/O error of opening `dir` itself (absent, not a directory, a symlink,
-/// unreadable). Errors deeper in the walk become entries of kind [`EntryKind::Other`].
+/// The I/O error of opening `dir` itself: [`std::io::ErrorKind::NotFound`],
+/// [`std::io::ErrorKind::NotADirectory`], [`std::io::ErrorKind::InvalidInput`] for a
+/// symlink, or the error of listing it. Deeper, an entry whose `lstat` fails is kept as
+/// [`EntryKind::Other`] and an unreadable subdirectory is listed but not entered.
 pub fn read_pack(dir: &Path) -> std::io::Result<PackSource> {
     let meta = std::fs::symlink_metadata(dir)?;
     if meta.file_type().is_symlink() {

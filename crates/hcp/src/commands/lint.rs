@@ -3,7 +3,9 @@
 //! Text mode prints one diagnostic a line on stdout (`path:line:col: level[code]:
 //! message`, then `  hint: …`) and a summary on stderr; `--json` prints an array with one
 //! object per pack on stdout (`hcp_lint::render::json`). Exit 0 when no pack has an error
-//! (warnings allowed), 1 when one has, 2 when a DIR cannot be linted at all.
+//! (warnings allowed), 1 when one has, 2 when a DIR cannot be linted at all (then
+//! nothing is linted; with `--json` that refusal is an object on stdout, `{"ok": false,
+//! "code": "bad_pack_dir", "message", "causes", "hint"}`).
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
@@ -47,6 +49,18 @@ pub fn run(a: Args) -> CliResult {
         };
         if let Some(hint) = first.1 {
             err = err.hint(hint);
+        }
+        if a.json {
+            // With `--json` the refusal is data on stdout, like the findings (DESIGN.md).
+            let v = serde_json::json!({
+                "ok": false,
+                "code": err.code,
+                "message": err.message,
+                "causes": err.causes,
+                "hint": err.hint,
+            });
+            write_ignoring_broken_pipe(&mut std::io::stdout().lock(), &format!("{v:#}\n"));
+            return Ok(err.exit);
         }
         return Err(err);
     }
