@@ -62,7 +62,8 @@ impl PackSource {
 /// Reads `dir` into a [`PackSource`]: walks it with `lstat` (never following a symlink,
 /// including `dir` itself), and reads the three pack files when they are regular files.
 ///
-/// The walk is breadth-first and sorted by name, so the top-level entries come first; it
+/// The walk is breadth-first, the three pack files first and then by name, so no number of
+/// other entries can crowd the pack files out of the walk; it
 /// stops after [`MAX_ENTRIES`] entries or [`MAX_DEPTH`] levels, and does not enter a
 /// top-level `.git` directory.
 ///
@@ -152,7 +153,11 @@ fn walk(root: &Path, src: &mut PackSource) -> std::io::Result<()> {
                 meta.as_ref().map(std::fs::Metadata::len),
             ));
         }
-        names.sort_by(|a, b| a.0.cmp(&b.0));
+        // The pack files first, so that no number of other entries can crowd them out.
+        let is_pack_file = |n: &std::ffi::OsString| {
+            depth == 0 && hcp_model::PACK_FILES.iter().any(|p| n.as_os_str() == *p)
+        };
+        names.sort_by(|a, b| (!is_pack_file(&a.0), &a.0).cmp(&(!is_pack_file(&b.0), &b.0)));
         for (name, ft, len) in names {
             if src.entries.len() >= MAX_ENTRIES {
                 src.truncated = true;

@@ -205,10 +205,9 @@ fn odd_names_are_unsafe() {
 #[test]
 fn many_entries_stop_the_walk_but_keep_the_pack_files() {
     let (_tmp, dir) = valid_copy();
-    let bulk = dir.join("aaa");
-    std::fs::create_dir(&bulk).unwrap();
+    // More top-level entries than the walk takes, all sorting before the pack files.
     for i in 0..hcp_lint::source::MAX_ENTRIES {
-        std::fs::write(bulk.join(i.to_string()), "").unwrap();
+        std::fs::write(dir.join(format!("a{i}")), "").unwrap();
     }
     let src = read_pack(&dir).unwrap();
     assert!(src.truncated);
