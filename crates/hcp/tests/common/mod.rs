@@ -9,7 +9,10 @@ use std::process::Output;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// The built `hcp`.
@@ -17,11 +20,17 @@ pub fn hcp_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hcp"))
 }
 
-/// The directory of the built binaries: `hcp` and the example CLIs of the gold packs
-/// (`hcp-example-*`, built by `cargo test --workspace` because the examples package has
-/// integration tests of its own).
+/// The directory of the built binaries: `hcp` and, after `cargo test --workspace` (the
+/// examples package has integration tests of its own, so cargo builds its binaries), the
+/// example CLIs of the gold packs (`hcp-example-*`).
 pub fn bin_dir() -> PathBuf {
-    let dir = hcp_bin().parent().unwrap().to_path_buf();
+    hcp_bin().parent().unwrap().to_path_buf()
+}
+
+/// [`bin_dir`], asserting that the example CLIs are built there; tests that install gold
+/// packs call this first.
+pub fn example_bins() -> PathBuf {
+    let dir = bin_dir();
     let probe = dir.join("hcp-example-transit");
     assert!(
         probe.exists(),
@@ -55,7 +64,12 @@ impl World {
         for d in [&home, &work] {
             std::fs::create_dir_all(d).unwrap();
         }
-        Self { tmp, home, hcp_home, work }
+        Self {
+            tmp,
+            home,
+            hcp_home,
+            work,
+        }
     }
 
     /// The temporary root (filtered as `[TMP]` in snapshots).
@@ -103,7 +117,9 @@ impl World {
     pub fn render(&self, out: &Output) -> String {
         let text = format!(
             "exit: {}\n--- stdout\n{}--- stderr\n{}",
-            out.status.code().map_or("signal".to_string(), |c| c.to_string()),
+            out.status
+                .code()
+                .map_or("signal".to_string(), |c| c.to_string()),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
