@@ -511,7 +511,13 @@ fn workdir(dir: &Path) -> Result<PathBuf, SessionError> {
         path: dir.to_path_buf(),
         reason,
     };
-    let canonical = std::fs::canonicalize(dir).map_err(|e| bad(format!("{e}")))?;
+    let canonical = std::fs::canonicalize(dir).map_err(|e| {
+        bad(match e.kind() {
+            std::io::ErrorKind::NotFound => "it does not exist".into(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+            _ => format!("it cannot be resolved: {}", e.to_string().to_lowercase()),
+        })
+    })?;
     if !canonical.is_dir() {
         return Err(bad("it is not a directory".into()));
     }
