@@ -313,6 +313,16 @@ fn git_verbs_switch_off_code_running_configuration() {
         env.get("GIT_TERMINAL_PROMPT").map(String::as_str),
         Some("0")
     );
+    // In land `local`, HOME is the working directory: without these, a `.gitconfig`
+    // committed at the root of the repository would be read as the global config.
+    assert_eq!(
+        env.get("GIT_CONFIG_NOSYSTEM").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        env.get("GIT_CONFIG_GLOBAL").map(String::as_str),
+        Some("/dev/null")
+    );
     assert!(env.get("GIT_AUTHOR_EMAIL").is_some());
 }
 
@@ -633,4 +643,108 @@ fn git_verbs_run_against_real_git() {
         "a new commit, not an amend: {log}"
     );
     assert_eq!(log.lines().count(), 2);
+}
+
+fn git_available() -> bool {
+    Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A plain `git` for setting up a repository in `work`, ignoring every config file but
+/// the repository's own.
+fn setup_git(work: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", work)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t.invalid")
+        .current_dir(work)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", common::stderr(&out));
+}
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn git_verbs_run_no_code_from_a_hostile_repository() {
+    if !git_available() {
+        eprintln!("git is not installed; skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    setup_git(work, &["init", "-q"]);
+    std::fs::write(work.join("a.txt"), "one\n").unwrap();
+    setup_git(work, &["add", "a.txt"]);
+    setup_git(work, &["commit", "-q", "-m", "first"]);
+    let mark = |name: &str| format!("touch {}", work.join(name).display());
+    // The repository's own config names programs in every way `-c` switches off …
+    let local = format!(
+        "[core]\n\tfsmonitor = {}\n\thooksPath = hooks\n\tpager = {}\n\teditor = {}\n[diff]\n\texternal = {}\n",
+        mark("fsmonitor-ran"),
+        mark("pager-ran"),
+        mark("editor-ran"),
+        mark("external-diff-ran"),
+    );
+    let mut config = std::fs::read_to_string(work.join(".git/config")).unwrap();
+    config.push_str(&local);
+    std::fs::write(work.join(".git/config"), config).unwrap();
+    // … and, since `HOME` is the working directory in land `local`, a committed
+    // `.gitconfig` would be the global config: filters and textconv, which `-c` cannot
+    // name in advance. `GIT_CONFIG_GLOBAL=/dev/null` keeps it unread.
+    let global = format!(
+        "[filter \"evil\"]\n\tclean = {}\n\tsmudge = {}\n[diff \"evil\"]\n\ttextconv = {}\n{local}",
+        mark("filter-ran"),
+        mark("smudge-ran"),
+        mark("textconv-ran"),
+    );
+    std::fs::write(work.join(".gitconfig"), global).unwrap();
+    std::fs::write(work.join(".gitattributes"), "*.txt filter=evil diff=evil\n").unwrap();
+    for dir in ["hooks", ".git/hooks"] {
+        std::fs::create_dir_all(work.join(dir)).unwrap();
+        for hook in [
+            "pre-commit",
+            "commit-msg",
+            "post-commit",
+            "post-index-change",
+        ] {
+            executable(
+                &work.join(dir).join(hook),
+                &format!("#!/bin/sh\n{}\n", mark(&format!("{hook}-ran"))),
+            );
+        }
+    }
+    std::fs::write(work.join("a.txt"), "one\ntwo\n").unwrap();
+    run_pack(
+        "git",
+        &[
+            ("status", &[]),
+            ("log", &[("path", "a.txt")]),
+            ("diff", &[]),
+            ("show", &[("rev", "HEAD")]),
+            ("add", &[("path", "a.txt")]),
+            ("commit", &[("message", "second")]),
+        ],
+        work,
+        work,
+        &[],
+    );
+    let ran: Vec<String> = common::files(work)
+        .into_iter()
+        .filter(|f| f.ends_with("-ran"))
+        .collect();
+    assert!(ran.is_empty(), "the repository ran code: {ran:?}");
 }
