@@ -24,15 +24,28 @@ fn is_sep(c: char) -> bool {
 
 /// Canary normalisation: NFKC → drop Cf → drop separators → casefold (HISTOS-ENGINE §7).
 pub fn normalize(s: &str) -> String {
+    let mut out = String::new();
+    normalize_into(s, &mut out);
+    out
+}
+
+/// [`normalize`] into a reused buffer (cleared first).
+pub fn normalize_into(s: &str, out: &mut String) {
+    out.clear();
     if s.is_ascii() {
-        return s
-            .bytes()
-            .filter(|&b| !is_sep(b as char))
-            .map(|b| b.to_ascii_lowercase() as char)
-            .collect();
+        out.extend(
+            s.bytes()
+                .filter(|&b| !is_sep(b as char))
+                .map(|b| b.to_ascii_lowercase() as char),
+        );
+        return;
     }
     let stripped: String = s.nfkc().filter(|&c| !is_cf(c) && !is_sep(c)).collect();
-    caseless::default_case_fold_str(&stripped)
+    out.push_str(&caseless::default_case_fold_str(&stripped));
+}
+
+thread_local! {
+    static NORM: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// Precompiled canary tokens: verbatim and normalised finders.
@@ -74,11 +87,14 @@ impl CanaryMatcher {
                 return Some(tok);
             }
         }
-        let norm = normalize(text);
-        self.tokens
-            .iter()
-            .find(|(_, _, _, fnorm)| fnorm.find(norm.as_bytes()).is_some())
-            .map(|(t, ..)| t.as_str())
+        NORM.with(|cell| {
+            let mut norm = cell.borrow_mut();
+            normalize_into(text, &mut norm);
+            self.tokens
+                .iter()
+                .find(|(_, _, _, fnorm)| fnorm.find(norm.as_bytes()).is_some())
+                .map(|(t, ..)| t.as_str())
+        })
     }
 
     /// Replaces verbatim then normalised hits (whole-string normalised hit replaces the
@@ -208,7 +224,7 @@ fn luhn(d: &[u8]) -> bool {
         }
         sum += v;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 fn issuer_ok(d: &[u8]) -> bool {
@@ -314,6 +330,20 @@ pub struct Span {
     pub end: usize,
 }
 
+static JWT_PREFIX: LazyLock<memmem::Finder<'static>> =
+    LazyLock::new(|| memmem::Finder::new(b"eyJ"));
+
+/// Whether `text` has `[A-Z]{2}[0-9]{2}` somewhere: an IBAN candidate needs it, and a
+/// candidate with a non-ASCII digit fails the checksum anyway.
+fn iban_prefix(text: &[u8]) -> bool {
+    text.windows(4).any(|w| {
+        w[0].is_ascii_uppercase()
+            && w[1].is_ascii_uppercase()
+            && w[2].is_ascii_digit()
+            && w[3].is_ascii_digit()
+    })
+}
+
 fn checksum_spans(text: &str, out: &mut Vec<Span>, first_only: bool) {
     let digits = text.bytes().filter(u8::is_ascii_digit).count();
     if digits >= 12 {
@@ -330,7 +360,7 @@ fn checksum_spans(text: &str, out: &mut Vec<Span>, first_only: bool) {
             }
         }
     }
-    if digits >= 2 && text.len() >= 14 {
+    if digits >= 2 && text.len() >= 14 && iban_prefix(text.as_bytes()) {
         for m in IBAN_RE.find_iter(text) {
             if is_iban(m.as_str()) {
                 out.push(Span {
@@ -344,7 +374,7 @@ fn checksum_spans(text: &str, out: &mut Vec<Span>, first_only: bool) {
             }
         }
     }
-    if memmem::find(text.as_bytes(), b"eyJ").is_some() {
+    if JWT_PREFIX.find(text.as_bytes()).is_some() {
         for m in JWT_RE.find_iter(text) {
             if is_jwt(m.as_str()) {
                 out.push(Span {
@@ -424,6 +454,7 @@ pub(crate) fn redact_secrets(text: &mut String, found: &mut Vec<String>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

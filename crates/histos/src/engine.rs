@@ -69,7 +69,11 @@ pub trait ResourceResolver {
     ///
     /// # Errors
     /// [`ResolveError`] maps to `resource_not_found` / `resolver_error`.
-    fn resolve(&self, tool: &str, args: &Map) -> Result<Option<Map>, ResolveError>;
+    fn resolve<'r>(
+        &'r self,
+        tool: &str,
+        args: &Args<'_>,
+    ) -> Result<Option<Cow<'r, Map>>, ResolveError>;
 }
 
 /// A host semantic tier for `escalate` (HISTOS-ENGINE §6).
@@ -78,7 +82,7 @@ pub trait EscalationTier {
     ///
     /// # Errors
     /// Any failure of the tier.
-    fn judge(&self, tool: &str, args: &Map, principal: &Principal) -> Result<bool, String>;
+    fn judge(&self, tool: &str, args: &Args<'_>, principal: &Principal) -> Result<bool, String>;
 }
 
 /// A host confirmation callback (HISTOS-ENGINE §1c).
@@ -88,7 +92,7 @@ pub trait Confirmer {
     ///
     /// # Errors
     /// Any failure of the callback.
-    fn confirm(&self, tool: &str, args: &Map, principal: &Principal) -> Result<bool, String>;
+    fn confirm(&self, tool: &str, args: &Args<'_>, principal: &Principal) -> Result<bool, String>;
 }
 
 /// Enforce or observe (HISTOS-ENGINE §1d).
@@ -137,39 +141,57 @@ impl std::fmt::Debug for Context<'_> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Engine;
 
-/// Arguments after binding, without copying the caller's map.
-pub(crate) struct Args<'a> {
+/// The arguments of a call after binding, as a view: the caller's map with bound
+/// arguments overwritten by the principal's attributes (appended when the caller did not
+/// send them), without copying anything (HISTOS-ENGINE §5).
+#[derive(Debug, Clone, Copy)]
+pub struct Args<'a> {
     base: &'a Map,
-    over: &'a [(String, Value)],
+    bindings: &'a [(String, String)],
+    attrs: &'a Map,
 }
 
 impl<'a> Args<'a> {
-    pub(crate) fn get(&self, k: &str) -> Option<&'a Value> {
-        self.over
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v)
-            .or_else(|| self.base.get(k))
+    /// A view of `base` with no bindings.
+    pub fn plain(base: &'a Map) -> Self {
+        static EMPTY: std::sync::OnceLock<Map> = std::sync::OnceLock::new();
+        Args {
+            base,
+            bindings: &[],
+            attrs: EMPTY.get_or_init(Map::new),
+        }
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a str, &'a Value)> + '_ {
-        let over = self.over;
-        let base = self.base;
+    /// The post-binding value of `k`.
+    pub fn get(&self, k: &str) -> Option<&'a Value> {
+        match self.bindings.iter().find(|(n, _)| n == k) {
+            Some((_, attr)) => self.attrs.get(attr),
+            None => self.base.get(k),
+        }
+    }
+
+    /// Post-binding arguments in call order (bound ones the caller did not send last).
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a Value)> + '_ {
+        let Args {
+            base,
+            bindings,
+            attrs,
+        } = *self;
         base.iter()
-            .map(move |(k, v)| {
-                (
-                    k.as_str(),
-                    over.iter().find(|(n, _)| n == k).map_or(v, |(_, w)| w),
-                )
+            .filter_map(move |(k, v)| match bindings.iter().find(|(n, _)| n == k) {
+                Some((_, attr)) => attrs.get(attr).map(|w| (k.as_str(), w)),
+                None => Some((k.as_str(), v)),
             })
             .chain(
-                over.iter()
+                bindings
+                    .iter()
                     .filter(move |(n, _)| !base.contains_key(n))
-                    .map(|(n, v)| (n.as_str(), v)),
+                    .filter_map(move |(n, attr)| attrs.get(attr).map(|w| (n.as_str(), w))),
             )
     }
 
-    fn to_map(&self) -> Map {
+    /// An owned copy of the post-binding arguments.
+    pub fn to_map(&self) -> Map {
         self.iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect()
@@ -268,17 +290,20 @@ fn compare(op: Op, lhs: &Value, rhs: &Value) -> Option<bool> {
 }
 
 fn check_constraint(c: &Constraint, resource: &Map, principal: &Principal) -> Option<Decision> {
-    let expected = match (&c.principal_attr, &c.value) {
+    let expected = || match (&c.principal_attr, &c.value) {
         (Some(a), _) => format!("principal.{a}"),
         (None, Some(v)) => py_repr(v),
         (None, None) => "None".to_string(),
     };
-    let received = format!("resource.{}", c.field);
-    let fail = |reason: String| {
+    let fail = |why: &str| {
+        let e = expected();
         Some(
-            Decision::deny(Rule::ResourceConstraint, reason)
-                .with_field(c.field.clone())
-                .with_detail(expected.clone(), received.clone()),
+            Decision::deny(
+                Rule::ResourceConstraint,
+                format!("resource.{} {} {e}{why}", c.field, c.op.as_str()),
+            )
+            .with_field(c.field.clone())
+            .with_detail(e, format!("resource.{}", c.field)),
         )
     };
     let Some(lhs) = resource.get(&c.field) else {
@@ -310,16 +335,8 @@ fn check_constraint(c: &Constraint, resource: &Map, principal: &Principal) -> Op
     };
     match compare(c.op, lhs, rhs) {
         Some(true) => None,
-        Some(false) => fail(format!(
-            "resource.{} {} {expected} failed",
-            c.field,
-            c.op.as_str()
-        )),
-        None => fail(format!(
-            "resource.{} {} {expected}: type error",
-            c.field,
-            c.op.as_str()
-        )),
+        Some(false) => fail(" failed"),
+        None => fail(": type error"),
     }
 }
 
@@ -344,6 +361,7 @@ impl Engine {
         d
     }
 
+    #[inline]
     fn pre_inner(
         policy: &Policy,
         principal: Option<&Principal>,
@@ -358,83 +376,87 @@ impl Engine {
         let tool_idx = policy.tool_idx(&call.tool);
         let tool: Option<&Tool> = tool_idx.map(|i| &policy.tools[i]);
         // W3: bindings, before the whole chain.
-        let mut bound: Vec<(String, Value)> = Vec::new();
         let mut rebound: Vec<String> = Vec::new();
-        if let Some(t) = tool {
-            for (arg, attr) in &t.bindings {
-                match principal.attributes.get(attr) {
-                    None => {
-                        return Decision::deny(
-                            Rule::ArgBindingUnresolved,
-                            format!("principal has no attribute `{attr}` to bind"),
-                        )
-                        .with_field(arg.clone())
-                        .with_detail(format!("principal.{attr}"), "<unset>");
-                    }
-                    Some(v) => {
-                        if call.args.get(arg) != Some(v) {
-                            rebound.push(arg.clone());
-                        }
-                        bound.retain(|(n, _)| n != arg);
-                        bound.push((arg.clone(), v.clone()));
+        let bindings: &[(String, String)] = tool.map_or(&[], |t| t.bindings.as_slice());
+        for (arg, attr) in bindings {
+            match principal.attributes.get(attr) {
+                None => {
+                    return Decision::deny(
+                        Rule::ArgBindingUnresolved,
+                        format!("principal has no attribute `{attr}` to bind"),
+                    )
+                    .with_field(arg.clone())
+                    .with_detail(format!("principal.{attr}"), "<unset>");
+                }
+                Some(v) => {
+                    if call.args.get(arg) != Some(v) {
+                        rebound.push(arg.clone());
                     }
                 }
             }
         }
-        let mut d = Self::chain(policy, principal, resolver, call, tool_idx, &bound, ctx);
+        let args = Args {
+            base: &call.args,
+            bindings,
+            attrs: &principal.attributes,
+        };
+        let mut d = Self::chain(policy, principal, resolver, call, tool_idx, &args, ctx);
         // 1c: confirmation callback.
-        if d.effect == Effect::RequireConfirmation {
-            if let Some(cb) = ctx.confirm {
-                let args = Args {
-                    base: &call.args,
-                    over: &bound,
+        if d.effect == Effect::RequireConfirmation
+            && let Some(cb) = ctx.confirm
+        {
+            match cb.confirm(&call.tool, &args, principal) {
+                Ok(true) => {
+                    let esc = d.escalate;
+                    d = Decision::new(Effect::Allow, Rule::Confirmed, "approved out of band");
+                    d.escalate = esc;
                 }
-                .to_map();
-                match cb.confirm(&call.tool, &args, principal) {
-                    Ok(true) => {
-                        let esc = d.escalate;
-                        d = Decision::new(Effect::Allow, Rule::Confirmed, "approved out of band");
-                        d.escalate = esc;
-                    }
-                    Ok(false) => {}
-                    Err(e) => {
-                        d = Decision::deny(Rule::ConfirmError, format!("confirmation failed: {e}"))
-                    }
+                Ok(false) => {}
+                Err(e) => {
+                    d = Decision::deny(Rule::ConfirmError, format!("confirmation failed: {e}"))
                 }
             }
         }
         // 1c: atomic consumption on a final allow.
-        if d.effect == Effect::Allow && ctx.consume_limits {
-            if let (Some(t), Some(store)) = (tool, ctx.limits) {
-                let spec = LimitSpec {
-                    rate_limit: t.rate_limit,
-                    budget: t.budget,
+        if d.effect == Effect::Allow
+            && ctx.consume_limits
+            && let (Some(t), Some(store)) = (tool, ctx.limits)
+        {
+            let spec = LimitSpec {
+                rate_limit: t.rate_limit,
+                budget: t.budget,
+            };
+            if spec.rate_limit.is_some() || spec.budget.is_some() {
+                let key = LimitKey {
+                    identity: principal.identity_or_anonymous(),
+                    tool: &t.name,
                 };
-                if spec.rate_limit.is_some() || spec.budget.is_some() {
-                    let key = LimitKey {
-                        identity: principal.identity_or_anonymous(),
-                        tool: &t.name,
-                    };
-                    if let Some(deny) =
-                        limit_denial(store.try_consume(key, spec, ctx.now_ms), store)
-                    {
-                        d = deny;
-                    }
+                if let Some(deny) = limit_denial(store.try_consume(key, spec, ctx.now_ms), store) {
+                    d = deny;
                 }
             }
         }
-        d.bound_args = bound;
+        d.bound_args = bindings
+            .iter()
+            .filter_map(|(arg, attr)| {
+                principal
+                    .attributes
+                    .get(attr)
+                    .map(|v| (arg.clone(), v.clone()))
+            })
+            .collect();
         d.rebound_args = rebound;
         d
     }
 
+    #[inline]
     fn chain(
         policy: &Policy,
         principal: &Principal,
         resolver: Option<&dyn ResourceResolver>,
         call: &Call,
         tool_idx: Option<usize>,
-        bound: &[(String, Value)],
+        args: &Args<'_>,
         ctx: &Context<'_>,
     ) -> Decision {
         // 1: unknown tool.
@@ -455,68 +477,24 @@ impl Engine {
         let Some(schema) = &tool.args else {
             return Decision::deny(Rule::NoArgSchema, "the tool has no argument schema");
         };
-        let args = Args {
-            base: &call.args,
-            over: bound,
-        };
+        let _ = call;
+        let args = *args;
         // 3b: validation.
         let errors = validate::validate(schema, args.iter(), |k| args.get(k));
         if let Some(first) = errors.first() {
             return Decision::deny(Rule::ArgSchema, validate::join(&errors))
                 .with_field(first.field.clone());
         }
-        // 3c: input budget.
-        let blob = scan_blob(args.iter());
-        if blob.len() > INPUT_BUDGET_CHARS && blob.chars().count() > INPUT_BUDGET_CHARS {
-            let first = args
-                .iter()
-                .next()
-                .map(|(k, _)| k.to_string())
-                .unwrap_or_default();
-            return Decision::deny(Rule::ArgSchema, "arguments exceed the input scan budget")
-                .with_field(first)
-                .with_detail(
-                    format!("at most {INPUT_BUDGET_CHARS} characters"),
-                    "oversized",
-                );
-        }
-        // 4: resource constraints.
-        if !tool.constraints.is_empty() {
-            let Some(r) = resolver else {
-                return Decision::deny(
-                    Rule::NoResourceResolver,
-                    "resource constraints need a resolver",
-                );
-            };
-            let resource = match r.resolve(&tool.name, &args.to_map()) {
-                Ok(Some(m)) => m,
-                Ok(None) => Map::new(),
-                Err(ResolveError::NotFound) => {
-                    return Decision::deny(Rule::ResourceNotFound, "the resource was not found");
-                }
-                Err(ResolveError::Failed(e)) => {
-                    return Decision::deny(Rule::ResolverError, format!("resolver failed: {e}"));
-                }
-            };
-            for c in &tool.constraints {
-                if let Some(d) = check_constraint(c, &resource, principal) {
-                    return d;
-                }
+        // 3c–5b: input budget, resource, canaries, secrets over the scan blob.
+        if let Some(d) = BLOB.with(|cell| {
+            let mut blob = cell.borrow_mut();
+            blob.clear();
+            for (_, v) in args.iter() {
+                walk(v, &mut blob);
             }
-        }
-        // 5: canaries.
-        if policy.canary_matcher.find(&blob).is_some() {
-            return Decision::deny(Rule::CanaryExfil, "a canary token is in the arguments");
-        }
-        // 5b: checksum secrets.
-        if tool.deny_secret_args {
-            if let Some(kind) = detect::find_checksum_secret(&blob) {
-                return Decision::deny(
-                    Rule::SecretDetected,
-                    "a checksum-verified secret is in the arguments",
-                )
-                .with_detail("no secret", kind.as_str());
-            }
+            Self::blob_checks(policy, principal, resolver, tool, &args, &blob)
+        }) {
+            return d;
         }
         // 7: limits (read-only).
         let spec = LimitSpec {
@@ -546,7 +524,7 @@ impl Engine {
                     Rule::NoEscalationTier,
                     "escalation is required and no semantic tier is wired",
                 ),
-                Some(tier) => match tier.judge(&tool.name, &args.to_map(), principal) {
+                Some(tier) => match tier.judge(&tool.name, &args, principal) {
                     Ok(true) => {
                         escalated = true;
                         Decision::new(Effect::Allow, Rule::Escalated, "")
@@ -588,6 +566,88 @@ impl Engine {
             return d;
         }
         Decision::new(Effect::Allow, Rule::Allow, Cow::Borrowed("ok"))
+    }
+}
+
+thread_local! {
+    static BLOB: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+impl Engine {
+    fn blob_checks(
+        policy: &Policy,
+        principal: &Principal,
+        resolver: Option<&dyn ResourceResolver>,
+        tool: &Tool,
+        args: &Args<'_>,
+        blob: &str,
+    ) -> Option<Decision> {
+        // 3c: input budget.
+        if blob.len() > INPUT_BUDGET_CHARS && blob.chars().count() > INPUT_BUDGET_CHARS {
+            let first = args
+                .iter()
+                .next()
+                .map(|(k, _)| k.to_string())
+                .unwrap_or_default();
+            return Some(
+                Decision::deny(Rule::ArgSchema, "arguments exceed the input scan budget")
+                    .with_field(first)
+                    .with_detail(
+                        format!("at most {INPUT_BUDGET_CHARS} characters"),
+                        "oversized",
+                    ),
+            );
+        }
+        // 4: resource constraints.
+        if !tool.constraints.is_empty() {
+            let Some(r) = resolver else {
+                return Some(Decision::deny(
+                    Rule::NoResourceResolver,
+                    "resource constraints need a resolver",
+                ));
+            };
+            let resource = match r.resolve(&tool.name, args) {
+                Ok(Some(m)) => m,
+                Ok(None) => Cow::Owned(Map::new()),
+                Err(ResolveError::NotFound) => {
+                    return Some(Decision::deny(
+                        Rule::ResourceNotFound,
+                        "the resource was not found",
+                    ));
+                }
+                Err(ResolveError::Failed(e)) => {
+                    return Some(Decision::deny(
+                        Rule::ResolverError,
+                        format!("resolver failed: {e}"),
+                    ));
+                }
+            };
+            for c in &tool.constraints {
+                if let Some(d) = check_constraint(c, &resource, principal) {
+                    return Some(d);
+                }
+            }
+        }
+        // 5: canaries.
+        if policy.canary_matcher.find(blob).is_some() {
+            return Some(Decision::deny(
+                Rule::CanaryExfil,
+                "a canary token is in the arguments",
+            ));
+        }
+        // 5b: checksum secrets.
+        if tool.deny_secret_args
+            && let Some(kind) = detect::find_checksum_secret(blob)
+        {
+            return Some(
+                Decision::deny(
+                    Rule::SecretDetected,
+                    "a checksum-verified secret is in the arguments",
+                )
+                .with_detail("no secret", kind.as_str()),
+            );
+        }
+        None
     }
 }
 

@@ -283,6 +283,7 @@ pub(crate) fn encode(v: &Value, out: &mut String) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use crate::Policy;
 

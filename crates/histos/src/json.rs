@@ -283,6 +283,7 @@ pub(crate) fn number_value(t: &str, is_float: bool) -> Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

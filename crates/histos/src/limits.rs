@@ -134,6 +134,7 @@ impl LimitStore for MemoryLimitStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

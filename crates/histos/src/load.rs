@@ -99,10 +99,10 @@ impl Policy {
             };
             err(code, format!("cannot open policy: {e}"), &loc)
         })?;
-        if let Ok(md) = file.metadata() {
-            if md.len() > MAX_POLICY_BYTES as u64 {
-                return Err(too_large(md.len() as usize).at(loc));
-            }
+        if let Ok(md) = file.metadata()
+            && md.len() > MAX_POLICY_BYTES as u64
+        {
+            return Err(too_large(md.len() as usize).at(loc));
         }
         let mut buf = Vec::new();
         file.take(MAX_POLICY_BYTES as u64 + 1)
@@ -196,6 +196,8 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
         }
     };
     let mut tools = Vec::with_capacity(tools_map.len());
+    // Identical pattern sources compile once per load.
+    let mut patterns: HashMap<String, Pattern> = HashMap::new();
     for (name, body) in tools_map.iter() {
         let loc = format!("tools.{}", shown(name));
         if !valid_tool_name(name) {
@@ -205,7 +207,7 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
                 &loc,
             ));
         }
-        tools.push(load_tool(name, body, &loc)?);
+        tools.push(load_tool(name, body, &loc, &mut patterns)?);
     }
     let roles = load_roles(top.get("roles"))?;
     let canaries = load_canaries(top.get("canaries"))?;
@@ -473,7 +475,12 @@ fn positive_int(v: Option<&Value>, loc: &str) -> Result<Option<u64>, PolicyError
     }
 }
 
-fn load_tool(name: &str, body: &Value, loc: &str) -> Result<Tool, PolicyError> {
+fn load_tool(
+    name: &str,
+    body: &Value,
+    loc: &str,
+    patterns: &mut HashMap<String, Pattern>,
+) -> Result<Tool, PolicyError> {
     let Value::Map(m) = body else {
         return Err(err(C::NotAMapping, "a tool must be a mapping", loc));
     };
@@ -521,8 +528,8 @@ fn load_tool(name: &str, body: &Value, loc: &str) -> Result<Tool, PolicyError> {
     };
     let rate_limit = positive_int(m.get("rate_limit"), &format!("{loc}.rate_limit"))?;
     let budget = positive_int(m.get("budget"), &format!("{loc}.budget"))?;
-    let args = load_schema(m.get("args"), &format!("{loc}.args"))?;
-    let returns = load_schema(m.get("returns"), &format!("{loc}.returns"))?;
+    let args = load_schema(m.get("args"), &format!("{loc}.args"), patterns)?;
+    let returns = load_schema(m.get("returns"), &format!("{loc}.returns"), patterns)?;
     let (requires_confirmation, confirmation_expires_in) = match m.get("confirmation") {
         None => (false, None),
         Some(v) => {
@@ -775,7 +782,11 @@ fn load_resource(v: Option<&Value>, loc: &str) -> Result<Vec<Constraint>, Policy
     Ok(out)
 }
 
-fn load_schema(v: Option<&Value>, loc: &str) -> Result<Option<Schema>, PolicyError> {
+fn load_schema(
+    v: Option<&Value>,
+    loc: &str,
+    patterns: &mut HashMap<String, Pattern>,
+) -> Result<Option<Schema>, PolicyError> {
     let m = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Map(m)) => m,
@@ -813,7 +824,7 @@ fn load_schema(v: Option<&Value>, loc: &str) -> Result<Option<Schema>, PolicyErr
         if k.starts_with(NON_STRING_KEY_PREFIX) {
             return Err(err(C::InvalidField, "a field name must be a string", &floc));
         }
-        schema.fields.push(load_field(k, body, &floc)?);
+        schema.fields.push(load_field(k, body, &floc, patterns)?);
     }
     Ok(Some(schema))
 }
@@ -839,7 +850,12 @@ const FIELD_KEYS: [&str; 18] = [
     "sensitive",
 ];
 
-fn load_field(name: &str, body: &Value, loc: &str) -> Result<Field, PolicyError> {
+fn load_field(
+    name: &str,
+    body: &Value,
+    loc: &str,
+    patterns: &mut HashMap<String, Pattern>,
+) -> Result<Field, PolicyError> {
     let Value::Map(m) = body else {
         return Err(err(C::InvalidField, "a field must be a mapping", loc));
     };
@@ -965,22 +981,22 @@ fn load_field(name: &str, body: &Value, loc: &str) -> Result<Field, PolicyError>
     if item_type == Some(T::Array) {
         return Err(bad("item_type", "nested arrays are not supported"));
     }
-    if ty == T::Array {
-        if let Some(it) = item_type {
-            if has_string && !matches!(it, T::String | T::Any) {
-                return Err(err(
-                    C::InvalidField,
-                    "string bounds do not fit the element type",
-                    loc,
-                ));
-            }
-            if has_numeric && !matches!(it, T::Integer | T::Number | T::Any) {
-                return Err(err(
-                    C::InvalidField,
-                    "numeric bounds do not fit the element type",
-                    loc,
-                ));
-            }
+    if ty == T::Array
+        && let Some(it) = item_type
+    {
+        if has_string && !matches!(it, T::String | T::Any) {
+            return Err(err(
+                C::InvalidField,
+                "string bounds do not fit the element type",
+                loc,
+            ));
+        }
+        if has_numeric && !matches!(it, T::Integer | T::Number | T::Any) {
+            return Err(err(
+                C::InvalidField,
+                "numeric bounds do not fit the element type",
+                loc,
+            ));
         }
     }
     let lt = |a: &Option<Value>, b: &Option<Value>, strict: bool| -> bool {
@@ -1012,7 +1028,14 @@ fn load_field(name: &str, body: &Value, loc: &str) -> Result<Field, PolicyError>
     }
     let pattern = match pattern_src {
         None => None,
-        Some(src) => Some(Pattern::new(&src).map_err(|e| e.at(format!("{loc}.pattern")))?),
+        Some(src) => match patterns.get(&src) {
+            Some(p) => Some(p.clone()),
+            None => {
+                let p = Pattern::new(&src).map_err(|e| e.at(format!("{loc}.pattern")))?;
+                patterns.insert(src, p.clone());
+                Some(p)
+            }
+        },
     };
     Ok(Field {
         name: name.to_string(),

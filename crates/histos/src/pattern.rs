@@ -374,10 +374,10 @@ impl<'a> Parser<'a> {
             Node::Group(b) => b,
             other => vec![other],
         };
-        if let Some(mx) = max {
-            if mx < min {
-                return Err("min repeat greater than max repeat".into());
-            }
+        if let Some(mx) = max
+            && mx < min
+        {
+            return Err("min repeat greater than max repeat".into());
         }
         Ok(Node::Repeat {
             min,
@@ -1092,6 +1092,7 @@ fn adjacency(seq: &[Node], charge: &mut f64) -> Result<(), &'static str> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

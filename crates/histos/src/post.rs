@@ -130,12 +130,12 @@ fn sensitive_pass(schema: &Schema, can_view: &[String], v: &mut Value, found: &m
     match v {
         Value::Map(m) => {
             for (k, x) in m.iter_mut() {
-                if let Some(cls) = schema.field(k).and_then(|f| f.sensitive) {
-                    if !can_view.iter().any(|c| c == cls.as_str()) {
-                        *x = Value::Str(REDACTED_FIELD.to_string());
-                        push_unique(found, format!("field:{k}"));
-                        continue;
-                    }
+                if let Some(cls) = schema.field(k).and_then(|f| f.sensitive)
+                    && !can_view.iter().any(|c| c == cls.as_str())
+                {
+                    *x = Value::Str(REDACTED_FIELD.to_string());
+                    push_unique(found, format!("field:{k}"));
+                    continue;
                 }
                 sensitive_pass(schema, can_view, x, found);
             }
@@ -245,17 +245,18 @@ impl Engine {
         let mut red: Vec<String> = Vec::new();
         if let Some(returns) = &t.returns {
             // 2: strict.
-            if t.strict_returns && strict_errors(returns, &v) {
-                if let Some(o) = violation(t, "output does not match the return contract") {
-                    return o;
-                }
+            if t.strict_returns
+                && strict_errors(returns, &v)
+                && let Some(o) = violation(t, "output does not match the return contract")
+            {
+                return o;
             }
             // 3: projection.
-            if t.project_output && !project(returns, &mut v, &mut red) {
-                if let Some(o) = violation(t, "output cannot be projected onto the return contract")
-                {
-                    return o;
-                }
+            if t.project_output
+                && !project(returns, &mut v, &mut red)
+                && let Some(o) = violation(t, "output cannot be projected onto the return contract")
+            {
+                return o;
             }
         }
         // 4: canaries.
@@ -278,10 +279,10 @@ impl Engine {
             }
         }
         // 5: sensitive fields.
-        if let Some(returns) = &t.returns {
-            if has_sensitive {
-                sensitive_pass(returns, can_view, &mut v, &mut red);
-            }
+        if let Some(returns) = &t.returns
+            && has_sensitive
+        {
+            sensitive_pass(returns, can_view, &mut v, &mut red);
         }
         // 6: secrets.
         if t.redact_secret_output {

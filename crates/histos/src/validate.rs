@@ -88,10 +88,10 @@ pub(crate) fn check_value(f: &Field, v: &Value) -> Option<FieldError> {
     if !type_ok(f.ty, v) {
         return Some(FieldError::new(&f.name, type_message(f.ty)));
     }
-    if let Some(en) = &f.enum_values {
-        if !en.iter().any(|e| e.py_eq(v)) {
-            return Some(FieldError::new(&f.name, "not one of the allowed values"));
-        }
+    if let Some(en) = &f.enum_values
+        && !en.iter().any(|e| e.py_eq(v))
+    {
+        return Some(FieldError::new(&f.name, "not one of the allowed values"));
     }
     match v {
         Value::Str(s) => string_checks(f, s).map(|m| FieldError::new(&f.name, m)),
@@ -141,35 +141,35 @@ fn cmp(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
 
 fn number_checks(f: &Field, v: &Value) -> Option<&'static str> {
     use std::cmp::Ordering::*;
-    if let Value::Float(x) = v {
-        if !x.is_finite() {
-            return Some("not a finite number");
-        }
+    if let Value::Float(x) = v
+        && !x.is_finite()
+    {
+        return Some("not a finite number");
     }
-    if let Some(b) = &f.minimum {
-        if cmp(v, b) == Some(Less) {
-            return Some("below minimum");
-        }
+    if let Some(b) = &f.minimum
+        && cmp(v, b) == Some(Less)
+    {
+        return Some("below minimum");
     }
-    if let Some(b) = &f.maximum {
-        if cmp(v, b) == Some(Greater) {
-            return Some("above maximum");
-        }
+    if let Some(b) = &f.maximum
+        && cmp(v, b) == Some(Greater)
+    {
+        return Some("above maximum");
     }
-    if let Some(b) = &f.exclusive_minimum {
-        if matches!(cmp(v, b), Some(Less | Equal)) {
-            return Some("not above exclusive_minimum");
-        }
+    if let Some(b) = &f.exclusive_minimum
+        && matches!(cmp(v, b), Some(Less | Equal))
+    {
+        return Some("not above exclusive_minimum");
     }
-    if let Some(b) = &f.exclusive_maximum {
-        if matches!(cmp(v, b), Some(Greater | Equal)) {
-            return Some("not below exclusive_maximum");
-        }
+    if let Some(b) = &f.exclusive_maximum
+        && matches!(cmp(v, b), Some(Greater | Equal))
+    {
+        return Some("not below exclusive_maximum");
     }
-    if let Some(m) = &f.multiple_of {
-        if !is_multiple(v, m) {
-            return Some("not a multiple of multiple_of");
-        }
+    if let Some(m) = &f.multiple_of
+        && !is_multiple(v, m)
+    {
+        return Some("not a multiple of multiple_of");
     }
     None
 }
@@ -215,15 +215,15 @@ fn array_checks(f: &Field, items: &[Value]) -> Option<FieldError> {
     }
     for (i, it) in items.iter().enumerate() {
         let name = || format!("{}[{i}]", f.name);
-        if let Some(en) = &f.item_enum {
-            if !en.iter().any(|e| e.py_eq(it)) {
-                return Some(FieldError::new(name(), "not one of the allowed values"));
-            }
+        if let Some(en) = &f.item_enum
+            && !en.iter().any(|e| e.py_eq(it))
+        {
+            return Some(FieldError::new(name(), "not one of the allowed values"));
         }
-        if let Some(t) = f.item_type {
-            if !type_ok(t, it) {
-                return Some(FieldError::new(name(), type_message(t)));
-            }
+        if let Some(t) = f.item_type
+            && !type_ok(t, it)
+        {
+            return Some(FieldError::new(name(), type_message(t)));
         }
         let msg = match it {
             Value::Str(s) => string_checks(f, s),

@@ -196,15 +196,34 @@ impl Value {
             Value::Null => out.push_str("None"),
             Value::Bool(true) => out.push_str("True"),
             Value::Bool(false) => out.push_str("False"),
-            Value::Int(i) => {
-                let _ = write!(out, "{i}");
-            }
+            Value::Int(i) => push_int(*i, out),
             Value::BigInt(s) => out.push_str(s),
             Value::Float(f) => out.push_str(&py_float_repr(*f)),
             Value::Str(s) => out.push_str(s),
             Value::Timestamp(s) => out.push_str(s),
             Value::List(_) | Value::Map(_) => {}
         }
+    }
+}
+
+/// Appends the decimal digits of `i` without the formatting machinery.
+fn push_int(i: i64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut n = i.unsigned_abs();
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if i < 0 {
+        out.push('-');
+    }
+    for &b in &buf[pos..] {
+        out.push(b as char);
     }
 }
 
@@ -447,6 +466,7 @@ impl From<&Value> for serde_json::Value {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

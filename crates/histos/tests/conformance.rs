@@ -5,8 +5,13 @@
 //! The corpus lives outside the repository, at `../shared/histos/conformance/` beside
 //! the repository root; `HISTOS_CONFORMANCE_DIR` overrides it.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::path::PathBuf;
 
+use std::borrow::Cow;
+
+use histos::engine::Args;
 use histos::{
     Call, Context, Engine, Map, MemoryLimitStore, Policy, Principal, ResolveError,
     ResourceResolver, Value,
@@ -27,8 +32,12 @@ fn corpus_dir() -> PathBuf {
 struct Echo(Map);
 
 impl ResourceResolver for Echo {
-    fn resolve(&self, _tool: &str, _args: &Map) -> Result<Option<Map>, ResolveError> {
-        Ok(Some(self.0.clone()))
+    fn resolve<'r>(
+        &'r self,
+        _tool: &str,
+        _args: &Args<'_>,
+    ) -> Result<Option<Cow<'r, Map>>, ResolveError> {
+        Ok(Some(Cow::Borrowed(&self.0)))
     }
 }
 

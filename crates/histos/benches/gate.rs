@@ -1,0 +1,10 @@
+//! The `cargo xtask bench gate` measurement, runnable on its own:
+//! `cargo bench -p histos --bench gate [-- --json]`.
+
+#[path = "../../../xtask/src/bench_gate.rs"]
+mod bench_gate;
+
+fn main() -> anyhow::Result<()> {
+    let json = std::env::args().any(|a| a == "--json");
+    bench_gate::run(json)
+}
