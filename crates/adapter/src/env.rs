@@ -105,6 +105,28 @@ pub fn agent_env_refusal(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Settings that only take code-running configuration away, and so pass
+/// [`agent_env_value_refusal`] although their prefix is refused: `GIT_CONFIG_NOSYSTEM`
+/// (any value), `GIT_CONFIG_GLOBAL` and `GIT_CONFIG_SYSTEM` set to exactly `/dev/null`.
+pub const HARDENING: [(&str, Option<&str>); 3] = [
+    ("GIT_CONFIG_NOSYSTEM", None),
+    ("GIT_CONFIG_GLOBAL", Some("/dev/null")),
+    ("GIT_CONFIG_SYSTEM", Some("/dev/null")),
+];
+
+/// Why `wrap.agent_env` may not set `name` to `value`: [`agent_env_refusal`], except for the
+/// [`HARDENING`] settings, which are allowed.
+pub fn agent_env_value_refusal(name: &str, value: &str) -> Option<&'static str> {
+    let hardening = HARDENING
+        .iter()
+        .any(|(n, v)| *n == name && v.is_none_or(|want| want == value));
+    if hardening {
+        None
+    } else {
+        agent_env_refusal(name)
+    }
+}
+
 /// Whether the parent's variable `name` passes to the child: `PATH`, `HOME`, `LANG`,
 /// `TZ`, `TMPDIR` and `LC_<X>` (RUNTIME §5).
 pub fn parent_allowed(name: &OsStr) -> bool {
@@ -203,7 +225,7 @@ impl ChildEnv {
         I: IntoIterator<Item = (&'a str, &'a str)>,
     {
         for (k, v) in env {
-            if let Some(reason) = agent_env_refusal(k) {
+            if let Some(reason) = agent_env_value_refusal(k, v) {
                 return Err(refused(k, reason));
             }
             if v.contains('\0') {
@@ -462,5 +484,22 @@ mod tests {
             ChildEnv::new().binding(&cred).unwrap_err().code(),
             "env_refused"
         );
+    }
+}
+
+#[cfg(test)]
+mod hardening_tests {
+    use super::*;
+
+    #[test]
+    fn git_hardening_passes_only_with_its_safe_values() {
+        assert_eq!(agent_env_value_refusal("GIT_CONFIG_NOSYSTEM", "1"), None);
+        assert_eq!(
+            agent_env_value_refusal("GIT_CONFIG_GLOBAL", "/dev/null"),
+            None
+        );
+        assert!(agent_env_value_refusal("GIT_CONFIG_GLOBAL", "/tmp/evil").is_some());
+        assert!(agent_env_value_refusal("GIT_CONFIG_PARAMETERS", "x").is_some());
+        assert!(agent_env_value_refusal("LD_PRELOAD", "/dev/null").is_some());
     }
 }

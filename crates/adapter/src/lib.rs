@@ -8,8 +8,9 @@
 //!   a stat fast path instead of hashing on every exec;
 //! - [`run`]: one child, never through a shell, with null stdin, its own process group,
 //!   a timeout that ends the whole group, capped and concurrently drained output;
-//! - [`Confinement`]: the seam for kernel confinement applied between `fork` and `exec`
-//!   (resource limits now; Landlock later).
+//! - [`Confinement`]: kernel confinement applied between `fork` and `exec`: resource
+//!   limits for every child, and for `local` land a Landlock ruleset
+//!   ([`Confinement::for_local_land`], with its [`SandboxReport`]) and a [`PrivateTmp`].
 //!
 //! What it does not own: deciding whether a call may run (the gate, `hcp-gate`), where
 //! pins and bindings are stored (`hcp-store`), reading the real process environment or
@@ -26,9 +27,14 @@ mod pin;
 mod render;
 mod run;
 
-pub use confine::{Confinement, Rlimit};
+pub use confine::{
+    Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, Network, NetworkReport,
+    PrivateTmp, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
+    SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport, TESTED_LANDLOCK_ABI,
+};
 pub use env::{
-    BINDING_PREFIX, CallVars, ChildEnv, HCP_VARS, PARENT_ALLOWED, agent_env_refusal, parent_allowed,
+    BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, agent_env_refusal,
+    agent_env_value_refusal, parent_allowed,
 };
 pub use error::AdapterError;
 pub use pin::{
