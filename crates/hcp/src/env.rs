@@ -7,3 +7,5 @@ pub const HCP_SESSION: &str = "HCP_SESSION";
 /// Any value turns colour off.
 #[allow(dead_code)]
 pub const NO_COLOR: &str = "NO_COLOR";
+/// Which of the session's projects a call is for (RUNTIME §5 step 5, `brain` land).
+pub const HCP_PROJECT: &str = "HCP_PROJECT";

@@ -1,13 +1,135 @@
-//! `hcp exec` (RUNTIME §5): the main job.
-use crate::error::CliResult;
+//! `hcp exec` (RUNTIME §5): the main job, on its CLI face and its JSON face.
 
+pub mod engine;
 pub mod face;
+
+use crate::env;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use engine::{Answer, Call, CallArgs, ExecEnv};
+use hcp_gate::Face;
+use hcp_model::{Envelope, parse_strict};
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// The largest envelope read from stdin, in bytes (16 MiB).
+pub const MAX_ENVELOPE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Arguments of `hcp exec`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "TARGET is PACK.VERB or a verb key unique across active packs. Values fill the \
+                  verb's arguments in template order; `--NAME VALUE` names one. `--` ends options."
+)]
+pub struct Args {
+    /// Read a JSON exec envelope from stdin (give `-`); the answer is JSON on stdout.
+    #[arg(long, value_name = "-")]
+    envelope: Option<String>,
+    /// Answer with the JSON result object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Seconds before the verb's process group is ended (default 60).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<f64>,
+    /// TARGET, then the verb's values and `--NAME VALUE` pairs, `--confirm`/`--apply`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "TARGET [ARGS]")]
+    words: Vec<String>,
+}
+
+fn parse_secs(v: &str) -> Result<f64, String> {
+    face::parse_timeout(v).map_err(|e| e.0)
+}
 
 /// Runs `hcp exec`.
-pub fn run(_a: Args) -> CliResult {
-    Err(super::not_built("exec"))
+pub fn run(a: Args) -> CliResult {
+    let json_face = a.envelope.is_some();
+    let (call, json) = if let Some(src) = &a.envelope {
+        if src != "-" {
+            return Err(CliError::new("usage", format!("`--envelope {src}`: give `-` to read the envelope from stdin"), exit::EX_USAGE));
+        }
+        if !a.words.is_empty() {
+            return Err(CliError::new("usage", "`--envelope -` takes no TARGET or values; they go in the envelope", exit::EX_USAGE));
+        }
+        match read_envelope() {
+            Ok(env) => {
+                let (pack_id, target) = (env.pack_id, env.verb_key);
+                let args = env.args.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                (Call { pack_id, target, args: CallArgs::Named(args), face: Face::Json, timeout: secs(a.timeout) }, true)
+            }
+            Err(answer) => return Ok(print(&answer, true)),
+        }
+    } else {
+        let words = face::parse(&a.words, a.json, a.timeout).map_err(|e| {
+            CliError::new("usage", e.0, exit::EX_USAGE).hint("hcp exec PACK.VERB [VALUE…] [--NAME VALUE…] [--confirm] [--json] [--timeout SECS]")
+        })?;
+        let json = words.json;
+        let timeout = secs(words.timeout);
+        (Call { pack_id: None, target: words.target.clone(), args: CallArgs::Words(words), face: Face::Cli, timeout }, json)
+    };
+    let env = exec_env()?;
+    let answer = engine::execute(&env, call);
+    Ok(print(&answer, json || json_face))
+}
+
+fn secs(s: Option<f64>) -> Option<Duration> {
+    s.map(Duration::from_secs_f64)
+}
+
+/// Gathers the process facts of a call.
+///
+/// # Errors
+/// The store's when `HCP_HOME` cannot be used; `usage` when the current directory is gone.
+pub fn exec_env() -> Result<ExecEnv, CliError> {
+    let home = crate::commands::install::open_home()?;
+    let cwd = std::env::current_dir().map_err(|e| CliError::new("usage", "the current directory cannot be read", exit::EX_USAGE).cause(e))?;
+    Ok(ExecEnv {
+        home,
+        session_token: std::env::var_os(env::HCP_SESSION),
+        project: std::env::var(env::HCP_PROJECT).ok().filter(|p| !p.is_empty()),
+        cwd,
+        parent_env: std::env::vars_os().collect(),
+    })
+}
+
+/// Reads and parses the envelope on stdin (strict: `bad_envelope`, exit 65).
+fn read_envelope() -> Result<Envelope, Answer> {
+    let mut buf = Vec::new();
+    let bad = |m: String| engine::early_refusal("bad_envelope", m, Some("the envelope is {\"pack_id\"?, \"verb_key\", \"args\": {NAME: string|number|bool}}".into()), exit::EX_DATAERR);
+    if let Err(e) = std::io::stdin().lock().take(MAX_ENVELOPE_BYTES + 1).read_to_end(&mut buf) {
+        return Err(bad(format!("cannot read the envelope from stdin: {e}")));
+    }
+    if buf.len() as u64 > MAX_ENVELOPE_BYTES {
+        return Err(bad(format!("the envelope is larger than {MAX_ENVELOPE_BYTES} bytes")));
+    }
+    let text = String::from_utf8(buf).map_err(|_| bad("the envelope is not UTF-8".into()))?;
+    parse_strict::<Envelope>(&text).map_err(|e| bad(format!("{} at line {} column {}", e.message, e.line, e.column)))
+}
+
+/// Prints an answer: JSON on stdout, or the child's own output and, for a refusal, the
+/// error lines on stderr. Returns the exit status. A closed pipe is not an error.
+fn print(answer: &Answer, json: bool) -> u8 {
+    let r = &answer.result;
+    if json {
+        let mut out = std::io::stdout().lock();
+        if let Ok(text) = serde_json::to_string(r) {
+            let _ = writeln!(out, "{text}");
+        }
+        let _ = out.flush();
+        return answer.exit;
+    }
+    if r.exit_code.is_some() {
+        let _ = std::io::stdout().lock().write_all(&answer.stdout);
+        let _ = std::io::stderr().lock().write_all(&answer.stderr);
+        if r.truncated {
+            let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
+        }
+    }
+    if let (Some(error), Some(code)) = (&r.error, &r.code) {
+        let mut e = CliError::new(code.clone(), error.clone(), answer.exit);
+        if let Some(h) = &r.hint {
+            e = e.hint(h.clone());
+        }
+        crate::error::render(&e);
+    }
+    answer.exit
 }

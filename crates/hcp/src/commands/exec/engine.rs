@@ -1,0 +1,433 @@
+//! The order of RUNTIME §5 for one call, shared by every face (CLI, JSON envelope, MCP):
+//! resolve the target, resolve the principal, the pure gate (`hcp-gate`), binding mint,
+//! then the adapter; every decision from principal resolution on is audited (§6).
+
+use super::face::Words;
+use hcp_adapter::{BinPin, CallVars, ChildEnv, Invocation, Limits, SessionValues};
+use hcp_gate::{Code, Context, Decision, Face, GrantView, PackView, Principal, SessionView, Step};
+use hcp_model::manifest::arguments;
+use hcp_model::{ArgValue, BindingMode, ExecResult};
+use hcp_store::audit::{self, AuditLog, Entry};
+use hcp_store::pack::{self, InstalledPack, PackError};
+use hcp_store::{Home, binding, grant, session};
+use jiff::Timestamp;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The process facts a call reads, gathered once by the caller.
+#[derive(Debug)]
+pub struct ExecEnv {
+    /// The store.
+    pub home: Home,
+    /// `HCP_SESSION`, when set (even empty: a present but bad token is refused).
+    pub session_token: Option<OsString>,
+    /// `HCP_PROJECT`, when set.
+    pub project: Option<String>,
+    /// The caller's current directory.
+    pub cwd: PathBuf,
+    /// The caller's environment; the adapter keeps only the allowed names.
+    pub parent_env: Vec<(OsString, OsString)>,
+}
+
+/// The arguments of a call as its face gave them.
+#[derive(Debug, Clone)]
+pub enum CallArgs {
+    /// By name (the JSON face, MCP).
+    Named(Vec<(String, ArgValue)>),
+    /// CLI words: positional values are matched to the verb's arguments once it is known.
+    Words(Words),
+}
+
+/// One call.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The pack, when the face names it apart (`pack_id` of an envelope).
+    pub pack_id: Option<String>,
+    /// `PACK.VERB` or a verb key (the verb key when `pack_id` is given).
+    pub target: String,
+    /// The arguments.
+    pub args: CallArgs,
+    /// The face.
+    pub face: Face,
+    /// `--timeout`, when given.
+    pub timeout: Option<Duration>,
+}
+
+/// What the call answered and the exit status it means.
+#[derive(Debug)]
+pub struct Answer {
+    /// The result object of RUNTIME §5.
+    pub result: ExecResult,
+    /// The exit status of RUNTIME §5.
+    pub exit: u8,
+    /// Raw child output (text mode prints these as they are).
+    pub stdout: Vec<u8>,
+    /// Raw child stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// A refusal or failure before or around the run: code, message, hint, exit status.
+#[derive(Debug, Clone)]
+struct Refusal {
+    code: String,
+    message: String,
+    hint: Option<String>,
+    exit: u8,
+}
+
+impl Refusal {
+    fn new(code: impl Into<String>, message: impl Into<String>, hint: Option<String>, exit: u8) -> Self {
+        Self { code: code.into(), message: message.into(), hint, exit }
+    }
+
+    fn from_gate(r: &hcp_gate::check::Refusal) -> Self {
+        Self::new(r.code.as_str(), r.message.clone(), r.hint.clone(), r.code.exit_status())
+    }
+}
+
+/// Facts known so far, for the result and the audit record.
+#[derive(Debug, Default)]
+struct Facts {
+    pack_id: Option<String>,
+    verb_key: Option<String>,
+    operation: Option<hcp_model::Operation>,
+    land: Option<hcp_model::Land>,
+    principal: Option<String>,
+    project: Option<String>,
+    args_digest: Option<String>,
+}
+
+/// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
+/// refusal carries its code.
+pub fn execute(env: &ExecEnv, call: Call) -> Answer {
+    let started = Instant::now();
+    let mut facts = Facts::default();
+    match execute_inner(env, call, &mut facts, started) {
+        Ok(a) => a,
+        Err((refusal, audited)) => {
+            let audit_id = if audited { audit_refusal(env, &facts, &refusal, started) } else { None };
+            refusal_answer(&facts, refusal, audit_id, started)
+        }
+    }
+}
+
+type Step1<T> = Result<T, (Refusal, bool)>;
+
+fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant) -> Step1<Answer> {
+    // Step 1: the target.
+    let (pack, verb_key) = resolve(env, &call).map_err(|r| (r, false))?;
+    facts.pack_id = Some(pack.id.to_string());
+    facts.verb_key = Some(verb_key.clone());
+    if let Some(entry) = pack.policy.verbs.get(&verb_key) {
+        facts.operation = Some(entry.operation);
+        facts.land = Some(entry.privacy.land);
+    }
+    // Step 2: the principal.
+    let now = Timestamp::now();
+    let session = match &env.session_token {
+        None => None,
+        Some(tok) => {
+            let tok = tok.to_string_lossy();
+            match session::resolve(&env.home, &tok, now) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    facts.principal = Some("unknown".into());
+                    let hint = Some("the owner starts a new session with `hcp session start`".to_string());
+                    return Err(match e {
+                        session::SessionError::Bad(b) => (
+                            Refusal::new(Code::BadSession.as_str(), format!("bad session: {b}"), hint, Code::BadSession.exit_status()),
+                            true,
+                        ),
+                        other => (Refusal::new(other.code(), other.to_string(), None, crate::exit::EX_IOERR), true),
+                    });
+                }
+            }
+        }
+    };
+    let principal = match &session {
+        None => Principal::Owner,
+        Some(s) => Principal::Session(SessionView {
+            principal_id: s.principal.as_str().to_owned(),
+            projects: s.projects.clone(),
+            workdir: s.workdir.clone(),
+        }),
+    };
+    facts.principal = Some(principal.id().to_owned());
+    // Steps 3–6: the gate.
+    let plan = pack.manifest.plan_verb(&verb_key).ok();
+    let takes: Vec<String> = plan.as_ref().map(|p| arguments(p).into_iter().map(|(n, _)| n).collect()).unwrap_or_default();
+    let args: Vec<(String, ArgValue)> = match &call.args {
+        CallArgs::Named(v) => v.clone(),
+        CallArgs::Words(w) => w.assign(&takes),
+    };
+    facts.args_digest = Some(audit::args_digest(args.iter().map(|(k, v)| (k.as_str(), v))));
+    let grants = match &session {
+        None => GrantView::default(),
+        Some(s) => {
+            let all = grant::Grants::load(&env.home).map_err(|e| (Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR), true))?;
+            GrantView {
+                held: all.held(&s.principal, &pack.id).into_iter().map(|h| (h.capability.to_string(), h.granted_at)).collect(),
+            }
+        }
+    };
+    let content_changed_at = pack.record.content_changed_at.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    if pack.record.content_changed_at.is_some() && content_changed_at.is_none() {
+        return Err((Refusal::new("store_damaged", format!("install record of `{}` has a bad `content_changed_at`", pack.id), None, crate::exit::EX_IOERR), true));
+    }
+    let ctx = Context {
+        principal: &principal,
+        pack: PackView {
+            manifest: &pack.manifest,
+            policy: &pack.policy,
+            active: pack::is_active(&env.home, pack.id.as_str()),
+            content_changed_at,
+        },
+        verb_key: &verb_key,
+        face: call.face,
+        grants: &grants,
+        cwd: &env.cwd,
+        project: env.project.as_deref(),
+    };
+    let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+        Decision::Allow(a) => a,
+        Decision::Deny(r) => {
+            // An inactive pack is a target miss: not audited, like an unknown verb.
+            let audited = r.step != Step::Target;
+            return Err((Refusal::from_gate(&r), audited));
+        }
+    };
+    facts.project = allowed.project.clone();
+    // Step 7: the runtime policy (RUNTIME §7) is wired by its own change.
+    // Step 8: binding mint.
+    let mut credential = None;
+    if pack.manifest.binding.mode == BindingMode::User && pack.manifest.connect_verb() != Some(verb_key.as_str()) {
+        match binding::load(&env.home, principal.id(), pack.manifest.family(), now) {
+            Ok(c) => credential = Some(c),
+            Err(e) => {
+                let hint = Some(format!("run `hcp connect {}` to establish the binding", pack.id));
+                let exit = if e.code() == "binding_required" || e.code() == "binding_insecure" { 77 } else { crate::exit::EX_IOERR };
+                return Err((Refusal::new(e.code(), e.to_string(), hint, exit), true));
+            }
+        }
+    }
+    // Step 9: the adapter.
+    let adapter_refusal = |e: hcp_adapter::AdapterError| (Refusal::new(e.code(), e.to_string(), None, e.exit_status()), true);
+    let pin = pack.record.bin(&allowed.plan.program).ok_or_else(|| {
+        (Refusal::new("bin_missing", format!("program `{}` has no pin in the install record", allowed.plan.program), Some(format!("reinstall with `hcp install --force`: pack `{}`", pack.id)), 127), true)
+    })?;
+    let bin_pin = BinPin {
+        path: pin.path.clone(),
+        sha256: pin.sha256.parse().map_err(|_| (Refusal::new("store_damaged", format!("pin of `{}` is not a sha256 digest", pin.program), None, crate::exit::EX_IOERR), true))?,
+        fingerprint: None,
+    };
+    let verified = hcp_adapter::verify_bin(&bin_pin).map_err(|e| {
+        let (r, a) = adapter_refusal(e);
+        let hint = Some(format!("the program changed or moved since install; review it, then `hcp install --force` the pack `{}`", pack.id));
+        (Refusal { hint, ..r }, a)
+    })?;
+    let session_values = SessionValues {
+        principal_id: principal.id().to_owned(),
+        project_id: allowed.project.clone(),
+        workdir: allowed.workdir.clone(),
+    };
+    let argv = hcp_adapter::render(&allowed.plan.args, &allowed.values, &session_values, &verb_key).map_err(adapter_refusal)?;
+    let mut child_env = ChildEnv::from_parent(env.parent_env.iter().cloned());
+    if allowed.land == hcp_model::Land::Local {
+        child_env = child_env.home(&allowed.workdir);
+    }
+    if let Some(agent_env) = pack.manifest.wrap.as_ref().and_then(|w| w.agent_env.as_ref()) {
+        child_env = child_env.agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(adapter_refusal)?;
+    }
+    child_env = child_env
+        .call(&CallVars {
+            pack_id: pack.id.as_str(),
+            verb_key: &verb_key,
+            principal_id: principal.id(),
+            project_id: allowed.project.as_deref(),
+            workdir: &allowed.workdir,
+        })
+        .map_err(adapter_refusal)?;
+    if let Some(c) = &credential {
+        child_env = child_env.binding(&c.secret).map_err(adapter_refusal)?;
+    }
+    let argv0 = pack.manifest.cli_bin.clone().unwrap_or_else(|| allowed.plan.program.clone());
+    let limits = Limits { timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT), ..Limits::default() };
+    let inv = Invocation {
+        bin: &verified,
+        argv0: argv0.into(),
+        args: argv,
+        env: &child_env,
+        cwd: allowed.workdir.clone(),
+        limits,
+        confine: None,
+        cancel: None,
+    };
+    let outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let (exit, code, error) = if outcome.timed_out {
+        (crate::exit::TIMEOUT, Some("timeout".to_string()), Some(format!("the verb ran past its timeout of {:.3} s", limits.timeout.as_secs_f64())))
+    } else {
+        (u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(1), None, None)
+    };
+    let entry = Entry {
+        principal: principal.id().to_owned(),
+        project: allowed.project.clone(),
+        pack_id: Some(pack.id.to_string()),
+        verb_key: verb_key.clone(),
+        operation: Some(allowed.operation),
+        land: Some(allowed.land),
+        decision: audit::Decision::Allow,
+        code: code.clone(),
+        args_digest: facts.args_digest.clone().unwrap_or_default(),
+        exit_code: Some(outcome.exit_code),
+        duration_ms,
+        extra: Default::default(),
+    };
+    let audit_id = match AuditLog::new(&env.home).append(&entry) {
+        Ok(a) => Some(a.id),
+        Err(e) => {
+            // The child ran; say so, and say the audit failed.
+            return Err((Refusal::new(e.code(), format!("the verb ran, but its audit record could not be written: {e}"), None, crate::exit::EX_IOERR), false));
+        }
+    };
+    let stdout_text = String::from_utf8_lossy(&outcome.stdout).into_owned();
+    let data = if outcome.stdout_truncated { serde_json::Value::Null } else { serde_json::from_str(&stdout_text).unwrap_or(serde_json::Value::Null) };
+    let result = ExecResult {
+        ok: !outcome.timed_out && outcome.exit_code == 0,
+        pack_id: Some(pack.id.to_string()),
+        verb_key: Some(verb_key),
+        operation: Some(allowed.operation.to_string()),
+        land: Some(allowed.land.to_string()),
+        error,
+        code,
+        hint: None,
+        exit_code: Some(outcome.exit_code),
+        stdout: Some(stdout_text),
+        stderr: Some(String::from_utf8_lossy(&outcome.stderr).into_owned()),
+        data,
+        truncated: outcome.truncated(),
+        duration_ms,
+        audit_id,
+        extra: Default::default(),
+    };
+    Ok(Answer { result, exit, stdout: outcome.stdout, stderr: outcome.stderr })
+}
+
+/// Step 1 of RUNTIME §5: `PACK.VERB` (each reading of the dotted target), else a verb
+/// key unique across active packs.
+fn resolve(env: &ExecEnv, call: &Call) -> Result<(InstalledPack, String), Refusal> {
+    let load = |id: &str| -> Result<Option<InstalledPack>, Refusal> {
+        match pack::load(&env.home, id) {
+            Ok(p) => Ok(Some(p)),
+            Err(PackError::NotInstalled { .. }) => Ok(None),
+            Err(e) => Err(Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR)),
+        }
+    };
+    if let Some(id) = &call.pack_id {
+        let Some(p) = load(id)? else {
+            return Err(Refusal::new(Code::UnknownVerb.as_str(), format!("pack `{id}` is not installed"), Some("`hcp list` shows the installed packs".into()), 66));
+        };
+        if !p.manifest.verbs.contains_key(&call.target) {
+            let known: Vec<String> = p.manifest.verbs.keys().map(|k| format!("{id}.{k}")).collect();
+            return Err(unknown(&call.target, known));
+        }
+        return Ok((p, call.target.clone()));
+    }
+    for (id, verb) in hcp_gate::target::readings(&call.target) {
+        if hcp_model::validate_pack_id(id).is_err() {
+            continue;
+        }
+        if let Some(p) = load(id)? {
+            if p.manifest.verbs.contains_key(verb) {
+                return Ok((p, verb.to_owned()));
+            }
+        }
+    }
+    // A bare verb key: unique across active packs.
+    let ids = pack::active_ids(&env.home).map_err(|e| Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR))?;
+    let mut hits = Vec::new();
+    let mut known = Vec::new();
+    for id in ids {
+        if let Some(p) = load(id.as_str())? {
+            for k in p.manifest.verbs.keys() {
+                known.push(format!("{id}.{k}"));
+            }
+            if p.manifest.verbs.contains_key(&call.target) {
+                hits.push(p);
+            }
+        }
+    }
+    match hits.len() {
+        0 => Err(unknown(&call.target, known)),
+        1 => {
+            let p = hits.remove(0);
+            Ok((p, call.target.clone()))
+        }
+        _ => {
+            let names: Vec<String> = hits.iter().map(|p| format!("`{}.{}`", p.id, call.target)).collect();
+            Err(Refusal::new(
+                Code::AmbiguousVerb.as_str(),
+                format!("verb `{}` is in several active packs: {}", call.target, names.join(", ")),
+                Some("name the pack: `hcp exec PACK.VERB`".into()),
+                66,
+            ))
+        }
+    }
+}
+
+fn unknown(target: &str, known: Vec<String>) -> Refusal {
+    let s = hcp_gate::target::suggest(target, known.iter().map(String::as_str));
+    let hint = if s.is_empty() {
+        "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
+    } else {
+        format!("did you mean {}?", s.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", "))
+    };
+    Refusal::new(Code::UnknownVerb.as_str(), format!("no active verb `{target}`"), Some(hint), 66)
+}
+
+fn audit_refusal(env: &ExecEnv, facts: &Facts, r: &Refusal, started: Instant) -> Option<String> {
+    let entry = Entry {
+        principal: facts.principal.clone().unwrap_or_else(|| "unknown".into()),
+        project: facts.project.clone(),
+        pack_id: facts.pack_id.clone(),
+        verb_key: facts.verb_key.clone().unwrap_or_default(),
+        operation: facts.operation,
+        land: facts.land,
+        decision: audit::Decision::Deny,
+        code: Some(r.code.clone()),
+        args_digest: facts.args_digest.clone().unwrap_or_else(|| audit::args_digest(std::iter::empty())),
+        exit_code: None,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        extra: Default::default(),
+    };
+    AuditLog::new(&env.home).append(&entry).ok().map(|a| a.id)
+}
+
+fn refusal_answer(facts: &Facts, r: Refusal, audit_id: Option<String>, started: Instant) -> Answer {
+    let result = ExecResult {
+        ok: false,
+        pack_id: facts.pack_id.clone(),
+        verb_key: facts.verb_key.clone(),
+        operation: facts.operation.map(|o| o.to_string()),
+        land: facts.land.map(|l| l.to_string()),
+        error: Some(r.message),
+        code: Some(r.code),
+        hint: r.hint,
+        exit_code: None,
+        stdout: None,
+        stderr: None,
+        data: serde_json::Value::Null,
+        truncated: false,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        audit_id,
+        extra: Default::default(),
+    };
+    Answer { result, exit: r.exit, stdout: Vec::new(), stderr: Vec::new() }
+}
+
+/// The refusal answer of a call that never reached the engine (a bad envelope, a usage
+/// error): not audited, as no principal was resolved.
+pub fn early_refusal(code: &str, message: String, hint: Option<String>, exit: u8) -> Answer {
+    refusal_answer(&Facts::default(), Refusal::new(code, message, hint, exit), None, Instant::now())
+}
