@@ -5,6 +5,8 @@
 //! `hcp exec` uses; the concurrency test runs this test binary itself as the appender
 //! processes (`child_appender`, which does nothing unless `HCP_TEST_AUDIT_CHILD` is set).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::World;

@@ -4,6 +4,8 @@
 //! (`hcp_store::session::resolve`), with an explicit `now`: expiry is tested by asking
 //! about a later instant, never by sleeping.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::World;

@@ -44,8 +44,7 @@ pub struct RevokeArgs {
 fn parse(principal: &str, pack: &str, caps: &[String]) -> Result<Parsed, CliError> {
     let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
     let pack = PackScope::parse(pack).map_err(|m| {
-        CliError::new("bad_pack_id", format!("{m}"), exit::USAGE)
-            .hint("give a pack id, or `*` for every pack")
+        CliError::new("bad_pack_id", m, exit::USAGE).hint("give a pack id, or `*` for every pack")
     })?;
     let caps = caps
         .iter()

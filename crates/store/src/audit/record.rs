@@ -83,7 +83,7 @@ pub struct Entry {
     pub extra: BTreeMap<String, Value>,
 }
 
-/// One stored record, as read back ([`super::tail`]). Unknown fields land in `extra`.
+/// One stored record, as read back ([`super::AuditLog::tail`]). Unknown fields land in `extra`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// RFC 3339 UTC with milliseconds.
