@@ -306,6 +306,7 @@ fn lint_errors_refuse_install_and_write_nothing() {
     let dir = src(&w, "notes");
     std::fs::remove_file(dir.join("HARNESS.md")).unwrap();
     let out = w.run(&["install", s(&dir)]);
+    snap!("lint_failed", w.render(&out));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("error[missing_file]"), "{err}");
@@ -639,6 +640,7 @@ fn the_transit_gold_pack_installs_and_activates_as_a_valid_skill() {
         eprintln!("skipping: the gold pack `packs/transit` is not written yet");
         return;
     }
+    let bins = common::example_bins();
     let w = World::new();
     // From the repository root, as the README says.
     let out = w
@@ -664,9 +666,6 @@ fn the_transit_gold_pack_installs_and_activates_as_a_valid_skill() {
     let bin = &sj["bins"][0];
     assert_eq!(
         bin["path"].as_str().unwrap(),
-        s(&common::bin_dir()
-            .join("hcp-example-transit")
-            .canonicalize()
-            .unwrap())
+        s(&bins.join("hcp-example-transit").canonicalize().unwrap())
     );
 }

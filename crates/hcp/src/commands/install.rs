@@ -79,36 +79,6 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
     }
 }
 
-/// Lint diagnostics in the concise form (`path:line:col: level[code]: message`).
-fn concise(report: &hcp_lint::Report) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    for d in &report.diagnostics {
-        let path = match &d.file {
-            Some(f) => report.dir.join(f),
-            None => report.dir.clone(),
-        };
-        let _ = write!(out, "{}", path.display());
-        if d.line > 0 {
-            let _ = write!(out, ":{}:{}", d.line, d.column.max(1));
-        }
-        let level = match d.level {
-            hcp_lint::Level::Error => "error",
-            hcp_lint::Level::Warning => "warning",
-        };
-        let msg: String = d
-            .message
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let _ = writeln!(out, ": {level}[{}]: {msg}", d.code);
-        if let Some(h) = &d.hint {
-            let _ = writeln!(out, "  hint: {h}");
-        }
-    }
-    out
-}
-
 #[cfg(debug_assertions)]
 fn abort_at() -> Option<String> {
     std::env::var(HCP_TEST_ABORT_AT).ok()
@@ -139,7 +109,7 @@ pub fn run_install(a: InstallArgs) -> CliResult {
     };
     match pack::install(&home, &a.dir, &opts) {
         Ok(done) => {
-            eprint!("{}", concise(&done.report));
+            eprint!("{}", hcp_lint::render::concise(&done.report));
             let r = &done.record;
             let bins = r.bins.len();
             println!(
@@ -173,7 +143,7 @@ pub fn run_install(a: InstallArgs) -> CliResult {
             Ok(exit::OK)
         }
         Err(PackError::Lint(report)) => {
-            eprint!("{}", concise(&report));
+            eprint!("{}", hcp_lint::render::concise(&report));
             Err(pack_error(PackError::Lint(report)))
         }
         Err(e) => Err(pack_error(e)),
