@@ -104,6 +104,7 @@ fn canary_pass(policy: &Policy, v: &mut Value, found: &mut Vec<String>) {
     }
 }
 
+/// All textual leaves (not keys) joined by single spaces (HISTOS-ENGINE §1e step 4).
 fn text_join(v: &Value, out: &mut String) {
     match v {
         Value::Str(s) => {
@@ -113,15 +114,7 @@ fn text_join(v: &Value, out: &mut String) {
             out.push_str(s);
         }
         Value::List(l) => l.iter().for_each(|x| text_join(x, out)),
-        Value::Map(m) => {
-            for (k, x) in m.iter() {
-                if !out.is_empty() {
-                    out.push(' ');
-                }
-                out.push_str(k);
-                text_join(x, out);
-            }
-        }
+        Value::Map(m) => m.iter().for_each(|(_, x)| text_join(x, out)),
         _ => {}
     }
 }
