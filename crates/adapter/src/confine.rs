@@ -1,4 +1,4 @@
-//! The seam for kernel confinement of a child (RUNTIME §5, `local` land).
+//! Kernel confinement of a child (RUNTIME §5 "The child", `local` land).
 //!
 //! A [`Confinement`] is prepared in the parent: everything that allocates or may fail
 //! in an interesting way happens before `fork`. In the child, between `fork` and
@@ -6,18 +6,80 @@
 //! never allocates, because the parent may hold locks (the allocator's) that no thread
 //! of the child will ever release.
 //!
-//! Implemented now: resource limits (`setrlimit`) and a parent-death signal. Landlock is
-//! a later addition (not implemented here): build the ruleset in the parent with the
-//! `landlock` crate, keep its descriptor here (an `Arc<OwnedFd>`, so that `Confinement`
-//! stays `Clone`), and in [`Confinement::apply_in_child`] make only the two calls that
-//! take it: `prctl(PR_SET_NO_NEW_PRIVS)` and `landlock_restrict_self(fd, 0)`. The
-//! pinned bin must then be readable and executable under the ruleset (RUNTIME §5).
+//! Two layers:
+//!
+//! - **Resource limits** for every child ([`ResourceLimits`], [`Confinement::with_limits`]):
+//!   `setrlimit` of CPU seconds, address space, open files, file size and processes, and
+//!   no core dumps.
+//! - **Landlock** for `local` land ([`Confinement::for_local_land`]): a ruleset built in
+//!   the parent (read-write beneath the sandbox working directory and the private
+//!   temporary directory; read-only on [`SYSTEM_READ_ONLY`], a few devices and the
+//!   pinned bin; nothing else), applied in the child by `prctl(PR_SET_NO_NEW_PRIVS)` and
+//!   `landlock_restrict_self`. Landlock checks the resolved object, so a symlink inside
+//!   the sandbox that points out of it leads nowhere, and a sibling whose name extends
+//!   the sandbox's (`work-evil` beside `work`) is another directory. With ABI 4 or later
+//!   TCP `bind`/`connect` can be denied ([`Network::Deny`]); with ABI 6 or later the child
+//!   can neither signal processes outside its domain nor reach abstract UNIX sockets made
+//!   outside it. Landlock also forbids `ptrace` of processes outside the domain.
+//!
+//! Where the kernel has no Landlock, a `local` child runs unconfined (in the sandbox
+//! directory, with its limits) and the [`SandboxReport`] says `unconfined`, unless the
+//! configuration requires the sandbox ([`SandboxPolicy::require`]): then
+//! `sandbox_unavailable`. A network denial that the kernel cannot enforce is refused
+//! too (fail closed).
 //!
 //! Any confinement makes [`run`](crate::run) fork with a `pre_exec` hook instead of
 //! taking std's `posix_spawn` fast path.
+//!
+//! Known limits: `RLIMIT_NPROC` counts every process of the user, not only the child's,
+//! and the kernel does not enforce it for root (uid 0); the whole of `/etc` and `/proc`
+//! is readable (so a child run by root reads `/etc/shadow`); Landlock does not restrict
+//! `stat`, `chdir` or reading a symlink's target, so names outside the sandbox can be
+//! probed, not read.
 
-use nix::sys::resource::{Resource, setrlimit};
+use crate::AdapterError;
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use serde::{Deserialize, Serialize};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The newest Landlock ABI this code was written and tested against: 7 (Linux 6.15).
+/// A newer kernel is used at this level; newer rights are not requested untested.
+pub const TESTED_LANDLOCK_ABI: u32 = 7;
+
+/// The first Landlock ABI with TCP rules (Linux 6.7).
+pub const NETWORK_LANDLOCK_ABI: u32 = 4;
+
+/// The first Landlock ABI with signal and abstract-socket scoping (Linux 6.12).
+pub const SCOPE_LANDLOCK_ABI: u32 = 6;
+
+/// System paths a `local` child may read and execute beneath (RUNTIME §5). Absent ones
+/// are skipped; symlinks (`/bin` → `/usr/bin`) are resolved when the rule is made.
+pub const SYSTEM_READ_ONLY: [&str; 9] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/sys/devices/system/cpu",
+];
+
+/// Paths a `local` child may read but not execute: `/proc` (its own `/proc/self/…`;
+/// other processes' private entries stay behind Landlock's `ptrace` restriction) and
+/// the random devices.
+pub const SYSTEM_READ_NO_EXEC: [&str; 3] = ["/proc", "/dev/urandom", "/dev/random"];
+
+/// Devices a `local` child may read and write (never execute).
+pub const SYSTEM_DEVICES_RW: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// A resource limit to set in the child (soft and hard value alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,12 +111,251 @@ impl Rlimit {
     }
 }
 
+/// The resource limits of every child (RUNTIME §5), soft = hard. Defaults live in the
+/// runtime configuration (`hcp_store::config`); a per-exec override can only tighten
+/// ([`ResourceLimits::tightened`]). A value above the limit `hcp` itself runs under is
+/// lowered to it, since an unprivileged process cannot raise a hard limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLimits {
+    /// `RLIMIT_CPU`: seconds of CPU time; then `SIGXCPU`/`SIGKILL`.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS`: bytes of virtual address space; allocations past it fail.
+    pub address_space_bytes: u64,
+    /// `RLIMIT_NOFILE`: open file descriptors.
+    pub open_files: u64,
+    /// `RLIMIT_FSIZE`: bytes of the largest file the child may write; then `SIGXFSZ`.
+    pub file_size_bytes: u64,
+    /// `RLIMIT_NPROC`: processes and threads of the user, counting those the user runs
+    /// outside hcp; not enforced by the kernel for root.
+    pub processes: u64,
+}
+
+/// Per-exec overrides of [`ResourceLimits`]: `None` keeps the configured value, a larger
+/// value than the configured one is ignored (overrides only tighten).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    /// Seconds of CPU time.
+    pub cpu_seconds: Option<u64>,
+    /// Bytes of address space.
+    pub address_space_bytes: Option<u64>,
+    /// Open file descriptors.
+    pub open_files: Option<u64>,
+    /// Bytes of the largest file.
+    pub file_size_bytes: Option<u64>,
+    /// Processes of the user.
+    pub processes: Option<u64>,
+}
+
+impl ResourceLimits {
+    /// Each limit the smaller of the configured value and the override: an override can
+    /// tighten a limit, never loosen it.
+    pub fn tightened(self, o: &LimitOverrides) -> Self {
+        let t = |v: u64, o: Option<u64>| o.map_or(v, |o| o.min(v));
+        Self {
+            cpu_seconds: t(self.cpu_seconds, o.cpu_seconds),
+            address_space_bytes: t(self.address_space_bytes, o.address_space_bytes),
+            open_files: t(self.open_files, o.open_files),
+            file_size_bytes: t(self.file_size_bytes, o.file_size_bytes),
+            processes: t(self.processes, o.processes),
+        }
+    }
+
+    /// The limits as [`Rlimit`]s, `RLIMIT_CORE` 0 included.
+    pub fn rlimits(&self) -> [Rlimit; 6] {
+        [
+            Rlimit::CpuSeconds(self.cpu_seconds),
+            Rlimit::AddressSpaceBytes(self.address_space_bytes),
+            Rlimit::OpenFiles(self.open_files),
+            Rlimit::FileSizeBytes(self.file_size_bytes),
+            Rlimit::Processes(self.processes),
+            Rlimit::CoreBytes(0),
+        ]
+    }
+
+    /// The limits the child will really get: each lowered to the hard limit of the
+    /// calling process (which an unprivileged child could not exceed anyway).
+    pub fn effective(&self) -> Self {
+        let cap = |r: Resource, v: u64| match getrlimit(r) {
+            Ok((_, hard)) => v.min(hard),
+            Err(_) => v,
+        };
+        Self {
+            cpu_seconds: cap(Resource::RLIMIT_CPU, self.cpu_seconds),
+            address_space_bytes: cap(Resource::RLIMIT_AS, self.address_space_bytes),
+            open_files: cap(Resource::RLIMIT_NOFILE, self.open_files),
+            file_size_bytes: cap(Resource::RLIMIT_FSIZE, self.file_size_bytes),
+            processes: cap(Resource::RLIMIT_NPROC, self.processes),
+        }
+    }
+}
+
+/// Whether a `local` child may use the network (TCP `bind`/`connect`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// The default: no network rule.
+    #[default]
+    Allow,
+    /// Deny TCP `bind` and `connect` on every port (Landlock ABI ≥ 4); refused as
+    /// `sandbox_unavailable` where the kernel cannot enforce it. UDP and raw sockets are
+    /// not covered by ABI 7.
+    Deny,
+}
+
+/// The sandbox configuration of `local` land, from the runtime configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    /// Refuse `local` verbs (`sandbox_unavailable`) when Landlock is not available.
+    pub require: bool,
+    /// Network access of `local` children.
+    pub network: Network,
+    /// Resource limits, already tightened for this exec.
+    pub limits: ResourceLimits,
+}
+
+/// The paths of one `local` exec.
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxPaths<'a> {
+    /// The sandbox working directory: read-write, the child's cwd and `HOME`.
+    pub workdir: &'a Path,
+    /// The private temporary directory ([`PrivateTmp`]): read-write, the child's `TMPDIR`.
+    pub tmpdir: &'a Path,
+    /// The pinned bin: read and execute.
+    pub bin: &'a Path,
+    /// More read-only paths (an interpreter outside the system paths, say).
+    pub extra_ro: &'a [PathBuf],
+    /// Paths the sandbox must not contain (`$HCP_HOME`, the user's `$HOME`): a working
+    /// directory that is one of them or an ancestor of one is refused
+    /// (`sandbox_unavailable`), since the child could write there.
+    pub protected: &'a [PathBuf],
+}
+
+/// How a child was confined, for the exec result and the audit record (`sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxReport {
+    /// `landlock` or `unconfined`.
+    pub mode: SandboxMode,
+    /// The Landlock ABI used (0 when unconfined).
+    pub abi: u32,
+    /// Filesystem rules enforced.
+    pub filesystem: bool,
+    /// The network as configured and as enforced.
+    pub network: NetworkReport,
+    /// Signals and abstract UNIX sockets scoped to the sandbox (ABI ≥ 6).
+    pub scoped: bool,
+    /// The resource limits the child gets.
+    pub limits: ResourceLimits,
+    /// Why the child is unconfined, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Whether Landlock confined the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// A Landlock ruleset was applied.
+    Landlock,
+    /// No Landlock: only the working directory and the limits.
+    Unconfined,
+}
+
+/// The network of a `local` child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkReport {
+    /// Allowed by the configuration.
+    Allowed,
+    /// Denied by the configuration and by the kernel (TCP).
+    Denied,
+}
+
+impl SandboxReport {
+    /// The one-word summary the result and the audit record carry as `sandbox`:
+    /// `landlock abi N` or `unconfined`.
+    pub fn summary(&self) -> String {
+        match self.mode {
+            SandboxMode::Landlock => format!("landlock abi {}", self.abi),
+            SandboxMode::Unconfined => "unconfined".to_owned(),
+        }
+    }
+}
+
+/// What the kernel offers: Landlock's ABI version, or why there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LandlockSupport {
+    /// ABI version (1 or more).
+    Abi(u32),
+    /// Built into the kernel but not enabled at boot (`EOPNOTSUPP`).
+    NotEnabled,
+    /// Not built into the kernel, or not Linux 5.13+ (`ENOSYS`).
+    NotImplemented,
+}
+
+impl LandlockSupport {
+    /// Asks the kernel (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
+    pub fn probe() -> Self {
+        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call reads
+        // no memory and returns the ABI version or -1 with errno.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                1u32, // LANDLOCK_CREATE_RULESET_VERSION
+            )
+        };
+        if v > 0 {
+            return Self::Abi(u32::try_from(v).unwrap_or(u32::MAX));
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EOPNOTSUPP) => Self::NotEnabled,
+            _ => Self::NotImplemented,
+        }
+    }
+
+    /// The ABI version, 0 without Landlock.
+    pub fn abi(self) -> u32 {
+        match self {
+            Self::Abi(v) => v,
+            _ => 0,
+        }
+    }
+
+    /// Why there is no Landlock, lowercase; `None` when there is.
+    pub fn missing_reason(self) -> Option<&'static str> {
+        match self {
+            Self::Abi(_) => None,
+            Self::NotEnabled => Some("landlock is built into the kernel but not enabled"),
+            Self::NotImplemented => Some("the kernel has no landlock"),
+        }
+    }
+}
+
 /// What to apply to a child between `fork` and `exec`, prepared in the parent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Confinement {
     limits: Vec<(Resource, u64)>,
     die_with_parent: Option<libc::pid_t>,
+    /// A created Landlock ruleset (`O_CLOEXEC`, so it does not reach the program).
+    ruleset: Option<Arc<OwnedFd>>,
 }
+
+impl PartialEq for Confinement {
+    fn eq(&self, other: &Self) -> bool {
+        self.limits == other.limits
+            && self.die_with_parent == other.die_with_parent
+            && match (&self.ruleset, &other.ruleset) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Confinement {}
 
 impl Confinement {
     /// No confinement yet.
@@ -68,6 +369,17 @@ impl Confinement {
         self
     }
 
+    /// The resource limits of every child (RUNTIME §5), each lowered to what `hcp` runs
+    /// under ([`ResourceLimits::effective`]), no core dumps, and
+    /// [`die_with_parent`](Self::die_with_parent). For lands other than `local`.
+    pub fn with_limits(limits: &ResourceLimits) -> Self {
+        let mut c = Self::new().die_with_parent();
+        for l in limits.effective().rlimits() {
+            c = c.rlimit(l);
+        }
+        c
+    }
+
     /// Sends `SIGKILL` to the direct child when the thread that spawned it dies (so an
     /// `hcp` killed with `SIGKILL` does not leave its child running). Grandchildren are
     /// not covered; the child's process group is killed by [`run`](crate::run) on every
@@ -79,7 +391,99 @@ impl Confinement {
 
     /// Whether there is anything to apply.
     pub fn is_empty(&self) -> bool {
-        self.limits.is_empty() && self.die_with_parent.is_none()
+        self.limits.is_empty() && self.die_with_parent.is_none() && self.ruleset.is_none()
+    }
+
+    /// Whether a Landlock ruleset will be applied.
+    pub fn is_landlocked(&self) -> bool {
+        self.ruleset.is_some()
+    }
+
+    /// The confinement of a `local` land child (RUNTIME §5): [`with_limits`](Self::with_limits)
+    /// plus a Landlock ruleset at the best ABI the kernel offers (up to
+    /// [`TESTED_LANDLOCK_ABI`]), and the report of what will be enforced.
+    ///
+    /// # Errors
+    /// - `sandbox_unavailable` (exit 77): no Landlock and `policy.require`; network
+    ///   `deny` and an ABI below [`NETWORK_LANDLOCK_ABI`]; a working directory that is
+    ///   `/` or holds one of `paths.protected`;
+    /// - `sandbox_failed` (exit 126): the working directory, temporary directory or bin
+    ///   cannot be opened, or the kernel refused the ruleset.
+    pub fn for_local_land(
+        paths: &SandboxPaths<'_>,
+        policy: &SandboxPolicy,
+    ) -> Result<(Self, SandboxReport), AdapterError> {
+        Self::for_local_land_with(LandlockSupport::probe(), paths, policy)
+    }
+
+    /// [`for_local_land`](Self::for_local_land) as if the kernel offered `support`, capped
+    /// at what it really offers (so this can only weaken the sandbox, never claim more):
+    /// for tests of the unconfined and older-ABI paths, and for `hcp doctor`.
+    ///
+    /// # Errors
+    /// As [`for_local_land`](Self::for_local_land).
+    pub fn for_local_land_with(
+        support: LandlockSupport,
+        paths: &SandboxPaths<'_>,
+        policy: &SandboxPolicy,
+    ) -> Result<(Self, SandboxReport), AdapterError> {
+        check_protected(paths)?;
+        let real = LandlockSupport::probe();
+        let abi = support.abi().min(real.abi()).min(TESTED_LANDLOCK_ABI);
+        let limits = policy.limits.effective();
+        let mut confinement = Self::with_limits(&policy.limits);
+        if abi == 0 {
+            let reason = support
+                .missing_reason()
+                .or(real.missing_reason())
+                .unwrap_or("landlock is not available");
+            if policy.require {
+                return Err(AdapterError::SandboxUnavailable {
+                    reason: format!("{reason} and the configuration requires the sandbox"),
+                });
+            }
+            if policy.network == Network::Deny {
+                return Err(AdapterError::SandboxUnavailable {
+                    reason: format!(
+                        "{reason}, so the configured network `deny` cannot be enforced"
+                    ),
+                });
+            }
+            let report = SandboxReport {
+                mode: SandboxMode::Unconfined,
+                abi: 0,
+                filesystem: false,
+                network: NetworkReport::Allowed,
+                scoped: false,
+                limits,
+                reason: Some(reason.to_owned()),
+            };
+            return Ok((confinement, report));
+        }
+        let deny_net = policy.network == Network::Deny;
+        if deny_net && abi < NETWORK_LANDLOCK_ABI {
+            return Err(AdapterError::SandboxUnavailable {
+                reason: format!(
+                    "the configured network `deny` needs landlock abi {NETWORK_LANDLOCK_ABI}, the kernel offers {abi}"
+                ),
+            });
+        }
+        let fd = build_ruleset(abi, paths, deny_net)?;
+        confinement.ruleset = Some(Arc::new(fd));
+        let report = SandboxReport {
+            mode: SandboxMode::Landlock,
+            abi,
+            filesystem: true,
+            network: if deny_net {
+                NetworkReport::Denied
+            } else {
+                NetworkReport::Allowed
+            },
+            scoped: abi >= SCOPE_LANDLOCK_ABI,
+            limits,
+            reason: None,
+        };
+        Ok((confinement, report))
     }
 
     /// Applies the confinement to the calling process. Called only in the child, after
@@ -101,6 +505,331 @@ impl Confinement {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
         }
+        if let Some(fd) = &self.ruleset {
+            // SAFETY: `prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)` takes integers only.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `landlock_restrict_self(fd, 0)` takes a descriptor we own (kept
+            // open by the `Arc` the hook holds) and flags; it touches no memory of ours.
+            let r =
+                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
         Ok(())
+    }
+}
+
+/// Refuses a working directory that is `/` or is (or holds) a protected path.
+fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
+    let work = paths
+        .workdir
+        .canonicalize()
+        .map_err(|e| sandbox_failed(paths.workdir, "cannot resolve the working directory", e))?;
+    if work == Path::new("/") {
+        return Err(AdapterError::SandboxUnavailable {
+            reason: "the sandbox working directory is `/`".into(),
+        });
+    }
+    for p in paths.protected {
+        let p = p.canonicalize().unwrap_or_else(|_| p.clone());
+        if p.starts_with(&work) {
+            return Err(AdapterError::SandboxUnavailable {
+                reason: format!(
+                    "the sandbox working directory `{}` holds `{}`, which a local command may not write",
+                    work.display(),
+                    p.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Creates the ruleset in the parent and returns its descriptor.
+fn build_ruleset(
+    abi_n: u32,
+    paths: &SandboxPaths<'_>,
+    deny_net: bool,
+) -> Result<OwnedFd, AdapterError> {
+    let abi = ABI::from(i32::try_from(abi_n).unwrap_or(0));
+    let all = AccessFs::from_all(abi);
+    let read = AccessFs::from_read(abi);
+    let exec: BitFlags<AccessFs> = AccessFs::Execute.into();
+    let ll = |e: landlock::RulesetError| AdapterError::SandboxFailed {
+        path: PathBuf::new(),
+        reason: format!("the kernel refused the landlock ruleset: {e}"),
+        source: None,
+    };
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .map_err(ll)?;
+    if deny_net {
+        rs = rs.handle_access(AccessNet::from_all(abi)).map_err(ll)?;
+    }
+    if abi_n >= SCOPE_LANDLOCK_ABI {
+        rs = rs.scope(Scope::from_all(abi)).map_err(ll)?;
+    }
+    let mut created = rs.create().map_err(ll)?;
+
+    // Required paths: failing to open one is an error.
+    let required: [(&Path, BitFlags<AccessFs>, &str); 3] = [
+        (
+            paths.workdir,
+            all,
+            "cannot open the sandbox working directory",
+        ),
+        (
+            paths.tmpdir,
+            all,
+            "cannot open the private temporary directory",
+        ),
+        (paths.bin, read, "cannot open the pinned bin"),
+    ];
+    for (path, access, what) in required {
+        let fd = PathFd::new(path).map_err(|e| AdapterError::SandboxFailed {
+            path: path.to_owned(),
+            reason: what.to_owned(),
+            source: Some(io::Error::other(e.to_string())),
+        })?;
+        created = created
+            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
+            .map_err(ll)?;
+    }
+    // Optional system paths: absent ones are skipped.
+    let optional = SYSTEM_READ_ONLY
+        .iter()
+        .map(|p| (Path::new(p), read))
+        .chain(paths.extra_ro.iter().map(|p| (p.as_path(), read)))
+        .chain(
+            SYSTEM_READ_NO_EXEC
+                .iter()
+                .map(|p| (Path::new(p), read & !exec)),
+        )
+        .chain(
+            SYSTEM_DEVICES_RW
+                .iter()
+                .map(|p| (Path::new(p), AccessFs::from_file(abi) & !exec)),
+        );
+    for (path, access) in optional {
+        let Ok(fd) = PathFd::new(path) else { continue };
+        created = created
+            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
+            .map_err(ll)?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| AdapterError::SandboxFailed {
+        path: PathBuf::new(),
+        reason: "the kernel gave no landlock ruleset".into(),
+        source: None,
+    })
+}
+
+/// Keeps only the rights that apply to a file when `path` is not a directory.
+fn fit(path: &Path, access: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        access
+    } else {
+        access & AccessFs::from_file(abi)
+    }
+}
+
+fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {
+    AdapterError::SandboxFailed {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+        source: Some(e),
+    }
+}
+
+/// A fresh private temporary directory for one exec (RUNTIME §5): `hcp-exec-XXXXXX`
+/// under the given base (the system temporary directory), mode `0700`, removed with
+/// everything in it by [`remove`](Self::remove) after the run (or on drop). The child
+/// gets it read-write and as `TMPDIR`.
+#[derive(Debug)]
+pub struct PrivateTmp {
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    /// Creates the directory under `base` (pass `std::env::temp_dir()`).
+    ///
+    /// # Errors
+    /// `sandbox_failed` when it cannot be created.
+    pub fn create_in(base: &Path) -> Result<Self, AdapterError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("hcp-exec-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(base)
+            .map_err(|e| sandbox_failed(base, "cannot create a private temporary directory", e))?;
+        let path = dir.path().to_owned();
+        Ok(Self {
+            dir: Some(dir),
+            path,
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the directory and everything the child left in it, including
+    /// directories it made unreadable. Symlinks are removed, never followed.
+    ///
+    /// # Errors
+    /// `sandbox_failed` naming the directory when something is left.
+    pub fn remove(mut self) -> Result<(), AdapterError> {
+        self.remove_now()
+    }
+
+    fn remove_now(&mut self) -> Result<(), AdapterError> {
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
+        let path = dir.keep();
+        if std::fs::remove_dir_all(&path).is_ok() {
+            return Ok(());
+        }
+        open_up(&path);
+        std::fs::remove_dir_all(&path)
+            .map_err(|e| sandbox_failed(&path, "cannot remove the private temporary directory", e))
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = self.remove_now();
+    }
+}
+
+/// Gives the owner full access to every directory beneath `dir` (not following symlinks).
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const LIMITS: ResourceLimits = ResourceLimits {
+        cpu_seconds: 10,
+        address_space_bytes: 1 << 30,
+        open_files: 256,
+        file_size_bytes: 1 << 20,
+        processes: 100,
+    };
+
+    #[test]
+    fn overrides_only_tighten() {
+        let o = LimitOverrides {
+            cpu_seconds: Some(5),
+            open_files: Some(100_000),
+            ..LimitOverrides::default()
+        };
+        assert_eq!(
+            LIMITS.tightened(&o),
+            ResourceLimits {
+                cpu_seconds: 5,
+                ..LIMITS
+            }
+        );
+    }
+
+    #[test]
+    fn unconfined_without_landlock_unless_required() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: dir.path(),
+            bin: Path::new("/bin/sh"),
+            extra_ro: &[],
+            protected: &[],
+        };
+        let mut policy = SandboxPolicy {
+            require: false,
+            network: Network::Allow,
+            limits: LIMITS,
+        };
+        let none = LandlockSupport::NotImplemented;
+        let (c, report) = Confinement::for_local_land_with(none, &paths, &policy).unwrap();
+        assert!(!c.is_landlocked());
+        assert_eq!(report.summary(), "unconfined");
+        assert_eq!(report.reason.as_deref(), Some("the kernel has no landlock"));
+        policy.require = true;
+        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
+        assert_eq!((e.code(), e.exit_status()), ("sandbox_unavailable", 77));
+        policy.require = false;
+        policy.network = Network::Deny;
+        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+        let e =
+            Confinement::for_local_land_with(LandlockSupport::Abi(3), &paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+    }
+
+    #[test]
+    fn a_workdir_holding_a_protected_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("hcp-home");
+        std::fs::create_dir(&home).unwrap();
+        let protected = [home];
+        let paths = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: dir.path(),
+            bin: Path::new("/bin/sh"),
+            extra_ro: &[],
+            protected: &protected,
+        };
+        let policy = SandboxPolicy {
+            require: false,
+            network: Network::Allow,
+            limits: LIMITS,
+        };
+        let e = Confinement::for_local_land(&paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+        let root = SandboxPaths {
+            workdir: Path::new("/"),
+            protected: &[],
+            ..paths
+        };
+        let e = Confinement::for_local_land(&root, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+    }
+
+    #[test]
+    fn private_tmp_is_0700_and_removed_even_when_locked_up() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let t = PrivateTmp::create_in(base.path()).unwrap();
+        let p = t.path().to_owned();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        let locked = p.join("a/b");
+        std::fs::create_dir_all(&locked).unwrap();
+        std::fs::write(locked.join("f"), "x").unwrap();
+        std::os::unix::fs::symlink(base.path(), p.join("out")).unwrap();
+        std::fs::set_permissions(p.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        t.remove().unwrap();
+        assert!(!p.exists());
+        assert!(base.path().exists());
     }
 }

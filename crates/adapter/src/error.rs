@@ -91,6 +91,28 @@ pub enum AdapterError {
         #[source]
         source: Option<io::Error>,
     },
+    /// `sandbox_unavailable` (exit 77): a `local` verb cannot be confined as the
+    /// configuration asks (no Landlock with `sandbox.require`, a network denial the
+    /// kernel cannot enforce) or its working directory is `/` or holds a protected path
+    /// (RUNTIME §5 "The child").
+    #[error("sandbox unavailable: {reason}")]
+    SandboxUnavailable {
+        /// Why, lowercase.
+        reason: String,
+    },
+    /// `sandbox_failed` (exit 126): preparing the confinement failed (a path of the
+    /// sandbox cannot be opened, the kernel refused the ruleset, the private temporary
+    /// directory cannot be made or removed).
+    #[error("cannot prepare the sandbox: {reason}{}", path_suffix(path))]
+    SandboxFailed {
+        /// The path concerned, empty when none.
+        path: PathBuf,
+        /// What failed, lowercase.
+        reason: String,
+        /// The cause.
+        #[source]
+        source: Option<io::Error>,
+    },
     /// `supervise_failed` (exit 70): waiting on or reading from a started child failed.
     /// The child's process group was killed before this was returned. Not in RUNTIME §5's
     /// list (an internal error).
@@ -118,23 +140,36 @@ impl AdapterError {
             Self::EnvRefused { .. } => "env_refused",
             Self::SpawnFailed { .. } => "spawn_failed",
             Self::SuperviseFailed { .. } => "supervise_failed",
+            Self::SandboxUnavailable { .. } => "sandbox_unavailable",
+            Self::SandboxFailed { .. } => "sandbox_failed",
         }
     }
 
     /// The exit status `hcp exec` answers with (RUNTIME §5): 127 `bin_missing`; 126
-    /// `bin_not_executable`, `bin_changed`, `env_refused`, `spawn_failed`; 65 `arg_*`;
-    /// 77 `project_required`; 70 `supervise_failed`.
+    /// `bin_not_executable`, `bin_changed`, `env_refused`, `spawn_failed`,
+    /// `sandbox_failed`; 65 `arg_*`; 77 `project_required`, `sandbox_unavailable`; 70
+    /// `supervise_failed`.
     pub fn exit_status(&self) -> u8 {
         match self {
             Self::BinMissing { .. } => 127,
             Self::BinNotExecutable { .. }
             | Self::BinChanged { .. }
             | Self::EnvRefused { .. }
-            | Self::SpawnFailed { .. } => 126,
+            | Self::SpawnFailed { .. }
+            | Self::SandboxFailed { .. } => 126,
             Self::ArgMissing { .. } | Self::ArgInvalid { .. } | Self::ArgLooksLikeFlag { .. } => 65,
-            Self::ProjectRequired => 77,
+            Self::ProjectRequired | Self::SandboxUnavailable { .. } => 77,
             Self::SuperviseFailed { .. } => 70,
         }
+    }
+}
+
+/// ` at `PATH`` when the path is not empty.
+fn path_suffix(path: &std::path::Path) -> String {
+    if path.as_os_str().is_empty() {
+        String::new()
+    } else {
+        format!(" at `{}`", path.display())
     }
 }
 
