@@ -77,12 +77,27 @@ struct Refusal {
 }
 
 impl Refusal {
-    fn new(code: impl Into<String>, message: impl Into<String>, hint: Option<String>, exit: u8) -> Self {
-        Self { code: code.into(), message: message.into(), hint, exit }
+    fn new(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        hint: Option<String>,
+        exit: u8,
+    ) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            hint,
+            exit,
+        }
     }
 
     fn from_gate(r: &hcp_gate::check::Refusal) -> Self {
-        Self::new(r.code.as_str(), r.message.clone(), r.hint.clone(), r.code.exit_status())
+        Self::new(
+            r.code.as_str(),
+            r.message.clone(),
+            r.hint.clone(),
+            r.code.exit_status(),
+        )
     }
 }
 
@@ -106,7 +121,11 @@ pub fn execute(env: &ExecEnv, call: Call) -> Answer {
     match execute_inner(env, call, &mut facts, started) {
         Ok(a) => a,
         Err((refusal, audited)) => {
-            let audit_id = if audited { audit_refusal(env, &facts, &refusal, started) } else { None };
+            let audit_id = if audited {
+                audit_refusal(env, &facts, &refusal, started)
+            } else {
+                None
+            };
             refusal_answer(&facts, refusal, audit_id, started)
         }
     }
@@ -133,13 +152,27 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
                 Ok(s) => Some(s),
                 Err(e) => {
                     facts.principal = Some("unknown".into());
-                    let hint = Some("the owner starts a new session with `hcp session start`".to_string());
+                    let hint =
+                        Some("the owner starts a new session with `hcp session start`".to_string());
                     return Err(match e {
                         session::SessionError::Bad(b) => (
-                            Refusal::new(Code::BadSession.as_str(), format!("bad session: {b}"), hint, Code::BadSession.exit_status()),
+                            Refusal::new(
+                                Code::BadSession.as_str(),
+                                format!("bad session: {b}"),
+                                hint,
+                                Code::BadSession.exit_status(),
+                            ),
                             true,
                         ),
-                        other => (Refusal::new(other.code(), other.to_string(), None, crate::exit::EX_IOERR), true),
+                        other => (
+                            Refusal::new(
+                                other.code(),
+                                other.to_string(),
+                                None,
+                                crate::exit::EX_IOERR,
+                            ),
+                            true,
+                        ),
                     });
                 }
             }
@@ -156,24 +189,53 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
     facts.principal = Some(principal.id().to_owned());
     // Steps 3–6: the gate.
     let plan = pack.manifest.plan_verb(&verb_key).ok();
-    let takes: Vec<String> = plan.as_ref().map(|p| arguments(p).into_iter().map(|(n, _)| n).collect()).unwrap_or_default();
+    let takes: Vec<String> = plan
+        .as_ref()
+        .map(|p| arguments(p).into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
     let args: Vec<(String, ArgValue)> = match &call.args {
         CallArgs::Named(v) => v.clone(),
         CallArgs::Words(w) => w.assign(&takes),
     };
-    facts.args_digest = Some(audit::args_digest(args.iter().map(|(k, v)| (k.as_str(), v))));
+    facts.args_digest = Some(audit::args_digest(
+        args.iter().map(|(k, v)| (k.as_str(), v)),
+    ));
     let grants = match &session {
         None => GrantView::default(),
         Some(s) => {
-            let all = grant::Grants::load(&env.home).map_err(|e| (Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR), true))?;
+            let all = grant::Grants::load(&env.home).map_err(|e| {
+                (
+                    Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR),
+                    true,
+                )
+            })?;
             GrantView {
-                held: all.held(&s.principal, &pack.id).into_iter().map(|h| (h.capability.to_string(), h.granted_at)).collect(),
+                held: all
+                    .held(&s.principal, &pack.id)
+                    .into_iter()
+                    .map(|h| (h.capability.to_string(), h.granted_at))
+                    .collect(),
             }
         }
     };
-    let content_changed_at = pack.record.content_changed_at.as_deref().and_then(|t| t.parse::<Timestamp>().ok());
+    let content_changed_at = pack
+        .record
+        .content_changed_at
+        .as_deref()
+        .and_then(|t| t.parse::<Timestamp>().ok());
     if pack.record.content_changed_at.is_some() && content_changed_at.is_none() {
-        return Err((Refusal::new("store_damaged", format!("install record of `{}` has a bad `content_changed_at`", pack.id), None, crate::exit::EX_IOERR), true));
+        return Err((
+            Refusal::new(
+                "store_damaged",
+                format!(
+                    "install record of `{}` has a bad `content_changed_at`",
+                    pack.id
+                ),
+                None,
+                crate::exit::EX_IOERR,
+            ),
+            true,
+        ));
     }
     let ctx = Context {
         principal: &principal,
@@ -201,43 +263,97 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
     // Step 7: the runtime policy (RUNTIME §7) is wired by its own change.
     // Step 8: binding mint.
     let mut credential = None;
-    if pack.manifest.binding.mode == BindingMode::User && pack.manifest.connect_verb() != Some(verb_key.as_str()) {
+    if pack.manifest.binding.mode == BindingMode::User
+        && pack.manifest.connect_verb() != Some(verb_key.as_str())
+    {
         match binding::load(&env.home, principal.id(), pack.manifest.family(), now) {
             Ok(c) => credential = Some(c),
             Err(e) => {
-                let hint = Some(format!("run `hcp connect {}` to establish the binding", pack.id));
-                let exit = if e.code() == "binding_required" || e.code() == "binding_insecure" { 77 } else { crate::exit::EX_IOERR };
+                let hint = Some(format!(
+                    "run `hcp connect {}` to establish the binding",
+                    pack.id
+                ));
+                let exit = if e.code() == "binding_required" || e.code() == "binding_insecure" {
+                    77
+                } else {
+                    crate::exit::EX_IOERR
+                };
                 return Err((Refusal::new(e.code(), e.to_string(), hint, exit), true));
             }
         }
     }
     // Step 9: the adapter.
-    let adapter_refusal = |e: hcp_adapter::AdapterError| (Refusal::new(e.code(), e.to_string(), None, e.exit_status()), true);
+    let adapter_refusal = |e: hcp_adapter::AdapterError| {
+        (
+            Refusal::new(e.code(), e.to_string(), None, e.exit_status()),
+            true,
+        )
+    };
     let pin = pack.record.bin(&allowed.plan.program).ok_or_else(|| {
-        (Refusal::new("bin_missing", format!("program `{}` has no pin in the install record", allowed.plan.program), Some(format!("reinstall with `hcp install --force`: pack `{}`", pack.id)), 127), true)
+        (
+            Refusal::new(
+                "bin_missing",
+                format!(
+                    "program `{}` has no pin in the install record",
+                    allowed.plan.program
+                ),
+                Some(format!(
+                    "reinstall with `hcp install --force`: pack `{}`",
+                    pack.id
+                )),
+                127,
+            ),
+            true,
+        )
     })?;
     let bin_pin = BinPin {
         path: pin.path.clone(),
-        sha256: pin.sha256.parse().map_err(|_| (Refusal::new("store_damaged", format!("pin of `{}` is not a sha256 digest", pin.program), None, crate::exit::EX_IOERR), true))?,
-        fingerprint: None,
+        sha256: pin.sha256.parse().map_err(|_| {
+            (
+                Refusal::new(
+                    "store_damaged",
+                    format!("pin of `{}` is not a sha256 digest", pin.program),
+                    None,
+                    crate::exit::EX_IOERR,
+                ),
+                true,
+            )
+        })?,
+        fingerprint: super::pins::cached(&pack.dir, pin),
     };
     let verified = hcp_adapter::verify_bin(&bin_pin).map_err(|e| {
         let (r, a) = adapter_refusal(e);
         let hint = Some(format!("the program changed or moved since install; review it, then `hcp install --force` the pack `{}`", pack.id));
         (Refusal { hint, ..r }, a)
     })?;
+    if verified.hashed() {
+        super::pins::remember(&pack.dir, &bin_pin, &verified);
+    }
     let session_values = SessionValues {
         principal_id: principal.id().to_owned(),
         project_id: allowed.project.clone(),
         workdir: allowed.workdir.clone(),
     };
-    let argv = hcp_adapter::render(&allowed.plan.args, &allowed.values, &session_values, &verb_key).map_err(adapter_refusal)?;
+    let argv = hcp_adapter::render(
+        &allowed.plan.args,
+        &allowed.values,
+        &session_values,
+        &verb_key,
+    )
+    .map_err(adapter_refusal)?;
     let mut child_env = ChildEnv::from_parent(env.parent_env.iter().cloned());
     if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
     }
-    if let Some(agent_env) = pack.manifest.wrap.as_ref().and_then(|w| w.agent_env.as_ref()) {
-        child_env = child_env.agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).map_err(adapter_refusal)?;
+    if let Some(agent_env) = pack
+        .manifest
+        .wrap
+        .as_ref()
+        .and_then(|w| w.agent_env.as_ref())
+    {
+        child_env = child_env
+            .agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(adapter_refusal)?;
     }
     child_env = child_env
         .call(&CallVars {
@@ -251,8 +367,15 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
     if let Some(c) = &credential {
         child_env = child_env.binding(&c.secret).map_err(adapter_refusal)?;
     }
-    let argv0 = pack.manifest.cli_bin.clone().unwrap_or_else(|| allowed.plan.program.clone());
-    let limits = Limits { timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT), ..Limits::default() };
+    let argv0 = pack
+        .manifest
+        .cli_bin
+        .clone()
+        .unwrap_or_else(|| allowed.plan.program.clone());
+    let limits = Limits {
+        timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
+        ..Limits::default()
+    };
     let inv = Invocation {
         bin: &verified,
         argv0: argv0.into(),
@@ -266,9 +389,20 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
     let outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (exit, code, error) = if outcome.timed_out {
-        (crate::exit::TIMEOUT, Some("timeout".to_string()), Some(format!("the verb ran past its timeout of {:.3} s", limits.timeout.as_secs_f64())))
+        (
+            crate::exit::TIMEOUT,
+            Some("timeout".to_string()),
+            Some(format!(
+                "the verb ran past its timeout of {:.3} s",
+                limits.timeout.as_secs_f64()
+            )),
+        )
     } else {
-        (u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(1), None, None)
+        (
+            u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(1),
+            None,
+            None,
+        )
     };
     let entry = Entry {
         principal: principal.id().to_owned(),
@@ -288,11 +422,23 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
         Ok(a) => Some(a.id),
         Err(e) => {
             // The child ran; say so, and say the audit failed.
-            return Err((Refusal::new(e.code(), format!("the verb ran, but its audit record could not be written: {e}"), None, crate::exit::EX_IOERR), false));
+            return Err((
+                Refusal::new(
+                    e.code(),
+                    format!("the verb ran, but its audit record could not be written: {e}"),
+                    None,
+                    crate::exit::EX_IOERR,
+                ),
+                false,
+            ));
         }
     };
     let stdout_text = String::from_utf8_lossy(&outcome.stdout).into_owned();
-    let data = if outcome.stdout_truncated { serde_json::Value::Null } else { serde_json::from_str(&stdout_text).unwrap_or(serde_json::Value::Null) };
+    let data = if outcome.stdout_truncated {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_str(&stdout_text).unwrap_or(serde_json::Value::Null)
+    };
     let result = ExecResult {
         ok: !outcome.timed_out && outcome.exit_code == 0,
         pack_id: Some(pack.id.to_string()),
@@ -311,7 +457,12 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
         audit_id,
         extra: Default::default(),
     };
-    Ok(Answer { result, exit, stdout: outcome.stdout, stderr: outcome.stderr })
+    Ok(Answer {
+        result,
+        exit,
+        stdout: outcome.stdout,
+        stderr: outcome.stderr,
+    })
 }
 
 /// Step 1 of RUNTIME §5: `PACK.VERB` (each reading of the dotted target), else a verb
@@ -321,15 +472,30 @@ fn resolve(env: &ExecEnv, call: &Call) -> Result<(InstalledPack, String), Refusa
         match pack::load(&env.home, id) {
             Ok(p) => Ok(Some(p)),
             Err(PackError::NotInstalled { .. }) => Ok(None),
-            Err(e) => Err(Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR)),
+            Err(e) => Err(Refusal::new(
+                e.code(),
+                e.to_string(),
+                None,
+                crate::exit::EX_IOERR,
+            )),
         }
     };
     if let Some(id) = &call.pack_id {
         let Some(p) = load(id)? else {
-            return Err(Refusal::new(Code::UnknownVerb.as_str(), format!("pack `{id}` is not installed"), Some("`hcp list` shows the installed packs".into()), 66));
+            return Err(Refusal::new(
+                Code::UnknownVerb.as_str(),
+                format!("pack `{id}` is not installed"),
+                Some("`hcp list` shows the installed packs".into()),
+                66,
+            ));
         };
         if !p.manifest.verbs.contains_key(&call.target) {
-            let known: Vec<String> = p.manifest.verbs.keys().map(|k| format!("{id}.{k}")).collect();
+            let known: Vec<String> = p
+                .manifest
+                .verbs
+                .keys()
+                .map(|k| format!("{id}.{k}"))
+                .collect();
             return Err(unknown(&call.target, known));
         }
         return Ok((p, call.target.clone()));
@@ -345,7 +511,8 @@ fn resolve(env: &ExecEnv, call: &Call) -> Result<(InstalledPack, String), Refusa
         }
     }
     // A bare verb key: unique across active packs.
-    let ids = pack::active_ids(&env.home).map_err(|e| Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR))?;
+    let ids = pack::active_ids(&env.home)
+        .map_err(|e| Refusal::new(e.code(), e.to_string(), None, crate::exit::EX_IOERR))?;
     let mut hits = Vec::new();
     let mut known = Vec::new();
     for id in ids {
@@ -365,10 +532,17 @@ fn resolve(env: &ExecEnv, call: &Call) -> Result<(InstalledPack, String), Refusa
             Ok((p, call.target.clone()))
         }
         _ => {
-            let names: Vec<String> = hits.iter().map(|p| format!("`{}.{}`", p.id, call.target)).collect();
+            let names: Vec<String> = hits
+                .iter()
+                .map(|p| format!("`{}.{}`", p.id, call.target))
+                .collect();
             Err(Refusal::new(
                 Code::AmbiguousVerb.as_str(),
-                format!("verb `{}` is in several active packs: {}", call.target, names.join(", ")),
+                format!(
+                    "verb `{}` is in several active packs: {}",
+                    call.target,
+                    names.join(", ")
+                ),
                 Some("name the pack: `hcp exec PACK.VERB`".into()),
                 66,
             ))
@@ -381,9 +555,20 @@ fn unknown(target: &str, known: Vec<String>) -> Refusal {
     let hint = if s.is_empty() {
         "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
     } else {
-        format!("did you mean {}?", s.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", "))
+        format!(
+            "did you mean {}?",
+            s.iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     };
-    Refusal::new(Code::UnknownVerb.as_str(), format!("no active verb `{target}`"), Some(hint), 66)
+    Refusal::new(
+        Code::UnknownVerb.as_str(),
+        format!("no active verb `{target}`"),
+        Some(hint),
+        66,
+    )
 }
 
 fn audit_refusal(env: &ExecEnv, facts: &Facts, r: &Refusal, started: Instant) -> Option<String> {
@@ -396,7 +581,10 @@ fn audit_refusal(env: &ExecEnv, facts: &Facts, r: &Refusal, started: Instant) ->
         land: facts.land,
         decision: audit::Decision::Deny,
         code: Some(r.code.clone()),
-        args_digest: facts.args_digest.clone().unwrap_or_else(|| audit::args_digest(std::iter::empty())),
+        args_digest: facts
+            .args_digest
+            .clone()
+            .unwrap_or_else(|| audit::args_digest(std::iter::empty())),
         exit_code: None,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         extra: Default::default(),
@@ -423,11 +611,21 @@ fn refusal_answer(facts: &Facts, r: Refusal, audit_id: Option<String>, started: 
         audit_id,
         extra: Default::default(),
     };
-    Answer { result, exit: r.exit, stdout: Vec::new(), stderr: Vec::new() }
+    Answer {
+        result,
+        exit: r.exit,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    }
 }
 
 /// The refusal answer of a call that never reached the engine (a bad envelope, a usage
 /// error): not audited, as no principal was resolved.
 pub fn early_refusal(code: &str, message: String, hint: Option<String>, exit: u8) -> Answer {
-    refusal_answer(&Facts::default(), Refusal::new(code, message, hint, exit), None, Instant::now())
+    refusal_answer(
+        &Facts::default(),
+        Refusal::new(code, message, hint, exit),
+        None,
+        Instant::now(),
+    )
 }

@@ -34,7 +34,11 @@ pub struct UsageError(pub String);
 /// [`UsageError`] for a missing target, a `--NAME` without a value, a bad `--timeout`, or a
 /// name given twice.
 pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Words, UsageError> {
-    let mut out = Words { json, timeout, ..Words::default() };
+    let mut out = Words {
+        json,
+        timeout,
+        ..Words::default()
+    };
     let mut it = words.iter();
     let mut only_values = false;
     while let Some(w) = it.next() {
@@ -112,9 +116,14 @@ impl Words {
             .iter()
             .map(|(n, v)| (n.clone(), ArgValue::String(v.clone())))
             .collect();
-        let mut free = takes.iter().filter(|t| !self.named.iter().any(|(n, _)| n == *t));
+        let mut free = takes
+            .iter()
+            .filter(|t| !self.named.iter().any(|(n, _)| n == *t));
         for (i, v) in self.positional.iter().enumerate() {
-            let name = free.next().cloned().unwrap_or_else(|| format!("_extra_{}", i + 1));
+            let name = free
+                .next()
+                .cloned()
+                .unwrap_or_else(|| format!("_extra_{}", i + 1));
             out.push((name, ArgValue::String(v.clone())));
         }
         if let Some(c) = &self.confirm {
@@ -130,7 +139,11 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn p(words: &[&str]) -> Result<Words, UsageError> {
-        parse(&words.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false, None)
+        parse(
+            &words.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            false,
+            None,
+        )
     }
 
     fn s(v: &str) -> ArgValue {
@@ -139,13 +152,26 @@ mod tests {
 
     #[test]
     fn named_positional_and_runtime_flags() {
-        let w = p(&["transit.plan", "A", "--to", "B", "--json", "--timeout=2.5", "--confirm"]).unwrap();
+        let w = p(&[
+            "transit.plan",
+            "A",
+            "--to",
+            "B",
+            "--json",
+            "--timeout=2.5",
+            "--confirm",
+        ])
+        .unwrap();
         assert_eq!(w.target, "transit.plan");
         assert!(w.json);
         assert_eq!(w.timeout, Some(2.5));
         assert_eq!(
             w.assign(&["from".into(), "to".into()]),
-            vec![("to".into(), s("B")), ("from".into(), s("A")), ("confirm".into(), s("true"))]
+            vec![
+                ("to".into(), s("B")),
+                ("from".into(), s("A")),
+                ("confirm".into(), s("true"))
+            ]
         );
     }
 
@@ -155,7 +181,13 @@ mod tests {
         assert_eq!(w.positional, vec!["--output=x", "--json"]);
         assert!(!w.json);
         let a = w.assign(&["rev".into()]);
-        assert_eq!(a, vec![("rev".into(), s("--output=x")), ("_extra_2".into(), s("--json"))]);
+        assert_eq!(
+            a,
+            vec![
+                ("rev".into(), s("--output=x")),
+                ("_extra_2".into(), s("--json"))
+            ]
+        );
     }
 
     #[test]

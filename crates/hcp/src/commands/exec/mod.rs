@@ -2,6 +2,7 @@
 
 pub mod engine;
 pub mod face;
+pub mod pins;
 
 use crate::env;
 use crate::error::{CliError, CliResult};
@@ -32,7 +33,11 @@ pub struct Args {
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     timeout: Option<f64>,
     /// TARGET, then the verb's values and `--NAME VALUE` pairs, `--confirm`/`--apply`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "TARGET [ARGS]")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "TARGET [ARGS]"
+    )]
     words: Vec<String>,
 }
 
@@ -45,26 +50,58 @@ pub fn run(a: Args) -> CliResult {
     let json_face = a.envelope.is_some();
     let (call, json) = if let Some(src) = &a.envelope {
         if src != "-" {
-            return Err(CliError::new("usage", format!("`--envelope {src}`: give `-` to read the envelope from stdin"), exit::EX_USAGE));
+            return Err(CliError::new(
+                "usage",
+                format!("`--envelope {src}`: give `-` to read the envelope from stdin"),
+                exit::EX_USAGE,
+            ));
         }
         if !a.words.is_empty() {
-            return Err(CliError::new("usage", "`--envelope -` takes no TARGET or values; they go in the envelope", exit::EX_USAGE));
+            return Err(CliError::new(
+                "usage",
+                "`--envelope -` takes no TARGET or values; they go in the envelope",
+                exit::EX_USAGE,
+            ));
         }
         match read_envelope() {
             Ok(env) => {
                 let (pack_id, target) = (env.pack_id, env.verb_key);
-                let args = env.args.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                (Call { pack_id, target, args: CallArgs::Named(args), face: Face::Json, timeout: secs(a.timeout) }, true)
+                let args = env
+                    .args
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                (
+                    Call {
+                        pack_id,
+                        target,
+                        args: CallArgs::Named(args),
+                        face: Face::Json,
+                        timeout: secs(a.timeout),
+                    },
+                    true,
+                )
             }
             Err(answer) => return Ok(print(&answer, true)),
         }
     } else {
         let words = face::parse(&a.words, a.json, a.timeout).map_err(|e| {
-            CliError::new("usage", e.0, exit::EX_USAGE).hint("hcp exec PACK.VERB [VALUE…] [--NAME VALUE…] [--confirm] [--json] [--timeout SECS]")
+            CliError::new("usage", e.0, exit::EX_USAGE).hint(
+                "hcp exec PACK.VERB [VALUE…] [--NAME VALUE…] [--confirm] [--json] [--timeout SECS]",
+            )
         })?;
         let json = words.json;
         let timeout = secs(words.timeout);
-        (Call { pack_id: None, target: words.target.clone(), args: CallArgs::Words(words), face: Face::Cli, timeout }, json)
+        (
+            Call {
+                pack_id: None,
+                target: words.target.clone(),
+                args: CallArgs::Words(words),
+                face: Face::Cli,
+                timeout,
+            },
+            json,
+        )
     };
     let env = exec_env()?;
     let answer = engine::execute(&env, call);
@@ -81,11 +118,20 @@ fn secs(s: Option<f64>) -> Option<Duration> {
 /// The store's when `HCP_HOME` cannot be used; `usage` when the current directory is gone.
 pub fn exec_env() -> Result<ExecEnv, CliError> {
     let home = crate::commands::install::open_home()?;
-    let cwd = std::env::current_dir().map_err(|e| CliError::new("usage", "the current directory cannot be read", exit::EX_USAGE).cause(e))?;
+    let cwd = std::env::current_dir().map_err(|e| {
+        CliError::new(
+            "usage",
+            "the current directory cannot be read",
+            exit::EX_USAGE,
+        )
+        .cause(e)
+    })?;
     Ok(ExecEnv {
         home,
         session_token: std::env::var_os(env::HCP_SESSION),
-        project: std::env::var(env::HCP_PROJECT).ok().filter(|p| !p.is_empty()),
+        project: std::env::var(env::HCP_PROJECT)
+            .ok()
+            .filter(|p| !p.is_empty()),
         cwd,
         parent_env: std::env::vars_os().collect(),
     })
@@ -94,15 +140,28 @@ pub fn exec_env() -> Result<ExecEnv, CliError> {
 /// Reads and parses the envelope on stdin (strict: `bad_envelope`, exit 65).
 fn read_envelope() -> Result<Envelope, Answer> {
     let mut buf = Vec::new();
-    let bad = |m: String| engine::early_refusal("bad_envelope", m, Some("the envelope is {\"pack_id\"?, \"verb_key\", \"args\": {NAME: string|number|bool}}".into()), exit::EX_DATAERR);
-    if let Err(e) = std::io::stdin().lock().take(MAX_ENVELOPE_BYTES + 1).read_to_end(&mut buf) {
+    let bad = |m: String| {
+        engine::early_refusal("bad_envelope", m, Some("the envelope is {\"pack_id\"?, \"verb_key\", \"args\": {NAME: string|number|bool}}".into()), exit::EX_DATAERR)
+    };
+    if let Err(e) = std::io::stdin()
+        .lock()
+        .take(MAX_ENVELOPE_BYTES + 1)
+        .read_to_end(&mut buf)
+    {
         return Err(bad(format!("cannot read the envelope from stdin: {e}")));
     }
     if buf.len() as u64 > MAX_ENVELOPE_BYTES {
-        return Err(bad(format!("the envelope is larger than {MAX_ENVELOPE_BYTES} bytes")));
+        return Err(bad(format!(
+            "the envelope is larger than {MAX_ENVELOPE_BYTES} bytes"
+        )));
     }
     let text = String::from_utf8(buf).map_err(|_| bad("the envelope is not UTF-8".into()))?;
-    parse_strict::<Envelope>(&text).map_err(|e| bad(format!("{} at line {} column {}", e.message, e.line, e.column)))
+    parse_strict::<Envelope>(&text).map_err(|e| {
+        bad(format!(
+            "{} at line {} column {}",
+            e.message, e.line, e.column
+        ))
+    })
 }
 
 /// Prints an answer: JSON on stdout, or the child's own output and, for a refusal, the
