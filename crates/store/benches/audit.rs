@@ -1,5 +1,6 @@
 //! Audit append cost (RUNTIME §6): one record appended to a trail of 10,000 records, with
-//! `sync_data` (the default, durable) and without. Also a full `verify` of that trail.
+//! `sync_data` (the default, durable) and without, beside a bare `write` + `sync_data` of
+//! the same line (the disk's own cost). Also a full `verify` of that trail.
 //!
 //! `cargo bench -p hcp-store --bench audit` (needs `[[bench]] name = "audit"`,
 //! `harness = false` in this crate's Cargo.toml). Figures: BENCHMARKS.md.
@@ -12,6 +13,7 @@ use hcp_store::Home;
 use hcp_store::audit::{AuditLog, Decision, Entry, args_digest};
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::io::Write;
 
 const PREFILL: u64 = 10_000;
 
@@ -59,6 +61,26 @@ fn append(c: &mut Criterion) {
             })
         });
     }
+    // Baseline: the same line length written with `O_APPEND` and `sync_data`, without the
+    // lock, the tail scan or the hashing: what the disk alone costs.
+    let (d, log) = prefilled();
+    let line = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .next()
+        .map(|l| format!("{l}\n"))
+        .unwrap();
+    let raw = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(d.path().join("raw.jsonl"))
+        .unwrap();
+    g.bench_function("baseline_write_sync_data", |b| {
+        b.iter(|| {
+            (&raw).write_all(line.as_bytes()).unwrap();
+            raw.sync_data().unwrap();
+        })
+    });
     g.finish();
 }
 
