@@ -4,12 +4,18 @@ use crate::error::CliResult;
 use clap::{Parser, Subcommand};
 
 pub mod activate;
+pub mod approve;
 pub mod audit;
+pub mod connect;
+pub mod doctor;
 pub mod exec;
 pub mod grant;
 pub mod install;
 pub mod lint;
 pub mod list;
+pub mod mcp;
+pub mod policy;
+pub mod sense;
 pub mod session;
 pub mod show;
 
@@ -54,6 +60,18 @@ enum Command {
     /// Verify and read the audit trail.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Establish a `user` pack's binding by running its connect verb (RUNTIME §8).
+    Connect(connect::Args),
+    /// Relay a pack's stimulus events as JSON lines (RUNTIME §8).
+    Sense(sense::Args),
+    /// Serve active packs as MCP tools over stdio.
+    Mcp(mcp::Args),
+    /// Check the store, the kernel's confinement and the installed bins.
+    Doctor(doctor::Args),
+    /// Check, hash and try the operator's Histos runtime policy (RUNTIME §7).
+    Policy(policy::Args),
+    /// Grant a call paused for confirmation by the runtime policy (owner only).
+    Approve(approve::Args),
 }
 
 /// Runs the parsed command line.
@@ -71,6 +89,12 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Grant(a) => grant::run_grant(a),
         Command::Revoke(a) => grant::run_revoke(a),
         Command::Audit(c) => audit::run(c),
+        Command::Connect(a) => connect::run(a),
+        Command::Sense(a) => sense::run(a),
+        Command::Mcp(a) => mcp::run(a),
+        Command::Doctor(a) => doctor::run(a),
+        Command::Policy(a) => policy::run(a),
+        Command::Approve(a) => approve::run(a),
     }
 }
 
