@@ -4,6 +4,8 @@
 //! Deterministic crash points use the debug-build test seam `HCP_TEST_ABORT_AT=<step>`
 //! (see `hcp_store::pack::InstallStep`), which calls `std::process::abort()` there.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::World;

@@ -1,6 +1,8 @@
 //! The pack store through the built `hcp`: install, uninstall, list, show, activate,
 //! deactivate (RUNTIME §3), each test in its own temporary `HCP_HOME`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::World;

@@ -2,6 +2,8 @@
 //! listing a store of 1,000 installed packs. Run with
 //! `cargo bench -p hcp-store --bench store`; figures go to BENCHMARKS.md.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_store::Home;
 use hcp_store::pack::{self, BinLookup, InstallOptions};

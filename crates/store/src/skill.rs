@@ -108,10 +108,8 @@ pub(crate) fn deactivate_locked(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(StoreError::io("remove", marker, e)),
     };
-    if was {
-        if let Some(d) = marker.parent() {
-            sync_dir(d)?;
-        }
+    if let Some(d) = marker.parent().filter(|_| was) {
+        sync_dir(d)?;
     }
     let dir = home.dir(StoreDir::Skills).join(id);
     match std::fs::remove_dir_all(&dir) {
@@ -300,6 +298,7 @@ fn code_cell(s: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

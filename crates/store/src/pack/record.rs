@@ -113,6 +113,7 @@ pub fn files_digest(files: &BTreeMap<String, String>) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

@@ -1,5 +1,7 @@
 //! Library-level tests of install, load, list and uninstall.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use super::*;
 use hcp_model::PackId;
 use pretty_assertions::assert_eq;
