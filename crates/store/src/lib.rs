@@ -13,6 +13,8 @@
 
 pub mod atomic;
 pub mod audit;
+pub mod binding;
+pub mod counter;
 pub mod error;
 pub mod grant;
 pub mod home;

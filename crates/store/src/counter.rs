@@ -1,0 +1,232 @@
+//! Call counters shared by every hcp process: the `rate_limit` and `budget` of the
+//! operator's runtime policy (RUNTIME §7, HISTOS-ENGINE §6), kept across runs.
+//!
+//! ```text
+//! state/counters/<sha256 of identity NUL tool>.json   {"identity", "tool", "recent": [ms…], "total"}
+//! state/counters/<same>.lock                          the key's lock (flock)
+//! ```
+//!
+//! [`Counters::try_consume`] holds the key's exclusive lock across read, decide and write,
+//! so concurrent processes cannot both take the last slot. A read-only [`Counters::check`]
+//! takes the shared lock. The store is generic: it knows identities, tools and numbers,
+//! not policies.
+
+use crate::atomic::write_atomic;
+use crate::error::{StoreError, StoreResult};
+use crate::home::{Home, StoreDir};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::path::PathBuf;
+
+/// The most timestamps kept per key: a `rate_limit` above this is treated as this.
+pub const MAX_RECENT: usize = 100_000;
+
+/// The limits of one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// Calls allowed in the rolling window.
+    pub rate_limit: Option<u64>,
+    /// Calls allowed for the life of the store.
+    pub budget: Option<u64>,
+    /// The rolling window, in milliseconds.
+    pub window_ms: u64,
+}
+
+/// A counter's verdict, checked in the order budget, then rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within limits (and, for [`Counters::try_consume`], counted).
+    Ok,
+    /// The budget is spent.
+    Budget,
+    /// The window is full.
+    RateLimit,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    identity: String,
+    tool: String,
+    recent: Vec<u64>,
+    total: u64,
+}
+
+/// The counters of one store.
+#[derive(Debug, Clone)]
+pub struct Counters {
+    dir: PathBuf,
+}
+
+impl Counters {
+    /// The counters of `home` (nothing is created until a call is counted).
+    pub fn new(home: &Home) -> Self {
+        Self {
+            dir: home.dir(StoreDir::State).join("counters"),
+        }
+    }
+
+    fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
+        let mut h = Sha256::new();
+        h.update(identity.as_bytes());
+        h.update([0]);
+        h.update(tool.as_bytes());
+        let name = hex::encode(h.finalize());
+        (
+            self.dir.join(format!("{name}.json")),
+            self.dir.join(format!("{name}.lock")),
+        )
+    }
+
+    fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::io("create", &self.dir, e))?;
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io("open", path, e))?;
+        if exclusive { f.lock() } else { f.lock_shared() }
+            .map_err(|e| StoreError::io("lock", path, e))?;
+        Ok(f)
+    }
+
+    fn read(path: &PathBuf) -> StoreResult<Record> {
+        match std::fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Damaged {
+                path: path.clone(),
+                reason: e.to_string(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
+            Err(e) => Err(StoreError::io("read", path, e)),
+        }
+    }
+
+    fn verdict(r: &Record, limits: Limits, now_ms: u64) -> Verdict {
+        if limits.budget.is_some_and(|b| r.total >= b) {
+            return Verdict::Budget;
+        }
+        if let Some(rate) = limits.rate_limit {
+            let since = now_ms.saturating_sub(limits.window_ms);
+            let n = r.recent.iter().filter(|&&t| t >= since).count() as u64;
+            if n >= rate.min(MAX_RECENT as u64) {
+                return Verdict::RateLimit;
+            }
+        }
+        Verdict::Ok
+    }
+
+    /// Whether a call of `tool` by `identity` at `now_ms` is within `limits`, without
+    /// counting it.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be read (callers fail closed).
+    pub fn check(
+        &self,
+        identity: &str,
+        tool: &str,
+        limits: Limits,
+        now_ms: u64,
+    ) -> StoreResult<Verdict> {
+        let (path, lock) = self.paths(identity, tool);
+        let _l = self.lock(&lock, false)?;
+        Ok(Self::verdict(&Self::read(&path)?, limits, now_ms))
+    }
+
+    /// Checks and, when within `limits`, counts one call, atomically across processes.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be read or written (callers fail closed).
+    pub fn try_consume(
+        &self,
+        identity: &str,
+        tool: &str,
+        limits: Limits,
+        now_ms: u64,
+    ) -> StoreResult<Verdict> {
+        let (path, lock) = self.paths(identity, tool);
+        let _l = self.lock(&lock, true)?;
+        let mut r = Self::read(&path)?;
+        let v = Self::verdict(&r, limits, now_ms);
+        if v != Verdict::Ok {
+            return Ok(v);
+        }
+        let since = now_ms.saturating_sub(limits.window_ms);
+        r.recent.retain(|&t| t >= since);
+        if r.recent.len() >= MAX_RECENT {
+            r.recent.remove(0);
+        }
+        r.recent.push(now_ms);
+        r.total += 1;
+        r.identity = identity.to_owned();
+        r.tool = tool.to_owned();
+        let bytes = serde_json::to_vec(&r).map_err(|e| StoreError::Damaged {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        write_atomic(&path, &bytes)?;
+        Ok(Verdict::Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_and_budget() {
+        let d = tempfile::tempdir().unwrap();
+        let c = Counters::new(&Home::open(d.path()).unwrap());
+        let rate = Limits {
+            rate_limit: Some(2),
+            budget: None,
+            window_ms: 1000,
+        };
+        assert_eq!(c.try_consume("a", "t", rate, 10_000).unwrap(), Verdict::Ok);
+        assert_eq!(c.try_consume("a", "t", rate, 10_001).unwrap(), Verdict::Ok);
+        assert_eq!(c.check("a", "t", rate, 10_002).unwrap(), Verdict::RateLimit);
+        assert_eq!(
+            c.try_consume("a", "t", rate, 10_002).unwrap(),
+            Verdict::RateLimit
+        );
+        // another principal has its own counter
+        assert_eq!(c.try_consume("b", "t", rate, 10_002).unwrap(), Verdict::Ok);
+        // the window rolls
+        assert_eq!(c.try_consume("a", "t", rate, 11_001).unwrap(), Verdict::Ok);
+        let budget = Limits {
+            rate_limit: None,
+            budget: Some(1),
+            window_ms: 1000,
+        };
+        assert_eq!(c.try_consume("a", "u", budget, 1).unwrap(), Verdict::Ok);
+        assert_eq!(
+            c.try_consume("a", "u", budget, 999_999).unwrap(),
+            Verdict::Budget
+        );
+    }
+
+    #[test]
+    fn concurrent_consumers_take_exactly_the_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let limits = Limits {
+            rate_limit: Some(5),
+            budget: None,
+            window_ms: 60_000,
+        };
+        let ok = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let c = Counters::new(&home);
+                    for _ in 0..5 {
+                        if c.try_consume("p", "t", limits, 1_000).unwrap() == Verdict::Ok {
+                            ok.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(ok.into_inner(), 5);
+    }
+}
