@@ -11,9 +11,11 @@
 
 #![deny(missing_docs)]
 
+pub mod approval;
 pub mod atomic;
 pub mod audit;
 pub mod binding;
+pub mod config;
 pub mod counter;
 pub mod error;
 pub mod grant;

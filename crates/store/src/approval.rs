@@ -1,0 +1,396 @@
+//! Out-of-band approvals of the runtime policy's `confirmation` (RUNTIME §7): a call the
+//! policy pauses is recorded as a pending approval; the owner grants it with `hcp approve
+//! ID`; the same call (same tool, same arguments, same principal, same policy) then passes
+//! once, within the approval's window.
+//!
+//! ```text
+//! state/approvals/<id>.json
+//! ```
+//!
+//! Every change is made under the store lock, so an approval is used at most once even
+//! when concurrent processes present the same call.
+
+use crate::atomic::write_atomic;
+use crate::error::{StoreError, StoreResult};
+use crate::home::{Home, StoreDir};
+use crate::lock::StoreLock;
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// How long an approval stays usable after the owner grants it when the policy names no
+/// `expires_in`, in seconds (5 minutes).
+pub const DEFAULT_WINDOW_S: u64 = 300;
+/// How long a request waits for the owner before it is dropped from the list, in seconds
+/// (24 hours).
+pub const PENDING_TTL_S: i64 = 24 * 3600;
+
+/// One approval, pending, granted or used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// `apr_` and 20 hex digits.
+    pub id: String,
+    /// The tool (`PACK.VERB`).
+    pub tool: String,
+    /// The principal whose call it is.
+    pub principal: String,
+    /// The digest of the call's (bound) arguments.
+    pub args_digest: String,
+    /// The runtime policy's `content_hash` when the call was paused.
+    pub policy_hash: String,
+    /// Argument name → a short preview of its value, for the owner to review.
+    pub summary: BTreeMap<String, String>,
+    /// When the call was paused.
+    pub requested_at: Timestamp,
+    /// How long the approval is usable after it is granted, in seconds.
+    pub window_s: u64,
+    /// When the owner granted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<Timestamp>,
+    /// When the call used it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_at: Option<Timestamp>,
+}
+
+impl Approval {
+    /// `pending`, `approved`, `used`, or `expired` at `now`.
+    pub fn state(&self, now: Timestamp) -> &'static str {
+        if self.used_at.is_some() {
+            "used"
+        } else if let Some(at) = self.approved_at {
+            if now
+                >= at
+                    + SignedDuration::from_secs(
+                        i64::try_from(self.window_s).unwrap_or(i64::MAX / 2),
+                    )
+            {
+                "expired"
+            } else {
+                "approved"
+            }
+        } else if now >= self.requested_at + SignedDuration::from_secs(PENDING_TTL_S) {
+            "expired"
+        } else {
+            "pending"
+        }
+    }
+
+    fn matches(&self, tool: &str, principal: &str, args_digest: &str, policy_hash: &str) -> bool {
+        self.tool == tool
+            && self.principal == principal
+            && self.args_digest == args_digest
+            && self.policy_hash == policy_hash
+    }
+}
+
+/// Why `hcp approve` refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// No such id.
+    #[error("no approval `{0}`")]
+    Unknown(String),
+    /// It was used already (single use).
+    #[error("approval `{0}` was used already")]
+    Used(String),
+    /// Too late.
+    #[error("approval `{0}` has expired")]
+    Expired(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApprovalError {
+    /// `unknown_approval`, `approval_used`, `approval_expired`, or the store's code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unknown(_) => "unknown_approval",
+            Self::Used(_) => "approval_used",
+            Self::Expired(_) => "approval_expired",
+            Self::Store(e) => e.code(),
+        }
+    }
+}
+
+fn dir(home: &Home) -> PathBuf {
+    home.dir(StoreDir::State).join("approvals")
+}
+
+fn valid_id(id: &str) -> bool {
+    id.strip_prefix("apr_")
+        .is_some_and(|h| h.len() == 20 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn save(home: &Home, a: &Approval) -> StoreResult<()> {
+    let path = dir(home).join(format!("{}.json", a.id));
+    let bytes = serde_json::to_vec_pretty(a).map_err(|e| StoreError::Damaged {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    write_atomic(&path, &bytes)
+}
+
+/// Every approval, oldest first. Damaged files are skipped.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory cannot be read.
+pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
+    let d = dir(home);
+    let rd = match std::fs::read_dir(&d) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io("read", &d, e)),
+    };
+    let mut out: Vec<Approval> = rd
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.ends_with(".json") && valid_id(&n[..n.len() - 5]))
+        })
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .filter_map(|b| serde_json::from_slice(&b).ok())
+        .collect();
+    out.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
+    Ok(out)
+}
+
+/// Records a paused call, or returns the pending request of the same call.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be written.
+#[allow(clippy::too_many_arguments)]
+pub fn request(
+    home: &Home,
+    tool: &str,
+    principal: &str,
+    args_digest: &str,
+    policy_hash: &str,
+    summary: BTreeMap<String, String>,
+    window_s: Option<u64>,
+    now: Timestamp,
+) -> StoreResult<Approval> {
+    let _lock = StoreLock::acquire(home)?;
+    if let Some(a) = list(home)?
+        .into_iter()
+        .find(|a| a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "pending")
+    {
+        return Ok(a);
+    }
+    let mut raw = [0u8; 10];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut raw))
+        .map_err(|e| StoreError::io("read", "/dev/urandom", e))?;
+    let a = Approval {
+        id: format!("apr_{}", hex::encode(raw)),
+        tool: tool.to_owned(),
+        principal: principal.to_owned(),
+        args_digest: args_digest.to_owned(),
+        policy_hash: policy_hash.to_owned(),
+        summary,
+        requested_at: now,
+        window_s: window_s.unwrap_or(DEFAULT_WINDOW_S),
+        approved_at: None,
+        used_at: None,
+    };
+    save(home, &a)?;
+    Ok(a)
+}
+
+/// Uses a granted, unused, unexpired approval of exactly this call, if there is one:
+/// marks it used (single use) and returns it.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read or written (callers fail closed).
+pub fn take(
+    home: &Home,
+    tool: &str,
+    principal: &str,
+    args_digest: &str,
+    policy_hash: &str,
+    now: Timestamp,
+) -> StoreResult<Option<Approval>> {
+    let d = dir(home);
+    if !d.exists() {
+        return Ok(None);
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let Some(mut a) = list(home)?.into_iter().find(|a| {
+        a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "approved"
+    }) else {
+        return Ok(None);
+    };
+    a.used_at = Some(now);
+    save(home, &a)?;
+    Ok(Some(a))
+}
+
+/// Grants approval `id` (the caller checked the owner).
+///
+/// # Errors
+/// [`ApprovalError`]: unknown, used, expired, or the store's.
+pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+    if !valid_id(id) {
+        return Err(ApprovalError::Unknown(id.to_owned()));
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ApprovalError::Unknown(id.to_owned()));
+        }
+        Err(e) => return Err(StoreError::io("read", &path, e).into()),
+    };
+    let mut a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    match a.state(now) {
+        "used" => return Err(ApprovalError::Used(a.id)),
+        "expired" => return Err(ApprovalError::Expired(a.id)),
+        "approved" => return Ok(a),
+        _ => {}
+    }
+    a.approved_at = Some(now);
+    save(home, &a)?;
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn single_use_bound_to_the_call() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let a = request(
+            &home,
+            "mail.mail.send",
+            "agent",
+            "sha256:a",
+            "sha256:p",
+            BTreeMap::new(),
+            Some(60),
+            t(0),
+        )
+        .unwrap();
+        // the same call asks again: the same request
+        assert_eq!(
+            request(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:a",
+                "sha256:p",
+                BTreeMap::new(),
+                Some(60),
+                t(1)
+            )
+            .unwrap()
+            .id,
+            a.id
+        );
+        // not approved yet
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:a",
+                "sha256:p",
+                t(2)
+            )
+            .unwrap()
+            .is_none()
+        );
+        approve(&home, &a.id, t(3)).unwrap();
+        // other arguments, another principal, another policy: no
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:b",
+                "sha256:p",
+                t(4)
+            )
+            .unwrap()
+            .is_none()
+        );
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "other",
+                "sha256:a",
+                "sha256:p",
+                t(4)
+            )
+            .unwrap()
+            .is_none()
+        );
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:a",
+                "sha256:q",
+                t(4)
+            )
+            .unwrap()
+            .is_none()
+        );
+        // the call itself: once
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:a",
+                "sha256:p",
+                t(5)
+            )
+            .unwrap()
+            .is_some()
+        );
+        assert!(
+            take(
+                &home,
+                "mail.mail.send",
+                "agent",
+                "sha256:a",
+                "sha256:p",
+                t(6)
+            )
+            .unwrap()
+            .is_none()
+        );
+        assert_eq!(
+            approve(&home, &a.id, t(7)).unwrap_err().code(),
+            "approval_used"
+        );
+        assert_eq!(
+            approve(&home, "apr_nope", t(7)).unwrap_err().code(),
+            "unknown_approval"
+        );
+    }
+
+    #[test]
+    fn approvals_expire() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let a = request(&home, "x.y", "p", "d", "h", BTreeMap::new(), Some(10), t(0)).unwrap();
+        approve(&home, &a.id, t(1)).unwrap();
+        assert!(take(&home, "x.y", "p", "d", "h", t(20)).unwrap().is_none());
+        assert_eq!(a.state(t(PENDING_TTL_S + 1)), "expired");
+    }
+}
