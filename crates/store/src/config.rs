@@ -1,0 +1,281 @@
+//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child"): how
+//! `local` land children are sandboxed and the resource limits of every child.
+//!
+//! ```json
+//! {
+//!   "sandbox": { "require": false, "network": "allow" },
+//!   "limits": {
+//!     "cpu_seconds": 60,
+//!     "address_space_bytes": 4294967296,
+//!     "open_files": 1024,
+//!     "file_size_bytes": 1073741824,
+//!     "processes": 1024
+//!   }
+//! }
+//! ```
+//!
+//! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); a
+//! missing file is the defaults. Reading is strict: an unknown or repeated key, a wrong
+//! type or a zero limit is a [`ConfigError`] naming the file, line and column, and
+//! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
+//! understand. The per-exec overrides of the limits can only tighten them
+//! (`hcp_adapter::ResourceLimits::tightened`).
+
+use hcp_model::strict::{ParseError, parse_strict};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The file name under `$HCP_HOME`.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Default `limits.cpu_seconds`: 60 s of CPU, the default wall timeout (RUNTIME §5).
+pub const DEFAULT_CPU_SECONDS: u64 = 60;
+/// Default `limits.address_space_bytes`: 4 GiB of virtual memory.
+pub const DEFAULT_ADDRESS_SPACE_BYTES: u64 = 4 << 30;
+/// Default `limits.open_files`: 1024 descriptors.
+pub const DEFAULT_OPEN_FILES: u64 = 1024;
+/// Default `limits.file_size_bytes`: 1 GiB, the largest file a child may write.
+pub const DEFAULT_FILE_SIZE_BYTES: u64 = 1 << 30;
+/// Default `limits.processes`: 1024 processes of the user (`RLIMIT_NPROC` counts all of
+/// the user's processes, not only the child's; root is not limited by the kernel).
+pub const DEFAULT_PROCESSES: u64 = 1024;
+
+/// `$HCP_HOME/config.json`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// The sandbox of `local` land.
+    pub sandbox: SandboxConfig,
+    /// The resource limits of every child.
+    pub limits: LimitsConfig,
+}
+
+/// `sandbox`: the kernel confinement of `local` land children.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// `require` (default `false`): refuse `local` verbs (`sandbox_unavailable`) where the
+    /// kernel has no Landlock, instead of running them unconfined.
+    pub require: bool,
+    /// `network` (default `allow`): `deny` forbids TCP `bind`/`connect` to `local`
+    /// children (Landlock ABI 4 or later; refused where the kernel cannot enforce it).
+    pub network: NetworkMode,
+}
+
+/// `sandbox.network`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// `"allow"`.
+    #[default]
+    Allow,
+    /// `"deny"`.
+    Deny,
+}
+
+/// `limits`: soft = hard resource limits of every child (`setrlimit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Seconds of CPU time ([`DEFAULT_CPU_SECONDS`]).
+    pub cpu_seconds: u64,
+    /// Bytes of address space ([`DEFAULT_ADDRESS_SPACE_BYTES`]).
+    pub address_space_bytes: u64,
+    /// Open file descriptors ([`DEFAULT_OPEN_FILES`]).
+    pub open_files: u64,
+    /// Bytes of the largest file written ([`DEFAULT_FILE_SIZE_BYTES`]).
+    pub file_size_bytes: u64,
+    /// Processes of the user ([`DEFAULT_PROCESSES`]).
+    pub processes: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            cpu_seconds: DEFAULT_CPU_SECONDS,
+            address_space_bytes: DEFAULT_ADDRESS_SPACE_BYTES,
+            open_files: DEFAULT_OPEN_FILES,
+            file_size_bytes: DEFAULT_FILE_SIZE_BYTES,
+            processes: DEFAULT_PROCESSES,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// The limits by name, in file order.
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("cpu_seconds", self.cpu_seconds),
+            ("address_space_bytes", self.address_space_bytes),
+            ("open_files", self.open_files),
+            ("file_size_bytes", self.file_size_bytes),
+            ("processes", self.processes),
+        ]
+    }
+}
+
+/// Why the runtime configuration cannot be used. Every exec stops on it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `bad_config`: the file does not parse, or a value is out of range.
+    #[error("configuration `{}` is invalid at line {line}, column {column}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// 1-based column (0 when unknown).
+        column: usize,
+        /// What is wrong, lowercase.
+        message: String,
+    },
+    /// `store_io`: the file exists but cannot be read.
+    #[error("cannot read configuration `{}`", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ConfigError {
+    /// The stable code: `bad_config` or `store_io`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid { .. } => "bad_config",
+            Self::Io { .. } => "store_io",
+        }
+    }
+
+    /// The exit status: 78 (`EX_CONFIG`) for `bad_config`, 74 for `store_io`.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            Self::Invalid { .. } => 78,
+            Self::Io { .. } => 74,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// The configuration file of the store at `home`.
+    pub fn path(home: &Path) -> PathBuf {
+        home.join(CONFIG_FILE)
+    }
+
+    /// Reads `$HCP_HOME/config.json`; a missing file (or home) is the defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a file that does not parse strictly or holds a zero
+    /// limit; [`ConfigError::Io`] when it exists and cannot be read.
+    pub fn load(home: &Path) -> Result<Self, ConfigError> {
+        let path = Self::path(home);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Io { path, source }),
+        }
+    }
+
+    /// Parses the text of `path` (named in errors only).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] as for [`load`](Self::load).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Self = parse_strict(text).map_err(|e: ParseError| ConfigError::Invalid {
+            path: path.to_owned(),
+            line: e.line,
+            column: e.column,
+            message: e.message,
+        })?;
+        if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                line: 0,
+                column: 0,
+                message: format!("`limits.{name}` must be at least 1"),
+            });
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn parse(text: &str) -> Result<RuntimeConfig, ConfigError> {
+        RuntimeConfig::parse(text, Path::new("/h/config.json"))
+    }
+
+    #[test]
+    fn a_missing_file_is_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            RuntimeConfig::load(dir.path()).unwrap(),
+            RuntimeConfig::default()
+        );
+        assert_eq!(
+            RuntimeConfig::load(&dir.path().join("absent")).unwrap(),
+            RuntimeConfig::default()
+        );
+    }
+
+    #[test]
+    fn keys_are_optional() {
+        let c = parse(r#"{"sandbox": {"network": "deny"}, "limits": {"processes": 64}}"#).unwrap();
+        assert_eq!(
+            c,
+            RuntimeConfig {
+                sandbox: SandboxConfig {
+                    require: false,
+                    network: NetworkMode::Deny
+                },
+                limits: LimitsConfig {
+                    processes: 64,
+                    ..LimitsConfig::default()
+                },
+            }
+        );
+        assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_place() {
+        let e = parse("{\n  \"sandbox\": {\"require\": true, \"requir\": false}\n}").unwrap_err();
+        assert_eq!(e.code(), "bad_config");
+        let ConfigError::Invalid { line, column, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((*line, *column), (2, 39));
+        assert!(e.to_string().starts_with(
+            "configuration `/h/config.json` is invalid at line 2, column 39: unknown field `requir`"
+        ));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for text in [
+            r#"{"sandbox": {"network": "maybe"}}"#,
+            r#"{"sandbox": {"require": "yes"}}"#,
+            r#"{"limits": {"cpu_seconds": -1}}"#,
+            r#"{"limits": {"open_files": 0}}"#,
+            r#"{"limits": {"processes": 1, "processes": 2}}"#,
+            "{",
+            "",
+        ] {
+            assert_eq!(parse(text).unwrap_err().code(), "bad_config", "{text}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(CONFIG_FILE)).unwrap();
+        let e = RuntimeConfig::load(dir.path()).unwrap_err();
+        assert_eq!((e.code(), e.exit_status()), ("store_io", 74));
+    }
+}
