@@ -166,6 +166,18 @@ fn session_end_by_principal_and_from_stdin() {
     assert!(session::resolve(&home(&w), &b, now).is_err());
     let o = w.run(&["session", "end", "--principal", "alice"]);
     assert_eq!(stdout(&o), "no session of `alice` to end\n");
+    let unknown = format!("hcps_{}", "0".repeat(64));
+    for (token, message) in [
+        ("garbage", "the session token is malformed"),
+        (unknown.as_str(), "the session token is unknown"),
+    ] {
+        let o = w.run(&["session", "end", token]);
+        assert_eq!(o.status.code(), Some(1), "{}", w.render(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!("error: {message}\n  code: bad_session\n")
+        );
+    }
 }
 
 #[test]
