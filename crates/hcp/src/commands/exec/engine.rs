@@ -12,6 +12,7 @@ use hcp_store::pack::{self, InstalledPack, PackError};
 use hcp_store::{Home, binding, grant, session};
 use jiff::Timestamp;
 use std::ffi::OsString;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -116,9 +117,21 @@ struct Facts {
 /// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
 /// refusal carries its code.
 pub fn execute(env: &ExecEnv, call: Call) -> Answer {
+    execute_with(env, call, None)
+}
+
+/// [`execute`] for a face that can abandon a call mid-run (`hcp mcp`: the client cancelled
+/// or disconnected). `cancel` is a descriptor (the read end of a pipe) that becomes
+/// readable, or hangs up, when the call must end: the adapter then ends the child's
+/// process group, and the run is answered and audited with code `cancelled`.
+pub fn execute_cancellable(env: &ExecEnv, call: Call, cancel: BorrowedFd<'_>) -> Answer {
+    execute_with(env, call, Some(cancel))
+}
+
+fn execute_with(env: &ExecEnv, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
     let started = Instant::now();
     let mut facts = Facts::default();
-    match execute_inner(env, call, &mut facts, started) {
+    match execute_inner(env, call, cancel, &mut facts, started) {
         Ok(a) => a,
         Err((refusal, audited)) => {
             let audit_id = if audited {
@@ -133,7 +146,13 @@ pub fn execute(env: &ExecEnv, call: Call) -> Answer {
 
 type Step1<T> = Result<T, (Refusal, bool)>;
 
-fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant) -> Step1<Answer> {
+fn execute_inner(
+    env: &ExecEnv,
+    call: Call,
+    cancel: Option<BorrowedFd<'_>>,
+    facts: &mut Facts,
+    started: Instant,
+) -> Step1<Answer> {
     // Step 1: the target.
     let (pack, verb_key) = resolve(env, &call).map_err(|r| (r, false))?;
     facts.pack_id = Some(pack.id.to_string());
@@ -384,7 +403,7 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
         cwd: allowed.workdir.clone(),
         limits,
         confine: None,
-        cancel: None,
+        cancel,
     };
     let outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -396,6 +415,13 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
                 "the verb ran past its timeout of {:.3} s",
                 limits.timeout.as_secs_f64()
             )),
+        )
+    } else if outcome.cancelled {
+        (
+            // 128 + SIGINT: the caller went away (no face prints this status).
+            130,
+            Some("cancelled".to_string()),
+            Some("the caller abandoned the call; its process group was ended".to_string()),
         )
     } else {
         (
@@ -440,7 +466,7 @@ fn execute_inner(env: &ExecEnv, call: Call, facts: &mut Facts, started: Instant)
         serde_json::from_str(&stdout_text).unwrap_or(serde_json::Value::Null)
     };
     let result = ExecResult {
-        ok: !outcome.timed_out && outcome.exit_code == 0,
+        ok: !outcome.timed_out && !outcome.cancelled && outcome.exit_code == 0,
         pack_id: Some(pack.id.to_string()),
         verb_key: Some(verb_key),
         operation: Some(allowed.operation.to_string()),

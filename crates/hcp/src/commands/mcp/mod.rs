@@ -1,11 +1,98 @@
-//! `hcp mcp`: built by its own change.
-use crate::error::CliResult;
+//! `hcp mcp`: the active packs as MCP tools over stdio (newline-delimited JSON-RPC), through
+//! the same gate as `hcp exec --envelope`.
+//!
+//! - The protocol layer is the official Rust SDK (`rmcp`); this module only maps packs to
+//!   tools ([`catalog`]) and calls to [`engine::execute`](crate::commands::exec::engine)
+//!   with `Face::Mcp` ([`server`]). stdout is the protocol: logs go to stderr only.
+//! - The principal is the server process's: `HCP_SESSION` is read once at startup, and
+//!   nothing in a request (arguments, `_meta`) changes it. A bad token makes every call
+//!   answer `bad_session`; it never falls back to the owner.
+//! - The tool list changes only when the owner changes the active packs or reinstalls one
+//!   ([`catalog::Signature`]); the server then sends `notifications/tools/list_changed`.
+//! - Requests are bounded ([`intake::MAX_REQUEST_BYTES`]); when the client closes stdin,
+//!   calls in flight are abandoned: their process groups are ended and their audit records
+//!   written before the process exits.
+
+pub mod catalog;
+pub mod intake;
+pub mod server;
+
+use crate::commands::exec::exec_env;
+use crate::error::{CliError, CliResult};
+use rmcp::ServiceExt;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use std::time::Duration;
+
+/// How often the server looks for owner changes between requests (each request also looks).
+pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Arguments of `hcp mcp`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Serves one tool per verb of each active pack whose `transports` include `mcp`, \
+                  named PACK.VERB. The caller is the session in HCP_SESSION (else the owner). \
+                  Logs go to stderr; stdout is the protocol."
+)]
 pub struct Args {}
 
-/// Runs `hcp mcp`.
+/// Runs `hcp mcp` until the client closes stdin.
+///
+/// # Errors
+/// The store's when `HCP_HOME` cannot be used; `mcp_failed` when the async runtime cannot
+/// start or the client never completes `initialize`.
 pub fn run(_a: Args) -> CliResult {
-    Err(super::not_built("mcp"))
+    let env = exec_env()?;
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .try_init();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("mcp_failed", "cannot start the async runtime", 1).cause(e))?;
+    let out = rt.block_on(serve(env));
+    // Dropping the runtime waits for the blocking calls still in flight: each ends its
+    // child's group (its cancel pipe is closed) and writes its audit record first.
+    drop(rt);
+    out
+}
+
+async fn serve(env: crate::commands::exec::engine::ExecEnv) -> CliResult {
+    let server = server::Server::new(env);
+    let inflight = server.inflight();
+    let (to_sdk, from_pump) = tokio::io::duplex(64 * 1024);
+    let pump = tokio::spawn(intake::pump(
+        tokio::io::BufReader::new(tokio::io::stdin()),
+        to_sdk,
+        intake::MAX_REQUEST_BYTES,
+    ));
+    let transport = AsyncRwTransport::new_server(from_pump, tokio::io::stdout())
+        .with_max_line_length(intake::MAX_REQUEST_BYTES + 1024);
+    let running = match server.clone().serve(transport).await {
+        Ok(r) => r,
+        Err(e) => {
+            pump.abort();
+            return Err(
+                CliError::new("mcp_failed", "the client did not complete `initialize`", 1).cause(e),
+            );
+        }
+    };
+    let peer = running.peer().clone();
+    let watcher = tokio::spawn({
+        let server = server.clone();
+        async move {
+            let mut tick = tokio::time::interval(WATCH_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                server.refresh_and_notify(&peer).await;
+            }
+        }
+    });
+    let _ = running.waiting().await;
+    watcher.abort();
+    pump.abort();
+    inflight.cancel_all();
+    Ok(crate::exit::OK)
 }

@@ -1,0 +1,333 @@
+//! The MCP server of `hcp mcp`: `tools/list` from the [`Catalog`], `tools/call` through
+//! [`engine::execute`] with [`Face::Mcp`], the same path as `hcp exec --envelope`.
+//!
+//! Errors are split as the MCP specification splits them: an unknown tool or a malformed
+//! request is a JSON-RPC error; everything the gate or the verb answers (a refusal with its
+//! code, a failed run) is a tool result with `isError: true`.
+
+use super::catalog::{Catalog, Signature};
+use super::intake::{MAX_REQUEST_BYTES, TOO_LARGE_METHOD};
+use crate::commands::exec::engine::{self, Answer, Call, CallArgs, ExecEnv};
+use crate::exit;
+use hcp_gate::Face;
+use hcp_model::ArgValue;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::PipeWriter;
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The longest value one argument may hold, in bytes: Linux's limit for one argv element
+/// (`MAX_ARG_STRLEN`, 128 KiB with its NUL).
+pub const MAX_VALUE_BYTES: usize = 128 * 1024 - 1;
+
+/// The server: the process facts read once at startup (`HCP_SESSION` among them), the
+/// catalog, and the calls in flight.
+#[derive(Clone)]
+pub struct Server {
+    env: Arc<ExecEnv>,
+    catalog: Arc<Mutex<Catalog>>,
+    inflight: Arc<Inflight>,
+}
+
+impl Server {
+    /// A server over `env`, its catalog built from the store as it is now.
+    pub fn new(env: ExecEnv) -> Self {
+        let signature = Signature::read(&env.home).unwrap_or_default();
+        let catalog = Catalog::build(&env.home, signature, &Catalog::default());
+        Self {
+            env: Arc::new(env),
+            catalog: Arc::new(Mutex::new(catalog)),
+            inflight: Arc::new(Inflight::default()),
+        }
+    }
+
+    /// The calls in flight, for ending them all when the client goes away.
+    pub fn inflight(&self) -> Arc<Inflight> {
+        self.inflight.clone()
+    }
+
+    fn catalog(&self) -> MutexGuard<'_, Catalog> {
+        self.catalog.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads the signature; when the owner changed the active packs or their install
+    /// records, rebuilds the catalog and answers true.
+    pub fn refresh(&self) -> bool {
+        let Ok(signature) = Signature::read(&self.env.home) else {
+            return false;
+        };
+        let mut cat = self.catalog();
+        if cat.signature == signature {
+            return false;
+        }
+        let next = Catalog::build(&self.env.home, signature, &cat);
+        *cat = next;
+        true
+    }
+
+    /// [`Self::refresh`], then `notifications/tools/list_changed` when something changed.
+    pub async fn refresh_and_notify(&self, peer: &Peer<RoleServer>) {
+        if self.refresh() {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::warn!("cannot send tools/list_changed: {e}");
+            }
+        }
+    }
+}
+
+/// The cancel pipes of the calls in flight. Dropping a call's write end ends its child's
+/// process group (the adapter polls the read end); the engine still writes the audit record.
+#[derive(Debug, Default)]
+pub struct Inflight {
+    next: Mutex<u64>,
+    writers: Mutex<HashMap<u64, PipeWriter>>,
+}
+
+impl Inflight {
+    fn register(self: &Arc<Self>, w: PipeWriter) -> InflightGuard {
+        let id = {
+            let mut n = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            *n += 1;
+            *n
+        };
+        self.writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, w);
+        InflightGuard {
+            id,
+            set: self.clone(),
+        }
+    }
+
+    /// Abandons every call in flight (the client closed its end).
+    pub fn cancel_all(&self) {
+        self.writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+/// Removes (so closes) a call's write end when the call's future ends or is dropped.
+struct InflightGuard {
+    id: u64,
+    set: Arc<Inflight>,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.set
+            .writers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// The call's arguments as the envelope face takes them: a JSON object of strings,
+/// numbers and booleans, each string at most [`MAX_VALUE_BYTES`].
+///
+/// # Errors
+/// The refusal answer (not audited, like a bad envelope): `bad_envelope` for a value of
+/// another type, `arg_invalid` for a value too long for argv.
+pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Box<Answer>> {
+    let mut out = Vec::new();
+    for (name, v) in args.unwrap_or_default() {
+        let value = match v {
+            Value::String(s) => {
+                if s.len() > MAX_VALUE_BYTES {
+                    return Err(Box::new(engine::early_refusal(
+                        "arg_invalid",
+                        format!(
+                            "argument `{name}` is {} bytes; a value may be at most {MAX_VALUE_BYTES} bytes (one argv element)",
+                            s.len()
+                        ),
+                        None,
+                        exit::EX_DATAERR,
+                    )));
+                }
+                ArgValue::String(s)
+            }
+            Value::Number(n) => ArgValue::Number(n),
+            Value::Bool(b) => ArgValue::Bool(b),
+            other => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                };
+                return Err(Box::new(engine::early_refusal(
+                    "bad_envelope",
+                    format!(
+                        "argument `{name}` is {kind}; a value is a string, a number or a boolean"
+                    ),
+                    Some("the tool's inputSchema lists its arguments".into()),
+                    exit::EX_DATAERR,
+                )));
+            }
+        };
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// The tool result of an answer. A refusal: `isError`, the message as text (exactly
+/// `confirm required` for the confirm gate), the code and hint as a second text, and the
+/// refusal object of RUNTIME §5 as `structuredContent`. A run: the child's stdout as text
+/// (stderr as a second text when not empty), its JSON object as `structuredContent` when
+/// it printed one, `isError` unless it exited 0; the run's facts (exit code, audit id…) in
+/// `_meta.hcp`.
+pub fn tool_result(a: &Answer) -> CallToolResult {
+    let r = &a.result;
+    let mut facts = serde_json::to_value(r).unwrap_or(Value::Null);
+    if r.exit_code.is_none() {
+        let message = r.error.clone().unwrap_or_else(|| "refused".into());
+        let mut detail = format!("code: {}", r.code.as_deref().unwrap_or("refused"));
+        if let Some(h) = &r.hint {
+            detail.push_str(&format!("\nhint: {h}"));
+        }
+        let mut res = CallToolResult::error(vec![
+            ContentBlock::text(message),
+            ContentBlock::text(detail),
+        ]);
+        res.structured_content = Some(facts);
+        return res;
+    }
+    let mut content = vec![ContentBlock::text(String::from_utf8_lossy(&a.stdout))];
+    if !a.stderr.is_empty() {
+        content.push(ContentBlock::text(String::from_utf8_lossy(&a.stderr)));
+    }
+    let mut res = if r.ok {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    if r.data.is_object() {
+        res.structured_content = Some(r.data.clone());
+    }
+    if let Value::Object(m) = &mut facts {
+        for k in ["stdout", "stderr", "data"] {
+            m.remove(k);
+        }
+    }
+    let mut meta = JsonObject::new();
+    meta.insert("hcp".into(), facts);
+    res.meta = Some(MetaObject(meta));
+    res
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("hcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "each tool is a verb of an active hcp pack, named PACK.VERB, run through hcp's \
+             gate (session, grants, arguments, confirm) and audited. a refusal is a result \
+             with isError and its code; a write marked confirm runs only with `confirm: true`.",
+        )
+    }
+
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.refresh_and_notify(&context.peer).await;
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.refresh_and_notify(&context.peer).await;
+        let tools = self.catalog().tools().map(|e| e.tool.clone()).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.refresh_and_notify(&context.peer).await;
+        // `_meta` (a tenant in it or not) is never read: the principal is the server's.
+        let Some((pack_id, verb_key)) = self
+            .catalog()
+            .get(&request.name)
+            .map(|e| (e.pack_id.clone(), e.verb_key.clone()))
+        else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                Some(json!({ "code": "unknown_verb" })),
+            ));
+        };
+        let args = match arguments(request.arguments) {
+            Ok(a) => a,
+            Err(answer) => return Ok(tool_result(&answer).into()),
+        };
+        let (reader, writer) = std::io::pipe().map_err(|e| {
+            McpError::internal_error(format!("cannot make the cancel pipe: {e}"), None)
+        })?;
+        let guard = self.inflight.register(writer);
+        let call = Call {
+            pack_id: Some(pack_id),
+            target: verb_key,
+            args: CallArgs::Named(args),
+            face: Face::Mcp,
+            timeout: None,
+        };
+        let env = self.env.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            engine::execute_cancellable(&env, call, reader.as_fd())
+        });
+        let answer = tokio::select! {
+            joined = task => joined.map_err(|e| McpError::internal_error(format!("the call failed: {e}"), None))?,
+            () = context.ct.cancelled() => {
+                // Closing the pipe ends the child's group; the engine audits the run.
+                drop(guard);
+                return Err(McpError::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
+            }
+        };
+        drop(guard);
+        Ok(tool_result(&answer).into())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        if request.method == TOO_LARGE_METHOD {
+            let bytes = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("bytes"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            return Err(McpError::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "the request is larger than {MAX_REQUEST_BYTES} bytes (at least {bytes} read); it was not read"
+                ),
+                Some(json!({ "code": "request_too_large", "max_bytes": MAX_REQUEST_BYTES })),
+            ));
+        }
+        Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method `{}` is not served", request.method),
+            None,
+        ))
+    }
+}
