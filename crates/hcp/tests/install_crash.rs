@@ -248,3 +248,41 @@ fn installs_killed_with_sigkill_at_varied_moments_never_leave_a_mix() {
     );
     recover(&w, &v1, "after the kills");
 }
+
+#[test]
+fn readers_racing_reinstalls_see_one_install_or_the_other() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let w = World::new();
+    let v1 = version(&w, "v1", "First.");
+    let v2 = version(&w, "v2", "Second.");
+    assert!(
+        w.run(&["install", "--activate", v1.dir.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let done = AtomicBool::new(false);
+    let mut reads = 0;
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for i in 0..20 {
+                let v = if i % 2 == 0 { &v2 } else { &v1 };
+                let out = w.run(&["install", "--force", "--activate", v.dir.to_str().unwrap()]);
+                assert!(out.status.success(), "{}", w.render(&out));
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        while !done.load(Ordering::SeqCst) {
+            let show = w.run(&["show", ID, "--json"]);
+            assert!(show.status.success(), "read #{reads}: {}", w.render(&show));
+            let v: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+            assert!(
+                v["files_digest"] == v1.digest || v["files_digest"] == v2.digest,
+                "read #{reads}: {}",
+                v["files_digest"]
+            );
+            reads += 1;
+        }
+        writer.join().unwrap();
+    });
+    eprintln!("{reads} reads raced 20 reinstalls");
+}

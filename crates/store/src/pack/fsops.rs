@@ -83,7 +83,8 @@ pub fn read_at(dir: &File, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
     }
     // SAFETY: `fd` was just opened and is owned by nothing else.
     let f = unsafe { File::from_raw_fd(fd) };
-    let mut out = Vec::new();
+    // Most files here are a few KiB: one read fills the buffer, one more sees the end.
+    let mut out = Vec::with_capacity(usize::try_from(limit.min(16 * 1024)).unwrap_or(0) + 1);
     f.take(limit + 1).read_to_end(&mut out)?;
     if out.len() as u64 > limit {
         return Err(std::io::Error::new(

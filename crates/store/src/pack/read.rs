@@ -202,23 +202,37 @@ pub struct PackListing {
 /// # Errors
 /// [`StoreError::Io`] when `packs/` or `state/active/` exists but cannot be read.
 pub fn list(home: &Home) -> Result<Vec<PackListing>, StoreError> {
+    /// The part of a record that listing needs; the rest is skipped unparsed.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        installed_at: String,
+        summary: super::record::PackSummaryFields,
+    }
     let active: HashSet<PackId> = active_ids(home)?.into_iter().collect();
+    let ids = installed_ids(home)?;
     let packs = home.dir(StoreDir::Packs);
-    let mut out = Vec::new();
-    for id in installed_ids(home)? {
-        let path = packs.join(id.as_str()).join(RECORD_DIR).join(RECORD_FILE);
-        let rec = std::fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| InstallRecord::from_bytes(&b, &path).map_err(|e| e.to_string()));
+    let fd = match fsops::open_dir(&packs) {
+        Ok(fd) => Some(fd),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io("open", &packs, e)),
+    };
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let rel = format!("{id}/{RECORD_DIR}/{RECORD_FILE}");
+        let head = fd
+            .as_ref()
+            .ok_or_else(|| "`packs/` is gone".to_owned())
+            .and_then(|fd| fsops::read_at(fd, &rel, MAX_RECORD_BYTES).map_err(|e| e.to_string()))
+            .and_then(|b| serde_json::from_slice::<Head>(&b).map_err(|e| e.to_string()));
         let is_active = active.contains(&id);
-        out.push(match rec {
-            Ok(r) => PackListing {
+        out.push(match head {
+            Ok(h) => PackListing {
                 id: id.to_string(),
-                name: r.summary.name,
-                kind: r.summary.kind,
+                name: h.summary.name,
+                kind: h.summary.kind,
                 active: is_active,
-                verbs: r.summary.verb_count,
-                installed_at: r.installed_at,
+                verbs: h.summary.verb_count,
+                installed_at: h.installed_at,
                 damaged: None,
             },
             Err(reason) => PackListing {
