@@ -81,6 +81,7 @@ impl FromStr for Capability {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

@@ -377,4 +377,5 @@ fn last_hash(line: &[u8]) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests;

@@ -318,6 +318,7 @@ pub fn revoke(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests {
     use super::*;
     use Capability::*;

@@ -715,6 +715,7 @@ pub fn list(home: &Home) -> StoreResult<Vec<Session>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

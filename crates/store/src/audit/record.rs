@@ -200,6 +200,7 @@ pub fn args_digest<'a>(args: impl IntoIterator<Item = (&'a str, &'a ArgValue)>) 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

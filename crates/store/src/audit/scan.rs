@@ -70,6 +70,7 @@ pub(super) fn last_lines(file: &File, len: u64, n: usize) -> io::Result<(Vec<Vec
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

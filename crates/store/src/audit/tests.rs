@@ -23,14 +23,14 @@ fn entry(i: u64) -> Entry {
         verb_key: "mail.send".into(),
         operation: Some(Operation::Write),
         land: Some(Land::Personal),
-        decision: if i % 2 == 0 {
+        decision: if i.is_multiple_of(2) {
             Decision::Allow
         } else {
             Decision::Deny
         },
-        code: (i % 2 == 1).then(|| "missing_grant".to_owned()),
+        code: (!i.is_multiple_of(2)).then(|| "missing_grant".to_owned()),
         args_digest: args_digest([("to", &v)]),
-        exit_code: (i % 2 == 0).then_some(0),
+        exit_code: i.is_multiple_of(2).then_some(0),
         duration_ms: i,
         extra: BTreeMap::new(),
     }
