@@ -105,16 +105,18 @@ pub struct Decision {
     /// Engine-composed explanation (never quotes argument values).
     pub reason: Cow<'static, str>,
     /// The field concerned (argument, `role`, resource field).
-    pub field: Option<String>,
+    pub field: Option<Cow<'static, str>>,
     /// What was expected.
-    pub expected: Option<String>,
+    pub expected: Option<Cow<'static, str>>,
     /// What was received (a description, never a raw argument value).
-    pub received: Option<String>,
+    pub received: Option<Cow<'static, str>>,
     /// Set on every escalation outcome.
     pub escalate: bool,
-    /// Post-binding values of bound arguments, in `bind` order.
+    /// Post-binding values of the bound arguments the binding changed or supplied, in
+    /// `bind` order; every other argument is as the caller sent it (see
+    /// [`Decision::apply_bindings`]). Empty when binding changed nothing.
     pub bound_args: Vec<(String, Value)>,
-    /// Bound arguments whose value actually changed.
+    /// Names of the bound arguments whose value the binding changed or supplied.
     pub rebound_args: Vec<String>,
     /// Post-gate redaction labels (`drop:<key>`, `canary:<tok>`, `field:<name>`, …).
     pub redactions: Vec<String>,
@@ -123,6 +125,7 @@ pub struct Decision {
 }
 
 impl Decision {
+    #[inline(always)]
     pub(crate) fn new(effect: Effect, rule: Rule, reason: impl Into<Cow<'static, str>>) -> Self {
         Decision {
             effect,
@@ -139,23 +142,34 @@ impl Decision {
         }
     }
 
+    #[inline(always)]
     pub(crate) fn deny(rule: Rule, reason: impl Into<Cow<'static, str>>) -> Self {
         Self::new(Effect::Deny, rule, reason)
     }
 
-    pub(crate) fn with_field(mut self, f: impl Into<String>) -> Self {
+    #[inline(always)]
+    pub(crate) fn with_field(mut self, f: impl Into<Cow<'static, str>>) -> Self {
         self.field = Some(f.into());
         self
     }
 
+    #[inline(always)]
     pub(crate) fn with_detail(
         mut self,
-        expected: impl Into<String>,
-        received: impl Into<String>,
+        expected: impl Into<Cow<'static, str>>,
+        received: impl Into<Cow<'static, str>>,
     ) -> Self {
         self.expected = Some(expected.into());
         self.received = Some(received.into());
         self
+    }
+
+    /// Rewrites `args` to the post-binding arguments the decision was made on (what the
+    /// host must pass to the tool in enforce mode, HISTOS-ENGINE §5).
+    pub fn apply_bindings(&self, args: &mut crate::value::Map) {
+        for (k, v) in &self.bound_args {
+            args.insert(k.clone(), v.clone());
+        }
     }
 
     /// Whether the effect is `allow`.

@@ -230,10 +230,9 @@ fn luhn(d: &[u8]) -> bool {
 fn issuer_ok(d: &[u8]) -> bool {
     let n = d.len();
     let pre = |k: usize| -> u32 {
-        std::str::from_utf8(&d[..k.min(n)])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0)
+        d[..k.min(n)]
+            .iter()
+            .fold(0u32, |a, &c| a * 10 + u32::from(c - b'0'))
     };
     let (p1, p2, p3, p4) = (pre(1), pre(2), pre(3), pre(4));
     (p1 == 4 && matches!(n, 13 | 16 | 19))
@@ -251,8 +250,17 @@ fn issuer_ok(d: &[u8]) -> bool {
 
 /// Whether a PAN candidate is a card number (digits 12–19, issuer table, Luhn).
 pub fn is_pan(candidate: &str) -> bool {
-    let d: Vec<u8> = candidate.bytes().filter(|b| b.is_ascii_digit()).collect();
-    (12..=19).contains(&d.len()) && issuer_ok(&d) && luhn(&d)
+    let mut d = [0u8; 19];
+    let mut n = 0;
+    for b in candidate.bytes().filter(u8::is_ascii_digit) {
+        if n == d.len() {
+            return false;
+        }
+        d[n] = b;
+        n += 1;
+    }
+    let d = &d[..n];
+    (12..=19).contains(&n) && issuer_ok(d) && luhn(d)
 }
 
 /// ISO 13616 mod-97 check of a contiguous IBAN candidate.
@@ -393,7 +401,7 @@ fn checksum_spans(text: &str, out: &mut Vec<Span>, first_only: bool) {
 /// The first checksum-confidence secret in `text`, scanned as written and again with
 /// Cf characters removed (HISTOS-ENGINE §7). Only these deny pre-gate.
 pub fn find_checksum_secret(text: &str) -> Option<SecretKind> {
-    let mut v = Vec::new();
+    let mut v = Vec::with_capacity(0);
     checksum_spans(text, &mut v, true);
     if let Some(s) = v.first() {
         return Some(s.kind);

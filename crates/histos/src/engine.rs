@@ -163,8 +163,13 @@ impl<'a> Args<'a> {
     }
 
     /// The post-binding value of `k`.
+    #[inline]
     pub fn get(&self, k: &str) -> Option<&'a Value> {
-        match self.bindings.iter().find(|(n, _)| n == k) {
+        match self
+            .bindings
+            .iter()
+            .find(|(n, _)| crate::value::fast_eq(n, k))
+        {
             Some((_, attr)) => self.attrs.get(attr),
             None => self.base.get(k),
         }
@@ -188,6 +193,21 @@ impl<'a> Args<'a> {
                     .filter(move |(n, _)| !base.contains_key(n))
                     .filter_map(move |(n, attr)| attrs.get(attr).map(|w| (n.as_str(), w))),
             )
+    }
+
+    /// Number of post-binding arguments.
+    pub fn len(&self) -> usize {
+        self.base.len()
+            + self
+                .bindings
+                .iter()
+                .filter(|(n, _)| !self.base.contains_key(n))
+                .count()
+    }
+
+    /// Whether there are no arguments.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// An owned copy of the post-binding arguments.
@@ -361,7 +381,7 @@ impl Engine {
         d
     }
 
-    #[inline]
+    #[inline(always)]
     fn pre_inner(
         policy: &Policy,
         principal: Option<&Principal>,
@@ -436,20 +456,23 @@ impl Engine {
                 }
             }
         }
-        d.bound_args = bindings
-            .iter()
-            .filter_map(|(arg, attr)| {
-                principal
-                    .attributes
-                    .get(attr)
-                    .map(|v| (arg.clone(), v.clone()))
-            })
-            .collect();
+        if !rebound.is_empty() {
+            d.bound_args = bindings
+                .iter()
+                .filter(|(arg, _)| rebound.contains(arg))
+                .filter_map(|(arg, attr)| {
+                    principal
+                        .attributes
+                        .get(attr)
+                        .map(|v| (arg.clone(), v.clone()))
+                })
+                .collect();
+        }
         d.rebound_args = rebound;
         d
     }
 
-    #[inline]
+    #[inline(always)]
     fn chain(
         policy: &Policy,
         principal: &Principal,
@@ -480,7 +503,7 @@ impl Engine {
         let _ = call;
         let args = *args;
         // 3b: validation.
-        let errors = validate::validate(schema, args.iter(), |k| args.get(k));
+        let errors = validate::validate(schema, args.len(), args.iter(), |k| args.get(k));
         if let Some(first) = errors.first() {
             return Decision::deny(Rule::ArgSchema, validate::join(&errors))
                 .with_field(first.field.clone());
@@ -550,7 +573,7 @@ impl Engine {
                 "the tool requires a trusted approval",
             );
             if let Some(s) = tool.confirmation_expires_in {
-                d.expected = Some(format!("an approval granted within {s}s"));
+                d.expected = Some(format!("an approval granted within {s}s").into());
             }
             d.escalate = escalated;
             return d;

@@ -126,8 +126,11 @@ pub struct Schema {
 
 impl Schema {
     /// The field named `name`.
+    #[inline]
     pub fn field(&self, name: &str) -> Option<&Field> {
-        self.fields.iter().find(|f| f.name == name)
+        self.fields
+            .iter()
+            .find(|f| crate::value::fast_eq(&f.name, name))
     }
 }
 
@@ -256,6 +259,9 @@ pub struct Role {
     pub inherits: Option<String>,
 }
 
+/// Up to this many tools/roles, names are looked up by a linear scan.
+const SMALL: usize = 12;
+
 /// A loaded, validated, precompiled policy.
 #[derive(Debug)]
 pub struct Policy {
@@ -294,15 +300,34 @@ impl Policy {
         self.tool_index.get(name).map(|&i| &self.tools[i])
     }
 
+    /// Index of the tool named `name` (a linear scan beats hashing for small policies).
+    #[inline]
     pub(crate) fn tool_idx(&self, name: &str) -> Option<usize> {
+        if self.tools.len() <= SMALL {
+            return self
+                .tools
+                .iter()
+                .position(|t| crate::value::fast_eq(&t.name, name));
+        }
         self.tool_index.get(name).copied()
+    }
+
+    #[inline]
+    fn role_idx(&self, name: &str) -> Option<usize> {
+        if self.roles.len() <= SMALL {
+            return self
+                .roles
+                .iter()
+                .position(|r| crate::value::fast_eq(&r.name, name));
+        }
+        self.role_index.get(name).copied()
     }
 
     /// Whether `role` may call the tool at index `tool` (grants union along `inherits`,
     /// cycle-safe; an undeclared role has no grants).
     pub(crate) fn role_allows(&self, role: &str, tool: usize) -> bool {
-        match self.role_index.get(role) {
-            Some(&r) => self.grants[r]
+        match self.role_idx(role) {
+            Some(r) => self.grants[r]
                 .get(tool / 64)
                 .is_some_and(|w| w & (1u64 << (tool % 64)) != 0),
             None => false,

@@ -41,7 +41,13 @@ fn size(v: &Value, chars: &mut usize, nodes: &mut usize) {
 
 fn strict_errors(schema: &Schema, v: &Value) -> bool {
     let ok_map = |m: &Map| {
-        validate::validate(schema, m.iter().map(|(k, v)| (k.as_str(), v)), |k| m.get(k)).is_empty()
+        validate::validate(
+            schema,
+            m.len(),
+            m.iter().map(|(k, v)| (k.as_str(), v)),
+            |k| m.get(k),
+        )
+        .is_empty()
     };
     match v {
         Value::Map(m) => !ok_map(m),

@@ -36,14 +36,15 @@ pub fn join(errors: &[FieldError]) -> String {
     s
 }
 
-/// Validates an argument mapping given as an iterator over (name, value) in call order,
-/// plus a lookup. Returns all errors (HISTOS-ENGINE §4 steps 1–3).
-pub(crate) fn validate<'a, I, G>(schema: &Schema, iter: I, get: G) -> Vec<FieldError>
+/// Validates an argument mapping of `n_args` entries given as an iterator over
+/// (name, value) in call order, plus a lookup. Returns all errors (HISTOS-ENGINE §4 steps 1–3).
+pub(crate) fn validate<'a, I, G>(schema: &Schema, n_args: usize, iter: I, get: G) -> Vec<FieldError>
 where
     I: Iterator<Item = (&'a str, &'a Value)>,
     G: Fn(&str) -> Option<&'a Value>,
 {
     let mut errors = Vec::new();
+    let mut present = 0usize;
     for f in &schema.fields {
         match get(&f.name) {
             None => {
@@ -52,13 +53,16 @@ where
                 }
             }
             Some(v) => {
+                present += 1;
                 if let Some(e) = check_value(f, v) {
                     errors.push(e);
                 }
             }
         }
     }
-    if !schema.allow_extra {
+    if !schema.allow_extra && n_args != present {
+        // Every argument matched a declared field when the counts agree; otherwise
+        // name the undeclared ones in call order.
         for (k, _) in iter {
             if schema.field(k).is_none() {
                 errors.push(FieldError::new(k, "unexpected argument (not in schema)"));

@@ -35,6 +35,26 @@ pub enum Value {
 /// `1:` key). Such a key never passes a name check (HISTOS-ENGINE §3.5).
 pub const NON_STRING_KEY_PREFIX: char = '\u{0}';
 
+/// String equality without a `memcmp` call for short names (hot-path lookups).
+#[inline(always)]
+pub(crate) fn fast_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() <= 24 {
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        return true;
+    }
+    a == b
+}
+
 /// An ordered mapping with unique keys (document or call order is kept).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Map {
