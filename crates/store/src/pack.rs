@@ -141,12 +141,26 @@ pub fn ensure_writable(home: &Home) -> Result<(), StoreError> {
     })
 }
 
-/// Hook point: removes what other stores keep for pack `id` when it is uninstalled.
+/// Removes what other stores keep for pack `id` when it is uninstalled, under the same
+/// lock, before the pack directory goes (RUNTIME §3, "uninstall removes pack, skill and the
+/// pack's bindings"). This is the hook for any later per-pack state.
 ///
-/// Bindings (RUNTIME §8, "uninstall removes pack, skill and the pack's bindings") are not
-/// built yet; when they are, their removal for `id` is called from here, under the same
-/// lock, before the pack directory goes.
-fn remove_pack_state(_home: &Home, _lock: &StoreLock, _id: &str) -> Result<(), StoreError> {
+/// Bindings are kept per binding family (RUNTIME §8): the family's credentials go only when
+/// no other installed pack shares the family, so uninstalling one pack of a family does not
+/// log the others out. Grants are left alone: they name packs, and a grant for a pack that
+/// is installed again later applies again, subject to the rug-pull guard.
+fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), StoreError> {
+    let family = match read::load(home, id) {
+        Ok(p) => p.manifest.family().to_owned(),
+        Err(_) => id.to_owned(),
+    };
+    let shared = read::installed_ids(home)?
+        .iter()
+        .filter(|o| o.as_str() != id)
+        .any(|o| read::load(home, o.as_str()).is_ok_and(|p| p.manifest.family() == family));
+    if !shared && crate::binding::safe_component(&family) {
+        crate::binding::remove_family(home, &family)?;
+    }
     Ok(())
 }
 

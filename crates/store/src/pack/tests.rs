@@ -140,3 +140,29 @@ fn ids_that_are_not_pack_ids_are_not_installed() {
         assert_eq!(load(&home, id).unwrap_err().code(), "not_installed", "{id}");
     }
 }
+
+#[test]
+fn uninstall_removes_the_family_bindings_unless_another_pack_shares_them() {
+    let t = tempfile::tempdir().unwrap();
+    let home = Home::open(t.path().join("home")).unwrap();
+    let (a, b) = (t.path().join("src/a"), t.path().join("src/b"));
+    write_pack(&a, "a", "A.");
+    write_pack(&b, "b", "B.");
+    // Pack `b` joins the family of `a`.
+    let text = std::fs::read_to_string(b.join("surface.json")).unwrap();
+    let text = text.replace(r#""mode": "local""#, r#""mode": "local", "family": "a""#);
+    std::fs::write(b.join("surface.json"), text).unwrap();
+    install(&home, &a, &opts()).unwrap();
+    install(&home, &b, &opts()).unwrap();
+    let now = jiff::Timestamp::now();
+    crate::binding::save(&home, "alice", "a", serde_json::Map::new(), now).unwrap();
+    let cred = home.dir(StoreDir::State).join("bindings/alice/a.json");
+    assert!(cred.is_file());
+    uninstall(&home, "b").unwrap();
+    assert!(cred.is_file(), "pack `a` still uses the family");
+    uninstall(&home, "a").unwrap();
+    assert!(
+        !cred.exists(),
+        "the last pack of the family took its bindings"
+    );
+}
