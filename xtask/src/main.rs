@@ -6,6 +6,7 @@
 //! struct and a `run(&Args) -> anyhow::Result<()>`, then add a variant to [`Command`] and
 //! a match arm in [`main`].
 
+mod demo;
 mod generate;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ struct Cli {
 enum Command {
     /// Write docs/rules.md and the JSON Schemas of surface.json and policy.json.
     Generate(generate::Args),
+    /// Build, install the gold packs into a fresh store and run a scripted agent.
+    Demo(demo::Args),
 }
 
 /// The workspace root (the parent of `xtask/`).
@@ -35,6 +38,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Generate(a) => generate::run(&a, &repo_root()),
+        Command::Demo(a) => demo::run(&a, &repo_root()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

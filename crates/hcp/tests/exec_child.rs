@@ -148,10 +148,11 @@ fn secrets_in_hcps_environment_do_not_reach_the_child() {
 /// Starts `hcp exec --json ARGS` in the background and waits (polling `/proc`, with a
 /// deadline) until a process of the call is running; returns the hcp child, the start
 /// time and the process group of the verb.
+#[allow(clippy::zombie_processes)] // the child is returned; the caller waits for it
 fn start_and_find_group(w: &common::World, args: &[&str]) -> (std::process::Child, Instant, u32) {
     let marker = format!("HCP_WORKDIR={}", w.work.display());
     let start = Instant::now();
-    let child = std::process::Command::new(common::hcp_bin())
+    let mut child = std::process::Command::new(common::hcp_bin())
         .env_clear()
         .env("HOME", &w.home)
         .env("HCP_HOME", &w.hcp_home)
@@ -174,10 +175,11 @@ fn start_and_find_group(w: &common::World, args: &[&str]) -> (std::process::Chil
                 return (child, start, pgid);
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "the verb's process never appeared"
-        );
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the verb's process never appeared: {}", w.render(&out));
+        }
         std::thread::yield_now();
     }
 }

@@ -1,0 +1,591 @@
+//! `cargo xtask demo`: builds the workspace bins, makes a fresh temporary store, installs
+//! and activates every gold pack, and runs a scripted agent through `hcp exec`, printing
+//! each command as a shell line, the gate's answer and a short excerpt of the output.
+//!
+//! The script ([`script`]) is a plain function over a [`Demo`] (the bin directory and a
+//! scratch root), so a test can run it against already built bins. Every step says what it
+//! expects (`ok`, or `refused` with a code); a step that answers otherwise fails the demo.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Arguments of `cargo xtask demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Use the bins already built next to xtask instead of running `cargo build --bins`.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Keep the temporary store and scratch repository, and print where they are.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The gold packs, in install order.
+pub const GOLD_PACKS: [&str; 6] = ["transit", "echo", "ledger", "mail", "hcp-cli", "git"];
+
+/// The agent the script plays.
+const AGENT: &str = "agent-1";
+
+/// Runs the demo.
+///
+/// # Errors
+/// When the build fails, a command cannot be started, or a step does not answer as
+/// scripted.
+pub fn run(a: &Args, root: &Path) -> Result<()> {
+    if !a.no_build {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+        println!("$ cargo build --bins");
+        let st = Command::new(&cargo)
+            .args(["build", "--bins", "--quiet"])
+            .current_dir(root)
+            .status()
+            .context("cannot run cargo")?;
+        if !st.success() {
+            bail!("`cargo build --bins` failed ({st})");
+        }
+    }
+    let bin_dir = profile_dir()?;
+    let scratch = std::env::temp_dir().join(format!(
+        "hcp-demo-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    let demo = Demo::new(bin_dir, scratch.clone(), root.join("packs"))?;
+    let result = script(&demo, &mut std::io::stdout());
+    if a.keep {
+        println!("kept: HCP_HOME={}", demo.hcp_home.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let summary = result?;
+    println!(
+        "\ndemo done: {} steps answered as scripted ({} ok, {} refused as expected)",
+        summary.ok + summary.refused,
+        summary.ok,
+        summary.refused
+    );
+    Ok(())
+}
+
+/// The profile directory the bins are built in: the one this program runs from (`cargo
+/// xtask` is `cargo run`, so xtask and `cargo build --bins` share it). From a test binary
+/// (`…/debug/deps/xtask-…`) it is the parent of `deps`.
+///
+/// # Errors
+/// When the path of the running program is unknown.
+pub fn profile_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the running program")?;
+    let mut dir = exe
+        .parent()
+        .context("the running program has no directory")?
+        .to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    Ok(dir)
+}
+
+/// Where the demo runs: the built bins and a scratch root holding the store (`hcp-home`),
+/// a HOME and a working directory.
+#[derive(Debug, Clone)]
+pub struct Demo {
+    /// The directory of `hcp` and the `hcp-example-*` bins.
+    pub bin_dir: PathBuf,
+    /// `HCP_HOME` of the demo.
+    pub hcp_home: PathBuf,
+    /// HOME of every command.
+    pub home: PathBuf,
+    /// The working directory of the commands.
+    pub work: PathBuf,
+    /// The gold packs' sources.
+    pub packs: PathBuf,
+}
+
+impl Demo {
+    /// Lays out the scratch root (it must not exist yet, or be empty).
+    ///
+    /// # Errors
+    /// When a directory cannot be made, or `hcp` is not in `bin_dir`.
+    pub fn new(bin_dir: PathBuf, scratch: PathBuf, packs: PathBuf) -> Result<Self> {
+        if !bin_dir.join("hcp").is_file() {
+            bail!("no `hcp` in `{}`: build the bins first", bin_dir.display());
+        }
+        let home = scratch.join("home");
+        let work = scratch.join("work");
+        for d in [&home, &work] {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("cannot create `{}`", d.display()))?;
+        }
+        Ok(Self {
+            bin_dir,
+            hcp_home: scratch.join("hcp-home"),
+            home,
+            work,
+            packs,
+        })
+    }
+
+    fn path_var(&self) -> OsString {
+        let mut p = OsString::from(self.bin_dir.as_os_str());
+        p.push(":");
+        p.push(std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin")));
+        p
+    }
+
+    fn command(&self, program: &str, cwd: &Path) -> Command {
+        let exe = if program == "hcp" {
+            self.bin_dir.join("hcp")
+        } else {
+            PathBuf::from(program)
+        };
+        let mut c = Command::new(exe);
+        c.env_clear()
+            .env("PATH", self.path_var())
+            .env("HOME", &self.home)
+            .env("HCP_HOME", &self.hcp_home)
+            .env("LANG", "C")
+            .env("NO_COLOR", "1")
+            .current_dir(cwd)
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+/// What a step is expected to answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// Exit 0.
+    Ok,
+    /// A refusal with this code.
+    Refused(&'static str),
+}
+
+/// One command of the script.
+#[derive(Debug, Clone)]
+struct Step {
+    /// `hcp` or another program.
+    program: &'static str,
+    args: Vec<String>,
+    /// Run as the agent (`HCP_SESSION` set).
+    agent: bool,
+    /// Extra environment, shown on the shell line.
+    env: Vec<(&'static str, String)>,
+    /// Working directory, relative to the demo's work dir.
+    cwd: Option<&'static str>,
+    /// Print the whole output, indented, instead of an excerpt.
+    full: bool,
+    expect: Expect,
+}
+
+fn step(program: &'static str, args: &[&str], expect: Expect) -> Step {
+    Step {
+        program,
+        args: args.iter().map(|s| (*s).to_owned()).collect(),
+        agent: false,
+        env: Vec::new(),
+        cwd: None,
+        full: false,
+        expect,
+    }
+}
+
+impl Step {
+    fn agent(mut self) -> Self {
+        self.agent = true;
+        self
+    }
+    fn env(mut self, k: &'static str, v: &str) -> Self {
+        self.env.push((k, v.to_owned()));
+        self
+    }
+    fn cwd(mut self, dir: &'static str) -> Self {
+        self.cwd = Some(dir);
+        self
+    }
+    fn full(mut self) -> Self {
+        self.full = true;
+        self
+    }
+}
+
+/// How many steps answered ok and how many were refused as scripted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    /// Steps that exited 0 as expected.
+    pub ok: usize,
+    /// Steps refused with the expected code.
+    pub refused: usize,
+}
+
+/// Quotes a word for a POSIX shell line when it needs it.
+fn quote(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b));
+    if plain {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
+    }
+}
+
+/// A short excerpt of a text: its first line, at most 100 characters.
+fn excerpt(text: &str) -> String {
+    let line = text.trim().lines().next().unwrap_or("");
+    let mut s: String = line.chars().take(100).collect();
+    if s.len() < line.len() || text.trim().lines().count() > 1 {
+        s.push_str(" …");
+    }
+    s
+}
+
+/// Runs the scripted agent in `demo`, writing the transcript to `out`.
+///
+/// # Errors
+/// The first step that does not answer as scripted, or one that cannot run.
+pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
+    let mut sum = Summary::default();
+    let say = |out: &mut dyn std::io::Write, text: &str| -> Result<()> {
+        writeln!(out, "{text}").context("cannot write the transcript")
+    };
+    say(
+        out,
+        "# a fresh store; every gold pack installed and activated",
+    )?;
+    say(
+        out,
+        &format!(
+            "$ export HCP_HOME={}",
+            quote(&demo.hcp_home.display().to_string())
+        ),
+    )?;
+    let mut setup = Vec::new();
+    for id in GOLD_PACKS {
+        let dir = demo.packs.join(id).display().to_string();
+        setup.push(step("hcp", &["install", "--activate", &dir], Expect::Ok));
+    }
+    setup.push(step("hcp", &["list"], Expect::Ok).full());
+    for s in &setup {
+        run_step(demo, s, None, out, &mut sum)?;
+    }
+
+    say(
+        out,
+        "\n# the owner starts a session for the agent (a harness passes it as HCP_SESSION)",
+    )?;
+    say(
+        out,
+        &format!("$ AGENT=$(hcp session start --principal {AGENT} --project demo)"),
+    )?;
+    let o = demo
+        .command("hcp", &demo.work)
+        .args([
+            "session",
+            "start",
+            "--principal",
+            AGENT,
+            "--project",
+            "demo",
+        ])
+        .output()
+        .context("cannot run `hcp session start`")?;
+    if !o.status.success() {
+        bail!(
+            "`hcp session start` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let token = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+    say(out, "  ok · a token on stdout, stored hashed")?;
+    let agent = Some(token.as_str());
+
+    let exec = |args: &[&str], e: Expect| {
+        let mut all = vec!["exec"];
+        all.extend_from_slice(args);
+        step("hcp", &all, e)
+    };
+    let sections: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "reads that succeed (transit, public, no login)",
+            vec![
+                exec(&["transit.plan", "Central", "Harbor"], Expect::Ok),
+                exec(&["transit.status"], Expect::Ok),
+            ],
+        ),
+        (
+            "a value a shell would run arrives as one argument; nothing runs",
+            vec![exec(
+                &["echo.say", "hi; touch pwned && $(reboot)"],
+                Expect::Ok,
+            )],
+        ),
+        (
+            "a write is refused without --confirm, accepted with it (ledger)",
+            vec![
+                exec(
+                    &["ledger.post", "cash", "12.50", "coffee"],
+                    Expect::Refused("confirm_required"),
+                ),
+                exec(
+                    &["ledger.post", "cash", "12.50", "coffee", "--confirm"],
+                    Expect::Ok,
+                ),
+                exec(&["ledger.balance"], Expect::Ok),
+            ],
+        ),
+        (
+            "the agent: refused without the grant, allowed after `hcp grant`",
+            vec![
+                exec(
+                    &["transit.find", "Harbor"],
+                    Expect::Refused("missing_grant"),
+                )
+                .agent(),
+                step(
+                    "hcp",
+                    &["grant", AGENT, "transit", "verb.exec.read"],
+                    Expect::Ok,
+                ),
+                exec(&["transit.find", "Harbor"], Expect::Ok).agent(),
+                exec(
+                    &["transit.find", "Harbor", "--project_id", "other"],
+                    Expect::Refused("tenant_in_args"),
+                )
+                .agent(),
+            ],
+        ),
+        (
+            "brain land needs a project (mail notes.create)",
+            vec![
+                exec(
+                    &[
+                        "notes.create",
+                        "--title",
+                        "standup",
+                        "--body",
+                        "shipped the demo",
+                    ],
+                    Expect::Refused("project_required"),
+                ),
+                step(
+                    "hcp",
+                    &["grant", AGENT, "mail", "verb.exec.write"],
+                    Expect::Ok,
+                ),
+                exec(
+                    &[
+                        "notes.create",
+                        "--title",
+                        "standup",
+                        "--body",
+                        "shipped the demo",
+                    ],
+                    Expect::Refused("not_project_member"),
+                )
+                .agent()
+                .env("HCP_PROJECT", "elsewhere"),
+                // Project and grant in order; the mail binding is minted by `hcp connect`,
+                // which the agent has not run: the next step of the gate answers.
+                exec(
+                    &[
+                        "notes.create",
+                        "--title",
+                        "standup",
+                        "--body",
+                        "shipped the demo",
+                    ],
+                    Expect::Refused("binding_required"),
+                )
+                .agent(),
+            ],
+        ),
+        (
+            "a git commit in a scratch repository (local land: the caller's directory)",
+            vec![
+                step("git", &["init", "-q", "-b", "main", "repo"], Expect::Ok),
+                exec(
+                    &["echo.write", "notes.txt", "first line", "--confirm"],
+                    Expect::Ok,
+                )
+                .cwd("repo"),
+                exec(&["git.status"], Expect::Ok).cwd("repo"),
+                exec(&["git.add", "notes.txt"], Expect::Ok).cwd("repo"),
+                exec(
+                    &["git.commit", "--message", "notes: first line"],
+                    Expect::Refused("confirm_required"),
+                )
+                .cwd("repo"),
+                exec(
+                    &["git.commit", "--message", "notes: first line", "--confirm"],
+                    Expect::Ok,
+                )
+                .cwd("repo"),
+                exec(&["git.log"], Expect::Ok).cwd("repo"),
+                exec(
+                    &["git.show", "--rev=--output=/tmp/x"],
+                    Expect::Refused("arg_looks_like_flag"),
+                )
+                .cwd("repo"),
+            ],
+        ),
+        (
+            "every decision above is in the hash-chained audit trail",
+            vec![
+                step("hcp", &["audit", "verify"], Expect::Ok),
+                step("hcp", &["audit", "tail", "-n", "5"], Expect::Ok).full(),
+            ],
+        ),
+    ];
+    for (title, steps) in sections {
+        say(out, &format!("\n# {title}"))?;
+        for s in &steps {
+            run_step(demo, s, agent, out, &mut sum)?;
+        }
+    }
+    Ok(sum)
+}
+
+fn run_step(
+    demo: &Demo,
+    s: &Step,
+    token: Option<&str>,
+    out: &mut dyn std::io::Write,
+    sum: &mut Summary,
+) -> Result<()> {
+    let mut line = String::from("$ ");
+    if let Some(d) = s.cwd {
+        line.push_str(&format!("(cd {d} && "));
+    }
+    if s.agent {
+        line.push_str("HCP_SESSION=$AGENT ");
+    }
+    for (k, v) in &s.env {
+        line.push_str(&format!("{k}={} ", quote(v)));
+    }
+    line.push_str(s.program);
+    for a in &s.args {
+        line.push(' ');
+        line.push_str(&quote(
+            &a.replace(&demo.packs.display().to_string(), "packs"),
+        ));
+    }
+    if s.cwd.is_some() {
+        line.push(')');
+    }
+    writeln!(out, "{line}").context("cannot write the transcript")?;
+    let cwd = s.cwd.map_or(demo.work.clone(), |d| demo.work.join(d));
+    let mut c = demo.command(s.program, &cwd);
+    c.args(&s.args);
+    if s.agent {
+        let Some(t) = token else {
+            bail!("an agent step before the session started");
+        };
+        c.env("HCP_SESSION", t);
+    }
+    for (k, v) in &s.env {
+        c.env(k, v);
+    }
+    let o = c
+        .output()
+        .with_context(|| format!("cannot run `{}`", s.program))?;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let exit = o.status.code().unwrap_or(-1);
+    // A refusal's code is on its `  code: …` line of stderr.
+    let code = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("code: "))
+        .map(str::to_owned);
+    let error = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or("")
+        .to_owned();
+    match (&s.expect, exit, code.as_deref()) {
+        (Expect::Ok, 0, _) => {
+            sum.ok += 1;
+            let shown = if stdout.trim().is_empty() {
+                String::new()
+            } else if s.full {
+                let lines: Vec<String> = stdout.lines().map(|l| format!("    {l}")).collect();
+                format!("\n{}", lines.join("\n"))
+            } else {
+                format!(" · {}", excerpt(&shown_output(&stdout)))
+            };
+            writeln!(out, "  ok{shown}").context("cannot write the transcript")?;
+            Ok(())
+        }
+        (Expect::Refused(want), _, Some(got)) if *want == got && exit != 0 => {
+            sum.refused += 1;
+            writeln!(out, "  refused · {got} (exit {exit}): {error}")
+                .context("cannot write the transcript")?;
+            Ok(())
+        }
+        (e, _, _) => {
+            writeln!(
+                out,
+                "  UNEXPECTED (exit {exit}){}\n{}{}",
+                code.map(|c| format!(" code {c}")).unwrap_or_default(),
+                stdout,
+                stderr
+            )
+            .context("cannot write the transcript")?;
+            bail!("step `{line}` answered exit {exit}, expected {e:?}")
+        }
+    }
+}
+
+/// The child output as a person would read it: a JSON object compacted to its keys'
+/// first values, else the text.
+fn shown_output(stdout: &str) -> String {
+    match serde_json::from_str::<Value>(stdout.trim()) {
+        Ok(v) => v.to_string(),
+        Err(_) => stdout.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn quoting_for_the_shell_line() {
+        assert_eq!(quote("transit.plan"), "transit.plan");
+        assert_eq!(quote("--message=x"), "--message=x");
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote(""), "''");
+    }
+
+    /// Runs the whole script against the bins built next to this test (`cargo test
+    /// --workspace` builds them; `cargo test -p xtask` alone may not, and then this test
+    /// says so and does nothing).
+    #[test]
+    fn the_script_answers_as_scripted_against_the_built_bins() {
+        let bins = profile_dir().unwrap();
+        if !bins.join("hcp").is_file() || !bins.join("hcp-example-transit").is_file() {
+            eprintln!(
+                "skipped: no built `hcp` and example bins in {}",
+                bins.display()
+            );
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let packs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs");
+        let demo = Demo::new(bins, tmp.path().join("demo"), packs).unwrap();
+        let mut transcript = Vec::new();
+        let sum = script(&demo, &mut transcript).unwrap();
+        let text = String::from_utf8(transcript).unwrap();
+        assert_eq!(sum, Summary { ok: 23, refused: 8 }, "{text}");
+        assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
+        assert!(text.contains("audit trail intact"), "{text}");
+        assert!(!demo.work.join("pwned").exists());
+    }
+}
