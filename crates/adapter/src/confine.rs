@@ -283,6 +283,13 @@ impl SandboxReport {
     }
 }
 
+/// Whether the calling process runs as root (effective uid 0): the kernel then does not
+/// apply [`ResourceLimits::processes`] (`RLIMIT_NPROC`) to its children.
+pub fn running_as_root() -> bool {
+    // SAFETY: `geteuid` takes no argument and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// What the kernel offers: Landlock's ABI version, or why there is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LandlockSupport {

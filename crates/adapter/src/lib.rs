@@ -31,6 +31,7 @@ pub use confine::{
     Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, Network, NetworkReport,
     PrivateTmp, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
     SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport, TESTED_LANDLOCK_ABI,
+    running_as_root,
 };
 pub use env::{
     BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, agent_env_refusal,
