@@ -276,6 +276,7 @@ fn endless_output_is_truncated_at_the_cap_with_memory_bounded() {
     );
     assert!(stdout.starts_with("spew 0 "));
     assert!(v["data"].is_null());
+    eprintln!("hcp peak resident set while the child spewed: {peak} KiB");
     assert!(peak > 0, "hcp's memory was sampled");
     assert!(peak < 48 * 1024, "hcp's peak resident set: {peak} KiB");
     assert!(
