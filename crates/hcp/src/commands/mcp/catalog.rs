@@ -174,16 +174,21 @@ pub fn tools_of(p: &InstalledPack) -> Vec<Entry> {
     out
 }
 
-/// The `inputSchema` of a verb: each placeholder a string, number or boolean (what the
-/// envelope face accepts), the required ones required, `confirm` (boolean) where the
-/// policy sets `confirm: true`, and nothing else (`additionalProperties: false`).
+/// The `inputSchema` of a verb: each placeholder a string (what the child receives; a
+/// number or boolean is accepted too and passed as its JSON text, as on the envelope face,
+/// but a single `type` keeps the schema portable across model providers), the required
+/// ones required, `confirm` (boolean) where the policy sets `confirm: true`, and nothing
+/// else (`additionalProperties: false`).
 pub fn input_schema(args: &[(String, bool)], confirm: bool) -> JsonObject {
     let mut props = JsonObject::new();
     let mut required = Vec::new();
     for (name, req) in args {
         props.insert(
             name.clone(),
-            json!({ "type": ["string", "number", "boolean"] }),
+            json!({
+                "type": "string",
+                "description": format!("fills `{{{{{name}}}}}` of the verb's command, as one argument")
+            }),
         );
         if *req {
             required.push(Value::String(name.clone()));
@@ -235,8 +240,8 @@ mod tests {
             json!({
                 "type": "object",
                 "properties": {
-                    "text": { "type": ["string", "number", "boolean"] },
-                    "path": { "type": ["string", "number", "boolean"] },
+                    "text": { "type": "string", "description": "fills `{{text}}` of the verb's command, as one argument" },
+                    "path": { "type": "string", "description": "fills `{{path}}` of the verb's command, as one argument" },
                     "confirm": {
                         "type": "boolean",
                         "description": "true to run this write; without it the call is refused with `confirm required` (HCP §4.5)"

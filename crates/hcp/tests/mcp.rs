@@ -1,0 +1,587 @@
+//! `hcp mcp` end to end: the official Python SDK and the MCP inspector's CLI as clients,
+//! and a raw newline-delimited JSON-RPC client for the edges (bad input, sessions, the
+//! tool list changing, a client that goes away mid-call).
+
+mod common;
+
+use common::World;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether the run is CI's (`CI=true`), where a missing client is a failure, not a skip.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Skips (printing why) outside CI, fails in CI.
+fn skip_or_fail(reason: &str) {
+    assert!(!in_ci(), "CI=true and {reason}");
+    eprintln!("skipped: {reason}");
+}
+
+fn world_with(packs: &[&str]) -> World {
+    common::example_bins();
+    let w = World::new();
+    for p in packs {
+        let out = w.run(&["install", common::gold_pack(p).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", w.render(&out));
+        let out = w.run(&["activate", p]);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    w
+}
+
+/// A command with the world's environment (as `World::hcp` sets it).
+fn world_command(w: &World, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    c.env_clear()
+        .env("HOME", &w.home)
+        .env("HCP_HOME", &w.hcp_home)
+        .env("PATH", w.path_var())
+        .env("LANG", "C")
+        .env("NO_COLOR", "1")
+        .current_dir(&w.work);
+    c
+}
+
+/// A raw JSON-RPC client over the server's stdio.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Raw {
+    fn start(w: &World, session: Option<&str>) -> Self {
+        let mut c = world_command(w, common::hcp_bin());
+        c.arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(s) = session {
+            c.env("HCP_SESSION", s);
+        }
+        let mut child = c.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut raw = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        };
+        let init = raw.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": { "name": "raw", "version": "0" }
+            }),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "hcp", "{init}");
+        raw.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+        raw
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the server closed stdout");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Sends a request; returns the notifications seen before its response, and the
+    /// response.
+    fn request_seeing(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let mut notes = Vec::new();
+        loop {
+            let m = self.read();
+            if m.get("id") == Some(&json!(id)) {
+                return (notes, m);
+            }
+            notes.push(m);
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_seeing(method, params).1
+    }
+
+    fn call(&mut self, name: &str, args: Value) -> Value {
+        self.request("tools/call", json!({ "name": name, "arguments": args }))
+    }
+
+    fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Closes stdin and waits for the server to exit.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+/// The code of a refusal result (`isError` with the refusal object as structured content).
+fn refusal_code(resp: &Value) -> String {
+    assert_eq!(resp["result"]["isError"], true, "{resp}");
+    resp["result"]["structuredContent"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no code in {resp}"))
+        .to_owned()
+}
+
+fn last_audit(w: &World) -> Value {
+    let out = w.run(&["audit", "tail", "-n", "1", "--json"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0].clone()
+}
+
+#[test]
+fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    // The interpreter on the caller's PATH (a pyenv shim needs the caller's HOME to find
+    // it), then run with the world's environment.
+    let python = match Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+    {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
+        Ok(o) => {
+            return skip_or_fail(&format!(
+                "python3 fails: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+    };
+    let probe = world_command(&w, &python)
+        .arg(&script)
+        .arg("--probe")
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            return skip_or_fail(&format!(
+                "the python package `mcp` is missing (`pip install mcp`): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+    }
+    let out = world_command(&w, &python)
+        .arg(&script)
+        .arg(common::hcp_bin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    insta::assert_snapshot!(
+        "python_sdk_session",
+        w.filter(&serde_json::to_string_pretty(&v).unwrap())
+    );
+    // The points of the issue, said once more without the snapshot.
+    assert_eq!(v["read"]["isError"], false);
+    assert_eq!(v["write_unconfirmed"]["text"][0], "confirm required");
+    assert_eq!(v["write_unconfirmed"]["code"], "confirm_required");
+    assert_eq!(v["file_after_refusal"], false);
+    assert_eq!(v["write_confirmed"]["isError"], false);
+    assert_eq!(v["file_after_confirm"], "hello");
+    assert_eq!(v["unknown_tool"]["code"], -32602);
+}
+
+/// Where the inspector is installed (`mcp-inspector` on PATH, as `.ci/run` installs it, or
+/// `HCP_TEST_INSPECTOR` naming its launcher) or `npx` can fetch it: the inspector's CLI
+/// mode lists the tools and meets the confirm gate.
+#[test]
+fn inspector_cli_lists_and_calls() {
+    const VERSION: &str = "2.12.0";
+    let w = world_with(&["echo"]);
+    let launcher: Vec<String> = match std::env::var("HCP_TEST_INSPECTOR") {
+        Ok(p) if !p.is_empty() => vec![p],
+        _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
+        _ => {
+            if which_on_path("npx").is_none() {
+                return skip_or_fail("`npx` is not on PATH (node is needed for the inspector)");
+            }
+            vec![
+                "npx".into(),
+                "-y".into(),
+                format!("@modelcontextprotocol/inspector@{VERSION}"),
+            ]
+        }
+    };
+    let inspector = |args: &[&str]| {
+        let mut c = world_command(&w, &launcher[0]);
+        // npx and node need the system PATH and a writable npm cache (HOME is the world's).
+        c.env(
+            "PATH",
+            format!(
+                "{}:{}",
+                w.path_var(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        // npx keeps its downloads in the user's npm cache, not the world's HOME.
+        if let Some(h) = std::env::var_os("HOME") {
+            c.env("npm_config_cache", Path::new(&h).join(".npm"));
+        }
+        c.args(&launcher[1..])
+            .arg("--cli")
+            .args(["-e", &format!("HCP_HOME={}", w.hcp_home.display())])
+            .args(args)
+            .args(["--", common::hcp_bin().to_str().unwrap(), "mcp"]);
+        c.output()
+    };
+    let listed = match inspector(&["--method", "tools/list"]) {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            return skip_or_fail(&format!(
+                "the inspector could not be installed or run: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Err(e) => return skip_or_fail(&format!("the inspector cannot run: {e}")),
+    };
+    let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"echo.echo.write"), "{names:?}");
+    let refused = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo.echo.write",
+        "--tool-arg",
+        "name=n.txt",
+        "--tool-arg",
+        "text=hi",
+    ])
+    .unwrap();
+    let text = String::from_utf8_lossy(&refused.stdout);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["isError"], true, "{text}");
+    assert_eq!(v["content"][0]["text"], "confirm required", "{text}");
+    assert!(!w.work.join("n.txt").exists());
+    let ran = inspector(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo.echo.write",
+        "--tool-arg",
+        "name=n.txt",
+        "--tool-arg",
+        "text=hi",
+        "--tool-arg",
+        "confirm=true",
+    ])
+    .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+    assert_eq!(std::fs::read_to_string(w.work.join("n.txt")).unwrap(), "hi");
+}
+
+fn which_on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}
+
+#[test]
+fn tools_list_shows_only_active_packs_that_offer_mcp() {
+    // mail offers only the default transports; git is installed but not active.
+    let w = world_with(&["transit", "ledger", "mail"]);
+    let out = w.run(&["install", common::gold_pack("git").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let mut s = Raw::start(&w, None);
+    let r = s.request("tools/list", json!({}));
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let summary: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t["name"],
+                "annotations": t["annotations"],
+                "required": t["inputSchema"]["required"],
+                "properties": t["inputSchema"]["properties"].as_object().unwrap().keys().collect::<Vec<_>>(),
+                "additionalProperties": t["inputSchema"]["additionalProperties"],
+            })
+        })
+        .collect();
+    insta::assert_snapshot!(
+        "tools_list_summary",
+        serde_json::to_string_pretty(&summary).unwrap()
+    );
+    let full = tools
+        .iter()
+        .find(|t| t["name"] == "ledger.ledger.post")
+        .unwrap();
+    insta::assert_snapshot!(
+        "tool_ledger_post",
+        serde_json::to_string_pretty(full).unwrap()
+    );
+    // A verb of a pack without `mcp`, of an inactive pack: unknown tools, protocol errors.
+    for name in ["mail.list", "git.status", "git.git.status"] {
+        let r = s.call(name, json!({}));
+        assert_eq!(r["error"]["code"], -32602, "{name}: {r}");
+    }
+    assert!(s.finish().success());
+}
+
+#[test]
+fn bad_input_is_refused_with_its_code() {
+    let w = world_with(&["transit"]);
+    let mut s = Raw::start(&w, None);
+    // Extra, missing, wrong type, tenant-bearing.
+    let r = s.call("transit.find", json!({ "query": "central", "extra": "1" }));
+    assert_eq!(refusal_code(&r), "arg_unknown");
+    let r = s.call("transit.find", json!({}));
+    assert_eq!(refusal_code(&r), "arg_missing");
+    for bad in [json!(["a"]), json!({ "a": 1 }), Value::Null] {
+        let r = s.call("transit.find", json!({ "query": bad }));
+        assert_eq!(refusal_code(&r), "bad_envelope");
+    }
+    let r = s.call(
+        "transit.find",
+        json!({ "query": "central", "tenant": "other" }),
+    );
+    assert_eq!(refusal_code(&r), "tenant_in_args");
+    // A number is passed as its text, as on the envelope face.
+    let r = s.call("transit.show", json!({ "option_id": 7 }));
+    assert!(r["result"].is_object(), "{r}");
+    // Malformed requests are protocol errors.
+    let r = s.request(
+        "tools/call",
+        json!({ "name": "transit.find", "arguments": ["central"] }),
+    );
+    assert!(r["error"]["code"].is_i64(), "{r}");
+    let r = s.request("tools/call", json!({ "arguments": {} }));
+    assert!(r["error"]["code"].is_i64(), "{r}");
+    // A value too long for argv.
+    let r = s.call("transit.find", json!({ "query": "x".repeat(200 * 1024) }));
+    assert_eq!(refusal_code(&r), "arg_invalid");
+    // A 10 MB argument is never read whole: an Invalid Request error, and the server
+    // goes on.
+    let r = s.call(
+        "transit.find",
+        json!({ "query": "x".repeat(10 * 1024 * 1024) }),
+    );
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert_eq!(r["error"]["data"]["code"], "request_too_large", "{r}");
+    let r = s.call("transit.find", json!({ "query": "central" }));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["places"][0]["id"],
+        "central"
+    );
+    assert!(s.finish().success());
+}
+
+#[test]
+fn the_principal_is_the_servers_session_never_the_request() {
+    let w = world_with(&["transit"]);
+    // A bad token: every call answers bad_session, never the owner.
+    let mut s = Raw::start(&w, Some("not-a-token"));
+    let r = s.call("transit.find", json!({ "query": "central" }));
+    assert_eq!(refusal_code(&r), "bad_session");
+    assert!(s.finish().success());
+    assert_eq!(last_audit(&w)["principal"], "unknown");
+
+    let out = w.run(&["session", "start", "--principal", "agent-1"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let mut s = Raw::start(&w, Some(&token));
+    // No grant yet; a tenant in `_meta` changes nothing.
+    let r = s.request(
+        "tools/call",
+        json!({
+            "name": "transit.find",
+            "arguments": { "query": "central" },
+            "_meta": { "tenant": "owner", "principal": "owner" }
+        }),
+    );
+    assert_eq!(refusal_code(&r), "missing_grant");
+    let a = last_audit(&w);
+    assert_eq!(a["principal"], "agent-1");
+    assert_eq!(a["code"], "missing_grant");
+    let out = w.run(&["grant", "agent-1", "transit", "verb.exec.read"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let r = s.call("transit.find", json!({ "query": "central" }));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["hcp"]["audit_id"],
+        last_audit(&w)["id"]
+    );
+    assert_eq!(last_audit(&w)["principal"], "agent-1");
+    assert!(s.finish().success());
+}
+
+#[test]
+fn list_changed_is_sent_for_owner_changes_only() {
+    let w = world_with(&["transit"]);
+    let mut s = Raw::start(&w, None);
+    assert_eq!(s.tool_names().len(), 5);
+    // Nothing changed: a ping sees no notification.
+    let (notes, _) = s.request_seeing("ping", json!({}));
+    assert_eq!(notes, Vec::<Value>::new());
+    // The owner installs and activates echo: one notification, and the new tools.
+    for args in [
+        vec!["install", common::gold_pack("echo").to_str().unwrap()],
+        vec!["activate", "echo"],
+    ] {
+        let out = w.run(&args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let (notes, _) = s.request_seeing("ping", json!({}));
+    assert_eq!(
+        notes,
+        vec![json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" })]
+    );
+    let names = s.tool_names();
+    assert!(names.contains(&"echo.echo.say".to_string()), "{names:?}");
+    // A pack whose files change under it (no reinstall): no notification, still listed,
+    // and refused when called.
+    let installed = w.hcp_home.join("packs/transit/HARNESS.md");
+    let mut perms = std::fs::metadata(&installed).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&installed, perms).unwrap();
+    std::fs::write(&installed, "# changed under it\n").unwrap();
+    let (notes, _) = s.request_seeing("ping", json!({}));
+    assert_eq!(notes, Vec::<Value>::new());
+    assert!(s.tool_names().contains(&"transit.find".to_string()));
+    let r = s.call("transit.find", json!({ "query": "central" }));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    // The owner deactivates echo: a notification, and its tools are gone.
+    let out = w.run(&["deactivate", "echo"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let (notes, _) = s.request_seeing("tools/list", json!({}));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(!s.tool_names().iter().any(|n| n.starts_with("echo.")));
+    assert!(s.finish().success());
+}
+
+/// A pack whose one verb sleeps, to be abandoned mid-call.
+fn nap_pack(w: &World) -> std::path::PathBuf {
+    let dir = w.root().join("src/nap");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("surface.json"),
+        r#"{
+  "id": "nap",
+  "name": "Nap",
+  "kind": "composite",
+  "transports": ["mcp"],
+  "binding": { "mode": "local" },
+  "verbs": { "nap": { "description": "Sleep a while.", "cli": ["sleep", "{{secs}}"] } }
+}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policy.json"),
+        r#"{ "surface_id": "nap", "version": 1, "verbs": { "nap": { "operation": "read", "privacy": { "land": "local" } } } }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("HARNESS.md"),
+        "# Nap\n\n| verb | use |\n|---|---|\n| nap | sleep |\n\n## Anti-patterns\n\n- none\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The children of `pid` (Linux `/proc`).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
+    let w = world_with(&[]);
+    let dir = nap_pack(&w);
+    for args in [
+        vec!["install", dir.to_str().unwrap()],
+        vec!["activate", "nap"],
+    ] {
+        let out = w.run(&args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let mut s = Raw::start(&w, None);
+    s.send(&json!({
+        "jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        "params": { "name": "nap.nap", "arguments": { "secs": "300" } }
+    }));
+    // Wait (bounded) until the child runs.
+    let server = s.child.id();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let child = loop {
+        if let Some(c) = children(server).first() {
+            break *c;
+        }
+        assert!(Instant::now() < deadline, "the verb's child never started");
+        // A bounded poll of /proc, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(Path::new(&format!("/proc/{child}")).exists());
+    let started = Instant::now();
+    let status = s.finish();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the server waited for the child instead of ending it"
+    );
+    // The child was reaped by the server, so its pid is gone.
+    assert!(!Path::new(&format!("/proc/{child}")).exists());
+    let a = last_audit(&w);
+    assert_eq!(a["verb_key"], "nap");
+    assert_eq!(a["decision"], "allow");
+    assert_eq!(a["code"], "cancelled");
+    let out = w.run(&["audit", "verify"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+}

@@ -1,0 +1,98 @@
+"""An MCP client that no one here wrote -- the official Python SDK (PyPI `mcp`) -- driving
+`hcp mcp` over stdio. crates/hcp/tests/mcp.rs runs it with the test world's environment:
+
+    python3 mcp_client.py HCP_BIN
+
+It prints one JSON object on stdout: what the server answered at each step, for the Rust
+test to assert on. `python3 mcp_client.py --probe` exits 0 when the SDK is importable.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+
+def probe() -> int:
+    try:
+        import mcp  # noqa: F401
+        from importlib.metadata import version
+
+        print(version("mcp"))
+        return 0
+    except Exception as e:  # the Rust test prints the reason it skips
+        print(f"the python package `mcp` is not importable: {e}", file=sys.stderr)
+        return 1
+
+
+def texts(result) -> list:
+    return [c.text for c in result.content if getattr(c, "type", None) == "text"]
+
+
+async def drive(hcp: str) -> dict:
+    from mcp import ClientSession, StdioServerParameters, MCPError
+    from mcp.client.stdio import stdio_client
+
+    out: dict = {}
+    params = StdioServerParameters(command=hcp, args=["mcp"], env=dict(os.environ), cwd=os.getcwd())
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            out["server"] = init.server_info.name
+            out["tools_list_changed"] = bool(init.capabilities.tools and init.capabilities.tools.list_changed)
+
+            listed = await session.list_tools()
+            out["tools"] = sorted(t.name for t in listed.tools)
+            by_name = {t.name: t for t in listed.tools}
+            for name in ["transit.find", "echo.echo.write"]:
+                t = by_name.get(name)
+                if t is not None:
+                    out[f"tool {name}"] = {
+                        "description": t.description,
+                        "inputSchema": t.input_schema,
+                        "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True)
+                        if t.annotations
+                        else None,
+                    }
+
+            # A read, with a tenant in _meta that must change nothing.
+            r = await session.call_tool("transit.find", {"query": "central"}, meta={"tenant": "someone-else"})
+            out["read"] = {"isError": r.is_error, "structured": r.structured_content, "text": texts(r)}
+
+            # A confirm write without confirm: refused, exactly `confirm required`.
+            r = await session.call_tool("echo.echo.write", {"name": "note.txt", "text": "hello"})
+            out["write_unconfirmed"] = {
+                "isError": r.is_error,
+                "text": texts(r),
+                "code": (r.structured_content or {}).get("code"),
+            }
+            out["file_after_refusal"] = os.path.exists("note.txt")
+
+            # The same with confirm: true runs.
+            r = await session.call_tool("echo.echo.write", {"name": "note.txt", "text": "hello", "confirm": True})
+            out["write_confirmed"] = {"isError": r.is_error, "structured": r.structured_content}
+            with open("note.txt") as f:
+                out["file_after_confirm"] = f.read()
+
+            # An unknown tool is a protocol error, not a result.
+            try:
+                await session.call_tool("nope.nothing", {})
+                out["unknown_tool"] = "no error"
+            except MCPError as e:
+                out["unknown_tool"] = {"code": e.error.code, "message": e.error.message}
+    return out
+
+
+def main() -> int:
+    if len(sys.argv) == 2 and sys.argv[1] == "--probe":
+        return probe()
+    if len(sys.argv) != 2:
+        print("usage: mcp_client.py HCP_BIN | --probe", file=sys.stderr)
+        return 2
+    out = asyncio.run(drive(sys.argv[1]))
+    print(json.dumps(out, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
