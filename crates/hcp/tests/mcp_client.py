@@ -5,6 +5,7 @@
 
 It prints one JSON object on stdout: what the server answered at each step, for the Rust
 test to assert on. `python3 mcp_client.py --probe` exits 0 when the SDK is importable.
+`python3 mcp_client.py --bench HCP_BIN N` measures N calls (BENCHMARKS.md, "MCP").
 """
 
 import asyncio
@@ -83,9 +84,62 @@ async def drive(hcp: str) -> dict:
     return out
 
 
+def bench(hcp: str, n: int) -> dict:
+    """Sequential calls of `echo.echo.say` through one `hcp mcp` (raw JSON-RPC, so no SDK
+    cost is counted), and the same verb through `hcp exec --json` (one process a call).
+    Run with HCP_HOME holding the echo pack, active."""
+    import statistics
+    import subprocess
+    import time
+
+    srv = subprocess.Popen([hcp, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def rpc(i: int, method: str, params: dict) -> dict:
+        srv.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n")
+        srv.stdin.flush()
+        while True:
+            m = json.loads(srv.stdout.readline())
+            if m.get("id") == i:
+                return m
+
+    rpc(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}})
+    srv.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    args = {"name": "echo.echo.say", "arguments": {"text": "hi"}}
+    for i in range(10):  # warm-up
+        assert rpc(1000 + i, "tools/call", args)["result"]["isError"] is False
+    mcp_ms = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter()
+        r = rpc(2000 + i, "tools/call", args)
+        mcp_ms.append((time.perf_counter() - t) * 1000)
+        assert r["result"]["isError"] is False, r
+    wall = time.perf_counter() - t0
+    srv.stdin.close()
+    srv.wait()
+    exec_ms = []
+    for i in range(n):
+        t = time.perf_counter()
+        subprocess.run([hcp, "exec", "echo.echo.say", "hi", "--json"], check=True, capture_output=True)
+        exec_ms.append((time.perf_counter() - t) * 1000)
+    q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(len(xs) * p))]
+    return {
+        "calls": n,
+        "mcp_calls_per_s": round(n / wall, 1),
+        "mcp_ms_median": round(statistics.median(mcp_ms), 2),
+        "mcp_ms_p90": round(q(mcp_ms, 0.9), 2),
+        "exec_ms_median": round(statistics.median(exec_ms), 2),
+        "exec_ms_p90": round(q(exec_ms, 0.9), 2),
+        "mcp_minus_exec_ms_median": round(statistics.median(mcp_ms) - statistics.median(exec_ms), 2),
+    }
+
+
 def main() -> int:
     if len(sys.argv) == 2 and sys.argv[1] == "--probe":
         return probe()
+    if len(sys.argv) == 4 and sys.argv[1] == "--bench":
+        print(json.dumps(bench(sys.argv[2], int(sys.argv[3])), sort_keys=True))
+        return 0
     if len(sys.argv) != 2:
         print("usage: mcp_client.py HCP_BIN | --probe", file=sys.stderr)
         return 2
