@@ -6,6 +6,10 @@
 //! struct and a `run(&Args) -> anyhow::Result<()>`, then add a variant to [`Command`] and
 //! a match arm in [`main`].
 
+mod bench;
+mod bench_exec;
+mod bench_gate;
+mod bench_store;
 mod demo;
 mod generate;
 
@@ -26,6 +30,8 @@ enum Command {
     Generate(generate::Args),
     /// Build, install the gold packs into a fresh store and run a scripted agent.
     Demo(demo::Args),
+    /// Run a benchmark (`gate`, `store`, `exec`); figures go to BENCHMARKS.md.
+    Bench(bench::Args),
 }
 
 /// The workspace root (the parent of `xtask/`).
@@ -39,6 +45,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Generate(a) => generate::run(&a, &repo_root()),
         Command::Demo(a) => demo::run(&a, &repo_root()),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,636 @@
+//! `cargo xtask bench exec`: what `hcp exec` adds to running the bin it wraps.
+//!
+//! Four arms, interleaved in one run (each round runs every arm once, in a shuffled
+//! order, so that load from other processes falls on all of them alike):
+//!
+//! * `bare`: the wrapped bin run directly (`hcp-example-echo say --json -- hi`);
+//! * `floor`: `spawn-floor` (`xtask/src/bin/spawn-floor.rs`, built optimised) running that
+//!   bin: the least any program that starts a bin and waits for it can cost;
+//! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack;
+//! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs.
+//!
+//! A fifth row, `sync`, times in process what the disk charges for one durable audit
+//! append at that moment: `write` of a 500-byte line with `O_APPEND`, then `fdatasync`, to
+//! a file beside the stores. On a contended disk it is most of `hcp exec`'s time.
+//!
+//! Every run is one process started by this benchmark with stdin and stdout on
+//! `/dev/null`, timed from just before the spawn to the return of `wait4(2)`. The owner
+//! runs the verb, so no session or grant is read, and the audit trail is durable
+//! (`sync_data` per append), as shipped.
+//!
+//! Peak RSS: `ru_maxrss` of a process also counts the memory of the process that spawned
+//! it, as it was when it called `execve` (and `posix_spawn` shares this benchmark's
+//! memory until then), so the timed runs cannot tell it. It is taken in a separate pass
+//! through GNU time (`/usr/bin/time -f %M`, a small process that forks), which bounds it
+//! by time's own ~2 MiB; without GNU time the table says so and gives the upper bound
+//! from the timed runs. Before timing, each arm is warmed up and `hcp exec`'s output is
+//! checked to be the bin's own; after timing, `hcp audit verify` must pass on both
+//! stores. Figures: median, 10th and 90th percentile and minimum, in milliseconds.
+
+use anyhow::{Context, Result, bail, ensure};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Arguments of `cargo xtask bench exec`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Timed runs of each arm.
+    #[arg(long, default_value_t = 300)]
+    pub runs: usize,
+    /// Packs installed beside `echo` in the second store.
+    #[arg(long, default_value_t = 1000)]
+    pub packs: usize,
+    /// Print one line of JSON after the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the scratch directory (the two stores) and print its path, for profiling.
+    #[arg(long)]
+    pub keep: bool,
+    /// Use the release binaries already in the target directory instead of building.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+/// Warm-up runs of each arm before timing.
+const WARMUP: usize = 20;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn release_dir(root: &Path) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let target = if target.is_relative() {
+        root.join(target)
+    } else {
+        target
+    };
+    target.join("release")
+}
+
+/// Builds `hcp` and the example bins in release, and the floor with the same rustc.
+fn build(root: &Path, release: &Path) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "-p", "hcp", "-p", "hcp-examples"])
+        .current_dir(root)
+        .status()
+        .context("cannot run `cargo build --release`")?;
+    ensure!(
+        status.success(),
+        "`cargo build --release -p hcp -p hcp-examples` failed"
+    );
+    std::fs::create_dir_all(release)
+        .with_context(|| format!("cannot create `{}`", release.display()))?;
+    let status = Command::new("rustc")
+        .args([
+            "--edition",
+            "2024",
+            "-C",
+            "opt-level=3",
+            "-C",
+            "panic=abort",
+            "-C",
+            "codegen-units=1",
+            "-C",
+            "strip=symbols",
+            "-o",
+        ])
+        .arg(release.join("spawn-floor"))
+        .arg(root.join("xtask/src/bin/spawn-floor.rs"))
+        .status()
+        .context("cannot run `rustc` for the floor")?;
+    ensure!(status.success(), "building `spawn-floor` failed");
+    Ok(())
+}
+
+/// A lint-clean composite pack `id` with one verb, `ID.say`, wrapping the same bin as
+/// `echo.say`.
+fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+    let files = [
+        (
+            "surface.json",
+            format!(
+                r#"{{"id": "{id}", "name": "Bench {id}", "kind": "composite", "binding": {{"mode": "local"}}, "verbs": {{"{id}.say": {{"description": "Print the text.", "cli": ["hcp-example-echo", "say", "--json", "--", "{{{{text}}}}"]}}}}}}"#
+            ),
+        ),
+        (
+            "policy.json",
+            format!(
+                r#"{{"surface_id": "{id}", "version": 1, "verbs": {{"{id}.say": {{"operation": "read", "privacy": {{"land": "local"}}}}}}}}"#
+            ),
+        ),
+        (
+            "HARNESS.md",
+            "# Bench\n\nA pack for benchmarks.\n\n## Hot path\n\n| a | b |\n|---|---|\n| x | y |\n\n## Anti-patterns\n\n- none\n".to_owned(),
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text)
+            .with_context(|| format!("cannot write `{}`", dir.join(name).display()))?;
+    }
+    Ok(dir)
+}
+
+/// The fixed environment of every run, so that no arm sees more than another.
+struct Setup {
+    hcp: PathBuf,
+    bin: PathBuf,
+    floor: PathBuf,
+    path_var: OsString,
+    work: PathBuf,
+}
+
+impl Setup {
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env_clear()
+            .env("PATH", &self.path_var)
+            .env("HOME", &self.work)
+            .current_dir(&self.work)
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn hcp(&self, home: &Path, args: &[&str]) -> Command {
+        let mut c = self.command(&self.hcp);
+        c.env("HCP_HOME", home).args(args);
+        c
+    }
+
+    fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
+        let out = self
+            .hcp(home, args)
+            .output()
+            .with_context(|| format!("cannot run `hcp {}`", args.join(" ")))?;
+        if !out.status.success() {
+            bail!(
+                "`hcp {}` failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out.stdout)
+    }
+}
+
+/// The arms, in the order of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arm {
+    Bare,
+    Floor,
+    Hcp,
+    HcpMany,
+}
+
+const ARMS: [Arm; 4] = [Arm::Bare, Arm::Floor, Arm::Hcp, Arm::HcpMany];
+/// The bin's arguments after its path: the call `hcp exec echo.say hi` makes.
+const BIN_ARGS: [&str; 4] = ["say", "--json", "--", "hi"];
+/// The verb and its value.
+const EXEC_ARGS: [&str; 3] = ["exec", "echo.say", "hi"];
+
+struct Stores {
+    one: PathBuf,
+    many: PathBuf,
+}
+
+impl Arm {
+    fn label(self, packs: usize) -> String {
+        match self {
+            Arm::Bare => "bin alone (`hcp-example-echo say --json -- hi`)".into(),
+            Arm::Floor => "floor: `spawn-floor` + bin".into(),
+            Arm::Hcp => "`hcp exec echo.say hi`, 1 pack installed".into(),
+            Arm::HcpMany => format!("`hcp exec echo.say hi`, {} packs installed", packs + 1),
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Arm::Bare => "bare",
+            Arm::Floor => "floor",
+            Arm::Hcp => "hcp",
+            Arm::HcpMany => "hcp_many",
+        }
+    }
+
+    fn command(self, s: &Setup, stores: &Stores) -> Command {
+        match self {
+            Arm::Bare => {
+                let mut c = s.command(&s.bin);
+                c.args(BIN_ARGS);
+                c
+            }
+            Arm::Floor => {
+                let mut c = s.command(&s.floor);
+                c.arg(&s.bin).args(BIN_ARGS);
+                c
+            }
+            Arm::Hcp => s.hcp(&stores.one, &EXEC_ARGS),
+            Arm::HcpMany => s.hcp(&stores.many, &EXEC_ARGS),
+        }
+    }
+}
+
+/// One timed run: wall time and `ru_maxrss` in KiB.
+fn timed(mut cmd: Command) -> Result<(Duration, i64)> {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    let t = Instant::now();
+    let child = cmd.spawn().context("cannot spawn")?;
+    let pid = libc::pid_t::try_from(child.id()).context("pid out of range")?;
+    let mut status: libc::c_int = 0;
+    // SAFETY: `rusage` is plain old data; zeroed is a valid value for it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own unreaped child; both pointers are to live locals. `Child`
+    // is dropped without waiting, so nothing reaps it twice.
+    let r = loop {
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break r;
+    };
+    let wall = t.elapsed();
+    drop(child);
+    ensure!(
+        r == pid,
+        "wait4 failed: {}",
+        std::io::Error::last_os_error()
+    );
+    ensure!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "exited with wait status {status:#x}"
+    );
+    Ok((wall, usage.ru_maxrss))
+}
+
+/// A small xorshift generator for the order of arms in each round.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = usize::try_from(self.next() % (i as u64 + 1)).unwrap_or(0);
+            v.swap(i, j);
+        }
+    }
+}
+
+/// Median, p10, p90 and minimum of one arm, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: f64,
+    p10: f64,
+    p90: f64,
+    min: f64,
+}
+
+fn stats(times: &mut [Duration]) -> Stats {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let at = |q: usize| ms(times[(times.len() * q / 100).min(times.len() - 1)]);
+    let n = times.len();
+    let median = if n % 2 == 1 {
+        ms(times[n / 2])
+    } else {
+        (ms(times[n / 2 - 1]) + ms(times[n / 2])) / 2.0
+    };
+    Stats {
+        median,
+        p10: at(10),
+        p90: at(90),
+        min: ms(times[0]),
+    }
+}
+
+/// Installs the `echo` gold pack (active) into `home`, and `extra` fixture packs.
+fn fill_store(s: &Setup, home: &Path, echo: &Path, src: &Path, extra: usize) -> Result<()> {
+    let echo = echo.to_str().context("non-UTF-8 path")?;
+    s.hcp_ok(home, &["install", echo, "--activate"])?;
+    for i in 0..extra {
+        let dir = write_fixture(src, &format!("bench-{i:04}"))?;
+        let dir = dir.to_str().context("non-UTF-8 path")?;
+        s.hcp_ok(home, &["install", dir, "--activate"])?;
+        if (i + 1) % 250 == 0 {
+            eprintln!("  {} packs installed", i + 1);
+        }
+    }
+    Ok(())
+}
+
+/// Runs the exec benchmark and prints a Markdown table (and a JSON line with `--json`).
+///
+/// # Errors
+/// When a build fails, a store cannot be filled, any run fails or `hcp exec`'s output
+/// differs from the bin's.
+pub fn run(args: &Args) -> Result<()> {
+    ensure!(args.runs >= 10, "`--runs` must be at least 10");
+    let root = workspace_root();
+    let release = release_dir(&root);
+    if !args.no_build {
+        build(&root, &release)?;
+    }
+    let scratch = std::env::temp_dir().join(format!("hcp-bench-exec-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let work = scratch.join("work");
+    std::fs::create_dir_all(&work)
+        .with_context(|| format!("cannot create `{}`", work.display()))?;
+    let mut path_var = OsString::from(release.as_os_str());
+    path_var.push(":/usr/local/bin:/usr/bin:/bin");
+    let s = Setup {
+        hcp: release.join("hcp"),
+        bin: release.join("hcp-example-echo"),
+        floor: release.join("spawn-floor"),
+        path_var,
+        work,
+    };
+    let result = measure(args, &root, &scratch, &s);
+    if args.keep {
+        eprintln!("kept `{}`", scratch.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    result
+}
+
+fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
+    for p in [&s.hcp, &s.bin, &s.floor] {
+        ensure!(p.is_file(), "`{}` is missing: build it first", p.display());
+    }
+    let stores = Stores {
+        one: scratch.join("home-1"),
+        many: scratch.join(format!("home-{}", args.packs + 1)),
+    };
+    let echo = root.join("packs/echo");
+    let src = scratch.join("src");
+    eprintln!("store of 1 pack: `{}`", stores.one.display());
+    fill_store(s, &stores.one, &echo, &src, 0)?;
+    eprintln!(
+        "store of {} packs: `{}` (one `hcp install --activate` each)",
+        args.packs + 1,
+        stores.many.display()
+    );
+    fill_store(s, &stores.many, &echo, &src, args.packs)?;
+
+    // The output must be the bin's own, byte for byte.
+    let bare = s
+        .command(&s.bin)
+        .args(BIN_ARGS)
+        .output()
+        .context("cannot run the bin")?;
+    let via = s.hcp_ok(&stores.one, &EXEC_ARGS)?;
+    ensure!(
+        bare.status.success() && bare.stdout == via,
+        "`hcp exec` printed {:?}, the bin {:?}",
+        String::from_utf8_lossy(&via),
+        String::from_utf8_lossy(&bare.stdout)
+    );
+    // Warm up; the first exec hashes the bin and keeps its stat fingerprint once the
+    // bin's ctime is old enough (see `hcp_adapter::pin`), so later ones take the fast path.
+    for attempt in 0..3 {
+        for _ in 0..WARMUP {
+            for arm in ARMS {
+                timed(arm.command(s, &stores)).with_context(|| arm.label(args.packs))?;
+            }
+        }
+        let cached = [&stores.one, &stores.many]
+            .iter()
+            .all(|h| h.join("packs/echo/.hcp/fingerprints.json").is_file());
+        if cached {
+            break;
+        }
+        if attempt == 2 {
+            eprintln!("warning: no fingerprint kept; every exec hashes the bin");
+        } else {
+            std::thread::sleep(Duration::from_millis(2100));
+        }
+    }
+
+    let sync_path = scratch.join("sync.jsonl");
+    let mut sync_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&sync_path)
+        .with_context(|| format!("cannot open `{}`", sync_path.display()))?;
+    let sync_line = [b'x'; 499];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len() + 1];
+    let mut bound: Vec<i64> = vec![0; ARMS.len()];
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64 | 1);
+    let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut order: Vec<usize> = (0..=ARMS.len()).collect();
+    eprintln!("{} interleaved rounds…", args.runs);
+    let load_before = load_average();
+    for _ in 0..args.runs {
+        rng.shuffle(&mut order);
+        for &i in &order {
+            let Some(&arm) = ARMS.get(i) else {
+                let t = Instant::now();
+                sync_file.write_all(&sync_line)?;
+                sync_file.write_all(b"\n")?;
+                sync_file.sync_data()?;
+                times[i].push(t.elapsed());
+                continue;
+            };
+            let (wall, maxrss) =
+                timed(arm.command(s, &stores)).with_context(|| arm.label(args.packs))?;
+            times[i].push(wall);
+            bound[i] = bound[i].max(maxrss);
+        }
+    }
+    let load_after = load_average();
+    for home in [&stores.one, &stores.many] {
+        s.hcp_ok(home, &["audit", "verify"])?;
+    }
+    let rss = peak_rss(s, &stores, scratch)?;
+    let st: Vec<Stats> = times.iter_mut().map(|t| stats(t)).collect();
+    let r = Report {
+        st,
+        rss_exact: rss.is_some(),
+        rss: rss.unwrap_or(bound),
+        load: (load_before, load_after),
+    };
+    report(args, &r);
+    Ok(())
+}
+
+/// Runs of each arm under GNU time for the peak RSS pass.
+const RSS_RUNS: usize = 10;
+
+/// The peak RSS of each arm in KiB, through GNU time; `None` without it.
+fn peak_rss(s: &Setup, stores: &Stores, scratch: &Path) -> Result<Option<Vec<i64>>> {
+    let time = Path::new("/usr/bin/time");
+    if !time.is_file() {
+        eprintln!("warning: no GNU time (`/usr/bin/time`): peak RSS is an upper bound");
+        return Ok(None);
+    }
+    let out = scratch.join("rss.txt");
+    let mut peaks = vec![0i64; ARMS.len()];
+    for (i, arm) in ARMS.iter().enumerate() {
+        for _ in 0..RSS_RUNS {
+            let inner = arm.command(s, stores);
+            let mut c = s.command(time);
+            c.arg("-f").arg("%M").arg("-o").arg(&out);
+            c.arg(inner.get_program()).args(inner.get_args());
+            for (k, v) in inner.get_envs() {
+                if let Some(v) = v {
+                    c.env(k, v);
+                }
+            }
+            timed(c).with_context(|| format!("{} under GNU time", arm.label(0)))?;
+            let text = std::fs::read_to_string(&out)
+                .with_context(|| format!("cannot read `{}`", out.display()))?;
+            let kib: i64 = text
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim()
+                .parse()
+                .with_context(|| format!("GNU time printed {text:?}"))?;
+            peaks[i] = peaks[i].max(kib);
+        }
+    }
+    Ok(Some(peaks))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// What one run of the benchmark found.
+struct Report {
+    /// One per arm, then the in-process `sync` row.
+    st: Vec<Stats>,
+    /// Peak RSS of each arm, KiB.
+    rss: Vec<i64>,
+    /// Whether `rss` was measured through GNU time (else: upper bounds).
+    rss_exact: bool,
+    /// The 1-minute load average before and after the timed rounds.
+    load: (String, String),
+}
+
+/// Writes the table, on stdout, or on stderr with `--json` (stdout then holds only the
+/// JSON line).
+fn report(args: &Args, r: &Report) {
+    let st = &r.st;
+    let [bare, floor, hcp, many, sync] = [st[0], st[1], st[2], st[3], st[4]];
+    let mut out: Box<dyn Write> = if args.json {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
+    let mut lines = String::new();
+    macro_rules! line {
+        ($($t:tt)*) => {{
+            lines.push_str(&format!($($t)*));
+            lines.push('\n');
+        }};
+    }
+    let rss_note = if r.rss_exact { "" } else { "≤ " };
+    line!(
+        "\nwall time per run, {} interleaved rounds (ms); load average {} → {}\n",
+        args.runs,
+        r.load.0,
+        r.load.1
+    );
+    line!("| arm | median | p10 | p90 | min | peak RSS (KiB) |");
+    line!("|---|---|---|---|---|---|");
+    for (i, arm) in ARMS.iter().enumerate() {
+        let x = st[i];
+        line!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {rss_note}{} |",
+            arm.label(args.packs),
+            x.median,
+            x.p10,
+            x.p90,
+            x.min,
+            r.rss[i]
+        );
+    }
+    line!(
+        "| disk alone: `write` + `fdatasync` of a 500-byte line (in process) | {:.3} | {:.3} | {:.3} | {:.3} | |",
+        sync.median,
+        sync.p10,
+        sync.p90,
+        sync.min
+    );
+    let ratio_floor = hcp.median / floor.median;
+    let over_bare = hcp.median - bare.median;
+    let ratio_packs = many.median / hcp.median;
+    let peak_kib = r.rss[2].max(r.rss[3]);
+    let peak_mib = peak_kib as f64 / 1024.0;
+    let mark = |ok: bool| if ok { "met" } else { "missed" };
+    line!("");
+    line!(
+        "- hcp exec / floor (medians): {ratio_floor:.3} (goal ≤ 1.2: {})",
+        mark(ratio_floor <= 1.2)
+    );
+    line!(
+        "- hcp exec − bin alone (medians): {over_bare:.3} ms (goal ≤ 1.5 ms: {})",
+        mark(over_bare <= 1.5)
+    );
+    line!(
+        "- hcp exec − floor − fdatasync (medians): {:.3} ms (what hcp adds besides the durable append)",
+        hcp.median - floor.median - sync.median
+    );
+    line!(
+        "- hcp exec, {} packs / 1 pack (medians): {ratio_packs:.3} (goal ≤ 1.05: {})",
+        args.packs + 1,
+        mark(ratio_packs <= 1.05)
+    );
+    line!(
+        "- peak RSS of hcp exec: {rss_note}{peak_mib:.2} MiB (goal ≤ 8 MB: {})",
+        mark(peak_kib as f64 * 1024.0 <= 8e6)
+    );
+    let _ = out.write_all(lines.as_bytes());
+    let _ = out.flush();
+    if args.json {
+        let row = |x: &Stats| {
+            serde_json::json!({
+                "median_ms": x.median, "p10_ms": x.p10, "p90_ms": x.p90, "min_ms": x.min,
+            })
+        };
+        let mut arms = serde_json::Map::new();
+        for (i, a) in ARMS.iter().enumerate() {
+            let mut v = row(&st[i]);
+            v["peak_rss_kib"] = r.rss[i].into();
+            arms.insert(a.key().into(), v);
+        }
+        arms.insert("sync".into(), row(&sync));
+        let line = serde_json::json!({
+            "bench": "exec",
+            "runs": args.runs,
+            "packs": args.packs + 1,
+            "arms": arms,
+            "ratio_hcp_to_floor": ratio_floor,
+            "hcp_over_bare_ms": over_bare,
+            "ratio_many_to_one": ratio_packs,
+            "peak_rss_kib": peak_kib,
+            "peak_rss_exact": r.rss_exact,
+            "load_before": r.load.0,
+            "load_after": r.load.1,
+        });
+        println!("{line}");
+    }
+}
