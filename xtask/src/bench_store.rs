@@ -1,6 +1,8 @@
 //! `cargo xtask bench store`: wall time of the real `hcp` binary on a store of many
 //! installed packs (`hcp list`, `hcp show`, `hcp install --force`). Each figure is the
-//! median (and 90th percentile) over `--runs` processes, so it includes process start.
+//! median (and 90th percentile) over `--runs` processes, so it includes process start; the
+//! CPU column (user + system time of the children, from `/proc/self/stat`, averaged over
+//! the runs) is the steadier figure on a loaded machine.
 //! The in-process figures are the criterion benches of `hcp-store`
 //! (`cargo bench -p hcp-store --bench store`); both go to BENCHMARKS.md.
 
@@ -94,6 +96,17 @@ fn write_pack(root: &Path, id: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// User + system time of this process's waited-for children (`cutime` + `cstime` of
+/// `/proc/self/stat`, in clock ticks of 1/100 s, the fixed `USER_HZ` of Linux).
+fn children_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; cutime and cstime are fields 16 and 17.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(13)?.parse::<u64>().ok()? + f.get(14)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 struct Bench {
     hcp: PathBuf,
     home: PathBuf,
@@ -128,15 +141,20 @@ impl Bench {
     fn measure(&self, label: &str, args: &[&str], runs: usize) -> Result<()> {
         self.run_ok(args)?; // warm the page cache
         let mut times = Vec::with_capacity(runs);
+        let cpu0 = children_cpu();
         for _ in 0..runs {
             times.push(self.run_ok(args)?);
         }
+        let cpu = match (cpu0, children_cpu()) {
+            (Some(a), Some(b)) => format!("{:.2}", (b - a).as_secs_f64() * 1000.0 / runs as f64),
+            _ => "n/a".to_owned(),
+        };
         times.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         let median = times[times.len() / 2];
         let p90 = times[(times.len() * 9 / 10).min(times.len() - 1)];
         println!(
-            "| {label} | {:.2} | {:.2} | {:.2} |",
+            "| {label} | {:.2} | {:.2} | {:.2} | {cpu} |",
             ms(median),
             ms(p90),
             ms(times[0])
@@ -186,8 +204,8 @@ pub fn run(args: Args) -> Result<()> {
             args.runs,
             n + 1
         );
-        println!("| command | median | p90 | min |");
-        println!("|---|---|---|---|");
+        println!("| command | median | p90 | min | cpu |");
+        println!("|---|---|---|---|---|");
         b.measure(
             &format!("`hcp list` ({} packs)", n + 1),
             &["list"],
