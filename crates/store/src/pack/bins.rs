@@ -47,6 +47,15 @@ pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedB
             reason: format!("cannot resolve `{}`: {e}", found.display()),
         })?
     };
+    if path.to_str().is_none() {
+        return Err(PackError::BinMissing {
+            program: program.to_owned(),
+            reason: format!(
+                "its path `{}` is not UTF-8, so it cannot be pinned",
+                path.display()
+            ),
+        });
+    }
     let sha256 = hash_file(&path).map_err(|reason| PackError::BinMissing {
         program: program.to_owned(),
         reason,

@@ -184,7 +184,9 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     let record = InstallRecord {
         pack_id: id.clone(),
         installed_at: now,
-        source: source_dir,
+        // The record is JSON: a non-UTF-8 source path is kept lossily (it is informative;
+        // pins and digests are what is checked).
+        source: PathBuf::from(source_dir.to_string_lossy().into_owned()),
         files,
         files_digest: digest,
         bins: pins,
