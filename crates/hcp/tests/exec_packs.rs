@@ -371,3 +371,31 @@ fn git_refs_that_look_like_options_are_refused_and_paths_stay_paths() {
         .unwrap();
     snap!("git_show_flag", w.render(&out).replace(&c, "[CANARY]"));
 }
+
+#[test]
+fn git_as_an_agent_in_its_session_workdir() {
+    let w = world(&["git"]);
+    let repo = w.root().join("sandbox-repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("b.txt"), "bee\n").unwrap();
+    let tok = session(&w, "agent-1", &["--workdir", &repo.display().to_string()]);
+    let env = [("HCP_SESSION", tok.as_str())];
+    grant(&w, "agent-1", "git", &["verb.exec.read"]);
+    // The caller's directory is `work/`, not a repository: the session's workdir wins.
+    let (out, v) = exec_json_env(&w, &["git.status"], &env);
+    ok(&w, &out);
+    assert_eq!(v["stdout"], json!("## No commits yet on main\n?? b.txt\n"));
+    let (out, v) = exec_json_env(&w, &["git.add", "b.txt"], &env);
+    assert_refused(&w, &out, &v, "missing_grant", 77);
+    grant(&w, "agent-1", "git", &["verb.exec.write"]);
+    let (out, _) = exec_json_env(&w, &["git.add", "b.txt"], &env);
+    ok(&w, &out);
+    let (out, v) = exec_json_env(&w, &["git.commit", "--message", "bee"], &env);
+    assert_refused(&w, &out, &v, "confirm_required", 77);
+    let (out, _) = exec_json_env(&w, &["git.commit", "--message", "bee", "--confirm"], &env);
+    ok(&w, &out);
+    assert_eq!(git(&repo, &["log", "--format=%an %s"]), "hcp agent bee\n");
+    let recs = audit_records(&w);
+    assert!(recs.iter().all(|r| r["principal"] == json!("agent-1")));
+}
