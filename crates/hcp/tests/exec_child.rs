@@ -188,7 +188,6 @@ fn start_and_find_group(w: &common::World, args: &[&str]) -> (std::process::Chil
 fn a_verb_that_sleeps_forever_is_ended_with_its_group_at_the_timeout() {
     let w = world(&["probe"]);
     let (child, start, pgid) = start_and_find_group(&w, &["--timeout", "1", "probe.sleep", "3600"]);
-    assert!(!live_in_group(pgid).is_empty(), "the group was seen alive");
     let out = child.wait_with_output().unwrap();
     let elapsed = start.elapsed();
     let v = parse(&w, &out);
