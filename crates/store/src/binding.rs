@@ -215,14 +215,14 @@ pub fn load(
         }
         .into());
     }
-    if let Some(at) = cred.expires_at {
-        if at <= now {
-            return Err(MintError::Expired {
-                principal: principal.to_owned(),
-                family: family.to_owned(),
-                at,
-            });
-        }
+    if let Some(at) = cred.expires_at
+        && at <= now
+    {
+        return Err(MintError::Expired {
+            principal: principal.to_owned(),
+            family: family.to_owned(),
+            at,
+        });
     }
     Ok(cred)
 }

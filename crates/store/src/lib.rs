@@ -24,6 +24,7 @@ pub mod lock;
 pub mod pack;
 pub mod session;
 pub mod skill;
+pub mod stimulus;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};
