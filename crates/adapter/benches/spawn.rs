@@ -7,7 +7,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_adapter::{
-    ChildEnv, Invocation, Limits, Sha256Digest, StatFingerprint, pin_bin, run, verify_bin,
+    ChildEnv, Confinement, Invocation, Limits, Network, PrivateTmp, ResourceLimits, SandboxPaths,
+    SandboxPolicy, Sha256Digest, StatFingerprint, pin_bin, run, verify_bin,
 };
 use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
@@ -88,5 +89,74 @@ fn verify(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, spawn, verify);
+/// Exec overhead of confinement, pairwise in one run: the same `/bin/true` through `run`
+/// with no confinement, with resource limits only (every land), and with the `local`
+/// land sandbox (Landlock ruleset built per call, as exec does, plus limits), with and
+/// without creating and removing the private temporary directory.
+fn confine(c: &mut Criterion) {
+    let mut g = c.benchmark_group("confine_true");
+    let bin = verify_bin(&pin_bin(Path::new("/bin/true")).unwrap()).unwrap();
+    let env = ChildEnv::from_parent(std::env::vars_os());
+    let work = tempfile::tempdir().unwrap();
+    let limits = ResourceLimits {
+        cpu_seconds: 60,
+        address_space_bytes: 4 << 30,
+        open_files: 1024,
+        file_size_bytes: 1 << 30,
+        processes: 1024,
+    };
+    let policy = SandboxPolicy {
+        require: false,
+        network: Network::Allow,
+        limits,
+    };
+    let tmp = PrivateTmp::create_in(&std::env::temp_dir()).unwrap();
+    let run_with = |confine: Option<&Confinement>| {
+        let out = run(&Invocation {
+            bin: &bin,
+            argv0: "true".into(),
+            args: Vec::new(),
+            env: &env,
+            cwd: work.path().to_owned(),
+            limits: Limits::default(),
+            confine,
+            cancel: None,
+        })
+        .unwrap();
+        assert_eq!(out.exit_code, 0);
+    };
+    let sandbox = |tmpdir: &Path| {
+        let (c, report) = Confinement::for_local_land(
+            &SandboxPaths {
+                workdir: work.path(),
+                tmpdir,
+                bin: bin.path(),
+                extra_ro: &[],
+                protected: &[],
+                not_above: &[],
+            },
+            &policy,
+        )
+        .unwrap();
+        black_box(report);
+        c
+    };
+    g.bench_function("none", |b| b.iter(|| run_with(None)));
+    g.bench_function("limits", |b| {
+        b.iter(|| run_with(Some(&Confinement::with_limits(&limits))))
+    });
+    g.bench_function("landlock_and_limits", |b| {
+        b.iter(|| run_with(Some(&sandbox(tmp.path()))))
+    });
+    g.bench_function("landlock_limits_private_tmp", |b| {
+        b.iter(|| {
+            let t = PrivateTmp::create_in(&std::env::temp_dir()).unwrap();
+            run_with(Some(&sandbox(t.path())));
+            t.remove().unwrap();
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, spawn, verify, confine);
 criterion_main!(benches);

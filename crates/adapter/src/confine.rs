@@ -226,10 +226,13 @@ pub struct SandboxPaths<'a> {
     pub bin: &'a Path,
     /// More read-only paths (an interpreter outside the system paths, say).
     pub extra_ro: &'a [PathBuf],
-    /// Paths the sandbox must not contain (`$HCP_HOME`, the user's `$HOME`): a working
-    /// directory that is one of them or an ancestor of one is refused
-    /// (`sandbox_unavailable`), since the child could write there.
+    /// Paths the sandbox may neither be, hold, nor lie inside (`$HCP_HOME`): the child
+    /// could write there. A working directory that breaks this is refused
+    /// (`sandbox_unavailable`).
     pub protected: &'a [PathBuf],
+    /// Paths the sandbox may lie inside but neither be nor hold (the user's `$HOME`: a
+    /// project under it is a sandbox, the home itself is not). Refused likewise.
+    pub not_above: &'a [PathBuf],
 }
 
 /// How a child was confined, for the exec result and the audit record (`sandbox`).
@@ -413,7 +416,8 @@ impl Confinement {
     /// # Errors
     /// - `sandbox_unavailable` (exit 77): no Landlock and `policy.require`; network
     ///   `deny` and an ABI below [`NETWORK_LANDLOCK_ABI`]; a working directory that is
-    ///   `/` or holds one of `paths.protected`;
+    ///   `/`, holds a `paths.protected` or `paths.not_above` path, or lies inside a
+    ///   `paths.protected` one;
     /// - `sandbox_failed` (exit 126): the working directory, temporary directory or bin
     ///   cannot be opened, or the kernel refused the ruleset.
     pub fn for_local_land(
@@ -529,7 +533,8 @@ impl Confinement {
     }
 }
 
-/// Refuses a working directory that is `/` or is (or holds) a protected path.
+/// Refuses a working directory that is `/`, holds a protected or `not_above` path, or
+/// lies inside a protected one.
 fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     let work = paths
         .workdir
@@ -540,16 +545,25 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
             reason: "the sandbox working directory is `/`".into(),
         });
     }
-    for p in paths.protected {
-        let p = p.canonicalize().unwrap_or_else(|_| p.clone());
+    let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+    let refuse = |p: &Path, how: &str| AdapterError::SandboxUnavailable {
+        reason: format!(
+            "the sandbox working directory `{}` {how} `{}`, which a local command may not write",
+            work.display(),
+            p.display()
+        ),
+    };
+    for p in paths.protected.iter().map(resolve) {
         if p.starts_with(&work) {
-            return Err(AdapterError::SandboxUnavailable {
-                reason: format!(
-                    "the sandbox working directory `{}` holds `{}`, which a local command may not write",
-                    work.display(),
-                    p.display()
-                ),
-            });
+            return Err(refuse(&p, "holds"));
+        }
+        if work.starts_with(&p) {
+            return Err(refuse(&p, "lies inside"));
+        }
+    }
+    for p in paths.not_above.iter().map(resolve) {
+        if p.starts_with(&work) {
+            return Err(refuse(&p, "holds"));
         }
     }
     Ok(())
@@ -652,83 +666,6 @@ fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {
     }
 }
 
-/// A fresh private temporary directory for one exec (RUNTIME §5): `hcp-exec-XXXXXX`
-/// under the given base (the system temporary directory), mode `0700`, removed with
-/// everything in it by [`remove`](Self::remove) after the run (or on drop). The child
-/// gets it read-write and as `TMPDIR`.
-#[derive(Debug)]
-pub struct PrivateTmp {
-    dir: Option<tempfile::TempDir>,
-    path: PathBuf,
-}
-
-impl PrivateTmp {
-    /// Creates the directory under `base` (pass `std::env::temp_dir()`).
-    ///
-    /// # Errors
-    /// `sandbox_failed` when it cannot be created.
-    pub fn create_in(base: &Path) -> Result<Self, AdapterError> {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("hcp-exec-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(base)
-            .map_err(|e| sandbox_failed(base, "cannot create a private temporary directory", e))?;
-        let path = dir.path().to_owned();
-        Ok(Self {
-            dir: Some(dir),
-            path,
-        })
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Removes the directory and everything the child left in it, including
-    /// directories it made unreadable. Symlinks are removed, never followed.
-    ///
-    /// # Errors
-    /// `sandbox_failed` naming the directory when something is left.
-    pub fn remove(mut self) -> Result<(), AdapterError> {
-        self.remove_now()
-    }
-
-    fn remove_now(&mut self) -> Result<(), AdapterError> {
-        let Some(dir) = self.dir.take() else {
-            return Ok(());
-        };
-        let path = dir.keep();
-        if std::fs::remove_dir_all(&path).is_ok() {
-            return Ok(());
-        }
-        open_up(&path);
-        std::fs::remove_dir_all(&path)
-            .map_err(|e| sandbox_failed(&path, "cannot remove the private temporary directory", e))
-    }
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        let _ = self.remove_now();
-    }
-}
-
-/// Gives the owner full access to every directory beneath `dir` (not following symlinks).
-fn open_up(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            open_up(&e.path());
-        }
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -768,6 +705,7 @@ mod tests {
             bin: Path::new("/bin/sh"),
             extra_ro: &[],
             protected: &[],
+            not_above: &[],
         };
         let mut policy = SandboxPolicy {
             require: false,
@@ -803,6 +741,7 @@ mod tests {
             bin: Path::new("/bin/sh"),
             extra_ro: &[],
             protected: &protected,
+            not_above: &[],
         };
         let policy = SandboxPolicy {
             require: false,
@@ -818,25 +757,30 @@ mod tests {
         };
         let e = Confinement::for_local_land(&root, &policy).unwrap_err();
         assert_eq!(e.code(), "sandbox_unavailable");
-    }
-
-    #[test]
-    fn private_tmp_is_0700_and_removed_even_when_locked_up() {
-        use std::os::unix::fs::PermissionsExt;
-        let base = tempfile::tempdir().unwrap();
-        let t = PrivateTmp::create_in(base.path()).unwrap();
-        let p = t.path().to_owned();
-        assert_eq!(
-            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
-        let locked = p.join("a/b");
-        std::fs::create_dir_all(&locked).unwrap();
-        std::fs::write(locked.join("f"), "x").unwrap();
-        std::os::unix::fs::symlink(base.path(), p.join("out")).unwrap();
-        std::fs::set_permissions(p.join("a"), std::fs::Permissions::from_mode(0o000)).unwrap();
-        t.remove().unwrap();
-        assert!(!p.exists());
-        assert!(base.path().exists());
+        // Inside `$HCP_HOME`: refused; inside `$HOME`: a sandbox; `$HOME` itself: refused.
+        let inside = protected[0].join("state");
+        std::fs::create_dir(&inside).unwrap();
+        let within = SandboxPaths {
+            workdir: &inside,
+            ..paths
+        };
+        let e = Confinement::for_local_land(&within, &policy).unwrap_err();
+        assert!(e.to_string().contains("lies inside"), "{e}");
+        let home = [dir.path().to_owned()];
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let in_home = SandboxPaths {
+            workdir: &project,
+            protected: &[],
+            not_above: &home,
+            ..paths
+        };
+        assert!(Confinement::for_local_land(&in_home, &policy).is_ok());
+        let at_home = SandboxPaths {
+            workdir: dir.path(),
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&at_home, &policy).unwrap_err();
+        assert!(e.to_string().contains("holds"), "{e}");
     }
 }

@@ -26,10 +26,11 @@ mod error;
 mod pin;
 mod render;
 mod run;
+mod tmp;
 
 pub use confine::{
     Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, Network, NetworkReport,
-    PrivateTmp, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
+    ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
     SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport, TESTED_LANDLOCK_ABI,
     running_as_root,
 };
@@ -47,3 +48,4 @@ pub use run::{
     DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, GROUP_EXIT_WAIT, Invocation, Limits,
     Outcome, run,
 };
+pub use tmp::PrivateTmp;

@@ -112,7 +112,8 @@ impl World {
     }
 
     fn confine(&self, bin: &Path, policy: &SandboxPolicy) -> (Confinement, SandboxReport) {
-        let protected = [self.path("home"), self.path("hcp-home")];
+        let protected = [self.path("hcp-home")];
+        let not_above = [self.path("home")];
         let work = self.work();
         Confinement::for_local_land(
             &SandboxPaths {
@@ -121,6 +122,7 @@ impl World {
                 bin,
                 extra_ro: &[],
                 protected: &protected,
+                not_above: &not_above,
             },
             policy,
         )
@@ -550,6 +552,7 @@ fn without_landlock_the_report_says_unconfined() {
         bin: Path::new("/bin/sh"),
         extra_ro: &[],
         protected: &[],
+        not_above: &[],
     };
     let mut policy = w.policy(Network::Allow, TIGHT);
     policy.require = false;
