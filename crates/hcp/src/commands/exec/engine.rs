@@ -117,6 +117,13 @@ struct Facts {
 /// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
 /// refusal carries its code.
 pub fn execute(env: &ExecEnv, call: Call) -> Answer {
+    execute_as(env, call).0
+}
+
+/// [`execute`], also naming the principal the call was made as (`owner` without a
+/// session): `hcp connect` stores the credential its connect verb printed for them, from
+/// the answer's raw `stdout` (RUNTIME §8). `None` when no principal was resolved.
+pub fn execute_as(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
     execute_with(env, call, None)
 }
 
@@ -125,13 +132,17 @@ pub fn execute(env: &ExecEnv, call: Call) -> Answer {
 /// readable, or hangs up, when the call must end: the adapter then ends the child's
 /// process group, and the run is answered and audited with code `cancelled`.
 pub fn execute_cancellable(env: &ExecEnv, call: Call, cancel: BorrowedFd<'_>) -> Answer {
-    execute_with(env, call, Some(cancel))
+    execute_with(env, call, Some(cancel)).0
 }
 
-fn execute_with(env: &ExecEnv, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
+fn execute_with(
+    env: &ExecEnv,
+    call: Call,
+    cancel: Option<BorrowedFd<'_>>,
+) -> (Answer, Option<String>) {
     let started = Instant::now();
     let mut facts = Facts::default();
-    match execute_inner(env, call, cancel, &mut facts, started) {
+    let answer = match execute_inner(env, call, cancel, &mut facts, started) {
         Ok(a) => a,
         Err((refusal, audited)) => {
             let audit_id = if audited {
@@ -141,7 +152,8 @@ fn execute_with(env: &ExecEnv, call: Call, cancel: Option<BorrowedFd<'_>>) -> An
             };
             refusal_answer(&facts, refusal, audit_id, started)
         }
-    }
+    };
+    (answer, facts.principal)
 }
 
 type Step1<T> = Result<T, (Refusal, bool)>;
@@ -288,10 +300,25 @@ fn execute_inner(
         match binding::load(&env.home, principal.id(), pack.manifest.family(), now) {
             Ok(c) => credential = Some(c),
             Err(e) => {
-                let hint = Some(format!(
-                    "run `hcp connect {}` to establish the binding",
-                    pack.id
-                ));
+                // Bindings and stimuli (DESIGN.md): `binding.degraded`, where the pack
+                // declares it, for `hcp sense` to deliver. Best effort: the refusal stands
+                // whether or not it could be recorded.
+                let _ = hcp_store::stimulus::record_binding_degraded(
+                    &env.home,
+                    &pack,
+                    principal.id(),
+                    &verb_key,
+                    &e,
+                    now,
+                );
+                let hint = Some(if e.code() == "binding_insecure" {
+                    format!(
+                        "others may read it: `hcp disconnect {0}` then `hcp connect {0}` writes it 0600 again",
+                        pack.id
+                    )
+                } else {
+                    format!("run `hcp connect {}` to establish the binding", pack.id)
+                });
                 let exit = if e.code() == "binding_required" || e.code() == "binding_insecure" {
                     77
                 } else {
