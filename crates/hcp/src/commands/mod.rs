@@ -62,6 +62,8 @@ enum Command {
     Audit(audit::AuditCommand),
     /// Establish a `user` pack's binding by running its connect verb (RUNTIME §8).
     Connect(connect::Args),
+    /// Remove the calling principal's binding for a pack's family (RUNTIME §8).
+    Disconnect(connect::DisconnectArgs),
     /// Relay a pack's stimulus events as JSON lines (RUNTIME §8).
     Sense(sense::Args),
     /// Serve active packs as MCP tools over stdio.
@@ -90,6 +92,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Revoke(a) => grant::run_revoke(a),
         Command::Audit(c) => audit::run(c),
         Command::Connect(a) => connect::run(a),
+        Command::Disconnect(a) => connect::run_disconnect(a),
         Command::Sense(a) => sense::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Doctor(a) => doctor::run(a),
