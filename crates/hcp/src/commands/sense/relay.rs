@@ -1,0 +1,500 @@
+//! The relay loop of `hcp sense`: runs the planned triggers and relays their JSON lines
+//! and the recorded stimuli until stopped (see the parent module and DESIGN.md).
+
+use super::{MAX_LINE_BYTES, Planned, RECORDED_POLL, STOP_GRACE};
+use crate::commands::exec::engine::ExecEnv;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_store::pack::InstalledPack;
+use hcp_store::stimulus;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, killpg, sigaction};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The write end of the signal pipe, for the handler; -1 when unset.
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    let fd = SIGNAL_FD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = 1u8;
+        // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking, so a full pipe
+        // loses a wake-up that is already pending.
+        unsafe {
+            libc::write(fd, std::ptr::from_ref(&byte).cast(), 1);
+        }
+    }
+}
+
+/// Arms `SIGINT` and `SIGTERM` to make the returned descriptor readable.
+fn arm_signals() -> Result<(OwnedFd, OwnedFd), CliError> {
+    use nix::fcntl::OFlag;
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
+        CliError::new(
+            "spawn_failed",
+            "cannot make the signal pipe",
+            exit::EX_IOERR,
+        )
+        .cause(e)
+    })?;
+    SIGNAL_FD.store(w.as_raw_fd(), Ordering::Relaxed);
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only loads an atomic and calls write(2).
+        unsafe { sigaction(sig, &action) }.map_err(|e| {
+            CliError::new(
+                "spawn_failed",
+                "cannot arm the signal handlers",
+                exit::EX_IOERR,
+            )
+            .cause(e)
+        })?;
+    }
+    Ok((r, w))
+}
+
+/// One running trigger.
+struct Running {
+    reference: String,
+    child: Option<Child>,
+    pgid: Pid,
+    out: Option<OwnedFd>,
+    err: Option<OwnedFd>,
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+    out_skipping: bool,
+    exit_code: Option<i32>,
+}
+
+impl Running {
+    /// Ends the group (TERM, then KILL after [`STOP_GRACE`]) and reaps the child.
+    fn stop(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        let _ = killpg(self.pgid, Signal::SIGTERM);
+        let until = Instant::now() + STOP_GRACE;
+        while Instant::now() < until && !exited(self.pgid) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        if let Ok(st) = c.wait() {
+            self.exit_code = st.code();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = killpg(self.pgid, Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Whether the unreaped child `pid` has exited (it stays unreaped, so its pid keeps
+/// naming its group).
+fn exited(pid: Pid) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(
+        waitid(Id::Pid(pid), flags),
+        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR)
+    )
+}
+
+fn spawn(p: &Planned) -> Result<Running, CliError> {
+    let adapter =
+        |e: hcp_adapter::AdapterError| CliError::new(e.code(), e.to_string(), e.exit_status());
+    let verified = hcp_adapter::verify_bin(&p.pin).map_err(adapter)?;
+    let child = Command::new(verified.path())
+        .arg0(&p.argv0)
+        .args(&p.args)
+        .env_clear()
+        .envs(p.env.iter())
+        .current_dir(&p.workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| {
+            CliError::new(
+                "spawn_failed",
+                format!("trigger `{}` could not be started", p.reference),
+                exit::EX_IOERR,
+            )
+            .cause(e)
+        })?;
+    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let mut running = Running {
+        reference: p.reference.clone(),
+        child: Some(child),
+        pgid,
+        out: None,
+        err: None,
+        out_buf: Vec::new(),
+        err_buf: Vec::new(),
+        out_skipping: false,
+        exit_code: None,
+    };
+    // What ran must still be the pinned file (the adapter's post-spawn check).
+    if let Err(e) = hcp_adapter::verify_bin(&p.pin) {
+        running.stop();
+        return Err(adapter(e));
+    }
+    if let Some(c) = running.child.as_mut() {
+        running.out = c.stdout.take().map(OwnedFd::from);
+        running.err = c.stderr.take().map(OwnedFd::from);
+    }
+    for fd in [&running.out, &running.err].into_iter().flatten() {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let _ = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+    }
+    Ok(running)
+}
+
+/// Why the loop ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// SIGINT/SIGTERM, `--count`, or stdout closed.
+    Asked,
+    /// Every trigger exited.
+    Done,
+}
+
+/// The writer of relayed lines: one JSON object a line, flushed per line, with the
+/// credential's string values redacted.
+struct Relay<'a> {
+    pack_id: &'a str,
+    redact: Vec<(String, &'static str)>,
+    sent: u64,
+    count: Option<u64>,
+}
+
+impl Relay<'_> {
+    /// Writes one event; `Err` when stdout is closed.
+    fn send(&mut self, reference: &str, event: Value) -> std::io::Result<()> {
+        let mut line =
+            json!({"pack_id": self.pack_id, "ref": reference, "event": event}).to_string();
+        for (v, with) in &self.redact {
+            line = line.replace(v.as_str(), with);
+        }
+        line.push('\n');
+        let mut out = std::io::stdout().lock();
+        out.write_all(line.as_bytes())?;
+        out.flush()?;
+        self.sent += 1;
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.count.is_some_and(|c| self.sent >= c)
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        let mut t = text.to_owned();
+        for (v, with) in &self.redact {
+            t = t.replace(v.as_str(), with);
+        }
+        t
+    }
+}
+
+/// Runs the triggers of `planned` and relays events until stopped; the exit status.
+pub(super) fn relay(
+    env: &ExecEnv,
+    pack: &InstalledPack,
+    principal: &str,
+    refs: &[String],
+    (planned, secret): (Vec<Planned>, Option<Map<String, Value>>),
+    count: Option<u64>,
+) -> CliResult {
+    let (sig_r, _sig_w) = arm_signals()?;
+    let redact = secret
+        .iter()
+        .flat_map(|s| s.values())
+        .filter_map(Value::as_str)
+        .filter(|s| s.len() >= 4)
+        .filter_map(|s| {
+            // As it appears inside a JSON string.
+            let quoted = serde_json::to_string(s).ok()?;
+            Some((quoted[1..quoted.len() - 1].to_owned(), "[redacted]"))
+        })
+        .collect();
+    let mut relay = Relay {
+        pack_id: pack.id.as_str(),
+        redact,
+        sent: 0,
+        count,
+    };
+    let mut running = Vec::new();
+    for p in &planned {
+        match spawn(p) {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                for r in &mut running {
+                    r.stop();
+                }
+                return Err(e);
+            }
+        }
+    }
+    let ref_strs: Vec<&str> = refs.iter().map(String::as_str).collect();
+    let mut delivered: Vec<String> = Vec::new();
+    let mut next_recorded = Instant::now();
+    let stdout_fd = std::io::stdout();
+    let stop = 'main: loop {
+        if Instant::now() >= next_recorded {
+            match deliver_recorded(env, pack, principal, &ref_strs, &mut delivered, &mut relay) {
+                Ok(()) => {}
+                Err(()) => break 'main Stop::Asked,
+            }
+            if relay.done() {
+                break 'main Stop::Asked;
+            }
+            next_recorded = Instant::now() + RECORDED_POLL;
+        }
+        if !planned.is_empty() && running.iter().all(|r| r.child.is_none()) {
+            break 'main Stop::Done;
+        }
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        let mut which: Vec<(usize, bool)> = Vec::new();
+        for (i, r) in running.iter().enumerate() {
+            if let Some(fd) = &r.out {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                which.push((i, true));
+            }
+            if let Some(fd) = &r.err {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                which.push((i, false));
+            }
+        }
+        let n_streams = fds.len();
+        fds.push(PollFd::new(sig_r.as_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(stdout_fd.as_fd(), PollFlags::empty()));
+        let wait = next_recorded.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(wait.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => {
+                for r in &mut running {
+                    r.stop();
+                }
+                return Err(
+                    CliError::new("supervise_failed", "poll failed", exit::EX_IOERR).cause(e),
+                );
+            }
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if ready[n_streams] || ready[n_streams + 1] {
+            // A signal, or whoever reads our stdout went away.
+            break 'main Stop::Asked;
+        }
+        for (k, (i, is_out)) in which.iter().enumerate() {
+            if !ready[k] {
+                continue;
+            }
+            let r = &mut running[*i];
+            if *is_out {
+                if read_events(r, &mut relay).is_err() {
+                    break 'main Stop::Asked;
+                }
+                if relay.done() {
+                    break 'main Stop::Asked;
+                }
+            } else {
+                read_stderr(r, &relay);
+            }
+        }
+        for r in &mut running {
+            if r.child.is_some() && (r.out.is_none() && r.err.is_none() || exited(r.pgid)) {
+                // The direct child is done: end the rest of its group (like exec), relay
+                // what is already written, reap it.
+                let _ = killpg(r.pgid, Signal::SIGKILL);
+                if read_events(r, &mut relay).is_err() {
+                    break 'main Stop::Asked;
+                }
+                read_stderr(r, &relay);
+                if let Some(mut c) = r.child.take()
+                    && let Ok(st) = c.wait()
+                {
+                    r.exit_code = Some(st.code().unwrap_or(128));
+                }
+                r.out = None;
+                r.err = None;
+            }
+        }
+    };
+    for r in &mut running {
+        r.stop();
+    }
+    if stop == Stop::Asked {
+        return Ok(exit::OK);
+    }
+    // Every trigger ended on its own: the first failure's status, else 0.
+    let status = running
+        .iter()
+        .filter_map(|r| r.exit_code)
+        .find(|c| *c != 0)
+        .map_or(exit::OK, |c| u8::try_from(c.clamp(1, 255)).unwrap_or(1));
+    for r in &running {
+        if let Some(c) = r.exit_code.filter(|c| *c != 0) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "hcp: sense: trigger `{}` exited with status {c}",
+                r.reference
+            );
+        }
+    }
+    Ok(status)
+}
+
+/// Relays the recorded stimuli not yet delivered by this process, then acknowledges them.
+/// `Err` when stdout is closed.
+fn deliver_recorded(
+    env: &ExecEnv,
+    pack: &InstalledPack,
+    principal: &str,
+    refs: &[&str],
+    delivered: &mut Vec<String>,
+    relay: &mut Relay<'_>,
+) -> Result<(), ()> {
+    let Ok(pending) = stimulus::pending(&env.home, principal, pack.id.as_str(), Some(refs)) else {
+        return Ok(());
+    };
+    let mut acked = Vec::new();
+    for s in pending {
+        if delivered.contains(&s.id) {
+            continue;
+        }
+        if relay.done() {
+            break;
+        }
+        if relay.send(&s.reference, s.event).is_err() {
+            let _ = stimulus::ack(&env.home, principal, pack.id.as_str(), &acked);
+            return Err(());
+        }
+        delivered.push(s.id.clone());
+        acked.push(s.id);
+    }
+    let _ = stimulus::ack(&env.home, principal, pack.id.as_str(), &acked);
+    Ok(())
+}
+
+/// Reads what the fd holds now into `buf`; `true` at end of file.
+fn read_into(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        match nix::unistd::read(fd, &mut chunk) {
+            Ok(0) => return true,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+        if buf.len() > 2 * MAX_LINE_BYTES {
+            return false;
+        }
+    }
+}
+
+/// Relays each complete JSON line of a trigger's stdout; a line that is not JSON, or is
+/// longer than [`MAX_LINE_BYTES`], is dropped with a note on stderr (never quoted: it may
+/// hold anything). `Err` when stdout is closed.
+fn read_events(r: &mut Running, relay: &mut Relay<'_>) -> std::io::Result<()> {
+    let Some(fd) = &r.out else {
+        return Ok(());
+    };
+    let eof = read_into(fd.as_fd(), &mut r.out_buf);
+    loop {
+        let Some(nl) = r.out_buf.iter().position(|b| *b == b'\n') else {
+            break;
+        };
+        let line: Vec<u8> = r.out_buf.drain(..=nl).collect();
+        if std::mem::take(&mut r.out_skipping) {
+            continue;
+        }
+        event_line(&r.reference, &line, relay)?;
+        if relay.done() {
+            return Ok(());
+        }
+    }
+    if r.out_buf.len() > MAX_LINE_BYTES {
+        note(&r.reference, "printed a line longer than the cap; dropped");
+        r.out_buf.clear();
+        r.out_skipping = true;
+    }
+    if eof {
+        let rest = std::mem::take(&mut r.out_buf);
+        if !r.out_skipping && !rest.iter().all(u8::is_ascii_whitespace) {
+            event_line(&r.reference, &rest, relay)?;
+        }
+        r.out = None;
+    }
+    Ok(())
+}
+
+fn event_line(reference: &str, line: &[u8], relay: &mut Relay<'_>) -> std::io::Result<()> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    match serde_json::from_slice::<Value>(line) {
+        Ok(event) => relay.send(reference, event),
+        Err(_) => {
+            note(
+                reference,
+                &format!(
+                    "printed a line that is not JSON ({} bytes); dropped",
+                    line.len()
+                ),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Relays a trigger's stderr to ours, line by line, the credential redacted.
+fn read_stderr(r: &mut Running, relay: &Relay<'_>) {
+    let Some(fd) = &r.err else {
+        return;
+    };
+    let eof = read_into(fd.as_fd(), &mut r.err_buf);
+    let mut err = std::io::stderr().lock();
+    while let Some(nl) = r.err_buf.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = r.err_buf.drain(..=nl).collect();
+        let _ = err.write_all(relay.scrub(&String::from_utf8_lossy(&line)).as_bytes());
+    }
+    if eof || r.err_buf.len() > MAX_LINE_BYTES {
+        let rest = std::mem::take(&mut r.err_buf);
+        if !rest.is_empty() {
+            let _ = writeln!(err, "{}", relay.scrub(&String::from_utf8_lossy(&rest)));
+        }
+    }
+    if eof {
+        r.err = None;
+    }
+}
+
+fn note(reference: &str, what: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "hcp: sense: trigger `{reference}` {what}"
+    );
+}
