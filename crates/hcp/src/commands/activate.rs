@@ -20,7 +20,11 @@ pub struct DeactivateArgs {
 }
 
 /// Runs `hcp activate`: writes `skills/<id>/SKILL.md` and marks the pack active.
+///
+/// Owner only (RUNTIME §8: a control-plane pack is never activated for a non-owner
+/// principal; activation decides what every harness is taught, so no session may do it).
 pub fn run_activate(a: ActivateArgs) -> CliResult {
+    super::session::require_owner("activate")?;
     let home = open_home()?;
     let pack = skill::activate(&home, &a.id).map_err(pack_error)?;
     println!(
@@ -32,7 +36,10 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
 }
 
 /// Runs `hcp deactivate`: removes the marker and the SKILL.md.
+///
+/// Owner only, like activate.
 pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
+    super::session::require_owner("deactivate")?;
     let home = open_home()?;
     let was = skill::deactivate(&home, &a.id).map_err(pack_error)?;
     if was {

@@ -89,8 +89,10 @@ fn abort_at() -> Option<String> {
     None
 }
 
-/// Runs `hcp install`.
+/// Runs `hcp install`. Owner only: a session may not install, nor activate a pack
+/// (a control-plane one least of all, RUNTIME §8).
 pub fn run_install(a: InstallArgs) -> CliResult {
+    super::session::require_owner("install")?;
     let home = open_home()?;
     let abort = abort_at();
     let hook = |s: InstallStep| {
@@ -150,8 +152,9 @@ pub fn run_install(a: InstallArgs) -> CliResult {
     }
 }
 
-/// Runs `hcp uninstall`.
+/// Runs `hcp uninstall`. Owner only.
 pub fn run_uninstall(a: UninstallArgs) -> CliResult {
+    super::session::require_owner("uninstall")?;
     let home = open_home()?;
     let removed = pack::uninstall(&home, &a.id).map_err(pack_error)?;
     println!(
