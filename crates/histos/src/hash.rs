@@ -4,199 +4,253 @@
 use sha2::{Digest, Sha256};
 
 use crate::model::{Constraint, Field, Policy, Schema, Tool};
-use crate::value::{Map, Value, canonical_number};
+use crate::value::{Value, canonical_number};
 
 /// `"sha256:" + hex(SHA-256(canonical_json(fingerprint)))` (HISTOS-ENGINE §3).
 pub(crate) fn content_hash(p: &Policy) -> String {
-    let fp = fingerprint(p);
-    let mut out = String::with_capacity(1024);
-    encode(&fp, &mut out);
+    let out = canonical_text(p);
     format!("sha256:{}", hex::encode(Sha256::digest(out.as_bytes())))
 }
 
-/// The canonical encoding text of the fingerprint (exposed for diagnostics and tests).
+/// The canonical encoding text of the policy fingerprint (HISTOS-ENGINE §3.1, §3.3),
+/// streamed from the typed model without building an intermediate tree.
 pub fn canonical_text(p: &Policy) -> String {
-    let mut out = String::new();
-    encode(&fingerprint(p), &mut out);
+    let mut out = String::with_capacity(4096);
+    let top = [
+        (
+            "canaries",
+            E::SortedStrs(p.canaries.iter().map(String::as_str).collect()),
+        ),
+        ("permissions", E::Permissions(&p.roles)),
+        ("role_inherits", E::Inherits(&p.roles)),
+        ("schema_version", E::Str(&p.schema_version)),
+        ("tools", E::Tools(&p.tools)),
+    ];
+    dict_sorted(&mut out, &top);
     out
 }
 
-fn s(v: &str) -> Value {
-    Value::Str(v.to_string())
+/// One fingerprint value to encode.
+enum E<'a> {
+    Null,
+    Bool(bool),
+    Str(&'a str),
+    U(Option<u64>),
+    V(&'a Value),
+    OptV(&'a Option<Value>),
+    OptStr(Option<&'a str>),
+    OptList(&'a Option<Vec<Value>>),
+    Schema(&'a Option<Schema>),
+    Field(&'a Field),
+    Constraint(&'a Constraint),
+    Constraints(&'a [Constraint]),
+    Bindings(&'a [(String, String)]),
+    Tools(&'a [Tool]),
+    Tool(&'a Tool),
+    Permissions(&'a [crate::model::Role]),
+    Inherits(&'a [crate::model::Role]),
+    SortedStrs(Vec<&'a str>),
 }
 
-fn opt_u(v: Option<u64>) -> Value {
-    v.map(|n| {
-        i64::try_from(n)
-            .map(Value::Int)
-            .unwrap_or_else(|_| Value::BigInt(n.to_string().into()))
-    })
-    .unwrap_or(Value::Null)
+#[inline]
+fn needs_escape(s: &str) -> bool {
+    s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20)
 }
 
-fn opt_v(v: &Option<Value>) -> Value {
-    v.clone().unwrap_or(Value::Null)
-}
-
-fn field_fp(f: &Field) -> Value {
-    let mut m = Map::new();
-    m.insert("type", s(f.ty.as_str()));
-    m.insert("required", Value::Bool(f.required));
-    m.insert(
-        "enum",
-        f.enum_values
-            .clone()
-            .map(Value::List)
-            .unwrap_or(Value::Null),
-    );
-    m.insert("max_length", opt_u(f.max_length));
-    m.insert("min_length", opt_u(f.min_length));
-    m.insert(
-        "pattern",
-        f.pattern
-            .as_ref()
-            .map(|p| s(p.source()))
-            .unwrap_or(Value::Null),
-    );
-    m.insert(
-        "sensitive",
-        f.sensitive.map(|x| s(x.as_str())).unwrap_or(Value::Null),
-    );
-    m.insert("nullable", Value::Bool(f.nullable));
-    m.insert(
-        "item_enum",
-        f.item_enum.clone().map(Value::List).unwrap_or(Value::Null),
-    );
-    m.insert(
-        "item_type",
-        f.item_type.map(|t| s(t.as_str())).unwrap_or(Value::Null),
-    );
-    m.insert("max_items", opt_u(f.max_items));
-    m.insert("min_items", opt_u(f.min_items));
-    m.insert("unique_items", Value::Bool(f.unique_items));
-    m.insert("minimum", opt_v(&f.minimum));
-    m.insert("maximum", opt_v(&f.maximum));
-    m.insert("exclusive_minimum", opt_v(&f.exclusive_minimum));
-    m.insert("exclusive_maximum", opt_v(&f.exclusive_maximum));
-    m.insert("multiple_of", opt_v(&f.multiple_of));
-    Value::Map(m)
-}
-
-fn schema_fp(sc: &Option<Schema>) -> Value {
-    match sc {
-        None => Value::Null,
-        Some(sc) => {
-            let mut m = Map::new();
-            m.insert("allow_extra", Value::Bool(sc.allow_extra));
-            m.insert(
-                "fields",
-                Value::Map(
-                    sc.fields
-                        .iter()
-                        .map(|f| (f.name.clone(), field_fp(f)))
-                        .collect(),
-                ),
-            );
-            Value::Map(m)
-        }
+/// The §3.3 pair order: code-point order of `json_escape(key) + "\"]"`.
+fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    if !needs_escape(a) && !needs_escape(b) {
+        // No escapes: compare the common prefix, then the next byte against the `"`
+        // that follows the shorter key.
+        let (x, y) = (a.as_bytes(), b.as_bytes());
+        let n = x.len().min(y.len());
+        return match x[..n].cmp(&y[..n]) {
+            std::cmp::Ordering::Equal => match x.len().cmp(&y.len()) {
+                std::cmp::Ordering::Equal => std::cmp::Ordering::Equal,
+                std::cmp::Ordering::Less => b'"'.cmp(&y[n]),
+                std::cmp::Ordering::Greater => x[n].cmp(&b'"'),
+            },
+            o => o,
+        };
     }
+    let (mut ea, mut eb) = (String::new(), String::new());
+    json_escape(a, &mut ea);
+    json_escape(b, &mut eb);
+    ea[1..]
+        .bytes()
+        .chain(*b"]")
+        .cmp(eb[1..].bytes().chain(*b"]"))
 }
 
-fn constraint_fp(c: &Constraint) -> Value {
-    let mut m = Map::new();
-    m.insert("field", s(&c.field));
-    m.insert("op", s(c.op.as_str()));
-    m.insert("value", opt_v(&c.value));
-    m.insert(
-        "principal_attr",
-        c.principal_attr.as_deref().map(s).unwrap_or(Value::Null),
-    );
-    Value::Map(m)
+/// A dict whose keys are dynamic: sorted by the §3.3 rule first.
+fn dict(out: &mut String, entries: &mut [(&str, E<'_>)]) {
+    entries.sort_by(|a, b| key_cmp(a.0, b.0));
+    dict_sorted(out, entries);
 }
 
-fn tool_fp(t: &Tool) -> Value {
-    let mut m = Map::new();
-    m.insert("args", schema_fp(&t.args));
-    m.insert("returns", schema_fp(&t.returns));
-    m.insert("access", s(&t.access));
-    m.insert("sensitivity", s(&t.sensitivity));
-    m.insert("rate_limit", opt_u(t.rate_limit));
-    m.insert("budget", opt_u(t.budget));
-    m.insert(
-        "requires_confirmation",
-        Value::Bool(t.requires_confirmation),
-    );
-    m.insert("confirmation_expires_in", opt_u(t.confirmation_expires_in));
-    m.insert("requires_escalation", Value::Bool(t.requires_escalation));
-    m.insert(
-        "constraints",
-        Value::List(t.constraints.iter().map(constraint_fp).collect()),
-    );
-    m.insert(
-        "bindings",
-        Value::List(
-            t.bindings
+/// A dict whose fixed keys are already written in §3.3 order.
+fn dict_sorted(out: &mut String, entries: &[(&str, E<'_>)]) {
+    debug_assert!(entries.windows(2).all(|w| key_cmp(w[0].0, w[1].0).is_lt()));
+    out.push_str("[\"d\",[");
+    for (i, (k, v)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("[[\"s\",");
+        json_escape(k, out);
+        out.push_str("],");
+        put(v, out);
+        out.push(']');
+    }
+    out.push_str("]]");
+}
+
+fn list<'a>(out: &mut String, items: impl Iterator<Item = E<'a>>) {
+    out.push_str("[\"l\",[");
+    for (i, v) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        put(&v, out);
+    }
+    out.push_str("]]");
+}
+
+fn put(e: &E<'_>, out: &mut String) {
+    match e {
+        E::Null => out.push_str("[\"n\",null]"),
+        E::Bool(b) => encode(&Value::Bool(*b), out),
+        E::Str(s) => {
+            out.push_str("[\"s\",");
+            json_escape(s, out);
+            out.push(']');
+        }
+        E::U(None) | E::OptV(None) | E::OptStr(None) | E::OptList(None) | E::Schema(None) => {
+            put(&E::Null, out)
+        }
+        E::U(Some(n)) => {
+            out.push_str("[\"f\",\"");
+            out.push_str(&n.to_string());
+            out.push_str("\"]");
+        }
+        E::V(v) => encode(v, out),
+        E::OptV(Some(v)) => encode(v, out),
+        E::OptStr(Some(s)) => put(&E::Str(s), out),
+        E::OptList(Some(l)) => list(out, l.iter().map(E::V)),
+        E::Schema(Some(sc)) => {
+            let mut fields: Vec<(&str, E<'_>)> = sc
+                .fields
                 .iter()
-                .map(|(f, a)| Value::List(vec![s(f), s(a)]))
-                .collect(),
-        ),
-    );
-    m.insert(
-        "scan_output_for_canary",
-        Value::Bool(t.scan_output_for_canary),
-    );
-    m.insert("deny_secret_args", Value::Bool(t.deny_secret_args));
-    m.insert("redact_secret_output", Value::Bool(t.redact_secret_output));
-    m.insert("project_output", Value::Bool(t.project_output));
-    m.insert("strict_returns", Value::Bool(t.strict_returns));
-    m.insert("on_output_violation", s(t.on_output_violation.as_str()));
-    Value::Map(m)
-}
-
-fn fingerprint(p: &Policy) -> Value {
-    let mut top = Map::new();
-    top.insert("schema_version", s(&p.schema_version));
-    top.insert(
-        "tools",
-        Value::Map(
-            p.tools
-                .iter()
-                .map(|t| (t.name.clone(), tool_fp(t)))
-                .collect(),
-        ),
-    );
-    top.insert(
-        "permissions",
-        Value::Map(
-            p.roles
+                .map(|f| (f.name.as_str(), E::Field(f)))
+                .collect();
+            out.push_str("[\"d\",[[[\"s\",\"allow_extra\"],");
+            put(&E::Bool(sc.allow_extra), out);
+            out.push_str("],[[\"s\",\"fields\"],");
+            dict(out, &mut fields);
+            out.push_str("]]]");
+        }
+        E::Field(f) => {
+            let m = [
+                ("enum", E::OptList(&f.enum_values)),
+                ("exclusive_maximum", E::OptV(&f.exclusive_maximum)),
+                ("exclusive_minimum", E::OptV(&f.exclusive_minimum)),
+                ("item_enum", E::OptList(&f.item_enum)),
+                ("item_type", E::OptStr(f.item_type.map(|t| t.as_str()))),
+                ("max_items", E::U(f.max_items)),
+                ("max_length", E::U(f.max_length)),
+                ("maximum", E::OptV(&f.maximum)),
+                ("min_items", E::U(f.min_items)),
+                ("min_length", E::U(f.min_length)),
+                ("minimum", E::OptV(&f.minimum)),
+                ("multiple_of", E::OptV(&f.multiple_of)),
+                ("nullable", E::Bool(f.nullable)),
+                ("pattern", E::OptStr(f.pattern.as_ref().map(|p| p.source()))),
+                ("required", E::Bool(f.required)),
+                ("sensitive", E::OptStr(f.sensitive.map(|x| x.as_str()))),
+                ("type", E::Str(f.ty.as_str())),
+                ("unique_items", E::Bool(f.unique_items)),
+            ];
+            dict_sorted(out, &m);
+        }
+        E::Constraint(c) => {
+            let m = [
+                ("field", E::Str(&c.field)),
+                ("op", E::Str(c.op.as_str())),
+                ("principal_attr", E::OptStr(c.principal_attr.as_deref())),
+                ("value", E::OptV(&c.value)),
+            ];
+            dict_sorted(out, &m);
+        }
+        E::Constraints(cs) => list(out, cs.iter().map(E::Constraint)),
+        E::Bindings(bs) => {
+            out.push_str("[\"l\",[");
+            for (i, (f, a)) in bs.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str("[\"l\",[");
+                put(&E::Str(f), out);
+                out.push(',');
+                put(&E::Str(a), out);
+                out.push_str("]]");
+            }
+            out.push_str("]]");
+        }
+        E::Tools(ts) => {
+            let mut m: Vec<(&str, E<'_>)> =
+                ts.iter().map(|t| (t.name.as_str(), E::Tool(t))).collect();
+            dict(out, &mut m);
+        }
+        E::Tool(t) => {
+            let m = [
+                ("access", E::Str(&t.access)),
+                ("args", E::Schema(&t.args)),
+                ("bindings", E::Bindings(&t.bindings)),
+                ("budget", E::U(t.budget)),
+                ("confirmation_expires_in", E::U(t.confirmation_expires_in)),
+                ("constraints", E::Constraints(&t.constraints)),
+                ("deny_secret_args", E::Bool(t.deny_secret_args)),
+                (
+                    "on_output_violation",
+                    E::Str(t.on_output_violation.as_str()),
+                ),
+                ("project_output", E::Bool(t.project_output)),
+                ("rate_limit", E::U(t.rate_limit)),
+                ("redact_secret_output", E::Bool(t.redact_secret_output)),
+                ("requires_confirmation", E::Bool(t.requires_confirmation)),
+                ("requires_escalation", E::Bool(t.requires_escalation)),
+                ("returns", E::Schema(&t.returns)),
+                ("scan_output_for_canary", E::Bool(t.scan_output_for_canary)),
+                ("sensitivity", E::Str(&t.sensitivity)),
+                ("strict_returns", E::Bool(t.strict_returns)),
+            ];
+            dict_sorted(out, &m);
+        }
+        E::Permissions(roles) => {
+            let mut m: Vec<(&str, E<'_>)> = roles
                 .iter()
                 .map(|r| {
-                    let mut a = r.allow.clone();
-                    a.sort();
                     (
-                        r.name.clone(),
-                        Value::List(a.into_iter().map(Value::Str).collect()),
+                        r.name.as_str(),
+                        E::SortedStrs(r.allow.iter().map(String::as_str).collect()),
                     )
                 })
-                .collect(),
-        ),
-    );
-    top.insert(
-        "role_inherits",
-        Value::Map(
-            p.roles
+                .collect();
+            dict(out, &mut m);
+        }
+        E::Inherits(roles) => {
+            let mut m: Vec<(&str, E<'_>)> = roles
                 .iter()
-                .filter_map(|r| r.inherits.as_ref().map(|i| (r.name.clone(), s(i))))
-                .collect(),
-        ),
-    );
-    let mut c = p.canaries.clone();
-    c.sort();
-    top.insert(
-        "canaries",
-        Value::List(c.into_iter().map(Value::Str).collect()),
-    );
-    Value::Map(top)
+                .filter_map(|r| r.inherits.as_deref().map(|i| (r.name.as_str(), E::Str(i))))
+                .collect();
+            dict(out, &mut m);
+        }
+        E::SortedStrs(v) => {
+            let mut v = v.clone();
+            v.sort_unstable();
+            list(out, v.into_iter().map(E::Str));
+        }
+    }
 }
 
 /// Python `json.dumps(ensure_ascii=False)` string escaping, quotes included.
