@@ -285,11 +285,7 @@ impl<'a> Parser<'a> {
         }
         // CPython: factor out a common prefix, then turn single-char branches into a set.
         let mut prefix = Vec::new();
-        loop {
-            let first = match branches[0].first() {
-                Some(f) => f.clone(),
-                None => break,
-            };
+        while let Some(first) = branches[0].first().cloned() {
             if branches.iter().all(|b| b.first() == Some(&first)) {
                 for b in branches.iter_mut() {
                     b.remove(0);

@@ -119,10 +119,10 @@ fn run_decision(fx: &Map) -> Result<(), String> {
             d.reason
         ));
     }
-    if let Some(f) = expect.get("field").and_then(Value::as_str) {
-        if d.field.as_deref() != Some(f) {
-            return Err(format!("expected field {f}, got {:?}", d.field));
-        }
+    if let Some(f) = expect.get("field").and_then(Value::as_str)
+        && d.field.as_deref() != Some(f)
+    {
+        return Err(format!("expected field {f}, got {:?}", d.field));
     }
     if let Some(Value::Map(b)) = expect.get("bound_args") {
         for (k, want) in b.iter() {
