@@ -781,3 +781,11 @@ fn strict_returns_follow_on_violation() {
     );
     assert_eq!(o.decision.effect, Effect::Allow);
 }
+
+#[test]
+fn policies_and_stores_can_be_shared_across_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Policy>();
+    shared::<MemoryLimitStore>();
+    shared::<histos::Decision>();
+}
