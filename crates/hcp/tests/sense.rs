@@ -80,13 +80,15 @@ fn trigger_pack(w: &World) {
         "stimulusTriggers": [
             {"ref": "lines", "cli": ["probe", "read", "events.txt"]},
             {"ref": "fails", "cli": ["probe", "exit", "3"]},
+            {"ref": "here", "cli": ["probe", "cwd"]},
         ]
     });
     let read = json!({"operation": "read", "privacy": {"land": "personal"}});
     let policy = json!({
         "surface_id": "feed", "version": 1,
         "verbs": {"where": read},
-        "stimuli": {"lines": read, "fails": read}
+        "stimuli": {"lines": read, "fails": read,
+                    "here": {"operation": "read", "privacy": {"land": "local"}}}
     });
     std::fs::write(dir.join("surface.json"), surface.to_string()).unwrap();
     std::fs::write(dir.join("policy.json"), policy.to_string()).unwrap();
@@ -272,6 +274,10 @@ fn relays_json_lines_and_drops_the_rest() {
     // a trigger that fails: its status, and a note
     let o = w.run(&["sense", "feed", "fails"]);
     snapshot!(w, "sense_trigger_fails", &o);
+    // `local` land cannot be confined by sense yet: refused, nothing runs
+    let o = w.run(&["sense", "feed", "here"]);
+    assert_eq!(code(&o), 77, "{}", w.render(&o));
+    assert!(text(&o).contains("sandbox_unavailable") && o.stdout.is_empty());
 }
 
 #[test]

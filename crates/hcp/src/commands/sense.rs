@@ -296,6 +296,15 @@ fn plan(
             );
         }
     };
+    if allowed.land == Land::Local {
+        // RUNTIME §5: `local` land children are confined by the kernel; the adapter's
+        // confinement is applied only by its own run, which does not stream. Fail closed.
+        return Err(CliError::new(
+            "sandbox_unavailable",
+            format!("trigger `{r}` works in `local` land, which `hcp sense` cannot confine yet"),
+            exit::EX_NOPERM,
+        ));
+    }
     let adapter =
         |e: hcp_adapter::AdapterError| CliError::new(e.code(), e.to_string(), e.exit_status());
     let pin = pack.record.bin(&allowed.plan.program).ok_or_else(|| {
