@@ -204,11 +204,11 @@ pub fn run_disconnect(a: DisconnectArgs) -> CliResult {
         .as_ref()
         .map_or("owner", |s| s.principal.as_str())
         .to_owned();
-    if let Some(s) = &session {
-        if let Err(e) = require_capability(&env.home, s, &pack, "pack.connect") {
-            audit_refusal(&env.home, &principal, &pack, &verb_key, &e.code);
-            return Err(e);
-        }
+    if let Some(s) = &session
+        && let Err(e) = require_capability(&env.home, s, &pack, "pack.connect")
+    {
+        audit_refusal(&env.home, &principal, &pack, &verb_key, &e.code);
+        return Err(e);
     }
     let family = pack.manifest.family().to_owned();
     let removed = StoreLock::acquire(&env.home)

@@ -34,8 +34,22 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-/// Arms `SIGINT` and `SIGTERM` to make the returned descriptor readable.
-fn arm_signals() -> Result<(OwnedFd, OwnedFd), CliError> {
+/// The signal pipe: readable once `SIGINT` or `SIGTERM` arrived. Dropping it detaches the
+/// handler from the write end before the descriptors close (the handlers stay armed, so
+/// a late signal is ignored rather than fatal while the triggers are being stopped).
+struct SignalPipe {
+    read: OwnedFd,
+    _write: OwnedFd,
+}
+
+impl Drop for SignalPipe {
+    fn drop(&mut self) {
+        SIGNAL_FD.store(-1, Ordering::Relaxed);
+    }
+}
+
+/// Arms `SIGINT` and `SIGTERM` to make the returned pipe readable.
+fn arm_signals() -> Result<SignalPipe, CliError> {
     use nix::fcntl::OFlag;
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
         CliError::new(
@@ -62,7 +76,7 @@ fn arm_signals() -> Result<(OwnedFd, OwnedFd), CliError> {
             .cause(e)
         })?;
     }
-    Ok((r, w))
+    Ok(SignalPipe { read: r, _write: w })
 }
 
 /// One running trigger.
@@ -223,7 +237,7 @@ pub(super) fn relay(
     (planned, secret): (Vec<Planned>, Option<Map<String, Value>>),
     count: Option<u64>,
 ) -> CliResult {
-    let (sig_r, _sig_w) = arm_signals()?;
+    let signals = arm_signals()?;
     let redact = secret
         .iter()
         .flat_map(|s| s.values())
@@ -284,7 +298,7 @@ pub(super) fn relay(
             }
         }
         let n_streams = fds.len();
-        fds.push(PollFd::new(sig_r.as_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(signals.read.as_fd(), PollFlags::POLLIN));
         fds.push(PollFd::new(stdout_fd.as_fd(), PollFlags::empty()));
         let wait = next_recorded.saturating_duration_since(Instant::now());
         let timeout = PollTimeout::try_from(wait.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
