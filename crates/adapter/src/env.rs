@@ -215,6 +215,15 @@ impl ChildEnv {
         self
     }
 
+    /// Sets `HCP_HOME`: only for a child that is hcp itself (the bootstrap `hcp-cli`
+    /// pack), so it reads the store it was called from rather than the default one. The
+    /// caller decides that the pinned bin is the running hcp.
+    pub fn hcp_home(mut self, dir: &Path) -> Self {
+        self.vars
+            .insert("HCP_HOME".into(), dir.as_os_str().to_owned());
+        self
+    }
+
     /// Adds `wrap.agent_env`.
     ///
     /// # Errors

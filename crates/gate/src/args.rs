@@ -9,6 +9,14 @@ use std::collections::BTreeMap;
 /// Argument names the runtime reads itself rather than passing to the verb (§4.5.2).
 pub const CONFIRM_NAMES: [&str; 2] = ["confirm", "apply"];
 
+/// The longest value one argv element may carry, in bytes: Linux refuses a longer
+/// element at `execve` (`MAX_ARG_STRLEN`, 128 KiB with its NUL).
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
+/// The most bytes all values of one call may carry together (1 MiB), well under the
+/// kernel's limit on argv and environment together.
+pub const MAX_ARGS_TOTAL_BYTES: usize = 1024 * 1024;
+
 /// A refusal of step 3: code, message, hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgRefusal {
@@ -74,6 +82,7 @@ pub fn check_args<'a>(
     }
     let mut values = BTreeMap::new();
     let mut confirmed = false;
+    let mut total = 0usize;
     for (name, value) in args.clone() {
         if let ArgValue::String(s) = value
             && s.contains('\0')
@@ -83,6 +92,28 @@ pub fn check_args<'a>(
                 format!("argument `{name}` holds a NUL byte"),
                 None,
             ));
+        }
+        if let ArgValue::String(s) = value {
+            total += s.len();
+            if s.len() > MAX_ARG_BYTES {
+                return Err(refuse(
+                    Code::ArgInvalid,
+                    format!(
+                        "argument `{name}` is {} bytes; one value may hold at most {MAX_ARG_BYTES}",
+                        s.len()
+                    ),
+                    Some("pass large content through a file in the working directory".into()),
+                ));
+            }
+            if total > MAX_ARGS_TOTAL_BYTES {
+                return Err(refuse(
+                    Code::ArgInvalid,
+                    format!(
+                        "the values of this call hold more than {MAX_ARGS_TOTAL_BYTES} bytes together"
+                    ),
+                    None,
+                ));
+            }
         }
         if CONFIRM_NAMES.contains(&name.as_str()) {
             match value {
@@ -184,6 +215,16 @@ mod tests {
         // after `--`, and bound to a flag, a leading dash is harmless
         assert!(run(&p, &[("rev", s("a")), ("path", s("-weird"))]).is_ok());
         assert!(run(&p, &[("rev", s("a")), ("n", s("-1"))]).is_ok());
+    }
+
+    #[test]
+    fn oversized_values_are_refused() {
+        let p = plan(&["say", "{{text}}"]);
+        assert!(run(&p, &[("text", s(&"x".repeat(MAX_ARG_BYTES)))]).is_ok());
+        assert_eq!(
+            run(&p, &[("text", s(&"x".repeat(MAX_ARG_BYTES + 1)))]).unwrap_err(),
+            Code::ArgInvalid
+        );
     }
 
     #[test]

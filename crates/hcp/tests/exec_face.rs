@@ -303,9 +303,6 @@ fn confirm_refusal_is_exact_on_the_json_face() {
 /// pack must be installed and active) included; §6: every exec decision, allowed or
 /// refused, appends one record.
 #[test]
-#[ignore = "bug: target misses (`unknown_verb`, `ambiguous_verb`, `pack_inactive`) are not \
-            audited (crates/hcp/src/commands/exec/engine.rs: `resolve(..).map_err(|r| (r, false))` \
-            and `audited = r.step != Step::Target`), against RUNTIME §5/§6"]
 fn target_misses_are_audited() {
     common::example_bins();
     let w = common::World::new();

@@ -226,9 +226,6 @@ fn hcp_cli_every_verb() {
 /// `HCP_HOME` is not on the allow-list of RUNTIME §5, so under an `HCP_HOME` store the
 /// child reads another store (HOME's default) and does not see the packs it runs from.
 #[test]
-#[ignore = "bug: the hcp-cli pack's child does not get HCP_HOME (adapter env allow-list, \
-            crates/adapter/src/env.rs), so `hcp exec hcp-cli.list` under HCP_HOME lists \
-            another store"]
 fn hcp_cli_sees_the_store_it_runs_from() {
     let w = world(&["hcp-cli", "transit"]);
     let (out, v) = exec_json(&w, &["hcp-cli.show", "transit"]);

@@ -4,7 +4,7 @@
 
 use super::face::Words;
 use hcp_adapter::{BinPin, CallVars, ChildEnv, Invocation, Limits, SessionValues};
-use hcp_gate::{Code, Context, Decision, Face, GrantView, PackView, Principal, SessionView, Step};
+use hcp_gate::{Code, Context, Decision, Face, GrantView, PackView, Principal, SessionView};
 use hcp_model::manifest::arguments;
 use hcp_model::{ArgValue, BindingMode, ExecResult};
 use hcp_store::audit::{self, AuditLog, Entry};
@@ -166,7 +166,14 @@ fn execute_inner(
     started: Instant,
 ) -> Step1<Answer> {
     // Step 1: the target.
-    let (pack, verb_key) = resolve(env, &call).map_err(|r| (r, false))?;
+    // A miss is a decision too (RUNTIME §5: each refusal audited): it is recorded under
+    // the principal the session names, when it names a valid one.
+    let (pack, verb_key) = resolve(env, &call).map_err(|r| {
+        facts.principal = Some(principal_label(env));
+        facts.pack_id = call.pack_id.clone();
+        facts.verb_key = Some(call.target.clone());
+        (r, true)
+    })?;
     facts.pack_id = Some(pack.id.to_string());
     facts.verb_key = Some(verb_key.clone());
     if let Some(entry) = pack.policy.verbs.get(&verb_key) {
@@ -284,11 +291,7 @@ fn execute_inner(
     };
     let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
         Decision::Allow(a) => a,
-        Decision::Deny(r) => {
-            // An inactive pack is a target miss: not audited, like an unknown verb.
-            let audited = r.step != Step::Target;
-            return Err((Refusal::from_gate(&r), audited));
-        }
+        Decision::Deny(r) => return Err((Refusal::from_gate(&r), true)),
     };
     facts.project = allowed.project.clone();
     // Step 7: the runtime policy (RUNTIME §7) is wired by its own change.
@@ -388,6 +391,10 @@ fn execute_inner(
     )
     .map_err(adapter_refusal)?;
     let mut child_env = ChildEnv::from_parent(env.parent_env.iter().cloned());
+    if is_running_hcp(verified.path()) {
+        // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
+        child_env = child_env.hcp_home(env.home.root());
+    }
     if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
     }
@@ -516,6 +523,26 @@ fn execute_inner(
         stdout: outcome.stdout,
         stderr: outcome.stderr,
     })
+}
+
+/// Whether `bin` is the very file of the running hcp (same device and inode).
+fn is_running_hcp(bin: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(me), Ok(it)) = (std::fs::metadata("/proc/self/exe"), std::fs::metadata(bin)) else {
+        return false;
+    };
+    me.dev() == it.dev() && me.ino() == it.ino()
+}
+
+/// The principal a refusal before step 2 is recorded under: `owner` without a session,
+/// the session's principal when its token is valid, `unknown` otherwise.
+fn principal_label(env: &ExecEnv) -> String {
+    match &env.session_token {
+        None => "owner".into(),
+        Some(tok) => session::resolve(&env.home, &tok.to_string_lossy(), Timestamp::now())
+            .map(|s| s.principal.as_str().to_owned())
+            .unwrap_or_else(|_| "unknown".into()),
+    }
 }
 
 /// Step 1 of RUNTIME §5: `PACK.VERB` (each reading of the dotted target), else a verb
