@@ -1,0 +1,354 @@
+//! `local` land through the built `hcp exec` (RUNTIME §5 "The child"): the kernel
+//! confines the child to its sandbox working directory and a private temporary
+//! directory; every hostile attempt fails inside the child and nothing outside changes;
+//! the result and the audit record say how the child was confined.
+//!
+//! Tests that need Landlock print `skipped: <reason>` and return where the kernel has
+//! none, except with `CI=true`, where they fail. The fork bomb, the memory hog and the
+//! other resource limits are tested with real processes at the adapter level
+//! (`crates/adapter/tests/confine.rs`), where a test may use a shell.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+mod exec_common;
+
+use common::World;
+use exec_common::{assert_audit_clean, exec_json, install, last_audit, parse, status, world};
+use hcp_adapter::LandlockSupport;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// Whether Landlock is here; otherwise says why the test is skipped (fails under CI).
+fn landlock_or_skip() -> bool {
+    if let Some(reason) = LandlockSupport::probe().missing_reason() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "landlock is required under CI: {reason}"
+        );
+        eprintln!("skipped: {reason}");
+        return false;
+    }
+    true
+}
+
+fn expected_sandbox() -> String {
+    let abi = LandlockSupport::probe()
+        .abi()
+        .min(hcp_adapter::TESTED_LANDLOCK_ABI);
+    format!("landlock abi {abi}")
+}
+
+const SECRET: &str = "-----BEGIN OPENSSH PRIVATE KEY----- hcp-test-secret";
+
+/// A pack whose verbs are all `local` land, wrapping the probe CLI.
+fn jail_pack(w: &World) -> PathBuf {
+    let dir = w.root().join("src/jail");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("surface.json"),
+        r#"{
+  "id": "jail",
+  "name": "Jail",
+  "kind": "wrap",
+  "cliBin": "probe",
+  "plane": "runtime",
+  "transports": ["cli", "json_exec"],
+  "binding": { "mode": "public" },
+  "wrap": { "bin": "hcp-example-probe" },
+  "verbs": {
+    "write": { "description": "Write a file.",           "cli": ["probe", "write", "{{path}}", "{{text}}"] },
+    "read":  { "description": "Print a file.",           "cli": ["probe", "read", "{{path}}"] },
+    "env":   { "description": "Print the environment.",  "cli": ["probe", "env"] }
+  }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policy.json"),
+        r#"{
+  "surface_id": "jail",
+  "version": 1,
+  "stimuli": {},
+  "verbs": {
+    "write": { "operation": "write", "privacy": { "land": "local" } },
+    "read":  { "operation": "read",  "privacy": { "land": "local" } },
+    "env":   { "operation": "read",  "privacy": { "land": "local" } }
+  }
+}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("HARNESS.md"),
+        "# HCP — Jail\n\nA test pack of hcp's confinement tests: every verb runs in `local` land.\n\n\
+         ## Hot path\n\n| Command | CLI |\n|---------|-----|\n| `write` | `probe write PATH TEXT` |\n\
+         | `read` | `probe read PATH` |\n| `env` | `probe env` |\n\n## Anti-patterns\n\n\
+         - Installing it anywhere but a test store\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// A world with the jail pack, a fake `$HOME` holding secrets, and a sibling of the
+/// sandbox whose name extends it.
+fn jail() -> World {
+    let w = world(&[]);
+    install(&w, &jail_pack(&w));
+    std::fs::create_dir_all(w.home.join(".ssh")).unwrap();
+    std::fs::write(w.home.join(".bashrc"), "# bashrc\n").unwrap();
+    std::fs::write(w.home.join(".ssh/id_rsa"), SECRET).unwrap();
+    std::fs::write(w.home.join(".ssh/authorized_keys"), "").unwrap();
+    std::fs::create_dir_all(w.root().join("work-evil")).unwrap();
+    std::fs::write(w.root().join("work-evil/keep"), "keep").unwrap();
+    // Before any hostile attempt: exec must say it confines local land, or the attempts
+    // below would really write outside (as root, even into `/etc`).
+    let (out, v) = exec_json(&w, &["jail.env"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert_eq!(
+        v["sandbox"],
+        json!(expected_sandbox()),
+        "exec does not report a landlock sandbox for local land; no escape is attempted"
+    );
+    w
+}
+
+/// Every file outside the sandbox with its content (the audit trail, which exec
+/// appends to, left out), plus `/tmp/x` and `/etc/hcp-evil`.
+fn outside(w: &World) -> Vec<(PathBuf, Vec<u8>)> {
+    fn walk(dir: &Path, skip: &[PathBuf], out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            if skip.contains(&p) {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                out.push((p.clone(), b"<dir>".to_vec()));
+                walk(&p, skip, out);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    let skip = [w.work.clone(), w.hcp_home.join("audit")];
+    let mut out = Vec::new();
+    walk(&w.root(), &skip, &mut out);
+    for p in ["/tmp/x", "/etc/hcp-evil"] {
+        out.push((
+            p.into(),
+            std::fs::read(p).unwrap_or_else(|_| b"<absent>".to_vec()),
+        ));
+    }
+    out
+}
+
+/// The call failed inside the child with a permission error, and the result and the
+/// audit record say it was confined.
+fn assert_denied(w: &World, args: &[&str]) -> Value {
+    let (out, v) = exec_json(w, args);
+    assert_ne!(status(&out), 0, "{args:?} succeeded: {}", w.render(&out));
+    let err = v["stderr"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("ermission denied") || err.contains("not permitted"),
+        "{args:?}: {}",
+        w.render(&out)
+    );
+    assert!(
+        !v["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hcp-test-secret")
+    );
+    assert_eq!(v["sandbox"], json!(expected_sandbox()), "{v:#}");
+    assert_eq!(last_audit(w)["sandbox"], json!(expected_sandbox()));
+    v
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn writes_outside_the_sandbox_fail_in_the_child() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let before = outside(&w);
+    let targets = [
+        w.home.join(".bashrc"),
+        w.home.join(".ssh/authorized_keys"),
+        w.hcp_home.join("state/evil.json"),
+        w.hcp_home.join("packs/jail/surface.json"),
+        PathBuf::from("/tmp/x"),
+        PathBuf::from("/etc/hcp-evil"),
+    ];
+    for t in &targets {
+        assert_denied(&w, &["jail.write", &t.display().to_string(), "evil"]);
+    }
+    assert_eq!(outside(&w), before);
+    assert_audit_clean(&w);
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn a_planted_key_cannot_be_read() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let key = w.home.join(".ssh/id_rsa").display().to_string();
+    assert_denied(&w, &["jail.read", &key]);
+    assert_denied(&w, &["jail.read", "../home/.ssh/id_rsa"]);
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn symlinks_out_of_the_sandbox_lead_nowhere() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    std::os::unix::fs::symlink("/etc", w.work.join("etc-link")).unwrap();
+    std::os::unix::fs::symlink(&w.home, w.work.join("home-link")).unwrap();
+    let before = outside(&w);
+    assert_denied(&w, &["jail.write", "etc-link/hcp-evil", "evil"]);
+    assert_denied(&w, &["jail.write", "home-link/.bashrc", "evil"]);
+    assert_denied(&w, &["jail.read", "home-link/.ssh/id_rsa"]);
+    assert_eq!(outside(&w), before);
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn a_sibling_with_a_longer_name_and_dot_dot_stay_outside() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    std::fs::create_dir_all(w.work.join("sub")).unwrap();
+    let before = outside(&w);
+    let evil = w.root().join("work-evil/f").display().to_string();
+    for path in [
+        evil.as_str(),
+        "../work-evil/f",
+        "../work-evil/keep",
+        "sub/../../work-evil/f",
+        "./sub/../../outside",
+    ] {
+        assert_denied(&w, &["jail.write", path, "evil"]);
+    }
+    assert_eq!(outside(&w), before);
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn the_sandbox_is_home_and_tmpdir_is_private_and_removed() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let (out, v) = exec_json(&w, &["jail.write", "inside.txt", "ok"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert_eq!(
+        std::fs::read_to_string(w.work.join("inside.txt")).unwrap(),
+        "ok"
+    );
+    assert_eq!(v["sandbox"], json!(expected_sandbox()));
+
+    let (out, v) = exec_json(&w, &["jail.env"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let env = &v["data"];
+    assert_eq!(env["HOME"], json!(w.work.display().to_string()));
+    let tmp = PathBuf::from(env["TMPDIR"].as_str().unwrap());
+    assert!(
+        tmp.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("hcp-exec-"),
+        "{tmp:?}"
+    );
+    assert!(
+        !tmp.exists(),
+        "the private temporary directory was left behind"
+    );
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn a_configuration_that_does_not_parse_stops_every_exec() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        "{\"sandbox\": {\"require\": true, \"netwrk\": \"deny\"}}",
+    )
+    .unwrap();
+    let (out, v) = exec_json(&w, &["jail.write", "inside.txt", "ok"]);
+    assert_ne!(status(&out), 0);
+    assert_eq!(v["code"], json!("bad_config"), "{}", w.render(&out));
+    assert!(!w.work.join("inside.txt").exists());
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn network_deny_is_configured_and_reported() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        r#"{"sandbox": {"require": true, "network": "deny"}}"#,
+    )
+    .unwrap();
+    let (out, v) = exec_json(&w, &["jail.write", "inside.txt", "ok"]);
+    if LandlockSupport::probe().abi() >= hcp_adapter::NETWORK_LANDLOCK_ABI {
+        assert_eq!(status(&out), 0, "{}", w.render(&out));
+        assert_eq!(v["sandbox"], json!(expected_sandbox()));
+    } else {
+        assert_eq!(v["code"], json!("sandbox_unavailable"));
+    }
+}
+
+#[test]
+#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
+fn the_git_gold_pack_works_inside_the_confinement() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = world(&["git"]);
+    let repo = w.work.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q", "-b", "main"])
+        .current_dir(&repo)
+        .output()
+        .unwrap();
+    assert!(init.status.success());
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    let in_repo = |args: &[&str]| {
+        let mut all = vec!["exec", "--json"];
+        all.extend_from_slice(args);
+        let out = w.hcp().current_dir(&repo).args(&all).output().unwrap();
+        let v = parse(&w, &out);
+        assert_eq!(status(&out), 0, "{}", w.render(&out));
+        assert_eq!(v["sandbox"], json!(expected_sandbox()));
+        v
+    };
+    let v = in_repo(&["git.status"]);
+    assert_eq!(v["stdout"], json!("## No commits yet on main\n?? a.txt\n"));
+    in_repo(&["git.add", "a.txt"]);
+    in_repo(&["git.commit", "--message", "first", "--confirm"]);
+    std::fs::write(repo.join("a.txt"), "two\n").unwrap();
+    let v = in_repo(&["git.diff"]);
+    assert!(v["stdout"].as_str().unwrap().contains("+two"), "{v}");
+    let v = in_repo(&["git.status"]);
+    assert_eq!(v["stdout"], json!("## main\n M a.txt\n"));
+    assert_audit_clean(&w);
+}
