@@ -18,15 +18,22 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let home = open_home()?;
     let packs = pack::list(&home).map_err(store_error)?;
-    let mut out = std::io::stdout().lock();
+    // One buffer, flushed once: a line-buffered stdout would make a write per line.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let r = if a.json {
-        let v = serde_json::json!({ "packs": packs });
-        writeln!(out, "{v:#}")
+        #[derive(serde::Serialize)]
+        struct Listing<'a> {
+            packs: &'a [pack::PackListing],
+        }
+        serde_json::to_writer_pretty(&mut out, &Listing { packs: &packs })
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
     } else if packs.is_empty() {
         writeln!(out, "no packs installed")
     } else {
         write!(out, "{}", table(&packs))
-    };
+    }
+    .and_then(|()| out.flush());
     match r {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(crate::error::CliError::new(
             "store_io",
