@@ -264,6 +264,12 @@ fn the_full_mail_flow() {
     assert!(v.get("stdout").is_none() && v["data"].is_null(), "{v}");
     outputs.push(o);
 
+    // the connect verb is not an ordinary verb for a session: its stdout is the credential
+    let o = run_as(&w, a, &["exec", "mail.connect", "--json"]);
+    assert_eq!(code(&o), 77, "{}", w.render(&o));
+    assert_eq!(json_out(&o)["code"], "connect_only");
+    outputs.push(o);
+
     // list: alice's inbox is empty
     let o = run_as(&w, a, &["exec", "mail.list", "--json"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));

@@ -2,7 +2,7 @@
 //! `user` pack's binding for the calling principal and the pack's binding family.
 //!
 //! Connect runs the pack's connect verb through the one exec path
-//! ([`engine::execute_as`]: the gate with `verb.exec.write` and `pack.connect`, the confirm
+//! ([`engine::execute_connect`]: the gate with `verb.exec.write` and `pack.connect`, the confirm
 //! gate when its policy asks, the audit), then reads the credential from the verb's
 //! stdout: exactly one JSON object of at most [`MAX_CREDENTIAL_BYTES`] bytes. Anything
 //! else is refused with `connect_output_invalid` and nothing is stored. The credential is
@@ -80,7 +80,7 @@ pub fn run(a: Args) -> CliResult {
         args: CallArgs::Words(words),
         face: Face::Cli,
     };
-    let (answer, principal) = engine::execute_as(&env, call);
+    let (answer, principal) = engine::execute_connect(&env, call);
     let mut result = answer.result;
     // The verb's stdout is the credential: it never leaves this function.
     let stdout = answer.stdout;

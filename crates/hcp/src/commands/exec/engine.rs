@@ -117,14 +117,16 @@ struct Facts {
 /// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
 /// refusal carries its code.
 pub fn execute(env: &ExecEnv, call: Call) -> Answer {
-    execute_as(env, call).0
+    execute_with(env, call, None, false).0
 }
 
-/// [`execute`], also naming the principal the call was made as (`owner` without a
-/// session): `hcp connect` stores the credential its connect verb printed for them, from
-/// the answer's raw `stdout` (RUNTIME §8). `None` when no principal was resolved.
-pub fn execute_as(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
-    execute_with(env, call, None)
+/// [`execute`] for `hcp connect` (RUNTIME §8), the one path on which a session may run a
+/// pack's connect verb (elsewhere it is `connect_only`: its stdout is the credential).
+/// Also names the principal the call was made as (`owner` without a session), for whom
+/// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
+/// principal was resolved.
+pub fn execute_connect(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
+    execute_with(env, call, None, true)
 }
 
 /// [`execute`] for a face that can abandon a call mid-run (`hcp mcp`: the client cancelled
@@ -132,17 +134,18 @@ pub fn execute_as(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
 /// readable, or hangs up, when the call must end: the adapter then ends the child's
 /// process group, and the run is answered and audited with code `cancelled`.
 pub fn execute_cancellable(env: &ExecEnv, call: Call, cancel: BorrowedFd<'_>) -> Answer {
-    execute_with(env, call, Some(cancel)).0
+    execute_with(env, call, Some(cancel), false).0
 }
 
 fn execute_with(
     env: &ExecEnv,
     call: Call,
     cancel: Option<BorrowedFd<'_>>,
+    via_connect: bool,
 ) -> (Answer, Option<String>) {
     let started = Instant::now();
     let mut facts = Facts::default();
-    let answer = match execute_inner(env, call, cancel, &mut facts, started) {
+    let answer = match execute_inner(env, call, cancel, via_connect, &mut facts, started) {
         Ok(a) => a,
         Err((refusal, audited)) => {
             let audit_id = if audited {
@@ -162,6 +165,7 @@ fn execute_inner(
     env: &ExecEnv,
     call: Call,
     cancel: Option<BorrowedFd<'_>>,
+    via_connect: bool,
     facts: &mut Facts,
     started: Instant,
 ) -> Step1<Answer> {
@@ -295,7 +299,25 @@ fn execute_inner(
     };
     facts.project = allowed.project.clone();
     // Step 7: the runtime policy (RUNTIME §7) is wired by its own change.
-    // Step 8: binding mint.
+    // Step 8: binding mint. A session runs the connect verb only through `hcp connect`,
+    // which stores what it prints instead of answering it (DESIGN.md, "Bindings").
+    if !via_connect
+        && principal != Principal::Owner
+        && pack.manifest.connect_verb() == Some(verb_key.as_str())
+    {
+        return Err((
+            Refusal::new(
+                "connect_only",
+                format!(
+                    "verb `{verb_key}` establishes the binding of `{}`; a session runs it through `hcp connect`",
+                    pack.id
+                ),
+                Some(format!("run `hcp connect {}`", pack.id)),
+                crate::exit::EX_NOPERM,
+            ),
+            true,
+        ));
+    }
     let mut credential = None;
     if pack.manifest.binding.mode == BindingMode::User
         && pack.manifest.connect_verb() != Some(verb_key.as_str())
