@@ -9,7 +9,7 @@
 //!     "address_space_bytes": 4294967296,
 //!     "open_files": 1024,
 //!     "file_size_bytes": 1073741824,
-//!     "processes": 1024
+//!     "processes": 4096
 //!   }
 //! }
 //! ```
@@ -30,15 +30,18 @@ pub const CONFIG_FILE: &str = "config.json";
 
 /// Default `limits.cpu_seconds`: 60 s of CPU, the default wall timeout (RUNTIME §5).
 pub const DEFAULT_CPU_SECONDS: u64 = 60;
-/// Default `limits.address_space_bytes`: 4 GiB of virtual memory.
+/// Default `limits.address_space_bytes`: 4 GiB of virtual memory. Runtimes that reserve
+/// address space up front (a JVM, V8/node) need more.
 pub const DEFAULT_ADDRESS_SPACE_BYTES: u64 = 4 << 30;
 /// Default `limits.open_files`: 1024 descriptors.
 pub const DEFAULT_OPEN_FILES: u64 = 1024;
 /// Default `limits.file_size_bytes`: 1 GiB, the largest file a child may write.
 pub const DEFAULT_FILE_SIZE_BYTES: u64 = 1 << 30;
-/// Default `limits.processes`: 1024 processes of the user (`RLIMIT_NPROC` counts all of
-/// the user's processes, not only the child's; root is not limited by the kernel).
-pub const DEFAULT_PROCESSES: u64 = 1024;
+/// Default `limits.processes`: 4096 processes and threads of the user. `RLIMIT_NPROC`
+/// counts all of the user's processes and threads, not only the child's (a desktop
+/// session alone can hold a thousand threads), so a tight value makes every `fork` of
+/// the child fail; the kernel does not apply it to root.
+pub const DEFAULT_PROCESSES: u64 = 4096;
 
 /// `$HCP_HOME/config.json`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
