@@ -38,9 +38,10 @@
 //! probed, not read.
 
 use crate::AdapterError;
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+use crate::ruleset::build_ruleset;
+pub use crate::ruleset::{
+    LandlockSupport, NETWORK_LANDLOCK_ABI, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW,
+    SYSTEM_READ_NO_EXEC, SYSTEM_READ_ONLY, TESTED_LANDLOCK_ABI,
 };
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::{Deserialize, Serialize};
@@ -48,38 +49,6 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The newest Landlock ABI this code was written and tested against: 7 (Linux 6.15).
-/// A newer kernel is used at this level; newer rights are not requested untested.
-pub const TESTED_LANDLOCK_ABI: u32 = 7;
-
-/// The first Landlock ABI with TCP rules (Linux 6.7).
-pub const NETWORK_LANDLOCK_ABI: u32 = 4;
-
-/// The first Landlock ABI with signal and abstract-socket scoping (Linux 6.12).
-pub const SCOPE_LANDLOCK_ABI: u32 = 6;
-
-/// System paths a `local` child may read and execute beneath (RUNTIME §5). Absent ones
-/// are skipped; symlinks (`/bin` → `/usr/bin`) are resolved when the rule is made.
-pub const SYSTEM_READ_ONLY: [&str; 9] = [
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/etc",
-    "/sys/devices/system/cpu",
-];
-
-/// Paths a `local` child may read but not execute: `/proc` (its own `/proc/self/…`;
-/// other processes' private entries stay behind Landlock's `ptrace` restriction) and
-/// the random devices.
-pub const SYSTEM_READ_NO_EXEC: [&str; 3] = ["/proc", "/dev/urandom", "/dev/random"];
-
-/// Devices a `local` child may read and write (never execute).
-pub const SYSTEM_DEVICES_RW: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// A resource limit to set in the child (soft and hard value alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,7 +189,7 @@ pub struct SandboxPolicy {
 pub struct SandboxPaths<'a> {
     /// The sandbox working directory: read-write, the child's cwd and `HOME`.
     pub workdir: &'a Path,
-    /// The private temporary directory ([`PrivateTmp`]): read-write, the child's `TMPDIR`.
+    /// The private temporary directory ([`PrivateTmp`](crate::PrivateTmp)): read-write, the child's `TMPDIR`.
     pub tmpdir: &'a Path,
     /// The pinned bin: read and execute.
     pub bin: &'a Path,
@@ -291,57 +260,6 @@ impl SandboxReport {
 pub fn running_as_root() -> bool {
     // SAFETY: `geteuid` takes no argument and cannot fail.
     unsafe { libc::geteuid() == 0 }
-}
-
-/// What the kernel offers: Landlock's ABI version, or why there is none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LandlockSupport {
-    /// ABI version (1 or more).
-    Abi(u32),
-    /// Built into the kernel but not enabled at boot (`EOPNOTSUPP`).
-    NotEnabled,
-    /// Not built into the kernel, or not Linux 5.13+ (`ENOSYS`).
-    NotImplemented,
-}
-
-impl LandlockSupport {
-    /// Asks the kernel (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`).
-    pub fn probe() -> Self {
-        // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the call reads
-        // no memory and returns the ABI version or -1 with errno.
-        let v = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<libc::c_void>(),
-                0usize,
-                1u32, // LANDLOCK_CREATE_RULESET_VERSION
-            )
-        };
-        if v > 0 {
-            return Self::Abi(u32::try_from(v).unwrap_or(u32::MAX));
-        }
-        match io::Error::last_os_error().raw_os_error() {
-            Some(libc::EOPNOTSUPP) => Self::NotEnabled,
-            _ => Self::NotImplemented,
-        }
-    }
-
-    /// The ABI version, 0 without Landlock.
-    pub fn abi(self) -> u32 {
-        match self {
-            Self::Abi(v) => v,
-            _ => 0,
-        }
-    }
-
-    /// Why there is no Landlock, lowercase; `None` when there is.
-    pub fn missing_reason(self) -> Option<&'static str> {
-        match self {
-            Self::Abi(_) => None,
-            Self::NotEnabled => Some("landlock is built into the kernel but not enabled"),
-            Self::NotImplemented => Some("the kernel has no landlock"),
-        }
-    }
 }
 
 /// What to apply to a child between `fork` and `exec`, prepared in the parent.
@@ -567,95 +485,6 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
         }
     }
     Ok(())
-}
-
-/// Creates the ruleset in the parent and returns its descriptor.
-fn build_ruleset(
-    abi_n: u32,
-    paths: &SandboxPaths<'_>,
-    deny_net: bool,
-) -> Result<OwnedFd, AdapterError> {
-    let abi = ABI::from(i32::try_from(abi_n).unwrap_or(0));
-    let all = AccessFs::from_all(abi);
-    let read = AccessFs::from_read(abi);
-    let exec: BitFlags<AccessFs> = AccessFs::Execute.into();
-    let ll = |e: landlock::RulesetError| AdapterError::SandboxFailed {
-        path: PathBuf::new(),
-        reason: format!("the kernel refused the landlock ruleset: {e}"),
-        source: None,
-    };
-    let mut rs = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(all)
-        .map_err(ll)?;
-    if deny_net {
-        rs = rs.handle_access(AccessNet::from_all(abi)).map_err(ll)?;
-    }
-    if abi_n >= SCOPE_LANDLOCK_ABI {
-        rs = rs.scope(Scope::from_all(abi)).map_err(ll)?;
-    }
-    let mut created = rs.create().map_err(ll)?;
-
-    // Required paths: failing to open one is an error.
-    let required: [(&Path, BitFlags<AccessFs>, &str); 3] = [
-        (
-            paths.workdir,
-            all,
-            "cannot open the sandbox working directory",
-        ),
-        (
-            paths.tmpdir,
-            all,
-            "cannot open the private temporary directory",
-        ),
-        (paths.bin, read, "cannot open the pinned bin"),
-    ];
-    for (path, access, what) in required {
-        let fd = PathFd::new(path).map_err(|e| AdapterError::SandboxFailed {
-            path: path.to_owned(),
-            reason: what.to_owned(),
-            source: Some(io::Error::other(e.to_string())),
-        })?;
-        created = created
-            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
-            .map_err(ll)?;
-    }
-    // Optional system paths: absent ones are skipped.
-    let optional = SYSTEM_READ_ONLY
-        .iter()
-        .map(|p| (Path::new(p), read))
-        .chain(paths.extra_ro.iter().map(|p| (p.as_path(), read)))
-        .chain(
-            SYSTEM_READ_NO_EXEC
-                .iter()
-                .map(|p| (Path::new(p), read & !exec)),
-        )
-        .chain(
-            SYSTEM_DEVICES_RW
-                .iter()
-                .map(|p| (Path::new(p), AccessFs::from_file(abi) & !exec)),
-        );
-    for (path, access) in optional {
-        let Ok(fd) = PathFd::new(path) else { continue };
-        created = created
-            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
-            .map_err(ll)?;
-    }
-    let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| AdapterError::SandboxFailed {
-        path: PathBuf::new(),
-        reason: "the kernel gave no landlock ruleset".into(),
-        source: None,
-    })
-}
-
-/// Keeps only the rights that apply to a file when `path` is not a directory.
-fn fit(path: &Path, access: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> {
-    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        access
-    } else {
-        access & AccessFs::from_file(abi)
-    }
 }
 
 fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {

@@ -25,6 +25,7 @@ mod env;
 mod error;
 mod pin;
 mod render;
+mod ruleset;
 mod run;
 mod tmp;
 
