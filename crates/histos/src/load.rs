@@ -184,9 +184,10 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
         }
     };
     let features = load_requires(top.get("requires"))?;
+    let empty = Map::new();
     let tools_map = match top.get("tools") {
-        None => Map::new(),
-        Some(Value::Map(m)) => m.clone(),
+        None => &empty,
+        Some(Value::Map(m)) => m,
         Some(_) => {
             return Err(err(
                 C::ToolsNotAMapping,
