@@ -32,8 +32,8 @@
 //! taking std's `posix_spawn` fast path.
 //!
 //! Known limits: `RLIMIT_NPROC` counts every process of the user, not only the child's,
-//! and the kernel does not enforce it for root (uid 0); the whole of `/etc` and `/proc`
-//! is readable (so a child run by root reads `/etc/shadow`); Landlock does not restrict
+//! and the kernel does not enforce it for root (uid 0); the whole of `/etc` is
+//! readable (so a child run by root reads `/etc/shadow`); Landlock does not restrict
 //! `stat`, `chdir` or reading a symlink's target, so names outside the sandbox can be
 //! probed, not read.
 

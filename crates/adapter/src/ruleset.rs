@@ -36,10 +36,12 @@ pub const SYSTEM_READ_ONLY: [&str; 9] = [
     "/sys/devices/system/cpu",
 ];
 
-/// Paths a `local` child may read but not execute: `/proc` (its own `/proc/self/…`;
-/// other processes' private entries stay behind Landlock's `ptrace` restriction) and
-/// the random devices.
-pub const SYSTEM_READ_NO_EXEC: [&str; 3] = ["/proc", "/dev/urandom", "/dev/random"];
+/// Paths a `local` child may read but not execute: the random devices. `/proc` is not
+/// granted: a rule cannot name the child's own `/proc/self` before it exists, and all of
+/// `/proc` would show every process's command line. `git`, shells, coreutils and Rust
+/// programs run without it; a program that needs it gets it through
+/// [`SandboxPaths::extra_ro`](crate::SandboxPaths::extra_ro).
+pub const SYSTEM_READ_NO_EXEC: [&str; 2] = ["/dev/urandom", "/dev/random"];
 
 /// Devices a `local` child may read and write (never execute).
 pub const SYSTEM_DEVICES_RW: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];

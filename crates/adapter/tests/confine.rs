@@ -215,6 +215,9 @@ fn reading_a_planted_key_is_denied() {
         format!("cat {}", key.display()),
         format!("ls {}/.ssh", w.path("home").display()),
         format!("cp {} stolen", key.display()),
+        // Other processes' command lines (and /proc as a whole) are not granted.
+        "cat /proc/1/cmdline".to_owned(),
+        format!("cat /proc/{}/cmdline", std::process::id()),
     ] {
         let out = w.sh(&script);
         assert_denied(&out, &script);
