@@ -589,3 +589,59 @@ fn without_landlock_the_report_says_unconfined() {
         Confinement::for_local_land_with(LandlockSupport::NotEnabled, &paths, &policy).unwrap_err();
     assert_eq!(e.code(), "sandbox_unavailable");
 }
+
+#[test]
+fn every_older_abi_still_confines() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let kernel = LandlockSupport::probe().abi();
+    let w = World::new();
+    let bin = verify_bin(&pin_bin(Path::new("/bin/sh")).unwrap()).unwrap();
+    let env = ChildEnv::from_parent([("PATH", "/usr/bin:/bin")])
+        .home(&w.work())
+        .tmpdir(w.tmp.path());
+    let before = w.outside();
+    for abi in 1..=kernel.min(hcp_adapter::TESTED_LANDLOCK_ABI) {
+        let work = w.work();
+        let protected = [w.path("hcp-home")];
+        let (confine, report) = Confinement::for_local_land_with(
+            LandlockSupport::Abi(abi),
+            &SandboxPaths {
+                workdir: &work,
+                tmpdir: w.tmp.path(),
+                bin: bin.path(),
+                extra_ro: &[],
+                protected: &protected,
+                not_above: &[],
+            },
+            &w.policy(Network::Allow, TIGHT),
+        )
+        .unwrap();
+        assert_eq!(report.summary(), format!("landlock abi {abi}"));
+        let script = format!(
+            "echo in > in-{abi} && echo t > \"$TMPDIR/t\" && mv \"$TMPDIR/t\" t-{abi} && cat in-{abi} t-{abi}; \
+             echo evil >> {}/.bashrc",
+            w.path("home").display()
+        );
+        let out = run(&Invocation {
+            bin: &bin,
+            argv0: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env: &env,
+            cwd: w.work(),
+            limits: Limits::default(),
+            confine: Some(&confine),
+            cancel: None,
+        })
+        .unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "in\nt\n",
+            "abi {abi}: {}",
+            text(&out.stderr)
+        );
+        assert_denied(&out, &format!("abi {abi}"));
+    }
+    assert_eq!(w.outside(), before);
+}
