@@ -200,6 +200,54 @@ fn is_multiple(v: &Value, m: &Value) -> bool {
     (q - r).abs() <= f64::max(1e-9 * f64::max(q.abs(), r.abs()), 1e-9)
 }
 
+/// Most unhashable (list/object) elements `unique_items` compares pairwise, like the
+/// reference; more are refused as uncheckable.
+pub const MAX_UNHASHABLE_UNIQUE: usize = 512;
+
+#[derive(PartialEq, Eq, Hash)]
+enum Key<'a> {
+    Null,
+    Int(i128),
+    Float(u64),
+    Big(&'a str),
+    Str(&'a str),
+    Other(&'a str),
+}
+
+/// Python-set uniqueness: `1`, `1.0` and `true` collide; linear for scalars.
+fn uniqueness(items: &[Value]) -> Option<&'static str> {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    let mut unhashable: Vec<&Value> = Vec::new();
+    for it in items {
+        let k = match it {
+            Value::Null => Key::Null,
+            Value::Bool(b) => Key::Int(i128::from(*b)),
+            Value::Int(i) => Key::Int(i128::from(*i)),
+            Value::BigInt(s) => Key::Big(s),
+            Value::Float(x) if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e38 => {
+                Key::Int(*x as i128)
+            }
+            Value::Float(x) => Key::Float(if *x == 0.0 { 0 } else { x.to_bits() }),
+            Value::Str(s) => Key::Str(s),
+            Value::Timestamp(s) => Key::Other(s),
+            Value::List(_) | Value::Map(_) => {
+                if unhashable.len() == MAX_UNHASHABLE_UNIQUE {
+                    return Some("too many unhashable elements to check uniqueness");
+                }
+                if unhashable.iter().any(|u| u.py_eq(it)) {
+                    return Some("elements are not unique");
+                }
+                unhashable.push(it);
+                continue;
+            }
+        };
+        if !seen.insert(k) {
+            return Some("elements are not unique");
+        }
+    }
+    None
+}
+
 fn array_checks(f: &Field, items: &[Value]) -> Option<FieldError> {
     let n = items.len() as u64;
     if f.min_items.is_some_and(|m| n < m) {
@@ -208,14 +256,10 @@ fn array_checks(f: &Field, items: &[Value]) -> Option<FieldError> {
     if f.max_items.is_some_and(|m| n > m) {
         return Some(FieldError::new(&f.name, "more than max_items"));
     }
-    if f.unique_items {
-        for i in 0..items.len() {
-            for j in 0..i {
-                if items[i].py_eq(&items[j]) {
-                    return Some(FieldError::new(&f.name, "elements are not unique"));
-                }
-            }
-        }
+    if f.unique_items
+        && let Some(m) = uniqueness(items)
+    {
+        return Some(FieldError::new(&f.name, m));
     }
     for (i, it) in items.iter().enumerate() {
         let name = || format!("{}[{i}]", f.name);

@@ -789,3 +789,36 @@ fn policies_and_stores_can_be_shared_across_threads() {
     shared::<MemoryLimitStore>();
     shared::<histos::Decision>();
 }
+
+#[test]
+fn unique_items_is_linear_for_scalars_and_bounded_for_containers() {
+    let p = load(serde_json::json!({
+        "tools": {"t": {"args": {"xs": {"type": "array", "unique_items": true}}}},
+        "roles": {"r": {"allow": ["t"]}}
+    }))
+    .unwrap();
+    // Strings, so the joined blob (under the 1 MiB input budget) holds no card-like runs.
+    let big: Vec<String> = (0..100_000).map(|i| format!("k{i}")).collect();
+    let t = Instant::now();
+    assert_eq!(
+        pre(&p, &call("t", serde_json::json!({"xs": big}))).rule,
+        Rule::Allow
+    );
+    assert!(t.elapsed().as_secs() < 5);
+    // 1, 1.0 and true are one value to Python.
+    for xs in [
+        serde_json::json!([1, 1.0]),
+        serde_json::json!([true, 1]),
+        serde_json::json!([[1], [1.0]]),
+    ] {
+        assert_eq!(
+            pre(&p, &call("t", serde_json::json!({"xs": xs}))).rule,
+            Rule::ArgSchema
+        );
+    }
+    let many: Vec<serde_json::Value> = (0..600).map(|i| serde_json::json!([i])).collect();
+    assert_eq!(
+        pre(&p, &call("t", serde_json::json!({"xs": many}))).rule,
+        Rule::ArgSchema
+    );
+}
