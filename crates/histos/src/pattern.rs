@@ -603,6 +603,7 @@ impl<'a> Parser<'a> {
     }
 
     fn group(&mut self) -> PResult<Node> {
+        let start = self.i - 1;
         if self.eat('?') {
             let c = self.peek().ok_or("unexpected end of pattern")?;
             self.i += 1;
@@ -678,6 +679,10 @@ impl<'a> Parser<'a> {
                         }
                     }
                     if self.eat(')') {
+                        if start != 0 {
+                            // CPython 3.11+: "global flags not at the start of the expression".
+                            return Err("global flags not at the start of the expression".into());
+                        }
                         if flags.contains('i') && !flags.starts_with('-') {
                             self.ignore_case = true;
                         }
