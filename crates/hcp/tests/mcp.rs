@@ -487,6 +487,29 @@ fn list_changed_is_sent_for_owner_changes_only() {
     assert!(s.tool_names().contains(&"transit.find".to_string()));
     let r = s.call("transit.find", json!({ "query": "central" }));
     assert_eq!(r["result"]["isError"], true, "{r}");
+    // The owner adds a runtime policy: a notification, and its argument contract narrows
+    // the schema; the damaged pack stays listed.
+    let policy = json!({
+        "schema_version": "histos.policy/0.1",
+        "tools": { "echo.echo.say": { "args": { "text": { "type": "string", "max_length": 40 } } } },
+        "roles": { "agent": { "allow": ["echo.echo.say"] } }
+    });
+    // Written aside and renamed, so the server's watcher never sees half a file.
+    std::fs::write(w.hcp_home.join("policy.json.tmp"), policy.to_string()).unwrap();
+    std::fs::rename(
+        w.hcp_home.join("policy.json.tmp"),
+        w.hcp_home.join("policy.json"),
+    )
+    .unwrap();
+    let (notes, r) = s.request_seeing("tools/list", json!({}));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let tools = r["result"]["tools"].as_array().unwrap();
+    let say = tools.iter().find(|t| t["name"] == "echo.echo.say").unwrap();
+    assert_eq!(
+        say["inputSchema"]["properties"]["text"]["maxLength"], 40,
+        "{say}"
+    );
+    assert!(tools.iter().any(|t| t["name"] == "transit.find"));
     // The owner deactivates echo: a notification, and its tools are gone.
     let out = w.run(&["deactivate", "echo"]);
     assert!(out.status.success(), "{}", w.render(&out));

@@ -19,12 +19,47 @@ pub const MAX_TOOL_NAME: usize = 128;
 pub type RecordMark = (String, String, String);
 
 /// The signature of the tool set: the active pack ids, each with its install record's
-/// `installed_at` and `files_digest`, sorted by id. It changes when the owner installs,
-/// reinstalls, activates, deactivates or uninstalls; it does not change when a pack's
-/// files or bin change under it without a reinstall (that pack is refused at call time
-/// with `store_damaged` or `bin_changed`, never re-listed).
+/// `installed_at` and `files_digest`, sorted by id, and the stamp of the operator's
+/// runtime policy file. It changes when the owner installs, reinstalls, activates,
+/// deactivates or uninstalls, or edits the runtime policy; it does not change when a
+/// pack's files or bin change under it without a reinstall (that pack is refused at call
+/// time with `store_damaged` or `bin_changed`, never re-listed).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Signature(pub Vec<RecordMark>);
+pub struct Signature {
+    /// The active packs' record marks.
+    pub packs: Vec<RecordMark>,
+    /// `NAME:LEN:MTIME_NS` of `$HCP_HOME/policy.json` or `policy.yaml`, when one exists.
+    pub policy: Option<String>,
+}
+
+/// The runtime policy files of RUNTIME §7, in the order they are looked for.
+const POLICY_FILES: [&str; 2] = ["policy.json", "policy.yaml"];
+
+fn policy_stamp(home: &Home) -> Option<String> {
+    POLICY_FILES.iter().find_map(|name| {
+        let m = std::fs::metadata(home.root().join(name)).ok()?;
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        Some(format!("{name}:{}:{mtime}", m.len()))
+    })
+}
+
+/// The operator's runtime policy (RUNTIME §7), when one is configured and loads: its
+/// argument contracts refine the tools' input schemas. One that does not load refines
+/// nothing here (the gate refuses session calls under it; this only describes).
+pub fn runtime_policy(home: &Home) -> Option<histos::Policy> {
+    let name = POLICY_FILES.iter().find(|n| home.root().join(n).exists())?;
+    match histos::Policy::load_path(&home.root().join(name)) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!("the runtime policy `{name}` does not load: {e}");
+            None
+        }
+    }
+}
 
 impl Signature {
     /// Reads the signature: one listing of `state/active/` and one small record file per
@@ -33,6 +68,7 @@ impl Signature {
     /// # Errors
     /// The store's, as text, when `state/active/` cannot be read.
     pub fn read(home: &Home) -> Result<Self, String> {
+        let policy = policy_stamp(home);
         let ids = pack::active_ids(home).map_err(|e| e.to_string())?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
@@ -46,7 +82,7 @@ impl Signature {
                 .unwrap_or_default();
             out.push((id.to_string(), mark.0, mark.1));
         }
-        Ok(Self(out))
+        Ok(Self { packs: out, policy })
     }
 }
 
@@ -77,17 +113,29 @@ impl Catalog {
     /// mark did not change. A pack that cannot be loaded, and was not listed before, is
     /// left out (with a warning on stderr).
     pub fn build(home: &Home, signature: Signature, previous: &Catalog) -> Self {
+        let same_policy = previous.signature.policy == signature.policy;
+        let policy = runtime_policy(home);
         let mut packs = BTreeMap::new();
-        for mark in &signature.0 {
-            if let Some((old_mark, tools)) = previous.packs.get(&mark.0)
-                && old_mark == mark
+        for mark in &signature.packs {
+            let before = previous.packs.get(&mark.0).filter(|(m, _)| m == mark);
+            if let Some((_, tools)) = before
+                && same_policy
             {
                 packs.insert(mark.0.clone(), (mark.clone(), tools.clone()));
                 continue;
             }
             match pack::load(home, &mark.0) {
                 Ok(p) => {
-                    packs.insert(mark.0.clone(), (mark.clone(), tools_of(&p)));
+                    packs.insert(
+                        mark.0.clone(),
+                        (mark.clone(), tools_of(&p, policy.as_ref())),
+                    );
+                }
+                // Damaged under us since it was listed: stays listed as it was.
+                Err(_) if before.is_some() => {
+                    if let Some((_, tools)) = before {
+                        packs.insert(mark.0.clone(), (mark.clone(), tools.clone()));
+                    }
                 }
                 Err(e) => tracing::warn!("pack `{}` is not listed: {e}", mark.0),
             }
@@ -117,8 +165,9 @@ pub fn valid_tool_name(name: &str) -> bool {
 }
 
 /// The tools of a pack: none unless its `transports` include `mcp`; one per verb the
-/// policy covers and the manifest can plan, in manifest order.
-pub fn tools_of(p: &InstalledPack) -> Vec<Entry> {
+/// policy covers and the manifest can plan, in manifest order. The runtime policy's
+/// argument contract for `PACK.VERB`, where there is one, refines the input schema.
+pub fn tools_of(p: &InstalledPack, runtime: Option<&histos::Policy>) -> Vec<Entry> {
     let m = &p.manifest;
     if !m.offers(Transport::Mcp) {
         return Vec::new();
@@ -138,7 +187,13 @@ pub fn tools_of(p: &InstalledPack) -> Vec<Entry> {
         };
         let confirm = entry.confirm == Some(true);
         let args = arguments(&plan);
-        let schema = input_schema(&args, confirm);
+        let mut schema = input_schema(&args, confirm);
+        if let Some(contract) = runtime
+            .and_then(|r| r.tool(&name))
+            .and_then(|t| t.args.as_ref())
+        {
+            refine(&mut schema, contract);
+        }
         let mut description = spec.description.trim().to_owned();
         description.push_str(&format!(
             " ({}, land {}{})",
@@ -213,6 +268,74 @@ pub fn input_schema(args: &[(String, bool)], confirm: bool) -> JsonObject {
     schema
 }
 
+/// Narrows a verb's input schema by the runtime policy's argument contract (HISTOS-ENGINE
+/// §4) for the placeholders it declares: a scalar `type`, `enum`, string lengths, numeric
+/// bounds, and `required` (a placeholder the contract requires becomes required). Patterns
+/// are left out (Python `re` is not JSON Schema's dialect); fields that are not
+/// placeholders are ignored (the verb cannot take them); the schema stays closed.
+pub fn refine(schema: &mut JsonObject, contract: &histos::model::Schema) {
+    use histos::model::FieldType;
+    let mut newly_required = Vec::new();
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for f in &contract.fields {
+            let Some(Value::Object(prop)) = props.get_mut(&f.name) else {
+                continue;
+            };
+            let ty = match f.ty {
+                FieldType::String => Some("string"),
+                FieldType::Integer => Some("integer"),
+                FieldType::Number => Some("number"),
+                FieldType::Boolean => Some("boolean"),
+                _ => None,
+            };
+            if let Some(t) = ty {
+                prop.insert("type".into(), json!(t));
+            }
+            if let Some(values) = &f.enum_values {
+                prop.insert(
+                    "enum".into(),
+                    Value::Array(values.iter().map(Value::from).collect()),
+                );
+            }
+            if f.ty == FieldType::String {
+                if let Some(n) = f.min_length {
+                    prop.insert("minLength".into(), json!(n));
+                }
+                if let Some(n) = f.max_length {
+                    prop.insert("maxLength".into(), json!(n));
+                }
+            }
+            for (key, v) in [
+                ("minimum", &f.minimum),
+                ("maximum", &f.maximum),
+                ("exclusiveMinimum", &f.exclusive_minimum),
+                ("exclusiveMaximum", &f.exclusive_maximum),
+                ("multipleOf", &f.multiple_of),
+            ] {
+                if let Some(v) = v {
+                    prop.insert(key.into(), Value::from(v));
+                }
+            }
+            if f.required {
+                newly_required.push(f.name.clone());
+            }
+        }
+    }
+    if newly_required.is_empty() {
+        return;
+    }
+    let required = schema
+        .entry("required")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = required {
+        for n in newly_required {
+            if !list.iter().any(|v| v == n.as_str()) {
+                list.push(Value::String(n));
+            }
+        }
+    }
+}
+
 /// Hints from the policy (they describe; the gate still enforces): `readOnlyHint` for a
 /// read; for a write, `destructiveHint` is the policy's `confirm`; `openWorldHint` false
 /// for `local` land (other lands may reach an upstream: left unsaid).
@@ -255,6 +378,50 @@ mod tests {
         assert_eq!(
             Value::Object(s),
             json!({ "type": "object", "properties": {}, "additionalProperties": false })
+        );
+    }
+
+    #[test]
+    fn the_runtime_policy_contract_narrows_placeholders() {
+        let policy = histos::Policy::load_json(
+            &json!({
+                "schema_version": "histos.policy/0.1",
+                "tools": {"t.find": {"args": {
+                    "query": {"type": "string", "max_length": 40, "min_length": 1},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                    "mode": {"type": "string", "enum": ["fast", "slow"], "required": false},
+                    "other": {"type": "string"}
+                }}},
+                "roles": {}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let mut s = input_schema(
+            &[
+                ("query".into(), true),
+                ("limit".into(), false),
+                ("mode".into(), false),
+            ],
+            false,
+        );
+        refine(
+            &mut s,
+            policy.tool("t.find").unwrap().args.as_ref().unwrap(),
+        );
+        let d = |n: &str| format!("fills `{{{{{n}}}}}` of the verb's command, as one argument");
+        assert_eq!(
+            Value::Object(s),
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "description": d("query"), "minLength": 1, "maxLength": 40 },
+                    "limit": { "type": "integer", "description": d("limit"), "minimum": 1, "maximum": 50 },
+                    "mode": { "type": "string", "description": d("mode"), "enum": ["fast", "slow"] }
+                },
+                "required": ["query", "limit"],
+                "additionalProperties": false
+            })
         );
     }
 
