@@ -13,8 +13,9 @@
 //!   no core dumps.
 //! - **Landlock** for `local` land ([`Confinement::for_local_land`]): a ruleset built in
 //!   the parent (read-write beneath the sandbox working directory and the private
-//!   temporary directory; read-only on [`SYSTEM_READ_ONLY`], a few devices and the
-//!   pinned bin; nothing else), applied in the child by `prctl(PR_SET_NO_NEW_PRIVS)` and
+//!   temporary directory; read and execute on [`SYSTEM_READ_ONLY`] and the pinned
+//!   bin; the null and random devices; nothing else: not `$HOME`, not `$HCP_HOME`, not
+//!   `/tmp`, not `/proc`), applied in the child by `prctl(PR_SET_NO_NEW_PRIVS)` and
 //!   `landlock_restrict_self`. Landlock checks the resolved object, so a symlink inside
 //!   the sandbox that points out of it leads nowhere, and a sibling whose name extends
 //!   the sandbox's (`work-evil` beside `work`) is another directory. With ABI 4 or later
@@ -193,7 +194,8 @@ pub struct SandboxPaths<'a> {
     pub tmpdir: &'a Path,
     /// The pinned bin: read and execute.
     pub bin: &'a Path,
-    /// More read-only paths (an interpreter outside the system paths, say).
+    /// More paths to read and execute beneath, never write (an interpreter outside the
+    /// system paths, say).
     pub extra_ro: &'a [PathBuf],
     /// Paths the sandbox may neither be, hold, nor lie inside (`$HCP_HOME`): the child
     /// could write there. A working directory that breaks this is refused
