@@ -351,6 +351,7 @@ pub fn annotations(operation: Operation, land: Land, confirm: bool) -> ToolAnnot
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;

@@ -75,10 +75,10 @@ impl Server {
 
     /// [`Self::refresh`], then `notifications/tools/list_changed` when something changed.
     pub async fn refresh_and_notify(&self, peer: &Peer<RoleServer>) {
-        if self.refresh() {
-            if let Err(e) = peer.notify_tool_list_changed().await {
-                tracing::warn!("cannot send tools/list_changed: {e}");
-            }
+        if self.refresh()
+            && let Err(e) = peer.notify_tool_list_changed().await
+        {
+            tracing::warn!("cannot send tools/list_changed: {e}");
         }
     }
 }
