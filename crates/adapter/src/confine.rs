@@ -336,7 +336,8 @@ impl Confinement {
     /// # Errors
     /// - `sandbox_unavailable` (exit 77): no Landlock and `policy.require`; network
     ///   `deny` and an ABI below [`NETWORK_LANDLOCK_ABI`]; a working directory that is
-    ///   `/`, holds a `paths.protected` or `paths.not_above` path, or lies inside a
+    ///   `/`, holds a `paths.protected` or `paths.not_above` path or the parent of
+    ///   `paths.tmpdir` (the system temporary directory), or lies inside a
     ///   `paths.protected` one;
     /// - `sandbox_failed` (exit 126): the working directory, temporary directory or bin
     ///   cannot be opened, or the kernel refused the ruleset.
@@ -453,8 +454,9 @@ impl Confinement {
     }
 }
 
-/// Refuses a working directory that is `/`, holds a protected or `not_above` path, or
-/// lies inside a protected one.
+/// Refuses a working directory that is `/`, holds a protected or `not_above` path or
+/// the directory the private temporary directory was made in, or lies inside a
+/// protected one.
 fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     let work = paths
         .workdir
@@ -485,6 +487,13 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
         if p.starts_with(&work) {
             return Err(refuse(&p, "holds"));
         }
+    }
+    // The directory private temporary directories are made in (`/tmp`): holding it
+    // would hand the child every other exec's `TMPDIR`.
+    if let Some(base) = paths.tmpdir.parent().map(|p| resolve(&p.to_path_buf()))
+        && base.starts_with(&work)
+    {
+        return Err(refuse(&base, "holds"));
     }
     Ok(())
 }
@@ -613,5 +622,16 @@ mod tests {
         };
         let e = Confinement::for_local_land(&at_home, &policy).unwrap_err();
         assert!(e.to_string().contains("holds"), "{e}");
+        // Holding the directory of the private temporary directories (`/tmp`): refused.
+        let tmp = dir.path().join("sys-tmp/hcp-exec-x");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let above_tmp = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: &tmp,
+            not_above: &[],
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&above_tmp, &policy).unwrap_err();
+        assert!(e.to_string().contains("sys-tmp"), "{e}");
     }
 }
