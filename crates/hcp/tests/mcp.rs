@@ -220,7 +220,8 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
 
 /// Where the inspector is installed (`mcp-inspector` on PATH, as `.ci/run` installs it, or
 /// `HCP_TEST_INSPECTOR` naming its launcher) or `npx` can fetch it: the inspector's CLI
-/// mode lists the tools and meets the confirm gate.
+/// mode lists the tools and meets the confirm gate. Skipped (saying why) without Node;
+/// with Node, an inspector that cannot be installed or run fails under `CI=true`.
 #[test]
 fn inspector_cli_lists_and_calls() {
     const VERSION: &str = "2.12.0";
@@ -229,8 +230,12 @@ fn inspector_cli_lists_and_calls() {
         Ok(p) if !p.is_empty() => vec![p],
         _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
         _ => {
-            if which_on_path("npx").is_none() {
-                return skip_or_fail("`npx` is not on PATH (node is needed for the inspector)");
+            if which_on_path("npx").is_none() || which_on_path("node").is_none() {
+                // No Node here: nothing to run the inspector with, in CI or not.
+                eprintln!(
+                    "skipped: node and npx are not on PATH (the inspector is a node program)"
+                );
+                return;
             }
             vec![
                 "npx".into(),
