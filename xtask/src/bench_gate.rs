@@ -218,6 +218,12 @@ fn load_time(
 /// # Errors
 /// When the corpus or the 12-tool policy cannot be found or loaded.
 pub fn run(json: bool) -> anyhow::Result<()> {
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "warning: bench gate is running an unoptimised build; figures are not representative \
+             (hint: `cargo run --release -p xtask -- bench gate`)"
+        );
+    }
     let dir = corpus_dir()?;
     let cases = load_cases(&dir)?;
     let measured = decisions_per_sec(&cases);
@@ -245,6 +251,7 @@ pub fn run(json: bool) -> anyhow::Result<()> {
             "load_hash_json_cpu_us": json_cpu_us.map(|u| (u * 10.0).round() / 10.0),
             "load_hash_yaml_cpu_us": yaml_cpu_us.map(|u| (u * 10.0).round() / 10.0),
             "policy_12_tools_hash": json_hash,
+            "optimized": !cfg!(debug_assertions),
         });
         println!("{line}");
     } else {
