@@ -161,6 +161,8 @@ fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), Sto
     if !shared && crate::binding::safe_component(&family) {
         crate::binding::remove_family(home, &family)?;
     }
+    // Stimuli recorded for the pack (`binding.degraded`) go with it.
+    crate::stimulus::remove_pack(home, id)?;
     Ok(())
 }
 
