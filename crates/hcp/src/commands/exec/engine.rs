@@ -602,14 +602,23 @@ fn resolve(env: &ExecEnv, call: &Call) -> Result<(InstalledPack, String), Refusa
         }
         return Ok((p, call.target.clone()));
     }
+    // The readings come in pairs with the same pack id (`echo.say` reads as `echo` +
+    // `say`, then `echo` + `echo.say`): each pack is loaded once.
+    let mut loaded: Option<(&str, Option<InstalledPack>)> = None;
     for (id, verb) in hcp_gate::target::readings(&call.target) {
         if hcp_model::validate_pack_id(id).is_err() {
             continue;
         }
-        if let Some(p) = load(id)? {
-            if p.manifest.verbs.contains_key(verb) {
-                return Ok((p, verb.to_owned()));
-            }
+        if loaded.as_ref().is_none_or(|(l, _)| *l != id) {
+            loaded = Some((id, load(id)?));
+        }
+        if let Some((_, slot)) = &mut loaded
+            && slot
+                .as_ref()
+                .is_some_and(|p| p.manifest.verbs.contains_key(verb))
+            && let Some(p) = slot.take()
+        {
+            return Ok((p, verb.to_owned()));
         }
     }
     // A bare verb key: unique across active packs.
