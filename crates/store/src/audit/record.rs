@@ -133,22 +133,7 @@ pub fn canonical_json(v: &Value) -> Vec<u8> {
 
 fn write_canonical(v: &Value, out: &mut Vec<u8>) {
     match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push(b'{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(&Value::String(k.clone()), out);
-                out.push(b':');
-                if let Some(value) = m.get(k) {
-                    write_canonical(value, out);
-                }
-            }
-            out.push(b'}');
-        }
+        Value::Object(m) => write_object(m.iter(), out),
         Value::Array(a) => {
             out.push(b'[');
             for (i, x) in a.iter().enumerate() {
@@ -160,8 +145,31 @@ fn write_canonical(v: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         // Scalars: serde_json's own output is already canonical for them.
-        other => out.extend_from_slice(other.to_string().as_bytes()),
+        other => write_compact(other, out),
     }
+}
+
+/// An object of `entries`, keys sorted by their UTF-8 bytes.
+fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    let mut entries: Vec<(&String, &Value)> = entries.collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push(b'{');
+    for (i, (k, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_compact(k.as_str(), out);
+        out.push(b':');
+        write_canonical(value, out);
+    }
+    out.push(b'}');
+}
+
+/// serde_json's compact encoding of a key or a scalar (what `Value`'s `Display` prints),
+/// written straight into `out`.
+fn write_compact<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    // Writing into a `Vec` cannot fail, and strings and JSON scalars always serialize.
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 /// `sha256:` and the lowercase hex SHA-256 of `bytes`.
@@ -172,9 +180,12 @@ pub fn sha256_tagged(bytes: &[u8]) -> String {
 /// The hash of a record given as a JSON object: [`sha256_tagged`] over the
 /// [`canonical_json`] of the object without its `hash` key.
 pub fn record_hash(record: &Map<String, Value>) -> String {
-    let mut m = record.clone();
-    m.remove("hash");
-    sha256_tagged(&canonical_json(&Value::Object(m)))
+    let mut out = Vec::with_capacity(512);
+    write_object(
+        record.iter().filter(|(k, _)| k.as_str() != "hash"),
+        &mut out,
+    );
+    sha256_tagged(&out)
 }
 
 /// The digest of a call's arguments that the audit keeps instead of their values
