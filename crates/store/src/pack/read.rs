@@ -104,7 +104,11 @@ fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
                 format!("its digest is `{got}` but the install record says `{want}`"),
             ));
         }
-        texts.push(String::from_utf8_lossy(&bytes).into_owned());
+        // Valid UTF-8 (the usual case) is moved, not copied; otherwise lossily.
+        texts.push(
+            String::from_utf8(bytes)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        );
     }
     if record.pack_id != id.as_str() {
         return Err(damaged(
