@@ -615,3 +615,25 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     let out = w.run(&["audit", "verify"]);
     assert!(out.status.success(), "{}", w.render(&out));
 }
+
+#[test]
+fn more_calls_than_slots_are_all_answered() {
+    let w = world_with(&["transit"]);
+    let mut s = Raw::start(&w, None);
+    let n = 12; // more than the 8 verbs the server runs at once
+    for id in 0..n {
+        s.send(&json!({
+            "jsonrpc": "2.0", "id": 1000 + id, "method": "tools/call",
+            "params": { "name": "transit.find", "arguments": { "query": "central" } }
+        }));
+    }
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let m = s.read();
+        assert_eq!(m["result"]["isError"], false, "{m}");
+        seen.push(m["id"].as_u64().unwrap());
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (1000..1000 + n as u64).collect::<Vec<_>>());
+    assert!(s.finish().success());
+}

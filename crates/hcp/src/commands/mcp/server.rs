@@ -28,6 +28,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// (`MAX_ARG_STRLEN`, 128 KiB with its NUL).
 pub const MAX_VALUE_BYTES: usize = 128 * 1024 - 1;
 
+/// How many verbs run at once; further calls wait their turn (a client cannot make the
+/// server fork without bound).
+pub const MAX_CONCURRENT_CALLS: usize = 8;
+
 /// The server: the process facts read once at startup (`HCP_SESSION` among them), the
 /// catalog, and the calls in flight.
 #[derive(Clone)]
@@ -35,6 +39,7 @@ pub struct Server {
     env: Arc<ExecEnv>,
     catalog: Arc<Mutex<Catalog>>,
     inflight: Arc<Inflight>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Server {
@@ -46,6 +51,7 @@ impl Server {
             env: Arc::new(env),
             catalog: Arc::new(Mutex::new(catalog)),
             inflight: Arc::new(Inflight::default()),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS)),
         }
     }
 
@@ -225,6 +231,14 @@ pub fn tool_result(a: &Answer) -> CallToolResult {
     res
 }
 
+fn failed(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("the call failed: {e}"), None)
+}
+
+fn cancelled() -> McpError {
+    McpError::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None)
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -277,6 +291,11 @@ impl ServerHandler for Server {
             Ok(a) => a,
             Err(answer) => return Ok(tool_result(&answer).into()),
         };
+        let acquire = self.slots.clone().acquire_owned();
+        let slot = tokio::select! {
+            s = acquire => s.map_err(failed)?,
+            () = context.ct.cancelled() => return Err(cancelled()),
+        };
         let (reader, writer) = std::io::pipe().map_err(|e| {
             McpError::internal_error(format!("cannot make the cancel pipe: {e}"), None)
         })?;
@@ -290,14 +309,16 @@ impl ServerHandler for Server {
         };
         let env = self.env.clone();
         let task = tokio::task::spawn_blocking(move || {
-            engine::execute_cancellable(&env, call, reader.as_fd())
+            let answer = engine::execute_cancellable(&env, call, reader.as_fd());
+            drop(slot);
+            answer
         });
         let answer = tokio::select! {
-            joined = task => joined.map_err(|e| McpError::internal_error(format!("the call failed: {e}"), None))?,
+            joined = task => joined.map_err(failed)?,
             () = context.ct.cancelled() => {
                 // Closing the pipe ends the child's group; the engine audits the run.
                 drop(guard);
-                return Err(McpError::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
+                return Err(cancelled());
             }
         };
         drop(guard);
