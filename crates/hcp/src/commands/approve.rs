@@ -1,11 +1,109 @@
-//! `hcp approve`: built by its own change.
-use crate::error::CliResult;
+//! `hcp approve ID` and `hcp approvals`: the owner's side of the runtime policy's
+//! `confirmation` (RUNTIME §7).
+
+use crate::commands::session::require_owner;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_store::approval;
+use std::io::Write;
 
 /// Arguments of `hcp approve`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The approval id a paused call answered with (`apr_…`).
+    id: String,
+}
 
-/// Runs `hcp approve`.
-pub fn run(_a: Args) -> CliResult {
-    Err(super::not_built("approve"))
+/// Arguments of `hcp approvals`.
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// List every approval (used, expired) rather than the pending ones.
+    #[arg(long)]
+    all: bool,
+    /// One JSON array on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn home() -> Result<hcp_store::Home, CliError> {
+    crate::commands::install::open_home()
+}
+
+/// Runs `hcp approve ID` (owner only).
+pub fn run(a: Args) -> CliResult {
+    require_owner("approve")?;
+    let home = home()?;
+    match approval::approve(&home, &a.id, jiff::Timestamp::now()) {
+        Ok(ap) => {
+            let _ = writeln!(
+                std::io::stdout().lock(),
+                "approved `{}`: `{}` for `{}`, usable once within {} s",
+                ap.id,
+                ap.tool,
+                ap.principal,
+                ap.window_s
+            );
+            Ok(exit::OK)
+        }
+        Err(e) => {
+            let code = e.code();
+            let exit = match e {
+                approval::ApprovalError::Store(_) => exit::EX_IOERR,
+                approval::ApprovalError::Unknown(_) => exit::EX_NOINPUT,
+                _ => exit::REFUSED,
+            };
+            Err(CliError::new(code, e.to_string(), exit)
+                .hint("`hcp approvals` lists the pending ones"))
+        }
+    }
+}
+
+/// Runs `hcp approvals` (owner only).
+pub fn run_list(a: ListArgs) -> CliResult {
+    require_owner("approvals")?;
+    let home = home()?;
+    let now = jiff::Timestamp::now();
+    let list = approval::list(&home)
+        .map_err(|e| CliError::new(e.code(), e.to_string(), exit::EX_IOERR))?;
+    let shown: Vec<_> = list
+        .into_iter()
+        .filter(|x| a.all || x.state(now) == "pending")
+        .collect();
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let v: Vec<serde_json::Value> = shown
+            .iter()
+            .map(|x| {
+                let mut j = serde_json::to_value(x).unwrap_or_default();
+                if let Some(o) = j.as_object_mut() {
+                    o.insert("state".into(), x.state(now).into());
+                }
+                j
+            })
+            .collect();
+        let _ = writeln!(out, "{}", serde_json::Value::Array(v));
+        return Ok(exit::OK);
+    }
+    if shown.is_empty() {
+        let _ = writeln!(out, "no pending approvals");
+        return Ok(exit::OK);
+    }
+    for x in &shown {
+        let args: Vec<String> = x
+            .summary
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{}  {:<8}  {}  {}  requested {}  {}",
+            x.id,
+            x.state(now),
+            x.principal,
+            x.tool,
+            x.requested_at,
+            args.join(" ")
+        );
+    }
+    Ok(exit::OK)
 }

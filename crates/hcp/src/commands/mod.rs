@@ -71,9 +71,12 @@ enum Command {
     /// Check the store, the kernel's confinement and the installed bins.
     Doctor(doctor::Args),
     /// Check, hash and try the operator's Histos runtime policy (RUNTIME §7).
-    Policy(policy::Args),
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// Grant a call paused for confirmation by the runtime policy (owner only).
     Approve(approve::Args),
+    /// List calls paused for confirmation by the runtime policy (owner only).
+    Approvals(approve::ListArgs),
 }
 
 /// Runs the parsed command line.
@@ -96,8 +99,9 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Sense(a) => sense::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Doctor(a) => doctor::run(a),
-        Command::Policy(a) => policy::run(a),
+        Command::Policy(c) => policy::run(c),
         Command::Approve(a) => approve::run(a),
+        Command::Approvals(a) => approve::run_list(a),
     }
 }
 

@@ -112,6 +112,10 @@ struct Facts {
     principal: Option<String>,
     project: Option<String>,
     args_digest: Option<String>,
+    /// Additive audit fields (`policy_hash`, `rule`, `post_rule`, `approval_id`).
+    audit_extra: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Extra result fields (`approval_id`).
+    result_extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
@@ -298,7 +302,39 @@ fn execute_inner(
         Decision::Deny(r) => return Err((Refusal::from_gate(&r), true)),
     };
     facts.project = allowed.project.clone();
-    // Step 7: the runtime policy (RUNTIME §7) is wired by its own change.
+    // Step 7: the runtime policy (RUNTIME §7). It governs session principals; a policy that
+    // does not load stops every call, the owner's too.
+    let runtime_policy = super::policy::load(&env.home).map_err(|r| (policy_refusal(r), true))?;
+    let mut values = allowed.values.clone();
+    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        facts
+            .audit_extra
+            .insert("policy_hash".into(), rp.hash().into());
+        let tool = format!("{}.{}", pack.id, verb_key);
+        match super::policy::pre(&env.home, rp, s, &tool, &values, now) {
+            Ok(ok) => {
+                facts.audit_extra.insert("rule".into(), ok.rule.into());
+                if let Some(id) = ok.approval_id {
+                    facts.audit_extra.insert("approval_id".into(), id.into());
+                }
+                values = ok.values;
+            }
+            Err(r) => {
+                facts
+                    .audit_extra
+                    .insert("rule".into(), r.code.clone().into());
+                if let Some(id) = &r.approval_id {
+                    facts
+                        .audit_extra
+                        .insert("approval_id".into(), id.clone().into());
+                    facts
+                        .result_extra
+                        .insert("approval_id".into(), id.clone().into());
+                }
+                return Err((policy_refusal(r), true));
+            }
+        }
+    }
     // Step 8: binding mint. A session runs the connect verb only through `hcp connect`,
     // which stores what it prints instead of answering it (DESIGN.md, "Bindings").
     if !via_connect
@@ -405,13 +441,8 @@ fn execute_inner(
         project_id: allowed.project.clone(),
         workdir: allowed.workdir.clone(),
     };
-    let argv = hcp_adapter::render(
-        &allowed.plan.args,
-        &allowed.values,
-        &session_values,
-        &verb_key,
-    )
-    .map_err(adapter_refusal)?;
+    let argv = hcp_adapter::render(&allowed.plan.args, &values, &session_values, &verb_key)
+        .map_err(adapter_refusal)?;
     let mut child_env = ChildEnv::from_parent(env.parent_env.iter().cloned());
     if is_running_hcp(verified.path()) {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
@@ -461,7 +492,7 @@ fn execute_inner(
         confine: None,
         cancel,
     };
-    let outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
+    let mut outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (exit, code, error) = if outcome.timed_out {
         (
@@ -486,6 +517,32 @@ fn execute_inner(
             None,
         )
     };
+    let truncated = outcome.truncated();
+    let mut stdout = std::mem::take(&mut outcome.stdout);
+    let mut withheld = false;
+    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        let tool = format!("{}.{}", pack.id, verb_key);
+        let post = super::policy::post(rp, s, &tool, &stdout);
+        facts
+            .audit_extra
+            .insert("post_rule".into(), post.rule.clone().into());
+        match post.stdout {
+            Some(b) => stdout = b,
+            None => {
+                stdout = Vec::new();
+                withheld = true;
+            }
+        }
+    }
+    let (exit, code, error) = if withheld && code.is_none() {
+        (
+            77,
+            Some("output_withheld".to_string()),
+            Some("the runtime policy withheld the verb's output".to_string()),
+        )
+    } else {
+        (exit, code, error)
+    };
     let entry = Entry {
         principal: principal.id().to_owned(),
         project: allowed.project.clone(),
@@ -498,7 +555,7 @@ fn execute_inner(
         args_digest: facts.args_digest.clone().unwrap_or_default(),
         exit_code: Some(outcome.exit_code),
         duration_ms,
-        extra: Default::default(),
+        extra: std::mem::take(&mut facts.audit_extra),
     };
     let audit_id = match AuditLog::new(&env.home).append(&entry) {
         Ok(a) => Some(a.id),
@@ -515,14 +572,14 @@ fn execute_inner(
             ));
         }
     };
-    let stdout_text = String::from_utf8_lossy(&outcome.stdout).into_owned();
+    let stdout_text = String::from_utf8_lossy(&stdout).into_owned();
     let data = if outcome.stdout_truncated {
         serde_json::Value::Null
     } else {
         serde_json::from_str(&stdout_text).unwrap_or(serde_json::Value::Null)
     };
     let result = ExecResult {
-        ok: !outcome.timed_out && !outcome.cancelled && outcome.exit_code == 0,
+        ok: !outcome.timed_out && !outcome.cancelled && !withheld && outcome.exit_code == 0,
         pack_id: Some(pack.id.to_string()),
         verb_key: Some(verb_key),
         operation: Some(allowed.operation.to_string()),
@@ -534,7 +591,7 @@ fn execute_inner(
         stdout: Some(stdout_text),
         stderr: Some(String::from_utf8_lossy(&outcome.stderr).into_owned()),
         data,
-        truncated: outcome.truncated(),
+        truncated,
         duration_ms,
         audit_id,
         extra: Default::default(),
@@ -542,7 +599,7 @@ fn execute_inner(
     Ok(Answer {
         result,
         exit,
-        stdout: outcome.stdout,
+        stdout,
         stderr: outcome.stderr,
     })
 }
@@ -682,6 +739,11 @@ fn unknown(target: &str, known: Vec<String>) -> Refusal {
     )
 }
 
+/// A refusal of the runtime policy (RUNTIME §7): exit 77.
+fn policy_refusal(r: super::policy::PolicyRefusal) -> Refusal {
+    Refusal::new(r.code, r.message, r.hint, crate::exit::EX_NOPERM)
+}
+
 fn audit_refusal(env: &ExecEnv, facts: &Facts, r: &Refusal, started: Instant) -> Option<String> {
     let entry = Entry {
         principal: facts.principal.clone().unwrap_or_else(|| "unknown".into()),
@@ -698,7 +760,7 @@ fn audit_refusal(env: &ExecEnv, facts: &Facts, r: &Refusal, started: Instant) ->
             .unwrap_or_else(|| audit::args_digest(std::iter::empty())),
         exit_code: None,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        extra: Default::default(),
+        extra: facts.audit_extra.clone(),
     };
     AuditLog::new(&env.home).append(&entry).ok().map(|a| a.id)
 }
@@ -720,7 +782,7 @@ fn refusal_answer(facts: &Facts, r: Refusal, audit_id: Option<String>, started: 
         truncated: false,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         audit_id,
-        extra: Default::default(),
+        extra: facts.result_extra.clone(),
     };
     Answer {
         result,

@@ -3,6 +3,7 @@
 pub mod engine;
 pub mod face;
 pub mod pins;
+pub mod policy;
 
 use crate::env;
 use crate::error::{CliError, CliResult};

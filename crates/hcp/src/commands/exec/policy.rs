@@ -1,0 +1,415 @@
+//! Step 7 of RUNTIME §5: the operator's Histos runtime policy (RUNTIME §7) around one
+//! call of a session principal, and its output controls after the run.
+//!
+//! The engine (`histos`) is pure; this module supplies what it consults: the principal
+//! from the session, call counters shared by every hcp process (`hcp_store::counter`),
+//! and out-of-band approvals (`hcp_store::approval`). Tool names are `PACK_ID.VERB_KEY`.
+//! The owner's own calls answer to the pack policy alone, but a policy that does not load
+//! stops every call, the owner's too (fail closed).
+
+use hcp_model::ArgValue;
+use hcp_store::approval;
+use hcp_store::counter::{Counters, Limits, Verdict};
+use hcp_store::session::Session;
+use hcp_store::{Home, audit};
+use histos::engine::Args;
+use histos::{Effect, Engine, LimitKey, LimitSpec, LimitStore, LimitVerdict, Policy, Value};
+use jiff::Timestamp;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The rolling window of `rate_limit`, in milliseconds (the reference's default).
+pub const RATE_WINDOW_MS: u64 = 60_000;
+
+/// A loaded runtime policy.
+#[derive(Debug)]
+pub struct RuntimePolicy {
+    /// The policy.
+    pub policy: Policy,
+}
+
+impl RuntimePolicy {
+    /// The policy's `content_hash` (`sha256:…`, HISTOS-ENGINE §3).
+    pub fn hash(&self) -> &str {
+        self.policy.content_hash()
+    }
+}
+
+/// Why step 7 refuses: code (a Histos RUNTIME rule or POLICY code), message, hint, and an
+/// approval id for a call paused for confirmation.
+#[derive(Debug, Clone)]
+pub struct PolicyRefusal {
+    /// The code.
+    pub code: String,
+    /// The message.
+    pub message: String,
+    /// The hint.
+    pub hint: Option<String>,
+    /// The pending approval of a paused call.
+    pub approval_id: Option<String>,
+}
+
+/// The names the runtime policy may live under, in `$HCP_HOME`.
+pub const POLICY_FILES: [&str; 2] = ["policy.json", "policy.yaml"];
+
+/// Loads `$HCP_HOME/policy.json` or `policy.yaml` (RUNTIME §3, §7); `None` when neither
+/// exists. Costs two `stat`s when there is none.
+///
+/// # Errors
+/// A [`PolicyRefusal`] carrying the POLICY code when the file does not load, or
+/// `policy_conflict` when both files exist.
+pub fn load(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal> {
+    let found: Vec<PathBuf> = POLICY_FILES
+        .iter()
+        .map(|n| home.root().join(n))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    let path = match found.as_slice() {
+        [] => return Ok(None),
+        [one] => one.clone(),
+        _ => {
+            return Err(PolicyRefusal {
+                code: "policy_conflict".into(),
+                message: "both `policy.json` and `policy.yaml` are in the store; the runtime policy must be one file".into(),
+                hint: Some("remove one of them".into()),
+                approval_id: None,
+            });
+        }
+    };
+    match Policy::load_path(&path) {
+        Ok(policy) => Ok(Some(RuntimePolicy { policy })),
+        Err(e) => Err(PolicyRefusal {
+            code: e.code.as_str().to_owned(),
+            message: format!(
+                "the runtime policy `{}` does not load: {}{}",
+                path.display(),
+                e.message,
+                e.location.as_deref().map(|l| format!(" (at {l})")).unwrap_or_default()
+            ),
+            hint: Some("fix it, then check it with `hcp policy check FILE`; every call is refused until it loads".into()),
+            approval_id: None,
+        }),
+    }
+}
+
+/// The Histos principal of a session (RUNTIME §7: role and attributes from the session).
+pub fn principal_of(s: &Session) -> histos::Principal {
+    let mut attributes = histos::Map::new();
+    for (k, v) in &s.attributes {
+        attributes.insert(k.clone(), Value::Str(v.clone()));
+    }
+    histos::Principal {
+        role: s.role.clone().unwrap_or_default(),
+        identity: Some(s.principal.as_str().to_owned()),
+        attributes,
+        can_view: s.can_view.clone(),
+    }
+}
+
+fn to_value(v: &ArgValue) -> Value {
+    match v {
+        ArgValue::Bool(b) => Value::Bool(*b),
+        ArgValue::String(s) => Value::Str(s.clone()),
+        ArgValue::Number(n) => Value::from(serde_json::Value::Number(n.clone())),
+    }
+}
+
+fn to_arg(v: &Value) -> Option<ArgValue> {
+    match v {
+        Value::Str(s) => Some(ArgValue::String(s.clone())),
+        Value::Bool(b) => Some(ArgValue::Bool(*b)),
+        Value::Int(_) | Value::BigInt(_) | Value::Float(_) => match serde_json::Value::from(v) {
+            serde_json::Value::Number(n) => Some(ArgValue::Number(n)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The digest an approval is bound to: the call's arguments after binding.
+fn bound_digest(args: &Args<'_>) -> String {
+    let m: Vec<(String, ArgValue)> = args
+        .iter()
+        .filter_map(|(k, v)| to_arg(v).map(|a| (k.to_owned(), a)))
+        .collect();
+    audit::args_digest(m.iter().map(|(k, v)| (k.as_str(), v)))
+}
+
+/// Counters shared by every hcp process, as the engine's [`LimitStore`].
+struct FileLimits<'a> {
+    counters: &'a Counters,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl FileLimits<'_> {
+    fn verdict(&self, r: hcp_store::StoreResult<Verdict>) -> LimitVerdict {
+        match r {
+            Ok(Verdict::Ok) => LimitVerdict::Ok,
+            Ok(Verdict::Budget) => LimitVerdict::Budget,
+            Ok(Verdict::RateLimit) => LimitVerdict::RateLimit,
+            // A counter that cannot be read or written refuses (fail closed).
+            Err(_) => {
+                self.failed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                LimitVerdict::Capacity
+            }
+        }
+    }
+
+    fn limits(spec: LimitSpec) -> Limits {
+        Limits {
+            rate_limit: spec.rate_limit,
+            budget: spec.budget,
+            window_ms: RATE_WINDOW_MS,
+        }
+    }
+}
+
+impl LimitStore for FileLimits<'_> {
+    fn window_ms(&self) -> u64 {
+        RATE_WINDOW_MS
+    }
+    fn check(&self, key: LimitKey<'_>, spec: LimitSpec, now_ms: u64) -> LimitVerdict {
+        self.verdict(
+            self.counters
+                .check(key.identity, key.tool, Self::limits(spec), now_ms),
+        )
+    }
+    fn try_consume(&self, key: LimitKey<'_>, spec: LimitSpec, now_ms: u64) -> LimitVerdict {
+        self.verdict(
+            self.counters
+                .try_consume(key.identity, key.tool, Self::limits(spec), now_ms),
+        )
+    }
+}
+
+/// Approvals granted by the owner, as the engine's confirmation callback.
+struct Approvals<'a> {
+    home: &'a Home,
+    policy_hash: &'a str,
+    now: Timestamp,
+    used: std::cell::RefCell<Option<String>>,
+}
+
+impl histos::Confirmer for Approvals<'_> {
+    fn confirm(
+        &self,
+        tool: &str,
+        args: &Args<'_>,
+        principal: &histos::Principal,
+    ) -> Result<bool, String> {
+        let who = principal.identity_or_anonymous();
+        match approval::take(
+            self.home,
+            tool,
+            who,
+            &bound_digest(args),
+            self.policy_hash,
+            self.now,
+        ) {
+            Ok(Some(a)) => {
+                *self.used.borrow_mut() = Some(a.id);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// What step 7 allowed: the values after binding, and the rule for the audit.
+#[derive(Debug)]
+pub struct PolicyAllow {
+    /// The call's values after `bind` (HISTOS-ENGINE §5).
+    pub values: BTreeMap<String, ArgValue>,
+    /// The engine's rule (`allow`, `confirmed`, `escalated`).
+    pub rule: String,
+    /// The approval the call used, if any.
+    pub approval_id: Option<String>,
+}
+
+/// The pre-gate for one call of a session principal (RUNTIME §7).
+///
+/// # Errors
+/// A [`PolicyRefusal`] with the engine's rule as code; a paused call gets
+/// `requires_confirmation` and a pending approval id.
+pub fn pre(
+    home: &Home,
+    rp: &RuntimePolicy,
+    session: &Session,
+    tool: &str,
+    values: &BTreeMap<String, ArgValue>,
+    now: Timestamp,
+) -> Result<PolicyAllow, PolicyRefusal> {
+    let principal = principal_of(session);
+    let mut args = histos::Map::new();
+    for (k, v) in values {
+        args.insert(k.clone(), to_value(v));
+    }
+    let call = histos::Call {
+        tool: tool.to_owned(),
+        args,
+    };
+    let counters = Counters::new(home);
+    let limits = FileLimits {
+        counters: &counters,
+        failed: std::sync::atomic::AtomicBool::new(false),
+    };
+    let approvals = Approvals {
+        home,
+        policy_hash: rp.hash(),
+        now,
+        used: std::cell::RefCell::new(None),
+    };
+    let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
+    let ctx = histos::Context {
+        limits: Some(&limits),
+        now_ms,
+        tier: None,
+        confirm: Some(&approvals),
+        mode: histos::Mode::Enforce,
+        consume_limits: true,
+    };
+    let d = Engine::pre(&rp.policy, Some(&principal), None, &call, &ctx);
+    let rule = d.rule.as_str().to_owned();
+    match d.effect {
+        Effect::Allow => {
+            let mut bound = call.args.clone();
+            d.apply_bindings(&mut bound);
+            let mut out = BTreeMap::new();
+            for (k, v) in bound.iter() {
+                let Some(a) = to_arg(v) else {
+                    return Err(PolicyRefusal {
+                        code: "arg_binding_unresolved".into(),
+                        message: format!("bound argument `{k}` is not a string, number or boolean"),
+                        hint: None,
+                        approval_id: None,
+                    });
+                };
+                out.insert(k.clone(), a);
+            }
+            Ok(PolicyAllow {
+                values: out,
+                rule,
+                approval_id: approvals.used.into_inner(),
+            })
+        }
+        Effect::RequireConfirmation => {
+            let mut bound = call.args.clone();
+            d.apply_bindings(&mut bound);
+            let digest = bound_digest(&Args::plain(&bound));
+            let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
+            let window = rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in);
+            match approval::request(
+                home,
+                tool,
+                principal.identity_or_anonymous(),
+                &digest,
+                rp.hash(),
+                summary,
+                window,
+                now,
+            ) {
+                Ok(a) => Err(PolicyRefusal {
+                    code: rule,
+                    message: format!(
+                        "`{tool}` needs an approval the agent cannot give itself: approval `{}` is pending",
+                        a.id
+                    ),
+                    hint: Some(format!(
+                        "the owner reviews it with `hcp approvals` and grants it with `hcp approve {}`; then the same call passes once",
+                        a.id
+                    )),
+                    approval_id: Some(a.id),
+                }),
+                Err(e) => Err(PolicyRefusal {
+                    code: e.code().into(),
+                    message: e.to_string(),
+                    hint: None,
+                    approval_id: None,
+                }),
+            }
+        }
+        _ => {
+            let code = if limits.failed.load(std::sync::atomic::Ordering::Relaxed) {
+                "limit_store_unavailable".to_owned()
+            } else {
+                rule
+            };
+            let mut message = format!("the runtime policy refuses `{tool}`: {}", d.reason);
+            if let Some(f) = &d.field {
+                message.push_str(&format!(" (field `{f}`)"));
+            }
+            Err(PolicyRefusal {
+                code,
+                message,
+                hint: None,
+                approval_id: None,
+            })
+        }
+    }
+}
+
+/// A short, single-line preview of a value for `hcp approvals`: at most 60 characters.
+fn preview(v: &Value) -> String {
+    let text = match v {
+        Value::Str(s) => s.clone(),
+        other => serde_json::Value::from(other).to_string(),
+    };
+    let one_line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() > 60 {
+        format!("{}…", one_line.chars().take(59).collect::<String>())
+    } else {
+        one_line
+    }
+}
+
+/// What the output controls did to the child's stdout.
+#[derive(Debug)]
+pub struct PostResult {
+    /// The stdout the caller may see (`None`: withheld).
+    pub stdout: Option<Vec<u8>>,
+    /// The post-gate's rule (`allow`, `post_redaction`, `output_schema`…).
+    pub rule: String,
+}
+
+/// The output post-gate on the child's stdout (RUNTIME §7): JSON stdout is checked as its
+/// value, any other stdout as one string.
+pub fn post(rp: &RuntimePolicy, session: &Session, tool: &str, stdout: &[u8]) -> PostResult {
+    let principal = principal_of(session);
+    let (value, was_json) = match serde_json::from_slice::<serde_json::Value>(stdout) {
+        Ok(v) => (Value::from(v), true),
+        Err(_) => (
+            Value::Str(String::from_utf8_lossy(stdout).into_owned()),
+            false,
+        ),
+    };
+    let ctx = histos::Context::default();
+    let out = Engine::post(&rp.policy, Some(&principal), tool, value, &ctx);
+    let rule = out.decision.rule.as_str().to_owned();
+    match (out.decision.effect, out.value) {
+        (Effect::Allow, _) => PostResult {
+            stdout: Some(stdout.to_vec()),
+            rule,
+        },
+        (Effect::Deny, _) | (_, None) => PostResult { stdout: None, rule },
+        (_, Some(v)) => {
+            let bytes = match (&v, was_json) {
+                (Value::Str(s), false) => s.clone().into_bytes(),
+                _ => {
+                    let mut b =
+                        serde_json::to_vec(&serde_json::Value::from(&v)).unwrap_or_default();
+                    b.push(b'\n');
+                    b
+                }
+            };
+            PostResult {
+                stdout: Some(bytes),
+                rule,
+            }
+        }
+    }
+}
