@@ -14,9 +14,11 @@
 //! a file beside the stores. On a contended disk it is most of `hcp exec`'s time.
 //!
 //! Every run is one process started by this benchmark with stdin and stdout on
-//! `/dev/null`, timed from just before the spawn to the return of `wait4(2)`. The owner
-//! runs the verb, so no session or grant is read, and the audit trail is durable
-//! (`sync_data` per append), as shipped.
+//! `/dev/null`, timed from just before the spawn to the return of `wait4(2)`, whose
+//! rusage also gives its CPU time (user + system, with the children it waited for): on a
+//! loaded machine a steadier figure than wall time, though it leaves out time spent
+//! waiting for the disk. The owner runs the verb, so no session or grant is read, and
+//! the audit trail is durable (`sync_data` per append), as shipped.
 //!
 //! Peak RSS: `ru_maxrss` of a process also counts the memory of the process that spawned
 //! it, as it was when it called `execve` (and `posix_spawn` shares this benchmark's
@@ -242,8 +244,9 @@ impl Arm {
     }
 }
 
-/// One timed run: wall time and `ru_maxrss` in KiB.
-fn timed(mut cmd: Command) -> Result<(Duration, i64)> {
+/// One timed run: wall time, `ru_maxrss` in KiB, and CPU time (user + system, of the
+/// process and the children it waited for).
+fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let t = Instant::now();
     let child = cmd.spawn().context("cannot spawn")?;
@@ -271,7 +274,15 @@ fn timed(mut cmd: Command) -> Result<(Duration, i64)> {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "exited with wait status {status:#x}"
     );
-    Ok((wall, usage.ru_maxrss))
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    Ok((
+        wall,
+        usage.ru_maxrss,
+        tv(usage.ru_utime) + tv(usage.ru_stime),
+    ))
 }
 
 /// A small xorshift generator for the order of arms in each round.
@@ -293,16 +304,18 @@ impl Rng {
     }
 }
 
-/// Median, p10, p90 and minimum of one arm, in milliseconds.
+/// Median, p10, p90 and minimum wall time of one arm, and its mean CPU time, in
+/// milliseconds.
 #[derive(Debug, Clone, Copy)]
 struct Stats {
+    cpu: f64,
     median: f64,
     p10: f64,
     p90: f64,
     min: f64,
 }
 
-fn stats(times: &mut [Duration]) -> Stats {
+fn stats(times: &mut [Duration], cpu: &[Duration]) -> Stats {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let at = |q: usize| ms(times[(times.len() * q / 100).min(times.len() - 1)]);
@@ -312,7 +325,9 @@ fn stats(times: &mut [Duration]) -> Stats {
     } else {
         (ms(times[n / 2 - 1]) + ms(times[n / 2])) / 2.0
     };
+    let cpu_total: Duration = cpu.iter().sum();
     Stats {
+        cpu: ms(cpu_total) / cpu.len().max(1) as f64,
         median,
         p10: at(10),
         p90: at(90),
@@ -431,6 +446,7 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
         .with_context(|| format!("cannot open `{}`", sync_path.display()))?;
     let sync_line = [b'x'; 499];
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len() + 1];
+    let mut cpu: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len() + 1];
     let mut bound: Vec<i64> = vec![0; ARMS.len()];
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -448,11 +464,13 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
                 sync_file.write_all(b"\n")?;
                 sync_file.sync_data()?;
                 times[i].push(t.elapsed());
+                cpu[i].push(Duration::ZERO);
                 continue;
             };
-            let (wall, maxrss) =
+            let (wall, maxrss, used) =
                 timed(arm.command(s, &stores)).with_context(|| arm.label(args.packs))?;
             times[i].push(wall);
+            cpu[i].push(used);
             bound[i] = bound[i].max(maxrss);
         }
     }
@@ -461,7 +479,11 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
         s.hcp_ok(home, &["audit", "verify"])?;
     }
     let rss = peak_rss(s, &stores, scratch)?;
-    let st: Vec<Stats> = times.iter_mut().map(|t| stats(t)).collect();
+    let st: Vec<Stats> = times
+        .iter_mut()
+        .zip(&cpu)
+        .map(|(t, c)| stats(t, c))
+        .collect();
     let r = Report {
         st,
         rss_exact: rss.is_some(),
@@ -554,22 +576,23 @@ fn report(args: &Args, r: &Report) {
         r.load.0,
         r.load.1
     );
-    line!("| arm | median | p10 | p90 | min | peak RSS (KiB) |");
-    line!("|---|---|---|---|---|---|");
+    line!("| arm | median | p10 | p90 | min | CPU, mean | peak RSS (KiB) |");
+    line!("|---|---|---|---|---|---|---|");
     for (i, arm) in ARMS.iter().enumerate() {
         let x = st[i];
         line!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {rss_note}{} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {rss_note}{} |",
             arm.label(args.packs),
             x.median,
             x.p10,
             x.p90,
             x.min,
+            x.cpu,
             r.rss[i]
         );
     }
     line!(
-        "| disk alone: `write` + `fdatasync` of a 500-byte line (in process) | {:.3} | {:.3} | {:.3} | {:.3} | |",
+        "| disk alone: `write` + `fdatasync` of a 500-byte line (in process) | {:.3} | {:.3} | {:.3} | {:.3} | | |",
         sync.median,
         sync.p10,
         sync.p90,
@@ -595,6 +618,19 @@ fn report(args: &Args, r: &Report) {
         hcp.median - floor.median - sync.median
     );
     line!(
+        "- the same at p10 (the least disturbed runs): hcp / floor {:.3}, hcp − bin {:.3} ms, {} packs / 1 pack {:.3}",
+        hcp.p10 / floor.p10,
+        hcp.p10 - bare.p10,
+        args.packs + 1,
+        many.p10 / hcp.p10
+    );
+    line!(
+        "- CPU time (mean): hcp exec − floor {:.3} ms; {} packs / 1 pack {:.3}",
+        hcp.cpu - floor.cpu,
+        args.packs + 1,
+        many.cpu / hcp.cpu
+    );
+    line!(
         "- hcp exec, {} packs / 1 pack (medians): {ratio_packs:.3} (goal ≤ 1.05: {})",
         args.packs + 1,
         mark(ratio_packs <= 1.05)
@@ -609,6 +645,7 @@ fn report(args: &Args, r: &Report) {
         let row = |x: &Stats| {
             serde_json::json!({
                 "median_ms": x.median, "p10_ms": x.p10, "p90_ms": x.p90, "min_ms": x.min,
+                "cpu_mean_ms": x.cpu,
             })
         };
         let mut arms = serde_json::Map::new();
