@@ -991,3 +991,164 @@ fn the_policy_runs_before_the_binding_mint() {
     assert_refused(&w, &out, &v, "binding_required", 77);
     assert_eq!(last_audit(&w)["rule"], json!("allow"));
 }
+
+#[test]
+#[ignore = "bug: an approval is bound to the principal id only, not to the whole session principal (role, attributes, can_view) as the reference's approval fingerprint is (HISTOS-ENGINE §3.6, §6): crates/hcp/src/commands/exec/policy.rs:201 and :306 pass `identity_or_anonymous()` alone to approval::take/request, so a session of the same id with other attributes or a wider can_view uses it"]
+fn an_approval_is_bound_to_the_whole_session_principal() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk", "--attr", "desk=a"]);
+    let id = paused(&w, &clerk, &WIRE);
+    approve(&w, &id);
+    // the same principal id, under a session with other trusted attributes and can_view
+    let wider = session(
+        &w,
+        "agent",
+        &["--role", "clerk", "--attr", "desk=b", "--can-view", "pii"],
+    );
+    let theirs = paused(&w, &wider, &WIRE);
+    assert_ne!(theirs, id);
+    // the approved session's own call still passes
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_ran_with(&w, &out, &v, &["bob", "5"]);
+}
+
+#[test]
+fn escalation_and_resource_constraints_deny_for_want_of_a_tier_and_a_resolver() {
+    // hcp wires neither a semantic tier nor a resource resolver: such tools are denied,
+    // never waved through (HISTOS-ENGINE §1b steps 4 and 8).
+    let w = exec_common::world(&["polprobe"]);
+    grant(&w, "agent", "*", &["verb.exec.read"]);
+    write_policy(
+        &w,
+        "yaml",
+        "tools:\n  polprobe.argv:\n    args: {value: {type: string}}\n    escalate: {required: true}\n  polprobe.pair:\n    args: {first: {type: string}, second: {type: string}}\n    resource: {owns: tenant}\nroles:\n  r: {allow: [polprobe.argv, polprobe.pair]}\n",
+    );
+    let t = session(&w, "agent", &["--role", "r", "--attr", "tenant=acme"]);
+    let (out, v) = as_session(&w, &t, &["polprobe.argv", "--value", "x"]);
+    assert_policy_refused(&w, &out, &v, "no_escalation_tier");
+    let (out, v) = as_session(&w, &t, &["polprobe.pair", "--first", "x", "--second", "y"]);
+    assert_policy_refused(&w, &out, &v, "no_resource_resolver");
+}
+
+#[test]
+fn a_gold_pack_under_the_policy_tool_names_bind_and_approval() {
+    // The ledger pack's verb `ledger.post` is tool `ledger.ledger.post`; the session's
+    // `account` attribute is bound into the journal entry, and into `balance`'s optional
+    // argument when the caller leaves it out.
+    let w = exec_common::world(&["ledger"]);
+    grant(&w, "agent", "*", &["verb.exec.read", "verb.exec.write"]);
+    write_policy(
+        &w,
+        "yaml",
+        "schema_version: histos.policy/0.1\ntools:\n  ledger.ledger.post:\n    access: write\n    args:\n      account: {type: string}\n      amount: {type: string}\n      memo: {type: string, max_length: 200}\n    bind: {account: principal.account}\n    confirmation: {required: true}\n  ledger.ledger.balance:\n    args: {account: {type: string, required: false}}\n    bind: {account: principal.account}\n  ledger.list:\n    args: {}\nroles:\n  bookkeeper: {allow: [ledger.ledger.post, ledger.ledger.balance, ledger.list]}\n",
+    );
+    // the owner posts to another account
+    let (out, _) = exec_json(
+        &w,
+        &[
+            "ledger.post",
+            "--account",
+            "income:sales",
+            "--amount",
+            "100",
+            "--memo",
+            "seed",
+            "--confirm",
+        ],
+    );
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let t = session(
+        &w,
+        "agent",
+        &["--role", "bookkeeper", "--attr", "account=assets:cash"],
+    );
+    // the policy's `ledger.list` is not the tool `ledger.ledger.list`
+    let (out, v) = as_session(&w, &t, &["ledger.list"]);
+    assert_policy_refused(&w, &out, &v, "unknown_tool");
+    // post: paused, approved by the owner, then written to the bound account
+    let post = [
+        "ledger.post",
+        "--account",
+        "income:sales",
+        "--amount",
+        "12",
+        "--memo",
+        "hi",
+        "--confirm",
+    ];
+    let id = paused(&w, &t, &post);
+    assert_eq!(
+        approval(&w, &id)["summary"]["account"],
+        json!("assets:cash"),
+        "the owner reviews the bound value"
+    );
+    approve(&w, &id);
+    let (out, v) = as_session(&w, &t, &post);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert_eq!(v["data"]["posted"]["account"], json!("assets:cash"), "{v}");
+    // balance without `account`: the bound one is added, so only that account shows
+    let (out, v) = as_session(&w, &t, &["ledger.balance"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let accounts: Vec<&str> = v["data"]["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["account"].as_str().unwrap())
+        .collect();
+    assert_eq!(accounts, ["assets:cash"], "{v}");
+    // the owner sees both
+    let (_, v) = exec_json(&w, &["ledger.balance"]);
+    assert_eq!(v["data"]["accounts"].as_array().unwrap().len(), 2, "{v}");
+}
+
+#[test]
+fn text_output_is_scanned_and_lists_of_records_are_projected() {
+    let w = exec_common::world(&["polprobe"]);
+    grant(&w, "agent", "*", &["verb.exec.read"]);
+    let t = session(&w, "agent", &["--role", "r"]);
+    let p = w.root().join("out.txt");
+    // no `returns`: the canary and the card number are still removed from plain text
+    write_policy(
+        &w,
+        "yaml",
+        "canaries: [CANARY-7f3a-DO-NOT-LEAK]\ntools:\n  polprobe.show:\n    args: {path: {type: string}}\nroles:\n  r: {allow: [polprobe.show]}\n",
+    );
+    std::fs::write(&p, "plain CANARY-7f3a-DO-NOT-LEAK text 4111111111111111\n").unwrap();
+    let path = p.display().to_string();
+    let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let s = v["stdout"].as_str().unwrap();
+    assert!(s.starts_with("plain [REDACTED-CANARY] text"), "{s}");
+    assert!(!s.contains("4111111111111111"), "{s}");
+    // the text face prints the post-gated bytes, not the child's
+    let out = exec_common::exec_env(
+        &w,
+        &["polprobe.show", "--path", &path],
+        &[("HCP_SESSION", t.as_str())],
+    );
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !printed.contains("CANARY-7f3a") && printed.contains("[REDACTED-CANARY]"),
+        "{printed}"
+    );
+    // a list of records is projected record by record
+    write_policy(
+        &w,
+        "yaml",
+        "tools:\n  polprobe.show:\n    args: {path: {type: string}}\n    returns: {id: {type: integer}, email: {type: string, sensitive: pii}}\n    output: {project: true}\nroles:\n  r: {allow: [polprobe.show]}\n",
+    );
+    std::fs::write(
+        &p,
+        json!([{"id": 1, "email": "a@x", "pw": "hunter2"}, {"id": 2, "pw": "swordfish"}])
+            .to_string(),
+    )
+    .unwrap();
+    let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert_eq!(
+        v["data"],
+        json!([{"id": 1, "email": "[REDACTED]"}, {"id": 2}]),
+        "{v}"
+    );
+}
