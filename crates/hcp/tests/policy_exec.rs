@@ -1152,3 +1152,135 @@ fn text_output_is_scanned_and_lists_of_records_are_projected() {
         "{v}"
     );
 }
+
+#[test]
+fn an_approved_call_raced_by_4_processes_passes_exactly_once() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    let id = paused(&w, &clerk, &WIRE);
+    approve(&w, &id);
+    let children: Vec<Child> = (0..4).map(|_| spawn_exec(&w, &clerk, &WIRE)).collect();
+    let mut passed = 0;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}:\n{}", w.render(&out)));
+        match status(&out) {
+            0 => passed += 1,
+            77 => {
+                assert_eq!(v["code"], json!("requires_confirmation"), "{v}");
+                assert_ne!(v["approval_id"], json!(id), "{v}");
+            }
+            s => panic!("unexpected exit {s}:\n{}", w.render(&out)),
+        }
+    }
+    assert_eq!(passed, 1, "a single-use approval was used {passed} times");
+    assert_eq!(approval(&w, &id)["state"], json!("used"));
+    assert_audit_clean(&w);
+}
+
+/// Runs `hcp mcp` as session `token`, sends `initialize` then each `tools/call`
+/// (name, arguments), closes stdin, and returns the responses by request id (calls are
+/// ids 2, 3, …).
+fn mcp_calls(w: &World, token: &str, calls: &[(&str, Value)]) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = Command::new(common::hcp_bin())
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("HCP_HOME", &w.hcp_home)
+        .env("PATH", w.path_var())
+        .env("LANG", "C")
+        .env("NO_COLOR", "1")
+        .env("HCP_SESSION", token)
+        .current_dir(&w.work)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut msgs = vec![
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "policy-tests", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for (i, (name, args)) in calls.iter().enumerate() {
+        msgs.push(
+            json!({"jsonrpc": "2.0", "id": i + 2, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}),
+        );
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    for m in &msgs {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let all: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (0..calls.len())
+        .map(|i| {
+            all.iter()
+                .find(|m| m["id"] == json!(i + 2))
+                .unwrap_or_else(|| panic!("no answer to call {}: {all:?}", i + 2))
+                .clone()
+        })
+        .collect()
+}
+
+#[test]
+fn the_mcp_face_answers_to_the_same_policy() {
+    let w = exec_common::world(&["polprobe"]);
+    grant(&w, "agent", "*", &["verb.exec.read", "verb.exec.write"]);
+    write_policy(
+        &w,
+        "yaml",
+        "canaries: [CANARY-7f3a-DO-NOT-LEAK]\ntools:\n  polprobe.argv:\n    args: {value: {type: string}}\n    bind: {value: principal.tenant}\n  polprobe.pair:\n    args: {first: {type: string}, second: {type: string}}\n  polprobe.wire:\n    args: {to: {type: string}, amount: {type: string}}\n    confirmation: {required: true}\nroles:\n  r: {allow: [polprobe.argv, polprobe.pair, polprobe.wire]}\n",
+    );
+    let t = session(&w, "agent", &["--role", "r", "--attr", "tenant=acme"]);
+    let r = mcp_calls(
+        &w,
+        &t,
+        &[
+            ("polprobe.argv", json!({"value": "globex"})),
+            (
+                "polprobe.pair",
+                json!({"first": "CANARY-7f3a-DO-NOT-LEAK", "second": "x"}),
+            ),
+            ("polprobe.note", json!({"value": "x"})),
+            (
+                "polprobe.wire",
+                json!({"to": "bob", "amount": "5", "confirm": true}),
+            ),
+        ],
+    );
+    assert_eq!(r[0]["result"]["isError"], json!(false), "{}", r[0]);
+    assert_eq!(
+        r[0]["result"]["content"][0]["text"],
+        json!("[\"--\",\"acme\"]\n"),
+        "{}",
+        r[0]
+    );
+    let code = |x: &Value| x["result"]["structuredContent"]["code"].clone();
+    assert_eq!(code(&r[1]), json!("canary_exfil"), "{}", r[1]);
+    assert_eq!(code(&r[2]), json!("unknown_tool"), "{}", r[2]);
+    assert_eq!(code(&r[3]), json!("requires_confirmation"), "{}", r[3]);
+    let id = r[3]["result"]["structuredContent"]["approval_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no approval_id: {}", r[3]))
+        .to_owned();
+    approve(&w, &id);
+    let r = mcp_calls(
+        &w,
+        &t,
+        &[(
+            "polprobe.wire",
+            json!({"to": "bob", "amount": "5", "confirm": true}),
+        )],
+    );
+    assert_eq!(r[0]["result"]["isError"], json!(false), "{}", r[0]);
+    assert_eq!(approval(&w, &id)["state"], json!("used"));
+}
