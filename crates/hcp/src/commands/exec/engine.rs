@@ -448,9 +448,58 @@ fn execute_inner(
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         child_env = child_env.hcp_home(env.home.root());
     }
-    if allowed.land == hcp_model::Land::Local {
+    // The child's confinement (RUNTIME §5): resource limits for every child, and for
+    // `local` land a Landlock ruleset over the sandbox and a private TMPDIR.
+    let config = hcp_store::config::RuntimeConfig::load(env.home.root()).map_err(|e| {
+        (
+            Refusal::new(
+                e.code(),
+                e.to_string(),
+                Some(
+                    "fix `config.json` in the store; every call is refused until it parses".into(),
+                ),
+                e.exit_status(),
+            ),
+            true,
+        )
+    })?;
+    let sandbox_policy = crate::commands::doctor::sandbox_policy(&config);
+    let mut private_tmp = None;
+    let confinement = if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
-    }
+        let tmp =
+            hcp_adapter::PrivateTmp::create_in(&std::env::temp_dir()).map_err(adapter_refusal)?;
+        child_env = child_env.tmpdir(tmp.path());
+        // The store is never writable from a sandbox; the caller's home may hold
+        // sandboxes but may not be one.
+        let protected = [env.home.root().to_path_buf()];
+        let not_above: Vec<std::path::PathBuf> = env
+            .parent_env
+            .iter()
+            .filter(|(k, _)| k == "HOME")
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .collect();
+        let paths = hcp_adapter::SandboxPaths {
+            workdir: &allowed.workdir,
+            tmpdir: tmp.path(),
+            bin: verified.path(),
+            extra_ro: &[],
+            protected: &protected,
+            not_above: &not_above,
+        };
+        let (c, report) = hcp_adapter::Confinement::for_local_land(&paths, &sandbox_policy)
+            .map_err(adapter_refusal)?;
+        facts
+            .audit_extra
+            .insert("sandbox".into(), report.summary().into());
+        facts
+            .result_extra
+            .insert("sandbox".into(), report.summary().into());
+        private_tmp = Some(tmp);
+        c
+    } else {
+        hcp_adapter::Confinement::with_limits(&sandbox_policy.limits)
+    };
     if let Some(agent_env) = pack
         .manifest
         .wrap
@@ -489,10 +538,15 @@ fn execute_inner(
         env: &child_env,
         cwd: allowed.workdir.clone(),
         limits,
-        confine: None,
+        confine: Some(&confinement),
         cancel,
     };
-    let mut outcome = hcp_adapter::run(&inv).map_err(adapter_refusal)?;
+    let run = hcp_adapter::run(&inv);
+    if let Some(tmp) = private_tmp {
+        // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.
+        let _ = tmp.remove();
+    }
+    let mut outcome = run.map_err(adapter_refusal)?;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (exit, code, error) = if outcome.timed_out {
         (
@@ -594,7 +648,7 @@ fn execute_inner(
         truncated,
         duration_ms,
         audit_id,
-        extra: Default::default(),
+        extra: std::mem::take(&mut facts.result_extra),
     };
     Ok(Answer {
         result,
