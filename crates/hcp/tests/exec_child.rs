@@ -362,9 +362,6 @@ fn the_childs_stdin_is_dev_null() {
 /// RUNTIME §5: `local` land commands are confined by the kernel (Landlock): read-write in
 /// the sandbox working directory and a private temporary directory, nothing else.
 #[test]
-#[ignore = "bug: the engine runs every verb with `confine: None` \
-            (crates/hcp/src/commands/exec/engine.rs, `Invocation { .., confine: None }`), so a \
-            `local` land verb writes outside its sandbox working directory"]
 fn local_land_cannot_write_outside_the_sandbox() {
     let w = world(&["probe"]);
     let outside = w.home.join("escaped.txt");
