@@ -18,7 +18,5 @@ pub const EX_IOERR: u8 = 74;
 pub const EX_NOPERM: u8 = 77;
 /// `timeout`.
 pub const TIMEOUT: u8 = 124;
-/// Bin not executable or changed (`bin_changed`).
-pub const BIN_CHANGED: u8 = 126;
-/// Bin not found (`bin_missing`).
-pub const BIN_MISSING: u8 = 127;
+// 126 (`bin_changed`, `bin_not_executable`) and 127 (`bin_missing`) come from
+// `hcp_adapter::AdapterError::exit_status`.

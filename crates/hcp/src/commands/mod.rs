@@ -104,8 +104,3 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Approvals(a) => approve::run_list(a),
     }
 }
-
-/// The error of a subcommand that a later change builds.
-pub fn not_built(what: &str) -> crate::error::CliError {
-    crate::error::CliError::new("not_built", format!("`hcp {what}` is not built yet"), 2)
-}
