@@ -18,5 +18,5 @@ pub const EX_IOERR: u8 = 74;
 pub const EX_NOPERM: u8 = 77;
 /// `timeout`.
 pub const TIMEOUT: u8 = 124;
-// 126 (`bin_changed`, `bin_not_executable`) and 127 (`bin_missing`) come from
-// `hcp_adapter::AdapterError::exit_status`.
+/// Bin not found (`bin_missing`); exec takes 126/127 from `AdapterError::exit_status`.
+pub const BIN_MISSING: u8 = 127;
