@@ -200,6 +200,12 @@ fn check_refuses_every_invalid_policy_fixture_with_its_code() {
         // and `hash` / `decide` refuse to work on it
         let out = w.run(&["policy", "hash", &file.display().to_string()]);
         assert_check_refused(&w, &out, code);
+        let out = decide_raw(
+            &w,
+            &file,
+            br#"{"principal": {"role": "r"}, "call": {"tool": "t", "args": {}}}"#,
+        );
+        assert_check_refused(&w, &out, code);
     }
 }
 
@@ -753,4 +759,97 @@ fn decide_counts_limits_in_memory_only() {
         !w.hcp_home.join("state").join("counters").exists(),
         "decide wrote counters to the store"
     );
+}
+
+#[test]
+fn loading_is_strict_in_both_formats() {
+    // HISTOS-ENGINE §2 and §3.5: what a strict loader refuses, and with which code.
+    let w = World::new();
+    for (i, (ext, body, code)) in [
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {}\n    confirmation: {required: yes}\n",
+            "invalid_field",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {}\n  t:\n    args: {}\n",
+            "duplicate_key",
+        ),
+        (
+            "json",
+            r#"{"tools": {"t": {"args": {}}, "t": {"args": {}}}}"#,
+            "duplicate_key",
+        ),
+        (
+            "yaml",
+            "created_at: 2026-01-01\ntools: {}\n",
+            "policy_invalid",
+        ),
+        ("yaml", "- a\n- b\n", "not_an_object"),
+        ("json", "[1]", "not_an_object"),
+        ("yaml", "", "unparseable"),
+        (
+            "json",
+            r#"{"tools": {"t": {"args": {"n": {"type": "integer", "maximum": NaN}}}}}"#,
+            "unparseable",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {n: {type: integer, maximum: .inf}}\n",
+            "invalid_field",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {n: {type: integer, minimum: 5, maximum: 1}}\n",
+            "invalid_field",
+        ),
+        ("yaml", "canaries: [short]\ntools: {}\n", "invalid_canary"),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {}\n    escalate: true\n",
+            "not_a_mapping",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {}\n    rate_limit: 0\n",
+            "invalid_contract",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {}\n    rate_limit: true\n",
+            "invalid_contract",
+        ),
+        (
+            "yaml",
+            "tools:\n  t:\n    args: {x: {pattern: '^(a+)+$'}}\n",
+            "unsafe_pattern",
+        ),
+        ("json", r#"{"tools": {}, "permissions": {}}"#, "unknown_key"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = put(&w, &format!("strict-{i}.{ext}"), body);
+        let out = check(&w, &file);
+        assert_check_refused(&w, &out, code);
+    }
+    // YAML 1.1 scalars as the reference reads them: `012` is octal 10
+    let a = hash(
+        &w,
+        &put(
+            &w,
+            "ten.yaml",
+            "tools:\n  t:\n    args: {n: {type: integer, maximum: 10}}\n",
+        ),
+    );
+    let b = hash(
+        &w,
+        &put(
+            &w,
+            "octal.yaml",
+            "tools:\n  t:\n    args: {n: {type: integer, maximum: 012}}\n",
+        ),
+    );
+    assert_eq!(a, b);
 }

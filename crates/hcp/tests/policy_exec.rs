@@ -1284,3 +1284,46 @@ fn the_mcp_face_answers_to_the_same_policy() {
     assert_eq!(r[0]["result"]["isError"], json!(false), "{}", r[0]);
     assert_eq!(approval(&w, &id)["state"], json!("used"));
 }
+
+#[test]
+fn a_counter_or_approval_store_that_cannot_be_used_fails_closed() {
+    let w = world("limits.yaml");
+    let t = session(&w, "agent", &["--role", "agent"]);
+    // the counters' directory is a file: limits cannot be counted, so nothing runs
+    let state = w.hcp_home.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("counters"), "").unwrap();
+    let (out, v) = as_session(&w, &t, &["polprobe.count", "--value", "1"]);
+    assert_policy_refused(&w, &out, &v, "limit_store_unavailable");
+    std::fs::remove_file(state.join("counters")).unwrap();
+    let (out, v) = as_session(&w, &t, &["polprobe.count", "--value", "1"]);
+    assert_ran_with(&w, &out, &v, &["1"]);
+    // the approvals' directory is a file: no approval can be read, the call is refused
+    set_policy(&w, "confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    std::fs::write(state.join("approvals"), "").unwrap();
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_policy_refused(&w, &out, &v, "confirm_error");
+    assert!(v.get("approval_id").is_none(), "{v}");
+}
+
+#[test]
+fn a_pending_request_expires_after_a_day() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    let id = paused(&w, &clerk, &WIRE);
+    // Test technique, not a sleep: the request is backdated past the 24 h it may wait.
+    let file = w
+        .hcp_home
+        .join("state")
+        .join("approvals")
+        .join(format!("{id}.json"));
+    let mut a: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    a["requested_at"] = json!("2000-01-01T00:00:00Z");
+    std::fs::write(&file, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+    let out = w.run(&["approve", &id]);
+    assert!(!out.status.success(), "{}", w.render(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("approval_expired"));
+    // the call asks anew
+    assert_ne!(paused(&w, &clerk, &WIRE), id);
+}
