@@ -141,7 +141,9 @@ fn decide_raw(w: &World, file: &Path, input: &[u8]) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
+    // hcp may refuse (a policy that does not load) before it reads stdin: a broken pipe
+    // here is not the test's concern, the answer is.
+    let _ = child.stdin.take().unwrap().write_all(input);
     child.wait_with_output().unwrap()
 }
 
