@@ -172,7 +172,6 @@ fn assert_denied(w: &World, args: &[&str]) -> Value {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn writes_outside_the_sandbox_fail_in_the_child() {
     if !landlock_or_skip() {
         return;
@@ -195,7 +194,6 @@ fn writes_outside_the_sandbox_fail_in_the_child() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn a_planted_key_cannot_be_read() {
     if !landlock_or_skip() {
         return;
@@ -207,7 +205,6 @@ fn a_planted_key_cannot_be_read() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn symlinks_out_of_the_sandbox_lead_nowhere() {
     if !landlock_or_skip() {
         return;
@@ -223,7 +220,6 @@ fn symlinks_out_of_the_sandbox_lead_nowhere() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn a_sibling_with_a_longer_name_and_dot_dot_stay_outside() {
     if !landlock_or_skip() {
         return;
@@ -245,7 +241,6 @@ fn a_sibling_with_a_longer_name_and_dot_dot_stay_outside() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn the_sandbox_is_home_and_tmpdir_is_private_and_removed() {
     if !landlock_or_skip() {
         return;
@@ -278,7 +273,6 @@ fn the_sandbox_is_home_and_tmpdir_is_private_and_removed() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn a_configuration_that_does_not_parse_stops_every_exec() {
     if !landlock_or_skip() {
         return;
@@ -296,7 +290,6 @@ fn a_configuration_that_does_not_parse_stops_every_exec() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn network_deny_is_configured_and_reported() {
     if !landlock_or_skip() {
         return;
@@ -317,7 +310,6 @@ fn network_deny_is_configured_and_reported() {
 }
 
 #[test]
-#[ignore = "until `hcp exec` passes `Confinement::for_local_land` (crates/hcp/src/commands/exec/engine.rs still runs with `confine: None`); the adapter-level tests in crates/adapter/tests/confine.rs run now"]
 fn the_git_gold_pack_works_inside_the_confinement() {
     if !landlock_or_skip() {
         return;
