@@ -1372,3 +1372,100 @@ fn the_text_face_names_the_approval_and_the_list_cannot_be_spoofed() {
     );
     assert!(listing.starts_with(id), "{listing}");
 }
+
+#[test]
+#[ignore = "bug: the post-gate reads the child's JSON with serde_json (a repeated key: last one wins) but, when that reading is clean, passes the child's original bytes on: `{\"note\": \"<canary> <PAN>\", \"note\": \"clean\"}` leaves verbatim (crates/hcp/src/commands/exec/policy.rs:383 parse, :394-395 allow returns stdout.to_vec())"]
+fn a_repeated_json_key_does_not_smuggle_a_canary_past_the_post_gate() {
+    let w = exec_common::world(&["polprobe"]);
+    grant(&w, "agent", "*", &["verb.exec.read"]);
+    write_policy(
+        &w,
+        "yaml",
+        "canaries: [CANARY-7f3a-DO-NOT-LEAK]\ntools:\n  polprobe.show:\n    args: {path: {type: string}}\nroles:\n  r: {allow: [polprobe.show]}\n",
+    );
+    let t = session(&w, "agent", &["--role", "r"]);
+    let p = w.root().join("dup.json");
+    std::fs::write(
+        &p,
+        r#"{"note": "CANARY-7f3a-DO-NOT-LEAK card 4111111111111111", "note": "clean"}"#,
+    )
+    .unwrap();
+    let path = p.display().to_string();
+    let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
+    let raw = String::from_utf8_lossy(&out.stdout);
+    assert!(!raw.contains("CANARY-7f3a-DO-NOT-LEAK"), "{v}");
+    assert!(!raw.contains("4111111111111111"), "{v}");
+}
+
+#[test]
+#[ignore = "bug: when the post-gate rewrites JSON output (a redaction, a projection) it re-reads it with serde_json, which turns an integer past u64 into a float: 123456789012345678901234567890 reaches the agent as 1.2345678901234568e+29 (crates/hcp/src/commands/exec/policy.rs:383 and :404; histos::json keeps such numbers)"]
+fn redacting_output_keeps_the_other_values_exact() {
+    let w = world("output.yaml");
+    let path = output_file(&w, &json!({"name": "Ann", "email": "a@b"}));
+    // a number serde_json cannot hold exactly, written by hand
+    std::fs::write(
+        &path,
+        r#"{"name": 123456789012345678901234567890, "email": "a@b", "note": "0.1"}"#,
+    )
+    .unwrap();
+    let t = session(&w, "agent", &["--role", "agent"]);
+    let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let s = v["stdout"].as_str().unwrap();
+    assert!(s.contains("[REDACTED]"), "{s}");
+    assert!(s.contains("123456789012345678901234567890"), "{s}");
+}
+
+#[test]
+#[ignore = "bug (spec gap, RUNTIME §7 names stdout only): the child's stderr reaches the agent unscanned, so a canary or a card number a failing CLI prints there leaves verbatim; the format's output block covers \"what comes back when the tool raises\" and the reference redacts canaries and secrets from exception text (HISTOS-ENGINE §1e); crates/hcp/src/commands/exec/engine.rs applies post() to stdout only (~line 523)"]
+fn a_canary_on_the_childs_stderr_is_redacted() {
+    common::example_bins();
+    let w = World::new();
+    // a pack whose CLI fails and says too much on stderr
+    let dir = w.root().join("src").join("leaky");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("surface.json"),
+        json!({"id": "leaky", "name": "Leaky", "kind": "wrap", "cliBin": "leak",
+            "transports": ["cli", "json_exec"], "binding": {"mode": "public"},
+            "wrap": {"bin": "./leak"},
+            "verbs": {"fail": {"description": "Fail, saying too much.", "cli": ["leak", "fail"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policy.json"),
+        json!({"surface_id": "leaky", "version": 1, "stimuli": {},
+            "verbs": {"fail": {"operation": "read", "privacy": {"land": "personal"}}}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("HARNESS.md"),
+        "# HCP — Leaky\n\n## Hot path\n\n| Command | CLI |\n|---|---|\n| `fail` | `leak fail` |\n\n## Anti-patterns\n\n- Using it\n",
+    )
+    .unwrap();
+    let bin = dir.join("leak");
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho '{\"ok\": false}'\necho 'error: token CANARY-7f3a-DO-NOT-LEAK card 4111111111111111' >&2\nexit 1\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    exec_common::install(&w, &dir);
+    grant(&w, "agent", "*", &["verb.exec.read"]);
+    write_policy(
+        &w,
+        "yaml",
+        "canaries: [CANARY-7f3a-DO-NOT-LEAK]\ntools:\n  leaky.fail:\n    args: {}\nroles:\n  r: {allow: [leaky.fail]}\n",
+    );
+    let t = session(&w, "agent", &["--role", "r"]);
+    let (out, v) = as_session(&w, &t, &["leaky.fail"]);
+    assert_eq!(v["exit_code"], json!(1), "{}", w.render(&out));
+    let err = v["stderr"].as_str().unwrap();
+    assert!(!err.contains("CANARY-7f3a-DO-NOT-LEAK"), "{err}");
+    assert!(!err.contains("4111111111111111"), "{err}");
+}
