@@ -920,6 +920,29 @@ fn a_policy_that_does_not_load_stops_every_exec_with_its_code() {
             w.render(&out)
         );
     }
+    // an alias bomb and an oversized file are refused, and quickly
+    let mut bomb =
+        String::from("tools:\n  t:\n    args:\n      x:\n        type: any\n        enum:\n");
+    bomb.push_str("          - &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        bomb.push_str(&format!("          - &a{i} [{refs}]\n"));
+    }
+    let big = format!(
+        "{{\"policy_id\": \"{}\", \"tools\": {{}}}}",
+        "x".repeat(5 << 20)
+    );
+    for (ext, text) in [("yaml", bomb), ("json", big)] {
+        write_policy(&w, ext, &text);
+        let started = std::time::Instant::now();
+        let (out, v) = as_session(&w, &t, &["polprobe.argv", "--value", "hi"]);
+        assert_policy_refused(&w, &out, &v, "policy_too_large");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
     // an empty file is not "no policy"
     write_policy(&w, "yaml", "");
     let (out, v) = exec_json(&w, &["polprobe.note", "--value", "hi"]);
