@@ -376,3 +376,46 @@ fn local_land_cannot_write_outside_the_sandbox() {
     assert_eq!(status(&out), 0, "{}", w.render(&out));
     assert!(w.work.join("inside.txt").exists());
 }
+
+#[test]
+fn hcp_limits_can_only_tighten_and_the_kernel_enforces_them() {
+    let w = world(&["probe"]);
+    let text = "x".repeat(4096);
+    // A 4 KiB write under a 1 KiB file-size limit: the kernel ends the child (SIGXFSZ),
+    // and the answer says so.
+    let (out, v) = exec_json_env(
+        &w,
+        &["probe.touch", "big.txt", &text, "--confirm"],
+        &[("HCP_LIMITS", "file_size_bytes=1024")],
+    );
+    assert_eq!(status(&out), 128 + 25, "{}", w.render(&out));
+    assert_eq!(v["signal"], 25);
+    assert!(
+        v["signal_name"].as_str().unwrap().contains("file-size"),
+        "{v}"
+    );
+    assert!(std::fs::metadata(w.work.join("big.txt")).map_or(0, |m| m.len()) <= 1024);
+    // The same call without the override is within config.json's default limits.
+    let (out, _) = exec_json(&w, &["probe.touch", "big.txt", &text, "--confirm"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    // An override above the configured limit cannot loosen it: config.json sets 2 KiB.
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        r#"{"limits": {"file_size_bytes": 2048}}"#,
+    )
+    .unwrap();
+    let (out, _) = exec_json_env(
+        &w,
+        &["probe.touch", "big2.txt", &text, "--confirm"],
+        &[("HCP_LIMITS", "file_size_bytes=1000000")],
+    );
+    assert_eq!(status(&out), 128 + 25, "{}", w.render(&out));
+    // A bad override is a usage error and runs nothing.
+    let out = exec_env(
+        &w,
+        &["probe.touch", "big3.txt", "x", "--confirm"],
+        &[("HCP_LIMITS", "bogus=1")],
+    );
+    assert_eq!(status(&out), 64, "{}", w.render(&out));
+    assert!(!w.work.join("big3.txt").exists());
+}

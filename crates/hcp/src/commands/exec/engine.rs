@@ -29,6 +29,8 @@ pub struct ExecEnv {
     pub cwd: PathBuf,
     /// The caller's environment; the adapter keeps only the allowed names.
     pub parent_env: Vec<(OsString, OsString)>,
+    /// `HCP_LIMITS`: per-call resource limits, which can only tighten `config.json`'s.
+    pub limit_overrides: hcp_adapter::LimitOverrides,
 }
 
 /// The arguments of a call as its face gave them.
@@ -463,7 +465,8 @@ fn execute_inner(
             true,
         )
     })?;
-    let sandbox_policy = crate::commands::doctor::sandbox_policy(&config);
+    let mut sandbox_policy = crate::commands::doctor::sandbox_policy(&config);
+    sandbox_policy.limits = sandbox_policy.limits.tightened(&env.limit_overrides);
     let mut private_tmp = None;
     let confinement = if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
@@ -572,6 +575,14 @@ fn execute_inner(
         )
     };
     let truncated = outcome.truncated();
+    if let Some(sig) = outcome.signal {
+        // A limit the kernel enforced ends the child with a signal: say which.
+        facts.result_extra.insert("signal".into(), sig.into());
+        facts
+            .result_extra
+            .insert("signal_name".into(), signal_name(sig).into());
+        facts.audit_extra.insert("signal".into(), sig.into());
+    }
     let mut stdout = std::mem::take(&mut outcome.stdout);
     let mut withheld = false;
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
@@ -656,6 +667,20 @@ fn execute_inner(
         stdout,
         stderr: outcome.stderr,
     })
+}
+
+/// The name and meaning of a signal that ended a child, for the answer.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL (killed: the timeout, or the address-space limit)",
+        libc::SIGTERM => "SIGTERM (the timeout)",
+        libc::SIGXCPU => "SIGXCPU (the CPU-time limit)",
+        libc::SIGXFSZ => "SIGXFSZ (the file-size limit)",
+        libc::SIGSEGV => "SIGSEGV (a crash, or the address-space limit)",
+        libc::SIGABRT => "SIGABRT (the program aborted)",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "a signal",
+    }
 }
 
 /// Whether `bin` is the very file of the running hcp (same device and inode).

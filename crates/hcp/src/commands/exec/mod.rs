@@ -135,7 +135,74 @@ pub fn exec_env() -> Result<ExecEnv, CliError> {
             .filter(|p| !p.is_empty()),
         cwd,
         parent_env: std::env::vars_os().collect(),
+        limit_overrides: match std::env::var_os(env::HCP_LIMITS) {
+            None => hcp_adapter::LimitOverrides::default(),
+            Some(v) => parse_limits(&v.to_string_lossy())
+                .map_err(|m| CliError::new("usage", m, exit::EX_USAGE).hint(LIMITS_HINT))?,
+        },
     })
+}
+
+const LIMITS_HINT: &str = "HCP_LIMITS=cpu_seconds=N,address_space_bytes=N,open_files=N,file_size_bytes=N,processes=N (any subset)";
+
+/// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the
+/// runtime configuration's (each effective limit is the smaller of the two).
+///
+/// # Errors
+/// A message naming an unknown name, a repeated name, or a value that is not a positive
+/// integer.
+pub fn parse_limits(text: &str) -> Result<hcp_adapter::LimitOverrides, String> {
+    let mut o = hcp_adapter::LimitOverrides::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, value)) = part.split_once('=') else {
+            return Err(format!("`HCP_LIMITS`: `{part}` is not NAME=N"));
+        };
+        let n: u64 = match value.trim().parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "`HCP_LIMITS`: `{name}` needs a positive integer, not `{value}`"
+                ));
+            }
+        };
+        let slot = match name.trim() {
+            "cpu_seconds" => &mut o.cpu_seconds,
+            "address_space_bytes" => &mut o.address_space_bytes,
+            "open_files" => &mut o.open_files,
+            "file_size_bytes" => &mut o.file_size_bytes,
+            "processes" => &mut o.processes,
+            other => return Err(format!("`HCP_LIMITS`: unknown limit `{other}`")),
+        };
+        if slot.replace(n).is_some() {
+            return Err(format!("`HCP_LIMITS`: `{name}` is given twice"));
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_limits;
+
+    #[test]
+    fn limits_parse_strictly() {
+        let o = parse_limits("cpu_seconds=5, processes=10").unwrap();
+        assert_eq!(
+            (o.cpu_seconds, o.processes, o.open_files),
+            (Some(5), Some(10), None)
+        );
+        for bad in [
+            "cpu=5",
+            "cpu_seconds=0",
+            "cpu_seconds=-1",
+            "cpu_seconds",
+            "cpu_seconds=1,cpu_seconds=2",
+            "open_files=x",
+        ] {
+            assert!(parse_limits(bad).is_err(), "{bad}");
+        }
+        assert!(parse_limits("").unwrap().cpu_seconds.is_none());
+    }
 }
 
 /// Reads and parses the envelope on stdin (strict: `bad_envelope`, exit 65).
@@ -180,6 +247,13 @@ fn print(answer: &Answer, json: bool) -> u8 {
     if r.exit_code.is_some() {
         let _ = std::io::stdout().lock().write_all(&answer.stdout);
         let _ = std::io::stderr().lock().write_all(&answer.stderr);
+        if let (Some(sig), Some(name)) = (r.extra.get("signal"), r.extra.get("signal_name")) {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "hcp: the verb was ended by signal {sig}: {}",
+                name.as_str().unwrap_or("")
+            );
+        }
         if r.truncated {
             let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
         }
