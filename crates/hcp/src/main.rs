@@ -13,8 +13,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = commands::Cli::parse();
-    match commands::run(cli) {
+    // `hcp exec` is the hot path: parse it without building every other subcommand.
+    let result = match commands::exec::fast_parse() {
+        Some(args) => commands::exec::run(args),
+        None => commands::run(commands::Cli::parse()),
+    };
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             error::render(&e);
