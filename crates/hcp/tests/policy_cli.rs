@@ -412,7 +412,6 @@ fn decide_matches_every_decision_fixture() {
 }
 
 #[test]
-#[ignore = "bug: `hcp policy decide` refuses the corpus's `\"principal\": null` with bad_input (exit 2) instead of answering deny/no_principal (crates/hcp/src/commands/policy.rs, decide: `input.get(\"principal\").map(principal_of)` sends Null to principal_of)"]
 fn decide_answers_no_principal_for_a_null_principal() {
     let w = World::new();
     let cases = fixtures("decisions");

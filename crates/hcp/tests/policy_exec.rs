@@ -1016,7 +1016,6 @@ fn the_policy_runs_before_the_binding_mint() {
 }
 
 #[test]
-#[ignore = "bug: an approval is bound to the principal id only, not to the whole session principal (role, attributes, can_view) as the reference's approval fingerprint is (HISTOS-ENGINE §3.6, §6): crates/hcp/src/commands/exec/policy.rs:201 and :306 pass `identity_or_anonymous()` alone to approval::take/request, so a session of the same id with other attributes or a wider can_view uses it"]
 fn an_approval_is_bound_to_the_whole_session_principal() {
     let w = world("confirm.yaml");
     let clerk = session(&w, "agent", &["--role", "clerk", "--attr", "desk=a"]);
@@ -1397,7 +1396,6 @@ fn the_text_face_names_the_approval_and_the_list_cannot_be_spoofed() {
 }
 
 #[test]
-#[ignore = "bug: the post-gate reads the child's JSON with serde_json (a repeated key: last one wins) but, when that reading is clean, passes the child's original bytes on: `{\"note\": \"<canary> <PAN>\", \"note\": \"clean\"}` leaves verbatim (crates/hcp/src/commands/exec/policy.rs:383 parse, :394-395 allow returns stdout.to_vec())"]
 fn a_repeated_json_key_does_not_smuggle_a_canary_past_the_post_gate() {
     let w = exec_common::world(&["polprobe"]);
     grant(&w, "agent", "*", &["verb.exec.read"]);
@@ -1421,7 +1419,6 @@ fn a_repeated_json_key_does_not_smuggle_a_canary_past_the_post_gate() {
 }
 
 #[test]
-#[ignore = "bug: when the post-gate rewrites JSON output (a redaction, a projection) it re-reads it with serde_json, which turns an integer past u64 into a float: 123456789012345678901234567890 reaches the agent as 1.2345678901234568e+29 (crates/hcp/src/commands/exec/policy.rs:383 and :404; histos::json keeps such numbers)"]
 fn redacting_output_keeps_the_other_values_exact() {
     let w = world("output.yaml");
     let path = output_file(&w, &json!({"name": "Ann", "email": "a@b"}));
@@ -1440,7 +1437,6 @@ fn redacting_output_keeps_the_other_values_exact() {
 }
 
 #[test]
-#[ignore = "bug (spec gap, RUNTIME §7 names stdout only): the child's stderr reaches the agent unscanned, so a canary or a card number a failing CLI prints there leaves verbatim; the format's output block covers \"what comes back when the tool raises\" and the reference redacts canaries and secrets from exception text (HISTOS-ENGINE §1e); crates/hcp/src/commands/exec/engine.rs applies post() to stdout only (~line 523)"]
 fn a_canary_on_the_childs_stderr_is_redacted() {
     common::example_bins();
     let w = World::new();

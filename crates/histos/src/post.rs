@@ -298,3 +298,53 @@ impl Engine {
         }
     }
 }
+
+impl Engine {
+    /// Redaction of free text a tool produced besides its value — a failure message, a
+    /// diagnostic stream — with the rules the reference applies to exception text
+    /// (HISTOS-ENGINE §1e, "Exception redaction"): canaries (verbatim, then normalized; a
+    /// normalized hit that survives replaces the whole text) and secrets. Projection,
+    /// strict returns and sensitive fields do not apply. A tool without a contract passes
+    /// unchanged. Returns the text the caller may see and the redaction labels.
+    pub fn post_text(policy: &Policy, tool: &str, text: &str) -> (String, Vec<String>) {
+        let Some(t) = policy.tool(tool) else {
+            return (text.to_owned(), Vec::new());
+        };
+        let mut out = text.to_owned();
+        let mut red = Vec::new();
+        if t.scan_output_for_canary && !policy.canary_matcher.is_empty() {
+            policy.canary_matcher.redact(&mut out, &mut red);
+            if policy.canary_matcher.normalized_hit(&out) {
+                red.push("output:redacted_all".into());
+                return (REDACTED_ALL.into(), red);
+            }
+        }
+        if t.redact_secret_output {
+            detect::redact_secrets(&mut out, &mut red);
+        }
+        (out, red)
+    }
+}
+
+#[cfg(test)]
+mod post_text_tests {
+    use super::*;
+
+    #[test]
+    fn text_redaction_covers_canaries_and_secrets() {
+        let p = Policy::load_json(
+            r#"{"schema_version": "histos.policy/0.1",
+                "tools": {"t": {"access": "read", "args": {}}},
+                "canaries": ["CANARY-7f3a"]}"#,
+        )
+        .unwrap();
+        let (out, red) = Engine::post_text(&p, "t", "failed: CANARY-7f3a card 4111111111111111");
+        assert!(!out.contains("CANARY-7f3a") && !out.contains("4111111111111111"), "{out}");
+        assert!(!red.is_empty());
+        let (out, red) = Engine::post_text(&p, "t", "ＣＡＮＡＲＹ-7f3a");
+        assert!(!out.contains("７f3a") && !out.contains("-7f3a"), "{out}");
+        assert!(!red.is_empty());
+        let (out, red) = Engine::post_text(&p, "other", "CANARY-7f3a");
+        assert_eq!((out.as_str(), red.len()), ("CANARY-7f3a", 0));
+    }
+}

@@ -36,6 +36,10 @@ pub struct Approval {
     pub tool: String,
     /// The principal whose call it is.
     pub principal: String,
+    /// A digest of the principal's other facts the approval is bound to (role,
+    /// attributes, `can_view`), so another session of the same id cannot use it.
+    #[serde(default)]
+    pub principal_digest: String,
     /// The digest of the call's (bound) arguments.
     pub args_digest: String,
     /// The runtime policy's `content_hash` when the call was paused.
@@ -77,9 +81,16 @@ impl Approval {
         }
     }
 
-    fn matches(&self, tool: &str, principal: &str, args_digest: &str, policy_hash: &str) -> bool {
+    fn matches(
+        &self,
+        tool: &str,
+        principal: (&str, &str),
+        args_digest: &str,
+        policy_hash: &str,
+    ) -> bool {
         self.tool == tool
-            && self.principal == principal
+            && self.principal == principal.0
+            && self.principal_digest == principal.1
             && self.args_digest == args_digest
             && self.policy_hash == policy_hash
     }
@@ -157,7 +168,8 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
     Ok(out)
 }
 
-/// Records a paused call, or returns the pending request of the same call.
+/// Records a paused call, or returns the pending request of the same call. `principal` is
+/// the principal id and the digest of its other facts.
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be written.
@@ -165,7 +177,7 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
 pub fn request(
     home: &Home,
     tool: &str,
-    principal: &str,
+    principal: (&str, &str),
     args_digest: &str,
     policy_hash: &str,
     summary: BTreeMap<String, String>,
@@ -186,7 +198,8 @@ pub fn request(
     let a = Approval {
         id: format!("apr_{}", hex::encode(raw)),
         tool: tool.to_owned(),
-        principal: principal.to_owned(),
+        principal: principal.0.to_owned(),
+        principal_digest: principal.1.to_owned(),
         args_digest: args_digest.to_owned(),
         policy_hash: policy_hash.to_owned(),
         summary,
@@ -207,7 +220,7 @@ pub fn request(
 pub fn take(
     home: &Home,
     tool: &str,
-    principal: &str,
+    principal: (&str, &str),
     args_digest: &str,
     policy_hash: &str,
     now: Timestamp,
@@ -388,9 +401,23 @@ mod tests {
     fn approvals_expire() {
         let d = tempfile::tempdir().unwrap();
         let home = Home::open(d.path()).unwrap();
-        let a = request(&home, "x.y", "p", "d", "h", BTreeMap::new(), Some(10), t(0)).unwrap();
+        let a = request(
+            &home,
+            "x.y",
+            ("p", ""),
+            "d",
+            "h",
+            BTreeMap::new(),
+            Some(10),
+            t(0),
+        )
+        .unwrap();
         approve(&home, &a.id, t(1)).unwrap();
-        assert!(take(&home, "x.y", "p", "d", "h", t(20)).unwrap().is_none());
+        assert!(
+            take(&home, "x.y", ("p", ""), "d", "h", t(20))
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(a.state(t(PENDING_TTL_S + 1)), "expired");
     }
 }

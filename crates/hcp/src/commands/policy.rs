@@ -190,7 +190,11 @@ fn principal_of(v: &Value) -> Result<Principal, CliError> {
 /// Decides the call of `input` under `policy` as the conformance corpus does: the
 /// resource (when given) is what the resolver answers; limits are counted in memory.
 fn decide(policy: &Policy, input: &Map) -> Result<serde_json::Value, CliError> {
-    let principal = input.get("principal").map(principal_of).transpose()?;
+    // `"principal": null` is the corpus's way to say no principal is bound (no_principal).
+    let principal = match input.get("principal") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(principal_of(v)?),
+    };
     let resolver = match input.get("resource") {
         None | Some(Value::Null) => None,
         Some(Value::Map(m)) => Some(Fixed(m.clone())),

@@ -587,7 +587,8 @@ fn execute_inner(
     let mut withheld = false;
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
         let tool = format!("{}.{}", pack.id, verb_key);
-        let post = super::policy::post(rp, s, &tool, &stdout);
+        let post = super::policy::post(rp, s, &tool, &stdout, &outcome.stderr);
+        outcome.stderr = post.stderr;
         facts
             .audit_extra
             .insert("post_rule".into(), post.rule.clone().into());

@@ -198,11 +198,11 @@ impl histos::Confirmer for Approvals<'_> {
         args: &Args<'_>,
         principal: &histos::Principal,
     ) -> Result<bool, String> {
-        let who = principal.identity_or_anonymous();
+        let who = approval_principal(principal);
         match approval::take(
             self.home,
             tool,
-            who,
+            (&who.0, &who.1),
             &bound_digest(args),
             self.policy_hash,
             self.now,
@@ -300,10 +300,11 @@ pub fn pre(
             let digest = bound_digest(&Args::plain(&bound));
             let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
             let window = rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in);
+            let who = approval_principal(&principal);
             match approval::request(
                 home,
                 tool,
-                principal.identity_or_anonymous(),
+                (&who.0, &who.1),
                 &digest,
                 rp.hash(),
                 summary,
@@ -336,7 +337,13 @@ pub fn pre(
             } else {
                 rule
             };
-            let mut message = format!("the runtime policy refuses `{tool}`: {}", d.reason);
+            let mut message = if code == "limit_store_unavailable" {
+                format!(
+                    "the call counters of `{tool}` cannot be read or written; the call is refused"
+                )
+            } else {
+                format!("the runtime policy refuses `{tool}`: {}", d.reason)
+            };
             if let Some(f) = &d.field {
                 message.push_str(&format!(" (field `{f}`)"));
             }
@@ -367,22 +374,36 @@ fn preview(v: &Value) -> String {
     }
 }
 
-/// What the output controls did to the child's stdout.
+/// What the output controls did to the child's output.
 #[derive(Debug)]
 pub struct PostResult {
     /// The stdout the caller may see (`None`: withheld).
     pub stdout: Option<Vec<u8>>,
+    /// The stderr the caller may see (canaries and secrets redacted).
+    pub stderr: Vec<u8>,
     /// The post-gate's rule (`allow`, `post_redaction`, `output_schema`…).
     pub rule: String,
 }
 
-/// The output post-gate on the child's stdout (RUNTIME §7): JSON stdout is checked as its
-/// value, any other stdout as one string.
-pub fn post(rp: &RuntimePolicy, session: &Session, tool: &str, stdout: &[u8]) -> PostResult {
+/// The output post-gate on the child's output (RUNTIME §7). stdout that is JSON — read
+/// strictly: a repeated key makes it text, so nothing hides behind a later duplicate — is
+/// checked as its value; any other stdout as one string. Unchanged output passes as the
+/// child's own bytes; changed output is written back with its numbers exact. stderr gets
+/// the text redaction of canaries and secrets (HISTOS-ENGINE §1e, exception text).
+pub fn post(
+    rp: &RuntimePolicy,
+    session: &Session,
+    tool: &str,
+    stdout: &[u8],
+    stderr: &[u8],
+) -> PostResult {
     let principal = principal_of(session);
-    let (value, was_json) = match serde_json::from_slice::<serde_json::Value>(stdout) {
-        Ok(v) => (Value::from(v), true),
-        Err(_) => (
+    let parsed = std::str::from_utf8(stdout)
+        .ok()
+        .and_then(|t| histos::json::parse(t).ok());
+    let (value, was_json) = match parsed {
+        Some(v) => (v, true),
+        None => (
             Value::Str(String::from_utf8_lossy(stdout).into_owned()),
             false,
         ),
@@ -390,26 +411,82 @@ pub fn post(rp: &RuntimePolicy, session: &Session, tool: &str, stdout: &[u8]) ->
     let ctx = histos::Context::default();
     let out = Engine::post(&rp.policy, Some(&principal), tool, value, &ctx);
     let rule = out.decision.rule.as_str().to_owned();
-    match (out.decision.effect, out.value) {
-        (Effect::Allow, _) => PostResult {
-            stdout: Some(stdout.to_vec()),
-            rule,
-        },
-        (Effect::Deny, _) | (_, None) => PostResult { stdout: None, rule },
-        (_, Some(v)) => {
-            let bytes = match (&v, was_json) {
-                (Value::Str(s), false) => s.clone().into_bytes(),
-                _ => {
-                    let mut b =
-                        serde_json::to_vec(&serde_json::Value::from(&v)).unwrap_or_default();
-                    b.push(b'\n');
-                    b
-                }
-            };
-            PostResult {
-                stdout: Some(bytes),
-                rule,
+    let (err_text, _) = Engine::post_text(&rp.policy, tool, &String::from_utf8_lossy(stderr));
+    let stdout = match (out.decision.effect, out.value) {
+        (Effect::Allow, _) => Some(stdout.to_vec()),
+        (Effect::Deny, _) | (_, None) => None,
+        (_, Some(v)) => Some(match (&v, was_json) {
+            (Value::Str(s), false) => s.clone().into_bytes(),
+            _ => {
+                let mut b = String::new();
+                write_json(&v, &mut b);
+                b.push('\n');
+                b.into_bytes()
             }
+        }),
+    };
+    PostResult {
+        stdout,
+        stderr: err_text.into_bytes(),
+        rule,
+    }
+}
+
+/// JSON text of a value, numbers as the document wrote them (big integers exact).
+fn write_json(v: &Value, out: &mut String) {
+    let quote = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    match v {
+        Value::Null | Value::Timestamp(_) => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(i) => out.push_str(&i.to_string()),
+        Value::BigInt(d) => out.push_str(d),
+        Value::Float(f) => match serde_json::Number::from_f64(*f) {
+            Some(n) => out.push_str(&n.to_string()),
+            None => out.push_str("null"),
+        },
+        Value::Str(s) => out.push_str(&quote(s)),
+        Value::List(l) => {
+            out.push('[');
+            for (i, x) in l.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(x, out);
+            }
+            out.push(']');
+        }
+        Value::Map(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&quote(k));
+                out.push(':');
+                write_json(x, out);
+            }
+            out.push('}');
         }
     }
+}
+
+/// The principal an approval is bound to: the identity, and a digest of its role,
+/// attributes and `can_view`, so another session of the same id with other facts cannot
+/// use it (HISTOS-ENGINE §6).
+fn approval_principal(p: &histos::Principal) -> (String, String) {
+    let attrs: serde_json::Map<String, serde_json::Value> = p
+        .attributes
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
+        .collect();
+    let mut can_view = p.can_view.clone();
+    can_view.sort();
+    let facts = serde_json::json!({
+        "identity": p.identity_or_anonymous(),
+        "role": p.role,
+        "attributes": attrs,
+        "can_view": can_view,
+    });
+    let digest = audit::sha256_tagged(&audit::canonical_json(&facts));
+    (p.identity_or_anonymous().to_owned(), digest)
 }
