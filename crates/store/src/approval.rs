@@ -287,7 +287,7 @@ mod tests {
         let a = request(
             &home,
             "mail.mail.send",
-            "agent",
+            ("agent", ""),
             "sha256:a",
             "sha256:p",
             BTreeMap::new(),
@@ -300,7 +300,7 @@ mod tests {
             request(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:a",
                 "sha256:p",
                 BTreeMap::new(),
@@ -316,7 +316,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:a",
                 "sha256:p",
                 t(2)
@@ -330,7 +330,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:b",
                 "sha256:p",
                 t(4)
@@ -342,7 +342,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "other",
+                ("other", ""),
                 "sha256:a",
                 "sha256:p",
                 t(4)
@@ -354,7 +354,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:a",
                 "sha256:q",
                 t(4)
@@ -367,7 +367,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:a",
                 "sha256:p",
                 t(5)
@@ -379,7 +379,7 @@ mod tests {
             take(
                 &home,
                 "mail.mail.send",
-                "agent",
+                ("agent", ""),
                 "sha256:a",
                 "sha256:p",
                 t(6)
