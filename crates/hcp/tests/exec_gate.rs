@@ -328,3 +328,27 @@ fn every_decision_is_audited_with_a_digest_not_the_values() {
     assert!(!text.contains(secret), "raw values never reach the audit");
     assert_audit_clean(&w);
 }
+
+#[test]
+fn uninstall_takes_the_packs_grants_with_it() {
+    let w = world(&[]);
+    let src = w.copy_pack("transit");
+    install(&w, &src);
+    let tok = session(&w, "agent-1", &[]);
+    let env = [("HCP_SESSION", tok.as_str())];
+    grant(&w, "agent-1", "transit", &["verb.exec.read"]);
+    let (out, _) = exec_json_env(&w, &["transit.status"], &env);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let out = w.run(&["uninstall", "transit"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    // Whatever is installed next under the same id starts without the old grant.
+    install(&w, &src);
+    let (out, v) = exec_json_env(&w, &["transit.status"], &env);
+    assert_refused(&w, &out, &v, "missing_grant", 77);
+    let listed = w.run(&["grant", "--list", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("\"transit\""),
+        "{}",
+        w.render(&listed)
+    );
+}

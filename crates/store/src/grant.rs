@@ -291,6 +291,25 @@ pub fn grant(
     Ok(written)
 }
 
+/// Removes every principal's grants on pack `id` (not the `*` grants), under the store
+/// lock the caller holds: `hcp uninstall` (RUNTIME §3), so a different pack installed
+/// later under the same id starts with no grants. Returns how many were removed.
+///
+/// # Errors
+/// [`StoreError`] when the grants cannot be read or written.
+pub fn remove_pack(home: &Home, _lock: &StoreLock, id: &PackId) -> StoreResult<usize> {
+    let mut grants = Grants::load(home)?;
+    let before = grants.grants.len();
+    grants
+        .grants
+        .retain(|g| g.pack != PackScope::Pack(id.clone()));
+    let removed = before - grants.grants.len();
+    if removed > 0 {
+        grants.save(home)?;
+    }
+    Ok(removed)
+}
+
 /// Takes back `capabilities` (all of them when empty) from `principal` on exactly `pack`
 /// (revoking on a pack leaves a `*` grant alone, and the reverse), under the store lock.
 /// Returns the grants removed; revoking what was not granted removes nothing.

@@ -161,6 +161,11 @@ fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), Sto
     if !shared && crate::binding::safe_component(&family) {
         crate::binding::remove_family(home, &family)?;
     }
+    // Grants on the pack go with it: a different pack installed later under the same id
+    // starts with none (the rug-pull guard; `*` grants stay, they name every pack).
+    if let Ok(pid) = hcp_model::PackId::parse(id) {
+        crate::grant::remove_pack(home, _lock, &pid)?;
+    }
     // Stimuli recorded for the pack (`binding.degraded`) go with it.
     crate::stimulus::remove_pack(home, id)?;
     Ok(())
