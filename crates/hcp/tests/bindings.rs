@@ -620,7 +620,11 @@ fn a_good_credential_reaches_the_child_as_variables_only() {
     };
     assert_eq!(code(&o), 0, "{}", w.render(&o));
     let env = &v["data"];
-    assert_eq!(env["HCP_BINDING_TOKEN"], "tok-123456");
+    // The child had the token (the variable is set, and to exactly the credential's
+    // value: that is what is redacted), and the caller's result does not carry it.
+    assert_eq!(env["HCP_BINDING_TOKEN"], "[redacted]");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("tok-123456"));
+    // Values shorter than 4 bytes are not redacted (they would mangle ordinary output).
     assert_eq!(env["HCP_BINDING_USER_NAME"], "me");
     assert!(env.get("HCP_BINDING_N").is_none());
 }

@@ -575,6 +575,12 @@ fn execute_inner(
         )
     };
     let truncated = outcome.truncated();
+    if let Some(c) = &credential {
+        // The credential reaches the child only: a verb that prints it (its environment,
+        // an error quoting it) does not hand it to the caller (RUNTIME §8).
+        outcome.stdout = redact_credential(&outcome.stdout, &c.secret);
+        outcome.stderr = redact_credential(&outcome.stderr, &c.secret);
+    }
     if let Some(sig) = outcome.signal {
         // A limit the kernel enforced ends the child with a signal: say which.
         facts.result_extra.insert("signal".into(), sig.into());
@@ -668,6 +674,35 @@ fn execute_inner(
         stdout,
         stderr: outcome.stderr,
     })
+}
+
+/// `bytes` with every string value of a credential (of 4 bytes or more) replaced by
+/// `[redacted]`, as written and as it appears inside a JSON string. Output that is not
+/// UTF-8 is read lossily when it holds a value.
+pub fn redact_credential(
+    bytes: &[u8],
+    secret: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<u8> {
+    let mut forms: Vec<String> = Vec::new();
+    for s in secret
+        .values()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|s| s.len() >= 4)
+    {
+        forms.push(s.to_owned());
+        if let Ok(q) = serde_json::to_string(s) {
+            forms.push(q[1..q.len() - 1].to_owned());
+        }
+    }
+    let text = String::from_utf8_lossy(bytes);
+    if !forms.iter().any(|f| text.contains(f.as_str())) {
+        return bytes.to_vec();
+    }
+    let mut out = text.into_owned();
+    for f in &forms {
+        out = out.replace(f.as_str(), "[redacted]");
+    }
+    out.into_bytes()
 }
 
 /// The name and meaning of a signal that ended a child, for the answer.
