@@ -581,7 +581,10 @@ fn execute_inner(
         outcome.stdout = redact_credential(&outcome.stdout, &c.secret);
         outcome.stderr = redact_credential(&outcome.stderr, &c.secret);
     }
-    if let Some(sig) = outcome.signal {
+    if let Some(sig) = outcome
+        .signal
+        .filter(|_| !outcome.timed_out && !outcome.cancelled)
+    {
         // A limit the kernel enforced ends the child with a signal: say which.
         facts.result_extra.insert("signal".into(), sig.into());
         facts
