@@ -8,6 +8,7 @@ mod commands;
 mod env;
 mod error;
 mod exit;
+mod signals;
 
 use clap::Parser;
 use std::process::ExitCode;

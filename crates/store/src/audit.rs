@@ -195,6 +195,15 @@ impl AuditLog {
         self.append_inner(entry, Some(ts))
     }
 
+    /// Checks that a record could be appended now (the trail opens for append, creating
+    /// it when absent), so a call is refused before it runs rather than run unaudited.
+    ///
+    /// # Errors
+    /// [`StoreError`] naming the file when it cannot be opened for append.
+    pub fn ensure_writable(&self) -> Result<(), StoreError> {
+        self.open_for_append().map(drop)
+    }
+
     fn open_for_append(&self) -> Result<File, StoreError> {
         let open = || {
             OpenOptions::new()

@@ -120,13 +120,7 @@ struct Facts {
     result_extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Runs one call through RUNTIME §5 and answers it. Never panics on bad input; every
-/// refusal carries its code.
-pub fn execute(env: &ExecEnv, call: Call) -> Answer {
-    execute_with(env, call, None, false).0
-}
-
-/// [`execute`] for `hcp connect` (RUNTIME §8), the one path on which a session may run a
+/// Runs one call for `hcp connect` (RUNTIME §8), the one path on which a session may run a
 /// pack's connect verb (elsewhere it is `connect_only`: its stdout is the credential).
 /// Also names the principal the call was made as (`owner` without a session), for whom
 /// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
@@ -135,8 +129,9 @@ pub fn execute_connect(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
     execute_with(env, call, None, true)
 }
 
-/// [`execute`] for a face that can abandon a call mid-run (`hcp mcp`: the client cancelled
-/// or disconnected). `cancel` is a descriptor (the read end of a pipe) that becomes
+/// Runs one call through RUNTIME §5 and answers it; every refusal carries its code.
+/// `cancel` is how the face abandons the call mid-run (`hcp exec`: SIGINT, SIGTERM or
+/// SIGHUP; `hcp mcp`: the client cancelled or disconnected). `cancel` is a descriptor (the read end of a pipe) that becomes
 /// readable, or hangs up, when the call must end: the adapter then ends the child's
 /// process group, and the run is answered and audited with code `cancelled`.
 pub fn execute_cancellable(env: &ExecEnv, call: Call, cancel: BorrowedFd<'_>) -> Answer {
@@ -503,6 +498,8 @@ fn execute_inner(
     } else {
         hcp_adapter::Confinement::with_limits(&sandbox_policy.limits)
     };
+    // A child never outlives a killed hcp (SIGKILL cannot be caught).
+    let confinement = confinement.die_with_parent();
     if let Some(agent_env) = pack
         .manifest
         .wrap
@@ -544,6 +541,18 @@ fn execute_inner(
         confine: Some(&confinement),
         cancel,
     };
+    // Fail closed: a call whose record could not be written is not run.
+    AuditLog::new(&env.home).ensure_writable().map_err(|e| {
+        (
+            Refusal::new(
+                e.code(),
+                format!("the audit trail cannot be written, so nothing runs: {e}"),
+                None,
+                crate::exit::EX_IOERR,
+            ),
+            false,
+        )
+    })?;
     let run = hcp_adapter::run(&inv);
     if let Some(tmp) = private_tmp {
         // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.

@@ -125,7 +125,10 @@ pub fn run(a: Args) -> CliResult {
         )
     };
     let env = exec_env()?;
-    let answer = engine::execute(&env, call);
+    // SIGINT, SIGTERM and SIGHUP end the child's process group and are answered and
+    // audited as `cancelled`, rather than leaving the child running unrecorded.
+    let signals = crate::signals::arm()?;
+    let answer = engine::execute_cancellable(&env, call, std::os::fd::AsFd::as_fd(&signals.read));
     Ok(print(&answer, json || json_face))
 }
 

@@ -112,7 +112,7 @@ impl Catalog {
     /// Builds the catalog of `signature`, reusing `previous` tools of packs whose record
     /// mark did not change. A pack that cannot be loaded, and was not listed before, is
     /// left out (with a warning on stderr).
-    pub fn build(home: &Home, signature: Signature, previous: &Catalog) -> Self {
+    pub fn build(home: &Home, signature: Signature, previous: &Catalog, owner: bool) -> Self {
         let same_policy = previous.signature.policy == signature.policy;
         let policy = runtime_policy(home);
         let mut packs = BTreeMap::new();
@@ -128,7 +128,7 @@ impl Catalog {
                 Ok(p) => {
                     packs.insert(
                         mark.0.clone(),
-                        (mark.clone(), tools_of(&p, policy.as_ref())),
+                        (mark.clone(), tools_of(&p, policy.as_ref(), owner)),
                     );
                 }
                 // Damaged under us since it was listed: stays listed as it was.
@@ -166,14 +166,19 @@ pub fn valid_tool_name(name: &str) -> bool {
 
 /// The tools of a pack: none unless its `transports` include `mcp`; one per verb the
 /// policy covers and the manifest can plan, in manifest order. The runtime policy's
-/// argument contract for `PACK.VERB`, where there is one, refines the input schema.
-pub fn tools_of(p: &InstalledPack, runtime: Option<&histos::Policy>) -> Vec<Entry> {
+/// argument contract for `PACK.VERB`, where there is one, refines the input schema. For a
+/// session principal (`owner` false) a control-plane pack offers nothing and the connect
+/// verb is left out: the gate would refuse them (`control_plane`, `connect_only`).
+pub fn tools_of(p: &InstalledPack, runtime: Option<&histos::Policy>, owner: bool) -> Vec<Entry> {
     let m = &p.manifest;
-    if !m.offers(Transport::Mcp) {
+    if !m.offers(Transport::Mcp) || (!owner && m.plane == hcp_model::Plane::Control) {
         return Vec::new();
     }
     let mut out = Vec::new();
     for (verb_key, spec) in m.verbs.iter() {
+        if !owner && m.connect_verb() == Some(verb_key.as_str()) {
+            continue;
+        }
         let name = format!("{}.{verb_key}", p.id);
         if !valid_tool_name(&name) {
             tracing::warn!(

@@ -2,7 +2,7 @@
 //! the same gate as `hcp exec --envelope`.
 //!
 //! - The protocol layer is the official Rust SDK (`rmcp`); this module only maps packs to
-//!   tools ([`catalog`]) and calls to [`engine::execute`](crate::commands::exec::engine)
+//!   tools ([`catalog`]) and calls to [`engine::execute_cancellable`](crate::commands::exec::engine)
 //!   with `Face::Mcp` ([`server`]). stdout is the protocol: logs go to stderr only.
 //! - The principal is the server process's: `HCP_SESSION` is read once at startup, and
 //!   nothing in a request (arguments, `_meta`) changes it. A bad token makes every call

@@ -1,5 +1,5 @@
 //! The MCP server of `hcp mcp`: `tools/list` from the [`Catalog`], `tools/call` through
-//! [`engine::execute`] with [`Face::Mcp`], the same path as `hcp exec --envelope`.
+//! [`engine::execute_cancellable`] with [`Face::Mcp`], the same path as `hcp exec --envelope`.
 //!
 //! Errors are split as the MCP specification splits them: an unknown tool or a malformed
 //! request is a JSON-RPC error; everything the gate or the verb answers (a refusal with its
@@ -46,7 +46,12 @@ impl Server {
     /// A server over `env`, its catalog built from the store as it is now.
     pub fn new(env: ExecEnv) -> Self {
         let signature = Signature::read(&env.home).unwrap_or_default();
-        let catalog = Catalog::build(&env.home, signature, &Catalog::default());
+        let catalog = Catalog::build(
+            &env.home,
+            signature,
+            &Catalog::default(),
+            env.session_token.is_none(),
+        );
         Self {
             env: Arc::new(env),
             catalog: Arc::new(Mutex::new(catalog)),
@@ -74,7 +79,12 @@ impl Server {
         if cat.signature == signature {
             return false;
         }
-        let next = Catalog::build(&self.env.home, signature, &cat);
+        let next = Catalog::build(
+            &self.env.home,
+            signature,
+            &cat,
+            self.env.session_token.is_none(),
+        );
         *cat = next;
         true
     }

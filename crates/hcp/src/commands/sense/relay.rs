@@ -9,75 +9,14 @@ use hcp_store::pack::InstalledPack;
 use hcp_store::stimulus;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, killpg, sigaction};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
-
-/// The write end of the signal pipe, for the handler; -1 when unset.
-static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    let fd = SIGNAL_FD.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let byte = 1u8;
-        // SAFETY: write(2) is async-signal-safe; the pipe is non-blocking, so a full pipe
-        // loses a wake-up that is already pending.
-        unsafe {
-            libc::write(fd, std::ptr::from_ref(&byte).cast(), 1);
-        }
-    }
-}
-
-/// The signal pipe: readable once `SIGINT` or `SIGTERM` arrived. Dropping it detaches the
-/// handler from the write end before the descriptors close (the handlers stay armed, so
-/// a late signal is ignored rather than fatal while the triggers are being stopped).
-struct SignalPipe {
-    read: OwnedFd,
-    _write: OwnedFd,
-}
-
-impl Drop for SignalPipe {
-    fn drop(&mut self) {
-        SIGNAL_FD.store(-1, Ordering::Relaxed);
-    }
-}
-
-/// Arms `SIGINT` and `SIGTERM` to make the returned pipe readable.
-fn arm_signals() -> Result<SignalPipe, CliError> {
-    use nix::fcntl::OFlag;
-    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
-        CliError::new(
-            "spawn_failed",
-            "cannot make the signal pipe",
-            exit::EX_IOERR,
-        )
-        .cause(e)
-    })?;
-    SIGNAL_FD.store(w.as_raw_fd(), Ordering::Relaxed);
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only loads an atomic and calls write(2).
-        unsafe { sigaction(sig, &action) }.map_err(|e| {
-            CliError::new(
-                "spawn_failed",
-                "cannot arm the signal handlers",
-                exit::EX_IOERR,
-            )
-            .cause(e)
-        })?;
-    }
-    Ok(SignalPipe { read: r, _write: w })
-}
 
 /// One running trigger.
 struct Running {
@@ -237,7 +176,7 @@ pub(super) fn relay(
     (planned, secret): (Vec<Planned>, Option<Map<String, Value>>),
     count: Option<u64>,
 ) -> CliResult {
-    let signals = arm_signals()?;
+    let signals = crate::signals::arm()?;
     let redact = secret
         .iter()
         .flat_map(|s| s.values())
