@@ -47,6 +47,7 @@ fn refuse(code: Code, message: String, hint: Option<String>) -> ArgRefusal {
 pub fn check_args<'a>(
     plan: &CommandPlan,
     args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+    cli_face: bool,
 ) -> Result<(BTreeMap<String, ArgValue>, bool), ArgRefusal> {
     let takes = arguments(plan);
     for (name, _) in args.clone() {
@@ -73,11 +74,13 @@ pub fn check_args<'a>(
             } else {
                 format!("this verb takes {}", accepted.join(", "))
             };
-            return Err(refuse(
-                Code::ArgUnknown,
-                format!("unknown argument `{name}`"),
-                Some(hint),
-            ));
+            let message = if name.starts_with("_extra_") {
+                // The CLI face's name for a positional value no argument takes.
+                "more values than the verb takes arguments".to_string()
+            } else {
+                format!("unknown argument `{name}`")
+            };
+            return Err(refuse(Code::ArgUnknown, message, Some(hint)));
         }
     }
     let mut values = BTreeMap::new();
@@ -118,12 +121,13 @@ pub fn check_args<'a>(
         if CONFIRM_NAMES.contains(&name.as_str()) {
             match value {
                 ArgValue::Bool(b) => confirmed |= *b,
-                ArgValue::String(s) if s == "true" => confirmed = true,
-                ArgValue::String(s) if s == "false" => {}
+                // The string `"true"` only on the CLI face (§4.5.2).
+                ArgValue::String(s) if cli_face && s == "true" => confirmed = true,
+                ArgValue::String(s) if cli_face && s == "false" => {}
                 _ => {
                     return Err(refuse(
                         Code::ArgInvalid,
-                        format!("argument `{name}` must be `true` or `false`"),
+                        format!("argument `{name}` must be the boolean `true` or `false`"),
                         None,
                     ));
                 }
@@ -184,7 +188,7 @@ mod tests {
     ) -> Result<(BTreeMap<String, ArgValue>, bool), Code> {
         let owned: Vec<(String, ArgValue)> =
             a.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        check_args(p, owned.iter().map(|(k, v)| (k, v))).map_err(|r| r.code)
+        check_args(p, owned.iter().map(|(k, v)| (k, v)), true).map_err(|r| r.code)
     }
 
     #[test]
@@ -215,6 +219,20 @@ mod tests {
         // after `--`, and bound to a flag, a leading dash is harmless
         assert!(run(&p, &[("rev", s("a")), ("path", s("-weird"))]).is_ok());
         assert!(run(&p, &[("rev", s("a")), ("n", s("-1"))]).is_ok());
+    }
+
+    #[test]
+    fn the_string_true_confirms_only_on_the_cli_face() {
+        let p = plan(&["post"]);
+        let args = [("confirm".to_string(), s("true"))];
+        let json_face = check_args(&p, args.iter().map(|(k, v)| (k, v)), false);
+        assert_eq!(json_face.unwrap_err().code, Code::ArgInvalid);
+        let args = [("confirm".to_string(), ArgValue::Bool(true))];
+        assert!(
+            check_args(&p, args.iter().map(|(k, v)| (k, v)), false)
+                .unwrap()
+                .1
+        );
     }
 
     #[test]

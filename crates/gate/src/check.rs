@@ -237,7 +237,7 @@ pub fn check<'a>(
         ));
     }
     // Step 3: arguments.
-    let (values, confirmed) = match check_args(&plan, args) {
+    let (values, confirmed) = match check_args(&plan, args, ctx.face == Face::Cli) {
         Ok(v) => v,
         Err(r) => return with_entry(deny(r.code, Step::Arguments, r.message, r.hint)),
     };

@@ -315,3 +315,22 @@ fn target_misses_are_audited() {
     assert_refused(&w, &out, &v, "unknown_verb", 66);
     assert_eq!(audit_records(&w).len(), 2, "unknown_verb is audited");
 }
+
+#[test]
+fn the_envelope_is_an_object_with_args_and_confirms_with_a_boolean() {
+    let w = world(&["probe", "ledger"]);
+    for bad in [
+        r#"["probe", "argv", {"value": "x"}]"#,
+        r#"{"pack_id": "probe", "verb_key": "argv"}"#,
+    ] {
+        let (out, v) = envelope(&w, bad.as_bytes());
+        assert_refused(&w, &out, &v, "bad_envelope", 65);
+    }
+    // On the JSON face only the boolean confirms (§4.5.2: the string is the CLI face's).
+    let (out, v) = envelope(
+        &w,
+        br#"{"verb_key": "ledger.post", "args": {"account": "cash", "amount": "1", "memo": "m", "confirm": "true"}}"#,
+    );
+    assert_refused(&w, &out, &v, "arg_invalid", 65);
+    assert!(!w.work.join("ledger.jsonl").exists());
+}

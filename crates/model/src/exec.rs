@@ -13,8 +13,7 @@ pub struct Envelope {
     pub pack_id: Option<String>,
     /// The verb key (or `PACK.VERB` when `pack_id` is absent).
     pub verb_key: String,
-    /// Argument values by name.
-    #[serde(default)]
+    /// Argument values by name (required; `{}` for none).
     pub args: StrictMap<ArgValue>,
 }
 

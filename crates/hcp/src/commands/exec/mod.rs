@@ -247,6 +247,10 @@ fn read_envelope() -> Result<Envelope, Answer> {
         )));
     }
     let text = String::from_utf8(buf).map_err(|_| bad("the envelope is not UTF-8".into()))?;
+    // serde reads a struct from an array too; the envelope is an object.
+    if !text.trim_start().starts_with('{') {
+        return Err(bad("the envelope is not a JSON object".into()));
+    }
     parse_strict::<Envelope>(&text).map_err(|e| {
         bad(format!(
             "{} at line {} column {}",
