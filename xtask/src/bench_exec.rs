@@ -150,6 +150,9 @@ struct Setup {
     bin: PathBuf,
     floor: PathBuf,
     path_var: OsString,
+    /// `HOME` of every run, apart from `work`: a sandbox may not hold the caller's home.
+    home: PathBuf,
+    /// The working directory of every run.
     work: PathBuf,
 }
 
@@ -158,7 +161,7 @@ impl Setup {
         let mut c = Command::new(program);
         c.env_clear()
             .env("PATH", &self.path_var)
-            .env("HOME", &self.work)
+            .env("HOME", &self.home)
             .current_dir(&self.work)
             .stdin(Stdio::null());
         c
@@ -365,8 +368,10 @@ pub fn run(args: &Args) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("hcp-bench-exec-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let work = scratch.join("work");
-    std::fs::create_dir_all(&work)
-        .with_context(|| format!("cannot create `{}`", work.display()))?;
+    let home = scratch.join("user");
+    for d in [&work, &home] {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create `{}`", d.display()))?;
+    }
     let mut path_var = OsString::from(release.as_os_str());
     path_var.push(":/usr/local/bin:/usr/bin:/bin");
     let s = Setup {
@@ -374,6 +379,7 @@ pub fn run(args: &Args) -> Result<()> {
         bin: release.join("hcp-example-echo"),
         floor: release.join("spawn-floor"),
         path_var,
+        home,
         work,
     };
     let result = measure(args, &root, &scratch, &s);
