@@ -4,6 +4,22 @@
 //! library crates (`hcp-lint`, `hcp-store`, `hcp-gate`, `hcp-adapter`, `histos`). Errors
 //! are rendered in one place ([`error`]).
 
+/// `println!` that ignores a closed stdout (a broken pipe is not an error, STYLE.md §2).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+/// `print!` that ignores a closed stdout.
+macro_rules! out_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 mod commands;
 mod env;
 mod error;

@@ -27,7 +27,7 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
     super::session::require_owner("activate")?;
     let home = open_home()?;
     let pack = skill::activate(&home, &a.id).map_err(pack_error)?;
-    println!(
+    out!(
         "activated `{}`: `{}`",
         pack.id,
         skill::skill_path(&home, pack.id.as_str()).display()
@@ -43,9 +43,9 @@ pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
     let home = open_home()?;
     let was = skill::deactivate(&home, &a.id).map_err(pack_error)?;
     if was {
-        println!("deactivated `{}`", a.id);
+        out!("deactivated `{}`", a.id);
     } else {
-        println!("`{}` was not active", a.id);
+        out!("`{}` was not active", a.id);
     }
     Ok(exit::OK)
 }

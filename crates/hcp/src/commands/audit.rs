@@ -137,18 +137,36 @@ fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
     })
 }
 
+/// A record field as one line of plain text: control characters (a newline that would
+/// forge a second record, a terminal escape) are shown escaped.
+fn safe(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
 fn render_record(r: &Record) -> String {
     let outcome = match (&r.code, r.exit_code) {
-        (Some(c), _) => c.clone(),
+        (Some(c), _) => safe(c),
         (None, Some(x)) => format!("exit={x}"),
         (None, None) => "-".into(),
+    };
+    let target = match &r.pack_id {
+        Some(p) => format!("{}.{}", safe(p), safe(&r.verb_key)),
+        None => safe(&r.verb_key),
     };
     format!(
         "{}  {:<5}  {}  {}  {}  {}ms  {}\n",
         r.ts,
         r.decision.as_str(),
-        r.principal,
-        r.verb_key,
+        safe(&r.principal),
+        target,
         outcome,
         r.duration_ms,
         r.id
@@ -184,4 +202,18 @@ fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
         );
     }
     Ok(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe;
+
+    #[test]
+    fn record_fields_cannot_forge_lines_or_drive_the_terminal() {
+        let forged = "probe.cwd\n2026-11-29T21:59:50.000Z  allow  owner  commit";
+        assert!(!safe(forged).contains('\n'));
+        assert!(!safe("\u{1b}]0;pwned\u{7}\u{1b}[2J").contains('\u{1b}'));
+        assert!(!safe("a\u{202e}b").contains('\u{202e}'));
+        assert_eq!(safe("mail.send"), "mail.send");
+    }
 }

@@ -185,7 +185,7 @@ pub fn run(a: Args) -> CliResult {
         } else {
             format!(" (family `{family}`, shared by its packs)")
         };
-        println!("connected `{}` as `{principal}`{shared}", pack.id);
+        out!("connected `{}` as `{principal}`{shared}", pack.id);
     }
     Ok(exit::OK)
 }
@@ -234,9 +234,9 @@ pub fn run_disconnect(a: DisconnectArgs) -> CliResult {
             "audit_id": id,
         }));
     } else if removed {
-        println!("disconnected `{principal}` from `{family}`");
+        out!("disconnected `{principal}` from `{family}`");
     } else {
-        println!("`{principal}` had no binding for `{family}`");
+        out!("`{principal}` had no binding for `{family}`");
     }
     Ok(exit::OK)
 }

@@ -114,7 +114,7 @@ pub fn run_install(a: InstallArgs) -> CliResult {
             eprint!("{}", hcp_lint::render::concise(&done.report));
             let r = &done.record;
             let bins = r.bins.len();
-            println!(
+            out!(
                 "{} `{}` ({} {}, {bins} {} pinned)",
                 if done.replaced {
                     "reinstalled"
@@ -131,13 +131,13 @@ pub fn run_install(a: InstallArgs) -> CliResult {
                 if bins == 1 { "bin" } else { "bins" },
             );
             if done.content_changed {
-                println!(
+                out!(
                     "content of `{}` changed: grants of other principals on it are suspended until granted again",
                     r.pack_id
                 );
             }
             if done.active {
-                println!(
+                out!(
                     "active: `{}`",
                     hcp_store::skill::skill_path(&home, &r.pack_id).display()
                 );
@@ -157,7 +157,7 @@ pub fn run_uninstall(a: UninstallArgs) -> CliResult {
     super::session::require_owner("uninstall")?;
     let home = open_home()?;
     let removed = pack::uninstall(&home, &a.id).map_err(pack_error)?;
-    println!(
+    out!(
         "uninstalled `{}`{}",
         removed.id,
         if removed.was_active {

@@ -23,9 +23,9 @@ pub fn run(a: Args) -> CliResult {
     let p = pack::load(&home, &a.id).map_err(pack_error)?;
     let active = pack::is_active(&home, p.id.as_str());
     if a.json {
-        println!("{:#}", to_json(&p, active));
+        out!("{:#}", to_json(&p, active));
     } else {
-        print!("{}", to_text(&p, active));
+        out_raw!("{}", to_text(&p, active));
     }
     Ok(exit::OK)
 }
