@@ -692,12 +692,21 @@ fn git_verbs_run_no_code_from_a_hostile_repository() {
     setup_git(work, &["commit", "-q", "-m", "first"]);
     let mark = |name: &str| format!("touch {}", work.join(name).display());
     // The repository's own config names programs in every way `-c` switches off …
+    // A filter driver in the repository's own config with a committed `.gitattributes`
+    // naming it is neutralised by `--attr-source` (the empty tree); a signature check
+    // would run `gpg.program` (`log.showSignature`).
     let local = format!(
-        "[core]\n\tfsmonitor = {}\n\thooksPath = hooks\n\tpager = {}\n\teditor = {}\n[diff]\n\texternal = {}\n",
+        "[core]\n\tfsmonitor = {}\n\thooksPath = hooks\n\tpager = {}\n\teditor = {}\n[diff]\n\texternal = {}\n[filter \"evil\"]\n\tclean = {}\n[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {}\n",
         mark("fsmonitor-ran"),
         mark("pager-ran"),
         mark("editor-ran"),
         mark("external-diff-ran"),
+        mark("local-filter-ran"),
+        work.join("gpg.sh").display(),
+    );
+    executable(
+        &work.join("gpg.sh"),
+        &format!("#!/bin/sh\n{}\n", mark("gpg-ran")),
     );
     let mut config = std::fs::read_to_string(work.join(".git/config")).unwrap();
     config.push_str(&local);
