@@ -824,3 +824,25 @@ fn control_plane_packs_are_the_owners() {
     assert_eq!(code(&o), 1, "{}", w.render(&o));
     assert!(text(&o).contains("bad_binding"));
 }
+
+#[test]
+fn doctor_reports_a_credential_file_wider_than_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = mail_world();
+    let o = w.run(&["connect", "mail"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let o = w.run(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["bindings"][0]["secure"], true, "{v}");
+    let f = binding_file(&w, "owner", "mail");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = w.run(&["doctor"]);
+    assert_ne!(code(&o), 0, "{}", w.render(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("has mode 644") && t.contains("binding_insecure"),
+        "{t}"
+    );
+    // never the value
+    assert!(!t.contains("mailtok-"), "{t}");
+}

@@ -59,7 +59,17 @@ struct Report {
     sandbox: Sandbox,
     limits: Vec<Limit>,
     packs: Vec<PackBins>,
+    bindings: Vec<BindingFile>,
     problems: Vec<String>,
+}
+
+/// A stored credential's file (never its value): who, which family, its mode.
+#[derive(Debug, Serialize)]
+struct BindingFile {
+    principal: String,
+    family: String,
+    mode: String,
+    secure: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -308,6 +318,19 @@ fn examine(home: &Home) -> Result<Report, CliError> {
         });
     }
 
+    // Credential files wider than 0600 are refused at exec (`binding_insecure`): say so.
+    let bindings: Vec<BindingFile> = hcp_store::binding::list(&home)
+        .into_iter()
+        .map(|(principal, family, mode)| {
+            let secure = mode & 0o077 == 0;
+            if !secure {
+                problems.push(format!(
+                    "the binding of `{principal}` for `{family}` has mode {mode:o}; it must be 0600 (exec refuses it: `binding_insecure`)"
+                ));
+            }
+            BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
+        })
+        .collect();
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -325,6 +348,7 @@ fn examine(home: &Home) -> Result<Report, CliError> {
         sandbox,
         limits,
         packs,
+        bindings,
         problems,
     })
 }
@@ -425,6 +449,22 @@ fn human(r: &Report) -> String {
                 b.program,
                 b.path.display(),
                 b.status
+            ));
+        }
+    }
+    if !r.bindings.is_empty() {
+        line("bindings".into());
+        for b in &r.bindings {
+            line(format!(
+                "  {}  {}  mode {}{}",
+                b.principal,
+                b.family,
+                b.mode,
+                if b.secure {
+                    ""
+                } else {
+                    "  (insecure: refused at exec)"
+                }
             ));
         }
     }
