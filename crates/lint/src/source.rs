@@ -180,8 +180,13 @@ fn walk(root: &Path, src: &mut PackSource) -> std::io::Result<()> {
                 kind,
                 size,
             });
-            if kind == EntryKind::Dir && depth < MAX_DEPTH && !(depth == 0 && name == ".git") {
-                queue.push_back((dir.join(&name), rel, depth + 1));
+            if kind == EntryKind::Dir && !(depth == 0 && name == ".git") {
+                if depth < MAX_DEPTH {
+                    queue.push_back((dir.join(&name), rel, depth + 1));
+                } else {
+                    // What lies deeper is not seen, so the pack cannot be checked.
+                    src.truncated = true;
+                }
             }
         }
     }

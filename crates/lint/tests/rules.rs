@@ -213,8 +213,23 @@ fn many_entries_stop_the_walk_but_keep_the_pack_files() {
     assert!(src.truncated);
     assert_eq!(src.files.len(), 3);
     let r = check(&src);
-    assert!(!r.has_errors(), "{}", render::concise(&r));
-    assert_eq!(codes(&r), BTreeSet::from(["extra_file"]));
+    // What the walk could not see cannot be checked: an error (fail closed).
+    assert!(r.has_errors());
+    assert_eq!(codes(&r), BTreeSet::from(["extra_file", "unsafe_path"]));
+}
+
+#[test]
+fn a_secret_deeper_than_the_walk_is_not_waved_through() {
+    let (_tmp, dir) = valid_copy();
+    let mut deep = dir.clone();
+    for _ in 0..(hcp_lint::source::MAX_DEPTH + 2) {
+        deep = deep.join("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join(".env"), "KEY=1").unwrap();
+    let r = check(&read_pack(&dir).unwrap());
+    assert!(r.has_errors(), "{}", render::concise(&r));
+    assert!(codes(&r).contains("unsafe_path"));
 }
 
 #[test]

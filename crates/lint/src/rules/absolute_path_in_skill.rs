@@ -69,7 +69,9 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 )
                 .in_file(hcp_model::SKILL_FILE)
                 .at(n + 1, column)
-                .hint("teach the bare CLI name or the `hcp exec` form; a pack moves between machines"),
+                .hint(
+                    "teach the bare CLI name or the `hcp exec` form; a pack moves between machines",
+                ),
             );
         }
     }
@@ -83,9 +85,18 @@ mod tests {
     #[test]
     fn finds_host_paths_not_urls() {
         let paths = |l| find(l).into_iter().map(|(_, p)| p).collect::<Vec<_>>();
-        assert_eq!(paths("run `/usr/local/bin/transit find`"), vec!["/usr/local/bin/transit"]);
-        assert_eq!(paths("see ~/notes/x.md, and C:\\tools\\t.exe."), vec!["~/notes/x.md", "C:\\tools\\t.exe"]);
-        assert_eq!(paths("PATH=/opt/x/bin:/home/a/bin"), vec!["/opt/x/bin", "/home/a/bin"]);
+        assert_eq!(
+            paths("run `/usr/local/bin/transit find`"),
+            vec!["/usr/local/bin/transit"]
+        );
+        assert_eq!(
+            paths("see ~/notes/x.md, and C:\\tools\\t.exe."),
+            vec!["~/notes/x.md", "C:\\tools\\t.exe"]
+        );
+        assert_eq!(
+            paths("PATH=/opt/x/bin:/home/a/bin"),
+            vec!["/opt/x/bin", "/home/a/bin"]
+        );
         assert!(paths("https://example.com/a/b and a/b/c and /v1 and and/or").is_empty());
         assert_eq!(find("é /tmp/x/y")[0].0, 3);
     }

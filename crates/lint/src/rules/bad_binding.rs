@@ -4,7 +4,8 @@
 //! ## What it does
 //! Reports a `mothership` binding on a `runtime` pack, a `control` pack whose binding is
 //! not `mothership` (Pack concept, "Planes"), a `binding.connect` that names no verb, and
-//! a `user` binding with neither a connect verb nor a `binding.family` to share a login
+//! a `user` binding with neither a connect verb nor a `binding.family` to share a login;
+//! a `binding.family` that is not written like a pack id
 //! with.
 //!
 //! ## Why is this bad?
@@ -39,11 +40,31 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         ),
         _ => {}
     }
+    if let Some(f) = &m.binding.family
+        && let Err(why) = hcp_model::validate_pack_id(f)
+    {
+        // A family names the login shared by packs (and the credential's file): the same
+        // shape as a pack id.
+        out.push(
+            in_manifest(
+                err(&format!(
+                    "`binding.family` {} is not a valid family name: {why}",
+                    tick(f)
+                )),
+                text,
+                &["binding", "family"],
+            )
+            .hint("a family is written like a pack id: lowercase letters, digits and single `-`"),
+        );
+    }
     if let Some(c) = &m.binding.connect {
         if !m.verbs.contains_key(c) {
             out.push(
                 in_manifest(
-                    err(&format!("`binding.connect` names {}, which is not a verb", tick(c))),
+                    err(&format!(
+                        "`binding.connect` names {}, which is not a verb",
+                        tick(c)
+                    )),
                     text,
                     &["binding", "connect"],
                 )
@@ -73,9 +94,17 @@ mod tests {
             found(&lint(&user, POLICY, SKILL)),
             vec![("bad_binding", Some("surface.json"), 6)]
         );
-        let family = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"family\": \"acme\"");
+        let family = edit(
+            SURFACE,
+            "\"mode\": \"public\"",
+            "\"mode\": \"user\", \"family\": \"acme\"",
+        );
         assert_eq!(found(&lint(&family, POLICY, SKILL)), vec![]);
-        let named = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"add\"");
+        let named = edit(
+            SURFACE,
+            "\"mode\": \"public\"",
+            "\"mode\": \"user\", \"connect\": \"add\"",
+        );
         assert_eq!(found(&lint(&named, POLICY, SKILL)), vec![]);
     }
 

@@ -32,9 +32,14 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let start = out.len();
     super::parse_failure(cx, ParseCode::BadJson, hint, out);
     for d in &mut out[start..] {
-        let shape = ["missing field", "invalid type", "invalid value", "invalid length"]
-            .iter()
-            .any(|p| d.message.starts_with(p));
+        let shape = [
+            "missing field",
+            "invalid type",
+            "invalid value",
+            "invalid length",
+        ]
+        .iter()
+        .any(|p| d.message.starts_with(p));
         if !shape && !d.message.contains("(at `") {
             d.message = format!("not valid JSON: {}", d.message);
         }

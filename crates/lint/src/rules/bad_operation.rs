@@ -21,5 +21,8 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn hint(_: &ParseError) -> Option<String> {
-    Some("an operation is `read` or `write`; anything that changes state is `write` (seeds §4.2)".into())
+    Some(
+        "an operation is `read` or `write`; anything that changes state is `write` (seeds §4.2)"
+            .into(),
+    )
 }

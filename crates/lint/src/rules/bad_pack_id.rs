@@ -35,10 +35,9 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             "pack id {id} is {chars} characters long; at most {} are allowed",
             hcp_model::id::MAX_PACK_ID_LEN
         )
-    } else if let Some(c) = m
-        .id
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    } else if let Some(c) =
+        m.id.chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
     {
         format!(
             "pack id {id} holds {}; only lowercase ASCII letters, digits and `-` are allowed",
@@ -49,12 +48,8 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     };
     {
         out.push(
-            in_manifest(
-                Diagnostic::error("bad_pack_id", why),
-                text,
-                &["id"],
-            )
-            .hint("a pack id matches `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 64 characters"),
+            in_manifest(Diagnostic::error("bad_pack_id", why), text, &["id"])
+                .hint("a pack id matches `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 64 characters"),
         );
     }
 }

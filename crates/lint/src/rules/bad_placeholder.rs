@@ -30,19 +30,20 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for w in written(m) {
         if w.has_program
             && let Some(first) = w.elements.first()
-                && (first.contains("{{") || first.contains("}}")) {
-                    out.push(
-                        in_manifest_at(
-                            Diagnostic::error(
-                                "bad_placeholder",
-                                format!("{}: `cli[0]` may not be a placeholder", w.owner),
-                            ),
-                            text,
-                            &w.element_path(0),
-                        )
-                        .hint("the program (or CLI name) is fixed by the pack, never chosen by a caller"),
-                    );
-                }
+            && (first.contains("{{") || first.contains("}}"))
+        {
+            out.push(
+                in_manifest_at(
+                    Diagnostic::error(
+                        "bad_placeholder",
+                        format!("{}: `cli[0]` may not be a placeholder", w.owner),
+                    ),
+                    text,
+                    &w.element_path(0),
+                )
+                .hint("the program (or CLI name) is fixed by the pack, never chosen by a caller"),
+            );
+        }
         for (i, el) in w.template() {
             if let Err(TemplateError::BadPlaceholder(why)) = parse_element(el) {
                 out.push(

@@ -21,33 +21,38 @@ use hcp_model::{ParseCode, ParseError};
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     super::parse_failure(cx, ParseCode::BadVersion, hint, out);
     if let Some((p, text)) = cx.policy()
-        && p.version != 1 {
-            out.push(
-                in_policy(
-                    Diagnostic::error(
-                        "bad_version",
-                        format!("policy `version` is `{}`; this runtime reads version `1`", p.version),
+        && p.version != 1
+    {
+        out.push(
+            in_policy(
+                Diagnostic::error(
+                    "bad_version",
+                    format!(
+                        "policy `version` is `{}`; this runtime reads version `1`",
+                        p.version
                     ),
-                    text,
-                    &["version"],
-                )
-                .hint("set `\"version\": 1`"),
-            );
-        }
+                ),
+                text,
+                &["version"],
+            )
+            .hint("set `\"version\": 1`"),
+        );
+    }
     if let Some((m, text)) = cx.manifest()
-        && let Some(v) = m.hcp.filter(|v| *v != 1) {
-            out.push(
-                in_manifest(
-                    Diagnostic::error(
-                        "bad_version",
-                        format!("protocol affinity `hcp` is `{v}`; this runtime speaks HCP/1"),
-                    ),
-                    text,
-                    &["hcp"],
-                )
-                .hint("set `\"hcp\": 1`, or remove it"),
-            );
-        }
+        && let Some(v) = m.hcp.filter(|v| *v != 1)
+    {
+        out.push(
+            in_manifest(
+                Diagnostic::error(
+                    "bad_version",
+                    format!("protocol affinity `hcp` is `{v}`; this runtime speaks HCP/1"),
+                ),
+                text,
+                &["hcp"],
+            )
+            .hint("set `\"hcp\": 1`, or remove it"),
+        );
+    }
 }
 
 fn hint(_: &ParseError) -> Option<String> {

@@ -30,15 +30,22 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     match m.kind {
         Kind::Openapi => return,
         Kind::Wrap if m.wrap.is_none() => out.push(
-            in_manifest(err("a `wrap` pack has no `wrap` object".into()), text, &["kind"])
-                .hint("add `\"wrap\": { \"bin\": \"…\" }` naming the program every verb runs"),
+            in_manifest(
+                err("a `wrap` pack has no `wrap` object".into()),
+                text,
+                &["kind"],
+            )
+            .hint("add `\"wrap\": { \"bin\": \"…\" }` naming the program every verb runs"),
         ),
         Kind::Composite => {
             for (key, v) in &m.verbs {
                 if v.cli.is_none() {
                     out.push(
                         in_manifest(
-                            err(format!("verb {} of a `composite` pack has no `cli`", tick(key))),
+                            err(format!(
+                                "verb {} of a `composite` pack has no `cli`",
+                                tick(key)
+                            )),
                             text,
                             &["verbs", key],
                         )
@@ -113,7 +120,11 @@ mod tests {
 
     #[test]
     fn a_wrap_pack_needs_wrap_and_non_empty_cli() {
-        let s = edit(SURFACE, "  \"wrap\": { \"bin\": \"hcp-example-sample\" },\n", "");
+        let s = edit(
+            SURFACE,
+            "  \"wrap\": { \"bin\": \"hcp-example-sample\" },\n",
+            "",
+        );
         assert_eq!(
             found(&lint(&s, POLICY, SKILL)),
             vec![("cli_bin_mismatch", Some("surface.json"), 4)]

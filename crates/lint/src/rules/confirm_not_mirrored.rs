@@ -39,7 +39,10 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(spec) = m.verbs.get(key) else {
             continue;
         };
-        let elements: &[String] = match (&spec.cli, m.wrap.as_ref().and_then(|w| w.argv_template.as_ref())) {
+        let elements: &[String] = match (
+            &spec.cli,
+            m.wrap.as_ref().and_then(|w| w.argv_template.as_ref()),
+        ) {
             (Some(cli), _) => cli,
             (None, Some(t)) => t,
             (None, None) => &[],

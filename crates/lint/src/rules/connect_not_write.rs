@@ -32,7 +32,11 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             in_policy(
                 Diagnostic::error(
                     "connect_not_write",
-                    format!("connect verb {} is a `{}`; it must be a `write`", tick(key), entry.operation),
+                    format!(
+                        "connect verb {} is a `{}`; it must be a `write`",
+                        tick(key),
+                        entry.operation
+                    ),
                 ),
                 text,
                 &["verbs", key, "operation"],
@@ -49,12 +53,20 @@ mod tests {
 
     #[test]
     fn the_verb_named_by_binding_connect_must_be_a_write() {
-        let s = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"status\"");
+        let s = edit(
+            SURFACE,
+            "\"mode\": \"public\"",
+            "\"mode\": \"user\", \"connect\": \"status\"",
+        );
         assert_eq!(
             found(&lint(&s, POLICY, SKILL)),
             vec![("connect_not_write", Some("policy.json"), 9)]
         );
-        let s = edit(SURFACE, "\"mode\": \"public\"", "\"mode\": \"user\", \"connect\": \"add\"");
+        let s = edit(
+            SURFACE,
+            "\"mode\": \"public\"",
+            "\"mode\": \"user\", \"connect\": \"add\"",
+        );
         assert_eq!(found(&lint(&s, POLICY, SKILL)), vec![]);
     }
 }

@@ -39,25 +39,106 @@ use hcp_model::Kind;
 
 /// Programs refused whatever their arguments.
 const ALWAYS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "fish", "ksh", "mksh", "pdksh", "ash", "csh", "tcsh", "yash",
-    "rc", "nu", "elvish", "xonsh", "pwsh", "powershell", "cmd", "busybox", "toybox", "env",
-    "xargs", "nice", "ionice", "chrt", "taskset", "numactl", "nohup", "timeout", "time",
-    "sudo", "doas", "su", "runuser", "pkexec", "ssh", "exec", "eval", "command", "builtin",
-    "strace", "ltrace", "gdb", "valgrind", "stdbuf", "setsid", "setpriv", "chroot", "unshare",
-    "nsenter", "flock", "watch", "parallel", "script", "expect", "systemd-run", "firejail",
-    "bwrap", "proot", "fakeroot", "setarch", "linux32", "linux64", "awk", "gawk", "mawk",
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "fish",
+    "ksh",
+    "mksh",
+    "pdksh",
+    "ash",
+    "csh",
+    "tcsh",
+    "yash",
+    "rc",
+    "nu",
+    "elvish",
+    "xonsh",
+    "pwsh",
+    "powershell",
+    "cmd",
+    "busybox",
+    "toybox",
+    "env",
+    "xargs",
+    "nice",
+    "ionice",
+    "chrt",
+    "taskset",
+    "numactl",
+    "nohup",
+    "timeout",
+    "time",
+    "sudo",
+    "doas",
+    "su",
+    "runuser",
+    "pkexec",
+    "ssh",
+    "exec",
+    "eval",
+    "command",
+    "builtin",
+    "strace",
+    "ltrace",
+    "gdb",
+    "valgrind",
+    "stdbuf",
+    "setsid",
+    "setpriv",
+    "chroot",
+    "unshare",
+    "nsenter",
+    "flock",
+    "watch",
+    "parallel",
+    "script",
+    "expect",
+    "systemd-run",
+    "firejail",
+    "bwrap",
+    "proot",
+    "fakeroot",
+    "setarch",
+    "linux32",
+    "linux64",
+    "awk",
+    "gawk",
+    "mawk",
     "nawk",
 ];
 
 /// Interpreters, refused when code comes from the command line.
 const INTERPRETERS: &[&str] = &[
-    "python", "pypy", "perl", "ruby", "node", "nodejs", "deno", "bun", "php", "lua", "luajit",
-    "tclsh", "wish", "rscript", "osascript",
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "rscript",
+    "osascript",
 ];
 
 /// Flags and subcommands that make an interpreter run code from its argv.
 const EVAL_FLAGS: &[&str] = &[
-    "-c", "-e", "-E", "-r", "-p", "--eval", "--print", "--command", "eval",
+    "-c",
+    "-e",
+    "-E",
+    "-r",
+    "-p",
+    "--eval",
+    "--print",
+    "--command",
+    "eval",
 ];
 
 /// The name a program is matched by: basename, lowercased, without a version suffix.
@@ -74,8 +155,7 @@ pub(crate) fn normalize(program: &str) -> String {
 
 fn is_eval_flag(el: &str) -> bool {
     EVAL_FLAGS.iter().any(|f| {
-        el == *f
-            || (f.starts_with("--") && el.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
+        el == *f || (f.starts_with("--") && el.strip_prefix(f).is_some_and(|r| r.starts_with('=')))
     }) || (el.len() > 2
         && el.starts_with('-')
         && !el.starts_with("--")
@@ -125,12 +205,22 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             let Some(wrap) = &m.wrap else { return };
             let templates: Vec<&[String]> = all
                 .iter()
-                .map(|w| if w.has_program { w.elements.get(1..).unwrap_or(&[]) } else { w.elements })
+                .map(|w| {
+                    if w.has_program {
+                        w.elements.get(1..).unwrap_or(&[])
+                    } else {
+                        w.elements
+                    }
+                })
                 .collect();
             if let Some(why) = refusal(&wrap.bin, &templates) {
                 out.push(
-                    in_manifest(Diagnostic::error("exec_wrapper_bin", why), text, &["wrap", "bin"])
-                        .hint(HINT),
+                    in_manifest(
+                        Diagnostic::error("exec_wrapper_bin", why),
+                        text,
+                        &["wrap", "bin"],
+                    )
+                    .hint(HINT),
                 );
             }
         }
@@ -171,7 +261,16 @@ mod tests {
         assert_eq!(normalize("./bins/BASH"), "bash");
         assert_eq!(normalize("7z"), "7z");
         assert_eq!(normalize("hcp-example-transit"), "hcp-example-transit");
-        for p in ["sh", "/bin/bash", "env", "/usr/bin/xargs", "busybox", "sudo", "ssh", "timeout"] {
+        for p in [
+            "sh",
+            "/bin/bash",
+            "env",
+            "/usr/bin/xargs",
+            "busybox",
+            "sudo",
+            "ssh",
+            "timeout",
+        ] {
             assert!(refusal(p, &[]).is_some(), "{p}");
         }
         for p in ["transit", "ledger", "git", "shasum", "envsubst", "bashful"] {

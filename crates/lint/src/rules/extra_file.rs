@@ -23,7 +23,7 @@
 
 use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
-use crate::source::{EntryKind, MAX_ENTRIES};
+use crate::source::EntryKind;
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for e in &cx.source.entries {
@@ -54,15 +54,6 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             d.hint("install copies only `surface.json`, `policy.json` and `HARNESS.md`; keep the rest out of the pack")
         };
         out.push(d);
-    }
-    if cx.source.truncated {
-        out.push(
-            Diagnostic::warning(
-                "extra_file",
-                format!("the pack holds more than {MAX_ENTRIES} entries; the walk stopped there"),
-            )
-            .hint("a pack is three files; move everything else out"),
-        );
     }
 }
 

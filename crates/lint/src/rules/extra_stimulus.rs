@@ -35,7 +35,9 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["stimuli", key],
                 )
-                .hint("remove the entry, or declare the trigger in `stimulusTriggers` (seeds §4.4.4)"),
+                .hint(
+                    "remove the entry, or declare the trigger in `stimulusTriggers` (seeds §4.4.4)",
+                ),
             );
         }
     }

@@ -56,10 +56,9 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     "missing_file",
                     format!("`{name}` is a directory, not a regular file"),
                 ),
-                EntryKind::Other => Diagnostic::error(
-                    "missing_file",
-                    format!("`{name}` is not a regular file"),
-                ),
+                EntryKind::Other => {
+                    Diagnostic::error("missing_file", format!("`{name}` is not a regular file"))
+                }
                 EntryKind::File if e.size > MAX_FILE_BYTES => Diagnostic::error(
                     "missing_file",
                     format!(
@@ -94,7 +93,10 @@ mod tests {
         }
         let r = crate::check(&src);
         let d = &r.diagnostics[0];
-        assert_eq!((d.code, d.file.as_deref()), ("missing_file", Some("policy.json")));
+        assert_eq!(
+            (d.code, d.file.as_deref()),
+            ("missing_file", Some("policy.json"))
+        );
         assert_eq!(
             d.hint.as_deref(),
             Some("found `Policy.json`: the names of the pack files are exact and case-sensitive")
@@ -115,6 +117,9 @@ mod tests {
             .into_iter()
             .map(|d| d.message)
             .collect();
-        assert_eq!(msgs, vec!["`HARNESS.md` is a directory, not a regular file".to_string()]);
+        assert_eq!(
+            msgs,
+            vec!["`HARNESS.md` is a directory, not a regular file".to_string()]
+        );
     }
 }

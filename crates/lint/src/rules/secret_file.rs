@@ -32,7 +32,13 @@ pub(crate) fn is_secret(name: &str, dir: bool) -> bool {
         || lower == ".envrc"
         || matches!(
             lower.as_str(),
-            "id_rsa" | "id_dsa" | "id_ecdsa" | "id_ed25519" | ".netrc" | ".pgpass" | ".git-credentials"
+            "id_rsa"
+                | "id_dsa"
+                | "id_ecdsa"
+                | "id_ed25519"
+                | ".netrc"
+                | ".pgpass"
+                | ".git-credentials"
         )
         || [".pem", ".key", ".p12", ".pfx", ".jks", ".keystore"]
             .iter()
@@ -42,7 +48,10 @@ pub(crate) fn is_secret(name: &str, dir: bool) -> bool {
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let mut secret_dirs: Vec<String> = Vec::new();
     for e in &cx.source.entries {
-        if secret_dirs.iter().any(|d| e.rel.starts_with(&format!("{d}/"))) {
+        if secret_dirs
+            .iter()
+            .any(|d| e.rel.starts_with(&format!("{d}/")))
+        {
             continue;
         }
         let name = e.rel.rsplit('/').next().unwrap_or(&e.rel);
@@ -70,7 +79,15 @@ mod tests {
 
     #[test]
     fn names() {
-        for n in [".env", ".env.local", ".ENV", "id_rsa", "server.pem", "tls.key", ".netrc"] {
+        for n in [
+            ".env",
+            ".env.local",
+            ".ENV",
+            "id_rsa",
+            "server.pem",
+            "tls.key",
+            ".netrc",
+        ] {
             assert!(is_secret(n, false), "{n}");
         }
         for n in ["id_rsa.pub", "environment.md", ".key", "keys.json", "envoy"] {

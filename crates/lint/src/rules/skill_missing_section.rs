@@ -93,7 +93,11 @@ mod tests {
         }
         assert!(!is_table_separator("| a | b |"));
         assert!(!is_table_separator("---"));
-        for h in ["## Anti-patterns", "### Antipatterns", "## Anti patterns to avoid"] {
+        for h in [
+            "## Anti-patterns",
+            "### Antipatterns",
+            "## Anti patterns to avoid",
+        ] {
             assert!(is_anti_patterns_heading(h), "{h}");
         }
         assert!(!is_anti_patterns_heading("- anti-pattern: polling"));

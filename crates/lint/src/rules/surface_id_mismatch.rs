@@ -35,7 +35,10 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 text,
                 &["surface_id"],
             )
-            .hint(format!("set `\"surface_id\": \"{}\"` (seeds §4.4.5)", m.id.escape_default())),
+            .hint(format!(
+                "set `\"surface_id\": \"{}\"` (seeds §4.4.5)",
+                m.id.escape_default()
+            )),
         );
     }
 }

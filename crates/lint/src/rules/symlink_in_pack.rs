@@ -24,11 +24,19 @@ use crate::diagnostic::Diagnostic;
 use crate::source::EntryKind;
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    for e in cx.source.entries.iter().filter(|e| e.kind == EntryKind::Symlink) {
+    for e in cx
+        .source
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Symlink)
+    {
         out.push(
-            Diagnostic::error("symlink_in_pack", format!("{} is a symbolic link", tick(&e.rel)))
-                .in_file(e.rel.clone())
-                .hint("replace the link with a regular file: install follows no symlink"),
+            Diagnostic::error(
+                "symlink_in_pack",
+                format!("{} is a symbolic link", tick(&e.rel)),
+            )
+            .in_file(e.rel.clone())
+            .hint("replace the link with a regular file: install follows no symlink"),
         );
     }
 }

@@ -22,5 +22,8 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn hint(_: &ParseError) -> Option<String> {
-    Some("check the spelling: parsing is strict and refuses fields the format does not define".into())
+    Some(
+        "check the spelling: parsing is strict and refuses fields the format does not define"
+            .into(),
+    )
 }

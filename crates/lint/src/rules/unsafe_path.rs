@@ -3,7 +3,9 @@
 //!
 //! ## What it does
 //! Reports an entry of the pack directory, at any depth, whose name contains `..`, a NUL
-//! or another control character (a newline, an escape), a backslash, or starts with `/`.
+//! or another control character (a newline, an escape), a backslash, or starts with `/`;
+//! and a pack too deep or too large to walk whole (more than `MAX_DEPTH` levels or
+//! `MAX_ENTRIES` entries), whose unseen part cannot be checked.
 //!
 //! ## Why is this bad?
 //! Names like these are how path traversal and output forgery start: a `..` that some
@@ -38,6 +40,19 @@ pub(crate) fn why_unsafe(name: &str) -> Option<&'static str> {
 }
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    if cx.source.truncated {
+        out.push(
+            Diagnostic::error(
+                "unsafe_path",
+                format!(
+                    "the pack is deeper than {} levels or holds more than {} entries; what lies beyond was not checked",
+                    crate::source::MAX_DEPTH,
+                    crate::source::MAX_ENTRIES
+                ),
+            )
+            .hint("a pack is three files; move everything else out"),
+        );
+    }
     for e in &cx.source.entries {
         let name = e.rel.rsplit('/').next().unwrap_or(&e.rel);
         if let Some(why) = why_unsafe(name) {
@@ -56,7 +71,16 @@ mod tests {
 
     #[test]
     fn names() {
-        for bad in ["..", "a..b", "..env", "a\0b", "a\nb", "/etc", "a\\b", "\u{1b}[31m"] {
+        for bad in [
+            "..",
+            "a..b",
+            "..env",
+            "a\0b",
+            "a\nb",
+            "/etc",
+            "a\\b",
+            "\u{1b}[31m",
+        ] {
             assert!(why_unsafe(bad).is_some(), "{bad:?}");
         }
         for ok in ["README.md", ".hidden", "a.b.c", "families", "é"] {

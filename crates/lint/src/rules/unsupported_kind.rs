@@ -23,11 +23,16 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if m.kind == Kind::Openapi {
         out.push(
             in_manifest(
-                Diagnostic::warning("unsupported_kind", "kind `openapi` is not executed by this runtime"),
+                Diagnostic::warning(
+                    "unsupported_kind",
+                    "kind `openapi` is not executed by this runtime",
+                ),
                 text,
                 &["kind"],
             )
-            .hint("exec answers `kind_unsupported`; wrap the API's CLI with `kind: wrap` to run it"),
+            .hint(
+                "exec answers `kind_unsupported`; wrap the API's CLI with `kind: wrap` to run it",
+            ),
         );
     }
 }

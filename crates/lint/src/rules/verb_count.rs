@@ -36,7 +36,10 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         in_manifest(
             Diagnostic::warning(
                 "verb_count",
-                format!("the pack has {n} verb{}; 5 to 12 are expected", if n == 1 { "" } else { "s" }),
+                format!(
+                    "the pack has {n} verb{}; 5 to 12 are expected",
+                    if n == 1 { "" } else { "s" }
+                ),
             ),
             text,
             &["verbs"],
