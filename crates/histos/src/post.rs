@@ -339,7 +339,10 @@ mod post_text_tests {
         )
         .unwrap();
         let (out, red) = Engine::post_text(&p, "t", "failed: CANARY-7f3a card 4111111111111111");
-        assert!(!out.contains("CANARY-7f3a") && !out.contains("4111111111111111"), "{out}");
+        assert!(
+            !out.contains("CANARY-7f3a") && !out.contains("4111111111111111"),
+            "{out}"
+        );
         assert!(!red.is_empty());
         let (out, red) = Engine::post_text(&p, "t", "ＣＡＮＡＲＹ-7f3a");
         assert!(!out.contains("７f3a") && !out.contains("-7f3a"), "{out}");
