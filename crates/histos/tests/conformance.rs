@@ -245,7 +245,14 @@ fn conformance_corpus() {
             }
         }
     }
-    println!("histos conformance {version}: {passed}/{total}");
+    // Written to stdout itself, not through `println!`, so the test harness does not
+    // capture it: the line is in every log, passing or not.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "histos conformance {version}: {passed}/{total}");
+        let _ = out.flush();
+    }
     assert!(
         failures.is_empty(),
         "conformance failures:\n{}",
