@@ -286,3 +286,70 @@ fn readers_racing_reinstalls_see_one_install_or_the_other() {
     });
     eprintln!("{reads} reads raced 20 reinstalls");
 }
+
+/// Whether the store's skill of `ID` and its activation agree: both present or neither.
+fn skill_and_activation(w: &World) -> (bool, bool) {
+    let skill = w.hcp_home.join("skills").join(ID).join("SKILL.md").exists();
+    let active = w.hcp_home.join("state/active").join(ID).exists();
+    (skill, active)
+}
+
+#[test]
+fn the_next_writer_repairs_a_skill_an_interrupted_install_left_behind() {
+    for step in InstallStep::ALL {
+        let ctx = format!("abort at `{}`, then another install", step.name());
+        // A reinstall of an active pack: its skill must describe the copy installed.
+        let w = World::new();
+        let v1 = version(&w, "v1", "First.");
+        let v2 = version(&w, "v2", "Second.");
+        assert!(
+            w.run(&["install", "--activate", v1.dir.to_str().unwrap()])
+                .status
+                .success()
+        );
+        let _ = abort_at(
+            &w,
+            step.name(),
+            &["install", "--force", "--activate", v2.dir.to_str().unwrap()],
+        );
+        let other = write_pack(&w.root().join("other"), "Other.");
+        let s = std::fs::read_to_string(other.join("surface.json"))
+            .unwrap()
+            .replace(ID, "other-pack");
+        std::fs::write(other.join("surface.json"), s).unwrap();
+        let p = std::fs::read_to_string(other.join("policy.json"))
+            .unwrap()
+            .replace(ID, "other-pack");
+        std::fs::write(other.join("policy.json"), p).unwrap();
+        let out = w.run(&["install", other.to_str().unwrap()]);
+        assert!(out.status.success(), "{ctx}: {}", w.render(&out));
+        let record =
+            std::fs::read_to_string(w.hcp_home.join("packs").join(ID).join(".hcp/record.json"))
+                .unwrap();
+        let lead = if record.contains(&v2.digest) {
+            "Second."
+        } else {
+            "First."
+        };
+        let skill =
+            std::fs::read_to_string(w.hcp_home.join("skills").join(ID).join("SKILL.md")).unwrap();
+        assert!(
+            skill.contains(lead),
+            "{ctx}: the skill does not describe the installed copy:\n{skill}"
+        );
+        assert_eq!(skill_and_activation(&w), (true, true), "{ctx}");
+
+        // A first install with --activate: skill and activation agree afterwards.
+        let w = World::new();
+        let v1 = version(&w, "v1", "First.");
+        let _ = abort_at(
+            &w,
+            step.name(),
+            &["install", "--activate", v1.dir.to_str().unwrap()],
+        );
+        let out = w.run(&["install", other.to_str().unwrap()]);
+        assert!(out.status.success(), "{ctx}: {}", w.render(&out));
+        let (skill, active) = skill_and_activation(&w);
+        assert_eq!(skill, active, "{ctx}: skill {skill}, active {active}");
+    }
+}

@@ -51,6 +51,7 @@ pub fn activate(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
     }
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
+    repair_locked(home, &lock)?;
     let pack = load(home, pid.as_str())?;
     write_skill_locked(home, &lock, &pack)?;
     mark_active_locked(home, &lock, pid.as_str())?;
@@ -73,7 +74,80 @@ pub fn deactivate(home: &Home, id: &str) -> Result<bool, PackError> {
     }
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
+    repair_locked(home, &lock)?;
     Ok(deactivate_locked(home, &lock, pid.as_str())?)
+}
+
+/// The skill journal: `state/skill-pending/<id>` names a pack whose SKILL.md and activation
+/// an install is about to change. It is written (and synced) before the pack directory is
+/// swapped and removed once SKILL.md and the activation marker agree with the new copy,
+/// so a writer killed in between leaves the entry, and the next writer repairs it
+/// ([`repair_locked`]): the pack's skill is written again from the installed copy when
+/// the pack is active (or the entry says `activate`), removed otherwise.
+fn journal_path(home: &Home, id: &str) -> std::path::PathBuf {
+    home.dir(StoreDir::State).join("skill-pending").join(id)
+}
+
+/// Records, before an install swaps pack `id`, that its skill must follow. `activate`:
+/// the install also activates it. The caller holds the lock.
+pub(crate) fn journal_locked(
+    home: &Home,
+    _lock: &StoreLock,
+    id: &str,
+    activate: bool,
+) -> Result<(), StoreError> {
+    write_atomic(
+        &journal_path(home, id),
+        if activate { b"activate" } else { b"refresh" },
+    )
+}
+
+/// Clears the journal entry of `id` once its skill follows the installed copy.
+pub(crate) fn journal_done_locked(
+    home: &Home,
+    _lock: &StoreLock,
+    id: &str,
+) -> Result<(), StoreError> {
+    let p = journal_path(home, id);
+    match std::fs::remove_file(&p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::io("remove", p, e)),
+    }
+}
+
+/// Repairs what an interrupted install left (see [`journal_locked`]): for each journal
+/// entry, the pack's SKILL.md and activation are made to follow the installed copy.
+/// Returns how many were repaired. The caller holds the lock.
+///
+/// # Errors
+/// [`StoreError`] when a skill cannot be written or an entry removed.
+pub(crate) fn repair_locked(home: &Home, lock: &StoreLock) -> Result<usize, StoreError> {
+    let dir = home.dir(StoreDir::State).join("skill-pending");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let id = e.file_name().to_string_lossy().into_owned();
+        if parse_id(&id).is_err() {
+            continue;
+        }
+        let activate = std::fs::read(e.path()).is_ok_and(|b| b == b"activate");
+        let active = crate::pack::is_active(home, &id) || activate;
+        match load(home, &id) {
+            Ok(pack) if active => {
+                write_skill_locked(home, lock, &pack)?;
+                mark_active_locked(home, lock, &id)?;
+            }
+            _ => {
+                deactivate_locked(home, lock, &id)?;
+            }
+        }
+        journal_done_locked(home, lock, &id)?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Writes `skills/<id>/SKILL.md` for `pack` (atomic replace). The caller holds the lock.

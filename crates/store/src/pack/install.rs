@@ -159,6 +159,7 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     let staging = home.ensure(StoreDir::Staging)?;
     let packs = home.ensure(StoreDir::Packs)?;
     clean_staging(&staging)?;
+    crate::skill::repair_locked(home, &lock)?;
     step(InstallStep::StagingCleaned);
 
     let target = pack_dir(home, &id);
@@ -219,6 +220,12 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     fsops::sync_dir(&stage).map_err(io("sync", &stage))?;
     step(InstallStep::Staged);
 
+    // The skill must follow the swap: journal it first, so a crash before the skill is
+    // written is repaired by the next writer.
+    let will_be_active = read::is_active(home, &id) || opts.activate;
+    if will_be_active {
+        crate::skill::journal_locked(home, &lock, &id, opts.activate)?;
+    }
     if exists {
         fsops::rename_exchange(&stage, &target).map_err(io("swap into place", &target))?;
     } else {
@@ -243,6 +250,7 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
             crate::skill::mark_active_locked(home, &lock, &id)?;
         }
         step(InstallStep::Activated);
+        crate::skill::journal_done_locked(home, &lock, &id)?;
     }
     drop(lock);
     Ok(Installed {
