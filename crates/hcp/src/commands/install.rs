@@ -1,7 +1,6 @@
 //! `hcp install` and `hcp uninstall` (RUNTIME §3), and the store helpers the store
 //! subcommands share: opening the home, turning store refusals into [`CliError`]s.
 
-use crate::env;
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use hcp_store::pack::{self, BinLookup, InstallOptions, InstallStep, PackError};
@@ -35,25 +34,15 @@ pub struct UninstallArgs {
     id: String,
 }
 
-/// Opens the store named by `HCP_HOME` (or the platform data directory).
+/// Opens the store named by `HCP_HOME` (or the platform data directory); see
+/// [`crate::commands::session::open_home`].
 pub(crate) fn open_home() -> Result<Home, CliError> {
-    let root = hcp_store::resolve_home(
-        std::env::var_os(env::HCP_HOME).as_deref(),
-        hcp_store::home::platform_data_dir,
-    )
-    .map_err(store_error)?;
-    Home::open(root).map_err(store_error)
+    crate::commands::session::open_home()
 }
 
 /// A store failure: exit 74 with the failure's code and its causes.
 pub(crate) fn store_error(e: StoreError) -> CliError {
-    let mut out = CliError::new(e.code(), e.to_string(), exit::EX_IOERR);
-    let mut src = std::error::Error::source(&e);
-    while let Some(s) = src {
-        out = out.cause(s);
-        src = s.source();
-    }
-    out
+    crate::commands::session::store_error(&e)
 }
 
 /// A pack refusal or failure as a [`CliError`] with its code, exit status and hint.
