@@ -47,6 +47,14 @@ pub fn run(_a: Args) -> CliResult {
         .with_max_level(tracing::Level::WARN)
         .with_target(false)
         .try_init();
+    if env.session_token.is_none() {
+        // Many MCP clients start servers with a reduced environment: say plainly when the
+        // server runs as the owner, which no runtime policy governs (RUNTIME §7).
+        tracing::warn!(
+            "no `HCP_SESSION`: serving the store `{}` as the owner; give the client's server entry `HCP_SESSION` (and `HCP_HOME`) to serve an agent",
+            env.home.root().display()
+        );
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
