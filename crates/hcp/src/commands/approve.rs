@@ -92,7 +92,16 @@ pub fn run_list(a: ListArgs) -> CliResult {
         let args: Vec<String> = x
             .summary
             .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
+            .map(|(k, v)| {
+                // The whole value is in `--json`; the line shows its start and its size.
+                let n = v.chars().count();
+                if n > 60 {
+                    let head: String = v.chars().take(60).collect();
+                    format!("{k}={head:?}…(+{} characters: see --json)", n - 60)
+                } else {
+                    format!("{k}={v:?}")
+                }
+            })
             .collect();
         let _ = writeln!(
             out,

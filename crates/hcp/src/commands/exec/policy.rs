@@ -357,7 +357,8 @@ pub fn pre(
     }
 }
 
-/// A short, single-line preview of a value for `hcp approvals`: at most 60 characters.
+/// A single-line preview of a value for `hcp approvals`: control characters as spaces,
+/// at most 4,096 characters (`hcp approvals` shows 60 of them and `--json` all).
 fn preview(v: &Value) -> String {
     let text = match v {
         Value::Str(s) => s.clone(),
@@ -367,8 +368,8 @@ fn preview(v: &Value) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    if one_line.chars().count() > 60 {
-        format!("{}…", one_line.chars().take(59).collect::<String>())
+    if one_line.chars().count() > 4096 {
+        format!("{}…", one_line.chars().take(4095).collect::<String>())
     } else {
         one_line
     }
