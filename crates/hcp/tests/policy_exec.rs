@@ -1488,3 +1488,32 @@ fn a_canary_on_the_childs_stderr_is_redacted() {
     assert!(!err.contains("CANARY-7f3a-DO-NOT-LEAK"), "{err}");
     assert!(!err.contains("4111111111111111"), "{err}");
 }
+
+#[test]
+fn a_typed_contract_reads_cli_text_as_its_type() {
+    let w = world("scan.json");
+    write_policy(
+        &w,
+        "json",
+        r#"{"schema_version": "histos.policy/0.1",
+            "tools": {"polprobe.count": {"access": "read",
+              "args": {"value": {"type": "integer", "minimum": 1, "maximum": 10}}}},
+            "roles": {"agent": {"allow": ["polprobe.count"]}}}"#,
+    );
+    let t = session(&w, "agent", &["--role", "agent"]);
+    // The CLI face carries text: `5` is read as the integer the contract declares.
+    let (out, v) = as_session(&w, &t, &["polprobe.count", "--value", "5"]);
+    assert_ran_with(&w, &out, &v, &["5"]);
+    // Not canonical, or out of bounds: still refused by the contract.
+    for bad in ["05", "5.0", "11", "five"] {
+        let (out, v) = as_session(&w, &t, &["polprobe.count", "--value", bad]);
+        assert_policy_refused(&w, &out, &v, "arg_schema");
+    }
+    // The JSON face carries real types and is never converted.
+    let (out, v) = envelope_as(
+        &w,
+        &t,
+        &json!({"pack_id": "polprobe", "verb_key": "count", "args": {"value": "5"}}),
+    );
+    assert_policy_refused(&w, &out, &v, "arg_schema");
+}

@@ -308,7 +308,8 @@ fn execute_inner(
             .audit_extra
             .insert("policy_hash".into(), rp.hash().into());
         let tool = format!("{}.{}", pack.id, verb_key);
-        match super::policy::pre(&env.home, rp, s, &tool, &values, now) {
+        let cli_face = call.face == Face::Cli;
+        match super::policy::pre(&env.home, rp, s, &tool, &values, cli_face, now) {
             Ok(ok) => {
                 facts.audit_extra.insert("rule".into(), ok.rule.into());
                 if let Some(id) = ok.approval_id {

@@ -126,6 +126,33 @@ fn to_arg(v: &Value) -> Option<ArgValue> {
     }
 }
 
+/// A CLI-face value (always text) read as the type the policy's contract declares for it:
+/// `integer` from canonical decimal text (`5`, `-3`; not `05`, `5.0`), `number` from any
+/// JSON number, `boolean` from `true`/`false`. `None` leaves it a string for the contract
+/// to judge. The JSON face and MCP carry real types and are never converted.
+fn cli_typed(v: &ArgValue, ty: histos::model::FieldType) -> Option<Value> {
+    use histos::model::FieldType;
+    let ArgValue::String(s) = v else {
+        return None;
+    };
+    match ty {
+        FieldType::Integer => {
+            let n: i64 = s.parse().ok()?;
+            (n.to_string() == *s).then_some(Value::Int(n))
+        }
+        FieldType::Number => match serde_json::from_str::<serde_json::Value>(s).ok()? {
+            serde_json::Value::Number(n) => Some(Value::from(serde_json::Value::Number(n))),
+            _ => None,
+        },
+        FieldType::Boolean => match s.as_str() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The digest an approval is bound to: the call's arguments after binding.
 fn bound_digest(args: &Args<'_>) -> String {
     let m: Vec<(String, ArgValue)> = args
@@ -239,12 +266,21 @@ pub fn pre(
     session: &Session,
     tool: &str,
     values: &BTreeMap<String, ArgValue>,
+    cli_face: bool,
     now: Timestamp,
 ) -> Result<PolicyAllow, PolicyRefusal> {
     let principal = principal_of(session);
+    let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
     let mut args = histos::Map::new();
     for (k, v) in values {
-        args.insert(k.clone(), to_value(v));
+        let typed = if cli_face {
+            contract
+                .and_then(|c| c.field(k))
+                .and_then(|f| cli_typed(v, f.ty))
+        } else {
+            None
+        };
+        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
     }
     let call = histos::Call {
         tool: tool.to_owned(),
