@@ -39,7 +39,9 @@ impl Pattern {
             )
         })?;
         let translated = translate(source);
-        let re = fancy_regex::Regex::new(&format!("\\A(?:{translated})\\z")).map_err(|e| {
+        // In verbose mode a `#` comment runs to the end of a line: end it before the anchor.
+        let end = if source.contains("(?x") { "\n" } else { "" };
+        let re = fancy_regex::Regex::new(&format!("\\A(?:{translated}{end})\\z")).map_err(|e| {
             PolicyError::new(
                 PolicyCode::InvalidField,
                 format!("pattern does not compile: {e}"),
@@ -100,6 +102,24 @@ fn translate(src: &str) -> String {
                 ('s', true) => out.push_str(SPACE),
                 ('s', false) => out.push_str(&format!("[{SPACE}]")),
                 ('S', _) => out.push_str(&format!("[^{SPACE}]")),
+                // Octal escapes: `\0`, `\0o`, `\0oo`, and `\ooo` of three octal digits
+                // (at most 0o377); other digits are group references.
+                (d @ '0'..='7', _) if d == '0' || octal3(&chars, i - 1) => {
+                    let mut v = d.to_digit(8).unwrap_or(0);
+                    let max = 2;
+                    let mut taken = 0;
+                    while taken < max {
+                        match chars.get(i).and_then(|c| c.to_digit(8)) {
+                            Some(x) => {
+                                v = v * 8 + x;
+                                i += 1;
+                                taken += 1;
+                            }
+                            None => break,
+                        }
+                    }
+                    out.push_str(&format!("\\x{{{v:x}}}"));
+                }
                 (n, _) => {
                     out.push('\\');
                     out.push(n);
@@ -142,6 +162,18 @@ fn translate(src: &str) -> String {
     out
 }
 
+/// Whether `chars[at..]` starts with three octal digits worth at most 0o377 (Python's
+/// octal escape `\ooo`, as opposed to a group reference).
+fn octal3(chars: &[char], at: usize) -> bool {
+    let d: Vec<u32> = chars
+        .iter()
+        .skip(at)
+        .take(3)
+        .filter_map(|c| c.to_digit(8))
+        .collect();
+    d.len() == 3 && d[0] <= 3
+}
+
 #[cfg(test)]
 mod dialect_tests {
     use super::Pattern;
@@ -171,6 +203,9 @@ mod dialect_tests {
         // A `]` first in a class is a literal; `\Z` ends the text.
         assert!(m("[]a]", "]") && m("[^]a]", "b") && !m("[^]a]", "]"));
         assert!(m(r"ab\Z", "ab"));
+        // Octal escapes, and a verbose pattern with a comment.
+        assert!(m(r"\101", "A") && m(r"\0", "\0") && m(r"\0101", "\u{8}1"));
+        assert!(m("(?x) a b # c", "ab"));
     }
 }
 
