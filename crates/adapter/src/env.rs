@@ -224,6 +224,15 @@ impl ChildEnv {
         self
     }
 
+    /// Sets `HCP_SESSION` to a value no session token has: for a child that is hcp itself
+    /// run for a session principal, so it never acts as the owner (its owner-only
+    /// commands refuse with `owner_only`, and a call it would make is `bad_session`).
+    pub fn not_the_owner(mut self) -> Self {
+        self.vars
+            .insert("HCP_SESSION".into(), "not-the-owner".into());
+        self
+    }
+
     /// Adds `wrap.agent_env`.
     ///
     /// # Errors

@@ -226,6 +226,26 @@ fn hcp_cli_every_verb() {
 /// `HCP_HOME` is not on the allow-list of RUNTIME §5, so under an `HCP_HOME` store the
 /// child reads another store (HOME's default) and does not see the packs it runs from.
 #[test]
+fn hcp_cli_for_an_agent_never_acts_as_the_owner() {
+    let w = world(&["hcp-cli", "transit"]);
+    let tok = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "hcp-cli", &["verb.exec.read"]);
+    let env = [("HCP_SESSION", tok.as_str())];
+    // Reads anyone may make still work …
+    let (out, v) = exec_json_env(&w, &["hcp-cli.show", "transit"], &env);
+    ok(&w, &out);
+    assert_eq!(v["exit_code"], json!(0), "{v}");
+    // … the owner-only audit does not: the child hcp refuses it (`owner_only`, 77).
+    let (out, v) = exec_json_env(&w, &["hcp-cli.audit.tail"], &env);
+    assert_eq!(v["exit_code"], json!(77), "{}", w.render(&out));
+    assert!(v["stderr"].as_str().unwrap().contains("owner_only"), "{v}");
+    // The owner's own call reads it.
+    let (out, v) = exec_json(&w, &["hcp-cli.audit.tail"]);
+    ok(&w, &out);
+    assert_eq!(v["exit_code"], json!(0), "{v}");
+}
+
+#[test]
 fn hcp_cli_sees_the_store_it_runs_from() {
     let w = world(&["hcp-cli", "transit"]);
     let (out, v) = exec_json(&w, &["hcp-cli.show", "transit"]);

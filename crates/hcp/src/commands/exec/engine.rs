@@ -445,6 +445,11 @@ fn execute_inner(
     if is_running_hcp(verified.path()) {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         child_env = child_env.hcp_home(env.home.root());
+        if principal != Principal::Owner {
+            // …as the caller, never as the owner: an agent granted hcp-cli does not read
+            // the owner-only audit through it.
+            child_env = child_env.not_the_owner();
+        }
     }
     // The child's confinement (RUNTIME §5): resource limits for every child, and for
     // `local` land a Landlock ruleset over the sandbox and a private TMPDIR.
