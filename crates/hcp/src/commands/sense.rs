@@ -21,7 +21,7 @@ use super::exec::engine::ExecEnv;
 use super::exec::exec_env;
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_adapter::{BinPin, CallVars, ChildEnv, SessionValues};
+use hcp_adapter::{BinPin, ChildEnv, SessionValues};
 use hcp_gate::{Context, Decision, Face, GrantView, PackView, Principal, SessionView};
 use hcp_model::manifest::VerbSpec;
 use hcp_model::{BindingMode, Land, Operation, Plane};
@@ -339,28 +339,9 @@ fn plan(
     if allowed.land == Land::Local {
         child_env = child_env.home(&allowed.workdir);
     }
-    if let Some(agent_env) = pack
-        .manifest
-        .wrap
-        .as_ref()
-        .and_then(|w| w.agent_env.as_ref())
-    {
-        child_env = child_env
-            .agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    let child_env =
+        super::exec::engine::layer_child_env(child_env, pack, r, principal.id(), &allowed, secret)
             .map_err(adapter)?;
-    }
-    child_env = child_env
-        .call(&CallVars {
-            pack_id: pack.id.as_str(),
-            verb_key: r,
-            principal_id: principal.id(),
-            project_id: allowed.project.as_deref(),
-            workdir: &allowed.workdir,
-        })
-        .map_err(adapter)?;
-    if let Some(s) = secret {
-        child_env = child_env.binding(s).map_err(adapter)?;
-    }
     Ok(Planned {
         reference: r.to_owned(),
         argv0: pack

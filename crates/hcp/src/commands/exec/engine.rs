@@ -506,28 +506,15 @@ fn execute_inner(
     };
     // A child never outlives a killed hcp (SIGKILL cannot be caught).
     let confinement = confinement.die_with_parent();
-    if let Some(agent_env) = pack
-        .manifest
-        .wrap
-        .as_ref()
-        .and_then(|w| w.agent_env.as_ref())
-    {
-        child_env = child_env
-            .agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .map_err(adapter_refusal)?;
-    }
-    child_env = child_env
-        .call(&CallVars {
-            pack_id: pack.id.as_str(),
-            verb_key: &verb_key,
-            principal_id: principal.id(),
-            project_id: allowed.project.as_deref(),
-            workdir: &allowed.workdir,
-        })
-        .map_err(adapter_refusal)?;
-    if let Some(c) = &credential {
-        child_env = child_env.binding(&c.secret).map_err(adapter_refusal)?;
-    }
+    let child_env = layer_child_env(
+        child_env,
+        &pack,
+        &verb_key,
+        principal.id(),
+        &allowed,
+        credential.as_ref().map(|c| &c.secret),
+    )
+    .map_err(adapter_refusal)?;
     let argv0 = pack
         .manifest
         .cli_bin
@@ -721,6 +708,42 @@ pub fn redact_credential(
         out = out.replace(f.as_str(), "[redacted]");
     }
     out.into_bytes()
+}
+
+/// The last layers of a child's environment (RUNTIME §5), after the parent's allowed
+/// names and the land's `HOME`/`TMPDIR`: the pack's `wrap.agent_env`, the call's `HCP_*`
+/// variables, then the binding. Shared by exec and sense.
+///
+/// # Errors
+/// The adapter's `env_refused` for an `agent_env` name or value it refuses.
+pub fn layer_child_env(
+    child_env: ChildEnv,
+    pack: &InstalledPack,
+    verb_key: &str,
+    principal_id: &str,
+    allowed: &hcp_gate::Allowed,
+    secret: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<ChildEnv, hcp_adapter::AdapterError> {
+    let mut child_env = child_env;
+    if let Some(agent_env) = pack
+        .manifest
+        .wrap
+        .as_ref()
+        .and_then(|w| w.agent_env.as_ref())
+    {
+        child_env = child_env.agent_env(agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    }
+    child_env = child_env.call(&CallVars {
+        pack_id: pack.id.as_str(),
+        verb_key,
+        principal_id,
+        project_id: allowed.project.as_deref(),
+        workdir: &allowed.workdir,
+    })?;
+    if let Some(s) = secret {
+        child_env = child_env.binding(s)?;
+    }
+    Ok(child_env)
 }
 
 /// The name and meaning of a signal that ended a child, for the answer.
