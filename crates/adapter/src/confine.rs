@@ -1,10 +1,10 @@
 //! Kernel confinement of a child (RUNTIME §5 "The child", `local` land).
 //!
 //! A [`Confinement`] is prepared in the parent: everything that allocates or may fail
-//! in an interesting way happens before `fork`. In the child, between `fork` and
-//! `exec`, [`Confinement::apply_in_child`] only makes async-signal-safe system calls and
-//! never allocates, because the parent may hold locks (the allocator's) that no thread
-//! of the child will ever release.
+//! in an interesting way happens before the child is made. In the child, between
+//! `clone` and `execve`, [`Confinement::apply_in_child`] only makes async-signal-safe
+//! system calls and never allocates, because other threads of the parent may hold locks
+//! (the allocator's) that the child would wait on forever.
 //!
 //! Two layers:
 //!
@@ -29,8 +29,9 @@
 //! `sandbox_unavailable`. A network denial that the kernel cannot enforce is refused
 //! too (fail closed).
 //!
-//! Any confinement makes [`run`](crate::run) fork with a `pre_exec` hook instead of
-//! taking std's `posix_spawn` fast path.
+//! The child is made by `clone(CLONE_VM | CLONE_VFORK)` (the spawn module), which shares
+//! the parent's memory until `execve`: the same constraints as after `fork`, without
+//! copying the parent.
 //!
 //! Known limits: `RLIMIT_NPROC` counts every process of the user, not only the child's,
 //! and the kernel does not enforce it for root (uid 0); the whole of `/etc` is
@@ -264,7 +265,7 @@ pub fn running_as_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// What to apply to a child between `fork` and `exec`, prepared in the parent.
+/// What to apply to a child between `clone` and `execve`, prepared in the parent.
 #[derive(Debug, Clone, Default)]
 pub struct Confinement {
     limits: Vec<(Resource, u64)>,
@@ -419,8 +420,8 @@ impl Confinement {
     }
 
     /// Applies the confinement to the calling process. Called only in the child, after
-    /// `fork` and before `exec`: makes only async-signal-safe calls and does not allocate
-    /// (the error is built from a raw OS error code).
+    /// `clone` and before `execve`, in the parent's memory: makes only async-signal-safe
+    /// calls and does not allocate (the error is built from a raw OS error code).
     ///
     /// # Errors
     /// The OS error of the failed call; the spawn then fails (`spawn_failed`).

@@ -8,7 +8,7 @@
 //!   a stat fast path instead of hashing on every exec;
 //! - [`run`]: one child, never through a shell, with null stdin, its own process group,
 //!   a timeout that ends the whole group, capped and concurrently drained output;
-//! - [`Confinement`]: kernel confinement applied between `fork` and `exec`: resource
+//! - [`Confinement`]: kernel confinement applied in the child before `execve`: resource
 //!   limits for every child, and for `local` land a Landlock ruleset
 //!   ([`Confinement::for_local_land`], with its [`SandboxReport`]) and a [`PrivateTmp`].
 //!
@@ -27,6 +27,7 @@ mod pin;
 mod render;
 mod ruleset;
 mod run;
+mod spawn;
 mod tmp;
 
 pub use confine::{

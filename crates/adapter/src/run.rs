@@ -11,16 +11,17 @@ use crate::AdapterError;
 use crate::confine::Confinement;
 use crate::env::ChildEnv;
 use crate::pin::{StatFingerprint, VerifiedBin};
+use crate::spawn::{self, SpawnError, Spawned, Step};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 /// Default timeout of a call: 60 s (RUNTIME §5).
@@ -75,8 +76,8 @@ pub struct Invocation<'a> {
     pub cwd: PathBuf,
     /// Time and output bounds.
     pub limits: Limits,
-    /// Kernel confinement, applied between `fork` and `exec`; `None` takes the
-    /// `posix_spawn` fast path.
+    /// Kernel confinement, applied in the child between `clone` and `execve`
+    /// (see the spawn module); `None` applies nothing.
     pub confine: Option<&'a Confinement>,
     /// A descriptor that becomes readable when the call must be abandoned (a self-pipe
     /// or signalfd the binary arms on `SIGINT`/`SIGTERM`); the group is then ended as on
@@ -150,18 +151,15 @@ pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
 fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterError> {
     let start = Instant::now();
     let child = spawn(inv)?;
-    let pgid = Pid::from_raw(child.id() as i32);
+    let pgid = Pid::from_raw(child.pid);
     let mut guard = Reaper {
-        child: Some(child),
+        pid: Some(child.pid),
         pgid,
     };
     check_unchanged(inv.bin).inspect_err(|_| guard.kill())?;
-    let child = guard.child_mut()?;
-    let out = child.stdout.take().map(OwnedFd::from);
-    let err = child.stderr.take().map(OwnedFd::from);
     let mut streams = [
-        Stream::new(out, inv.limits.stdout_cap)?,
-        Stream::new(err, inv.limits.stderr_cap)?,
+        Stream::new(Some(child.stdout), inv.limits.stdout_cap)?,
+        Stream::new(Some(child.stderr), inv.limits.stderr_cap)?,
     ];
     let pidfd = if use_pidfd { pidfd_open(pgid) } else { None };
 
@@ -267,14 +265,13 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             return Err(supervise("reading the child's output failed", e));
         }
     }
-    let status = match guard.child_mut()?.wait() {
-        Ok(st) => st,
+    let status = match guard.wait() {
+        Ok(st) => ExitStatus::from_raw(st),
         Err(e) => {
             guard.kill();
             return Err(supervise_io("waiting for the child failed", e));
         }
     };
-    guard.child = None;
     let duration = start.elapsed();
     wait_group_gone(pgid);
 
@@ -301,29 +298,35 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
     })
 }
 
-/// Starts the child. An ELF bin is executed through its verified descriptor
-/// (`/proc/self/fd/N`); a `#!` script, or any bin when that path does not exist, by its
-/// pinned path (see the pin module's docs).
-fn spawn(inv: &Invocation<'_>) -> Result<Child, AdapterError> {
+/// Starts the child ([`spawn::spawn`]). An ELF bin is executed through its verified
+/// descriptor (`/proc/self/fd/N`); a `#!` script, or any bin when that path does not
+/// exist, by its pinned path (see the pin module's docs).
+fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
     let by_fd =
         (!bin.script).then(|| PathBuf::from(format!("/proc/self/fd/{}", bin.file.as_raw_fd())));
     let first = by_fd.as_deref().unwrap_or(&bin.path);
-    match command(inv, first).spawn() {
+    let start = |program: &Path| {
+        let argv: Vec<&OsStr> = std::iter::once(inv.argv0.as_os_str())
+            .chain(inv.args.iter().map(OsString::as_os_str))
+            .collect();
+        spawn::spawn(program, &argv, inv.env, &inv.cwd, inv.confine)
+    };
+    match start(first) {
         Ok(c) => Ok(c),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if !inv.cwd.is_dir() {
-                return Err(AdapterError::SpawnFailed {
-                    program: bin.path.clone(),
-                    reason: format!("working directory `{}` is missing", inv.cwd.display()),
-                    source: Some(e),
-                });
-            }
+        Err(e) if e.step == Some(Step::Chdir) => Err(AdapterError::SpawnFailed {
+            program: bin.path.clone(),
+            reason: if e.error.kind() == io::ErrorKind::NotFound {
+                format!("working directory `{}` is missing", inv.cwd.display())
+            } else {
+                format!("cannot enter the working directory `{}`", inv.cwd.display())
+            },
+            source: Some(e.error),
+        }),
+        Err(e) if e.step == Some(Step::Exec) && e.error.kind() == io::ErrorKind::NotFound => {
             if by_fd.is_some() {
                 // No /proc: fall back to the pinned path (residual window documented).
-                return command(inv, &bin.path)
-                    .spawn()
-                    .map_err(|e| spawn_error(bin, e));
+                return start(&bin.path).map_err(|e| spawn_error(bin, e));
             }
             Err(spawn_error(bin, e))
         }
@@ -331,47 +334,30 @@ fn spawn(inv: &Invocation<'_>) -> Result<Child, AdapterError> {
     }
 }
 
-fn command(inv: &Invocation<'_>, program: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.arg0(&inv.argv0)
-        .args(&inv.args)
-        .env_clear()
-        .envs(inv.env.iter())
-        .current_dir(&inv.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(c) = inv.confine.filter(|c| !c.is_empty()) {
-        let c = c.clone();
-        // SAFETY: the hook runs in the child between fork and exec. It only calls
-        // `setrlimit`, `prctl` and `getppid` (async-signal-safe) on data prepared in the
-        // parent and does not allocate (see `Confinement::apply_in_child`).
-        unsafe {
-            cmd.pre_exec(move || c.apply_in_child());
-        }
-    }
-    cmd
-}
-
-fn spawn_error(bin: &VerifiedBin, e: io::Error) -> AdapterError {
+fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
     let path = bin.path.clone();
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => AdapterError::BinMissing {
+    let SpawnError { step, error } = e;
+    match (step, error.raw_os_error()) {
+        (Some(Step::Exec), Some(libc::ENOENT)) => AdapterError::BinMissing {
             path,
-            source: Some(e),
+            source: Some(error),
         },
-        Some(libc::EACCES | libc::ENOEXEC | libc::EPERM | libc::ETXTBSY) => {
+        (Some(Step::Exec), Some(libc::EACCES | libc::ENOEXEC | libc::EPERM | libc::ETXTBSY)) => {
             AdapterError::BinNotExecutable {
                 path,
                 reason: "the kernel refused to execute it".into(),
-                source: Some(e),
+                source: Some(error),
             }
         }
+        (Some(Step::Confine), _) => AdapterError::SpawnFailed {
+            program: path,
+            reason: "the confinement could not be applied in the child".into(),
+            source: Some(error),
+        },
         _ => AdapterError::SpawnFailed {
             program: path,
             reason: "the process could not be started".into(),
-            source: Some(e),
+            source: Some(error),
         },
     }
 }
@@ -396,25 +382,27 @@ fn check_unchanged(bin: &VerifiedBin) -> Result<(), AdapterError> {
 
 /// Owns the child until it is reaped; dropping it kills the group and reaps the child.
 struct Reaper {
-    child: Option<Child>,
+    /// The unreaped child; `None` once reaped.
+    pid: Option<libc::pid_t>,
     pgid: Pid,
 }
 
 impl Reaper {
-    fn child_mut(&mut self) -> Result<&mut Child, AdapterError> {
-        self.child.as_mut().ok_or_else(|| {
-            supervise_io(
-                "the child was already reaped",
-                io::Error::from(io::ErrorKind::Other),
-            )
-        })
+    /// Reaps the child: its raw wait status.
+    fn wait(&mut self) -> io::Result<i32> {
+        let pid = self
+            .pid
+            .ok_or_else(|| io::Error::other("the child was already reaped"))?;
+        let status = spawn::reap(pid)?;
+        self.pid = None;
+        Ok(status)
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        if let Some(pid) = self.pid.take() {
             // The child is unreaped, so the pgid is still ours.
             let _ = killpg(self.pgid, Signal::SIGKILL);
-            let _ = c.wait();
+            let _ = spawn::reap(pid);
         }
     }
 }
@@ -537,6 +525,8 @@ fn supervise_io(reason: &'static str, source: io::Error) -> AdapterError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
 
     /// Live (not zombie) members of process group `pgid`.
     fn live_in_group(pgid: i32) -> usize {
@@ -555,6 +545,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::zombie_processes)] // the Reaper reaps it
     fn dropping_the_reaper_kills_the_group() {
         let child = Command::new("/bin/sh")
             .args(["-c", "sleep 1000 & sleep 1000"])
@@ -564,7 +555,7 @@ mod tests {
             .unwrap();
         let pgid = Pid::from_raw(child.id() as i32);
         drop(Reaper {
-            child: Some(child),
+            pid: Some(pgid.as_raw()),
             pgid,
         });
         wait_group_gone(pgid);

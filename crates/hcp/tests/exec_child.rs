@@ -419,3 +419,31 @@ fn hcp_limits_can_only_tighten_and_the_kernel_enforces_them() {
     assert_eq!(status(&out), 64, "{}", w.render(&out));
     assert!(!w.work.join("big3.txt").exists());
 }
+
+#[test]
+fn descriptors_the_caller_left_open_do_not_reach_the_child() {
+    use std::os::fd::AsRawFd;
+    let w = world(&["probe"]);
+    // An inheritable descriptor on a file outside the sandbox, as a careless harness
+    // might leave one: Landlock checks paths at open, so it must not reach the child.
+    let outside = w.root().join("outside.txt");
+    let file = std::fs::File::create(&outside).unwrap();
+    let fd = file.as_raw_fd();
+    nix::fcntl::fcntl(
+        &file,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    // It is inherited by what this test starts (hcp included)…
+    let ls = std::process::Command::new("/bin/ls")
+        .arg("/proc/self/fd")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&ls.stdout).into_owned();
+    assert!(listed.lines().any(|l| l == fd.to_string()), "{listed}");
+    // …but not by the wrapped CLI.
+    let (out, v) = exec_json(&w, &["probe.fds"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert_eq!(v["data"]["fds"], json!([0, 1, 2]));
+    drop(file);
+}

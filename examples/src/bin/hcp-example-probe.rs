@@ -4,6 +4,7 @@
 //! probe env                 print the environment as one JSON object
 //! probe argv ARG…           print the arguments after `argv` as a JSON array, as received
 //! probe cwd                 print {"cwd": …}
+//! probe fds                 print {"fds": [N, …]}, the open descriptors below 4096
 //! probe stdin               read stdin to its end and print {"bytes": N}
 //! probe sleep SECS          sleep (decimal seconds, at most three decimals), then print {"slept": SECS}
 //! probe spew                print numbered lines until stdout breaks
@@ -57,6 +58,7 @@ fn dispatch(args: &[String]) -> Outcome {
         "env" => env(rest),
         "argv" => out_json(&json!(rest)),
         "cwd" => cwd(rest),
+        "fds" => fds(rest),
         "stdin" => stdin(rest),
         "sleep" => sleep(rest),
         "spew" => spew(rest),
@@ -95,6 +97,17 @@ fn cwd(args: &[String]) -> Outcome {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::io("cannot read the working directory", &e))?;
     out_json(&json!({ "cwd": cwd.to_string_lossy() }))
+}
+
+fn fds(args: &[String]) -> Outcome {
+    no_args(args)?;
+    // `fcntl(F_GETFD)` on each number below 4096, not a listing of /proc/self/fd, which
+    // a Landlock-confined child cannot read.
+    let fds: Vec<i32> = (0..4096)
+        // SAFETY: F_GETFD takes integers only; -1 (EBADF) for a number that is not open.
+        .filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .collect();
+    out_json(&json!({ "fds": fds }))
 }
 
 fn stdin(args: &[String]) -> Outcome {
