@@ -15,11 +15,12 @@ use hcp_adapter::{
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-const VARIANTS: [&str; 4] = [
+const VARIANTS: [&str; 5] = [
     "none",
     "limits",
     "landlock_and_limits",
     "landlock_limits_private_tmp",
+    "landlock_limits_private_tmp_in_system_tmp",
 ];
 
 fn main() {
@@ -79,6 +80,13 @@ fn main() {
             0 => run_with(None),
             1 => run_with(Some(&Confinement::with_limits(&limits))),
             2 => run_with(Some(&sandbox(shared_tmp.path()))),
+            // As `hcp exec` does: the private TMPDIR on tmpfs when there is one.
+            3 => {
+                let t = PrivateTmp::create_in(&PrivateTmp::default_base()).unwrap();
+                run_with(Some(&sandbox(t.path())));
+                t.remove().unwrap();
+            }
+            // For comparison: in the system temporary directory, whatever it is on.
             _ => {
                 let t = PrivateTmp::create_in(&std::env::temp_dir()).unwrap();
                 run_with(Some(&sandbox(t.path())));

@@ -1,5 +1,11 @@
 //! The private temporary directory of a `local` exec (RUNTIME §5 "The child"): one per
 //! call, mode `0700`, the child's `TMPDIR`, removed after the run.
+//!
+//! Where: [`PrivateTmp::default_base`] prefers a memory filesystem. On a journaled disk
+//! filesystem, making and removing a directory for every call costs tens of
+//! microseconds of kernel time, and `rmdir` can wait milliseconds for the journal while
+//! other processes write (ext4 here: `mkdir` ≈ 8 µs, `rmdir` ≈ 50 µs of CPU, medians up to
+//! 4 ms under a build); on tmpfs both take about 1 µs.
 
 use crate::AdapterError;
 use std::io;
@@ -23,8 +29,36 @@ pub struct PrivateTmp {
     path: PathBuf,
 }
 
+/// `TMPFS_MAGIC` of `statfs(2)`.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Whether `dir` is a directory on tmpfs that this process may create entries in.
+fn is_writable_tmpfs(dir: &Path) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let on_tmpfs = nix::sys::statfs::statfs(dir)
+        .is_ok_and(|fs| i64::from(fs.filesystem_type().0 as u32) == TMPFS_MAGIC);
+    on_tmpfs && access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+}
+
 impl PrivateTmp {
-    /// Creates the directory under `base` (pass `std::env::temp_dir()`).
+    /// Where `hcp exec` makes private temporary directories: the system temporary
+    /// directory (`$TMPDIR`, else `/tmp`) when it is on tmpfs, else `/dev/shm` when
+    /// that is a writable tmpfs, else the system temporary directory (see the module
+    /// docs for why). Two `statfs` calls; no error: the last choice always stands.
+    pub fn default_base() -> PathBuf {
+        let system = std::env::temp_dir();
+        if is_writable_tmpfs(&system) {
+            return system;
+        }
+        let shm = Path::new("/dev/shm");
+        if is_writable_tmpfs(shm) {
+            return shm.to_path_buf();
+        }
+        system
+    }
+
+    /// Creates the directory under `base` ([`default_base`](Self::default_base), or
+    /// `std::env::temp_dir()`).
     ///
     /// # Errors
     /// `sandbox_failed` when it cannot be created.
@@ -61,7 +95,8 @@ impl PrivateTmp {
             return Ok(());
         };
         let path = dir.keep();
-        if std::fs::remove_dir_all(&path).is_ok() {
+        // Most children leave it empty: one `rmdir` instead of a walk.
+        if std::fs::remove_dir(&path).is_ok() || std::fs::remove_dir_all(&path).is_ok() {
             return Ok(());
         }
         open_up(&path);

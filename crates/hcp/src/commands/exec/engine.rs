@@ -471,8 +471,8 @@ fn execute_inner(
     let mut private_tmp = None;
     let confinement = if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
-        let tmp =
-            hcp_adapter::PrivateTmp::create_in(&std::env::temp_dir()).map_err(adapter_refusal)?;
+        let tmp = hcp_adapter::PrivateTmp::create_in(&hcp_adapter::PrivateTmp::default_base())
+            .map_err(adapter_refusal)?;
         child_env = child_env.tmpdir(tmp.path());
         // The store is never writable from a sandbox; the caller's home may hold
         // sandboxes but may not be one.
