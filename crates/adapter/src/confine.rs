@@ -455,9 +455,17 @@ impl Confinement {
     }
 }
 
-/// Refuses a working directory that is `/`, holds a protected or `not_above` path or
-/// the directory the private temporary directory was made in, or lies inside a
-/// protected one.
+/// System directories a sandbox working directory may neither be nor lie inside:
+/// [`SYSTEM_READ_ONLY`] (a child would get write access to programs and configuration,
+/// as root to all of them) and the kernel's and devices' trees.
+pub const NOT_A_SANDBOX: [&str; 13] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
+    "/sys", "/dev", "/run",
+];
+
+/// Refuses a working directory that is `/`, is or lies inside a [`NOT_A_SANDBOX`]
+/// directory, holds a protected or `not_above` path or the directory the private
+/// temporary directory was made in, or lies inside a protected one.
 fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     let work = paths
         .workdir
@@ -469,6 +477,17 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
         });
     }
     let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+    for system in NOT_A_SANDBOX.iter().map(|p| resolve(&PathBuf::from(p))) {
+        if work.starts_with(&system) {
+            return Err(AdapterError::SandboxUnavailable {
+                reason: format!(
+                    "the sandbox working directory `{}` is a system directory (`{}`), which a local command may not write",
+                    work.display(),
+                    system.display()
+                ),
+            });
+        }
+    }
     let refuse = |p: &Path, how: &str| AdapterError::SandboxUnavailable {
         reason: format!(
             "the sandbox working directory `{}` {how} `{}`, which a local command may not write",
@@ -634,5 +653,22 @@ mod tests {
         };
         let e = Confinement::for_local_land(&above_tmp, &policy).unwrap_err();
         assert!(e.to_string().contains("sys-tmp"), "{e}");
+        // System directories, and whatever lies inside them: refused.
+        for system in [
+            "/usr",
+            "/usr/share",
+            "/etc",
+            "/proc/self",
+            "/sys/kernel",
+            "/dev",
+        ] {
+            let at = SandboxPaths {
+                workdir: Path::new(system),
+                ..in_home
+            };
+            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
+            assert_eq!(e.code(), "sandbox_unavailable", "{system}");
+            assert!(e.to_string().contains("system directory"), "{system}: {e}");
+        }
     }
 }

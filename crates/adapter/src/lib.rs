@@ -31,10 +31,10 @@ mod spawn;
 mod tmp;
 
 pub use confine::{
-    Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, Network, NetworkReport,
-    ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
-    SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport, TESTED_LANDLOCK_ABI,
-    running_as_root,
+    Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, NOT_A_SANDBOX, Network,
+    NetworkReport, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW,
+    SYSTEM_READ_NO_EXEC, SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport,
+    TESTED_LANDLOCK_ABI, running_as_root,
 };
 pub use env::{
     BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, agent_env_refusal,

@@ -19,6 +19,7 @@ use hcp_adapter::LandlockSupport;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 /// Whether Landlock is here; otherwise says why the test is skipped (fails under CI).
 fn landlock_or_skip() -> bool {
@@ -343,4 +344,94 @@ fn the_git_gold_pack_works_inside_the_confinement() {
     let v = in_repo(&["git.status"]);
     assert_eq!(v["stdout"], json!("## main\n M a.txt\n"));
     assert_audit_clean(&w);
+}
+
+/// `hcp exec --json ARGS…` run in `dir` with `HOME` set to `home` (`None`: unset).
+fn exec_json_in(w: &World, dir: &Path, home: Option<&str>, args: &[&str]) -> (Output, Value) {
+    let mut c = w.hcp();
+    c.current_dir(dir).arg("exec").arg("--json").args(args);
+    match home {
+        Some(h) => c.env("HOME", h),
+        None => c.env_remove("HOME"),
+    };
+    let out = c.output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, v)
+}
+
+#[test]
+fn system_directories_are_never_a_sandbox() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    for dir in ["/usr", "/usr/share", "/etc", "/proc", "/sys/kernel", "/dev"] {
+        let (out, v) = exec_json_in(&w, Path::new(dir), Some("/nonexistent"), &["jail.env"]);
+        assert_eq!(status(&out), 77, "{dir}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("sandbox_unavailable"), "{dir}");
+        assert!(
+            v["error"].as_str().unwrap().contains("system directory"),
+            "{dir}: {v}"
+        );
+    }
+}
+
+#[test]
+fn the_homes_key_and_startup_directories_are_never_a_sandbox() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let home = w.home.display().to_string();
+    for sub in [".ssh", ".config/autostart", ".local/bin"] {
+        let dir = w.home.join(sub);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (out, v) = exec_json_in(
+            &w,
+            &dir,
+            Some(&home),
+            &["jail.write", "authorized_keys", "x"],
+        );
+        assert_eq!(status(&out), 77, "{sub}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("sandbox_unavailable"), "{sub}");
+        assert!(!dir.join("authorized_keys").exists() || sub == ".ssh");
+    }
+    assert_eq!(
+        std::fs::read(w.home.join(".ssh/authorized_keys")).unwrap(),
+        b""
+    );
+}
+
+/// The caller's `HOME` alone does not define the home: the user's entry in /etc/passwd
+/// counts too, so an agent that unsets or changes `HOME` still cannot make the real home
+/// its sandbox.
+#[test]
+fn the_passwd_home_is_not_a_sandbox_whatever_home_says() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    // SAFETY: geteuid takes no argument and cannot fail.
+    let uid = unsafe { libc::geteuid() }.to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let Some(home) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2] == uid).then(|| PathBuf::from(f[5]))
+    }) else {
+        eprintln!("skipped: uid {uid} has no /etc/passwd entry");
+        return;
+    };
+    if !home.is_dir() || home == Path::new("/") {
+        eprintln!(
+            "skipped: the passwd home `{}` is not a directory",
+            home.display()
+        );
+        return;
+    }
+    for spoof in [Some("/nonexistent"), None] {
+        // `jail.env` writes nothing, so a failure of the guard changes nothing there.
+        let (out, v) = exec_json_in(&w, &home, spoof, &["jail.env"]);
+        assert_eq!(status(&out), 77, "HOME={spoof:?}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("sandbox_unavailable"), "HOME={spoof:?}");
+    }
 }

@@ -474,14 +474,22 @@ fn execute_inner(
         let tmp = hcp_adapter::PrivateTmp::create_in(&hcp_adapter::PrivateTmp::default_base())
             .map_err(adapter_refusal)?;
         child_env = child_env.tmpdir(tmp.path());
-        // The store is never writable from a sandbox; the caller's home may hold
-        // sandboxes but may not be one.
-        let protected = [env.home.root().to_path_buf()];
-        let not_above: Vec<std::path::PathBuf> = env
-            .parent_env
-            .iter()
-            .filter(|(k, _)| k == "HOME")
-            .map(|(_, v)| std::path::PathBuf::from(v))
+        // The store is never writable from a sandbox, nor are the credential and
+        // start-up directories of the user's home; the home may hold sandboxes but may
+        // not be one. The home is `$HOME` and the user's entry in /etc/passwd: the
+        // caller's environment alone could hide it.
+        let not_above = user_homes(
+            env.parent_env
+                .iter()
+                .filter(|(k, _)| k == "HOME")
+                .map(|(_, v)| std::path::PathBuf::from(v)),
+        );
+        let protected: Vec<std::path::PathBuf> = std::iter::once(env.home.root().to_path_buf())
+            .chain(
+                not_above
+                    .iter()
+                    .flat_map(|home| HOME_NOT_A_SANDBOX.iter().map(move |d| home.join(d))),
+            )
             .collect();
         let paths = hcp_adapter::SandboxPaths {
             workdir: &allowed.workdir,
@@ -957,4 +965,39 @@ pub fn early_refusal(code: &str, message: String, hint: Option<String>, exit: u8
         None,
         Instant::now(),
     )
+}
+
+/// Directories of a user's home a sandbox may neither be, hold, nor lie inside: keys,
+/// credentials and what runs at login or start-up.
+const HOME_NOT_A_SANDBOX: [&str; 9] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".kube",
+    ".docker",
+    ".config",
+    ".local/bin",
+    ".hcp",
+    ".cargo/bin",
+];
+
+/// The user's home directories: `from_env` (the caller's `$HOME`) and the home of the
+/// effective user in /etc/passwd (read directly, without NSS; a user only known to a
+/// directory service is covered by `$HOME` alone). Deduplicated, in that order.
+fn user_homes(from_env: impl Iterator<Item = std::path::PathBuf>) -> Vec<std::path::PathBuf> {
+    let mut homes: Vec<std::path::PathBuf> = from_env.filter(|h| h.is_absolute()).collect();
+    // SAFETY: geteuid takes no argument and cannot fail.
+    let uid = unsafe { libc::geteuid() }.to_string();
+    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd")
+        && let Some(home) = passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 7 && f[2] == uid).then(|| std::path::PathBuf::from(f[5]))
+        })
+        && home.is_absolute()
+        && home != std::path::Path::new("/")
+        && !homes.contains(&home)
+    {
+        homes.push(home);
+    }
+    homes
 }
