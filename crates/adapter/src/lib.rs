@@ -17,7 +17,7 @@
 //! signals of `hcp` itself, and how results are shown (the `hcp` binary). The gate has
 //! already validated the arguments; the checks here are repeated defensively.
 //!
-//! Linux only (pidfd, `/proc/self/fd`, process groups).
+//! Linux only (`clone`, `execveat`, pidfd, Landlock, process groups).
 #![deny(missing_docs)]
 
 mod confine;

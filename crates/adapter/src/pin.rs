@@ -22,16 +22,16 @@
 //! # Time of check, time of use
 //!
 //! [`verify_bin`] opens the bin once (`O_RDONLY | O_CLOEXEC`) and checks that
-//! descriptor; [`run`](crate::run) executes that same open file through
-//! `/proc/self/fd/N`, so a rename of another file over the pinned path after the check
-//! is not what runs. The price: the kernel names the new process after the last part of
-//! that path, so its `comm` (what `ps -e`, `top` and `pgrep` show) is the descriptor
-//! number; its `argv[0]` (`ps -f`, `/proc/PID/cmdline`) is still the CLI name and
-//! `/proc/PID/exe` the bin. After the spawn the adapter compares the file's status again and
+//! descriptor; [`run`](crate::run) executes that same open file with
+//! `execveat(fd, "", AT_EMPTY_PATH)`, so a rename of another file over the pinned path
+//! after the check is not what runs. Its `argv[0]` is the CLI name; recent kernels name
+//! the process (`comm`, what `ps -e` and `pgrep` show) after the file, older ones after
+//! the descriptor number. After the spawn the adapter compares the file's status again and
 //! kills the child (`bin_changed`) if it was written in between. Residual window: a
 //! `#!` script is executed by its pinned path (its interpreter re-opens it by name; a
 //! close-on-exec descriptor cannot be handed over), so a replacement between the spawn
-//! and the interpreter's read is not seen. Without `/proc` the pinned path is used too.
+//! and the interpreter's read is not seen. Without `execveat` (Linux before 3.19) the
+//! pinned path is used too.
 
 use crate::AdapterError;
 use serde::{Deserialize, Serialize};

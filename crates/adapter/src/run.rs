@@ -11,7 +11,7 @@ use crate::AdapterError;
 use crate::confine::Confinement;
 use crate::env::ChildEnv;
 use crate::pin::{StatFingerprint, VerifiedBin};
-use crate::spawn::{self, SpawnError, Spawned, Step};
+use crate::spawn::{self, Program, SpawnError, Spawned, Step};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, kill, killpg};
@@ -20,7 +20,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -299,14 +299,16 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
 }
 
 /// Starts the child ([`spawn::spawn`]). An ELF bin is executed through its verified
-/// descriptor (`/proc/self/fd/N`); a `#!` script, or any bin when that path does not
-/// exist, by its pinned path (see the pin module's docs).
+/// descriptor (`execveat`); a `#!` script, or any bin where the kernel lacks `execveat`
+/// (Linux before 3.19), by its pinned path (see the pin module's docs).
 fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
-    let by_fd =
-        (!bin.script).then(|| PathBuf::from(format!("/proc/self/fd/{}", bin.file.as_raw_fd())));
-    let first = by_fd.as_deref().unwrap_or(&bin.path);
-    let start = |program: &Path| {
+    let first = if bin.script {
+        Program::Path(&bin.path)
+    } else {
+        Program::Fd(bin.file.as_raw_fd())
+    };
+    let start = |program: Program<'_>| {
         let argv: Vec<&OsStr> = std::iter::once(inv.argv0.as_os_str())
             .chain(inv.args.iter().map(OsString::as_os_str))
             .collect();
@@ -323,12 +325,13 @@ fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
             },
             source: Some(e.error),
         }),
-        Err(e) if e.step == Some(Step::Exec) && e.error.kind() == io::ErrorKind::NotFound => {
-            if by_fd.is_some() {
-                // No /proc: fall back to the pinned path (residual window documented).
-                return start(&bin.path).map_err(|e| spawn_error(bin, e));
-            }
-            Err(spawn_error(bin, e))
+        Err(e)
+            if e.step == Some(Step::Exec)
+                && e.error.raw_os_error() == Some(libc::ENOSYS)
+                && matches!(first, Program::Fd(_)) =>
+        {
+            // No execveat: fall back to the pinned path (residual window documented).
+            start(Program::Path(&bin.path)).map_err(|e| spawn_error(bin, e))
         }
         Err(e) => Err(spawn_error(bin, e)),
     }
@@ -526,6 +529,7 @@ fn supervise_io(reason: &'static str, source: io::Error) -> AdapterError {
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
+    use std::path::Path;
     use std::process::{Command, Stdio};
 
     /// Live (not zombie) members of process group `pgid`.

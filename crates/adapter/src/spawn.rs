@@ -22,7 +22,7 @@
 //!    inheritable;
 //! 4. `chdir` to the working directory;
 //! 5. the confinement ([`Confinement::apply_in_child`]);
-//! 6. `execve`.
+//! 6. `execveat` of the verified descriptor (or `execve` of a script's path).
 //!
 //! A failing step stores its number and `errno` where the parent reads them once `clone`
 //! returns, and the child exits with 127; the parent then reaps it.
@@ -98,9 +98,23 @@ pub(crate) struct Spawned {
     pub stderr: OwnedFd,
 }
 
+/// What the child executes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Program<'a> {
+    /// An open ELF file, executed by `execveat(fd, "", …, AT_EMPTY_PATH)`: exactly the
+    /// file that was verified, whatever is renamed over its path since; the process is
+    /// named after the file, as with a path.
+    Fd(RawFd),
+    /// A path (a `#!` script, whose interpreter must reopen it by name).
+    Path(&'a Path),
+}
+
 /// Everything the child reads, prepared (and allocated) by the parent before `clone`.
 struct ChildArgs<'a> {
+    /// The path to execute; empty with `program_fd`.
     program: &'a CString,
+    /// The descriptor to execute (`Program::Fd`), or -1.
+    program_fd: RawFd,
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     cwd: &'a CString,
@@ -157,14 +171,17 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
 /// step when the pipes, the stack or the process could not be made, or an argument,
 /// variable or path holds a NUL byte.
 pub(crate) fn spawn(
-    program: &Path,
+    program: Program<'_>,
     argv: &[&OsStr],
     env: &ChildEnv,
     cwd: &Path,
     confine: Option<&Confinement>,
 ) -> Result<Spawned, SpawnError> {
     // Everything that allocates happens here, before `clone`.
-    let program = cstring(program.as_os_str().as_bytes(), "program path")?;
+    let (program, program_fd) = match program {
+        Program::Fd(fd) => (CString::default(), fd),
+        Program::Path(p) => (cstring(p.as_os_str().as_bytes(), "program path")?, -1),
+    };
     let cwd = cstring(cwd.as_os_str().as_bytes(), "working directory")?;
     let argv_c = argv
         .iter()
@@ -201,6 +218,7 @@ pub(crate) fn spawn(
 
     let args = ChildArgs {
         program: &program,
+        program_fd,
         argv: &argv_p,
         envp: &envp_p,
         cwd: &cwd,
@@ -445,11 +463,22 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: NUL-terminated strings and NULL-terminated pointer arrays owned by the
     // parent, alive until `clone` returns in the parent.
     unsafe {
-        libc::execve(
-            args.program.as_ptr(),
-            args.argv.as_ptr(),
-            args.envp.as_ptr(),
-        );
+        if args.program_fd >= 0 {
+            libc::syscall(
+                libc::SYS_execveat,
+                args.program_fd,
+                c"".as_ptr(),
+                args.argv.as_ptr(),
+                args.envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            );
+        } else {
+            libc::execve(
+                args.program.as_ptr(),
+                args.argv.as_ptr(),
+                args.envp.as_ptr(),
+            );
+        }
     }
     fail(6, errno())
 }
@@ -464,7 +493,7 @@ mod tests {
     fn output(argv: &[&str], cwd: &Path, confine: Option<&Confinement>) -> (String, i32) {
         let argv: Vec<&OsStr> = argv.iter().map(OsStr::new).collect();
         let env = ChildEnv::new();
-        let s = spawn(Path::new(argv[0]), &argv, &env, cwd, confine).unwrap();
+        let s = spawn(Program::Path(Path::new(argv[0])), &argv, &env, cwd, confine).unwrap();
         let mut out = String::new();
         std::fs::File::from(s.stdout)
             .read_to_string(&mut out)
@@ -537,7 +566,7 @@ mod tests {
         let argv = [OsStr::new("x")];
         let env = ChildEnv::new();
         let e = spawn(
-            Path::new("/bin/true"),
+            Program::Path(Path::new("/bin/true")),
             &argv,
             &env,
             Path::new("/no/such/dir"),
@@ -546,17 +575,31 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.step, Some(Step::Chdir));
         assert_eq!(e.error.raw_os_error(), Some(libc::ENOENT));
-        let e = spawn(Path::new("/no/such/bin"), &argv, &env, Path::new("/"), None).unwrap_err();
+        let e = spawn(
+            Program::Path(Path::new("/no/such/bin")),
+            &argv,
+            &env,
+            Path::new("/"),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e.step, Some(Step::Exec));
         assert_eq!(e.error.raw_os_error(), Some(libc::ENOENT));
         let dir = tempfile::tempdir().unwrap();
         let not_exec = dir.path().join("data");
         std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
-        let e = spawn(&not_exec, &argv, &env, Path::new("/"), None).unwrap_err();
+        let e = spawn(Program::Path(&not_exec), &argv, &env, Path::new("/"), None).unwrap_err();
         assert_eq!(e.step, Some(Step::Exec));
         assert_eq!(e.error.raw_os_error(), Some(libc::EACCES));
         let bad = [OsStr::new("a\0b")];
-        let e = spawn(Path::new("/bin/true"), &bad, &env, Path::new("/"), None).unwrap_err();
+        let e = spawn(
+            Program::Path(Path::new("/bin/true")),
+            &bad,
+            &env,
+            Path::new("/"),
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e.step, None);
         assert_eq!(e.error.kind(), io::ErrorKind::InvalidInput);
     }
@@ -566,5 +609,24 @@ mod tests {
         let c = Confinement::new().rlimit(crate::Rlimit::OpenFiles(17));
         let (out, st) = output(&["/bin/sh", "-c", "ulimit -n"], Path::new("/"), Some(&c));
         assert_eq!((out.trim(), st), ("17", 0));
+    }
+
+    #[test]
+    fn a_descriptor_is_executed_and_names_the_process() {
+        let file = std::fs::File::open("/bin/cat").unwrap();
+        let argv = [OsStr::new("cat"), OsStr::new("/proc/self/comm")];
+        let s = spawn(
+            Program::Fd(file.as_raw_fd()),
+            &argv,
+            &ChildEnv::new(),
+            Path::new("/"),
+            None,
+        )
+        .unwrap();
+        let mut out = String::new();
+        std::fs::File::from(s.stdout)
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!((out.as_str(), reap(s.pid).unwrap()), ("cat\n", 0));
     }
 }
