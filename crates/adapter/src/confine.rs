@@ -52,10 +52,14 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A resource limit to set in the child (soft and hard value alike).
+/// A resource limit to set in the child: soft and hard value alike, except the CPU
+/// time, whose hard limit is one second above (see [`Rlimit::CpuSeconds`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rlimit {
-    /// `RLIMIT_CPU`, seconds of CPU time.
+    /// `RLIMIT_CPU`, seconds of CPU time: `SIGXCPU` at the value (the soft limit), and
+    /// `SIGKILL` one second later (the hard limit), so that a child ended by this limit
+    /// is told apart from one killed otherwise. Where `hcp`'s own hard limit is lower,
+    /// the hard limit stays there.
     CpuSeconds(u64),
     /// `RLIMIT_AS`, bytes of address space.
     AddressSpaceBytes(u64),
@@ -70,14 +74,19 @@ pub enum Rlimit {
 }
 
 impl Rlimit {
-    fn resource(self) -> (Resource, u64) {
+    /// The resource, soft and hard value.
+    fn resource(self) -> (Resource, u64, u64) {
         match self {
-            Self::CpuSeconds(v) => (Resource::RLIMIT_CPU, v),
-            Self::AddressSpaceBytes(v) => (Resource::RLIMIT_AS, v),
-            Self::FileSizeBytes(v) => (Resource::RLIMIT_FSIZE, v),
-            Self::OpenFiles(v) => (Resource::RLIMIT_NOFILE, v),
-            Self::Processes(v) => (Resource::RLIMIT_NPROC, v),
-            Self::CoreBytes(v) => (Resource::RLIMIT_CORE, v),
+            Self::CpuSeconds(v) => {
+                let ceiling = getrlimit(Resource::RLIMIT_CPU).map_or(u64::MAX, |(_, h)| h);
+                let hard = v.saturating_add(1).min(ceiling).max(v);
+                (Resource::RLIMIT_CPU, v, hard)
+            }
+            Self::AddressSpaceBytes(v) => (Resource::RLIMIT_AS, v, v),
+            Self::FileSizeBytes(v) => (Resource::RLIMIT_FSIZE, v, v),
+            Self::OpenFiles(v) => (Resource::RLIMIT_NOFILE, v, v),
+            Self::Processes(v) => (Resource::RLIMIT_NPROC, v, v),
+            Self::CoreBytes(v) => (Resource::RLIMIT_CORE, v, v),
         }
     }
 }
@@ -268,7 +277,8 @@ pub fn running_as_root() -> bool {
 /// What to apply to a child between `clone` and `execve`, prepared in the parent.
 #[derive(Debug, Clone, Default)]
 pub struct Confinement {
-    limits: Vec<(Resource, u64)>,
+    /// Resource, soft and hard value.
+    limits: Vec<(Resource, u64, u64)>,
     die_with_parent: Option<libc::pid_t>,
     /// A created Landlock ruleset (`O_CLOEXEC`, so it does not reach the program).
     ruleset: Option<Arc<OwnedFd>>,
@@ -426,9 +436,8 @@ impl Confinement {
     /// # Errors
     /// The OS error of the failed call; the spawn then fails (`spawn_failed`).
     pub(crate) fn apply_in_child(&self) -> io::Result<()> {
-        for &(resource, value) in &self.limits {
-            setrlimit(resource, value, value)
-                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+        for &(resource, soft, hard) in &self.limits {
+            setrlimit(resource, soft, hard).map_err(|e| io::Error::from_raw_os_error(e as i32))?;
         }
         if let Some(parent) = self.die_with_parent {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)

@@ -416,10 +416,9 @@ fn cpu_and_file_size_limits_end_the_child() {
     );
     let out = w.run_with("/bin/sh", &["-c", "while :; do :; done"], &policy);
     assert!(!out.timed_out);
-    assert!(
-        matches!(out.signal, Some(libc::SIGXCPU | libc::SIGKILL)),
-        "{out:?}"
-    );
+    // SIGXCPU at the soft limit: the hard limit, a second later, is what would send
+    // SIGKILL, and that is kept apart so the answer can name the CPU-time limit.
+    assert_eq!(out.signal, Some(libc::SIGXCPU), "{out:?}");
     let out = w.run_with(
         "/bin/sh",
         &["-c", "head -c 2000000 /dev/zero > big"],

@@ -757,7 +757,9 @@ pub fn layer_child_env(
 /// The name and meaning of a signal that ended a child, for the answer.
 fn signal_name(sig: i32) -> &'static str {
     match sig {
-        libc::SIGKILL => "SIGKILL (killed: the timeout, or the address-space limit)",
+        libc::SIGKILL => {
+            "SIGKILL (killed: after the timeout's grace, the CPU-time limit's hard stop, or from outside)"
+        }
         libc::SIGTERM => "SIGTERM (the timeout)",
         libc::SIGXCPU => "SIGXCPU (the CPU-time limit)",
         libc::SIGXFSZ => "SIGXFSZ (the file-size limit)",
