@@ -1,11 +1,16 @@
 //! The private temporary directory of a `local` exec (RUNTIME §5 "The child"): one per
-//! call, mode `0700`, the child's `TMPDIR`, removed after the run.
+//! call, `hcp-exec-<pid>-XXXXXX`, mode `0700`, the child's `TMPDIR`, removed after the
+//! run; what a killed `hcp` left is removed by the next call ([`PrivateTmp::sweep`]).
 //!
 //! Where: [`PrivateTmp::default_base`] prefers a memory filesystem. On a journaled disk
 //! filesystem, making and removing a directory for every call costs tens of
 //! microseconds of kernel time, and `rmdir` can wait milliseconds for the journal while
 //! other processes write (ext4 here: `mkdir` ≈ 8 µs, `rmdir` ≈ 50 µs of CPU, medians up to
-//! 4 ms under a build); on tmpfs both take about 1 µs.
+//! 4 ms under a build); on tmpfs both take about 1 µs. The price: what a child writes
+//! there is held in memory (or swap) until the call ends, bounded by the tmpfs size
+//! (half the memory by default) and, per file, by the file-size limit. The runtime
+//! configuration's `sandbox.tmpdir: "system"` puts it in the system temporary directory
+//! instead.
 
 use crate::AdapterError;
 use std::io;
@@ -40,7 +45,50 @@ fn is_writable_tmpfs(dir: &Path) -> bool {
     on_tmpfs && access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
 }
 
+/// The start of a private temporary directory's name, followed by the pid of the
+/// process that made it, `-` and random characters.
+const PREFIX: &str = "hcp-exec-";
+
 impl PrivateTmp {
+    /// Removes what processes that no longer run left in `base`: directories named
+    /// `hcp-exec-<pid>-…`, owned by the effective user, whose `<pid>` no process has (an
+    /// `hcp` killed by `SIGKILL` cannot remove its own; on tmpfs it holds memory until
+    /// then). Best effort, returns how many were removed. A reused pid keeps a leftover
+    /// until that process ends too.
+    pub fn sweep(base: &Path) -> usize {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return 0;
+        };
+        // SAFETY: geteuid takes no argument and cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(PREFIX))
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, _)| pid.parse::<i32>().ok())
+                .filter(|&pid| pid > 0)
+            else {
+                continue;
+            };
+            let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH);
+            let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+            if dead && ours {
+                let path = e.path();
+                if std::fs::remove_dir_all(&path).is_err() {
+                    open_up(&path);
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+                removed += usize::from(!path.exists());
+            }
+        }
+        removed
+    }
+
     /// Where `hcp exec` makes private temporary directories: the system temporary
     /// directory (`$TMPDIR`, else `/tmp`) when it is on tmpfs, else `/dev/shm` when
     /// that is a writable tmpfs, else the system temporary directory (see the module
@@ -65,7 +113,7 @@ impl PrivateTmp {
     pub fn create_in(base: &Path) -> Result<Self, AdapterError> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
-            .prefix("hcp-exec-")
+            .prefix(&format!("{PREFIX}{}-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(base)
             .map_err(|e| sandbox_failed(base, "cannot create a private temporary directory", e))?;
@@ -149,5 +197,28 @@ mod tests {
         t.remove().unwrap();
         assert!(!p.exists());
         assert!(base.path().exists());
+    }
+
+    #[test]
+    fn sweep_removes_only_what_dead_processes_left() {
+        let base = tempfile::tempdir().unwrap();
+        let live = PrivateTmp::create_in(base.path()).unwrap();
+        // A pid above the kernel's pid_max (4194304 at most) belongs to nobody.
+        let dead = base.path().join("hcp-exec-999999999-abcdef");
+        std::fs::create_dir_all(dead.join("sub")).unwrap();
+        std::fs::write(dead.join("sub/f"), "x").unwrap();
+        let other = base.path().join("unrelated-999999999-x");
+        std::fs::create_dir(&other).unwrap();
+        assert_eq!(PrivateTmp::sweep(base.path()), 1);
+        assert!(!dead.exists());
+        assert!(live.path().exists());
+        assert!(other.exists());
+        assert!(
+            live.path()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("hcp-exec-{}-", std::process::id()))
+        );
     }
 }

@@ -435,3 +435,53 @@ fn the_passwd_home_is_not_a_sandbox_whatever_home_says() {
         assert_eq!(v["code"], json!("sandbox_unavailable"), "HOME={spoof:?}");
     }
 }
+
+/// `tmpdir: "memory"` (the default) makes the private `TMPDIR` where
+/// `PrivateTmp::default_base` says (tmpfs when there is one); `"system"` makes it in
+/// hcp's own `$TMPDIR`. Either way it is gone after the call, and what a killed hcp left
+/// there (`hcp-exec-<dead pid>-…`) is swept by the next call.
+#[test]
+fn the_private_tmpdir_lives_where_the_configuration_says_and_leftovers_are_swept() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let (out, v) = exec_json(&w, &["jail.env"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
+    assert_eq!(
+        tmp.parent().unwrap(),
+        hcp_adapter::PrivateTmp::default_base()
+    );
+
+    let system = w.root().join("system-tmp");
+    std::fs::create_dir(&system).unwrap();
+    let leftover = system.join("hcp-exec-999999999-AbCdEf");
+    std::fs::create_dir_all(leftover.join("deep")).unwrap();
+    std::fs::write(leftover.join("deep/f"), "left by a killed hcp").unwrap();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        r#"{"sandbox": {"tmpdir": "system"}}"#,
+    )
+    .unwrap();
+    let out = w
+        .hcp()
+        .current_dir(&w.work)
+        .env("TMPDIR", &system)
+        .args(["exec", "--json", "jail.env"])
+        .output()
+        .unwrap();
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
+    assert_eq!(tmp.parent().unwrap(), system);
+    assert!(
+        !tmp.exists(),
+        "the private temporary directory was left behind"
+    );
+    assert!(
+        !leftover.exists(),
+        "a dead process's leftover was not swept"
+    );
+    assert_eq!(std::fs::read_dir(&system).unwrap().count(), 0);
+}

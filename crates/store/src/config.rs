@@ -3,7 +3,7 @@
 //!
 //! ```json
 //! {
-//!   "sandbox": { "require": false, "network": "allow" },
+//!   "sandbox": { "require": false, "network": "allow", "tmpdir": "memory" },
 //!   "limits": {
 //!     "cpu_seconds": 60,
 //!     "address_space_bytes": 4294967296,
@@ -63,6 +63,24 @@ pub struct SandboxConfig {
     /// `network` (default `allow`): `deny` forbids TCP `bind`/`connect` to `local`
     /// children (Landlock ABI 4 or later; refused where the kernel cannot enforce it).
     pub network: NetworkMode,
+    /// `tmpdir` (default `memory`): where the private `TMPDIR` of a `local` call is made.
+    pub tmpdir: TmpdirMode,
+}
+
+/// `sandbox.tmpdir`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TmpdirMode {
+    /// `"memory"`: on tmpfs — the system temporary directory when it is tmpfs, else
+    /// `/dev/shm` — and on disk only where there is none
+    /// (`hcp_adapter::PrivateTmp::default_base`). Making and removing a directory there
+    /// costs about a microsecond per call instead of 0.06–4 ms on a journaled disk; what
+    /// a child writes there is held in memory until the call ends.
+    #[default]
+    Memory,
+    /// `"system"`: in the system temporary directory of `hcp` (`$TMPDIR`, else `/tmp`),
+    /// whatever it is on.
+    System,
 }
 
 /// `sandbox.network`.
@@ -235,7 +253,8 @@ mod tests {
             RuntimeConfig {
                 sandbox: SandboxConfig {
                     require: false,
-                    network: NetworkMode::Deny
+                    network: NetworkMode::Deny,
+                    tmpdir: TmpdirMode::Memory,
                 },
                 limits: LimitsConfig {
                     processes: 64,
@@ -263,6 +282,7 @@ mod tests {
     fn bad_values_are_refused() {
         for text in [
             r#"{"sandbox": {"network": "maybe"}}"#,
+            r#"{"sandbox": {"tmpdir": "disk"}}"#,
             r#"{"sandbox": {"require": "yes"}}"#,
             r#"{"limits": {"cpu_seconds": -1}}"#,
             r#"{"limits": {"open_files": 0}}"#,

@@ -471,8 +471,12 @@ fn execute_inner(
     let mut private_tmp = None;
     let confinement = if allowed.land == hcp_model::Land::Local {
         child_env = child_env.home(&allowed.workdir);
-        let tmp = hcp_adapter::PrivateTmp::create_in(&hcp_adapter::PrivateTmp::default_base())
-            .map_err(adapter_refusal)?;
+        let base = match config.sandbox.tmpdir {
+            hcp_store::config::TmpdirMode::Memory => hcp_adapter::PrivateTmp::default_base(),
+            hcp_store::config::TmpdirMode::System => std::env::temp_dir(),
+        };
+        hcp_adapter::PrivateTmp::sweep(&base);
+        let tmp = hcp_adapter::PrivateTmp::create_in(&base).map_err(adapter_refusal)?;
         child_env = child_env.tmpdir(tmp.path());
         // The store is never writable from a sandbox, nor are the credential and
         // start-up directories of the user's home; the home may hold sandboxes but may
