@@ -66,16 +66,19 @@ fn workspace_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn release_dir(root: &Path) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let target = if target.is_relative() {
-        root.join(target)
-    } else {
-        target
-    };
-    target.join("release")
+/// Where `cargo build --release` puts the bins: the `release` directory beside the
+/// profile directory this program runs from (`cargo xtask` is `cargo run`, built under
+/// the same configuration), so `target/release/`, or `target/<tuple>/release/` when the
+/// configuration names a target (`.cargo/config.toml`).
+///
+/// # Errors
+/// When the path of the running program is unknown.
+pub fn release_dir() -> Result<PathBuf> {
+    let profile = crate::demo::profile_dir()?;
+    let target = profile
+        .parent()
+        .context("the profile directory has no parent")?;
+    Ok(target.join("release"))
 }
 
 /// Builds `hcp` and the example bins in release, and the floor with the same rustc.
@@ -361,7 +364,7 @@ fn fill_store(s: &Setup, home: &Path, echo: &Path, src: &Path, extra: usize) -> 
 pub fn run(args: &Args) -> Result<()> {
     ensure!(args.runs >= 10, "`--runs` must be at least 10");
     let root = workspace_root();
-    let release = release_dir(&root);
+    let release = release_dir()?;
     if !args.no_build {
         build(&root, &release)?;
     }

@@ -43,15 +43,7 @@ fn release_hcp() -> Result<PathBuf> {
     if !status.success() {
         bail!("`cargo build --release -p hcp` failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let target = if target.is_relative() {
-        root.join(target)
-    } else {
-        target
-    };
-    Ok(target.join("release").join("hcp"))
+    Ok(crate::bench_exec::release_dir()?.join("hcp"))
 }
 
 /// A lint-clean composite pack `id` with five verbs whose programs are `cat` and `true`.
