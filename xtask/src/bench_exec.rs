@@ -1,11 +1,14 @@
 //! `cargo xtask bench exec`: what `hcp exec` adds to running the bin it wraps.
 //!
-//! Four arms, interleaved in one run (each round runs every arm once, in a shuffled
+//! Five arms, interleaved in one run (each round runs every arm once, in a shuffled
 //! order, so that load from other processes falls on all of them alike):
 //!
 //! * `bare`: the wrapped bin run directly (`hcp-example-echo say --json -- hi`);
-//! * `floor`: `spawn-floor` (`xtask/src/bin/spawn-floor.rs`, built optimised) running that
+//! * `floor`: `spawn-floor` (`xtask/src/bin/spawn-floor.rs`, built optimised by plain
+//!   `rustc`, so dynamically linked and position-independent) running that
 //!   bin: the least any program that starts a bin and waits for it can cost;
+//! * `floor_static`: the same program linked as `hcp` is on x86_64 Linux (static, non-PIE,
+//!   `.cargo/config.toml`), the least a launcher built like hcp can cost;
 //! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack;
 //! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs.
 //!
@@ -114,6 +117,31 @@ fn build(root: &Path, release: &Path) -> Result<()> {
         .status()
         .context("cannot run `rustc` for the floor")?;
     ensure!(status.success(), "building `spawn-floor` failed");
+    // The same program linked the way `.cargo/config.toml` links `hcp` on x86_64 Linux:
+    // static and not position-independent.
+    let status = Command::new("rustc")
+        .args([
+            "--edition",
+            "2024",
+            "-C",
+            "opt-level=3",
+            "-C",
+            "panic=abort",
+            "-C",
+            "codegen-units=1",
+            "-C",
+            "strip=symbols",
+            "-C",
+            "target-feature=+crt-static",
+            "-C",
+            "relocation-model=static",
+            "-o",
+        ])
+        .arg(release.join("spawn-floor-static"))
+        .arg(root.join("xtask/src/bin/spawn-floor.rs"))
+        .status()
+        .context("cannot run `rustc` for the static floor")?;
+    ensure!(status.success(), "building `spawn-floor-static` failed");
     Ok(())
 }
 
@@ -152,6 +180,7 @@ struct Setup {
     hcp: PathBuf,
     bin: PathBuf,
     floor: PathBuf,
+    floor_static: PathBuf,
     path_var: OsString,
     /// `HOME` of every run, apart from `work`: a sandbox may not hold the caller's home.
     home: PathBuf,
@@ -198,11 +227,18 @@ impl Setup {
 enum Arm {
     Bare,
     Floor,
+    FloorStatic,
     Hcp,
     HcpMany,
 }
 
-const ARMS: [Arm; 4] = [Arm::Bare, Arm::Floor, Arm::Hcp, Arm::HcpMany];
+const ARMS: [Arm; 5] = [
+    Arm::Bare,
+    Arm::Floor,
+    Arm::FloorStatic,
+    Arm::Hcp,
+    Arm::HcpMany,
+];
 /// The bin's arguments after its path: the call `hcp exec echo.say hi` makes.
 const BIN_ARGS: [&str; 4] = ["say", "--json", "--", "hi"];
 /// The verb and its value.
@@ -218,6 +254,9 @@ impl Arm {
         match self {
             Arm::Bare => "bin alone (`hcp-example-echo say --json -- hi`)".into(),
             Arm::Floor => "floor: `spawn-floor` + bin".into(),
+            Arm::FloorStatic => {
+                "floor linked as hcp is (static, non-PIE): `spawn-floor-static` + bin".into()
+            }
             Arm::Hcp => "`hcp exec echo.say hi`, 1 pack installed".into(),
             Arm::HcpMany => format!("`hcp exec echo.say hi`, {} packs installed", packs + 1),
         }
@@ -227,6 +266,7 @@ impl Arm {
         match self {
             Arm::Bare => "bare",
             Arm::Floor => "floor",
+            Arm::FloorStatic => "floor_static",
             Arm::Hcp => "hcp",
             Arm::HcpMany => "hcp_many",
         }
@@ -241,6 +281,11 @@ impl Arm {
             }
             Arm::Floor => {
                 let mut c = s.command(&s.floor);
+                c.arg(&s.bin).args(BIN_ARGS);
+                c
+            }
+            Arm::FloorStatic => {
+                let mut c = s.command(&s.floor_static);
                 c.arg(&s.bin).args(BIN_ARGS);
                 c
             }
@@ -381,6 +426,7 @@ pub fn run(args: &Args) -> Result<()> {
         hcp: release.join("hcp"),
         bin: release.join("hcp-example-echo"),
         floor: release.join("spawn-floor"),
+        floor_static: release.join("spawn-floor-static"),
         path_var,
         home,
         work,
@@ -395,7 +441,7 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
-    for p in [&s.hcp, &s.bin, &s.floor] {
+    for p in [&s.hcp, &s.bin, &s.floor, &s.floor_static] {
         ensure!(p.is_file(), "`{}` is missing: build it first", p.display());
     }
     let stores = Stores {
@@ -565,7 +611,7 @@ struct Report {
 /// JSON line).
 fn report(args: &Args, r: &Report) {
     let st = &r.st;
-    let [bare, floor, hcp, many, sync] = [st[0], st[1], st[2], st[3], st[4]];
+    let [bare, floor, floor_static, hcp, many, sync] = [st[0], st[1], st[2], st[3], st[4], st[5]];
     let mut out: Box<dyn Write> = if args.json {
         Box::new(std::io::stderr().lock())
     } else {
@@ -610,13 +656,23 @@ fn report(args: &Args, r: &Report) {
     let ratio_floor = hcp.median / floor.median;
     let over_bare = hcp.median - bare.median;
     let ratio_packs = many.median / hcp.median;
-    let peak_kib = r.rss[2].max(r.rss[3]);
+    let peak_kib = r.rss[3].max(r.rss[4]);
+    let ratio_floor_static = hcp.median / floor_static.median;
     let peak_mib = peak_kib as f64 / 1024.0;
     let mark = |ok: bool| if ok { "met" } else { "missed" };
     line!("");
     line!(
         "- hcp exec / floor (medians): {ratio_floor:.3} (goal ≤ 1.2: {})",
         mark(ratio_floor <= 1.2)
+    );
+    line!(
+        "- hcp exec / floor linked as hcp is (medians): {ratio_floor_static:.3} (goal ≤ 1.2: {})",
+        mark(ratio_floor_static <= 1.2)
+    );
+    line!(
+        "- fdatasync alone / floor (medians): {:.3}, / floor linked as hcp is: {:.3} (the durable append's share before hcp does anything)",
+        sync.median / floor.median,
+        sync.median / floor_static.median
     );
     line!(
         "- hcp exec − bin alone (medians): {over_bare:.3} ms (goal ≤ 1.5 ms: {})",
@@ -670,6 +726,7 @@ fn report(args: &Args, r: &Report) {
             "packs": args.packs + 1,
             "arms": arms,
             "ratio_hcp_to_floor": ratio_floor,
+            "ratio_hcp_to_floor_static": ratio_floor_static,
             "hcp_over_bare_ms": over_bare,
             "ratio_many_to_one": ratio_packs,
             "peak_rss_kib": peak_kib,
