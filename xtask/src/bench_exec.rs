@@ -84,7 +84,7 @@ pub fn release_dir() -> Result<PathBuf> {
     Ok(target.join("release"))
 }
 
-/// Builds `hcp` and the example bins in release, and the floor with the same rustc.
+/// Builds `hcp` and the example bins in release, and the two floors with the same rustc.
 fn build(root: &Path, release: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
@@ -98,50 +98,44 @@ fn build(root: &Path, release: &Path) -> Result<()> {
     );
     std::fs::create_dir_all(release)
         .with_context(|| format!("cannot create `{}`", release.display()))?;
-    let status = Command::new("rustc")
-        .args([
-            "--edition",
-            "2024",
-            "-C",
-            "opt-level=3",
-            "-C",
-            "panic=abort",
-            "-C",
-            "codegen-units=1",
-            "-C",
-            "strip=symbols",
-            "-o",
-        ])
-        .arg(release.join("spawn-floor"))
-        .arg(root.join("xtask/src/bin/spawn-floor.rs"))
-        .status()
-        .context("cannot run `rustc` for the floor")?;
-    ensure!(status.success(), "building `spawn-floor` failed");
+    build_floor(root, &release.join("spawn-floor"), &[])?;
     // The same program linked the way `.cargo/config.toml` links `hcp` on x86_64 Linux:
     // static and not position-independent.
-    let status = Command::new("rustc")
-        .args([
-            "--edition",
-            "2024",
-            "-C",
-            "opt-level=3",
-            "-C",
-            "panic=abort",
-            "-C",
-            "codegen-units=1",
-            "-C",
-            "strip=symbols",
+    build_floor(
+        root,
+        &release.join("spawn-floor-static"),
+        &[
             "-C",
             "target-feature=+crt-static",
             "-C",
             "relocation-model=static",
-            "-o",
+        ],
+    )
+}
+
+/// Compiles `xtask/src/bin/spawn-floor.rs` optimised with plain `rustc` into `out`,
+/// with `extra` flags.
+fn build_floor(root: &Path, out: &Path, extra: &[&str]) -> Result<()> {
+    let status = Command::new("rustc")
+        .args([
+            "--edition",
+            "2024",
+            "-C",
+            "opt-level=3",
+            "-C",
+            "panic=abort",
+            "-C",
+            "codegen-units=1",
+            "-C",
+            "strip=symbols",
         ])
-        .arg(release.join("spawn-floor-static"))
+        .args(extra)
+        .arg("-o")
+        .arg(out)
         .arg(root.join("xtask/src/bin/spawn-floor.rs"))
         .status()
-        .context("cannot run `rustc` for the static floor")?;
-    ensure!(status.success(), "building `spawn-floor-static` failed");
+        .context("cannot run `rustc` for the floor")?;
+    ensure!(status.success(), "building `{}` failed", out.display());
     Ok(())
 }
 
