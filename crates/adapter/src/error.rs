@@ -57,6 +57,14 @@ pub enum AdapterError {
         /// The placeholder name (`@workdir` style for session values).
         name: String,
     },
+    /// `arg_invalid` (exit 65): the arguments do not fit one `execve`: an element longer
+    /// than the kernel's 131,071 bytes (`MAX_ARG_STRLEN` less its NUL), or argv and the
+    /// environment together above `sysconf(_SC_ARG_MAX)` (a quarter of the stack limit).
+    #[error("{message}")]
+    ArgTooLong {
+        /// What is too long, by how much (lowercase, no final period).
+        message: String,
+    },
     /// `arg_looks_like_flag` (exit 65): a value bound to a positional element starts with
     /// `-` and no literal `--` precedes it in the template (RUNTIME §1.2).
     #[error("argument `{name}` starts with `-` and would be read as an option")]
@@ -134,7 +142,7 @@ impl AdapterError {
             Self::BinNotExecutable { .. } => "bin_not_executable",
             Self::BinChanged { .. } => "bin_changed",
             Self::ArgMissing { .. } => "arg_missing",
-            Self::ArgInvalid { .. } => "arg_invalid",
+            Self::ArgInvalid { .. } | Self::ArgTooLong { .. } => "arg_invalid",
             Self::ArgLooksLikeFlag { .. } => "arg_looks_like_flag",
             Self::ProjectRequired => "project_required",
             Self::EnvRefused { .. } => "env_refused",
@@ -157,7 +165,10 @@ impl AdapterError {
             | Self::EnvRefused { .. }
             | Self::SpawnFailed { .. }
             | Self::SandboxFailed { .. } => 126,
-            Self::ArgMissing { .. } | Self::ArgInvalid { .. } | Self::ArgLooksLikeFlag { .. } => 65,
+            Self::ArgMissing { .. }
+            | Self::ArgInvalid { .. }
+            | Self::ArgTooLong { .. }
+            | Self::ArgLooksLikeFlag { .. } => 65,
             Self::ProjectRequired | Self::SandboxUnavailable { .. } => 77,
             Self::SuperviseFailed { .. } => 70,
         }

@@ -123,6 +123,10 @@ pub fn render<A: ArgSource + ?Sized>(
     Ok(out)
 }
 
+/// The longest argv element the kernel takes, in bytes without its NUL
+/// (`MAX_ARG_STRLEN`, 32 pages, less one).
+pub const MAX_ELEMENT_BYTES: usize = 32 * 4096 - 1;
+
 /// One argv element from a value, with the defensive checks of RUNTIME §1.2.
 fn element(
     name: &str,
@@ -137,6 +141,14 @@ fn element(
     }
     match prefix {
         None => {
+            if value.len() > MAX_ELEMENT_BYTES {
+                return Err(AdapterError::ArgTooLong {
+                    message: format!(
+                        "argument `{name}` is {} bytes; one argv element may hold at most {MAX_ELEMENT_BYTES}",
+                        value.len()
+                    ),
+                });
+            }
             if value.first() == Some(&b'-') && !after_double_dash {
                 return Err(AdapterError::ArgLooksLikeFlag {
                     name: name.to_owned(),
@@ -145,7 +157,16 @@ fn element(
             Ok(OsStr::from_bytes(value).to_owned())
         }
         Some(p) => {
-            let mut s = OsString::with_capacity(p.len() + value.len());
+            let bytes = p.len() + value.len();
+            if bytes > MAX_ELEMENT_BYTES {
+                // The value alone fits (the gate checked it); with its prefix it does not.
+                return Err(AdapterError::ArgTooLong {
+                    message: format!(
+                        "argument `{name}` with its prefix `{p}` is {bytes} bytes; one argv element may hold at most {MAX_ELEMENT_BYTES}"
+                    ),
+                });
+            }
+            let mut s = OsString::with_capacity(bytes);
             s.push(p);
             s.push(OsStr::from_bytes(value));
             Ok(s)

@@ -303,6 +303,7 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
 /// (Linux before 3.19), by its pinned path (see the pin module's docs).
 fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
+    check_exec_size(inv)?;
     let first = if bin.script {
         Program::Path(&bin.path)
     } else {
@@ -337,6 +338,32 @@ fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
     }
 }
 
+/// Refuses argv and environment that together exceed what one `execve` takes
+/// (`sysconf(_SC_ARG_MAX)`: a quarter of the stack limit, at least 128 KiB), counting
+/// each string with its NUL and each pointer, as the kernel does.
+fn check_exec_size(inv: &Invocation<'_>) -> Result<(), AdapterError> {
+    let strings: usize = inv.argv0.len()
+        + 1
+        + inv.args.iter().map(|a| a.len() + 1).sum::<usize>()
+        + inv
+            .env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>();
+    let pointers = (inv.args.len() + 2 + inv.env.len() + 1) * std::mem::size_of::<usize>();
+    let bytes = strings + pointers;
+    // SAFETY: sysconf takes a constant.
+    let max = usize::try_from(unsafe { libc::sysconf(libc::_SC_ARG_MAX) }).unwrap_or(128 * 1024);
+    if bytes > max {
+        return Err(AdapterError::ArgTooLong {
+            message: format!(
+                "the arguments and the environment are {bytes} bytes; one exec takes at most {max} here"
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
     let path = bin.path.clone();
     let SpawnError { step, error } = e;
@@ -352,6 +379,11 @@ fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
                 source: Some(error),
             }
         }
+        // What `check_exec_size` could not foresee (the kernel's own accounting).
+        (Some(Step::Exec), Some(libc::E2BIG)) => AdapterError::ArgTooLong {
+            message: "the kernel refused the arguments and the environment as too long (E2BIG)"
+                .into(),
+        },
         (Some(Step::Confine), _) => AdapterError::SpawnFailed {
             program: path,
             reason: "the confinement could not be applied in the child".into(),
@@ -590,6 +622,28 @@ mod tests {
         let out = run_with(&inv("sleep 1000", 200), false).unwrap();
         assert!(out.timed_out);
         assert_eq!(live_in_group(out.pid as i32), 0);
+    }
+
+    #[test]
+    fn a_command_line_too_long_for_one_exec_is_arg_invalid() {
+        let bin = crate::verify_bin(&crate::pin_bin(Path::new("/bin/true")).unwrap()).unwrap();
+        let env = ChildEnv::new();
+        // SAFETY: sysconf takes a constant.
+        let max = usize::try_from(unsafe { libc::sysconf(libc::_SC_ARG_MAX) }).unwrap();
+        let n = max / 100_000 + 1;
+        let inv = Invocation {
+            bin: &bin,
+            argv0: "true".into(),
+            args: vec![OsString::from("x".repeat(100_000)); n],
+            env: &env,
+            cwd: "/".into(),
+            limits: Limits::default(),
+            confine: None,
+            cancel: None,
+        };
+        let e = run(&inv).unwrap_err();
+        assert_eq!((e.code(), e.exit_status()), ("arg_invalid", 65), "{e}");
+        assert!(e.to_string().contains("one exec takes at most"), "{e}");
     }
 
     #[test]

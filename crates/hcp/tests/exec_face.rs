@@ -334,3 +334,25 @@ fn the_envelope_is_an_object_with_args_and_confirms_with_a_boolean() {
     assert_refused(&w, &out, &v, "arg_invalid", 65);
     assert!(!w.work.join("ledger.jsonl").exists());
 }
+
+/// A value the gate lets through (at most 131,071 bytes) can still make an argv element
+/// too long once its template prefix is added, or the whole command line too long for
+/// one exec: `arg_invalid` (65), audited, nothing run; not `spawn_failed`.
+#[test]
+fn a_value_too_long_for_exec_once_rendered_is_arg_invalid() {
+    let w = world(&["ledger"]);
+    // `--account={{account?}}`: 10 bytes of prefix on a value just under the gate's cap.
+    let account = "x".repeat(131_064);
+    let body = serde_json::to_vec(&json!({
+        "pack_id": "ledger", "verb_key": "ledger.list", "args": {"account": account}
+    }))
+    .unwrap();
+    let (out, v) = envelope(&w, &body);
+    assert_refused(&w, &out, &v, "arg_invalid", 65);
+    assert!(v["error"].as_str().unwrap().contains("prefix"), "{v}");
+    assert_eq!(last_audit(&w)["code"], json!("arg_invalid"));
+    assert!(
+        !w.work.join("ledger.jsonl").exists(),
+        "the adapter never ran"
+    );
+}
