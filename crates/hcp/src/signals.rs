@@ -1,12 +1,27 @@
 //! The signal pipe of the commands that run children (`hcp exec`, `hcp sense`): `SIGINT`,
-//! `SIGTERM` and `SIGHUP` make a pipe readable instead of ending hcp, so the caller ends
-//! its child's process group, writes its audit record and answers.
+//! `SIGTERM`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2` and `SIGALRM` ([`ARMED`]) make a
+//! pipe readable instead of ending hcp, so the caller ends its child's process group,
+//! writes its audit record and answers. A signal the caller ignores stays ignored.
+//! `SIGKILL` cannot be caught: the child dies with hcp (parent-death signal), but the
+//! call has no audit record and a grandchild may survive.
 
 use crate::error::CliError;
 use crate::exit;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The signals that end the call like a cancel: those a user or a supervisor sends to
+/// stop a process, whose default would end hcp without its audit record.
+pub(crate) const ARMED: [Signal; 7] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+];
 
 /// The write end of the signal pipe, for the handler; -1 when unset.
 static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
@@ -23,7 +38,7 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-/// The signal pipe: readable once `SIGINT`, `SIGTERM` or `SIGHUP` arrived. Dropping it detaches the
+/// The signal pipe: readable once one of [`ARMED`] arrived. Dropping it detaches the
 /// handler from the write end before the descriptors close (the handlers stay armed, so
 /// a late signal is ignored rather than fatal while the triggers are being stopped).
 pub(crate) struct SignalPipe {
@@ -38,7 +53,7 @@ impl Drop for SignalPipe {
     }
 }
 
-/// Arms `SIGINT`, `SIGTERM` and `SIGHUP` to make the returned pipe readable.
+/// Arms [`ARMED`] (except those the caller ignores) to make the returned pipe readable.
 ///
 /// # Errors
 /// `spawn_failed` when the pipe or the handlers cannot be set up.
@@ -58,7 +73,18 @@ pub(crate) fn arm() -> Result<SignalPipe, CliError> {
         SaFlags::SA_RESTART,
         SigSet::empty(),
     );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+    for sig in ARMED {
+        // A signal the caller ignores stays ignored (`nohup`, or the SIGINT and SIGQUIT
+        // a shell ignores for background jobs).
+        // SAFETY: querying the disposition only.
+        let ignored = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig as libc::c_int, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        };
+        if ignored {
+            continue;
+        }
         // SAFETY: the handler only loads an atomic and calls write(2).
         unsafe { sigaction(sig, &action) }.map_err(|e| {
             CliError::new(

@@ -148,11 +148,33 @@ fn secrets_in_hcps_environment_do_not_reach_the_child() {
 /// Starts `hcp exec --json ARGS` in the background and waits (polling `/proc`, with a
 /// deadline) until a process of the call is running; returns the hcp child, the start
 /// time and the process group of the verb.
-#[allow(clippy::zombie_processes)] // the child is returned; the caller waits for it
 fn start_and_find_group(w: &common::World, args: &[&str]) -> (std::process::Child, Instant, u32) {
+    start_and_find_group_ignoring(w, args, &[])
+}
+
+/// [`start_and_find_group`], with `ignored` signals set to `SIG_IGN` in hcp, as a caller
+/// like `nohup` does.
+#[allow(clippy::zombie_processes)] // the child is returned; the caller waits for it
+fn start_and_find_group_ignoring(
+    w: &common::World,
+    args: &[&str],
+    ignored: &[libc::c_int],
+) -> (std::process::Child, Instant, u32) {
+    use std::os::unix::process::CommandExt;
     let marker = format!("HCP_WORKDIR={}", w.work.display());
     let start = Instant::now();
-    let mut child = std::process::Command::new(common::hcp_bin())
+    let ignored = ignored.to_vec();
+    let mut command = std::process::Command::new(common::hcp_bin());
+    // SAFETY: between fork and exec, only signal(2), which is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            for &sig in &ignored {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
         .env_clear()
         .env("HOME", &w.home)
         .env("HCP_HOME", &w.hcp_home)
@@ -446,4 +468,65 @@ fn descriptors_the_caller_left_open_do_not_reach_the_child() {
     assert_eq!(status(&out), 0, "{}", w.render(&out));
     assert_eq!(v["data"]["fds"], json!([0, 1, 2]));
     drop(file);
+}
+
+/// Every signal hcp arms ends the call as `cancelled` (130), with its process group gone
+/// and an audit record; one the caller ignores (`nohup`) is left ignored.
+#[test]
+fn signals_to_hcp_cancel_the_call_and_are_audited() {
+    let w = world(&["probe"]);
+    let armed = [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+    ];
+    for (i, sig) in armed.into_iter().enumerate() {
+        let (child, _, pgid) = start_and_find_group(&w, &["probe.sleep", "3600"]);
+        // SAFETY: kill(2) with integers only.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let out = child.wait_with_output().unwrap();
+        let v = parse(&w, &out);
+        assert_eq!(status(&out), 130, "signal {sig}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("cancelled"), "signal {sig}");
+        assert_eq!(
+            live_in_group(pgid),
+            Vec::<u32>::new(),
+            "signal {sig}: the group is left"
+        );
+        let records = audit_records(&w);
+        assert_eq!(records.len(), i + 1, "signal {sig}: one record a call");
+        assert_eq!(records[i]["code"], json!("cancelled"), "signal {sig}");
+    }
+    // Ignored by the caller: SIGHUP changes nothing, SIGTERM still cancels.
+    let (child, _, pgid) =
+        start_and_find_group_ignoring(&w, &["probe.sleep", "3600"], &[libc::SIGHUP]);
+    // hcp armed its handlers before it started the verb, so this is its final state:
+    // SIGHUP still ignored, not caught; SIGTERM caught.
+    let status_of_hcp = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let mask = |field: &str| {
+        status_of_hcp
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+            .unwrap()
+    };
+    let bit = |sig: libc::c_int| 1u64 << (sig - 1);
+    assert_ne!(mask("SigIgn:") & bit(libc::SIGHUP), 0, "{status_of_hcp}");
+    assert_eq!(mask("SigCgt:") & bit(libc::SIGHUP), 0, "{status_of_hcp}");
+    assert_ne!(mask("SigCgt:") & bit(libc::SIGTERM), 0, "{status_of_hcp}");
+    // SAFETY: kill(2) with integers only.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
+    assert!(
+        !live_in_group(pgid).is_empty(),
+        "an ignored SIGHUP ended the call"
+    );
+    // SAFETY: kill(2) with integers only.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(status(&out), 130, "{}", w.render(&out));
+    assert_audit_clean(&w);
 }

@@ -130,8 +130,8 @@ pub fn execute_connect(env: &ExecEnv, call: Call) -> (Answer, Option<String>) {
 }
 
 /// Runs one call through RUNTIME §5 and answers it; every refusal carries its code.
-/// `cancel` is how the face abandons the call mid-run (`hcp exec`: SIGINT, SIGTERM or
-/// SIGHUP; `hcp mcp`: the client cancelled or disconnected). `cancel` is a descriptor (the read end of a pipe) that becomes
+/// `cancel` is how the face abandons the call mid-run (`hcp exec`: one of
+/// `crate::signals::ARMED`; `hcp mcp`: the client cancelled or disconnected). `cancel` is a descriptor (the read end of a pipe) that becomes
 /// readable, or hangs up, when the call must end: the adapter then ends the child's
 /// process group, and the run is answered and audited with code `cancelled`.
 pub fn execute_cancellable(env: &ExecEnv, call: Call, cancel: BorrowedFd<'_>) -> Answer {

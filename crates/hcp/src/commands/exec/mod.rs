@@ -125,8 +125,9 @@ pub fn run(a: Args) -> CliResult {
         )
     };
     let env = exec_env()?;
-    // SIGINT, SIGTERM and SIGHUP end the child's process group and are answered and
-    // audited as `cancelled`, rather than leaving the child running unrecorded.
+    // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the child's
+    // process group and are answered and audited as `cancelled`, rather than leaving the
+    // child running unrecorded (crate::signals).
     let signals = crate::signals::arm()?;
     let answer = engine::execute_cancellable(&env, call, std::os::fd::AsFd::as_fd(&signals.read));
     Ok(print(&answer, json || json_face))
