@@ -96,6 +96,20 @@ pub fn check_args<'a>(
                 None,
             ));
         }
+        // A JSON number that is no 64-bit integer arrives as a double: past 2^53 its
+        // digits are no longer the ones sent, so the CLI would get another number.
+        if let ArgValue::Number(n) = value
+            && n.as_i64().is_none()
+            && n.as_u64().is_none()
+            && n.as_f64()
+                .is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0)
+        {
+            return Err(refuse(
+                Code::ArgInvalid,
+                format!("argument `{name}` is a number too large to pass exactly"),
+                Some("send it as a string".into()),
+            ));
+        }
         if let ArgValue::String(s) = value {
             total += s.len();
             if s.len() > MAX_ARG_BYTES {
@@ -239,6 +253,18 @@ mod tests {
     fn oversized_values_are_refused() {
         let p = plan(&["say", "{{text}}"]);
         assert!(run(&p, &[("text", s(&"x".repeat(MAX_ARG_BYTES)))]).is_ok());
+        // Integers are exact; a double past 2^53 is not.
+        let num = |t: &str| ArgValue::Number(serde_json::from_str(t).unwrap());
+        assert!(run(&p, &[("text", num("18446744073709551615"))]).is_ok());
+        assert!(run(&p, &[("text", num("1.5"))]).is_ok());
+        assert_eq!(
+            run(&p, &[("text", num("18446744073709551616"))]).unwrap_err(),
+            Code::ArgInvalid
+        );
+        assert_eq!(
+            run(&p, &[("text", num("1e300"))]).unwrap_err(),
+            Code::ArgInvalid
+        );
         assert_eq!(
             run(&p, &[("text", s(&"x".repeat(MAX_ARG_BYTES + 1)))]).unwrap_err(),
             Code::ArgInvalid
