@@ -211,10 +211,11 @@ impl RuntimeConfig {
             message: e.message,
         })?;
         if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
+            let at = hcp_model::locate(text, &["limits", name]);
             return Err(ConfigError::Invalid {
                 path: path.to_owned(),
-                line: 0,
-                column: 0,
+                line: at.map_or(0, |l| l.line),
+                column: at.map_or(0, |l| l.column),
                 message: format!("`limits.{name}` must be at least 1"),
             });
         }
@@ -292,6 +293,16 @@ mod tests {
         ] {
             assert_eq!(parse(text).unwrap_err().code(), "bad_config", "{text}");
         }
+    }
+
+    #[test]
+    fn a_zero_limit_is_located() {
+        let e =
+            parse("{\n  \"limits\": {\"cpu_seconds\": 5,\n    \"processes\": 0}\n}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (3, 5));
     }
 
     #[test]
