@@ -211,8 +211,9 @@ pub struct SandboxPaths<'a> {
     /// could write there. A working directory that breaks this is refused
     /// (`sandbox_unavailable`).
     pub protected: &'a [PathBuf],
-    /// Paths the sandbox may lie inside but neither be nor hold (the user's `$HOME`: a
-    /// project under it is a sandbox, the home itself is not). Refused likewise.
+    /// Home directories: the sandbox may lie inside one but neither be nor hold one, nor
+    /// lie inside one of its dot-directories (`~/.ssh`, `~/.config`, `~/.cargo` …): a
+    /// project under a home is a sandbox, the home itself is not. Refused likewise.
     pub not_above: &'a [PathBuf],
 }
 
@@ -467,14 +468,20 @@ impl Confinement {
 /// System directories a sandbox working directory may neither be nor lie inside:
 /// [`SYSTEM_READ_ONLY`] (a child would get write access to programs and configuration,
 /// as root to all of them) and the kernel's and devices' trees.
-pub const NOT_A_SANDBOX: [&str; 13] = [
+pub const NOT_A_SANDBOX: [&str; 16] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
-    "/sys", "/dev", "/run",
+    "/sys", "/dev", "/run", "/var", "/opt", "/snap",
 ];
 
-/// Refuses a working directory that is `/`, is or lies inside a [`NOT_A_SANDBOX`]
-/// directory, holds a protected or `not_above` path or the directory the private
-/// temporary directory was made in, or lies inside a protected one.
+/// Directories whose contents may be sandboxes, but not they themselves: shared roots that
+/// hold other users' or other programs' files. `/var/tmp` is also the one place under
+/// `/var` a sandbox may lie in.
+pub const SHARED_ROOTS: [&str; 6] = ["/tmp", "/var/tmp", "/home", "/srv", "/mnt", "/media"];
+
+/// Refuses a working directory that is `/` or a [`SHARED_ROOTS`] directory, is or lies
+/// inside a [`NOT_A_SANDBOX`] directory (`/var/tmp` apart), holds a protected path, a
+/// home or the directory the private temporary directory was made in, is a home or lies
+/// inside a home's dot-directory, or lies inside a protected path.
 fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     let work = paths
         .workdir
@@ -486,8 +493,23 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
         });
     }
     let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+    let shared: Vec<PathBuf> = SHARED_ROOTS
+        .iter()
+        .map(|p| resolve(&PathBuf::from(p)))
+        .collect();
+    if let Some(root) = shared.iter().find(|r| **r == work) {
+        return Err(AdapterError::SandboxUnavailable {
+            reason: format!(
+                "the sandbox working directory `{}` is a shared directory that holds other users' files; use a directory inside it",
+                root.display()
+            ),
+        });
+    }
+    let in_var_tmp = shared
+        .iter()
+        .any(|r| r.ends_with("var/tmp") && work.starts_with(r));
     for system in NOT_A_SANDBOX.iter().map(|p| resolve(&PathBuf::from(p))) {
-        if work.starts_with(&system) {
+        if work.starts_with(&system) && !in_var_tmp {
             return Err(AdapterError::SandboxUnavailable {
                 reason: format!(
                     "the sandbox working directory `{}` is a system directory (`{}`), which a local command may not write",
@@ -512,9 +534,31 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
             return Err(refuse(&p, "lies inside"));
         }
     }
-    for p in paths.not_above.iter().map(resolve) {
-        if p.starts_with(&work) {
-            return Err(refuse(&p, "holds"));
+    for home in paths.not_above.iter().map(resolve) {
+        if work == home {
+            return Err(AdapterError::SandboxUnavailable {
+                reason: format!(
+                    "the sandbox working directory `{}` is a home directory; use a project directory inside it",
+                    work.display()
+                ),
+            });
+        }
+        if home.starts_with(&work) {
+            return Err(refuse(&home, "holds the home directory"));
+        }
+        // Dot-directories of a home hold keys, credentials, configuration, tools and
+        // what runs at login; none is a sandbox.
+        if let Ok(rest) = work.strip_prefix(&home)
+            && let Some(first) = rest.components().next()
+            && first.as_os_str().as_encoded_bytes().starts_with(b".")
+        {
+            return Err(AdapterError::SandboxUnavailable {
+                reason: format!(
+                    "the sandbox working directory `{}` lies inside `{}`, a hidden directory of a home (configuration, keys, tools)",
+                    work.display(),
+                    home.join(first).display()
+                ),
+            });
         }
     }
     // The directory private temporary directories are made in (`/tmp`): holding it
@@ -522,7 +566,10 @@ fn check_protected(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     if let Some(base) = paths.tmpdir.parent().map(|p| resolve(&p.to_path_buf()))
         && base.starts_with(&work)
     {
-        return Err(refuse(&base, "holds"));
+        return Err(refuse(
+            &base,
+            "holds the directory of the private temporary directories,",
+        ));
     }
     Ok(())
 }
@@ -650,7 +697,44 @@ mod tests {
             ..in_home
         };
         let e = Confinement::for_local_land(&at_home, &policy).unwrap_err();
-        assert!(e.to_string().contains("holds"), "{e}");
+        assert!(e.to_string().contains("is a home directory"), "{e}");
+        // Above the home, or inside one of its dot-directories: refused.
+        let nested_home = [project.clone()];
+        let above_home = SandboxPaths {
+            workdir: dir.path(),
+            not_above: &nested_home,
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&above_home, &policy).unwrap_err();
+        assert!(e.to_string().contains("holds the home"), "{e}");
+        let dot = dir.path().join(".cargo/registry");
+        std::fs::create_dir_all(&dot).unwrap();
+        let in_dot = SandboxPaths {
+            workdir: &dot,
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&in_dot, &policy).unwrap_err();
+        assert!(e.to_string().contains("hidden directory"), "{e}");
+        // Shared roots themselves: refused; inside them, and inside /var/tmp: a sandbox.
+        for root in ["/tmp", "/var/tmp", "/home"] {
+            if !Path::new(root).is_dir() {
+                continue;
+            }
+            let at = SandboxPaths {
+                workdir: Path::new(root),
+                not_above: &[],
+                ..in_home
+            };
+            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
+            assert!(e.to_string().contains("shared directory"), "{root}: {e}");
+        }
+        let var_tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+        let in_var_tmp = SandboxPaths {
+            workdir: var_tmp.path(),
+            not_above: &[],
+            ..in_home
+        };
+        assert!(Confinement::for_local_land(&in_var_tmp, &policy).is_ok());
         // Holding the directory of the private temporary directories (`/tmp`): refused.
         let tmp = dir.path().join("sys-tmp/hcp-exec-x");
         std::fs::create_dir_all(&tmp).unwrap();

@@ -32,7 +32,7 @@ mod tmp;
 
 pub use confine::{
     Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, NOT_A_SANDBOX, Network,
-    NetworkReport, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW,
+    NetworkReport, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SHARED_ROOTS, SYSTEM_DEVICES_RW,
     SYSTEM_READ_NO_EXEC, SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport,
     TESTED_LANDLOCK_ABI, running_as_root,
 };

@@ -485,3 +485,37 @@ fn the_private_tmpdir_lives_where_the_configuration_says_and_leftovers_are_swept
     );
     assert_eq!(std::fs::read_dir(&system).unwrap().count(), 0);
 }
+
+/// Every home of /etc/passwd (not only the caller's) and the shared roots (`/home`,
+/// `/tmp` …) are refused as sandboxes; so is `/var` and what lies in it.
+#[test]
+fn other_users_homes_and_shared_roots_are_never_a_sandbox() {
+    if !landlock_or_skip() {
+        return;
+    }
+    let w = jail();
+    let home = w.home.display().to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let mut dirs: Vec<PathBuf> = passwd
+        .lines()
+        .filter_map(|l| l.split(':').nth(5))
+        .map(PathBuf::from)
+        .filter(|h| {
+            h.is_dir()
+                && h != Path::new("/")
+                && !hcp_adapter::NOT_A_SANDBOX.iter().any(|d| h.starts_with(d))
+        })
+        .collect();
+    dirs.extend(
+        ["/home", "/tmp", "/var", "/var/lib"]
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir()),
+    );
+    assert!(!dirs.is_empty());
+    for dir in dirs {
+        let (out, v) = exec_json_in(&w, &dir, Some(&home), &["jail.env"]);
+        assert_eq!(status(&out), 77, "{}: {}", dir.display(), w.render(&out));
+        assert_eq!(v["code"], json!("sandbox_unavailable"), "{}", dir.display());
+    }
+}

@@ -389,8 +389,10 @@ fn execute_inner(
     }
     // Step 9: the adapter.
     let adapter_refusal = |e: hcp_adapter::AdapterError| {
+        let hint = matches!(e, hcp_adapter::AdapterError::ArgTooLong { .. })
+            .then(|| "pass large content through a file in the working directory".to_owned());
         (
-            Refusal::new(e.code(), e.to_string(), None, e.exit_status()),
+            Refusal::new(e.code(), e.to_string(), hint, e.exit_status()),
             true,
         )
     };
@@ -478,23 +480,16 @@ fn execute_inner(
         hcp_adapter::PrivateTmp::sweep(&base);
         let tmp = hcp_adapter::PrivateTmp::create_in(&base).map_err(adapter_refusal)?;
         child_env = child_env.tmpdir(tmp.path());
-        // The store is never writable from a sandbox, nor are the credential and
-        // start-up directories of the user's home; the home may hold sandboxes but may
-        // not be one. The home is `$HOME` and the user's entry in /etc/passwd: the
-        // caller's environment alone could hide it.
+        // The store is never writable from a sandbox. Homes (the caller's `$HOME` and
+        // every home in /etc/passwd: the environment alone could hide the user's) may
+        // hold sandboxes, outside their dot-directories, but may not be or lie in one.
         let not_above = user_homes(
             env.parent_env
                 .iter()
                 .filter(|(k, _)| k == "HOME")
                 .map(|(_, v)| std::path::PathBuf::from(v)),
         );
-        let protected: Vec<std::path::PathBuf> = std::iter::once(env.home.root().to_path_buf())
-            .chain(
-                not_above
-                    .iter()
-                    .flat_map(|home| HOME_NOT_A_SANDBOX.iter().map(move |d| home.join(d))),
-            )
-            .collect();
+        let protected = [env.home.root().to_path_buf()];
         let paths = hcp_adapter::SandboxPaths {
             workdir: &allowed.workdir,
             tmpdir: tmp.path(),
@@ -973,37 +968,29 @@ pub fn early_refusal(code: &str, message: String, hint: Option<String>, exit: u8
     )
 }
 
-/// Directories of a user's home a sandbox may neither be, hold, nor lie inside: keys,
-/// credentials and what runs at login or start-up.
-const HOME_NOT_A_SANDBOX: [&str; 9] = [
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".kube",
-    ".docker",
-    ".config",
-    ".local/bin",
-    ".hcp",
-    ".cargo/bin",
-];
-
-/// The user's home directories: `from_env` (the caller's `$HOME`) and the home of the
-/// effective user in /etc/passwd (read directly, without NSS; a user only known to a
-/// directory service is covered by `$HOME` alone). Deduplicated, in that order.
+/// Home directories a sandbox may not be, hold, or lie in a dot-directory of:
+/// `from_env` (the caller's `$HOME`) and every home in /etc/passwd (read directly, without
+/// NSS; a user only known to a directory service is covered by `$HOME` alone), except
+/// `/` and homes inside `hcp_adapter::NOT_A_SANDBOX` directories (no sandbox lies there
+/// anyway). Deduplicated, in that order.
 fn user_homes(from_env: impl Iterator<Item = std::path::PathBuf>) -> Vec<std::path::PathBuf> {
     let mut homes: Vec<std::path::PathBuf> = from_env.filter(|h| h.is_absolute()).collect();
-    // SAFETY: geteuid takes no argument and cannot fail.
-    let uid = unsafe { libc::geteuid() }.to_string();
-    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd")
-        && let Some(home) = passwd.lines().find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 7 && f[2] == uid).then(|| std::path::PathBuf::from(f[5]))
-        })
-        && home.is_absolute()
-        && home != std::path::Path::new("/")
-        && !homes.contains(&home)
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    for home in passwd
+        .lines()
+        .filter_map(|l| l.split(':').nth(5))
+        .map(std::path::PathBuf::from)
     {
-        homes.push(home);
+        let system = hcp_adapter::NOT_A_SANDBOX
+            .iter()
+            .any(|d| home.starts_with(d));
+        if home.is_absolute()
+            && home != std::path::Path::new("/")
+            && !system
+            && !homes.contains(&home)
+        {
+            homes.push(home);
+        }
     }
     homes
 }
