@@ -350,7 +350,10 @@ fn a_value_too_long_for_exec_once_rendered_is_arg_invalid() {
     let (out, v) = envelope(&w, &body);
     assert_refused(&w, &out, &v, "arg_invalid", 65);
     assert!(v["error"].as_str().unwrap().contains("prefix"), "{v}");
-    assert!(v["hint"].as_str().unwrap().contains("through a file"), "{v}");
+    assert!(
+        v["hint"].as_str().unwrap().contains("through a file"),
+        "{v}"
+    );
     assert_eq!(last_audit(&w)["code"], json!("arg_invalid"));
     assert!(
         !w.work.join("ledger.jsonl").exists(),
