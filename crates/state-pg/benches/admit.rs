@@ -1,1 +1,175 @@
-fn main() {}
+//! One call's state steps, the file store against PostgreSQL, pairwise in one run:
+//!
+//! - `file`: `hcp-store`'s counter take (flock, read, atomic write) and two durable audit
+//!   appends (the intent, then the outcome) in a home on disk;
+//! - `postgres`: [`PgState::admit`] (session and grant re-checked, one budget slot, the
+//!   intent) then [`PgState::record`] (the outcome), over the open connection;
+//! - `postgres_connect`: the same on a new connection each time (what a fresh `hcp exec`
+//!   process pays: start-up, authentication, the schema check).
+//!
+//! Needs `HCP_TEST_PG_URL` (`eval "$(.ci/pg-start)"`, a Unix socket); without it only
+//! `file` runs. `cargo bench -p hcp-state-pg --bench admit`.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use hcp_model::{Capability, PackId};
+use hcp_state_pg::{Admission, CounterTake, GrantCheck, MachineId, PgState, StateConfig};
+use hcp_store::Home;
+use hcp_store::audit::{AuditLog, Decision, Entry};
+use hcp_store::counter::{Counters, Limits};
+use hcp_store::grant::PackScope;
+use hcp_store::session::{PrincipalId, Session, Timestamp, Token, token_digest};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const LIMITS: Limits = Limits {
+    rate_limit: None,
+    budget: Some(u64::MAX / 2),
+    window_ms: 60_000,
+};
+
+fn entry(kind: &str) -> Entry {
+    Entry {
+        principal: "agent".into(),
+        project: None,
+        pack_id: Some("probe".into()),
+        verb_key: "say".into(),
+        operation: None,
+        land: None,
+        decision: Decision::Allow,
+        code: None,
+        args_digest: "sha256:0000".into(),
+        exit_code: Some(0),
+        duration_ms: 1,
+        extra: BTreeMap::from([("kind".to_owned(), Value::String(kind.into()))]),
+    }
+}
+
+fn fields(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(Timestamp::now().as_millisecond()).unwrap()
+}
+
+struct Pg {
+    cfg: StateConfig,
+    state: PgState,
+    session: String,
+}
+
+fn pg() -> Option<Pg> {
+    let Ok(url) = std::env::var("HCP_TEST_PG_URL") else {
+        eprintln!(
+            "skipped: postgres benches: HCP_TEST_PG_URL is not set (eval \"$(.ci/pg-start)\")"
+        );
+        return None;
+    };
+    let mut raw = [0u8; 6];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut raw).unwrap();
+    let cfg = StateConfig::new(url).with_schema(format!("bench_{}", hex::encode(raw)));
+    PgState::migrate(&cfg).unwrap();
+    let state = PgState::connect(&cfg, MachineId::generate().unwrap()).unwrap();
+    let now = Timestamp::now();
+    let token = Token::generate().unwrap();
+    let s = Session {
+        token_sha256: format!("sha256:{}", token_digest(token.as_str())),
+        principal: PrincipalId::parse("agent").unwrap(),
+        role: None,
+        projects: vec![],
+        attributes: BTreeMap::new(),
+        can_view: vec![],
+        workdir: None,
+        created_at: now,
+        expires_at: now + jiff::SignedDuration::from_hours(24),
+        ended_at: None,
+    };
+    state.session_insert(&s).unwrap();
+    state
+        .grant(
+            &PrincipalId::parse("agent").unwrap(),
+            &PackScope::Pack(PackId::parse("probe").unwrap()),
+            &[Capability::VerbExecRead],
+            now,
+        )
+        .unwrap();
+    Some(Pg {
+        cfg,
+        state,
+        session: s.token_sha256,
+    })
+}
+
+fn admit_outcome(state: &PgState, session: &str, pack: &PackId, intent: &Map<String, Value>) {
+    let takes = [CounterTake {
+        identity: "agent",
+        tool: "probe.say",
+        limits: LIMITS,
+        now_ms: now_ms(),
+    }];
+    let a = state
+        .admit(&Admission {
+            now: Timestamp::now(),
+            principal: "agent",
+            session: Some(session),
+            grant: Some(GrantCheck {
+                pack,
+                capability: Capability::VerbExecRead,
+            }),
+            counters: &takes,
+            approval: None,
+            intent,
+        })
+        .unwrap();
+    let outcome = fields(json!({"kind": "outcome", "intent": a.audit_id, "exit_code": 0}));
+    state.record(&outcome, Timestamp::now()).unwrap();
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("admit_outcome");
+    g.measurement_time(Duration::from_secs(5));
+    g.sample_size(50);
+
+    // A home on the same disk as the server's data directory (both under /tmp here).
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::open(dir.path().join("hcp")).unwrap();
+    let counters = Counters::new(&home);
+    let log = AuditLog::new(&home);
+    let (intent_e, outcome_e) = (entry("intent"), entry("outcome"));
+    g.bench_function("file", |b| {
+        b.iter(|| {
+            counters
+                .try_consume("agent", "probe.say", LIMITS, now_ms())
+                .unwrap();
+            log.append(&intent_e).unwrap();
+            log.append(&outcome_e).unwrap();
+        });
+    });
+
+    if let Some(p) = pg() {
+        let pack = PackId::parse("probe").unwrap();
+        let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
+        g.bench_function("postgres", |b| {
+            b.iter(|| admit_outcome(&p.state, &p.session, &pack, &intent));
+        });
+        g.bench_function("postgres_connect", |b| {
+            b.iter(|| {
+                let s = PgState::connect(&p.cfg, p.state.machine().clone()).unwrap();
+                admit_outcome(&s, &p.session, &pack, &intent);
+            });
+        });
+        g.bench_function("connect_only", |b| {
+            b.iter(|| PgState::connect(&p.cfg, p.state.machine().clone()).unwrap());
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -355,7 +355,7 @@ impl PgState {
             return Err(ApprovalError::Unknown(id.to_owned()));
         }
         let at = Ts(Ts::micros(now));
-        let a = self.with(|c| {
+        self.with(|c| {
             let mut tx = c.transaction()?;
             let row = tx.query_typed_opt(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE id = $1 FOR UPDATE"),
@@ -392,7 +392,6 @@ impl PgState {
             let a = from_row(&row)?;
             tx.commit()?;
             Ok(Ok(a))
-        })?;
-        a
+        })?
     }
 }

@@ -197,7 +197,9 @@ impl PgState {
             ));
         };
         let out = f(client);
-        if client.is_closed() {
+        // After any failure the connection is opened again by the next call: one the
+        // server ended (a restart, a terminated backend) is not always seen as closed yet.
+        if out.is_err() || client.is_closed() {
             *guard = None;
         }
         out

@@ -104,9 +104,7 @@ fn script(name: &str) -> PathBuf {
 impl Server {
     /// Starts one, or `None` (skipped) when the server binaries are missing.
     pub fn start(tls: bool) -> Option<Self> {
-        if url().is_none() {
-            return None;
-        }
+        url()?;
         let mut cmd = Command::new(script("pg-start"));
         cmd.arg("--quiet");
         if tls {
