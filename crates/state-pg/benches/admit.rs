@@ -123,7 +123,7 @@ fn admit_outcome(state: &PgState, session: &str, pack: &PackId, intent: &Map<Str
                 capability: Capability::VerbExecRead,
             }),
             counters: &takes,
-            approval: None,
+            approvals: &[],
             intent,
         })
         .unwrap();

@@ -63,8 +63,9 @@ pub struct Admission<'a> {
     pub grant: Option<GrantCheck<'a>>,
     /// The counter slots to take (none for the owner).
     pub counters: &'a [CounterTake<'a>],
-    /// The approval to take, when the runtime policy asked for one.
-    pub approval: Option<ApprovalTake<'a>>,
+    /// The approvals to take, when the runtime policy asked for them (a sense of several
+    /// refs may take several).
+    pub approvals: &'a [ApprovalTake<'a>],
     /// The intent record's fields (without `ts`, `id`, `machine`: admit stamps them).
     pub intent: &'a Map<String, Value>,
 }
@@ -80,8 +81,8 @@ pub struct Admitted {
     pub seq: u64,
     /// Its hash, the chain's new head.
     pub hash: String,
-    /// The approval it took, if any.
-    pub approval_id: Option<String>,
+    /// The approvals it took, in the order of [`Admission::approvals`].
+    pub approval_ids: Vec<String>,
 }
 
 /// Why admit refused: something changed since the dry pre-gate. Nothing was spent.
@@ -189,10 +190,14 @@ impl PgState {
         let now = Ts(Ts::micros(a.now));
         let pack = a.grant.map(|g| g.pack.as_str());
         let capability = a.grant.map(|g| g.capability.as_str());
-        let apr = a.approval;
+        let apr = a.approvals;
+        let a_tools: Vec<&str> = apr.iter().map(|x| x.tool).collect();
+        let a_pd: Vec<&str> = apr.iter().map(|x| x.principal_digest).collect();
+        let a_args: Vec<&str> = apr.iter().map(|x| x.args_digest).collect();
+        let a_policy: Vec<&str> = apr.iter().map(|x| x.policy_hash).collect();
         let row = self.with(|c| {
             Ok(c.query_typed_one(
-                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approval FROM hcp_admit(
+                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM hcp_admit(
                      $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
                 &[
                     (&self.machine().as_str(), Type::TEXT),
@@ -208,10 +213,10 @@ impl PgState {
                     (&budgets, Type::INT8_ARRAY),
                     (&windows, Type::INT8_ARRAY),
                     (&now_ms, Type::INT8),
-                    (&apr.map(|x| x.tool), Type::TEXT),
-                    (&apr.map(|x| x.principal_digest), Type::TEXT),
-                    (&apr.map(|x| x.args_digest), Type::TEXT),
-                    (&apr.map(|x| x.policy_hash), Type::TEXT),
+                    (&a_tools, Type::TEXT_ARRAY),
+                    (&a_pd, Type::TEXT_ARRAY),
+                    (&a_args, Type::TEXT_ARRAY),
+                    (&a_policy, Type::TEXT_ARRAY),
                 ],
             )?)
         })?;
@@ -248,7 +253,10 @@ impl PgState {
             ts,
             seq: u64::try_from(seq).unwrap_or(0),
             hash: row.try_get(4).map_err(PgError::from)?,
-            approval_id: row.try_get(5).map_err(PgError::from)?,
+            approval_ids: row
+                .try_get::<_, Option<Vec<String>>>(5)
+                .map_err(PgError::from)?
+                .unwrap_or_default(),
         })
     }
 }

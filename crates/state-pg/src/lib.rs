@@ -170,6 +170,28 @@ impl PgState {
         })
     }
 
+    /// The fleet's secret key of the audit's argument digests (HMAC-SHA-256), 32 bytes,
+    /// made by the first migration: one per fleet, since approvals are bound to an
+    /// argument digest and taken on any machine. Never written to the audit or logs.
+    ///
+    /// # Errors
+    /// [`PgError`]; a missing or malformed secret is [`Failure::Damaged`].
+    pub fn digest_secret(&self) -> PgResult<[u8; 32]> {
+        self.with(|c| {
+            let row = c.query_typed_opt(
+                "SELECT value FROM fleet_secret WHERE name = 'args_digest'",
+                &[],
+            )?;
+            let value: Vec<u8> = match row {
+                Some(r) => r.try_get(0)?,
+                None => return Err(PgError::damaged("the fleet's digest secret is missing")),
+            };
+            value
+                .try_into()
+                .map_err(|_| PgError::damaged("the fleet's digest secret is not 32 bytes"))
+        })
+    }
+
     fn lock(&self) -> PgResult<MutexGuard<'_, Option<postgres::Client>>> {
         self.conn
             .lock()

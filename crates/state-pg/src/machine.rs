@@ -15,6 +15,19 @@ use std::path::{Path, PathBuf};
 /// The file name of the machine id inside the state directory.
 pub const MACHINE_ID_FILE: &str = "machine-id";
 
+/// `N` bytes of the operating system's random source.
+pub(crate) fn random<const N: usize>() -> PgResult<[u8; N]> {
+    let mut raw = [0u8; N];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut raw))
+        .map_err(|source| PgError::Io {
+            action: "read",
+            path: PathBuf::from("/dev/urandom"),
+            source,
+        })?;
+    Ok(raw)
+}
+
 /// A machine's id: `m-` and 32 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MachineId(String);
@@ -42,15 +55,7 @@ impl MachineId {
     /// # Errors
     /// [`PgError::Io`] when `/dev/urandom` cannot be read.
     pub fn generate() -> PgResult<Self> {
-        let mut raw = [0u8; 16];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut raw))
-            .map_err(|source| PgError::Io {
-                action: "make",
-                path: PathBuf::from("/dev/urandom"),
-                source,
-            })?;
-        Ok(Self(format!("m-{}", hex::encode(raw))))
+        Ok(Self(format!("m-{}", hex::encode(random::<16>()?))))
     }
 
     /// Reads `dir/machine-id`, or makes it when absent. Two processes that make it at

@@ -18,7 +18,7 @@ pub const SCHEMA_VERSION: i32 = 2;
 pub(crate) const MIGRATIONS: [(i32, &str, &str); 2] = [
     (
         1,
-        "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record",
+        "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record, fleet_secret",
         sql::V1_TABLES,
     ),
     (
@@ -146,6 +146,13 @@ pub fn migrate_to(
             continue;
         }
         tx.batch_execute(sql)?;
+        if v == 1 {
+            let secret = crate::machine::random::<32>()?;
+            tx.execute(
+                "INSERT INTO fleet_secret (name, value) VALUES ('args_digest', $1)",
+                &[&secret.as_slice()],
+            )?;
+        }
         tx.execute(
             "INSERT INTO schema_version (version, description) VALUES ($1, $2)",
             &[&v, &description],

@@ -76,6 +76,13 @@ CREATE TABLE audit_record (
     PRIMARY KEY (machine, seq)
 );
 CREATE INDEX audit_record_gid ON audit_record (gid);
+
+-- One secret per fleet, made by the first migration: the key of the audit's argument
+-- digests (HMAC-SHA-256), which approvals are bound to and taken under on any machine.
+CREATE TABLE fleet_secret (
+    name  text PRIMARY KEY,
+    value bytea NOT NULL CHECK (length(value) = 32)
+);
 "#;
 
 /// Version 2: the one-statement steps `hcp_append` (a record on the machine's chain) and
@@ -111,9 +118,9 @@ CREATE FUNCTION hcp_admit(
     p_session text, p_principal text, p_pack text, p_capability text,
     p_c_identity text[], p_c_tool text[], p_c_rate bigint[], p_c_budget bigint[],
     p_c_window bigint[], p_now_ms bigint,
-    p_a_tool text, p_a_principal_digest text, p_a_args text, p_a_policy text)
+    p_a_tool text[], p_a_principal_digest text[], p_a_args text[], p_a_policy text[])
 RETURNS TABLE (o_status text, o_detail text, o_at timestamptz,
-               o_seq bigint, o_hash text, o_approval text)
+               o_seq bigint, o_hash text, o_approvals text[])
 LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
 DECLARE
     s       record;
@@ -123,8 +130,10 @@ DECLARE
     c       record;
     n       bigint;
     apr     text;
+    aprs    text[] := '{}';
     i       int;
     k       int := coalesce(array_length(p_c_identity, 1), 0);
+    na      int := coalesce(array_length(p_a_tool, 1), 0);
 BEGIN
     -- 1. the session: present, not ended, not expired (an end waits for this lock)
     IF p_session IS NOT NULL THEN
@@ -132,22 +141,22 @@ BEGIN
         WHERE x.token_sha256 = p_session FOR SHARE;
         IF NOT FOUND THEN
             RETURN QUERY SELECT 'bad_session', 'unknown', NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
         IF s.ended_at IS NOT NULL THEN
             RETURN QUERY SELECT 'bad_session', 'ended', s.ended_at,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
         IF p_now >= s.expires_at THEN
             RETURN QUERY SELECT 'bad_session', 'expired', s.expires_at,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
         IF s.principal <> p_principal THEN
             RETURN QUERY SELECT 'bad_session', 'principal', NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
     END IF;
@@ -164,13 +173,13 @@ BEGIN
         END LOOP;
         IF g_max IS NULL THEN
             RETURN QUERY SELECT 'missing_grant', 'missing', NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
         SELECT x.content_changed_at INTO changed FROM pack_state x WHERE x.pack_id = p_pack;
         IF changed IS NOT NULL AND g_max < changed THEN
             RETURN QUERY SELECT 'missing_grant', 'suspended', changed,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
     END IF;
@@ -182,33 +191,36 @@ BEGIN
         WHERE x.identity = p_c_identity[i] AND x.tool = p_c_tool[i] FOR UPDATE;
         IF p_c_budget[i] IS NOT NULL AND c.total >= p_c_budget[i] THEN
             RETURN QUERY SELECT 'budget', p_c_tool[i], NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text;
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
         IF p_c_rate[i] IS NOT NULL THEN
             SELECT count(*) INTO n FROM unnest(c.recent) t WHERE t >= p_now_ms - p_c_window[i];
             IF n >= least(p_c_rate[i], 100000) THEN
                 RETURN QUERY SELECT 'rate_limit', p_c_tool[i], NULL::timestamptz,
-                    NULL::bigint, NULL::text, NULL::text;
+                    NULL::bigint, NULL::text, NULL::text[];
                 RETURN;
             END IF;
         END IF;
     END LOOP;
-    -- 4. the approval: approved, not taken, not denied, within its window
-    IF p_a_tool IS NOT NULL THEN
+    -- 4. each approval: approved, not taken, not denied, within its window
+    FOR i IN 1 .. na LOOP
+        apr := NULL;
         SELECT x.id INTO apr FROM approvals x
-        WHERE x.tool = p_a_tool AND x.principal = p_principal
-          AND x.principal_digest = p_a_principal_digest AND x.args_digest = p_a_args
-          AND x.policy_hash = p_a_policy AND x.approved_at IS NOT NULL
+        WHERE x.tool = p_a_tool[i] AND x.principal = p_principal
+          AND x.principal_digest = p_a_principal_digest[i] AND x.args_digest = p_a_args[i]
+          AND x.policy_hash = p_a_policy[i] AND x.approved_at IS NOT NULL
           AND x.taken_at IS NULL AND x.denied_at IS NULL
           AND p_now < x.approved_at + make_interval(secs => x.window_s)
+          AND NOT (x.id = ANY (aprs))
         ORDER BY x.approved_at, x.id LIMIT 1 FOR UPDATE;
         IF apr IS NULL THEN
-            RETURN QUERY SELECT 'approval_gone', p_a_tool, NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text;
+            RETURN QUERY SELECT 'approval_gone', p_a_tool[i], NULL::timestamptz,
+                NULL::bigint, NULL::text, NULL::text[];
             RETURN;
         END IF;
-    END IF;
+        aprs := aprs || apr;
+    END LOOP;
     -- 5. every check passed: spend, then the intent record
     FOR i IN 1 .. k LOOP
         UPDATE counters x SET
@@ -219,10 +231,10 @@ BEGIN
                 || p_now_ms END
         WHERE x.identity = p_c_identity[i] AND x.tool = p_c_tool[i];
     END LOOP;
-    IF apr IS NOT NULL THEN
-        UPDATE approvals SET taken_at = p_now, taken_machine = p_machine WHERE id = apr;
+    IF na > 0 THEN
+        UPDATE approvals SET taken_at = p_now, taken_machine = p_machine WHERE id = ANY (aprs);
     END IF;
-    RETURN QUERY SELECT 'admitted', NULL::text, NULL::timestamptz, a.o_seq, a.o_hash, apr
+    RETURN QUERY SELECT 'admitted', NULL::text, NULL::timestamptz, a.o_seq, a.o_hash, aprs
         FROM hcp_append(p_machine, p_body) a;
 END
 $fn$;

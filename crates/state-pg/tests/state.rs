@@ -355,7 +355,7 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
                 capability: VerbExecRead,
             }),
             counters,
-            approval: None,
+            approvals: &[],
             intent: &body,
         })
     };
@@ -410,17 +410,17 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
             session: Some(&s.token_sha256),
             grant: None,
             counters: &[],
-            approval: Some(hcp_state_pg::ApprovalTake {
+            approvals: &[hcp_state_pg::ApprovalTake {
                 tool: "probe.say",
                 principal_digest: "sha256:pd",
                 args_digest: "sha256:args",
                 policy_hash: "sha256:policy",
-            }),
+            }],
             intent: &body,
         })
     };
     let got = with_approval(302).unwrap();
-    assert_eq!(got.approval_id.as_deref(), Some(apr.id.as_str()));
+    assert_eq!(got.approval_ids, vec![apr.id.clone()]);
     assert_eq!(
         refused(with_approval(303)),
         AdmitRefusal::ApprovalGone {
@@ -462,7 +462,7 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
             session: None,
             grant: None,
             counters: &[],
-            approval: None,
+            approvals: &[],
             intent: &bad,
         })
         .unwrap_err();
@@ -483,7 +483,7 @@ fn chains_per_machine_verify_tail_and_follow() {
             session: None,
             grant: None,
             counters: &[],
-            approval: None,
+            approvals: &[],
             intent: &owner,
         })
         .unwrap();
@@ -644,4 +644,63 @@ fn unreachable_refused_and_missing_databases_are_state_unavailable() {
     }
     let e = PgState::connect(&StateConfig::new("postgresql://h/x?sslmode=bogus"), m).unwrap_err();
     assert_eq!(e.code(), "bad_config");
+}
+
+#[test]
+fn the_digest_secret_is_one_per_fleet_and_two_approvals_are_taken_together() {
+    let Some(cfg) = fresh("secret") else { return };
+    let a = machine(&cfg);
+    let b = machine(&cfg);
+    let key = a.digest_secret().unwrap();
+    assert_eq!(key, b.digest_secret().unwrap());
+    assert_ne!(key, [0u8; 32]);
+    let other = fresh("secret2").unwrap();
+    assert_ne!(
+        machine(&other).digest_secret().unwrap(),
+        key,
+        "one per database schema"
+    );
+
+    // Two keys of one admit: both taken, or neither.
+    let mut r1 = request("probe.one");
+    r1.principal = "owner".into();
+    let mut r2 = request("probe.two");
+    r2.principal = "owner".into();
+    let x1 = a.approval_request(&r1, t(0)).unwrap();
+    let x2 = a.approval_request(&r2, t(0)).unwrap();
+    a.approve(&x1.id, t(1)).unwrap();
+    let take = |tool| hcp_state_pg::ApprovalTake {
+        tool,
+        principal_digest: "sha256:pd",
+        args_digest: "sha256:args",
+        policy_hash: "sha256:policy",
+    };
+    let keys = [take("probe.one"), take("probe.two")];
+    let body = intent("owner");
+    let adm = |now| {
+        a.admit(&Admission {
+            now: t(now),
+            principal: "owner",
+            session: None,
+            grant: None,
+            counters: &[],
+            approvals: &keys,
+            intent: &body,
+        })
+    };
+    match adm(2) {
+        Err(AdmitError::Refused(AdmitRefusal::ApprovalGone { tool })) => {
+            assert_eq!(tool, "probe.two")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        a.approvals_list()
+            .unwrap()
+            .iter()
+            .all(|x| x.taken_at.is_none())
+    );
+    a.approve(&x2.id, t(3)).unwrap();
+    let got = adm(4).unwrap();
+    assert_eq!(got.approval_ids, vec![x1.id, x2.id]);
 }

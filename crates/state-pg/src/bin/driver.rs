@@ -137,12 +137,13 @@ fn main() -> ExitCode {
         } else {
             &[]
         };
-        let approval = args.approval.then_some(ApprovalTake {
+        let key = [ApprovalTake {
             tool: &tool,
             principal_digest: "sha256:pd",
             args_digest: "sha256:args",
             policy_hash: "sha256:policy",
-        });
+        }];
+        let approvals: &[ApprovalTake<'_>] = if args.approval { &key } else { &[] };
         let r = state.admit(&Admission {
             now,
             principal: "agent",
@@ -152,7 +153,7 @@ fn main() -> ExitCode {
                 capability: Capability::VerbExecRead,
             }),
             counters,
-            approval,
+            approvals,
             intent: &intent,
         });
         let line = match r {
