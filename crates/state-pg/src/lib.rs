@@ -17,7 +17,7 @@
 //! (READ COMMITTED, no SERIALIZABLE retries) re-checks the session, the grant and its
 //! suspension, takes each counter slot and the approval, and appends the call's intent
 //! record to this machine's chain, all or nothing; [`PgState::record`] appends an outcome
-//! or a refusal. See `NOTES` in the crate's README and docs/DESIGN.md for the lock order.
+//! or a refusal. The crate README gives the schema, the chain formula and the lock order.
 
 #![deny(missing_docs)]
 
