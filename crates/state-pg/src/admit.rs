@@ -197,7 +197,7 @@ impl PgState {
         let a_policy: Vec<&str> = apr.iter().map(|x| x.policy_hash).collect();
         let row = self.with(|c| {
             Ok(c.query_typed_one(
-                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM hcp_admit(
+                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
                      $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
                 &[
                     (&self.machine().as_str(), Type::TEXT),

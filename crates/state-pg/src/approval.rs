@@ -230,13 +230,19 @@ impl PgState {
         let pending_since = Ts(now.0 - SignedDuration::from_secs(PENDING_TTL_S));
         self.with(|c| {
             let mut tx = c.transaction()?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1::text || $2::text || $3::text || $4::text || $5::text, 7))",
-                &[&r.tool, &r.principal, &r.principal_digest, &r.args_digest, &r.policy_hash],
+            tx.execute_typed(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1 || $2 || $3 || $4 || $5, 7))",
+                &[
+                    (&r.tool, Type::TEXT),
+                    (&r.principal, Type::TEXT),
+                    (&r.principal_digest, Type::TEXT),
+                    (&r.args_digest, Type::TEXT),
+                    (&r.policy_hash, Type::TEXT),
+                ],
             )?;
             let found = tx.query_typed_opt(
                 &format!(
-                    "SELECT {COLUMNS} FROM approvals
+                    "SELECT {COLUMNS} FROM @.approvals
                      WHERE tool = $1 AND principal = $2 AND principal_digest = $3
                        AND args_digest = $4 AND policy_hash = $5 AND escalation = $6
                        AND approved_at IS NULL AND denied_at IS NULL AND taken_at IS NULL
@@ -257,7 +263,7 @@ impl PgState {
                 Some(row) => from_row(&row)?,
                 None => from_row(&tx.query_typed_one(
                     &format!(
-                        "INSERT INTO approvals (id, tool, principal, principal_digest, args_digest,
+                        "INSERT INTO @.approvals (id, tool, principal, principal_digest, args_digest,
                              policy_hash, summary, escalation, requested_at, window_s, machine)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                          RETURNING {COLUMNS}"
@@ -299,7 +305,7 @@ impl PgState {
         self.with(|c| {
             c.query_typed_opt(
                 &format!(
-                    "SELECT {COLUMNS} FROM approvals
+                    "SELECT {COLUMNS} FROM @.approvals
                      WHERE tool = $1 AND principal = $2 AND principal_digest = $3
                        AND args_digest = $4 AND policy_hash = $5
                        AND approved_at IS NOT NULL AND taken_at IS NULL AND denied_at IS NULL
@@ -327,7 +333,7 @@ impl PgState {
     pub fn approvals_list(&self) -> PgResult<Vec<Approval>> {
         self.with(|c| {
             let rows = c.query_typed(
-                &format!("SELECT {COLUMNS} FROM approvals ORDER BY requested_at, id"),
+                &format!("SELECT {COLUMNS} FROM @.approvals ORDER BY requested_at, id"),
                 &[],
             )?;
             rows.iter().map(from_row).collect()
@@ -358,7 +364,7 @@ impl PgState {
         self.with(|c| {
             let mut tx = c.transaction()?;
             let row = tx.query_typed_opt(
-                &format!("SELECT {COLUMNS} FROM approvals WHERE id = $1 FOR UPDATE"),
+                &format!("SELECT {COLUMNS} FROM @.approvals WHERE id = $1 FOR UPDATE"),
                 &[(&id, Type::TEXT)],
             )?;
             let Some(row) = row else {
@@ -386,7 +392,7 @@ impl PgState {
             }
             let column = if approve { "approved_at" } else { "denied_at" };
             let row = tx.query_typed_one(
-                &format!("UPDATE approvals SET {column} = $2 WHERE id = $1 RETURNING {COLUMNS}"),
+                &format!("UPDATE @.approvals SET {column} = $2 WHERE id = $1 RETURNING {COLUMNS}"),
                 &[(&id, Type::TEXT), (&at, Type::TIMESTAMPTZ)],
             )?;
             let a = from_row(&row)?;

@@ -441,7 +441,7 @@ impl PgState {
         let Stamped { ts, id, body } = stamp(self.machine(), fields, now)?;
         let (seq, hash) = self.with(|c| {
             let row = c.query_typed_one(
-                "SELECT o_seq, o_hash FROM hcp_append($1, $2)",
+                "SELECT o_seq, o_hash FROM @.hcp_append($1, $2)",
                 &[(&self.machine().as_str(), Type::TEXT), (&body, Type::TEXT)],
             )?;
             Ok((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?))
@@ -469,7 +469,7 @@ impl PgState {
     pub fn audit_verify(&self) -> PgResult<VerifyReport> {
         self.with(|c| {
             let anchors: BTreeMap<String, (u64, String)> = c
-                .query_typed("SELECT machine, seq, hash FROM audit_chain", &[])?
+                .query_typed("SELECT machine, seq, hash FROM @.audit_chain", &[])?
                 .iter()
                 .map(|r| {
                     Ok((
@@ -482,7 +482,7 @@ impl PgState {
                 })
                 .collect::<PgResult<_>>()?;
             let mut machines: BTreeSet<String> = anchors.keys().cloned().collect();
-            for r in c.query_typed("SELECT DISTINCT machine FROM audit_record", &[])? {
+            for r in c.query_typed("SELECT DISTINCT machine FROM @.audit_record", &[])? {
                 machines.insert(r.try_get(0)?);
             }
             let mut out = VerifyReport::default();
@@ -490,7 +490,7 @@ impl PgState {
                 let mut walk = ChainWalk::new(&m);
                 let mut rows = c.query_typed_raw(
                     &format!(
-                        "SELECT {RECORD_COLUMNS} FROM audit_record WHERE machine = $1 ORDER BY seq"
+                        "SELECT {RECORD_COLUMNS} FROM @.audit_record WHERE machine = $1 ORDER BY seq"
                     ),
                     [(&m as &(dyn postgres::types::ToSql + Sync), Type::TEXT)],
                 )?;
@@ -519,7 +519,7 @@ impl PgState {
         self.with(|c| {
             let rows = c.query_typed(
                 &format!(
-                    "SELECT {RECORD_COLUMNS} FROM (SELECT {RECORD_COLUMNS}, gid FROM audit_record
+                    "SELECT {RECORD_COLUMNS} FROM (SELECT {RECORD_COLUMNS}, gid FROM @.audit_record
                      ORDER BY gid DESC LIMIT $1) t ORDER BY gid"
                 ),
                 &[(&n, Type::INT8)],
@@ -535,7 +535,7 @@ impl PgState {
     pub fn audit_cursor_end(&self) -> PgResult<Cursor> {
         self.with(|c| {
             let mut cur = Cursor::default();
-            for r in c.query_typed("SELECT machine, seq FROM audit_chain", &[])? {
+            for r in c.query_typed("SELECT machine, seq FROM @.audit_chain", &[])? {
                 cur.seen.insert(
                     r.try_get(0)?,
                     u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0),
@@ -555,10 +555,11 @@ impl PgState {
     /// [`PgError`].
     pub fn audit_follow(&self, cursor: &mut Cursor, wait: Duration) -> PgResult<Vec<PgRecord>> {
         self.with(|c| {
-            c.batch_execute("LISTEN hcp_audit")?;
+            c.client
+                .batch_execute(&format!("LISTEN {}", notify_channel(c.schema)))?;
             let mut got = after(c, cursor)?;
             if got.is_empty() {
-                let mut n = c.notifications();
+                let mut n = c.client.notifications();
                 let mut it = n.timeout_iter(wait);
                 let _ = it.next()?;
                 drop(it);
@@ -566,7 +567,7 @@ impl PgState {
                 got = after(c, cursor)?;
             }
             // Drain notifications that this batch answered.
-            let mut n = c.notifications();
+            let mut n = c.client.notifications();
             let mut it = n.iter();
             while it.next()?.is_some() {}
             for r in &got {
@@ -577,7 +578,13 @@ impl PgState {
     }
 }
 
-fn after(c: &mut postgres::Client, cursor: &Cursor) -> PgResult<Vec<PgRecord>> {
+/// The channel appends notify: `hcp_audit_<schema>` (one per schema, so followers of
+/// another schema in the same database are not woken).
+fn notify_channel(schema: &str) -> String {
+    format!("hcp_audit_{schema}")
+}
+
+fn after(c: &mut crate::conn::Conn<'_>, cursor: &Cursor) -> PgResult<Vec<PgRecord>> {
     let machines: Vec<&str> = cursor.seen.keys().map(String::as_str).collect();
     let seqs: Vec<i64> = cursor
         .seen
@@ -587,10 +594,10 @@ fn after(c: &mut postgres::Client, cursor: &Cursor) -> PgResult<Vec<PgRecord>> {
     let rows = c.query_typed(
         "WITH cur (machine, seq) AS (SELECT * FROM unnest($1::text[], $2::bigint[]))
          SELECT r.machine, r.seq, r.prev, r.hash, r.body
-         FROM audit_chain ch
+         FROM @.audit_chain ch
          LEFT JOIN cur ON cur.machine = ch.machine
          CROSS JOIN LATERAL (
-             SELECT x.machine, x.seq, x.prev, x.hash, x.body, x.gid FROM audit_record x
+             SELECT x.machine, x.seq, x.prev, x.hash, x.body, x.gid FROM @.audit_record x
              WHERE x.machine = ch.machine AND x.seq > coalesce(cur.seq, 0)
              ORDER BY x.seq LIMIT 1000) r
          WHERE ch.seq > coalesce(cur.seq, 0)

@@ -99,10 +99,10 @@ fn home_root_cert() -> Option<PathBuf> {
 }
 
 /// Parses `cfg` into a [`Target`], adding hcp's defaults: `connect_timeout`,
-/// `application_name=hcp`, and the startup options `search_path=<schema>`,
-/// `statement_timeout`, `lock_timeout` (sent with the startup message: no round trip).
+/// `application_name=hcp`, and the startup options `statement_timeout`, `lock_timeout`
+/// (sent with the startup message: no round trip).
 pub(crate) fn target(cfg: &StateConfig) -> PgResult<Target> {
-    let schema = cfg.schema()?;
+    cfg.schema()?;
     let split = conninfo::split(&cfg.url).map_err(bad)?;
     let mut config = postgres::Config::from_str(&split.rest).map_err(|e| {
         bad(format!(
@@ -159,14 +159,14 @@ pub(crate) fn target(cfg: &StateConfig) -> PgResult<Target> {
     if config.get_application_name().is_none() {
         config.application_name("hcp");
     }
-    // Ours first so that the URL's own `-c statement_timeout=…` wins; search_path last.
+    // Ours first so that the URL's own `-c statement_timeout=…` wins. No `search_path`:
+    // every query names its schema (a pooler may drop these options).
     let mut options =
         format!("-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={LOCK_TIMEOUT_MS}");
     if let Some(theirs) = config.get_options() {
         options.push(' ');
         options.push_str(theirs);
     }
-    options.push_str(&format!(" -c search_path={schema}"));
     config.options(&options);
     Ok(Target { config, tls })
 }
@@ -219,9 +219,7 @@ mod tests {
         let u = t("host=/run/pg options='-c statement_timeout=1'").unwrap();
         assert_eq!(
             u.config.get_options(),
-            Some(
-                "-c statement_timeout=10000 -c lock_timeout=5000 -c statement_timeout=1 -c search_path=hcp"
-            )
+            Some("-c statement_timeout=10000 -c lock_timeout=5000 -c statement_timeout=1")
         );
         assert_eq!(u.config.get_application_name(), Some("hcp"));
         assert_eq!(

@@ -52,7 +52,7 @@ impl PgState {
         }
         self.with(|c| {
             let row = c.query_typed_opt(
-                "SELECT total, recent FROM counters WHERE identity = $1 AND tool = $2",
+                "SELECT total, recent FROM @.counters WHERE identity = $1 AND tool = $2",
                 &[(&identity, Type::TEXT), (&tool, Type::TEXT)],
             )?;
             let (total, recent): (i64, Vec<i64>) = match row {
@@ -82,7 +82,7 @@ impl PgState {
     ) -> PgResult<(u64, u64)> {
         self.with(|c| {
             let row = c.query_typed_opt(
-                "SELECT total, recent FROM counters WHERE identity = $1 AND tool = $2",
+                "SELECT total, recent FROM @.counters WHERE identity = $1 AND tool = $2",
                 &[(&identity, Type::TEXT), (&tool, Type::TEXT)],
             )?;
             let Some(r) = row else { return Ok((0, 0)) };

@@ -56,7 +56,7 @@ impl PgState {
     ) -> PgResult<Vec<HeldCapability>> {
         self.with(|c| {
             let rows = c.query_typed(
-                "SELECT principal, pack, capability, granted_at FROM grants
+                "SELECT principal, pack, capability, granted_at FROM @.grants
                  WHERE principal = $1 AND pack IN ($2, '*')
                  ORDER BY capability, pack",
                 &[
@@ -90,9 +90,9 @@ impl PgState {
     ) -> PgResult<GrantStatus> {
         self.with(|c| {
             let row = c.query_typed_one(
-                "SELECT (SELECT max(granted_at) FROM grants
+                "SELECT (SELECT max(granted_at) FROM @.grants
                          WHERE principal = $1 AND pack IN ($2, '*') AND capability = $3),
-                        (SELECT content_changed_at FROM pack_state WHERE pack_id = $2)",
+                        (SELECT content_changed_at FROM @.pack_state WHERE pack_id = $2)",
                 &[
                     (&principal.as_str(), Type::TEXT),
                     (&pack.as_str(), Type::TEXT),
@@ -129,7 +129,7 @@ impl PgState {
         let pack = pack.to_string();
         self.with(|c| {
             let rows = c.query_typed(
-                "INSERT INTO grants (principal, pack, capability, granted_at)
+                "INSERT INTO @.grants (principal, pack, capability, granted_at)
                  SELECT $1, $2, cap, $4 FROM (SELECT DISTINCT unnest($3::text[]) AS cap) caps
                  ON CONFLICT (principal, pack, capability) DO UPDATE SET granted_at = EXCLUDED.granted_at
                  RETURNING principal, pack, capability, granted_at",
@@ -160,7 +160,7 @@ impl PgState {
         let pack = pack.to_string();
         self.with(|c| {
             let rows = c.query_typed(
-                "DELETE FROM grants
+                "DELETE FROM @.grants
                  WHERE principal = $1 AND pack = $2
                    AND (cardinality($3::text[]) = 0 OR capability = ANY ($3::text[]))
                  RETURNING principal, pack, capability, granted_at",
@@ -183,7 +183,7 @@ impl PgState {
     pub fn grants_list(&self) -> PgResult<Vec<Grant>> {
         self.with(|c| {
             let rows = c.query_typed(
-                "SELECT principal, pack, capability, granted_at FROM grants",
+                "SELECT principal, pack, capability, granted_at FROM @.grants",
                 &[],
             )?;
             Ok(sorted(
@@ -201,7 +201,7 @@ impl PgState {
     pub fn grants_remove_pack(&self, id: &PackId) -> PgResult<u64> {
         self.with(|c| {
             Ok(c.execute_typed(
-                "DELETE FROM grants WHERE pack = $1",
+                "DELETE FROM @.grants WHERE pack = $1",
                 &[(&id.as_str(), Type::TEXT)],
             )?)
         })
@@ -214,7 +214,7 @@ impl PgState {
     pub fn pack_changed_at(&self, pack: &PackId) -> PgResult<Option<Timestamp>> {
         self.with(|c| {
             let row = c.query_typed_opt(
-                "SELECT content_changed_at FROM pack_state WHERE pack_id = $1",
+                "SELECT content_changed_at FROM @.pack_state WHERE pack_id = $1",
                 &[(&pack.as_str(), Type::TEXT)],
             )?;
             Ok(match row {
@@ -262,11 +262,11 @@ impl PgState {
             // The grants it may suspend are locked first, so an admit in flight (which
             // holds them shared) commits before the change does, and later ones see it.
             tx.query_typed(
-                "SELECT 1 FROM grants WHERE pack IN ($1, '*') FOR UPDATE",
+                "SELECT 1 FROM @.grants WHERE pack IN ($1, '*') FOR UPDATE",
                 &[(&pack.as_str(), Type::TEXT)],
             )?;
             let row = tx.query_typed_one(
-                "INSERT INTO pack_state AS p (pack_id, files_digest, content_changed_at)
+                "INSERT INTO @.pack_state AS p (pack_id, files_digest, content_changed_at)
                  VALUES ($1, $2, CASE WHEN $2::text IS NULL THEN $3::timestamptz END)
                  ON CONFLICT (pack_id) DO UPDATE SET
                      files_digest = coalesce(EXCLUDED.files_digest, p.files_digest),

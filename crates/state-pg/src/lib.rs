@@ -25,6 +25,7 @@ mod admit;
 mod approval;
 mod audit;
 mod config;
+mod conn;
 mod conninfo;
 mod counter;
 mod error;
@@ -104,7 +105,7 @@ impl PgState {
         {
             let mut guard = state.lock()?;
             let mut client = config::open(&state.target)?;
-            schema::check(&mut client)?;
+            schema::check(&mut client, &state.schema)?;
             *guard = Some(client);
         }
         Ok(state)
@@ -157,7 +158,7 @@ impl PgState {
         let tls = self.target.tls.is_some();
         self.with(|c| {
             let row = c.query_typed_one(
-                "SELECT current_setting('server_version'), (SELECT max(version) FROM schema_version)",
+                "SELECT current_setting('server_version'), (SELECT max(version) FROM @.schema_version)",
                 &[],
             )?;
             Ok(ServerInfo {
@@ -179,7 +180,7 @@ impl PgState {
     pub fn digest_secret(&self) -> PgResult<[u8; 32]> {
         self.with(|c| {
             let row = c.query_typed_opt(
-                "SELECT value FROM fleet_secret WHERE name = 'args_digest'",
+                "SELECT value FROM @.fleet_secret WHERE name = 'args_digest'",
                 &[],
             )?;
             let value: Vec<u8> = match row {
@@ -203,13 +204,13 @@ impl PgState {
     /// knows whether repeating it is safe.
     pub(crate) fn with<T>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> PgResult<T>,
+        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T>,
     ) -> PgResult<T> {
         let mut guard = self.lock()?;
         if guard.as_ref().is_none_or(postgres::Client::is_closed) {
             *guard = None;
             let mut client = config::open(&self.target)?;
-            schema::check(&mut client)?;
+            schema::check(&mut client, &self.schema)?;
             *guard = Some(client);
         }
         let Some(client) = guard.as_mut() else {
@@ -218,7 +219,10 @@ impl PgState {
                 "no connection",
             ));
         };
-        let out = f(client);
+        let out = f(&mut conn::Conn {
+            client: &mut *client,
+            schema: &self.schema,
+        });
         // After any failure the connection is opened again by the next call: one the
         // server ended (a restart, a terminated backend) is not always seen as closed yet.
         if out.is_err() || client.is_closed() {

@@ -66,13 +66,15 @@ impl MigrateReport {
     }
 }
 
-/// The version of `schema` in the database the client is connected to; `None` when the
+/// The version of `schema` (a checked name, see `StateConfig::schema`) in the database
+/// the client is connected to; `None` when the
 /// schema or its `schema_version` table does not exist.
 ///
 /// # Errors
 /// [`PgError::Unavailable`].
-pub fn version(client: &mut postgres::Client) -> PgResult<Option<i32>> {
-    match client.query_typed_one("SELECT max(version) FROM schema_version", &[]) {
+pub fn version(client: &mut postgres::Client, schema: &str) -> PgResult<Option<i32>> {
+    let sql = format!("SELECT max(version) FROM {schema}.schema_version");
+    match client.query_typed_one(&sql, &[]) {
         Ok(row) => Ok(row.try_get::<_, Option<i32>>(0)?),
         Err(e)
             if e.code() == Some(&SqlState::UNDEFINED_TABLE)
@@ -88,8 +90,8 @@ pub fn version(client: &mut postgres::Client) -> PgResult<Option<i32>> {
 ///
 /// # Errors
 /// [`PgError::Schema`] for an absent, older or newer schema; [`PgError::Unavailable`].
-pub fn check(client: &mut postgres::Client) -> PgResult<()> {
-    match version(client)? {
+pub fn check(client: &mut postgres::Client, schema: &str) -> PgResult<()> {
+    match version(client, schema)? {
         Some(SCHEMA_VERSION) => Ok(()),
         found => Err(PgError::Schema {
             found,

@@ -75,7 +75,7 @@ impl PgState {
         self.with(|c| {
             let row = c.query_typed_one(
                 &format!(
-                    "INSERT INTO sessions ({COLUMNS}, machine)
+                    "INSERT INTO @.sessions ({COLUMNS}, machine)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
                 ),
                 &[
@@ -113,7 +113,7 @@ impl PgState {
         let s = self
             .with(|c| {
                 c.query_typed_opt(
-                    &format!("SELECT {COLUMNS} FROM sessions WHERE token_sha256 = $1"),
+                    &format!("SELECT {COLUMNS} FROM @.sessions WHERE token_sha256 = $1"),
                     &[(&digest, Type::TEXT)],
                 )?
                 .map(|r| from_row(&r))
@@ -143,11 +143,11 @@ impl PgState {
             let row = c.query_typed_opt(
                 &format!(
                     "WITH ended AS (
-                         UPDATE sessions SET ended_at = $2
+                         UPDATE @.sessions SET ended_at = $2
                          WHERE token_sha256 = $1 AND ended_at IS NULL RETURNING {COLUMNS})
                      SELECT {COLUMNS}, true FROM ended
                      UNION ALL
-                     SELECT {COLUMNS}, false FROM sessions
+                     SELECT {COLUMNS}, false FROM @.sessions
                      WHERE token_sha256 = $1 AND NOT EXISTS (SELECT 1 FROM ended)"
                 ),
                 &[
@@ -176,7 +176,7 @@ impl PgState {
         self.with(|c| {
             let rows = c.query_typed(
                 &format!(
-                    "UPDATE sessions SET ended_at = $2 WHERE principal = $1 AND ended_at IS NULL
+                    "UPDATE @.sessions SET ended_at = $2 WHERE principal = $1 AND ended_at IS NULL
                      RETURNING {COLUMNS}"
                 ),
                 &[
@@ -196,7 +196,7 @@ impl PgState {
     /// [`PgError`].
     pub fn session_list(&self) -> PgResult<Vec<Session>> {
         self.with(|c| {
-            let rows = c.query_typed(&format!("SELECT {COLUMNS} FROM sessions"), &[])?;
+            let rows = c.query_typed(&format!("SELECT {COLUMNS} FROM @.sessions"), &[])?;
             let mut out = rows.iter().map(from_row).collect::<PgResult<Vec<_>>>()?;
             sort(&mut out);
             Ok(out)

@@ -106,7 +106,7 @@ BEGIN
     INSERT INTO audit_record (machine, seq, prev, hash, body)
     VALUES (p_machine, h_seq + 1, h_hash, n_hash, p_body);
     UPDATE audit_chain SET seq = h_seq + 1, hash = n_hash WHERE machine = p_machine;
-    PERFORM pg_notify('hcp_audit', p_machine);
+    PERFORM pg_notify('hcp_audit_' || current_schema(), p_machine);
     o_seq := h_seq + 1;
     o_hash := n_hash;
     RETURN NEXT;
