@@ -5,7 +5,9 @@
 //! - `postgres`: [`PgState::admit`] (session and grant re-checked, one budget slot, the
 //!   intent) then [`PgState::record`] (the outcome), over the open connection;
 //! - `postgres_connect`: the same on a new connection each time (what a fresh `hcp exec`
-//!   process pays: start-up, authentication, the schema check).
+//!   process pays: start-up, authentication, the schema check);
+//! - `pool_connect`: the same through pgbouncer on a Unix socket (`HCP_TEST_PG_POOL_URL`,
+//!   `.ci/pg-start --pool`).
 //!
 //! Needs `HCP_TEST_PG_URL` (`eval "$(.ci/pg-start)"`, a Unix socket); without it only
 //! `file` runs. `cargo bench -p hcp-state-pg --bench admit`.
@@ -164,6 +166,19 @@ fn bench(c: &mut Criterion) {
                 admit_outcome(&s, &p.session, &pack, &intent);
             });
         });
+        if let Ok(pool) = std::env::var("HCP_TEST_PG_POOL_URL") {
+            let cfg = StateConfig::new(pool).with_schema(p.cfg.schema().unwrap());
+            g.bench_function("pool_connect", |b| {
+                b.iter(|| {
+                    let s = PgState::connect(&cfg, p.state.machine().clone()).unwrap();
+                    admit_outcome(&s, &p.session, &pack, &intent);
+                });
+            });
+        } else {
+            eprintln!(
+                "skipped: pool_connect: HCP_TEST_PG_POOL_URL is not set (.ci/pg-start --pool)"
+            );
+        }
         g.bench_function("connect_only", |b| {
             b.iter(|| PgState::connect(&p.cfg, p.state.machine().clone()).unwrap());
         });

@@ -147,6 +147,24 @@ fn two_machines_share_one_rate_limit_and_one_budget_exactly() {
     let Some(cfg) = fresh("fleet_counters") else {
         return;
     };
+    exact_counters(cfg);
+}
+
+/// The same through pgbouncer in transaction pooling (`.ci/pg-start --pool`), as an
+/// operator would run it on each machine to avoid a server process start per call.
+#[test]
+fn the_same_through_a_connection_pooler() {
+    if support::url().is_none() {
+        return;
+    }
+    let Ok(pool) = std::env::var("HCP_TEST_PG_POOL_URL") else {
+        support::skip("HCP_TEST_PG_POOL_URL is not set: `eval \"$(.ci/pg-start --pool)\"`");
+        return;
+    };
+    exact_counters(fresh_on(&pool, "fleet_pool"));
+}
+
+fn exact_counters(cfg: StateConfig) {
     let f = fleet(cfg);
     let t0: u64 = 1_900_000_000_000;
     let phase = |now_ms: u64| {
