@@ -130,7 +130,7 @@ fn admit_outcome(state: &PgState, session: &str, pack: &PackId, intent: &Map<Str
         })
         .unwrap();
     let outcome = fields(json!({"kind": "outcome", "intent": a.audit_id, "exit_code": 0}));
-    state.record(&outcome, Timestamp::now()).unwrap();
+    state.record_outcome(&outcome, Timestamp::now()).unwrap();
 }
 
 fn bench(c: &mut Criterion) {

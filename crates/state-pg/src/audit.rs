@@ -428,8 +428,8 @@ impl ChainWalk {
 }
 
 impl PgState {
-    /// Appends one record (a refusal, or a call's outcome) to this machine's chain: one
-    /// statement, one transaction.
+    /// Appends one record (a refusal, an event) to this machine's chain and waits for it to
+    /// be durable: one statement, one transaction.
     ///
     /// # Errors
     /// [`AuditError::ReservedField`]; [`AuditError::State`] when the database fails.
@@ -438,11 +438,39 @@ impl PgState {
         fields: &Map<String, Value>,
         now: Timestamp,
     ) -> Result<PgAppended, AuditError> {
+        self.append(fields, now, true)
+    }
+
+    /// Appends a call's outcome: committed, but without waiting for the server's WAL
+    /// flush (`synchronous_commit = off` for that transaction), as the file store writes
+    /// an outcome without its own fdatasync. Every later durable commit carries it; a
+    /// crash of the server before one leaves the call `interrupted`, never a broken chain.
+    ///
+    /// # Errors
+    /// As [`PgState::record`].
+    pub fn record_outcome(
+        &self,
+        fields: &Map<String, Value>,
+        now: Timestamp,
+    ) -> Result<PgAppended, AuditError> {
+        self.append(fields, now, false)
+    }
+
+    fn append(
+        &self,
+        fields: &Map<String, Value>,
+        now: Timestamp,
+        sync: bool,
+    ) -> Result<PgAppended, AuditError> {
         let Stamped { ts, id, body } = stamp(self.machine(), fields, now)?;
         let (seq, hash) = self.with(|c| {
             let row = c.query_typed_one(
-                "SELECT o_seq, o_hash FROM @.hcp_append($1, $2)",
-                &[(&self.machine().as_str(), Type::TEXT), (&body, Type::TEXT)],
+                "SELECT o_seq, o_hash FROM @.hcp_append($1, $2, $3)",
+                &[
+                    (&self.machine().as_str(), Type::TEXT),
+                    (&body, Type::TEXT),
+                    (&sync, Type::BOOL),
+                ],
             )?;
             Ok((row.try_get::<_, i64>(0)?, row.try_get::<_, String>(1)?))
         })?;

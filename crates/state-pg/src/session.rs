@@ -9,6 +9,7 @@ use hcp_store::session::{
 };
 use postgres::types::Type;
 use std::collections::BTreeMap;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 /// Why a session lookup or end failed.
@@ -49,7 +50,9 @@ pub(crate) fn from_row(row: &postgres::Row) -> PgResult<Session> {
         projects: row.try_get(3)?,
         attributes,
         can_view: row.try_get(5)?,
-        workdir: row.try_get::<_, Option<String>>(6)?.map(PathBuf::from),
+        workdir: row
+            .try_get::<_, Option<Vec<u8>>>(6)?
+            .map(|b| PathBuf::from(std::ffi::OsString::from_vec(b))),
         created_at: row.try_get::<_, Ts>(7)?.0,
         expires_at: row.try_get::<_, Ts>(8)?.0,
         ended_at: row.try_get::<_, Option<Ts>>(9)?.map(|t| t.0),
@@ -71,7 +74,11 @@ impl PgState {
     pub fn session_insert(&self, s: &Session) -> PgResult<Session> {
         let attributes = serde_json::to_value(&s.attributes)
             .map_err(|e| PgError::damaged(format!("session attributes: {e}")))?;
-        let workdir = s.workdir.as_ref().map(|p| p.to_string_lossy().into_owned());
+        // A path is bytes on Unix: kept exactly, whatever its encoding.
+        let workdir = s
+            .workdir
+            .as_ref()
+            .map(|p| p.as_os_str().as_bytes().to_vec());
         self.with(|c| {
             let row = c.query_typed_one(
                 &format!(
@@ -85,7 +92,7 @@ impl PgState {
                     (&s.projects, Type::TEXT_ARRAY),
                     (&attributes, Type::JSONB),
                     (&s.can_view, Type::TEXT_ARRAY),
-                    (&workdir, Type::TEXT),
+                    (&workdir, Type::BYTEA),
                     (&Ts(s.created_at), Type::TIMESTAMPTZ),
                     (&Ts(s.expires_at), Type::TIMESTAMPTZ),
                     (&s.ended_at.map(Ts), Type::TIMESTAMPTZ),

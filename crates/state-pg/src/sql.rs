@@ -10,7 +10,7 @@ CREATE TABLE sessions (
     projects     text[] NOT NULL,
     attributes   jsonb NOT NULL,
     can_view     text[] NOT NULL,
-    workdir      text,
+    workdir      bytea,
     created_at   timestamptz NOT NULL,
     expires_at   timestamptz NOT NULL,
     ended_at     timestamptz,
@@ -88,7 +88,7 @@ CREATE TABLE fleet_secret (
 /// Version 2: the one-statement steps `hcp_append` (a record on the machine's chain) and
 /// `hcp_admit` (re-check and spend, then the intent record), run as one transaction each.
 pub(crate) const V2_FUNCTIONS: &str = r#"
-CREATE FUNCTION hcp_append(p_machine text, p_body text)
+CREATE FUNCTION hcp_append(p_machine text, p_body text, p_sync boolean DEFAULT true)
 RETURNS TABLE (o_seq bigint, o_hash text)
 LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
 DECLARE
@@ -96,6 +96,11 @@ DECLARE
     h_hash text;
     n_hash text;
 BEGIN
+    -- An outcome does not wait for its own WAL flush (the next durable commit carries
+    -- it; a power loss before that shows the call as interrupted, never as damage).
+    IF NOT p_sync THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
     INSERT INTO audit_chain (machine, seq, hash)
     VALUES (p_machine, 0, 'sha256:0000000000000000000000000000000000000000000000000000000000000000')
     ON CONFLICT (machine) DO NOTHING;

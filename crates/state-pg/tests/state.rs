@@ -488,7 +488,7 @@ fn chains_per_machine_verify_tail_and_follow() {
         })
         .unwrap();
     let out = fields(json!({"kind": "outcome", "intent": i1.audit_id, "exit_code": 0}));
-    let o1 = a.record(&out, t(2)).unwrap();
+    let o1 = a.record_outcome(&out, t(2)).unwrap();
     assert_eq!((i1.seq, o1.seq), (1, 2));
     let refusal = fields(json!({"kind": "refusal", "code": "missing_grant"}));
     let r1 = b.record(&refusal, t(3)).unwrap();

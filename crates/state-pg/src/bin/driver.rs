@@ -160,7 +160,7 @@ fn main() -> ExitCode {
             Ok(a) => {
                 let outcome =
                     fields(json!({"kind": "outcome", "intent": a.audit_id, "exit_code": 0}));
-                let _ = state.record(&outcome, Timestamp::now());
+                let _ = state.record_outcome(&outcome, Timestamp::now());
                 format!("admitted {} {}", a.seq, a.audit_id)
             }
             Err(AdmitError::Refused(r)) => {

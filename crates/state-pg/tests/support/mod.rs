@@ -11,6 +11,7 @@ use hcp_state_pg::{MachineId, PgState, StateConfig};
 use hcp_store::session::{PrincipalId, Session, Timestamp, Token, token_digest};
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -78,7 +79,7 @@ pub fn session(principal: &str, now: Timestamp) -> (Token, Session) {
         projects: vec!["p1".into()],
         attributes: BTreeMap::from([("team".to_owned(), "blue".to_owned())]),
         can_view: vec![],
-        workdir: None,
+        workdir: Some(std::ffi::OsStr::from_bytes(b"/srv/work/\xff").into()),
         created_at: now,
         expires_at: now + jiff::SignedDuration::from_hours(1),
         ended_at: None,
