@@ -9,6 +9,9 @@
 //! - `pool_connect`: the same through pgbouncer on a Unix socket (`HCP_TEST_PG_POOL_URL`,
 //!   `.ci/pg-start --pool`).
 //!
+//! - `file_8_callers`, `postgres_8_callers`: 8 callers of one machine at once, each with
+//!   its own connection; the time is that of one round in which each caller makes one call.
+//!
 //! Needs `HCP_TEST_PG_URL` (`eval "$(.ci/pg-start)"`, a Unix socket); without it only
 //! `file` runs. `cargo bench -p hcp-state-pg --bench admit`.
 
@@ -25,6 +28,9 @@ use hcp_store::session::{PrincipalId, Session, Timestamp, Token, token_digest};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// Callers at once in the `*_8_callers` cases (one machine).
+const CALLERS: usize = 8;
 
 const LIMITS: Limits = Limits {
     rate_limit: None,
@@ -154,6 +160,29 @@ fn bench(c: &mut Criterion) {
         });
     });
 
+    // 8 callers at once on one machine: each round, every caller makes one call.
+    g.bench_function("file_8_callers", |b| {
+        b.iter_custom(|iters| {
+            let start = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..CALLERS {
+                    s.spawn(|| {
+                        let counters = Counters::new(&home);
+                        let log = AuditLog::new(&home);
+                        for _ in 0..iters {
+                            counters
+                                .try_consume("agent", "probe.say", LIMITS, now_ms())
+                                .unwrap();
+                            log.append(&intent_e).unwrap();
+                            log.append(&outcome_e).unwrap();
+                        }
+                    });
+                }
+            });
+            start.elapsed()
+        });
+    });
+
     if let Some(p) = pg() {
         let pack = PackId::parse("probe").unwrap();
         let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
@@ -179,6 +208,25 @@ fn bench(c: &mut Criterion) {
                 "skipped: pool_connect: HCP_TEST_PG_POOL_URL is not set (.ci/pg-start --pool)"
             );
         }
+        let callers: Vec<PgState> = (0..CALLERS)
+            .map(|_| PgState::connect(&p.cfg, p.state.machine().clone()).unwrap())
+            .collect();
+        g.bench_function("postgres_8_callers", |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                std::thread::scope(|s| {
+                    for c in &callers {
+                        let (session, pack, intent) = (&p.session, &pack, &intent);
+                        s.spawn(move || {
+                            for _ in 0..iters {
+                                admit_outcome(c, session, pack, intent);
+                            }
+                        });
+                    }
+                });
+                start.elapsed()
+            });
+        });
         g.bench_function("connect_only", |b| {
             b.iter(|| PgState::connect(&p.cfg, p.state.machine().clone()).unwrap());
         });

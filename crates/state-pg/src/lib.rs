@@ -16,8 +16,10 @@
 //! [`PgState::admit`] runs the server-side function `hcp_admit`, which under row locks
 //! (READ COMMITTED, no SERIALIZABLE retries) re-checks the session, the grant and its
 //! suspension, takes each counter slot and the approval, and appends the call's intent
-//! record to this machine's chain, all or nothing; [`PgState::record`] appends an outcome
-//! or a refusal. The crate README gives the schema, the chain formula and the lock order.
+//! record to this machine's chain, all or nothing; [`PgState::record`] appends a refusal
+//! (durable before it returns) and [`PgState::record_outcome`] a call's outcome (committed
+//! without waiting for the WAL flush). The crate README gives the schema, the chain
+//! formula and the lock order.
 
 #![deny(missing_docs)]
 
