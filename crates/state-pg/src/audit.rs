@@ -490,12 +490,16 @@ impl PgState {
         self.record(&body_from_entry(entry), now)
     }
 
-    /// Verifies every machine's chain (see the module docs), streaming the records.
+    /// Verifies every machine's chain (see the module docs), streaming the records, all
+    /// read in one snapshot (so appends racing it are not faults) without a time limit.
     ///
     /// # Errors
     /// [`PgError`] when the database fails; a broken chain is a [`Fault`], not an error.
     pub fn audit_verify(&self) -> PgResult<VerifyReport> {
-        self.with(|c| {
+        self.with(|conn| {
+            // One snapshot: an append racing the walk can neither make an anchor look
+            // behind its records nor a record appear after its anchor was read.
+            let mut c = conn.snapshot()?;
             let anchors: BTreeMap<String, (u64, String)> = c
                 .query_typed("SELECT machine, seq, hash FROM @.audit_chain", &[])?
                 .iter()
@@ -534,6 +538,7 @@ impl PgState {
                 drop(rows);
                 out.chains.push(walk.finish(anchors.get(&m).cloned()));
             }
+            c.commit()?;
             Ok(out)
         })
     }

@@ -71,19 +71,34 @@ impl Conn<'_> {
         })
     }
 
+    /// A read-only transaction on one snapshot (REPEATABLE READ) without a statement time
+    /// limit: verify reads anchors and whole chains as of one instant, however long.
+    pub fn snapshot(&mut self) -> Result<Tx<'_>, postgres::Error> {
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        tx.batch_execute("SET LOCAL statement_timeout = 0")?;
+        Ok(Tx {
+            tx,
+            schema: self.schema,
+        })
+    }
+}
+
+impl Tx<'_> {
+    queries!(tx);
+
     /// Rows streamed as they arrive (verify walks whole chains).
     pub fn query_typed_raw<'p>(
         &mut self,
         sql: &str,
         params: impl IntoIterator<Item = (&'p (dyn ToSql + Sync), Type)>,
     ) -> Result<RowIter<'_>, postgres::Error> {
-        self.client
-            .query_typed_raw(&qualify(self.schema, sql), params)
+        self.tx.query_typed_raw(&qualify(self.schema, sql), params)
     }
-}
-
-impl Tx<'_> {
-    queries!(tx);
 
     /// `COMMIT`.
     pub fn commit(self) -> Result<(), postgres::Error> {

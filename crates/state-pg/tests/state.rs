@@ -704,3 +704,29 @@ fn the_digest_secret_is_one_per_fleet_and_two_approvals_are_taken_together() {
     let got = adm(4).unwrap();
     assert_eq!(got.approval_ids, vec![x1.id, x2.id]);
 }
+
+#[test]
+fn verify_while_another_machine_appends_is_sound() {
+    let Some(cfg) = fresh("verify_race") else {
+        return;
+    };
+    let a = machine(&cfg);
+    let b = machine(&cfg);
+    let rec = fields(json!({"kind": "refusal", "principal": "alice"}));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..300 {
+                a.record(&rec, t(i)).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let mut rounds = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) || rounds == 0 {
+            let r = b.audit_verify().unwrap();
+            assert!(r.is_sound(), "{r:?}");
+            rounds += 1;
+        }
+    });
+    assert_eq!(b.audit_verify().unwrap().records(), 300);
+}
