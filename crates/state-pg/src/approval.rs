@@ -125,7 +125,7 @@ pub struct ApprovalRequest {
     pub summary: BTreeMap<String, String>,
     /// Whether it is an escalation.
     pub escalation: bool,
-    /// The window once approved, in seconds ([`DEFAULT_WINDOW_S`] when `None`).
+    /// The window once approved, in seconds (the file store's default, 300 s, when `None`).
     pub window_s: Option<u64>,
 }
 

@@ -1,7 +1,7 @@
 //! The versioned schema (RUNTIME §9, `hcp state migrate`).
 //!
 //! `schema_version(version, applied_at, description)` holds one row per applied
-//! migration; the schema's version is the highest. [`migrate`] applies every missing
+//! migration; the schema's version is the highest. [`migrate_to`] applies every missing
 //! migration in one transaction, under an advisory lock, so two machines migrating at
 //! once apply each migration once and a failure leaves the schema as it was. A client
 //! ([`check`]) reads the version once per connection and refuses anything but
@@ -28,7 +28,7 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 2] = [
     ),
 ];
 
-/// What [`migrate`] did.
+/// What [`migrate_to`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MigrateReport {
     /// The schema the database had: `None` when it had none.

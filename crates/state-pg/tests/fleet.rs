@@ -415,3 +415,64 @@ fn server_stopped_restarted_repassworded_and_a_schema_behind_give_the_right_code
     assert!(s.audit_verify().unwrap().chains.is_empty());
     let _ = t(0);
 }
+
+#[test]
+fn a_server_crash_mid_run_leaves_every_chain_sound_and_every_slot_with_its_intent() {
+    let Some(server) = support::Server::start(false) else {
+        return;
+    };
+    let cfg = fresh_on(&server.url, "fleet_crash");
+    let f = fleet(cfg);
+    let mut ds: Vec<Driver> = (0..MACHINES * PER_MACHINE)
+        .map(|i| {
+            Driver::spawn(
+                &f.cfg,
+                f.homes[i % MACHINES].path(),
+                &f.session,
+                &["--count", "30", "--budget", "1000000", "--pause-on-error"],
+            )
+        })
+        .collect();
+    for d in &mut ds {
+        assert_eq!(d.line(), "ready");
+    }
+    for d in &mut ds {
+        d.go();
+    }
+    for d in &mut ds {
+        for _ in 0..3 {
+            assert!(d.line().starts_with("admitted"));
+        }
+    }
+    // An immediate shutdown: no checkpoint, outcomes not yet flushed are lost.
+    server.ctl("crash");
+    for d in &mut ds {
+        while !d.line().starts_with("error") {}
+    }
+    server.ctl("start");
+    for d in &mut ds {
+        d.go();
+    }
+    let outs: Vec<Vec<String>> = ds.into_iter().map(Driver::finish).collect();
+    let admitted = count(&outs, "admitted") as u64;
+    let errors = count(&outs, "error") as u64;
+    let after = machine(&f.cfg);
+    let report = after.audit_verify().unwrap();
+    assert!(report.is_sound(), "{report:?}");
+    let intents = after
+        .audit_tail(100_000)
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind() == Some("intent"))
+        .count() as u64;
+    let (total, _) = after.counter_read("agent", "probe.say", 60_000, 0).unwrap();
+    assert_eq!(
+        total, intents,
+        "every slot has its intent, every intent its slot"
+    );
+    assert!(intents >= admitted && intents <= admitted + errors);
+    // Calls without an outcome: at most the one in flight per driver, and the last
+    // outcome each wrote before the crash (each admit's flush carries the outcomes before it).
+    let interrupted: usize = report.chains.iter().map(|c| c.interrupted.len()).sum();
+    assert!(interrupted <= 2 * MACHINES * PER_MACHINE, "{interrupted}");
+}
