@@ -14,15 +14,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether the run is CI's (`CI=true`), where a missing client is a failure, not a skip.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Skips (printing why) outside CI, fails in CI.
+/// Skips (saying why where a plain `cargo test` shows it) outside CI, fails in CI.
 fn skip_or_fail(reason: &str) {
-    assert!(!in_ci(), "CI=true and {reason}");
-    eprintln!("skipped: {reason}");
+    common::skip::skip(reason);
 }
 
 fn world_with(packs: &[&str]) -> World {
@@ -231,11 +225,9 @@ fn inspector_cli_lists_and_calls() {
         _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
         _ => {
             if which_on_path("npx").is_none() || which_on_path("node").is_none() {
-                // No Node here: nothing to run the inspector with, in CI or not.
-                eprintln!(
-                    "skipped: node and npx are not on PATH (the inspector is a node program)"
+                return skip_or_fail(
+                    "node and npx are not on PATH (the inspector is a node program)",
                 );
-                return;
             }
             vec![
                 "npx".into(),
