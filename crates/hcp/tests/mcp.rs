@@ -85,8 +85,13 @@ impl Raw {
     }
 
     fn send(&mut self, msg: &Value) {
+        self.send_raw(&msg.to_string());
+    }
+
+    /// Sends one line as it is.
+    fn send_raw(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
+        writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
 
@@ -383,14 +388,41 @@ fn bad_input_is_refused_with_its_code() {
     // A number is passed as its text, as on the envelope face.
     let r = s.call("transit.show", json!({ "option_id": 7 }));
     assert!(r["result"].is_object(), "{r}");
-    // Malformed requests are protocol errors.
-    let r = s.request(
-        "tools/call",
+    // Params that do not fit are Invalid params (-32602), with the request's id.
+    for params in [
         json!({ "name": "transit.find", "arguments": ["central"] }),
+        json!({ "name": "transit.find", "arguments": [1] }),
+        json!({ "arguments": {} }),
+        json!({ "name": 7 }),
+        json!(["transit.find"]),
+    ] {
+        let r = s.request("tools/call", params.clone());
+        assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
+    }
+    let r = s.request("tools/list", json!([1]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A line that is not JSON is a Parse error (-32700, id null), and the server goes on.
+    s.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 50, \"method\": \"tools/list\"");
+    let r = s.read();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&Value::Null, &json!(-32700)),
+        "{r}"
     );
-    assert!(r["error"]["code"].is_i64(), "{r}");
-    let r = s.request("tools/call", json!({ "arguments": {} }));
-    assert!(r["error"]["code"].is_i64(), "{r}");
+    s.send_raw("hello");
+    assert_eq!(s.read()["error"]["code"], -32700);
+    // A repeated argument is refused, never last-wins: nothing runs.
+    s.send_raw(r#"{"jsonrpc": "2.0", "id": 51, "method": "tools/call", "params": {"name": "transit.find", "arguments": {"query": "central", "query": "x"}}}"#);
+    let r = s.read();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&json!(51), &json!(-32602)),
+        "{r}"
+    );
+    assert_eq!(r["error"]["data"]["code"], "duplicate_key", "{r}");
+    // A batch is an Invalid Request.
+    s.send_raw(r#"[{"jsonrpc": "2.0", "id": 52, "method": "ping"}]"#);
+    assert_eq!(s.read()["error"]["code"], -32600);
     // A value too long for argv.
     let r = s.call("transit.find", json!({ "query": "x".repeat(200 * 1024) }));
     assert_eq!(refusal_code(&r), "arg_invalid");
@@ -547,6 +579,11 @@ fn nap_pack(w: &World) -> std::path::PathBuf {
     dir
 }
 
+/// How many verbs `hcp mcp` runs at once (`server::MAX_CONCURRENT_CALLS`).
+fn hcp_slots() -> usize {
+    8
+}
+
 /// The children of `pid` (Linux `/proc`).
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -591,12 +628,28 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert!(Path::new(&format!("/proc/{child}")).exists());
+    // Nine more naps: seven more run (eight slots in all), two wait; those never start.
+    for id in 100..109 {
+        s.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "nap.nap", "arguments": { "secs": "300" } }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while children(server).len() < hcp_slots() {
+        assert!(Instant::now() < deadline, "the naps never all started");
+        // A bounded poll of /proc, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let started = Instant::now();
     let status = s.finish();
     assert!(status.success(), "{status:?}");
+    // rmcp alone waits up to 5 s for the handlers of a client that went away ("drain");
+    // hcp ends the calls when stdin ends, so the server is gone well before that.
     assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the server waited for the child instead of ending it"
+        started.elapsed() < Duration::from_secs(4),
+        "the server took {:?} to end its calls: it waited instead of ending them",
+        started.elapsed()
     );
     // The child was reaped by the server, so its pid is gone.
     assert!(!Path::new(&format!("/proc/{child}")).exists());
@@ -604,6 +657,12 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     assert_eq!(a["verb_key"], "nap");
     assert_eq!(a["decision"], "allow");
     assert_eq!(a["code"], "cancelled");
+    // Every call that started was audited as cancelled; the one still waiting never ran.
+    let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
+    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let naps: Vec<&Value> = all.iter().filter(|r| r["verb_key"] == "nap").collect();
+    assert_eq!(naps.len(), hcp_slots(), "{naps:?}");
+    assert!(naps.iter().all(|r| r["code"] == "cancelled"), "{naps:?}");
     let out = w.run(&["audit", "verify"]);
     assert!(out.status.success(), "{}", w.render(&out));
 }
