@@ -217,16 +217,24 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     assert_eq!(v["unknown_tool"]["code"], -32602);
 }
 
-/// Where the inspector is installed (`mcp-inspector` on PATH, as `.ci/run` installs it, or
-/// `HCP_TEST_INSPECTOR` naming its launcher) or `npx` can fetch it: the inspector's CLI
-/// mode lists the tools and meets the confirm gate. Skipped (saying why) without Node;
-/// with Node, an inspector that cannot be installed or run fails under `CI=true`.
+/// The MCP inspector's CLI mode lists the tools and meets the confirm gate, run as the
+/// README runs it. The launcher: `HCP_TEST_INSPECTOR` (`.ci/run` installs the inspector
+/// and Node 22 in one npm prefix and names its `mcp-inspector`; its directory goes first on
+/// `PATH`, so the prefix's Node runs it), else `mcp-inspector` on `PATH`, else the README's
+/// `npx -y` command (with `-p node@22.23.3` when the system's Node is older than the 22.19
+/// the inspector needs). Without Node or the inspector: skipped visibly, a failure under
+/// `CI=true`.
 #[test]
 fn inspector_cli_lists_and_calls() {
     const VERSION: &str = "2.12.0";
+    const NODE: &str = "22.23.3";
     let w = world_with(&["echo"]);
+    let mut path_first: Option<std::path::PathBuf> = None;
     let launcher: Vec<String> = match std::env::var("HCP_TEST_INSPECTOR") {
-        Ok(p) if !p.is_empty() => vec![p],
+        Ok(p) if !p.is_empty() => {
+            path_first = Path::new(&p).parent().map(Path::to_path_buf);
+            vec![p]
+        }
         _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
         _ => {
             if which_on_path("npx").is_none() || which_on_path("node").is_none() {
@@ -234,11 +242,21 @@ fn inspector_cli_lists_and_calls() {
                     "node and npx are not on PATH (the inspector is a node program)",
                 );
             }
-            vec![
-                "npx".into(),
-                "-y".into(),
-                format!("@modelcontextprotocol/inspector@{VERSION}"),
-            ]
+            let inspector = format!("@modelcontextprotocol/inspector@{VERSION}");
+            if node_at_least(22, 19) {
+                vec!["npx".into(), "-y".into(), inspector]
+            } else {
+                vec![
+                    "npx".into(),
+                    "-y".into(),
+                    "-p".into(),
+                    format!("node@{NODE}"),
+                    "-p".into(),
+                    inspector,
+                    "--".into(),
+                    "mcp-inspector".into(),
+                ]
+            }
         }
     };
     let inspector = |args: &[&str]| {
@@ -247,7 +265,11 @@ fn inspector_cli_lists_and_calls() {
         c.env(
             "PATH",
             format!(
-                "{}:{}",
+                "{}{}:{}",
+                path_first
+                    .as_ref()
+                    .map(|p| format!("{}:", p.display()))
+                    .unwrap_or_default(),
                 w.path_var(),
                 std::env::var("PATH").unwrap_or_default()
             ),
@@ -316,6 +338,23 @@ fn inspector_cli_lists_and_calls() {
         String::from_utf8_lossy(&ran.stdout)
     );
     assert_eq!(std::fs::read_to_string(w.work.join("n.txt")).unwrap(), "hi");
+}
+
+/// Whether the `node` on `PATH` is at least MAJOR.MINOR.
+fn node_at_least(major: u32, minor: u32) -> bool {
+    let Ok(out) = Command::new("node").arg("--version").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut parts = text.trim().trim_start_matches('v').split('.');
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let (a, b) = (next(), next());
+    (a, b) >= (major, minor)
 }
 
 fn which_on_path(name: &str) -> Option<std::path::PathBuf> {
