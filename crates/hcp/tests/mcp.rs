@@ -483,6 +483,39 @@ fn bad_input_is_refused_with_its_code() {
 }
 
 #[test]
+fn the_revision_is_2025_11_25_at_most() {
+    let w = world_with(&["transit"]);
+    for (asked, got) in [
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let mut c = world_command(&w, common::hcp_bin());
+        let mut child = c
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let init = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": asked, "capabilities": {},
+                        "clientInfo": { "name": "raw", "version": "0" } }
+        });
+        writeln!(stdin, "{init}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let r: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(r["result"]["protocolVersion"], got, "{asked}: {r}");
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+#[test]
 fn the_principal_is_the_servers_session_never_the_request() {
     let w = world_with(&["transit"]);
     // A bad token: every call answers bad_session, never the owner.

@@ -15,9 +15,9 @@
 //!   fails), calls in flight are abandoned at once: their process groups are ended and their
 //!   audit records written before the process exits; a call still waiting for a slot never
 //!   starts.
-//! - The MCP revision is the one the client asks for among those rmcp 3.11 serves with the
-//!   `initialize` handshake (2024-11-05 to 2025-11-25); a client asking for a later one is
-//!   answered with 2025-11-25.
+//! - The MCP revision is 2025-11-25 at most (`Server::supported_protocol_versions`): the
+//!   one the client asks for among those rmcp 3.11 serves with the `initialize` handshake;
+//!   a client asking for 2026-07-28 is answered with 2025-11-25.
 
 pub mod catalog;
 pub mod intake;

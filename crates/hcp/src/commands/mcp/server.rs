@@ -14,7 +14,7 @@ use hcp_model::ArgValue;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -281,6 +281,14 @@ impl ServerHandler for Server {
              gate (session, grants, arguments, confirm) and audited. a refusal is a result \
              with isError and its code; a write marked confirm runs only with `confirm: true`.",
         )
+    }
+
+    /// The MCP revisions `hcp mcp` follows: those rmcp 3.11 serves with the `initialize`
+    /// handshake, up to 2025-11-25. 2026-07-28 (stateless, no handshake) is not offered, so
+    /// a client asking for it at `initialize` is answered with 2025-11-25 and one that skips
+    /// the handshake is told which versions are supported.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
