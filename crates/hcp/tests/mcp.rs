@@ -141,6 +141,20 @@ impl Raw {
         drop(self.stdin.take());
         self.child.wait().unwrap()
     }
+
+    /// Goes away as a client that dies does: closes both its ends (stdin and the reading
+    /// end of stdout), then waits for the server to exit.
+    fn vanish(self) -> std::process::ExitStatus {
+        let Self {
+            mut child,
+            stdin,
+            stdout,
+            ..
+        } = self;
+        drop(stdout);
+        drop(stdin);
+        child.wait().unwrap()
+    }
 }
 
 /// The code of a refusal result (`isError` with the refusal object as structured content).
@@ -714,10 +728,10 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let started = Instant::now();
-    let status = s.finish();
+    let status = s.vanish();
     assert!(status.success(), "{status:?}");
     // rmcp alone waits up to 5 s for the handlers of a client that went away ("drain");
-    // hcp ends the calls when stdin ends, so the server is gone well before that.
+    // hcp ends the calls as soon as the reader of its stdout is gone, well before that.
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "the server took {:?} to end its calls: it waited instead of ending them",
@@ -737,6 +751,31 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     assert!(naps.iter().all(|r| r["code"] == "cancelled"), "{naps:?}");
     let out = w.run(&["audit", "verify"]);
     assert!(out.status.success(), "{}", w.render(&out));
+}
+
+#[test]
+fn a_client_that_closes_stdin_and_keeps_reading_gets_its_answer() {
+    let w = world_with(&[]);
+    let dir = nap_pack(&w);
+    for args in [
+        vec!["install", dir.to_str().unwrap()],
+        vec!["activate", "nap"],
+    ] {
+        let out = w.run(&args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let mut s = Raw::start(&w, None);
+    s.send(&json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": { "name": "nap.nap", "arguments": { "secs": "1" } }
+    }));
+    // `printf … | hcp mcp`: the client is done writing, not gone.
+    drop(s.stdin.take());
+    let r = s.read();
+    assert_eq!(r["id"], 7, "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(r["result"]["_meta"]["hcp"]["exit_code"], 0, "{r}");
+    assert!(s.child.wait().unwrap().success());
 }
 
 #[test]

@@ -16,9 +16,12 @@
 //! - A line longer than [`MAX_REQUEST_BYTES`] is never held in memory: its top-level `id` is
 //!   picked out while it streams past ([`IdScanner`]) and it is answered with -32600
 //!   (`data.code`: `request_too_large`).
-//! - When stdin ends or stdout fails (the client went away), [`Intake::gone`] runs at once:
-//!   the server ends every call in flight (their process groups, then their audit records),
-//!   instead of leaving them to the SDK's drain, which waits up to 5 s for the handlers.
+//! - When the client goes away — the reading end of hcp's stdout closes ([`watch_reader`]
+//!   sees it at once, for a pipe or a socket) or a write to it fails — [`Gone`] runs: the
+//!   server ends every call in flight (their process groups, then their audit records) and
+//!   starts no other, instead of leaving them to the SDK's drain, which waits up to 5 s for
+//!   the handlers. A client that only closes stdin and keeps reading (`printf … | hcp mcp`)
+//!   has not gone: its calls in flight are answered (within that drain).
 //!
 //! Answers written here and the SDK's messages share one writer ([`Output`]), one whole line
 //! each.
@@ -323,15 +326,52 @@ impl Transport<RoleServer> for Intake {
     }
 }
 
+/// Watches `fd` (hcp's stdout) on a thread of its own and runs `gone` as soon as its
+/// reading end is closed: `poll(2)` with no events reports `POLLERR` on a pipe without
+/// readers and `POLLHUP` on a socket whose peer went away. Anything else (a file, a
+/// terminal, `/dev/null`) never loses its reader and is not watched; a failed write still
+/// tells. `fd` is a duplicate the thread keeps; the thread ends with the process.
+pub fn watch_reader(fd: std::os::fd::OwnedFd, gone: Gone) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::stat::{SFlag, fstat};
+    use std::os::fd::AsFd;
+    let Ok(st) = fstat(fd.as_fd()) else { return };
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFIFO && kind != SFlag::S_IFSOCK {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("hcp-mcp-reader".into())
+        .spawn(move || {
+            loop {
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {
+                        let ended = PollFlags::POLLERR | PollFlags::POLLHUP | PollFlags::POLLNVAL;
+                        if fds[0].revents().is_some_and(|r| r.intersects(ended)) {
+                            gone();
+                            return;
+                        }
+                    }
+                    Err(nix::errno::Errno::EINTR) => {}
+                    Err(_) => return,
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot watch stdout for the client going away: {e}");
+    }
+}
+
 /// Reads `input` line by line until it ends (the client closed stdin) or the SDK is gone,
 /// and hands each line's message to `to_sdk` or its answer to `out`, as the module says.
-/// Runs `gone` when `input` ends or fails.
+/// The end of `input` is not the client going away (it may still read the answers):
+/// returning drops `to_sdk`, and the SDK finishes the calls in flight.
 pub async fn pump<R>(
     mut input: R,
     to_sdk: mpsc::Sender<ClientJsonRpcMessage>,
     out: Output,
     max: usize,
-    gone: Gone,
 ) where
     R: AsyncBufRead + Unpin,
 {
@@ -342,10 +382,7 @@ pub async fn pump<R>(
         let (consumed, ended) = {
             let buf = match input.fill_buf().await {
                 Ok(b) if !b.is_empty() => b,
-                _ => {
-                    gone();
-                    return;
-                }
+                _ => return,
             };
             let newline = buf.iter().position(|b| *b == b'\n');
             let take = newline.map_or(buf.len(), |i| i + 1);
@@ -633,6 +670,22 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_pipe_whose_reader_closes_is_seen_at_once() {
+        use std::os::fd::AsFd;
+        let (r, w) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        watch_reader(
+            w.as_fd().try_clone_to_owned().unwrap(),
+            Arc::new(move || {
+                let _ = tx.send(());
+            }),
+        );
+        drop(r);
+        // Blocks until the watcher runs `gone` (no timing involved).
+        rx.recv().unwrap();
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn the_pump_answers_bad_lines_and_passes_the_rest() {
         let big = format!(
@@ -651,13 +704,13 @@ mod tests {
                 went.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             })
         };
-        let out = Output::new(w, gone.clone());
+        let out = Output::new(w, gone);
         let (mut intake, tx) = Intake::new(out.clone());
-        pump(input.as_bytes(), tx, out, 1000, gone).await;
+        pump(input.as_bytes(), tx, out, 1000).await;
         assert_eq!(
             went.load(std::sync::atomic::Ordering::SeqCst),
-            1,
-            "stdin ended"
+            0,
+            "stdin ending is not the client going away"
         );
         let mut ids = Vec::new();
         while let Some(m) = intake.receive().await {
