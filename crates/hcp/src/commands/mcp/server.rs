@@ -279,7 +279,8 @@ impl ServerHandler for Server {
         .with_instructions(
             "each tool is a verb of an active hcp pack, named PACK.VERB, run through hcp's \
              gate (session, grants, arguments, confirm) and audited. a refusal is a result \
-             with isError and its code; a write marked confirm runs only with `confirm: true`.",
+             with isError and its code; a write marked confirm runs only with `confirm: true` among \
+             its arguments.",
         )
     }
 
