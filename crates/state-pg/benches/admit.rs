@@ -128,7 +128,7 @@ fn admit_outcome(state: &PgState, session: &str, pack: &PackId, intent: &Map<Str
             session: Some(session),
             grant: Some(GrantCheck {
                 pack,
-                capability: Capability::VerbExecRead,
+                capabilities: &[Capability::VerbExecRead],
             }),
             counters: &takes,
             approvals: &[],

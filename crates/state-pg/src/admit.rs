@@ -14,13 +14,14 @@ use hcp_store::session::{BadSession, Timestamp};
 use postgres::types::Type;
 use serde_json::{Map, Value};
 
-/// The grant the gate found, re-checked at admit (with the pack's suspension).
+/// The grants the gate found, re-checked at admit (with the pack's suspension).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GrantCheck<'a> {
     /// The pack of the call.
     pub pack: &'a PackId,
-    /// The capability the operation needs.
-    pub capability: Capability,
+    /// Every capability step 4 checked (the operation's; and `pack.connect` for a connect
+    /// verb, `sense.enable` for sense).
+    pub capabilities: &'a [Capability],
 }
 
 /// A counter slot to take: the runtime policy's `rate_limit` and `budget` of one tool
@@ -92,11 +93,16 @@ pub enum AdmitRefusal {
     #[error(transparent)]
     Session(BadSession),
     /// The grant was revoked (code `missing_grant`).
-    #[error("the grant was revoked")]
-    MissingGrant,
+    #[error("the grant of `{capability}` was revoked")]
+    MissingGrant {
+        /// The capability.
+        capability: String,
+    },
     /// The pack's content changed after the grant (code `missing_grant`).
-    #[error("the grant is suspended: the pack's content changed at `{}`", hcp_store::session::format_ts(*.content_changed_at))]
+    #[error("the grant of `{capability}` is suspended: the pack's content changed at `{}`", hcp_store::session::format_ts(*.content_changed_at))]
     Suspended {
+        /// The capability.
+        capability: String,
         /// When the pack's content changed.
         content_changed_at: Timestamp,
     },
@@ -126,7 +132,7 @@ impl AdmitRefusal {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Session(_) => hcp_store::session::BAD_SESSION,
-            Self::MissingGrant | Self::Suspended { .. } => "missing_grant",
+            Self::MissingGrant { .. } | Self::Suspended { .. } => "missing_grant",
             Self::Budget { .. } => "budget",
             Self::RateLimit { .. } => "rate_limit",
             Self::ApprovalGone { .. } => "requires_confirmation",
@@ -189,7 +195,9 @@ impl PgState {
             .map_or(0, |t| i64::try_from(t.now_ms).unwrap_or(i64::MAX));
         let now = Ts(Ts::micros(a.now));
         let pack = a.grant.map(|g| g.pack.as_str());
-        let capability = a.grant.map(|g| g.capability.as_str());
+        let capabilities: Option<Vec<&str>> = a
+            .grant
+            .map(|g| g.capabilities.iter().map(|c| c.as_str()).collect());
         let apr = a.approvals;
         let a_tools: Vec<&str> = apr.iter().map(|x| x.tool).collect();
         let a_pd: Vec<&str> = apr.iter().map(|x| x.principal_digest).collect();
@@ -206,7 +214,7 @@ impl PgState {
                     (&a.session, Type::TEXT),
                     (&a.principal, Type::TEXT),
                     (&pack, Type::TEXT),
-                    (&capability, Type::TEXT),
+                    (&capabilities, Type::TEXT_ARRAY),
                     (&identities, Type::TEXT_ARRAY),
                     (&tools, Type::TEXT_ARRAY),
                     (&rates, Type::INT8_ARRAY),
@@ -231,11 +239,13 @@ impl PgState {
                 ("expired", Some(t)) => BadSession::Expired { expires_at: t.0 },
                 _ => BadSession::Unknown,
             })),
-            "missing_grant" => Some(match at {
-                Some(t) if detail == "suspended" => AdmitRefusal::Suspended {
+            "missing_grant" => Some(AdmitRefusal::MissingGrant { capability: detail }),
+            "suspended" => Some(match at {
+                Some(t) => AdmitRefusal::Suspended {
+                    capability: detail,
                     content_changed_at: t.0,
                 },
-                _ => AdmitRefusal::MissingGrant,
+                None => AdmitRefusal::MissingGrant { capability: detail },
             }),
             "budget" => Some(AdmitRefusal::Budget { tool: detail }),
             "rate_limit" => Some(AdmitRefusal::RateLimit { tool: detail }),

@@ -120,7 +120,7 @@ $fn$;
 
 CREATE FUNCTION hcp_admit(
     p_machine text, p_body text, p_now timestamptz,
-    p_session text, p_principal text, p_pack text, p_capability text,
+    p_session text, p_principal text, p_pack text, p_capabilities text[],
     p_c_identity text[], p_c_tool text[], p_c_rate bigint[], p_c_budget bigint[],
     p_c_window bigint[], p_now_ms bigint,
     p_a_tool text[], p_a_principal_digest text[], p_a_args text[], p_a_policy text[])
@@ -131,6 +131,8 @@ DECLARE
     s       record;
     g       record;
     g_max   timestamptz;
+    g_maxes timestamptz[] := '{}';
+    cap     text;
     changed timestamptz;
     c       record;
     n       bigint;
@@ -165,28 +167,34 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- 2. the grant, and the rug-pull guard (a revoke or a content change waits)
-    IF p_capability IS NOT NULL THEN
-        g_max := NULL;
-        FOR g IN SELECT x.granted_at FROM grants x
-                 WHERE x.principal = p_principal AND x.pack IN (p_pack, '*')
-                   AND x.capability = p_capability
-                 FOR SHARE LOOP
-            IF g_max IS NULL OR g.granted_at > g_max THEN
-                g_max := g.granted_at;
+    -- 2. the grants (every capability the gate checked), then the rug-pull guard: the
+    --    rows are locked first, so a revoke or a content change waits for this admit
+    IF p_capabilities IS NOT NULL THEN
+        FOREACH cap IN ARRAY p_capabilities LOOP
+            g_max := NULL;
+            FOR g IN SELECT x.granted_at FROM grants x
+                     WHERE x.principal = p_principal AND x.pack IN (p_pack, '*')
+                       AND x.capability = cap
+                     FOR SHARE LOOP
+                IF g_max IS NULL OR g.granted_at > g_max THEN
+                    g_max := g.granted_at;
+                END IF;
+            END LOOP;
+            g_maxes := array_append(g_maxes, g_max);
+        END LOOP;
+        SELECT x.content_changed_at INTO changed FROM pack_state x WHERE x.pack_id = p_pack;
+        FOR i IN 1 .. coalesce(array_length(p_capabilities, 1), 0) LOOP
+            IF g_maxes[i] IS NULL THEN
+                RETURN QUERY SELECT 'missing_grant', p_capabilities[i], NULL::timestamptz,
+                    NULL::bigint, NULL::text, NULL::text[];
+                RETURN;
+            END IF;
+            IF changed IS NOT NULL AND g_maxes[i] < changed THEN
+                RETURN QUERY SELECT 'suspended', p_capabilities[i], changed,
+                    NULL::bigint, NULL::text, NULL::text[];
+                RETURN;
             END IF;
         END LOOP;
-        IF g_max IS NULL THEN
-            RETURN QUERY SELECT 'missing_grant', 'missing', NULL::timestamptz,
-                NULL::bigint, NULL::text, NULL::text[];
-            RETURN;
-        END IF;
-        SELECT x.content_changed_at INTO changed FROM pack_state x WHERE x.pack_id = p_pack;
-        IF changed IS NOT NULL AND g_max < changed THEN
-            RETURN QUERY SELECT 'missing_grant', 'suspended', changed,
-                NULL::bigint, NULL::text, NULL::text[];
-            RETURN;
-        END IF;
     END IF;
     -- 3. the counters, in the caller's (sorted) order: locked, then checked
     FOR i IN 1 .. k LOOP

@@ -352,7 +352,7 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
             session: Some(&s.token_sha256),
             grant: Some(GrantCheck {
                 pack: &probe,
-                capability: VerbExecRead,
+                capabilities: &[VerbExecRead],
             }),
             counters,
             approvals: &[],
@@ -434,7 +434,12 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
     // Revoke and session end: in force on the next admit.
     a.revoke(&alice, &PackScope::Pack(probe.clone()), &[])
         .unwrap();
-    assert_eq!(refused(adm(400, &[])), AdmitRefusal::MissingGrant);
+    assert_eq!(
+        refused(adm(400, &[])),
+        AdmitRefusal::MissingGrant {
+            capability: "verb.exec.read".into()
+        }
+    );
     a.grant(&alice, &PackScope::All, &[VerbExecRead], t(401))
         .unwrap();
     adm(402, &[]).unwrap();
@@ -442,12 +447,32 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
     assert_eq!(
         refused(adm(404, &[])),
         AdmitRefusal::Suspended {
+            capability: "verb.exec.read".into(),
             content_changed_at: t(403)
         }
     );
     a.grant(&alice, &PackScope::All, &[VerbExecRead], t(405))
         .unwrap();
     adm(406, &[]).unwrap();
+    // Every capability the gate checked is re-checked: one missing refuses.
+    let two = a.admit(&Admission {
+        now: t(406),
+        principal: "alice",
+        session: Some(&s.token_sha256),
+        grant: Some(GrantCheck {
+            pack: &probe,
+            capabilities: &[VerbExecRead, PackConnect],
+        }),
+        counters: &[],
+        approvals: &[],
+        intent: &body,
+    });
+    assert_eq!(
+        refused(two),
+        AdmitRefusal::MissingGrant {
+            capability: "pack.connect".into()
+        }
+    );
     a.session_end(_tok.as_str(), t(407)).unwrap();
     assert_eq!(
         refused(adm(408, &[])),

@@ -150,7 +150,7 @@ fn main() -> ExitCode {
             session: Some(&args.session),
             grant: Some(GrantCheck {
                 pack: &pack,
-                capability: Capability::VerbExecRead,
+                capabilities: &[Capability::VerbExecRead],
             }),
             counters,
             approvals,
