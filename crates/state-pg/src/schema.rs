@@ -169,3 +169,39 @@ pub fn migrate_to(
         created_schema: !exists,
     })
 }
+
+/// The privileges a fleet's machines need, for a PostgreSQL role `role` that does not own
+/// the schema: everything `hcp` does, and no more on the audit — records can be appended
+/// (`INSERT`), never changed or removed (no `UPDATE`, `DELETE` or `TRUNCATE` on
+/// `audit_record`). Run them as the schema's owner after [`migrate_to`]. `role` must match
+/// `^[a-z_][a-z0-9_]{0,62}$` (it is written into the SQL unquoted).
+///
+/// # Errors
+/// [`PgError::Config`] for a role name outside that pattern.
+pub fn grant_statements(schema: &str, role: &str) -> PgResult<Vec<String>> {
+    let ok = role.len() <= 63
+        && role
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && role
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !ok {
+        return Err(PgError::Config {
+            reason: format!("role `{role}` must match `^[a-z_][a-z0-9_]{{0,62}}$`"),
+        });
+    }
+    let s = schema;
+    Ok(vec![
+        format!("GRANT USAGE ON SCHEMA {s} TO {role}"),
+        format!("GRANT SELECT ON {s}.schema_version, {s}.fleet_secret TO {role}"),
+        format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.sessions, {s}.grants, {s}.pack_state, \
+             {s}.approvals, {s}.counters TO {role}"
+        ),
+        format!("GRANT SELECT, INSERT, UPDATE ON {s}.audit_chain TO {role}"),
+        format!("GRANT SELECT, INSERT ON {s}.audit_record TO {role}"),
+        format!("GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit TO {role}"),
+    ])
+}

@@ -755,3 +755,65 @@ fn verify_while_another_machine_appends_is_sound() {
     });
     assert_eq!(b.audit_verify().unwrap().records(), 300);
 }
+
+#[test]
+fn a_machine_role_appends_to_the_audit_but_cannot_rewrite_it() {
+    let Some(url) = support::url() else { return };
+    let cfg = support::fresh_on(&url, "roles");
+    let schema = cfg.schema().unwrap().to_owned();
+    let role = format!("hcp_{}", &schema[schema.len() - 12..]);
+    psql(&url, &format!("CREATE ROLE {role} LOGIN PASSWORD 'pw'"));
+    for g in hcp_state_pg::schema::grant_statements(&schema, &role).unwrap() {
+        psql(&url, &g);
+    }
+    assert!(hcp_state_pg::schema::grant_statements(&schema, "x; DROP").is_err());
+    let as_role = StateConfig::new(format!("{url} user={role} password=pw")).with_schema(&schema);
+    let m = PgState::connect(&as_role, MachineId::generate().unwrap()).unwrap();
+    let (tok, s) = session("alice", t(0));
+    m.session_insert(&s).unwrap();
+    let body = intent("alice");
+    m.admit(&Admission {
+        now: t(1),
+        principal: "alice",
+        session: Some(&s.token_sha256),
+        grant: None,
+        counters: &[CounterTake {
+            identity: "alice",
+            tool: "probe.say",
+            limits: Limits {
+                rate_limit: Some(5),
+                budget: Some(5),
+                window_ms: 60_000,
+            },
+            now_ms: 1_000,
+        }],
+        approvals: &[],
+        intent: &body,
+    })
+    .unwrap();
+    m.record_outcome(&fields(json!({"kind": "outcome"})), t(2))
+        .unwrap();
+    m.session_end(tok.as_str(), t(3)).unwrap();
+    assert!(m.audit_verify().unwrap().is_sound());
+    for sql in [
+        format!("UPDATE {schema}.audit_record SET body = '{{}}'"),
+        format!("DELETE FROM {schema}.audit_record"),
+        format!("TRUNCATE {schema}.audit_record"),
+    ] {
+        let out = std::process::Command::new("psql")
+            .args([
+                format!("{url} user={role} password=pw"),
+                "-qAtc".into(),
+                sql.clone(),
+            ])
+            .env("PGPASSWORD", "pw")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{sql}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+            "{sql}"
+        );
+    }
+    psql(&url, &format!("DROP OWNED BY {role}; DROP ROLE {role}"));
+}
