@@ -82,6 +82,7 @@ pub struct PgState {
     url: String,
     machine: MachineId,
     conn: Mutex<Option<postgres::Client>>,
+    secret: std::sync::OnceLock<[u8; 32]>,
 }
 
 impl std::fmt::Debug for PgState {
@@ -120,6 +121,7 @@ impl PgState {
             url: cfg.redacted_url(),
             machine,
             conn: Mutex::new(None),
+            secret: std::sync::OnceLock::new(),
         })
     }
 
@@ -175,12 +177,16 @@ impl PgState {
 
     /// The fleet's secret key of the audit's argument digests (HMAC-SHA-256), 32 bytes,
     /// made by the first migration: one per fleet, since approvals are bound to an
-    /// argument digest and taken on any machine. Never written to the audit or logs.
+    /// argument digest and taken on any machine. Read once per `PgState` (it never
+    /// changes). Never written to the audit or logs.
     ///
     /// # Errors
     /// [`PgError`]; a missing or malformed secret is [`Failure::Damaged`].
     pub fn digest_secret(&self) -> PgResult<[u8; 32]> {
-        self.with(|c| {
+        if let Some(s) = self.secret.get() {
+            return Ok(*s);
+        }
+        let secret = self.with(|c| {
             let row = c.query_typed_opt(
                 "SELECT value FROM @.fleet_secret WHERE name = 'args_digest'",
                 &[],
@@ -192,7 +198,8 @@ impl PgState {
             value
                 .try_into()
                 .map_err(|_| PgError::damaged("the fleet's digest secret is not 32 bytes"))
-        })
+        })?;
+        Ok(*self.secret.get_or_init(|| secret))
     }
 
     fn lock(&self) -> PgResult<MutexGuard<'_, Option<postgres::Client>>> {
