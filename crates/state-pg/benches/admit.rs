@@ -4,6 +4,8 @@
 //!   appends (the intent, then the outcome) in a home on disk;
 //! - `postgres`: [`PgState::admit`] (session and grant re-checked, one budget slot, the
 //!   intent) then [`PgState::record`] (the outcome), over the open connection;
+//! - `postgres_snapshot_admit_outcome`: the same after [`PgState::snapshot`] (the session,
+//!   grant, counter and approval reads of the gate in one round trip): a call's state steps;
 //! - `postgres_connect`: the same on a new connection each time (what a fresh `hcp exec`
 //!   process pays: start-up, authentication, the schema check);
 //! - `pool_connect`: the same through pgbouncer on a Unix socket (`HCP_TEST_PG_POOL_URL`,
@@ -19,7 +21,9 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_model::{Capability, PackId};
-use hcp_state_pg::{Admission, CounterTake, GrantCheck, MachineId, PgState, StateConfig};
+use hcp_state_pg::{
+    Admission, CounterTake, GrantCheck, MachineId, PgState, SnapshotQuery, StateConfig,
+};
 use hcp_store::Home;
 use hcp_store::audit::{AuditLog, Decision, Entry};
 use hcp_store::counter::{Counters, Limits};
@@ -70,6 +74,7 @@ struct Pg {
     cfg: StateConfig,
     state: PgState,
     session: String,
+    token: String,
 }
 
 fn pg() -> Option<Pg> {
@@ -111,6 +116,7 @@ fn pg() -> Option<Pg> {
         cfg,
         state,
         session: s.token_sha256,
+        token: token.as_str().to_owned(),
     })
 }
 
@@ -188,6 +194,26 @@ fn bench(c: &mut Criterion) {
         let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
         g.bench_function("postgres", |b| {
             b.iter(|| admit_outcome(&p.state, &p.session, &pack, &intent));
+        });
+        g.bench_function("postgres_snapshot_admit_outcome", |b| {
+            let caps = [Capability::VerbExecRead];
+            let counters = [("agent", "probe.say", LIMITS)];
+            b.iter(|| {
+                let snap = p
+                    .state
+                    .snapshot(&SnapshotQuery {
+                        token: Some(&p.token),
+                        pack: &pack,
+                        capabilities: &caps,
+                        counters: &counters,
+                        now_ms: now_ms(),
+                        approvals: &[],
+                        now: Timestamp::now(),
+                    })
+                    .unwrap();
+                assert!(matches!(snap.session, Some(Ok(_))));
+                admit_outcome(&p.state, &p.session, &pack, &intent);
+            });
         });
         g.bench_function("postgres_connect", |b| {
             b.iter(|| {

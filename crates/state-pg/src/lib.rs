@@ -35,6 +35,7 @@ mod grant;
 mod machine;
 pub mod schema;
 mod session;
+mod snapshot;
 mod sql;
 mod time;
 mod tls;
@@ -54,6 +55,7 @@ pub use error::{EXIT_STATE_UNAVAILABLE, Failure, PgError, PgResult, STATE_UNAVAI
 pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use schema::{MigrateReport, SCHEMA_VERSION};
 pub use session::SessionLookupError;
+pub use snapshot::{CallSnapshot, SnapshotQuery};
 
 use std::sync::{Mutex, MutexGuard};
 

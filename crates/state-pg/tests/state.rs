@@ -8,7 +8,8 @@ mod support;
 use hcp_model::{Capability, PackId};
 use hcp_state_pg::{
     Admission, AdmitError, AdmitRefusal, ApprovalRequest, ApprovalState, CounterTake, Cursor,
-    GrantCheck, MachineId, PgError, PgState, SCHEMA_VERSION, StateConfig, chain_hash,
+    GrantCheck, MachineId, PgError, PgState, SCHEMA_VERSION, SnapshotQuery, StateConfig,
+    chain_hash,
 };
 use hcp_store::counter::{Limits, Verdict};
 use hcp_store::grant::{GrantStatus, PackScope};
@@ -816,4 +817,113 @@ fn a_machine_role_appends_to_the_audit_but_cannot_rewrite_it() {
         );
     }
     psql(&url, &format!("DROP OWNED BY {role}; DROP ROLE {role}"));
+}
+
+#[test]
+fn one_round_trip_snapshot_agrees_with_the_single_reads() {
+    use Capability::*;
+    let Some(cfg) = fresh("snapshot") else { return };
+    let a = machine(&cfg);
+    let (tok, s) = session("alice", t(0));
+    a.session_insert(&s).unwrap();
+    let alice = p("alice");
+    let probe = pack("probe");
+    a.grant(
+        &alice,
+        &PackScope::Pack(probe.clone()),
+        &[VerbExecRead],
+        t(1),
+    )
+    .unwrap();
+    a.grant(&alice, &PackScope::All, &[VerbExecWrite], t(3))
+        .unwrap();
+    a.pack_content_changed(&probe, t(2)).unwrap();
+    let limits = Limits {
+        rate_limit: Some(1),
+        budget: Some(5),
+        window_ms: 60_000,
+    };
+    let body = intent("alice");
+    let now_ms = 1_000_000u64;
+    a.admit(&Admission {
+        now: t(4),
+        principal: "alice",
+        session: Some(&s.token_sha256),
+        grant: None,
+        counters: &[CounterTake {
+            identity: "alice",
+            tool: "probe.say",
+            limits,
+            now_ms,
+        }],
+        approvals: &[],
+        intent: &body,
+    })
+    .unwrap();
+    let r = request("probe.say");
+    let apr = a.approval_request(&r, t(5)).unwrap();
+    a.approve(&apr.id, t(6)).unwrap();
+
+    let caps = [VerbExecRead, VerbExecWrite, PackConnect];
+    let counters = [
+        ("alice", "probe.say", limits),
+        ("alice", "probe.other", limits),
+    ];
+    let approvals = [
+        ("probe.say", "sha256:pd", "sha256:args", "sha256:policy"),
+        ("probe.say", "sha256:pd", "sha256:other", "sha256:policy"),
+    ];
+    let q = SnapshotQuery {
+        token: Some(tok.as_str()),
+        pack: &probe,
+        capabilities: &caps,
+        counters: &counters,
+        now_ms: now_ms + 1,
+        approvals: &approvals,
+        now: t(7),
+    };
+    let snap = a.snapshot(&q).unwrap();
+    assert_eq!(snap.session, Some(Ok(s.clone())));
+    assert_eq!(
+        snap.grants,
+        caps.iter()
+            .map(|&c| a.grant_status(&alice, &probe, c).unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert!(matches!(snap.grants[0], GrantStatus::Suspended { .. }));
+    assert!(matches!(snap.grants[1], GrantStatus::Held { .. }));
+    assert_eq!(snap.grants[2], GrantStatus::Missing);
+    assert_eq!(snap.content_changed_at, Some(t(2)));
+    assert_eq!(snap.counters, vec![Verdict::RateLimit, Verdict::Ok]);
+    assert_eq!(
+        snap.counters[0],
+        a.counter_check("alice", "probe.say", limits, now_ms + 1)
+            .unwrap()
+    );
+    assert_eq!(snap.approvals, vec![Some(apr.id.clone()), None]);
+
+    // Refused tokens, and the owner.
+    for (token, want) in [
+        ("nope".to_owned(), BadSession::Malformed),
+        (format!("hcps_{}", "0".repeat(64)), BadSession::Unknown),
+    ] {
+        let snap = a
+            .snapshot(&SnapshotQuery {
+                token: Some(&token),
+                ..q
+            })
+            .unwrap();
+        assert_eq!(snap.session, Some(Err(want)));
+        assert!(snap.grants.iter().all(|g| *g == GrantStatus::Missing));
+    }
+    a.session_end(tok.as_str(), t(8)).unwrap();
+    let snap = a.snapshot(&SnapshotQuery { now: t(9), ..q }).unwrap();
+    assert_eq!(
+        snap.session,
+        Some(Err(BadSession::Ended { ended_at: t(8) }))
+    );
+    let owner = a.snapshot(&SnapshotQuery { token: None, ..q }).unwrap();
+    assert_eq!(owner.session, None);
+    assert!(owner.grants.is_empty());
+    assert_eq!(owner.approvals, vec![None, None]);
 }
