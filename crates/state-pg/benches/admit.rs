@@ -145,6 +145,83 @@ fn admit_outcome(state: &PgState, session: &str, pack: &PackId, intent: &Map<Str
     state.record_outcome(&outcome, Timestamp::now()).unwrap();
 }
 
+/// Rounds of the interleaved comparison.
+const ROUNDS: usize = 300;
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// The cases interleaved round by round (each round runs every case once, in turn), so
+/// that a load that drifts during the run weighs on all of them alike; prints each
+/// median and its ratio to `file`.
+fn pairwise(home: &Home, p: Option<&Pg>) {
+    let counters = Counters::new(home);
+    let log = AuditLog::new(home);
+    let (intent_e, outcome_e) = (entry("intent"), entry("outcome"));
+    let pack = PackId::parse("probe").unwrap();
+    let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
+    let pool = std::env::var("HCP_TEST_PG_POOL_URL").ok().and_then(|u| {
+        let cfg = StateConfig::new(u).with_schema(p?.cfg.schema().ok()?);
+        Some(cfg)
+    });
+    let mut names = vec!["file"];
+    if p.is_some() {
+        names.extend(["postgres", "postgres_snapshot", "postgres_connect"]);
+        if pool.is_some() {
+            names.push("pool_connect");
+        }
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(ROUNDS); names.len()];
+    for _ in 0..ROUNDS {
+        let t = std::time::Instant::now();
+        counters
+            .try_consume("agent", "probe.say", LIMITS, now_ms())
+            .unwrap();
+        log.append(&intent_e).unwrap();
+        log.append(&outcome_e).unwrap();
+        times[0].push(t.elapsed());
+        let Some(p) = p else { continue };
+        let t = std::time::Instant::now();
+        admit_outcome(&p.state, &p.session, &pack, &intent);
+        times[1].push(t.elapsed());
+        let t = std::time::Instant::now();
+        p.state
+            .snapshot(&SnapshotQuery {
+                token: Some(&p.token),
+                pack: &pack,
+                capabilities: &[Capability::VerbExecRead],
+                counters: &[("agent", "probe.say", LIMITS)],
+                now_ms: now_ms(),
+                approvals: &[],
+                now: Timestamp::now(),
+            })
+            .unwrap();
+        admit_outcome(&p.state, &p.session, &pack, &intent);
+        times[2].push(t.elapsed());
+        let t = std::time::Instant::now();
+        let s = PgState::connect(&p.cfg, p.state.machine().clone()).unwrap();
+        admit_outcome(&s, &p.session, &pack, &intent);
+        times[3].push(t.elapsed());
+        if let Some(cfg) = &pool {
+            let t = std::time::Instant::now();
+            let s = PgState::connect(cfg, p.state.machine().clone()).unwrap();
+            admit_outcome(&s, &p.session, &pack, &intent);
+            times[4].push(t.elapsed());
+        }
+    }
+    let medians: Vec<Duration> = times.iter_mut().map(|v| median(v)).collect();
+    println!("pairwise, {ROUNDS} interleaved rounds (median, ratio to file):");
+    for (n, m) in names.iter().zip(&medians) {
+        println!(
+            "  {n:<20} {:>8.3} ms  {:>5.2}x",
+            m.as_secs_f64() * 1e3,
+            m.as_secs_f64() / medians[0].as_secs_f64()
+        );
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("admit_outcome");
     g.measurement_time(Duration::from_secs(5));
@@ -189,7 +266,10 @@ fn bench(c: &mut Criterion) {
         });
     });
 
-    if let Some(p) = pg() {
+    let pg = pg();
+    pairwise(&home, pg.as_ref());
+
+    if let Some(p) = pg {
         let pack = PackId::parse("probe").unwrap();
         let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
         g.bench_function("postgres", |b| {

@@ -23,7 +23,7 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 2] = [
     ),
     (
         2,
-        "functions: hcp_append, hcp_admit (one statement per spending step)",
+        "functions: hcp_append, hcp_admit (one statement per spending step), hcp_snapshot",
         sql::V2_FUNCTIONS,
     ),
 ];

@@ -50,34 +50,8 @@ pub struct CallSnapshot {
     pub approvals: Vec<Option<String>>,
 }
 
-const SQL: &str = "
-SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes, s.can_view, s.workdir,
-       s.created_at, s.expires_at, s.ended_at,
-       (SELECT array_agg((SELECT max(g.granted_at) FROM @.grants g
-                          WHERE g.principal = coalesce(s.principal, $13)
-                            AND g.pack IN ($2, '*') AND g.capability = c.cap) ORDER BY c.ord)
-        FROM unnest($3::text[]) WITH ORDINALITY c(cap, ord)),
-       (SELECT p.content_changed_at FROM @.pack_state p WHERE p.pack_id = $2),
-       (SELECT array_agg(coalesce(x.total, 0) ORDER BY k.ord)
-        FROM unnest($4::text[], $5::text[], $6::bigint[])
-             WITH ORDINALITY k(identity, tool, win, ord)
-        LEFT JOIN @.counters x ON x.identity = k.identity AND x.tool = k.tool),
-       (SELECT array_agg(coalesce((SELECT count(*) FROM unnest(x.recent) t
-                                   WHERE t >= $7 - k.win), 0) ORDER BY k.ord)
-        FROM unnest($4::text[], $5::text[], $6::bigint[])
-             WITH ORDINALITY k(identity, tool, win, ord)
-        LEFT JOIN @.counters x ON x.identity = k.identity AND x.tool = k.tool),
-       (SELECT array_agg((SELECT a.id FROM @.approvals a
-                          WHERE a.tool = q.tool AND a.principal = coalesce(s.principal, $13)
-                            AND a.principal_digest = q.pd AND a.args_digest = q.args
-                            AND a.policy_hash = q.policy AND a.approved_at IS NOT NULL
-                            AND a.taken_at IS NULL AND a.denied_at IS NULL
-                            AND $8 < a.approved_at + make_interval(secs => a.window_s)
-                          ORDER BY a.approved_at, a.id LIMIT 1) ORDER BY q.ord)
-        FROM unnest($9::text[], $10::text[], $11::text[], $12::text[])
-             WITH ORDINALITY q(tool, pd, args, policy, ord))
-FROM (SELECT 1) AS one
-LEFT JOIN @.sessions s ON s.token_sha256 = $1";
+const SQL: &str =
+    "SELECT * FROM @.hcp_snapshot($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 impl PgState {
     /// Reads what one call needs (see the module docs) in one round trip. For the owner

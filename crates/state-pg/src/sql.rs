@@ -85,9 +85,53 @@ CREATE TABLE fleet_secret (
 );
 "#;
 
-/// Version 2: the one-statement steps `hcp_append` (a record on the machine's chain) and
-/// `hcp_admit` (re-check and spend, then the intent record), run as one transaction each.
+/// Version 2: the one-statement steps `hcp_append` (a record on the machine's chain),
+/// `hcp_admit` (re-check and spend, then the intent record), run as one transaction each,
+/// and `hcp_snapshot` (a call's reads).
 pub(crate) const V2_FUNCTIONS: &str = r#"
+CREATE FUNCTION hcp_snapshot(
+    p1 text, p2 text, p3 text[], p4 text[], p5 text[], p6 bigint[], p7 bigint,
+    p8 timestamptz, p9 text[], p10 text[], p11 text[], p12 text[], p13 text)
+RETURNS TABLE (token_sha256 text, principal text, role text, projects text[],
+               attributes jsonb, can_view text[], workdir bytea, created_at timestamptz,
+               expires_at timestamptz, ended_at timestamptz, granted timestamptz[],
+               changed timestamptz, totals bigint[], in_window bigint[], approvals text[])
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $fn$
+#variable_conflict use_column
+BEGIN
+    -- One statement, its plan cached by the server session (a pooler's connections
+    -- keep it across calls).
+    RETURN QUERY
+SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes, s.can_view, s.workdir,
+       s.created_at, s.expires_at, s.ended_at,
+       (SELECT array_agg((SELECT max(g.granted_at) FROM grants g
+                          WHERE g.principal = coalesce(s.principal, p13)
+                            AND g.pack IN (p2, '*') AND g.capability = c.cap) ORDER BY c.ord)
+        FROM unnest(p3::text[]) WITH ORDINALITY c(cap, ord)),
+       (SELECT p.content_changed_at FROM pack_state p WHERE p.pack_id = p2),
+       (SELECT array_agg(coalesce(x.total, 0) ORDER BY k.ord)
+        FROM unnest(p4::text[], p5::text[], p6::bigint[])
+             WITH ORDINALITY k(identity, tool, win, ord)
+        LEFT JOIN counters x ON x.identity = k.identity AND x.tool = k.tool),
+       (SELECT array_agg(coalesce((SELECT count(*) FROM unnest(x.recent) t
+                                   WHERE t >= p7 - k.win), 0) ORDER BY k.ord)
+        FROM unnest(p4::text[], p5::text[], p6::bigint[])
+             WITH ORDINALITY k(identity, tool, win, ord)
+        LEFT JOIN counters x ON x.identity = k.identity AND x.tool = k.tool),
+       (SELECT array_agg((SELECT a.id FROM approvals a
+                          WHERE a.tool = q.tool AND a.principal = coalesce(s.principal, p13)
+                            AND a.principal_digest = q.pd AND a.args_digest = q.args
+                            AND a.policy_hash = q.policy AND a.approved_at IS NOT NULL
+                            AND a.taken_at IS NULL AND a.denied_at IS NULL
+                            AND p8 < a.approved_at + make_interval(secs => a.window_s)
+                          ORDER BY a.approved_at, a.id LIMIT 1) ORDER BY q.ord)
+        FROM unnest(p9::text[], p10::text[], p11::text[], p12::text[])
+             WITH ORDINALITY q(tool, pd, args, policy, ord))
+FROM (SELECT 1) AS one
+LEFT JOIN sessions s ON s.token_sha256 = p1;
+END
+$fn$;
+
 CREATE FUNCTION hcp_append(p_machine text, p_body text, p_sync boolean DEFAULT true)
 RETURNS TABLE (o_seq bigint, o_hash text)
 LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
