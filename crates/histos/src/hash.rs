@@ -30,6 +30,14 @@ pub fn canonical_text(p: &Policy) -> String {
     out
 }
 
+/// The canonical text `contract_sha256` covers: `{"args", "returns"}` as schema
+/// fingerprints (HISTOS-ENGINE §11).
+pub(crate) fn contract_text(args: Option<&Schema>, returns: Option<&Schema>) -> String {
+    let mut out = String::with_capacity(1024);
+    dict_sorted(&mut out, &[("args", E::Schema(args)), ("returns", E::Schema(returns))]);
+    out
+}
+
 /// One fingerprint value to encode.
 enum E<'a> {
     Null,
@@ -40,7 +48,7 @@ enum E<'a> {
     OptV(&'a Option<Value>),
     OptStr(Option<&'a str>),
     OptList(&'a Option<Vec<Value>>),
-    Schema(&'a Option<Schema>),
+    Schema(Option<&'a Schema>),
     Field(&'a Field),
     Constraint(&'a Constraint),
     Constraints(&'a [Constraint]),
@@ -204,7 +212,7 @@ fn put(e: &E<'_>, out: &mut String) {
         E::Tool(t) => {
             let m = [
                 ("access", E::Str(&t.access)),
-                ("args", E::Schema(&t.args)),
+                ("args", E::Schema(t.args.as_ref())),
                 ("bindings", E::Bindings(&t.bindings)),
                 ("budget", E::U(t.budget)),
                 ("confirmation_expires_in", E::U(t.confirmation_expires_in)),
@@ -219,7 +227,7 @@ fn put(e: &E<'_>, out: &mut String) {
                 ("redact_secret_output", E::Bool(t.redact_secret_output)),
                 ("requires_confirmation", E::Bool(t.requires_confirmation)),
                 ("requires_escalation", E::Bool(t.requires_escalation)),
-                ("returns", E::Schema(&t.returns)),
+                ("returns", E::Schema(t.returns.as_ref())),
                 ("scan_output_for_canary", E::Bool(t.scan_output_for_canary)),
                 ("sensitivity", E::Str(&t.sensitivity)),
                 ("strict_returns", E::Bool(t.strict_returns)),

@@ -28,6 +28,7 @@ mod load;
 pub mod model;
 pub mod pattern;
 pub mod post;
+pub mod projection;
 pub mod validate;
 pub mod value;
 pub mod yaml;

@@ -457,3 +457,11 @@ fn load_canaries(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
     }
     Ok(out)
 }
+
+/// Loads one schema (`args` or `returns`) written in the bundle vocabulary, as a tool's
+/// would be (the JSON-Schema projection builds its contracts through this, so a
+/// projected contract is always one the loader accepts). `what` names it in errors.
+pub(crate) fn schema_from_bundle(v: &Value, what: &str) -> Result<Option<Schema>, PolicyError> {
+    let mut patterns = HashMap::new();
+    field::load_schema(Some(v), &Loc::top(what), &mut patterns)
+}
