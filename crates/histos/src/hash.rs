@@ -34,7 +34,10 @@ pub fn canonical_text(p: &Policy) -> String {
 /// fingerprints (HISTOS-ENGINE §11).
 pub(crate) fn contract_text(args: Option<&Schema>, returns: Option<&Schema>) -> String {
     let mut out = String::with_capacity(1024);
-    dict_sorted(&mut out, &[("args", E::Schema(args)), ("returns", E::Schema(returns))]);
+    dict_sorted(
+        &mut out,
+        &[("args", E::Schema(args)), ("returns", E::Schema(returns))],
+    );
     out
 }
 

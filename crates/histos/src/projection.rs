@@ -142,8 +142,9 @@ fn schema_view(s: Option<&Schema>) -> Value {
     let opt_u = |n: Option<u64>| n.map_or(Value::Null, |n| Value::Str(n.to_string()));
     let opt_v = |v: &Option<Value>| v.as_ref().map_or(Value::Null, text_numbers);
     let opt_l = |l: &Option<Vec<Value>>| {
-        l.as_ref()
-            .map_or(Value::Null, |l| Value::List(l.iter().map(text_numbers).collect()))
+        l.as_ref().map_or(Value::Null, |l| {
+            Value::List(l.iter().map(text_numbers).collect())
+        })
     };
     let opt_s = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Str(s.to_string()));
     let mut fields = Map::new();
@@ -196,15 +197,15 @@ fn description_of(m: &Map, what: &str) -> Result<Option<String>, PolicyError> {
     match m.get("description") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Str(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(bad(format!("{what}: `description` must be a string or null"))),
+        Some(_) => Err(bad(format!(
+            "{what}: `description` must be a string or null"
+        ))),
     }
 }
 
 fn name_of(m: &Map, what: &str) -> Result<String, PolicyError> {
     match m.get("name") {
-        Some(Value::Str(s)) if !s.is_empty() && !s.chars().any(char::is_control) => {
-            Ok(s.clone())
-        }
+        Some(Value::Str(s)) if !s.is_empty() && !s.chars().any(char::is_control) => Ok(s.clone()),
         Some(Value::Str(_)) => Err(bad(format!(
             "{what}: the tool name is empty or holds a control character"
         ))),
@@ -216,7 +217,9 @@ fn schema_member<'a>(m: &'a Map, key: &str, name: &str) -> Result<Option<&'a Val
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v @ Value::Map(_)) => Ok(Some(v)),
-        Some(_) => Err(bad(format!("tool `{name}`: `{key}` must be a schema object"))),
+        Some(_) => Err(bad(format!(
+            "tool `{name}`: `{key}` must be a schema object"
+        ))),
     }
 }
 
@@ -237,7 +240,12 @@ pub fn from_mcp(tool: &Value) -> Result<ToolSource, PolicyError> {
     let mut rest = Map::new();
     let mut keys: Vec<&String> = m
         .keys()
-        .filter(|k| !matches!(k.as_str(), "name" | "description" | "inputSchema" | "outputSchema"))
+        .filter(|k| {
+            !matches!(
+                k.as_str(),
+                "name" | "description" | "inputSchema" | "outputSchema"
+            )
+        })
         .collect();
     keys.sort();
     for k in keys {
@@ -248,7 +256,11 @@ pub fn from_mcp(tool: &Value) -> Result<ToolSource, PolicyError> {
     shape.insert("output", output.cloned().unwrap_or(Value::Null));
     shape.insert(
         "rest",
-        if rest.is_empty() { Value::Null } else { Value::Map(rest) },
+        if rest.is_empty() {
+            Value::Null
+        } else {
+            Value::Map(rest)
+        },
     );
     let contract = Contract {
         args: input.map(|s| project(s, &name, "args")).transpose()?,
@@ -293,7 +305,11 @@ pub fn from_openai(tool: &Value) -> Result<ToolSource, PolicyError> {
         for k in keys {
             r.push_unchecked(k.clone(), m.get(k).cloned().unwrap_or(Value::Null));
         }
-        if r.is_empty() { Value::Null } else { Value::Map(r) }
+        if r.is_empty() {
+            Value::Null
+        } else {
+            Value::Map(r)
+        }
     };
     let container = if wrapped {
         match sorted_rest(outer, &["function"]) {
@@ -335,9 +351,17 @@ pub fn read_listing(kind: SourceKind, listing: &Value) -> Result<Vec<ToolSource>
         Value::List(l) => l,
         Value::Map(m) => match m.get("tools").or_else(|| m.get("functions")) {
             Some(Value::List(l)) => l,
-            _ => return Err(bad("a tool listing is a list, or an object with a `tools` list")),
+            _ => {
+                return Err(bad(
+                    "a tool listing is a list, or an object with a `tools` list",
+                ));
+            }
         },
-        _ => return Err(bad("a tool listing is a list, or an object with a `tools` list")),
+        _ => {
+            return Err(bad(
+                "a tool listing is a list, or an object with a `tools` list",
+            ));
+        }
     };
     let mut out: Vec<ToolSource> = Vec::with_capacity(list.len());
     for t in list {
@@ -503,10 +527,14 @@ fn resolve<'a>(
         }
         seen.push(ptr.to_string());
         let target = pointer(root, ptr).ok_or_else(|| {
-            bad(format!("{what}: `$ref` `#{ptr}` names nothing in this document"))
+            bad(format!(
+                "{what}: `$ref` `#{ptr}` names nothing in this document"
+            ))
         })?;
         let Value::Map(t) = target else {
-            return Err(bad(format!("{what}: `$ref` `#{ptr}` is not a schema object")));
+            return Err(bad(format!(
+                "{what}: `$ref` `#{ptr}` is not a schema object"
+            )));
         };
         let mut merged = t.clone();
         for (k, v) in m.iter() {
@@ -532,14 +560,8 @@ fn resolve<'a>(
 
 fn tighter(k: &str, a: &Value, b: &Value) -> Option<Value> {
     let (x, y) = (a.as_f64()?, b.as_f64()?);
-    let low = matches!(
-        k,
-        "maxLength" | "maxItems" | "maximum" | "exclusiveMaximum"
-    );
-    let high = matches!(
-        k,
-        "minLength" | "minItems" | "minimum" | "exclusiveMinimum"
-    );
+    let low = matches!(k, "maxLength" | "maxItems" | "maximum" | "exclusiveMaximum");
+    let high = matches!(k, "minLength" | "minItems" | "minimum" | "exclusiveMinimum");
     if matches!(a, Value::Bool(_)) || matches!(b, Value::Bool(_)) {
         return None;
     }
@@ -782,7 +804,9 @@ fn field(prop: &Value, listed: bool, root: &Value, name: &str) -> Result<Map, Po
     let mut items = Map::new();
     if let Some(raw) = m.get("items") {
         if ty != "array" {
-            return Err(bad(format!("{what}: `items` on a field that is not an array")));
+            return Err(bad(format!(
+                "{what}: `items` on a field that is not an array"
+            )));
         }
         let ri = resolve(raw, root, &what)?;
         let Value::Map(im) = ri.as_ref() else {
@@ -801,7 +825,11 @@ fn field(prop: &Value, listed: bool, root: &Value, name: &str) -> Result<Map, Po
             out.push_unchecked("item_type".into(), Value::Str(ity.into()));
         }
         if let Some(e) = im.get("enum") {
-            let ety = if item_nullable || ity == "null" { "any" } else { ity };
+            let ety = if item_nullable || ity == "null" {
+                "any"
+            } else {
+                ity
+            };
             out.push_unchecked("item_enum".into(), enum_of(e, ety, true, &what)?);
         } else if ity == "null" {
             out.push_unchecked("item_enum".into(), Value::List(vec![Value::Null]));
@@ -856,7 +884,10 @@ fn sensitivity(m: &Map, what: &str) -> Result<Option<&'static str>, PolicyError>
         let folded: String = k.to_lowercase().replace('_', "-");
         if k != "x-sensitive"
             && (folded == "x-sensitive"
-                || matches!(folded.as_str(), "x-sensitivity" | "x-sensitiv" | "x-pii" | "x-secret"))
+                || matches!(
+                    folded.as_str(),
+                    "x-sensitivity" | "x-sensitiv" | "x-pii" | "x-secret"
+                ))
         {
             return Err(bad(format!(
                 "{what}: `{k}` is not the marker; it is spelled exactly `x-sensitive`"

@@ -186,7 +186,10 @@ fn run_projection(fx: &Map) -> Result<(), String> {
         ("description_sha256", tool.description_sha256()),
         ("contract_sha256", tool.contract_sha256()),
     ] {
-        let want = expect.get(key).and_then(Value::as_str).ok_or(format!("no {key}"))?;
+        let want = expect
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or(format!("no {key}"))?;
         if want != got {
             return Err(format!("{key}: expected {want}, got {got}"));
         }
@@ -314,7 +317,9 @@ fn conformance_corpus() {
         failures.join("\n")
     );
     assert_eq!(passed, total);
-    let want_total = manifest["totals"]["all"].as_u64().expect("manifest totals.all");
+    let want_total = manifest["totals"]["all"]
+        .as_u64()
+        .expect("manifest totals.all");
     assert_eq!(
         total as u64, want_total,
         "the manifest counts {want_total} cases and {total} ran: every listed case must run"
