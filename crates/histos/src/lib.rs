@@ -25,6 +25,7 @@ pub mod hash;
 pub mod json;
 pub mod limits;
 mod load;
+pub mod lock;
 pub mod model;
 pub mod pattern;
 pub mod post;
