@@ -22,6 +22,7 @@ pub mod engine;
 pub mod error;
 mod fasthash;
 pub mod hash;
+pub mod init;
 pub mod json;
 pub mod limits;
 mod load;
