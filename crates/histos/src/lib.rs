@@ -37,7 +37,7 @@ pub mod yaml;
 
 pub use decision::{Decision, Effect, Rule};
 pub use engine::{
-    Call, Confirmer, Context, Engine, EscalationTier, Mode, Principal, ResolveError,
+    Call, Confirmer, Context, Engine, Escalation, EscalationTier, Mode, Principal, ResolveError,
     ResourceResolver,
 };
 pub use error::{PolicyCode, PolicyError};
