@@ -300,7 +300,12 @@ fn scalar(s: &str) -> String {
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '/'));
-    if simple && reads_back(s) {
+    // YAML 1.1 booleans other tools read as such (this engine keeps them strings).
+    let boolish = matches!(
+        s.to_ascii_lowercase().as_str(),
+        "yes" | "no" | "on" | "off" | "y" | "n" | "true" | "false"
+    );
+    if simple && !boolish && reads_back(s) {
         s.to_string()
     } else {
         quoted(s)
