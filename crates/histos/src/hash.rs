@@ -15,7 +15,16 @@ pub(crate) fn content_hash(p: &Policy) -> String {
 /// The canonical encoding text of the policy fingerprint (HISTOS-ENGINE §3.1, §3.3),
 /// streamed from the typed model without building an intermediate tree.
 pub fn canonical_text(p: &Policy) -> String {
-    let mut out = String::with_capacity(4096);
+    // About 600 bytes per field and 1,000 per tool: grown once, not by doubling.
+    let fields: usize = p
+        .tools
+        .iter()
+        .map(|t| {
+            t.args.as_ref().map_or(0, |s| s.fields.len())
+                + t.returns.as_ref().map_or(0, |s| s.fields.len())
+        })
+        .sum();
+    let mut out = String::with_capacity(1024 + 1024 * p.tools.len() + 640 * fields);
     let top = [
         (
             "canaries",
@@ -96,19 +105,32 @@ fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// A dict whose keys are dynamic: sorted by the §3.3 rule first.
 fn dict(out: &mut String, entries: &mut [(&str, E<'_>)]) {
     entries.sort_by(|a, b| key_cmp(a.0, b.0));
-    dict_sorted(out, entries);
+    dict_entries(out, entries, true);
 }
 
 /// A dict whose fixed keys are already written in §3.3 order.
 fn dict_sorted(out: &mut String, entries: &[(&str, E<'_>)]) {
     debug_assert!(entries.windows(2).all(|w| key_cmp(w[0].0, w[1].0).is_lt()));
+    debug_assert!(entries.iter().all(|(k, _)| !needs_escape(k)));
+    dict_entries(out, entries, false);
+}
+
+/// The entries of a dict in the given order; `escape` for keys that may need it (the
+/// fingerprint's fixed keys never do).
+fn dict_entries(out: &mut String, entries: &[(&str, E<'_>)], escape: bool) {
     out.push_str("[\"d\",[");
     for (i, (k, v)) in entries.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         out.push_str("[[\"s\",");
-        json_escape(k, out);
+        if escape {
+            json_escape(k, out);
+        } else {
+            out.push('"');
+            out.push_str(k);
+            out.push('"');
+        }
         out.push_str("],");
         put(v, out);
         out.push(']');
@@ -267,21 +289,26 @@ fn put(e: &E<'_>, out: &mut String) {
 /// Python `json.dumps(ensure_ascii=False)` string escaping, quotes included.
 pub(crate) fn json_escape(s: &str, out: &mut String) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
+    let mut rest = s;
+    while let Some(i) = rest
+        .bytes()
+        .position(|c| c < 0x20 || c == b'"' || c == b'\\')
+    {
+        // The byte found is ASCII, so `i` and `i + 1` are char boundaries.
+        out.push_str(&rest[..i]);
+        match rest.as_bytes()[i] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            c => out.push_str(&format!("\\u{c:04x}")),
         }
+        rest = &rest[i + 1..];
     }
+    out.push_str(rest);
     out.push('"');
 }
 
