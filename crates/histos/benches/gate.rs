@@ -6,5 +6,9 @@ mod bench_gate;
 
 fn main() -> anyhow::Result<()> {
     let json = std::env::args().any(|a| a == "--json");
-    bench_gate::run(json)
+    bench_gate::run(&bench_gate::Args {
+        json,
+        python: "python3".into(),
+        ..Default::default()
+    })
 }

@@ -472,10 +472,10 @@ impl Engine {
                 None => {
                     return Decision::deny(
                         Rule::ArgBindingUnresolved,
-                        format!("principal has no attribute `{attr}` to bind"),
+                        concat(&["principal has no attribute `", attr, "` to bind"]),
                     )
                     .with_field(arg.clone())
-                    .with_detail(format!("principal.{attr}"), "<unset>");
+                    .with_detail(concat(&["principal.", attr]), "<unset>");
                 }
                 Some(v) => {
                     if call.args.get(arg) != Some(v) {
@@ -563,7 +563,10 @@ impl Engine {
         if !policy.role_allows(&principal.role, ti) {
             return Decision::deny(Rule::Rbac, "the role has no grant for this tool")
                 .with_field("role")
-                .with_detail(format!("grant for '{}'", tool.name), principal.role.clone());
+                .with_detail(
+                    concat(&["grant for '", &tool.name, "'"]),
+                    principal.role.clone(),
+                );
         }
         // 3a: no argument schema.
         let Some(schema) = &tool.args else {
@@ -756,6 +759,15 @@ impl Engine {
         }
         None
     }
+}
+
+/// The concatenation of `parts` in one allocation (cheaper than `format!`).
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
 }
 
 fn limit_denial(v: LimitVerdict, store: &dyn LimitStore) -> Option<Decision> {

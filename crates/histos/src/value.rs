@@ -79,7 +79,10 @@ impl Map {
 
     /// The value under `key` (linear scan: mappings here are small).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| fast_eq(k, key))
+            .map(|(_, v)| v)
     }
 
     /// Whether `key` is present.
