@@ -16,6 +16,7 @@
 //! [`Policy::load_path`] reading one file.
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod decision;
 pub mod detect;
 pub mod engine;

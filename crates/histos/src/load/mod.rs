@@ -229,7 +229,7 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn build(
+pub(crate) fn build(
     schema_version: String,
     policy_id: Option<String>,
     version: Option<String>,
@@ -239,6 +239,35 @@ fn build(
     roles: Vec<Role>,
     canaries: Vec<String>,
 ) -> Result<Policy, PolicyError> {
+    let mut p = assemble(
+        schema_version,
+        policy_id,
+        version,
+        created_at,
+        features,
+        tools,
+        roles,
+        canaries,
+        String::new(),
+    );
+    p.content_hash = crate::hash::content_hash(&p);
+    Ok(p)
+}
+
+/// The policy with its lookup indices, grant bitsets and canary matcher built, and the
+/// given `content_hash` (the compiled cache keeps it; a load computes it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn assemble(
+    schema_version: String,
+    policy_id: Option<String>,
+    version: Option<String>,
+    created_at: Option<String>,
+    features: Vec<String>,
+    tools: Vec<Tool>,
+    roles: Vec<Role>,
+    canaries: Vec<String>,
+    content_hash: String,
+) -> Policy {
     let mut tool_index = HashMap::with_capacity_and_hasher(tools.len(), crate::fasthash::Fnv);
     for (i, t) in tools.iter().enumerate() {
         tool_index.insert(t.name.clone(), i);
@@ -271,7 +300,7 @@ fn build(
         grants.push(bits);
     }
     let canary_matcher = CanaryMatcher::new(&canaries);
-    let mut p = Policy {
+    Policy {
         schema_version,
         policy_id,
         version,
@@ -284,10 +313,8 @@ fn build(
         role_index,
         grants,
         canary_matcher,
-        content_hash: String::new(),
-    };
-    p.content_hash = crate::hash::content_hash(&p);
-    Ok(p)
+        content_hash,
+    }
 }
 
 /// `[A-Za-z_][A-Za-z0-9_.-]*`, fully.
