@@ -324,6 +324,25 @@ struct Ours {
     cpu_dps: Option<f64>,
     /// Per policy: (JSON µs, YAML µs, JSON on-CPU µs, YAML on-CPU µs, hash).
     loads: Vec<(f64, f64, Option<f64>, Option<f64>, String)>,
+    /// Per policy: µs to read the compiled form back (digest of the source included).
+    cached: Vec<f64>,
+}
+
+/// Median µs to digest `text` and read its compiled form back (the policy cache's hit).
+fn cached_time(text: &str, p: &Policy) -> anyhow::Result<f64> {
+    let d = histos::cache::source_digest(text.as_bytes());
+    let bytes = p.to_cache_bytes(&d);
+    let mut wall = Vec::new();
+    for _ in 0..RUNS {
+        let iters = 200;
+        let t = Instant::now();
+        for _ in 0..iters {
+            let d = histos::cache::source_digest(black_box(text.as_bytes()));
+            black_box(Policy::from_cache_bytes(black_box(&bytes), &d)?);
+        }
+        wall.push(t.elapsed().as_secs_f64() * 1e6 / f64::from(iters));
+    }
+    Ok(median(wall))
 }
 
 fn measure_ours(cases: &[Case], policies: &[PolicyPair]) -> anyhow::Result<Ours> {
@@ -332,6 +351,7 @@ fn measure_ours(cases: &[Case], policies: &[PolicyPair]) -> anyhow::Result<Ours>
     let cpu_runs: Vec<f64> = measured.iter().filter_map(|m| m.1).collect();
     let cpu_dps = (cpu_runs.len() == measured.len()).then(|| median(cpu_runs));
     let mut loads = Vec::new();
+    let mut cached = Vec::new();
     for p in policies {
         let j = std::fs::read_to_string(&p.json)
             .with_context(|| format!("reading `{}`", p.json.display()))?;
@@ -346,12 +366,14 @@ fn measure_ours(cases: &[Case], policies: &[PolicyPair]) -> anyhow::Result<Ours>
             );
         }
         loads.push((ju, yu, jc, yc, jh));
+        cached.push(cached_time(&j, &Policy::load_json(&j)?)?);
     }
     Ok(Ours {
         dps: median(runs.clone()),
         runs,
         cpu_dps,
         loads,
+        cached,
     })
 }
 
@@ -470,13 +492,14 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
                 median(theirs.iter().map(|t| t.1[i].1).collect()),
             )
         });
-        per_policy.push((p.label, ju, yu, jc, yc, reference));
+        let cu = med(&|o| o.cached[i]);
+        per_policy.push((p.label, ju, yu, jc, yc, reference, cu));
     }
     let ref_dps = (!theirs.is_empty()).then(|| median(theirs.iter().map(|t| t.0).collect()));
     if a.json {
         let loads: Vec<serde_json::Value> = per_policy
             .iter()
-            .map(|(label, ju, yu, jc, yc, r)| {
+            .map(|(label, ju, yu, jc, yc, r, cu)| {
                 serde_json::json!({
                     "policy": label,
                     "load_hash_json_us": r1(*ju),
@@ -487,6 +510,7 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
                     "reference_yaml_us": r.map(|r| r1(r.1)),
                     "ratio_json": r.map(|r| r1(r.0 / ju)),
                     "ratio_yaml": r.map(|r| r1(r.1 / yu)),
+                    "cached_load_us": r1(*cu),
                 })
             })
             .collect();
@@ -524,8 +548,9 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             dps / r
         );
     }
-    for (label, ju, yu, jc, yc, r) in &per_policy {
+    for (label, ju, yu, jc, yc, r, cu) in &per_policy {
         println!("histos {label} policy load+hash: JSON {ju:.1} µs, YAML {yu:.1} µs");
+        println!("histos {label} policy from the compiled cache (source digest included): {cu:.1} µs");
         if let (Some(j), Some(y)) = (jc, yc) {
             println!("histos {label} policy load+hash on-CPU: JSON {j:.1} µs, YAML {y:.1} µs");
         }
