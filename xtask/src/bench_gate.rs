@@ -550,7 +550,9 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
     }
     for (label, ju, yu, jc, yc, r, cu) in &per_policy {
         println!("histos {label} policy load+hash: JSON {ju:.1} µs, YAML {yu:.1} µs");
-        println!("histos {label} policy from the compiled cache (source digest included): {cu:.1} µs");
+        println!(
+            "histos {label} policy from the compiled cache (source digest included): {cu:.1} µs"
+        );
         if let (Some(j), Some(y)) = (jc, yc) {
             println!("histos {label} policy load+hash on-CPU: JSON {j:.1} µs, YAML {y:.1} µs");
         }
