@@ -317,13 +317,16 @@ struct PolicyPair {
     yaml: PathBuf,
 }
 
+/// One policy's load: JSON µs, YAML µs, their on-CPU µs, and the content hash.
+type Load = (f64, f64, Option<f64>, Option<f64>, String);
+
 /// Our figures of one round.
 struct Ours {
     dps: f64,
     runs: Vec<f64>,
     cpu_dps: Option<f64>,
     /// Per policy: (JSON µs, YAML µs, JSON on-CPU µs, YAML on-CPU µs, hash).
-    loads: Vec<(f64, f64, Option<f64>, Option<f64>, String)>,
+    loads: Vec<Load>,
     /// Per policy: µs to read the compiled form back (digest of the source included).
     cached: Vec<f64>,
 }

@@ -1,6 +1,8 @@
 //! The `cargo xtask bench gate` measurement, runnable on its own:
 //! `cargo bench -p histos --bench gate [-- --json]`.
 
+// `to_argv` serves `cargo xtask` only.
+#[allow(dead_code)]
 #[path = "../../../xtask/src/bench_gate.rs"]
 mod bench_gate;
 

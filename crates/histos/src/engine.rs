@@ -88,7 +88,7 @@ impl ResolveError {
             Value::Map(m) => Ok(m),
             Value::Null | Value::Bool(false) => Ok(Map::new()),
             Value::Int(0) => Ok(Map::new()),
-            Value::Float(f) if f == 0.0 => Ok(Map::new()),
+            Value::Float(0.0) => Ok(Map::new()),
             Value::Str(s) if s.is_empty() => Ok(Map::new()),
             Value::List(l) if l.is_empty() => Ok(Map::new()),
             other => Err(ResolveError::Failed(format!(

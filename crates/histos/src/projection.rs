@@ -748,7 +748,8 @@ fn enum_of(v: &Value, ty: &str, nullable: bool, what: &str) -> Result<Value, Pol
         return Err(bad(format!("{what}: `enum` must be a non-empty list")));
     }
     for x in l {
-        if !(matches!(x, Value::Null) && nullable) && !value_fits(ty, x) {
+        let allowed_null = matches!(x, Value::Null) && nullable;
+        if !allowed_null && !value_fits(ty, x) {
             return Err(bad(format!(
                 "{what}: an `enum` member of type {} contradicts type `{ty}`; no call could pass",
                 x.type_name()

@@ -106,6 +106,7 @@ fn octal3(chars: &[char], at: usize) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod dialect_tests {
     use crate::pattern::Pattern;
 
