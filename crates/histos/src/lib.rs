@@ -8,12 +8,16 @@
 //! * the pre-gate decision pipeline ([`Engine::pre`]; §1, §4–§7) and the output
 //!   post-gate ([`Engine::post`]; §1e), as pure functions whose decisions are values;
 //! * the seams a host fills: [`LimitStore`] (with [`MemoryLimitStore`]),
-//!   [`ResourceResolver`], [`EscalationTier`], [`Confirmer`], and a caller clock.
+//!   [`ResourceResolver`], [`EscalationTier`], [`Confirmer`], and a caller clock;
+//! * the JSON-Schema projection of tool definitions into contracts and the three lock
+//!   hashes ([`projection`]; §11), tool locks and drift ([`lock`]), starting policies
+//!   written as YAML ([`init`]), and the compiled form of a loaded policy for a host's
+//!   cache ([`cache`]).
 //!
 //! What it does not own: audit sinks and hash chains (§9), approval stores, the
-//! process wrapper, JSON-Schema projection/tool locks (§11), optional content rules
-//! (`injection_pattern`/`exfiltration_pattern`), and any I/O besides
-//! [`Policy::load_path`] reading one file.
+//! process wrapper, optional content rules (`injection_pattern`/`exfiltration_pattern`),
+//! and any I/O besides [`Policy::load_path`] and [`lock::Lock::load_path`] reading one
+//! file.
 #![deny(missing_docs)]
 
 pub mod cache;
