@@ -126,3 +126,40 @@ impl Pattern {
         re.as_ref().ok()?.is_match(s).ok()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod lazy_tests {
+    use super::Pattern;
+    use crate::error::PolicyCode;
+
+    #[test]
+    fn a_plain_pattern_compiles_on_first_use_and_clones_share_it() {
+        let p = Pattern::new("^[a-z]{2,8}$").unwrap();
+        assert!(p.inner.re.get().is_none(), "not compiled at load");
+        let q = p.clone();
+        assert_eq!(p.full_match("abc"), Some(true));
+        assert!(q.inner.re.get().is_some(), "the clone shares the matcher");
+        assert_eq!(q.full_match("a"), Some(false));
+    }
+
+    #[test]
+    fn what_the_matcher_refuses_is_still_a_load_error() {
+        // A variable-length look-behind: the matcher's refusal stays `invalid_field` at load.
+        let e = Pattern::new("(?<=a+)b").unwrap_err();
+        assert_eq!(e.code, PolicyCode::InvalidField, "{e}");
+        // Syntax the matcher's parser refuses is found without compiling.
+        assert_eq!(
+            Pattern::new("[a-").unwrap_err().code,
+            PolicyCode::InvalidField
+        );
+        assert_eq!(
+            Pattern::new("a{2,1}").unwrap_err().code,
+            PolicyCode::InvalidField
+        );
+        // Look-ahead compiles at load and matches.
+        let p = Pattern::new("^(?!.*\\.\\.)[A-Za-z0-9._-]+$").unwrap();
+        assert_eq!(p.full_match("a.b"), Some(true));
+        assert_eq!(p.full_match("a..b"), Some(false));
+    }
+}
