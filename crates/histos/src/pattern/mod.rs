@@ -145,9 +145,15 @@ mod lazy_tests {
 
     #[test]
     fn what_the_matcher_refuses_is_still_a_load_error() {
-        // A variable-length look-behind: the matcher's refusal stays `invalid_field` at load.
+        // A variable-length look-behind is refused, as Python's `re` refuses it.
         let e = Pattern::new("(?<=a+)b").unwrap_err();
         assert_eq!(e.code, PolicyCode::InvalidField, "{e}");
+        assert!(Pattern::new("(?<=ab|cd)x").is_ok());
+        assert!(Pattern::new("(?<!a{3})x").is_ok());
+        assert_eq!(
+            Pattern::new("(?<=ab|c)x").unwrap_err().code,
+            PolicyCode::InvalidField
+        );
         // Syntax the matcher's parser refuses is found without compiling.
         assert_eq!(
             Pattern::new("[a-").unwrap_err().code,

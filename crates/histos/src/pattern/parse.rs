@@ -440,6 +440,10 @@ impl<'a> Parser<'a> {
                     if self.eat('=') || self.eat('!') {
                         let b = self.alternation()?;
                         self.close()?;
+                        if fixed_width(&b).is_none() {
+                            // Python's `re`: "look-behind requires fixed-width pattern".
+                            return Err("look-behind requires fixed-width pattern".into());
+                        }
                         Ok(Node::Look(b))
                     } else {
                         while self.peek().is_some_and(|c| c != '>') {
@@ -555,4 +559,35 @@ pub(super) fn needs_backtracking(seq: &[Node]) -> bool {
         Node::Group(b) => needs_backtracking(b),
         Node::Branch(bs) => bs.iter().any(|b| needs_backtracking(b)),
     })
+}
+
+/// The width in characters every match of `seq` has, when it is fixed (CPython's
+/// `getwidth()` with equal bounds); `None` when it varies or is unknown.
+fn fixed_width(seq: &[Node]) -> Option<u64> {
+    let mut w: u64 = 0;
+    for n in seq {
+        let x = match n {
+            Node::Leaf { .. } => 1,
+            Node::Zero | Node::Look(_) => 0,
+            Node::Repeat { min, max, body, .. } => {
+                if Some(*min) != *max {
+                    return None;
+                }
+                u64::from(*min).checked_mul(fixed_width(body)?)?
+            }
+            Node::Group(b) | Node::Atomic(b) => fixed_width(b)?,
+            Node::Branch(bs) => {
+                let mut it = bs.iter().map(|b| fixed_width(b));
+                let first = it.next().flatten()?;
+                if it.all(|x| x == Some(first)) {
+                    first
+                } else {
+                    return None;
+                }
+            }
+            Node::Unknown(_) => return None,
+        };
+        w = w.checked_add(x)?;
+    }
+    Some(w)
 }
