@@ -257,7 +257,8 @@ fn load_time(
 
 /// The reference's side of the measurement: a Python snippet run as
 /// `python -c SNIPPET REFERENCE_DIR CORPUS_DIR [JSON YAML]…`. It prints one JSON line:
-/// `{"decisions_per_sec", "loads_us": [[json, yaml], …]}`.
+/// `{"decisions_per_sec", "decisions_per_cpu_sec", "loads_us": [[json, json_cpu, yaml,
+/// yaml_cpu], …]}` (wall-clock and this thread's CPU time, medians).
 const REFERENCE_SNIPPET: &str = r#"
 import glob, json, os, sys, time
 if sys.version_info < (3, 12):
@@ -291,23 +292,27 @@ def one_round():
 t, n = time.perf_counter(), 0
 while time.perf_counter() - t < 0.3:
     one_round(); n += 1
-rates = []
+rates, cpu_rates = [], []
 for _ in range(5):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     for _ in range(n):
         one_round()
     rates.append(n * len(cases) / (time.perf_counter() - t))
+    cpu_rates.append(n * len(cases) / max(time.thread_time() - c, 1e-9))
+def med(xs):
+    return sorted(xs)[len(xs) // 2]
 def load_us(path):
     load_policy(path).validate()
-    xs = []
+    xs, cs = [], []
     for _ in range(7):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         for _ in range(10):
             load_policy(path).validate()
         xs.append((time.perf_counter() - t) / 10 * 1e6)
-    return sorted(xs)[len(xs) // 2]
-loads = [[load_us(files[i]), load_us(files[i + 1])] for i in range(0, len(files), 2)]
-print(json.dumps({"decisions_per_sec": sorted(rates)[len(rates) // 2], "loads_us": loads}))
+        cs.append((time.thread_time() - c) / 10 * 1e6)
+    return [med(xs), med(cs)]
+loads = [load_us(files[i]) + load_us(files[i + 1]) for i in range(0, len(files), 2)]
+print(json.dumps({"decisions_per_sec": med(rates), "decisions_per_cpu_sec": med(cpu_rates), "loads_us": loads}))
 "#;
 
 /// One policy measured as JSON and as YAML.
@@ -380,13 +385,20 @@ fn measure_ours(cases: &[Case], policies: &[PolicyPair]) -> anyhow::Result<Ours>
     })
 }
 
-/// The reference's figures of one round: decisions/s and (JSON µs, YAML µs) per policy.
+/// The reference's figures of one round.
+struct Theirs {
+    dps: f64,
+    cpu_dps: f64,
+    /// Per policy: JSON µs, JSON on-CPU µs, YAML µs, YAML on-CPU µs.
+    loads: Vec<[f64; 4]>,
+}
+
 fn measure_reference(
     a: &Args,
     reference: &Path,
     corpus: &Path,
     policies: &[PolicyPair],
-) -> anyhow::Result<(f64, Vec<(f64, f64)>)> {
+) -> anyhow::Result<Theirs> {
     let mut c = std::process::Command::new(&a.python);
     c.arg("-c")
         .arg(REFERENCE_SNIPPET)
@@ -407,21 +419,18 @@ fn measure_reference(
     }
     let v: serde_json::Value =
         serde_json::from_slice(&out.stdout).context("the reference measurement printed no JSON")?;
-    let dps = v["decisions_per_sec"]
-        .as_f64()
-        .context("no decisions_per_sec")?;
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
     let loads = v["loads_us"]
         .as_array()
         .context("no loads_us")?
         .iter()
-        .map(|p| {
-            (
-                p[0].as_f64().unwrap_or(f64::NAN),
-                p[1].as_f64().unwrap_or(f64::NAN),
-            )
-        })
+        .map(|p| [f(&p[0]), f(&p[1]), f(&p[2]), f(&p[3])])
         .collect();
-    Ok((dps, loads))
+    Ok(Theirs {
+        dps: f(&v["decisions_per_sec"]),
+        cpu_dps: f(&v["decisions_per_cpu_sec"]),
+        loads,
+    })
 }
 
 fn r1(x: f64) -> f64 {
@@ -489,16 +498,16 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             .map(|o| o.loads[i].3)
             .collect::<Option<Vec<f64>>>()
             .map(median);
-        let reference = (!theirs.is_empty()).then(|| {
-            (
-                median(theirs.iter().map(|t| t.1[i].0).collect()),
-                median(theirs.iter().map(|t| t.1[i].1).collect()),
-            )
+        let reference: Option<[f64; 4]> = (!theirs.is_empty()).then(|| {
+            let m = |k: usize| median(theirs.iter().map(|t| t.loads[i][k]).collect());
+            [m(0), m(1), m(2), m(3)]
         });
         let cu = med(&|o| o.cached[i]);
         per_policy.push((p.label, ju, yu, jc, yc, reference, cu));
     }
-    let ref_dps = (!theirs.is_empty()).then(|| median(theirs.iter().map(|t| t.0).collect()));
+    let ref_dps = (!theirs.is_empty()).then(|| median(theirs.iter().map(|t| t.dps).collect()));
+    let ref_cpu_dps =
+        (!theirs.is_empty()).then(|| median(theirs.iter().map(|t| t.cpu_dps).collect()));
     if a.json {
         let loads: Vec<serde_json::Value> = per_policy
             .iter()
@@ -509,10 +518,14 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
                     "load_hash_yaml_us": r1(*yu),
                     "load_hash_json_cpu_us": jc.map(r1),
                     "load_hash_yaml_cpu_us": yc.map(r1),
-                    "reference_json_us": r.map(|r| r1(r.0)),
-                    "reference_yaml_us": r.map(|r| r1(r.1)),
-                    "ratio_json": r.map(|r| r1(r.0 / ju)),
-                    "ratio_yaml": r.map(|r| r1(r.1 / yu)),
+                    "reference_json_us": r.map(|r| r1(r[0])),
+                    "reference_json_cpu_us": r.map(|r| r1(r[1])),
+                    "reference_yaml_us": r.map(|r| r1(r[2])),
+                    "reference_yaml_cpu_us": r.map(|r| r1(r[3])),
+                    "ratio_json": r.map(|r| r1(r[0] / ju)),
+                    "ratio_yaml": r.map(|r| r1(r[2] / yu)),
+                    "ratio_json_cpu": r.zip(*jc).map(|(r, c)| r1(r[1] / c)),
+                    "ratio_yaml_cpu": r.zip(*yc).map(|(r, c)| r1(r[3] / c)),
                     "cached_load_us": r1(*cu),
                 })
             })
@@ -528,6 +541,8 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             "loads": loads,
             "reference_decisions_per_sec": ref_dps.map(f64::round),
             "ratio_decisions": ref_dps.map(|r| r1(dps / r)),
+            "reference_decisions_per_cpu_sec": ref_cpu_dps.map(f64::round),
+            "ratio_decisions_cpu": ref_cpu_dps.zip(cpu_dps).map(|(r, c)| r1(c / r)),
             "rounds": rounds,
             "policy_12_tools_hash": hash,
             "optimized": !cfg!(debug_assertions),
@@ -545,10 +560,11 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
             "histos pre-gate: {c:.0} decisions per on-CPU second (this thread's scheduled time)"
         );
     }
-    if let Some(r) = ref_dps {
+    if let (Some(r), Some(rc)) = (ref_dps, ref_cpu_dps) {
         println!(
-            "reference pre-gate: {r:.0} decisions/s; ratio {:.1}x (medians of {rounds} alternating rounds)",
-            dps / r
+            "reference pre-gate: {r:.0} decisions/s, {rc:.0} per on-CPU second; ratio {:.1}x wall, {} on-CPU (medians of {rounds} alternating rounds)",
+            dps / r,
+            cpu_dps.map_or("-".to_string(), |c| format!("{:.1}x", c / rc))
         );
     }
     for (label, ju, yu, jc, yc, r, cu) in &per_policy {
@@ -559,12 +575,19 @@ pub fn run(a: &Args) -> anyhow::Result<()> {
         if let (Some(j), Some(y)) = (jc, yc) {
             println!("histos {label} policy load+hash on-CPU: JSON {j:.1} µs, YAML {y:.1} µs");
         }
-        if let Some((rj, ry)) = r {
+        if let Some([rj, rjc, ry, ryc]) = r {
             println!(
-                "reference {label} load_policy+validate: JSON {rj:.1} µs, YAML {ry:.1} µs; ratio JSON {:.1}x, YAML {:.1}x",
+                "reference {label} load_policy+validate: JSON {rj:.1} µs ({rjc:.1} on-CPU), YAML {ry:.1} µs ({ryc:.1} on-CPU); ratio JSON {:.1}x, YAML {:.1}x",
                 rj / ju,
                 ry / yu
             );
+            if let (Some(j), Some(y)) = (jc, yc) {
+                println!(
+                    "ratio on-CPU {label}: JSON {:.1}x, YAML {:.1}x",
+                    rjc / j,
+                    ryc / y
+                );
+            }
         }
     }
     println!("12-tool policy content_hash: {hash}");
