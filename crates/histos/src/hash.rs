@@ -59,7 +59,6 @@ enum E<'a> {
     V(&'a Value),
     OptV(&'a Option<Value>),
     OptStr(Option<&'a str>),
-    OptList(&'a Option<Vec<Value>>),
     Schema(Option<&'a Schema>),
     Field(&'a Field),
     Constraint(&'a Constraint),
@@ -158,9 +157,7 @@ fn put(e: &E<'_>, out: &mut String) {
             json_escape(s, out);
             out.push(']');
         }
-        E::U(None) | E::OptV(None) | E::OptStr(None) | E::OptList(None) | E::Schema(None) => {
-            put(&E::Null, out)
-        }
+        E::U(None) | E::OptV(None) | E::OptStr(None) | E::Schema(None) => put(&E::Null, out),
         E::U(Some(n)) => {
             out.push_str("[\"f\",\"");
             out.push_str(&n.to_string());
@@ -169,7 +166,6 @@ fn put(e: &E<'_>, out: &mut String) {
         E::V(v) => encode(v, out),
         E::OptV(Some(v)) => encode(v, out),
         E::OptStr(Some(s)) => put(&E::Str(s), out),
-        E::OptList(Some(l)) => list(out, l.iter().map(E::V)),
         E::Schema(Some(sc)) => {
             let mut fields: Vec<(&str, E<'_>)> = sc
                 .fields
@@ -182,29 +178,7 @@ fn put(e: &E<'_>, out: &mut String) {
             dict(out, &mut fields);
             out.push_str("]]]");
         }
-        E::Field(f) => {
-            let m = [
-                ("enum", E::OptList(&f.enum_values)),
-                ("exclusive_maximum", E::OptV(&f.exclusive_maximum)),
-                ("exclusive_minimum", E::OptV(&f.exclusive_minimum)),
-                ("item_enum", E::OptList(&f.item_enum)),
-                ("item_type", E::OptStr(f.item_type.map(|t| t.as_str()))),
-                ("max_items", E::U(f.max_items)),
-                ("max_length", E::U(f.max_length)),
-                ("maximum", E::OptV(&f.maximum)),
-                ("min_items", E::U(f.min_items)),
-                ("min_length", E::U(f.min_length)),
-                ("minimum", E::OptV(&f.minimum)),
-                ("multiple_of", E::OptV(&f.multiple_of)),
-                ("nullable", E::Bool(f.nullable)),
-                ("pattern", E::OptStr(f.pattern.as_ref().map(|p| p.source()))),
-                ("required", E::Bool(f.required)),
-                ("sensitive", E::OptStr(f.sensitive.map(|x| x.as_str()))),
-                ("type", E::Str(f.ty.as_str())),
-                ("unique_items", E::Bool(f.unique_items)),
-            ];
-            dict_sorted(out, &m);
-        }
+        E::Field(f) => field(f, out),
         E::Constraint(c) => {
             let m = [
                 ("field", E::Str(&c.field)),
@@ -284,6 +258,156 @@ fn put(e: &E<'_>, out: &mut String) {
             list(out, v.into_iter().map(E::Str));
         }
     }
+}
+
+/// `[["s","KEY"],` — the opening of a fixed key's pair.
+macro_rules! key {
+    ($k:literal) => {
+        concat!("[[\"s\",\"", $k, "\"],")
+    };
+}
+
+/// The whole pair of a fixed key whose value is `$v` (an encoded constant).
+macro_rules! pair {
+    ($k:literal, $v:literal) => {
+        concat!("[[\"s\",\"", $k, "\"],", $v, "]")
+    };
+}
+
+/// A pair whose value is null, or the encoded value.
+macro_rules! opt_value {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(v) => {
+                $out.push_str(key!($k));
+                encode(v, $out);
+                $out.push(']');
+            }
+        }
+    };
+}
+
+macro_rules! opt_str {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(s) => {
+                $out.push_str(key!($k));
+                $out.push_str("[\"s\",");
+                json_escape(s, $out);
+                $out.push_str("]]");
+            }
+        }
+    };
+}
+
+macro_rules! opt_count {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(n) => {
+                $out.push_str(key!($k));
+                $out.push_str("[\"f\",\"");
+                push_u64(n, $out);
+                $out.push_str("\"]]");
+            }
+        }
+    };
+}
+
+macro_rules! flag {
+    ($out:ident, $k:literal, $v:expr) => {
+        $out.push_str(if $v {
+            pair!($k, "[\"b\",true]")
+        } else {
+            pair!($k, "[\"b\",false]")
+        })
+    };
+}
+
+fn push_u64(mut n: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// One field's 18 keys in the §3.3 order, each pair written from compile-time pieces
+/// (the hot part of the canonical text: one field per argument and return value).
+fn field(f: &Field, out: &mut String) {
+    let list =
+        |l: &Option<Vec<Value>>, out: &mut String, k: &'static str, null: &'static str| match l {
+            None => out.push_str(null),
+            Some(items) => {
+                out.push_str(k);
+                out.push_str("[\"l\",[");
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    encode(x, out);
+                }
+                out.push_str("]]]");
+            }
+        };
+    out.push_str("[\"d\",[");
+    list(
+        &f.enum_values,
+        out,
+        key!("enum"),
+        pair!("enum", "[\"n\",null]"),
+    );
+    out.push(',');
+    opt_value!(out, "exclusive_maximum", f.exclusive_maximum.as_ref());
+    out.push(',');
+    opt_value!(out, "exclusive_minimum", f.exclusive_minimum.as_ref());
+    out.push(',');
+    list(
+        &f.item_enum,
+        out,
+        key!("item_enum"),
+        pair!("item_enum", "[\"n\",null]"),
+    );
+    out.push(',');
+    opt_str!(out, "item_type", f.item_type.map(|t| t.as_str()));
+    out.push(',');
+    opt_count!(out, "max_items", f.max_items);
+    out.push(',');
+    opt_count!(out, "max_length", f.max_length);
+    out.push(',');
+    opt_value!(out, "maximum", f.maximum.as_ref());
+    out.push(',');
+    opt_count!(out, "min_items", f.min_items);
+    out.push(',');
+    opt_count!(out, "min_length", f.min_length);
+    out.push(',');
+    opt_value!(out, "minimum", f.minimum.as_ref());
+    out.push(',');
+    opt_value!(out, "multiple_of", f.multiple_of.as_ref());
+    out.push(',');
+    flag!(out, "nullable", f.nullable);
+    out.push(',');
+    opt_str!(out, "pattern", f.pattern.as_ref().map(|p| p.source()));
+    out.push(',');
+    flag!(out, "required", f.required);
+    out.push(',');
+    opt_str!(out, "sensitive", f.sensitive.map(|x| x.as_str()));
+    out.push(',');
+    out.push_str(key!("type"));
+    out.push_str("[\"s\",");
+    json_escape(f.ty.as_str(), out);
+    out.push_str("]],");
+    flag!(out, "unique_items", f.unique_items);
+    out.push_str("]]");
 }
 
 /// Python `json.dumps(ensure_ascii=False)` string escaping, quotes included.
