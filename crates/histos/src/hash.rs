@@ -56,7 +56,6 @@ enum E<'a> {
     Bool(bool),
     Str(&'a str),
     U(Option<u64>),
-    V(&'a Value),
     OptV(&'a Option<Value>),
     OptStr(Option<&'a str>),
     Schema(Option<&'a Schema>),
@@ -163,7 +162,6 @@ fn put(e: &E<'_>, out: &mut String) {
             out.push_str(&n.to_string());
             out.push_str("\"]");
         }
-        E::V(v) => encode(v, out),
         E::OptV(Some(v)) => encode(v, out),
         E::OptStr(Some(s)) => put(&E::Str(s), out),
         E::Schema(Some(sc)) => {
