@@ -7,9 +7,8 @@
 //! * load + `content_hash` time of a 12-tool policy, as JSON and as YAML
 //!   (`crates/histos/benches/policy-12-tools.{json,yaml}`; median per load).
 //!
-//! Wall-clock figures are reported with, where Linux exposes it, the same measure over
-//! the thread's on-CPU time (`/proc/thread-self/schedstat`), which a loaded shared
-//! machine distorts less.
+//! Wall-clock figures are reported with the same measure over the thread's on-CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`), which a loaded shared machine distorts less.
 //!
 //! With `--reference DIR` (a checkout of the public Histos reference engine, which this
 //! repository does not carry), the same measures are taken of the reference in the same
@@ -190,12 +189,17 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// On-CPU time of the current thread in seconds (Linux `/proc/thread-self/schedstat`),
-/// so a shared, loaded machine does not count other processes' time against us.
+/// On-CPU time of the current thread in seconds (`CLOCK_THREAD_CPUTIME_ID`, exact to
+/// the nanosecond, unlike the scheduler-tick granularity of `/proc/…/schedstat`), so a
+/// shared, loaded machine does not count other processes' time against us.
 fn thread_cpu_secs() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
-    Some(ns / 1e9)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
 /// Per run: (decisions per wall second, decisions per on-CPU second if known).
