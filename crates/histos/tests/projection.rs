@@ -256,3 +256,32 @@ fn openai_and_mcp_project_the_same_schema_alike() {
     .unwrap_err();
     assert!(twice.message.contains("declared twice"), "{twice}");
 }
+
+#[test]
+fn the_input_schema_hcp_mcp_shows_for_a_verb_projects() {
+    // The shape `hcp mcp` lists as `inputSchema` (RUNTIME §7: contracts from packs).
+    let t = projection::from_mcp(&Value::from(json!({
+        "name": "transit.find",
+        "description": "Find stops by name.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "fills `{{text}}` of the verb's command, as one argument"},
+                "confirm": {"type": "boolean", "description": "confirm the write"}
+            },
+            "required": ["text"],
+            "additionalProperties": false
+        },
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    })))
+    .unwrap();
+    let args = t.contract.args.as_ref().unwrap();
+    assert!(!args.allow_extra);
+    assert!(args.field("text").unwrap().required);
+    assert_eq!(args.field("confirm").unwrap().ty, FieldType::Boolean);
+    // The annotations are source evidence: they move schema_sha256, not the contract.
+    let Value::Map(shape) = &t.shape else {
+        panic!()
+    };
+    assert!(matches!(shape.get("rest"), Some(Value::Map(r)) if r.contains_key("annotations")));
+}
