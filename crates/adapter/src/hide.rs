@@ -1,0 +1,328 @@
+//! Paths no child of a call may read or write (RUNTIME §5 "Confinement of every land"):
+//! `$HCP_HOME`, other principals' sandboxes, and the protected secrets.
+//!
+//! Landlock only allows: "everything but these" is either a complement (a rule for each
+//! sibling along the path to each hidden entry) or a mount namespace in which each
+//! hidden entry is covered. Measured here (BENCHMARKS.md, "Confinement"), a complement of
+//! `/` around `~/.ssh`, `/etc/shadow` and the store is about 175 rules, 0.8 ms or more
+//! per call (one `open(O_PATH)` and one `landlock_add_rule` each); a mount namespace with
+//! a handful of mounts costs about 0.07 ms. So where the call gets a mount namespace
+//! (always as root with `CAP_SYS_ADMIN`; as an ordinary user inside the call's user
+//! namespace), each hidden directory is covered with an empty read-only tmpfs (the first)
+//! or a bind of it (the rest), and each hidden file with `/dev/null`; elsewhere the
+//! Landlock rules are the complement ([`complement`]).
+//!
+//! A mount made in the call's namespace cannot be undone from inside it: Landlock forbids
+//! `mount`, `umount` and `pivot_root` to the child, and the seccomp base filter refuses
+//! `open_tree`, `move_mount`, the `fs*` calls and `open_by_handle_at`, through which the
+//! covered entry could be reached under another path.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Entries of a home that hold credentials (RUNTIME §5): `~/.ssh`, `~/.gnupg`, `~/.aws`,
+/// `~/.azure`, `~/.config/gcloud`, `~/.kube`, `~/.docker`, `~/.netrc`,
+/// `~/.git-credentials`.
+pub const HOME_SECRETS: [&str; 9] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+];
+
+/// System files that hold credentials: `/etc/shadow`, `/etc/gshadow`, and every entry
+/// of `/etc/ssh` whose name holds `key` ([`system_secrets`]).
+pub const SYSTEM_SECRETS: [&str; 2] = ["/etc/shadow", "/etc/gshadow"];
+
+/// [`SYSTEM_SECRETS`] and `/etc/ssh/*key*`.
+pub fn system_secrets() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = SYSTEM_SECRETS.iter().map(PathBuf::from).collect();
+    if let Ok(entries) = std::fs::read_dir("/etc/ssh") {
+        v.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_name().as_bytes().windows(3).any(|w| w == b"key"))
+                .map(|e| e.path()),
+        );
+    }
+    v
+}
+
+/// Whether the kernel's permission bits alone keep this process from reading and from
+/// writing `path` (a directory: from entering it). Root is never kept out this way.
+fn dac_keeps_out(path: &Path, is_dir: bool) -> bool {
+    use nix::unistd::AccessFlags;
+    if crate::limits::running_as_root() {
+        return false;
+    }
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let can = |mode| {
+        // SAFETY: a NUL-terminated path; faccessat reads it only.
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, libc::AT_EACCESS) == 0 }
+    };
+    if is_dir {
+        !can(AccessFlags::X_OK.bits())
+    } else {
+        !can(AccessFlags::R_OK.bits()) && !can(AccessFlags::W_OK.bits())
+    }
+}
+
+/// One entry to cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hidden {
+    /// The path as resolved (symlinks followed: the mount covers the target).
+    pub path: PathBuf,
+    /// A directory (else a file).
+    pub dir: bool,
+}
+
+/// The entries to cover among `candidates`: those that exist, that this process could
+/// otherwise read or write, that lie beneath one of `readable` (what the Landlock rules
+/// would let the child reach), and that no other hidden entry already holds. Each
+/// `reveal` path (an operator's `read` grant) is taken out: a candidate it equals or
+/// holds is not hidden, and a candidate that holds it is replaced by its other entries
+/// (one level at a time down to the granted path).
+pub(crate) fn hidden(
+    candidates: &[PathBuf],
+    readable: &[PathBuf],
+    reveal: &[PathBuf],
+) -> Vec<Hidden> {
+    let mut out: Vec<Hidden> = Vec::new();
+    let mut queue: Vec<PathBuf> = candidates.to_vec();
+    while let Some(p) = queue.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        let path = p.canonicalize().unwrap_or(p);
+        if reveal.iter().any(|r| path.starts_with(r)) {
+            continue;
+        }
+        if meta.is_dir() && reveal.iter().any(|r| r.starts_with(&path)) {
+            // Cover every entry but the way to the granted path.
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                for e in entries.flatten() {
+                    let ep = e.path();
+                    if !reveal.iter().any(|r| r == &ep) {
+                        queue.push(ep);
+                    }
+                }
+            }
+            continue;
+        }
+        if !readable.iter().any(|r| path.starts_with(r)) || dac_keeps_out(&path, meta.is_dir()) {
+            continue;
+        }
+        out.push(Hidden {
+            path,
+            dir: meta.is_dir(),
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup();
+    // Drop what a hidden directory already covers.
+    let dirs: Vec<PathBuf> = out
+        .iter()
+        .filter(|h| h.dir)
+        .map(|h| h.path.clone())
+        .collect();
+    out.retain(|h| !dirs.iter().any(|d| h.path != *d && h.path.starts_with(d)));
+    out
+}
+
+/// What the child mounts in its own mount namespace, as C strings made in the parent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct MountPlan {
+    /// Make every mount a slave first (a mount namespace of the same user namespace
+    /// shares propagation with the parent's; one of a new user namespace does not).
+    pub slave_root: bool,
+    /// Directories: the first gets an empty read-only tmpfs, the rest a bind of it.
+    pub dirs: Vec<CString>,
+    /// Files: a bind of `/dev/null`.
+    pub files: Vec<CString>,
+}
+
+impl MountPlan {
+    pub(crate) fn new(hidden: &[Hidden], slave_root: bool) -> Self {
+        let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).ok();
+        Self {
+            slave_root,
+            dirs: hidden
+                .iter()
+                .filter(|h| h.dir)
+                .filter_map(|h| c(&h.path))
+                .collect(),
+            files: hidden
+                .iter()
+                .filter(|h| !h.dir)
+                .filter_map(|h| c(&h.path))
+                .collect(),
+        }
+    }
+
+    /// Applies the plan in the child (async-signal-safe, no allocation). Returns 0 or
+    /// the errno of the failed `mount`.
+    pub(crate) fn apply_in_child(&self) -> i32 {
+        let errno = || {
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL)
+        };
+        // SAFETY (all below): mount(2) with NUL-terminated strings the parent owns.
+        if self.slave_root
+            && unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_SLAVE,
+                    std::ptr::null(),
+                )
+            } != 0
+        {
+            return errno();
+        }
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        for (i, d) in self.dirs.iter().enumerate() {
+            let r = if i == 0 {
+                unsafe {
+                    libc::mount(
+                        c"hcp-hidden".as_ptr(),
+                        d.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        flags,
+                        c"size=4k,nr_inodes=1,mode=000".as_ptr().cast(),
+                    )
+                }
+            } else {
+                unsafe {
+                    libc::mount(
+                        self.dirs[0].as_ptr(),
+                        d.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                }
+            };
+            if r != 0 {
+                return errno();
+            }
+        }
+        for f in &self.files {
+            let r = unsafe {
+                libc::mount(
+                    c"/dev/null".as_ptr(),
+                    f.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            if r != 0 {
+                return errno();
+            }
+        }
+        0
+    }
+}
+
+/// The complement of `hidden` beneath `root`: the entries of `root` and, for each
+/// directory on the way to a hidden entry, its other entries, so that a rule on each
+/// reaches everything beneath `root` but the hidden entries. `root` itself when nothing
+/// hidden lies strictly beneath it. Entries made after this call are not covered (and so
+/// stay out of reach).
+pub(crate) fn complement(root: &Path, hidden: &[Hidden]) -> Vec<PathBuf> {
+    let inside: Vec<&Path> = hidden
+        .iter()
+        .map(|h| h.path.as_path())
+        .filter(|h| h.starts_with(root) && *h != root)
+        .collect();
+    if inside.is_empty() {
+        return vec![root.to_owned()];
+    }
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if inside.contains(&p.as_path()) {
+            continue;
+        }
+        if inside.iter().any(|h| h.starts_with(&p)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+            out.extend(complement(&p, hidden));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_keeps_what_exists_drops_nested_and_reveals_grants() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        for p in ["home/.ssh/sub", "home/.aws", "home/.config/gcloud", "hcp"] {
+            std::fs::create_dir_all(r.join(p)).unwrap();
+        }
+        std::fs::write(r.join("home/.netrc"), "x").unwrap();
+        std::fs::write(r.join("home/.aws/config"), "x").unwrap();
+        std::fs::write(r.join("home/.aws/credentials"), "x").unwrap();
+        let cand: Vec<PathBuf> = [
+            "home/.ssh",
+            "home/.ssh/sub",
+            "home/.netrc",
+            "home/.kube",
+            "home/.aws",
+            "hcp",
+        ]
+        .iter()
+        .map(|p| r.join(p))
+        .collect();
+        let h = hidden(&cand, &[r.clone()], &[r.join("home/.aws/config")]);
+        let paths: Vec<PathBuf> = h
+            .iter()
+            .map(|h| h.path.strip_prefix(&r).unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            paths,
+            ["hcp", "home/.aws/credentials", "home/.netrc", "home/.ssh"]
+                .iter()
+                .map(PathBuf::from)
+                .collect::<Vec<_>>()
+        );
+        assert!(h[0].dir && !h[1].dir);
+        // Outside what the child can read: nothing to hide.
+        assert!(hidden(&cand, &[r.join("elsewhere")], &[]).is_empty());
+    }
+
+    #[test]
+    fn the_complement_leaves_out_exactly_the_hidden() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        for p in ["a/b/secret", "a/b/ok", "a/c", "z"] {
+            std::fs::create_dir_all(r.join(p)).unwrap();
+        }
+        let h = [Hidden {
+            path: r.join("a/b/secret"),
+            dir: true,
+        }];
+        let mut c = complement(&r, &h);
+        c.sort();
+        assert_eq!(c, vec![r.join("a/b/ok"), r.join("a/c"), r.join("z")]);
+        assert_eq!(complement(&r.join("z"), &h), vec![r.join("z")]);
+    }
+}
