@@ -9,7 +9,8 @@
 //! a handful of mounts costs about 0.07 ms. So where the call gets a mount namespace
 //! (always as root with `CAP_SYS_ADMIN`; as an ordinary user inside the call's user
 //! namespace), each hidden directory is covered with an empty read-only tmpfs (the first)
-//! or a bind of it (the rest), and each hidden file with `/dev/null`; elsewhere the
+//! or a bind of it (the rest), and each hidden file with a socket inode (`open` fails
+//! with `ENXIO`); elsewhere the
 //! Landlock rules are the complement ([`complement`]).
 //!
 //! A mount made in the call's namespace cannot be undone from inside it: Landlock forbids
@@ -145,14 +146,23 @@ pub(crate) struct MountPlan {
     pub slave_root: bool,
     /// Directories: the first gets an empty read-only tmpfs, the rest a bind of it.
     pub dirs: Vec<CString>,
-    /// Files: a bind of `/dev/null`.
+    /// Files: a bind of a socket inode (opening it fails with `ENXIO`), or of
+    /// `/dev/null` when no directory is hidden.
     pub files: Vec<CString>,
+    /// `<first dir>/.hcp-hidden`: where the socket inode is made, then unlinked.
+    pub socket: CString,
 }
 
 impl MountPlan {
     pub(crate) fn new(hidden: &[Hidden], slave_root: bool) -> Self {
         let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).ok();
+        let socket = hidden
+            .iter()
+            .find(|h| h.dir)
+            .and_then(|h| c(&h.path.join(".hcp-hidden")))
+            .unwrap_or_default();
         Self {
+            socket,
             slave_root,
             dirs: hidden
                 .iter()
@@ -189,45 +199,92 @@ impl MountPlan {
         {
             return errno();
         }
-        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        for (i, d) in self.dirs.iter().enumerate() {
-            let r = if i == 0 {
-                unsafe {
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        // SAFETY (all below): mount(2), mknod(2), unlink(2) with NUL-terminated strings
+        // the parent owns.
+        if let Some(first) = self.dirs.first() {
+            // An empty tmpfs over the first hidden directory; a socket inode made in it
+            // is what hidden files get bound to (opening a socket fails with `ENXIO`,
+            // for reading and for writing), then unlinked; then the mount (not the
+            // superblock, which would refuse while the unlinked inode is in use) is made
+            // read-only.
+            if unsafe {
+                libc::mount(
+                    c"hcp-hidden".as_ptr(),
+                    first.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    flags,
+                    c"size=4k,nr_inodes=4,mode=000".as_ptr().cast(),
+                )
+            } != 0
+            {
+                return errno();
+            }
+            let sock = self.socket.as_ptr();
+            let have_sock =
+                !self.files.is_empty() && unsafe { libc::mknod(sock, libc::S_IFSOCK, 0) } == 0;
+            for f in &self.files {
+                let source = if have_sock {
+                    sock
+                } else {
+                    c"/dev/null".as_ptr()
+                };
+                if unsafe {
                     libc::mount(
-                        c"hcp-hidden".as_ptr(),
-                        d.as_ptr(),
-                        c"tmpfs".as_ptr(),
-                        flags,
-                        c"size=4k,nr_inodes=1,mode=000".as_ptr().cast(),
+                        source,
+                        f.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
                     )
+                } != 0
+                {
+                    return errno();
                 }
-            } else {
-                unsafe {
+            }
+            if have_sock && unsafe { libc::unlink(sock) } != 0 {
+                return errno();
+            }
+            if unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    first.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                    std::ptr::null(),
+                )
+            } != 0
+            {
+                return errno();
+            }
+            for d in &self.dirs[1..] {
+                if unsafe {
                     libc::mount(
-                        self.dirs[0].as_ptr(),
+                        first.as_ptr(),
                         d.as_ptr(),
                         std::ptr::null(),
                         libc::MS_BIND,
                         std::ptr::null(),
                     )
+                } != 0
+                {
+                    return errno();
                 }
-            };
-            if r != 0 {
-                return errno();
             }
-        }
-        for f in &self.files {
-            let r = unsafe {
-                libc::mount(
-                    c"/dev/null".as_ptr(),
-                    f.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                )
-            };
-            if r != 0 {
-                return errno();
+        } else {
+            for f in &self.files {
+                if unsafe {
+                    libc::mount(
+                        c"/dev/null".as_ptr(),
+                        f.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    )
+                } != 0
+                {
+                    return errno();
+                }
             }
         }
         0
