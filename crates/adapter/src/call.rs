@@ -207,7 +207,7 @@ impl Confinement {
         } else {
             vec![PathBuf::from("/")]
         };
-        let reveal: Vec<PathBuf> = call.read.iter().map(|p| canon(p)).collect();
+        let reveal: Vec<PathBuf> = call.read.to_vec();
         let hidden = hide::hidden(&candidates, &readable, &reveal);
         let (work, tmp) = (canon(call.workdir), canon(call.tmpdir));
         if let Some(h) = hidden
@@ -307,21 +307,10 @@ impl Confinement {
 
         // Seccomp.
         let network_status = if support.seccomp {
-            let mut wanted = vec![Filter::Base];
-            if deny {
-                wanted.push(Filter::NetworkDeny);
-            }
-            if !call.owner {
-                wanted.push(Filter::Marker);
-            }
-            for f in wanted {
-                let prog = seccomp::program(f).map_err(|e| AdapterError::SandboxFailed {
-                    path: PathBuf::new(),
-                    reason: format!("cannot build the seccomp filter: {e}"),
-                    source: None,
-                })?;
-                c.filters.push(prog);
-            }
+            c.filters.push(seccomp::program(Filter {
+                network_deny: deny,
+                marker: !call.owner,
+            }));
             if deny {
                 Status::Enforced
             } else {
@@ -417,4 +406,92 @@ fn expand(rules: &mut Vec<Rule<'_>>, hidden: &[Hidden]) -> Vec<(PathBuf, Grant)>
         true
     });
     added
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod timing {
+    use super::*;
+    use std::time::Instant;
+
+    /// Where the parent's preparation time goes (`cargo test -p hcp-adapter --release
+    /// timing -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a measurement, not a test"]
+    fn stages() {
+        let n = 300;
+        let t = |name: &str, f: &mut dyn FnMut()| {
+            let s = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            eprintln!(
+                "{name}: {:.1} µs",
+                s.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+            );
+        };
+        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
+        let d = tempfile::tempdir().unwrap();
+        t("landlock probe", &mut || drop(LandlockSupport::probe()));
+        t("process_mechanism", &mut || {
+            drop(crate::procs::process_mechanism())
+        });
+        t("pids_cgroup_base", &mut || {
+            drop(crate::cgroup::pids_cgroup_base())
+        });
+        t("seccomp build", &mut || {
+            drop(seccomp::build(Filter {
+                network_deny: true,
+                marker: true,
+            }))
+        });
+        t("system_secrets", &mut || drop(hide::system_secrets()));
+        let mut cand: Vec<PathBuf> = HOME_SECRETS.iter().map(|s| home.join(s)).collect();
+        cand.extend(hide::system_secrets());
+        cand.push(d.path().to_owned());
+        t("hidden", &mut || {
+            drop(hide::hidden(&cand, &[PathBuf::from("/")], &[]))
+        });
+        let rules = [
+            Rule {
+                path: Path::new("/"),
+                grant: Grant::Read,
+                required: None,
+            },
+            Rule {
+                path: d.path(),
+                grant: Grant::All,
+                required: None,
+            },
+            Rule {
+                path: Path::new("/dev/null"),
+                grant: Grant::Device,
+                required: None,
+            },
+            Rule {
+                path: Path::new("/dev/zero"),
+                grant: Grant::Device,
+                required: None,
+            },
+            Rule {
+                path: Path::new("/dev/full"),
+                grant: Grant::Device,
+                required: None,
+            },
+        ];
+        t("ruleset (5 rules)", &mut || {
+            drop(build_ruleset(7, &rules, false))
+        });
+        let local = local_rules(d.path(), d.path(), Path::new("/bin/true"), &[], &[]);
+        t("ruleset (local)", &mut || {
+            drop(build_ruleset(7, &local, true))
+        });
+        if crate::limits::running_as_root() {
+            let base = crate::cgroup::pids_cgroup_base().unwrap();
+            t("cgroup create+drop", &mut || {
+                drop(CallCgroup::create(&base, 100))
+            });
+            t("cgroup sweep", &mut || drop(crate::cgroup::sweep(&base)));
+        }
+    }
 }

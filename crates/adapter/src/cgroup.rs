@@ -5,7 +5,8 @@
 //! user namespace. A `pids` cgroup's `pids.max` binds root too. As root, each call gets
 //! a cgroup of its own, `hcp-<pid>-<n>` beneath the cgroup `hcp` runs in, with
 //! `pids.max` = the call's `processes` limit; the child enters it between `clone` and
-//! `execve`, and it is removed after the call, when it is empty ([`CallCgroup`]). What a
+//! `execve`, and it is removed after the call, when it is empty ([`CallCgroup`]). (On
+//! cgroup v1 the call cgroups lie directly under the `pids` hierarchy's root.) What a
 //! killed `hcp` left is ended and removed by the next call of a root `hcp`
 //! ([`sweep`]). Where the pids controller is on cgroup v1 (a `pids` hierarchy) that one
 //! is used, else cgroup v2 when the pids controller is enabled for the children of
@@ -23,10 +24,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// # Errors
 /// Why no pids cgroup can be made here (lowercase).
 pub fn pids_cgroup_base() -> Result<PathBuf, String> {
+    // The common cgroup v1 layout first: a call cgroup need not lie beneath hcp's own,
+    // and reading `/proc/self/cgroup` costs more than the check (about 50 µs).
+    let usual = Path::new("/sys/fs/cgroup/pids");
+    if usual.join("cgroup.procs").exists() {
+        return writable(usual.to_path_buf());
+    }
+    pids_cgroup_base_slow()
+}
+
+fn pids_cgroup_base_slow() -> Result<PathBuf, String> {
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     // cgroup v1: a hierarchy with the pids controller.
     let v1_path = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
@@ -34,7 +44,7 @@ pub fn pids_cgroup_base() -> Result<PathBuf, String> {
         ctl.split(',').any(|c| c == "pids").then(|| path.to_owned())
     });
     let mount_of = |want: &dyn Fn(&str, &str) -> bool| {
-        mounts.lines().find_map(|l| {
+        mounts().lines().find_map(|l| {
             let (pre, post) = l.split_once(" - ")?;
             let mut post = post.split_whitespace();
             let fstype = post.next()?;

@@ -41,7 +41,6 @@ pub use crate::ruleset::{
 };
 use crate::workdir::{SandboxPaths, check_sandbox_dir};
 use nix::sys::resource::{Resource, setrlimit};
-use seccompiler::sock_filter;
 use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::io;
@@ -154,7 +153,7 @@ pub struct Confinement {
     /// A created Landlock ruleset (`O_CLOEXEC`, so it does not reach the program).
     pub(crate) ruleset: Option<Arc<OwnedFd>>,
     /// Seccomp programs, installed in this order.
-    pub(crate) filters: Vec<&'static [sock_filter]>,
+    pub(crate) filters: Vec<&'static [crate::seccomp::SockFilter]>,
     pub(crate) ns: Namespaces,
     pub(crate) id_maps: Option<Arc<IdMaps>>,
     pub(crate) mounts: Option<Arc<MountPlan>>,

@@ -41,9 +41,14 @@ pub const HOME_SECRETS: [&str; 9] = [
 /// of `/etc/ssh` whose name holds `key` ([`system_secrets`]).
 pub const SYSTEM_SECRETS: [&str; 2] = ["/etc/shadow", "/etc/gshadow"];
 
-/// [`SYSTEM_SECRETS`] and `/etc/ssh/*key*`.
+/// [`SYSTEM_SECRETS`] and `/etc/ssh/*key*`. The keys are looked for (a directory read)
+/// only by root: `sshd` refuses host keys that anyone but root can read, so the
+/// permission bits keep every other user out of them.
 pub fn system_secrets() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = SYSTEM_SECRETS.iter().map(PathBuf::from).collect();
+    if !crate::limits::running_as_root() {
+        return v;
+    }
     if let Ok(entries) = std::fs::read_dir("/etc/ssh") {
         v.extend(
             entries
@@ -99,10 +104,19 @@ pub(crate) fn hidden(
     let mut out: Vec<Hidden> = Vec::new();
     let mut queue: Vec<PathBuf> = candidates.to_vec();
     while let Some(p) = queue.pop() {
-        let Ok(meta) = std::fs::metadata(&p) else {
+        // One `lstat` for the common case (absent, or not a symlink); a symlink is
+        // resolved, since the mount covers its target.
+        let Ok(lmeta) = std::fs::symlink_metadata(&p) else {
             continue;
         };
-        let path = p.canonicalize().unwrap_or(p);
+        let (path, meta) = if lmeta.file_type().is_symlink() {
+            let Ok(meta) = std::fs::metadata(&p) else {
+                continue;
+            };
+            (p.canonicalize().unwrap_or(p), meta)
+        } else {
+            (p, lmeta)
+        };
         if reveal.iter().any(|r| path.starts_with(r)) {
             continue;
         }
