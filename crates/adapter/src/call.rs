@@ -16,7 +16,7 @@
 use crate::AdapterError;
 use crate::cgroup::CallCgroup;
 use crate::confine::{Confinement, IdMaps, Namespaces, Network, local_rules};
-use crate::hide::{self, HOME_SECRETS, Hidden, MountPlan};
+use crate::hide::{self, Covers, HOME_SECRETS, Hidden, MountPlan};
 use crate::limits::ResourceLimits;
 use crate::procs::ProcessMechanism;
 use crate::report::{SandboxField, SandboxMode, SandboxReport, Status};
@@ -184,6 +184,9 @@ impl Confinement {
             candidates.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
         }
         candidates.extend(hide::system_secrets());
+        if root && !local {
+            candidates.extend(hide::block_devices());
+        }
         candidates.extend(call.protect.iter().cloned());
         candidates.extend(call.other_sandboxes.iter().cloned());
         match call.bootstrap {
@@ -247,7 +250,14 @@ impl Confinement {
         c.id_maps = id_maps;
         c.drop_caps = root;
         if ns.mount {
-            c.mounts = Some(Arc::new(MountPlan::new(&hidden, !ns.user)));
+            let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
+            let covers = Covers::create_in(base).map_err(|e| AdapterError::SandboxFailed {
+                path: base.to_owned(),
+                reason: "cannot make what covers the hidden paths".into(),
+                source: Some(e),
+            })?;
+            c.mounts = Some(Arc::new(MountPlan::new(&hidden, !ns.user, &covers)));
+            c.covers = Some(Arc::new(covers));
         }
 
         // Landlock.

@@ -158,6 +158,8 @@ pub struct Confinement {
     pub(crate) id_maps: Option<Arc<IdMaps>>,
     pub(crate) mounts: Option<Arc<MountPlan>>,
     pub(crate) cgroup: Option<Arc<CallCgroup>>,
+    /// What the mounts bind over hidden paths; kept until the call ends.
+    pub(crate) covers: Option<Arc<crate::hide::Covers>>,
     /// Drop [`DROPPED_CAPABILITIES`] from the bounding set (root).
     pub(crate) drop_caps: bool,
 }

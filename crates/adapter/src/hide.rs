@@ -8,9 +8,9 @@
 //! per call (one `open(O_PATH)` and one `landlock_add_rule` each); a mount namespace with
 //! a handful of mounts costs about 0.07 ms. So where the call gets a mount namespace
 //! (always as root with `CAP_SYS_ADMIN`; as an ordinary user inside the call's user
-//! namespace), each hidden directory is covered with an empty read-only tmpfs (the first)
-//! or a bind of it (the rest), and each hidden file with a socket inode (`open` fails
-//! with `ENXIO`); elsewhere the
+//! namespace), each hidden directory is covered with a read-only bind of an empty
+//! directory and each hidden file with a bind of a socket inode (`open` fails with
+//! `ENXIO`), both made by the parent ([`Covers`]); elsewhere the
 //! Landlock rules are the complement ([`complement`]).
 //!
 //! A mount made in the call's namespace cannot be undone from inside it: Landlock forbids
@@ -58,6 +58,21 @@ pub fn system_secrets() -> Vec<PathBuf> {
         );
     }
     v
+}
+
+/// The block devices holding data (`/proc/partitions`): root reads a raw disk by its
+/// permission bits alone, and with it every hidden file on it, so a root child that may
+/// read `/dev` gets them hidden too. Other users are kept out by the bits (`0660 root
+/// disk` or tighter), which [`hidden`] checks.
+pub fn block_devices() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/partitions") else {
+        return Vec::new();
+    };
+    text.lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().nth(3))
+        .map(|name| Path::new("/dev").join(name))
+        .collect()
 }
 
 /// Whether the kernel's permission bits alone keep this process from reading and from
@@ -152,31 +167,83 @@ pub(crate) fn hidden(
     out
 }
 
+/// What hidden entries are covered with, made by the parent for one call (removed on
+/// drop): an empty directory (mode `000`) for directories and a socket inode (opening it
+/// fails with `ENXIO`, for reading and for writing) for files, in a directory
+/// `hcp-exec-<pid>-hide-XXXXXX` beside the private `TMPDIR`, so that what a killed `hcp`
+/// leaves is swept with it ([`PrivateTmp::sweep`](crate::PrivateTmp::sweep)). Binding
+/// these costs a few microseconds a mount; a fresh tmpfs per call cost more to make and
+/// to tear down.
+#[derive(Debug)]
+pub(crate) struct Covers {
+    dir: Option<tempfile::TempDir>,
+    empty: CString,
+    socket: CString,
+}
+
+impl Covers {
+    /// Makes them under `base`.
+    pub(crate) fn create_in(base: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("hcp-exec-{}-hide-", std::process::id()))
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(base)?;
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty)?;
+        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o000))?;
+        let socket = dir.path().join("socket");
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+        };
+        let (empty, socket) = (c(&empty)?, c(&socket)?);
+        // SAFETY: a NUL-terminated path; a socket inode needs no privilege.
+        if unsafe { libc::mknod(socket.as_ptr(), libc::S_IFSOCK | 0o600, 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Self {
+            dir: Some(dir),
+            empty,
+            socket,
+        })
+    }
+}
+
+impl Drop for Covers {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(dir) = self.dir.take() {
+            let _ = std::fs::set_permissions(
+                dir.path().join("empty"),
+                std::fs::Permissions::from_mode(0o700),
+            );
+            let _ = dir.close();
+        }
+    }
+}
+
 /// What the child mounts in its own mount namespace, as C strings made in the parent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct MountPlan {
     /// Make every mount a slave first (a mount namespace of the same user namespace
     /// shares propagation with the parent's; one of a new user namespace does not).
     pub slave_root: bool,
-    /// Directories: the first gets an empty read-only tmpfs, the rest a bind of it.
+    /// Directories: the first gets a read-only bind of the empty directory, the rest a
+    /// bind of the first.
     pub dirs: Vec<CString>,
-    /// Files: a bind of a socket inode (opening it fails with `ENXIO`), or of
-    /// `/dev/null` when no directory is hidden.
+    /// Files: a bind of the socket inode.
     pub files: Vec<CString>,
-    /// `<first dir>/.hcp-hidden`: where the socket inode is made, then unlinked.
+    /// The empty directory of [`Covers`].
+    pub empty: CString,
+    /// The socket inode of [`Covers`].
     pub socket: CString,
 }
 
 impl MountPlan {
-    pub(crate) fn new(hidden: &[Hidden], slave_root: bool) -> Self {
+    pub(crate) fn new(hidden: &[Hidden], slave_root: bool, covers: &Covers) -> Self {
         let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).ok();
-        let socket = hidden
-            .iter()
-            .find(|h| h.dir)
-            .and_then(|h| c(&h.path.join(".hcp-hidden")))
-            .unwrap_or_default();
         Self {
-            socket,
             slave_root,
             dirs: hidden
                 .iter()
@@ -188,6 +255,8 @@ impl MountPlan {
                 .filter(|h| !h.dir)
                 .filter_map(|h| c(&h.path))
                 .collect(),
+            empty: covers.empty.clone(),
+            socket: covers.socket.clone(),
         }
     }
 
@@ -199,7 +268,19 @@ impl MountPlan {
                 .raw_os_error()
                 .unwrap_or(libc::EINVAL)
         };
-        // SAFETY (all below): mount(2) with NUL-terminated strings the parent owns.
+        let bind = |from: &CString, to: &CString| {
+            // SAFETY: mount(2) with NUL-terminated strings the parent owns.
+            unsafe {
+                libc::mount(
+                    from.as_ptr(),
+                    to.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            }
+        };
+        // SAFETY: mount(2) with NUL-terminated strings the parent owns.
         if self.slave_root
             && unsafe {
                 libc::mount(
@@ -213,92 +294,30 @@ impl MountPlan {
         {
             return errno();
         }
-        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        // SAFETY (all below): mount(2), mknod(2), unlink(2) with NUL-terminated strings
-        // the parent owns.
         if let Some(first) = self.dirs.first() {
-            // An empty tmpfs over the first hidden directory; a socket inode made in it
-            // is what hidden files get bound to (opening a socket fails with `ENXIO`,
-            // for reading and for writing), then unlinked; then the mount (not the
-            // superblock, which would refuse while the unlinked inode is in use) is made
-            // read-only.
-            if unsafe {
-                libc::mount(
-                    c"hcp-hidden".as_ptr(),
-                    first.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    flags,
-                    c"size=4k,nr_inodes=4,mode=000".as_ptr().cast(),
-                )
-            } != 0
-            {
-                return errno();
-            }
-            let sock = self.socket.as_ptr();
-            let have_sock =
-                !self.files.is_empty() && unsafe { libc::mknod(sock, libc::S_IFSOCK, 0) } == 0;
-            for f in &self.files {
-                let source = if have_sock {
-                    sock
-                } else {
-                    c"/dev/null".as_ptr()
-                };
-                if unsafe {
-                    libc::mount(
-                        source,
-                        f.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    )
+            let ro = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC;
+            if bind(&self.empty, first) != 0
+                // SAFETY: as above.
+                || unsafe {
+                    libc::mount(std::ptr::null(), first.as_ptr(), std::ptr::null(), ro, std::ptr::null())
                 } != 0
-                {
-                    return errno();
-                }
-            }
-            if have_sock && unsafe { libc::unlink(sock) } != 0 {
-                return errno();
-            }
-            if unsafe {
-                libc::mount(
-                    std::ptr::null(),
-                    first.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
-                    std::ptr::null(),
-                )
-            } != 0
             {
                 return errno();
             }
             for d in &self.dirs[1..] {
-                if unsafe {
-                    libc::mount(
-                        first.as_ptr(),
-                        d.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    )
-                } != 0
-                {
+                if bind(first, d) != 0 {
                     return errno();
                 }
             }
-        } else {
-            for f in &self.files {
-                if unsafe {
-                    libc::mount(
-                        c"/dev/null".as_ptr(),
-                        f.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    )
-                } != 0
-                {
-                    return errno();
-                }
+        }
+        for f in &self.files {
+            if bind(&self.socket, f) != 0 {
+                return errno();
             }
         }
         0

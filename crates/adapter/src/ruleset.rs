@@ -157,6 +157,14 @@ pub(crate) fn build_ruleset(
             Grant::All => all,
             Grant::Device => AccessFs::from_file(abi) & !exec,
         };
+        // The kernel takes rules on files and directories only: an optional socket, FIFO
+        // or device of a complement is left out (so denied); a required one fails below.
+        if rule.required.is_none()
+            && rule.grant != Grant::Device
+            && !std::fs::metadata(rule.path).is_ok_and(|m| m.is_file() || m.is_dir())
+        {
+            continue;
+        }
         let fd = match (PathFd::new(rule.path), rule.required) {
             (Ok(fd), _) => fd,
             (Err(_), None) => continue,

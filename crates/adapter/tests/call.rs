@@ -266,6 +266,12 @@ fn a_personal_or_brain_child_reads_no_secret_and_no_store() {
             // /etc/shadow: hidden (root), or kept out by its permission bits.
             let v = w.drive(land, &["--agent"], &["read", "/etc/shadow"]);
             assert!(!stdout(&v).contains("root:"), "{user:?} {land}: {v}");
+            // Raw disks (root reads them by its permission bits, and the hidden files with
+            // them).
+            for dev in hcp_adapter::block_devices() {
+                let v = w.drive(land, &["--agent"], &["head", &dev.display().to_string()]);
+                assert_denied(&v, &format!("{user:?} {land} read {}", dev.display()));
+            }
             // The rest of the user's files read as usual.
             let v = w.drive(land, &["--agent"], &["read", &w.p("home/.bashrc")]);
             assert_ok(&v, "read ~/.bashrc");
@@ -637,4 +643,94 @@ impl World {
         let _ = &mut c;
         n
     }
+}
+
+#[test]
+fn without_namespaces_the_landlock_complement_hides_the_same_paths() {
+    use hcp_adapter::{
+        CallPolicy, CallSandbox, ChildEnv, Confinement, Invocation, KernelSupport, Limits,
+        ProcessMechanism, ResourceLimits, pin_bin, run, verify_bin,
+    };
+    let w = World::new(User::Me);
+    let mut support = KernelSupport::probe();
+    if support.landlock.abi() == 0 {
+        skip_or_fail("no landlock");
+        return;
+    }
+    support.processes = ProcessMechanism::Subreaper("as if the kernel had no namespaces".into());
+    support.pids_cgroup = Ok(None);
+    let bin = verify_bin(&pin_bin(Path::new(PROBE)).unwrap()).unwrap();
+    let (home, hcp, work, tmp) = (
+        w.r.join("home"),
+        w.r.join("hcp"),
+        w.r.join("work"),
+        w.r.join("tmp"),
+    );
+    let homes = [home];
+    let call = CallSandbox {
+        land: hcp_model::Land::Personal,
+        owner: false,
+        workdir: &work,
+        tmpdir: &tmp,
+        bin: bin.path(),
+        hcp_home: &hcp,
+        bootstrap: None,
+        homes: &homes,
+        not_above: &homes,
+        other_sandboxes: &[],
+        protect: &[],
+        read: &[],
+        write: &[],
+        extra_ro: &[],
+    };
+    let policy = CallPolicy {
+        require: true,
+        network: None,
+        limits: ResourceLimits {
+            cpu_seconds: 10,
+            address_space_bytes: 1 << 32,
+            open_files: 256,
+            file_size_bytes: 1 << 20,
+            processes: 4096,
+        },
+    };
+    let (confine, report) = Confinement::for_call_with(&support, &call, &policy).unwrap();
+    assert!(!confine.has_pid_namespace());
+    assert_eq!(report.field.filesystem.as_str(), "enforced");
+    assert!(
+        report
+            .field
+            .processes
+            .as_str()
+            .contains("would outlive a killed hcp"),
+        "{report:?}"
+    );
+    let env = ChildEnv::from_parent([("PATH", "/usr/bin:/bin")]).tmpdir(&tmp);
+    let probe = |args: &[&str]| {
+        let o = run(&Invocation {
+            bin: &bin,
+            argv0: PROBE.into(),
+            args: args.iter().map(Into::into).collect(),
+            env: &env,
+            cwd: work.clone(),
+            limits: Limits::default(),
+            confine: Some(&confine),
+            cancel: None,
+        })
+        .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for secret in ["home/.ssh/id_ed25519", "hcp/state/sessions/s.json"] {
+        let out = probe(&["read", &w.p(secret)]);
+        assert!(out.starts_with("denied"), "{secret}: {out}");
+    }
+    assert!(probe(&["read", &w.p("home/.bashrc")]).starts_with("ok"));
+    // A setsid'd daemon is ended when the call ends (hcp is the subreaper).
+    let t = token("subreaper");
+    let out = probe(&["daemon", &t, "/dev/null"]);
+    assert!(out.starts_with("ok"), "{out}");
+    assert!(
+        gone_within(&t, Duration::from_secs(1)).is_some(),
+        "{t} outlived the call"
+    );
 }

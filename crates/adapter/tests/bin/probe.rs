@@ -5,7 +5,7 @@
 //! `denied <errno name>` (exit 1):
 //!
 //! ```text
-//! read PATH | write PATH | list DIR
+//! read PATH | head PATH (512 bytes) | write PATH | list DIR
 //! udp HOST PORT | tcp HOST PORT | resolve NAME | raw | netlink | packet | vsock | inet6
 //! io-uring | unix-connect PATH | abstract NAME | socketpair
 //! marker                       nested-call probe: `inside` or `outside`
@@ -42,6 +42,12 @@ fn main() {
         "read" => {
             report(std::fs::read(a(1)).map(|b| format!("ok {}", String::from_utf8_lossy(&b))))
         }
+        "head" => report(std::fs::File::open(a(1)).and_then(|mut f| {
+            use std::io::Read;
+            let mut b = [0u8; 512];
+            let n = f.read(&mut b)?;
+            Ok(format!("ok {n} bytes"))
+        })),
         "write" => report(
             std::fs::OpenOptions::new()
                 .append(true)
