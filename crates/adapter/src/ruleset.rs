@@ -157,11 +157,13 @@ pub(crate) fn build_ruleset(
             Grant::All => all,
             Grant::Device => AccessFs::from_file(abi) & !exec,
         };
-        // The kernel takes rules on files and directories only: an optional socket, FIFO
-        // or device of a complement is left out (so denied); a required one fails below.
+        // The kernel takes no rule on a socket or a FIFO: an optional one (in a
+        // complement) is left out, and so denied.
         if rule.required.is_none()
-            && rule.grant != Grant::Device
-            && !std::fs::metadata(rule.path).is_ok_and(|m| m.is_file() || m.is_dir())
+            && std::fs::metadata(rule.path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket() || m.file_type().is_fifo()
+            })
         {
             continue;
         }
