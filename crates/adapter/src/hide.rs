@@ -382,7 +382,11 @@ mod tests {
         .iter()
         .map(|p| r.join(p))
         .collect();
-        let h = hidden(&cand, &[r.clone()], &[r.join("home/.aws/config")]);
+        let h = hidden(
+            &cand,
+            std::slice::from_ref(&r),
+            &[r.join("home/.aws/config")],
+        );
         let paths: Vec<PathBuf> = h
             .iter()
             .map(|h| h.path.strip_prefix(&r).unwrap().to_owned())

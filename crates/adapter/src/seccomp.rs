@@ -161,7 +161,7 @@ pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     let mut labels = std::collections::HashMap::new();
     if filter.marker {
         labels.insert(To::Prctl as u8, code.len());
-        let [lo, hi] = [PROBE_ARG as u32, (PROBE_ARG as u64 >> 32) as u32];
+        let [lo, hi] = [PROBE_ARG as u32, (PROBE_ARG >> 32) as u32];
         code.extend([
             (LD_W_ABS, To::Next, To::Next, 16), // args[0], low half (an int)
             (JEQ_K, To::Next, To::Allow, PROBE_OPTION as u32),
