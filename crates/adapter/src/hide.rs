@@ -14,9 +14,11 @@
 //! Landlock rules are the complement ([`complement`]).
 //!
 //! A mount made in the call's namespace cannot be undone from inside it: Landlock forbids
-//! `mount`, `umount` and `pivot_root` to the child, and the seccomp base filter refuses
-//! `open_tree`, `move_mount`, the `fs*` calls and `open_by_handle_at`, through which the
-//! covered entry could be reached under another path.
+//! `mount`, `umount` and `pivot_root` to the child; `open_tree`, `move_mount`, the `fs*`
+//! calls and `open_by_handle_at`, through which the covered entry could be reached under
+//! another path, need `CAP_SYS_ADMIN` or `CAP_DAC_READ_SEARCH`, which no child keeps
+//! after `execve` (an ordinary user has none; a root child loses them from its bounding
+//! set); and in a user namespace of its own the child finds the covering mounts locked.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

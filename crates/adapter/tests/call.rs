@@ -261,6 +261,15 @@ fn a_personal_or_brain_child_reads_no_secret_and_no_store() {
                 assert_denied(&v, &format!("{user:?} {land} read {path}"));
                 assert_eq!(v["sandbox"]["filesystem"], "enforced", "{v}");
             }
+            // Undoing the cover, or reaching beneath it through a detached clone.
+            let v = w.drive(land, &["--agent"], &["umount", &w.p("home/.ssh")]);
+            assert_denied(&v, "umount a cover");
+            let v = w.drive(
+                land,
+                &["--agent"],
+                &["open-tree", &w.p("home"), ".ssh/id_ed25519"],
+            );
+            assert_denied(&v, "open_tree beneath a cover");
             let v = w.drive(land, &["--agent"], &["list", &w.p("home/.ssh")]);
             assert!(!stdout(&v).contains("id_ed25519"), "{v}");
             // /etc/shadow: hidden (root), or kept out by its permission bits.

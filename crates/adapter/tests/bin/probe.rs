@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! read PATH | head PATH (512 bytes) | write PATH | list DIR
+//! umount PATH | open-tree DIR REL  undo a covering mount, or reach beneath it
 //! udp HOST PORT | tcp HOST PORT | resolve NAME | raw | netlink | packet | vsock | inet6
 //! io-uring | unix-connect PATH | abstract NAME | socketpair
 //! marker                       nested-call probe: `inside` or `outside`
@@ -48,6 +49,42 @@ fn main() {
             let n = f.read(&mut b)?;
             Ok(format!("ok {n} bytes"))
         })),
+        "umount" => {
+            let c = std::ffi::CString::new(a(1)).unwrap_or_default();
+            // SAFETY: a NUL-terminated path.
+            let r = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            report(if r == 0 {
+                Ok("ok".to_owned())
+            } else {
+                Err(std::io::Error::last_os_error())
+            })
+        }
+        "open-tree" => {
+            // A detached, non-recursive clone of the mount holding DIR, then FILE read
+            // through it: what lies under a covering mount would show.
+            let c = std::ffi::CString::new(a(1)).unwrap_or_default();
+            // SAFETY: a NUL-terminated path; flags only.
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_open_tree,
+                    libc::AT_FDCWD,
+                    c.as_ptr(),
+                    1u32 | libc::O_CLOEXEC as u32,
+                )
+            };
+            if fd < 0 {
+                report(Err(std::io::Error::last_os_error()))
+            } else {
+                let rel = std::ffi::CString::new(a(2)).unwrap_or_default();
+                // SAFETY: a descriptor we hold and a NUL-terminated relative path.
+                let f = unsafe { libc::openat(fd as i32, rel.as_ptr(), libc::O_RDONLY) };
+                report(if f >= 0 {
+                    Ok("ok opened".to_owned())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                })
+            }
+        }
         "write" => report(
             std::fs::OpenOptions::new()
                 .append(true)
