@@ -332,7 +332,7 @@ fn fork_bomb(n: usize) -> i32 {
 
 /// The driver: `drive [--land L] [--agent] [--deny|--allow] [--workdir D] [--tmp D]
 /// [--home D]… [--hcp-home D] [--other D]… [--protect P]… [--read P]… [--write P]…
-/// [--bootstrap-hide P]… [--processes N] [--timeout-ms N] -- PROGRAM ARGS…`.
+/// [--bootstrap-hide P]… [--pass-hcp-home] [--env K=V]… [--processes N] [--timeout-ms N] -- PROGRAM ARGS…`.
 fn drive(args: &[String]) -> i32 {
     use hcp_adapter::{
         CallPolicy, CallSandbox, ChildEnv, Confinement, Invocation, Limits, Network,
@@ -345,6 +345,8 @@ fn drive(args: &[String]) -> i32 {
     let (mut homes, mut other, mut protect, mut read, mut write, mut hide) =
         (vec![], vec![], vec![], vec![], vec![], None::<Vec<PathBuf>>);
     let mut processes = 4096;
+    let mut extra_env: Vec<(String, String)> = Vec::new();
+    let mut pass_home = false;
     let mut timeout = Duration::from_secs(30);
     let mut i = 0;
     while i < args.len() && args[i] != "--" {
@@ -379,6 +381,15 @@ fn drive(args: &[String]) -> i32 {
             "--read" => read.push(v()),
             "--write" => write.push(v()),
             "--bootstrap-hide" => hide.get_or_insert_with(Vec::new).push(v()),
+            "--pass-hcp-home" => {
+                pass_home = true;
+                step = 1;
+            }
+            "--env" => {
+                if let Some((k, val)) = args.get(i + 1).and_then(|kv| kv.split_once('=')) {
+                    extra_env.push((k.to_owned(), val.to_owned()));
+                }
+            }
             "--processes" => processes = v().to_string_lossy().parse().unwrap_or(4096),
             "--timeout-ms" => {
                 timeout = Duration::from_millis(v().to_string_lossy().parse().unwrap_or(30_000));
@@ -438,7 +449,16 @@ fn drive(args: &[String]) -> i32 {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
-    let env = ChildEnv::from_parent([("PATH", "/usr/bin:/bin")]).tmpdir(&tmp);
+    let mut env = ChildEnv::from_parent([("PATH", "/usr/bin:/bin")]).tmpdir(&tmp);
+    if pass_home {
+        env = env.hcp_home(&hcp_home);
+    }
+    if !extra_env.is_empty() {
+        env = match env.agent_env(extra_env.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
+    }
     let inv = Invocation {
         bin: &bin,
         argv0: bin_path.clone(),
