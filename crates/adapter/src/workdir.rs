@@ -144,3 +144,190 @@ pub(crate) fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> Adapter
         source: Some(e),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{
+        Confinement, LandlockSupport, LimitOverrides, Network, ResourceLimits, SandboxPolicy,
+    };
+    use pretty_assertions::assert_eq;
+
+    const LIMITS: ResourceLimits = ResourceLimits {
+        cpu_seconds: 10,
+        address_space_bytes: 1 << 30,
+        open_files: 256,
+        file_size_bytes: 1 << 20,
+        processes: 100,
+    };
+
+    #[test]
+    fn overrides_only_tighten() {
+        let o = LimitOverrides {
+            cpu_seconds: Some(5),
+            open_files: Some(100_000),
+            ..LimitOverrides::default()
+        };
+        assert_eq!(
+            LIMITS.tightened(&o),
+            ResourceLimits {
+                cpu_seconds: 5,
+                ..LIMITS
+            }
+        );
+    }
+
+    #[test]
+    fn unconfined_without_landlock_unless_required() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: dir.path(),
+            bin: Path::new("/bin/sh"),
+            extra_ro: &[],
+            protected: &[],
+            not_above: &[],
+        };
+        let mut policy = SandboxPolicy {
+            require: false,
+            network: Network::Allow,
+            limits: LIMITS,
+        };
+        let none = LandlockSupport::NotImplemented;
+        let (c, report) = Confinement::for_local_land_with(none, &paths, &policy).unwrap();
+        assert!(!c.is_landlocked());
+        assert_eq!(report.summary(), "unconfined");
+        assert_eq!(report.reason.as_deref(), Some("the kernel has no landlock"));
+        policy.require = true;
+        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
+        assert_eq!((e.code(), e.exit_status()), ("sandbox_unavailable", 77));
+        policy.require = false;
+        policy.network = Network::Deny;
+        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+        let e =
+            Confinement::for_local_land_with(LandlockSupport::Abi(3), &paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+    }
+
+    #[test]
+    fn a_workdir_holding_a_protected_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("hcp-home");
+        std::fs::create_dir(&home).unwrap();
+        let protected = [home];
+        let paths = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: dir.path(),
+            bin: Path::new("/bin/sh"),
+            extra_ro: &[],
+            protected: &protected,
+            not_above: &[],
+        };
+        let policy = SandboxPolicy {
+            require: false,
+            network: Network::Allow,
+            limits: LIMITS,
+        };
+        let e = Confinement::for_local_land(&paths, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+        let root = SandboxPaths {
+            workdir: Path::new("/"),
+            protected: &[],
+            ..paths
+        };
+        let e = Confinement::for_local_land(&root, &policy).unwrap_err();
+        assert_eq!(e.code(), "sandbox_unavailable");
+        // Inside `$HCP_HOME`: refused; inside `$HOME`: a sandbox; `$HOME` itself: refused.
+        let inside = protected[0].join("state");
+        std::fs::create_dir(&inside).unwrap();
+        let within = SandboxPaths {
+            workdir: &inside,
+            ..paths
+        };
+        let e = Confinement::for_local_land(&within, &policy).unwrap_err();
+        assert!(e.to_string().contains("lies inside"), "{e}");
+        let home = [dir.path().to_owned()];
+        let project = dir.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        let in_home = SandboxPaths {
+            workdir: &project,
+            protected: &[],
+            not_above: &home,
+            ..paths
+        };
+        assert!(Confinement::for_local_land(&in_home, &policy).is_ok());
+        let at_home = SandboxPaths {
+            workdir: dir.path(),
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&at_home, &policy).unwrap_err();
+        assert!(e.to_string().contains("is a home directory"), "{e}");
+        // Above the home, or inside one of its dot-directories: refused.
+        let nested_home = [project.clone()];
+        let above_home = SandboxPaths {
+            workdir: dir.path(),
+            not_above: &nested_home,
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&above_home, &policy).unwrap_err();
+        assert!(e.to_string().contains("holds the home"), "{e}");
+        let dot = dir.path().join(".cargo/registry");
+        std::fs::create_dir_all(&dot).unwrap();
+        let in_dot = SandboxPaths {
+            workdir: &dot,
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&in_dot, &policy).unwrap_err();
+        assert!(e.to_string().contains("hidden directory"), "{e}");
+        // Shared roots themselves: refused; inside them, and inside /var/tmp: a sandbox.
+        for root in ["/tmp", "/var/tmp", "/home"] {
+            if !Path::new(root).is_dir() {
+                continue;
+            }
+            let at = SandboxPaths {
+                workdir: Path::new(root),
+                not_above: &[],
+                ..in_home
+            };
+            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
+            assert!(e.to_string().contains("shared directory"), "{root}: {e}");
+        }
+        let var_tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+        let in_var_tmp = SandboxPaths {
+            workdir: var_tmp.path(),
+            not_above: &[],
+            ..in_home
+        };
+        assert!(Confinement::for_local_land(&in_var_tmp, &policy).is_ok());
+        // Holding the directory of the private temporary directories (`/tmp`): refused.
+        let tmp = dir.path().join("sys-tmp/hcp-exec-x");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let above_tmp = SandboxPaths {
+            workdir: dir.path(),
+            tmpdir: &tmp,
+            not_above: &[],
+            ..in_home
+        };
+        let e = Confinement::for_local_land(&above_tmp, &policy).unwrap_err();
+        assert!(e.to_string().contains("sys-tmp"), "{e}");
+        // System directories, and whatever lies inside them: refused.
+        for system in [
+            "/usr",
+            "/usr/share",
+            "/etc",
+            "/proc/self",
+            "/sys/kernel",
+            "/dev",
+        ] {
+            let at = SandboxPaths {
+                workdir: Path::new(system),
+                ..in_home
+            };
+            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
+            assert_eq!(e.code(), "sandbox_unavailable", "{system}");
+            assert!(e.to_string().contains("system directory"), "{system}: {e}");
+        }
+    }
+}
