@@ -184,6 +184,8 @@ impl Confinement {
             candidates.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
         }
         candidates.extend(hide::system_secrets());
+        candidates.extend(hide::SYSTEM_SOCKETS.iter().map(PathBuf::from));
+        candidates.push(hide::runtime_dir());
         if root && !local {
             candidates.extend(hide::block_devices());
         }

@@ -62,6 +62,59 @@ pub fn system_secrets() -> Vec<PathBuf> {
     v
 }
 
+/// Sockets of daemons that act for the user or for root beyond any call, hidden from
+/// every call (a `connect()` to a covered socket is refused): the container engines'
+/// (root-equivalent), the system D-Bus (polkit grants active sessions more than a call
+/// may have). With the user's runtime directory ([`runtime_dir`]) and the sockets the
+/// caller's environment names ([`session_sockets`]), they close the way out of a call
+/// through a local daemon that starts programs outside it (`systemd-run --user` over the
+/// session bus, an ssh or gpg agent, `docker run`).
+pub const SYSTEM_SOCKETS: [&str; 6] = [
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
+];
+
+/// The user's runtime directory, `/run/user/<euid>`: the session bus, the user's
+/// systemd manager, the gpg, ssh and sound agents.
+pub fn runtime_dir() -> PathBuf {
+    // SAFETY: geteuid cannot fail.
+    PathBuf::from(format!("/run/user/{}", unsafe { libc::geteuid() }))
+}
+
+/// The agent and bus sockets that `env` (the caller's environment, as `hcp` got it) names:
+/// `SSH_AUTH_SOCK`, the `unix:path=` of `DBUS_SESSION_BUS_ADDRESS`, `XDG_RUNTIME_DIR`,
+/// `GPG_AGENT_INFO`'s socket. For the runtime to pass as `protect`.
+pub fn session_sockets<K, V>(env: impl IntoIterator<Item = (K, V)>) -> Vec<PathBuf>
+where
+    K: AsRef<std::ffi::OsStr>,
+    V: AsRef<std::ffi::OsStr>,
+{
+    let mut out = Vec::new();
+    for (k, v) in env {
+        let (k, v) = (k.as_ref().to_string_lossy(), v.as_ref().to_string_lossy());
+        let path = match k.as_ref() {
+            "SSH_AUTH_SOCK" | "XDG_RUNTIME_DIR" => Some(v.to_string()),
+            "GPG_AGENT_INFO" => v.split(':').next().map(str::to_owned),
+            "DBUS_SESSION_BUS_ADDRESS" => v
+                .split(';')
+                .flat_map(|a| a.split(','))
+                .find_map(|kv| {
+                    kv.split_once(':')
+                        .map_or(kv, |(_, r)| r)
+                        .strip_prefix("path=")
+                })
+                .map(str::to_owned),
+            _ => None,
+        };
+        out.extend(path.map(PathBuf::from).filter(|p| p.is_absolute()));
+    }
+    out
+}
+
 /// The block devices holding data (`/proc/partitions`): root reads a raw disk by its
 /// permission bits alone, and with it every hidden file on it, so a root child that may
 /// read `/dev` gets them hidden too. Other users are kept out by the bits (`0660 root
@@ -403,6 +456,31 @@ mod tests {
         assert!(h[0].dir && !h[1].dir);
         // Outside what the child can read: nothing to hide.
         assert!(hidden(&cand, &[r.join("elsewhere")], &[]).is_empty());
+    }
+
+    #[test]
+    fn session_sockets_are_read_from_the_environment() {
+        let env = [
+            ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"),
+            (
+                "DBUS_SESSION_BUS_ADDRESS",
+                "unix:path=/run/user/1000/bus,guid=1",
+            ),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+            ("GPG_AGENT_INFO", "/run/user/1000/gnupg/S.gpg-agent:0:1"),
+            ("HOME", "/home/u"),
+            ("SSH_AUTH_SOCK", "relative"),
+        ];
+        assert_eq!(
+            session_sockets(env),
+            [
+                "/tmp/ssh-x/agent.1",
+                "/run/user/1000/bus",
+                "/run/user/1000",
+                "/run/user/1000/gnupg/S.gpg-agent"
+            ]
+            .map(PathBuf::from)
+        );
     }
 
     #[test]

@@ -53,7 +53,10 @@ pub use env::{
     agent_env_value_refusal, parent_allowed,
 };
 pub use error::AdapterError;
-pub use hide::{HOME_SECRETS, SYSTEM_SECRETS, block_devices, system_secrets};
+pub use hide::{
+    HOME_SECRETS, SYSTEM_SECRETS, SYSTEM_SOCKETS, block_devices, runtime_dir, session_sockets,
+    system_secrets,
+};
 pub use pin::{
     BinPin, DigestParseError, RACY_MARGIN, Sha256Digest, StatFingerprint, VerifiedBin, pin_bin,
     verify_bin,

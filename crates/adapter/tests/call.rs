@@ -343,6 +343,50 @@ fn operator_paths_are_hidden_and_read_grants_reveal() {
 }
 
 #[test]
+fn daemon_sockets_are_out_of_reach_even_with_network_allowed() {
+    for user in users() {
+        let w = World::new(user);
+        // An agent socket in its own directory (ssh-agent, the session bus) and one
+        // alone, both protected as the runtime protects what `session_sockets` names.
+        let in_dir = w.r.join("protected/agent.sock");
+        let alone = w.r.join("bus.sock");
+        let _a = std::os::unix::net::UnixListener::bind(&in_dir).unwrap();
+        let _b = std::os::unix::net::UnixListener::bind(&alone).unwrap();
+        if user == User::Nobody {
+            Command::new("chown")
+                .arg("65534")
+                .arg(&in_dir)
+                .arg(&alone)
+                .status()
+                .unwrap();
+        }
+        let opts = [
+            "--agent",
+            "--protect",
+            &w.p("protected"),
+            "--protect",
+            &w.p("bus.sock"),
+        ];
+        for sock in [&in_dir, &alone] {
+            let v = w.drive(
+                "personal",
+                &opts,
+                &["unix-connect", &sock.display().to_string()],
+            );
+            assert_denied(&v, &format!("{user:?} connect {}", sock.display()));
+            assert_eq!(v["sandbox"]["network"], "allowed");
+        }
+        // Unprotected, the same socket is reachable (network allowed).
+        let v = w.drive(
+            "personal",
+            &["--agent"],
+            &["unix-connect", &alone.display().to_string()],
+        );
+        assert_ok(&v, "an unprotected socket");
+    }
+}
+
+#[test]
 fn the_bootstrap_pack_reads_the_store_but_not_its_credentials() {
     for user in users() {
         let w = World::new(user);
