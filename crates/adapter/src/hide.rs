@@ -118,7 +118,7 @@ where
 /// The block devices holding data (`/proc/partitions`): root reads a raw disk by its
 /// permission bits alone, and with it every hidden file on it, so a root child that may
 /// read `/dev` gets them hidden too. Other users are kept out by the bits (`0660 root
-/// disk` or tighter), which [`hidden`] checks.
+/// disk` or tighter), which the call checks.
 pub fn block_devices() -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string("/proc/partitions") else {
         return Vec::new();

@@ -29,7 +29,7 @@ pub struct SandboxPaths<'a> {
 }
 
 /// System directories a sandbox working directory may neither be nor lie inside:
-/// [`SYSTEM_READ_ONLY`] (a child would get write access to programs and configuration,
+/// [`SYSTEM_READ_ONLY`](crate::SYSTEM_READ_ONLY) (a child would get write access to programs and configuration,
 /// as root to all of them) and the kernel's and devices' trees.
 pub const NOT_A_SANDBOX: [&str; 16] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc",
