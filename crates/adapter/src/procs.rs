@@ -19,7 +19,9 @@
 //! the child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever leaves the child's process
 //! group or loses its parent is re-parented to `hcp`, which ends every such process when
 //! the call ends ([`end_orphans`]). When `hcp` itself is killed there, they survive;
-//! [`ProcessMechanism`] says which mechanism holds, for `hcp doctor`.
+//! [`ProcessMechanism`] says which mechanism holds, for `hcp doctor`. An orphan cannot
+//! be told apart by call, so in a process that runs calls concurrently (`hcp mcp`) the
+//! end of one call also ends the orphans of the others; their direct children are kept.
 
 use std::io;
 use std::sync::Mutex;
