@@ -21,17 +21,18 @@ use hcp_adapter::{
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const VARIANTS: [&str; 6] = [
+const VARIANTS: [&str; 7] = [
     "none",
     "main_personal (limits)",
     "call_personal",
     "main_local (landlock, limits, private tmp)",
     "call_local",
     "call_personal_owner",
+    "call_personal_without_pids_cgroup",
 ];
 
 /// (variant, baseline) pairs whose per-round differences are printed.
-const PAIRS: [(usize, usize); 4] = [(2, 1), (4, 3), (5, 1), (1, 0)];
+const PAIRS: [(usize, usize); 5] = [(2, 1), (4, 3), (5, 1), (2, 6), (1, 0)];
 
 fn main() {
     let rounds: usize = std::env::args()
@@ -81,8 +82,11 @@ fn main() {
         .unwrap()
         .0
     };
-    let call = |land, owner, tmpdir: &Path| {
-        Confinement::for_call(
+    let mut no_cgroup = KernelSupport::probe();
+    no_cgroup.pids_cgroup = Ok(None);
+    let call_with = |support: &KernelSupport, land, owner, tmpdir: &Path| {
+        Confinement::for_call_with(
+            support,
             &CallSandbox {
                 land,
                 owner,
@@ -104,6 +108,8 @@ fn main() {
         .unwrap()
         .0
     };
+    // As `for_call` does: what the kernel offers is asked on every call.
+    let call = |land, owner, tmpdir: &Path| call_with(&KernelSupport::probe(), land, owner, tmpdir);
     if std::env::var_os("PREP").is_some() {
         let t = PrivateTmp::create_in(&PrivateTmp::default_base()).unwrap();
         let time = |name: &str, f: &mut dyn FnMut()| {
@@ -153,7 +159,8 @@ fn main() {
             2 => with_tmp(&|t| call(hcp_model::Land::Personal, false, t)),
             3 => with_tmp(&|t| main_local(t)),
             4 => with_tmp(&|t| call(hcp_model::Land::Local, false, t)),
-            _ => with_tmp(&|t| call(hcp_model::Land::Personal, true, t)),
+            5 => with_tmp(&|t| call(hcp_model::Land::Personal, true, t)),
+            _ => with_tmp(&|t| call_with(&no_cgroup, hcp_model::Land::Personal, false, t)),
         }
         start.elapsed()
     };
