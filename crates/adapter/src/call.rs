@@ -191,6 +191,11 @@ impl Confinement {
         }
         candidates.extend(call.protect.iter().cloned());
         candidates.extend(call.other_sandboxes.iter().cloned());
+        if !local {
+            // Other calls' private `TMPDIR`s beside ours (the same user's, so readable
+            // by the permission bits): another principal's files in flight.
+            candidates.extend(hide::other_private_tmps(call.tmpdir));
+        }
         match call.bootstrap {
             None => candidates.push(call.hcp_home.to_owned()),
             Some(inner) => candidates.extend(inner.iter().cloned()),

@@ -115,6 +115,26 @@ where
     out
 }
 
+/// The other private temporary directories beside `tmpdir` (`hcp-exec-*` entries of its
+/// parent but `tmpdir` itself): other calls', possibly of other principals. One
+/// directory read.
+pub(crate) fn other_private_tmps(tmpdir: &Path) -> Vec<PathBuf> {
+    let (Some(base), Some(own)) = (tmpdir.parent(), tmpdir.file_name()) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            n.as_bytes().starts_with(b"hcp-exec-") && n != own
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 /// The block devices holding data (`/proc/partitions`): root reads a raw disk by its
 /// permission bits alone, and with it every hidden file on it, so a root child that may
 /// read `/dev` gets them hidden too. Other users are kept out by the bits (`0660 root

@@ -80,6 +80,7 @@ impl World {
             "granted-w",
             "granted-r",
             "protected",
+            "hcp-exec-999999-other",
         ] {
             std::fs::create_dir_all(r.join(d)).unwrap();
         }
@@ -95,6 +96,7 @@ impl World {
             ("other/notes", SECRET),
             ("protected/data", SECRET),
             ("granted-r/data", "granted"),
+            ("hcp-exec-999999-other/in-flight", SECRET),
         ] {
             std::fs::write(r.join(f), text).unwrap();
         }
@@ -256,6 +258,7 @@ fn a_personal_or_brain_child_reads_no_secret_and_no_store() {
                 "hcp/state/sessions/s.json",
                 "hcp/audit/secret",
                 "other/notes",
+                "hcp-exec-999999-other/in-flight",
             ] {
                 let v = w.drive(land, &["--agent"], &["read", &w.p(path)]);
                 assert_denied(&v, &format!("{user:?} {land} read {path}"));
