@@ -263,7 +263,8 @@ impl Confinement {
                 reason: "cannot make what covers the hidden paths".into(),
                 source: Some(e),
             })?;
-            c.mounts = Some(Arc::new(MountPlan::new(&hidden, !ns.user, &covers)));
+            let proc = ns.pid && !local;
+            c.mounts = Some(Arc::new(MountPlan::new(&hidden, !ns.user, &covers, proc)));
             c.covers = Some(Arc::new(covers));
         }
 

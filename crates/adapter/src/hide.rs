@@ -313,10 +313,13 @@ pub(crate) struct MountPlan {
     pub empty: CString,
     /// The socket inode of [`Covers`].
     pub socket: CString,
+    /// Mount a `/proc` of the call's PID namespace over `/proc`, so that the child sees
+    /// its own processes only (not other calls' or the owner's command lines).
+    pub proc: bool,
 }
 
 impl MountPlan {
-    pub(crate) fn new(hidden: &[Hidden], slave_root: bool, covers: &Covers) -> Self {
+    pub(crate) fn new(hidden: &[Hidden], slave_root: bool, covers: &Covers, proc: bool) -> Self {
         let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).ok();
         Self {
             slave_root,
@@ -332,6 +335,7 @@ impl MountPlan {
                 .collect(),
             empty: covers.empty.clone(),
             socket: covers.socket.clone(),
+            proc,
         }
     }
 
@@ -394,6 +398,20 @@ impl MountPlan {
             if bind(&self.socket, f) != 0 {
                 return errno();
             }
+        }
+        // SAFETY: mount(2) with static strings.
+        if self.proc
+            && unsafe {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                )
+            } != 0
+        {
+            return errno();
         }
         0
     }

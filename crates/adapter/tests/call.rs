@@ -656,6 +656,13 @@ fn programs_run_in_the_namespaces_as_their_user() {
         assert!(stdout(&v).ends_with(&format!("uid {uid}\n")), "{v}");
         if v["pid_namespace"] == true {
             assert!(stdout(&v).starts_with("pid 1 "), "{v}");
+            // Its /proc is its namespace's: no other process's command line.
+            let v = w.drive("personal", &["--agent"], &["list", "/proc"]);
+            let pids = stdout(&v)
+                .split_whitespace()
+                .filter(|n| n.parse::<u32>().is_ok())
+                .count();
+            assert!(pids <= 2, "{user:?}: {v}");
         }
         // git's ownership check (`safe.directory`) passes in the user namespace.
         let Some(git) = ["/usr/bin/git", "/usr/local/bin/git"]
