@@ -39,6 +39,32 @@ pub const HOME_SECRETS: [&str; 9] = [
     ".git-credentials",
 ];
 
+/// The homes of the calling user whose [`HOME_SECRETS`] every call hides (RUNTIME §5:
+/// "`~` is both `$HOME` as hcp sees it and the user's home in the password database"):
+/// `home_env` (the caller's `$HOME`), then the effective user's entry of `/etc/passwd`
+/// (read directly, without NSS: a user known only to a directory service is covered by
+/// `$HOME` alone). Absolute paths only, deduplicated.
+pub fn own_homes(home_env: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = home_env
+        .filter(|h| h.is_absolute())
+        .map(Path::to_path_buf)
+        .into_iter()
+        .collect();
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() }.to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    if let Some(home) = passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 5 && f[2] == uid).then(|| PathBuf::from(f[5]))
+    }) && home.is_absolute()
+        && home != Path::new("/")
+        && !out.contains(&home)
+    {
+        out.push(home);
+    }
+    out
+}
+
 /// System files that hold credentials: `/etc/shadow`, `/etc/gshadow`, and every entry
 /// of `/etc/ssh` whose name holds `key` ([`system_secrets`]).
 pub const SYSTEM_SECRETS: [&str; 2] = ["/etc/shadow", "/etc/gshadow"];
@@ -494,6 +520,21 @@ mod tests {
         assert!(h[0].dir && !h[1].dir);
         // Outside what the child can read: nothing to hide.
         assert!(hidden(&cand, &[r.join("elsewhere")], &[]).is_empty());
+    }
+
+    #[test]
+    fn own_homes_are_home_and_the_password_entry() {
+        let h = own_homes(Some(Path::new("/nonexistent-home")));
+        assert_eq!(h[0], PathBuf::from("/nonexistent-home"));
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            assert!(h.contains(&PathBuf::from("/root")), "{h:?}");
+        }
+        assert!(
+            own_homes(Some(Path::new("relative")))
+                .iter()
+                .all(|p| p.is_absolute())
+        );
     }
 
     #[test]

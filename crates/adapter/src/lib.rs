@@ -54,8 +54,8 @@ pub use env::{
 };
 pub use error::AdapterError;
 pub use hide::{
-    HOME_SECRETS, SYSTEM_SECRETS, SYSTEM_SOCKETS, block_devices, runtime_dir, session_sockets,
-    system_secrets,
+    HOME_SECRETS, SYSTEM_SECRETS, SYSTEM_SOCKETS, block_devices, own_homes, runtime_dir,
+    session_sockets, system_secrets,
 };
 pub use pin::{
     BinPin, DigestParseError, RACY_MARGIN, Sha256Digest, StatFingerprint, VerifiedBin, pin_bin,
