@@ -1,6 +1,6 @@
 //! The compiled form of a loaded policy, for a host's policy cache: a policy that has
-//! not changed is not parsed, screened or hashed again (issue: speed of a session
-//! principal's call).
+//! not changed is not parsed, screened or hashed again (RUNTIME §7: the policy governs
+//! every call of a session principal).
 //!
 //! [`Policy::to_cache_bytes`] writes the typed model, its `content_hash` and the digest
 //! of the source text it was loaded from; [`Policy::from_cache_bytes`] reads it back
