@@ -285,3 +285,33 @@ fn the_input_schema_hcp_mcp_shows_for_a_verb_projects() {
     };
     assert!(matches!(shape.get("rest"), Some(Value::Map(r)) if r.contains_key("annotations")));
 }
+
+#[test]
+fn an_output_schema_projects_to_returns_with_its_sensitivity() {
+    let tool = |marker: &str| {
+        projection::from_mcp(&Value::from(json!({
+            "name": "get_user",
+            "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+            "outputSchema": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "email": {"type": "string", "x-sensitive": marker}}
+            }
+        })))
+        .unwrap()
+    };
+    let pii = tool("pii");
+    let returns = pii.contract.returns.as_ref().unwrap();
+    assert_eq!(
+        returns.field("email").unwrap().sensitive,
+        Some(histos::model::Sensitive::Pii)
+    );
+    assert_eq!(returns.field("id").unwrap().sensitive, None);
+    // Changing what is redacted changes the enforced contract.
+    assert_ne!(pii.contract_sha256(), tool("secret").contract_sha256());
+    let view = serde_json::Value::from(&pii.contract.view());
+    assert_eq!(
+        view["returns"]["fields"]["email"]["sensitive"],
+        json!("pii")
+    );
+    assert_eq!(view["args"]["fields"]["id"]["required"], json!(true));
+}
