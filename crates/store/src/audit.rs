@@ -432,15 +432,7 @@ impl AuditLog {
     /// # Errors
     /// [`AuditError::Store`] when the file cannot be opened or read.
     pub fn tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
-        let Some(file) = open_read(&self.path)? else {
-            return Ok((Vec::new(), 0));
-        };
-        let len = file
-            .metadata()
-            .map_err(|e| StoreError::io("read", &self.path, e))?
-            .len();
-        let (lines, torn) =
-            scan::last_lines(&file, len, n).map_err(|e| StoreError::io("read", &self.path, e))?;
+        let (lines, torn) = self.tail_lines(n)?;
         let lines = lines
             .iter()
             .map(|l| match serde_json::from_slice::<Record>(l) {
@@ -451,6 +443,22 @@ impl AuditLog {
             })
             .collect();
         Ok((lines, torn))
+    }
+
+    /// The last `n` complete lines as stored (without `\n`), oldest first, and the
+    /// length in bytes of a torn tail.
+    ///
+    /// # Errors
+    /// [`AuditError::Store`] when the file cannot be opened or read.
+    pub fn tail_lines(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
+        let Some(file) = open_read(&self.path)? else {
+            return Ok((Vec::new(), 0));
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io("read", &self.path, e))?
+            .len();
+        Ok(scan::last_lines(&file, len, n).map_err(|e| StoreError::io("read", &self.path, e))?)
     }
 
     /// A reader of records as they are appended ([`Follower`]), starting after the last
