@@ -90,24 +90,26 @@ impl AuditLog {
         a.point = point.clone();
         a.durable = point;
         a.applied = if a.point.count == 0 { Some(0) } else { None };
-        let made = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .open(&path);
-        match made {
-            Ok(f) => {
-                f.write_all_at(&anchor::initial_bytes(&a), 0)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| unavailable("write", &path, e))?;
-                sync_dir(self.dir())?;
-                Ok(f)
+        // Made whole beside it, then linked into place: nobody sees a half-written anchor,
+        // and of two processes making it at once one wins and the other opens it.
+        let dir = self.dir();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-anchor-")
+            .tempfile_in(dir)
+            .map_err(|e| unavailable("create a temporary file in", dir, e))?;
+        tmp.write_all(&anchor::initial_bytes(&a))
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(|e| unavailable("write", tmp.path(), e))?;
+        match tmp.persist_noclobber(&path) {
+            Ok(_) => {
+                sync_dir(dir)?;
+                self.open_anchor()
+                    .map_err(|e| unavailable("open", &path, e))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => self
                 .open_anchor()
                 .map_err(|e| unavailable("open", &path, e)),
-            Err(e) => Err(unavailable("create", &path, e)),
+            Err(e) => Err(unavailable("create", &path, e.error)),
         }
     }
 
