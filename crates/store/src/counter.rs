@@ -71,6 +71,11 @@ impl Counters {
         }
     }
 
+    /// The file of the counter of `identity` and `tool` (it may not exist).
+    pub fn file(&self, identity: &str, tool: &str) -> PathBuf {
+        self.paths(identity, tool).0
+    }
+
     pub(crate) fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
         let mut h = Sha256::new();
         h.update(identity.as_bytes());
