@@ -365,7 +365,7 @@ fn admit(w: &World, principal: &str) -> Admitted {
         .admit(&Admission {
             intent,
             counters: vec![],
-            approval: None,
+            approvals: vec![],
         })
         .unwrap()
 }

@@ -113,7 +113,7 @@ fn driver() {
                 limits: limits(),
             }],
             // The first call of a driver given an approval takes it.
-            approval: approval.take(),
+            approvals: approval.take().into_iter().collect(),
         };
         let admitted = match log.admit(&a) {
             Ok(x) => x,
@@ -254,8 +254,8 @@ fn census(log: &AuditLog) -> Census {
                 intents.insert(r.id.clone());
                 if let Some(sp) = r.extra.get("spends") {
                     *spends.entry(r.principal.clone().unwrap()).or_insert(0) += 1;
-                    if let Some(a) = sp.get("approval").and_then(|a| a.as_str()) {
-                        *approvals.entry(a.to_owned()).or_insert(0) += 1;
+                    for a in sp["approvals"].as_array().into_iter().flatten() {
+                        *approvals.entry(a.as_str().unwrap().to_owned()).or_insert(0) += 1;
                     }
                 }
             }

@@ -66,7 +66,7 @@ fn spend() -> Admission {
                 window_ms: 60_000,
             },
         }],
-        approval: None,
+        approvals: vec![],
     }
 }
 

@@ -64,8 +64,9 @@ pub struct Admission {
     pub intent: Intent,
     /// Counter slots to take.
     pub counters: Vec<CounterSpend>,
-    /// The approval to take.
-    pub approval: Option<ApprovalSpend>,
+    /// The approvals to take (a call takes at most one; a sense of several refs may take
+    /// several), each different.
+    pub approvals: Vec<ApprovalSpend>,
 }
 
 /// An admitted call: its intent record.
@@ -138,6 +139,18 @@ impl AdmitError {
                 ApprovalRefusal::Expired => "approval_expired",
             },
             Self::Unavailable(e) => e.code(),
+        }
+    }
+}
+
+impl From<Admitted> for super::Appended {
+    fn from(a: Admitted) -> Self {
+        Self {
+            id: a.id,
+            seq: a.seq,
+            ts: a.ts,
+            hash: a.hash,
+            repair: a.repair,
         }
     }
 }
@@ -228,16 +241,43 @@ impl Caches {
         Ok(())
     }
 
+    /// Writes the touched counter files in place (one `pwrite` each, no sync, under the
+    /// key's exclusive lock so that a dry check never reads half of one). A new content
+    /// shorter than the old is padded with spaces, which JSON allows, so the file never
+    /// shrinks and a kill never leaves a mix of two versions.
     fn save(&self) -> Result<(), AuditError> {
-        if self.files.values().any(|(_, _, d)| *d) {
+        if !self.files.values().any(|(_, _, d)| *d) {
+            return Ok(());
+        }
+        if !self.counters.dir.is_dir() {
             std::fs::create_dir_all(&self.counters.dir)
                 .map_err(|e| StoreError::io("create", &self.counters.dir, e))?;
         }
-        for (path, rec, dirty) in self.files.values() {
-            if *dirty {
-                let bytes = serde_json::to_vec(rec).unwrap_or_default();
-                replace_unsynced(path, &bytes)?;
+        for (key, (path, rec, dirty)) in &self.files {
+            if !*dirty {
+                continue;
             }
+            let (_, lock) = self.counters.paths(&key.identity, &key.tool);
+            let _held = self.counters.lock(&lock, true)?;
+            let mut bytes = serde_json::to_vec(rec).unwrap_or_default();
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| StoreError::io("open", path, e))?;
+            let old = f
+                .metadata()
+                .map_err(|e| StoreError::io("read", path, e))?
+                .len();
+            if let Ok(old) = usize::try_from(old)
+                && bytes.len() < old
+            {
+                bytes.resize(old, b' ');
+            }
+            std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0)
+                .map_err(|e| StoreError::io("write", path, e))?;
         }
         Ok(())
     }
@@ -274,7 +314,7 @@ impl AuditLog {
                     tool: c.tool.clone(),
                 })
                 .collect(),
-            approval: a.approval.as_ref().map(|x| x.id.clone()),
+            approvals: a.approvals.iter().map(|x| x.id.clone()).collect(),
         };
         let fields = fields::intent_fields(&a.intent, &spends)?;
         let mut locked = self.open_locked()?;
@@ -299,7 +339,7 @@ impl AuditLog {
             spends: spends.clone(),
         })?;
         caches.save()?;
-        if let Some(id) = &spends.approval {
+        for id in &spends.approvals {
             self.mark_used(id, &w.id, ts)?;
         }
         self.step(AuditStep::CachesUpdated);
@@ -330,6 +370,13 @@ impl AuditLog {
             let r = caches.get(&key)?;
             let since = ts_ms.saturating_sub(c.limits.window_ms);
             r.recent.retain(|&t| t >= since);
+            // Only the last `rate_limit` times can decide the next verdict.
+            if let Some(rate) = c.limits.rate_limit
+                && let Ok(keep) = usize::try_from(rate)
+                && r.recent.len() > keep
+            {
+                r.recent.drain(..r.recent.len() - keep);
+            }
             let v = Counters::verdict(r, c.limits, ts_ms);
             if v != Verdict::Ok {
                 return Ok(Some(AdmitError::Limit {
@@ -339,32 +386,35 @@ impl AuditLog {
                 }));
             }
         }
-        let Some(s) = &a.approval else {
-            return Ok(None);
-        };
-        let refuse = |reason| {
-            Ok(Some(AdmitError::Approval {
-                id: s.id.clone(),
-                reason,
-            }))
-        };
-        let Some(ap) = approval::get(self.home(), &s.id)? else {
-            return refuse(ApprovalRefusal::Unknown);
-        };
-        if !ap.matches(
-            &s.tool,
-            (&s.principal, &s.principal_digest),
-            &s.args_digest,
-            &s.policy_hash,
-        ) {
-            return refuse(ApprovalRefusal::Unknown);
+        for (i, s) in a.approvals.iter().enumerate() {
+            let refuse = |reason| {
+                Ok(Some(AdmitError::Approval {
+                    id: s.id.clone(),
+                    reason,
+                }))
+            };
+            if a.approvals[..i].iter().any(|x| x.id == s.id) {
+                return refuse(ApprovalRefusal::Used);
+            }
+            let Some(ap) = approval::get(self.home(), &s.id)? else {
+                return refuse(ApprovalRefusal::Unknown);
+            };
+            if !ap.matches(
+                &s.tool,
+                (&s.principal, &s.principal_digest),
+                &s.args_digest,
+                &s.policy_hash,
+            ) {
+                return refuse(ApprovalRefusal::Unknown);
+            }
+            match ap.state(ts) {
+                "approved" => {}
+                "used" => return refuse(ApprovalRefusal::Used),
+                "expired" => return refuse(ApprovalRefusal::Expired),
+                _ => return refuse(ApprovalRefusal::NotApproved),
+            }
         }
-        match ap.state(ts) {
-            "approved" => Ok(None),
-            "used" => refuse(ApprovalRefusal::Used),
-            "expired" => refuse(ApprovalRefusal::Expired),
-            _ => refuse(ApprovalRefusal::NotApproved),
-        }
+        Ok(None)
     }
 
     fn mark_used(&self, id: &str, intent: &str, at: Timestamp) -> Result<(), AuditError> {
@@ -426,9 +476,9 @@ impl AuditLog {
         }
         for f in self.spends_between(locked, from, end)? {
             caches.apply(&f)?;
-            if let Some(id) = &f.spends.approval {
-                let at = Timestamp::from_millisecond(i64::try_from(f.ts_ms).unwrap_or(0))
-                    .unwrap_or(Timestamp::UNIX_EPOCH);
+            let at = Timestamp::from_millisecond(i64::try_from(f.ts_ms).unwrap_or(0))
+                .unwrap_or(Timestamp::UNIX_EPOCH);
+            for id in &f.spends.approvals {
                 self.mark_used(id, &f.id, at)?;
             }
         }

@@ -2,8 +2,8 @@
 //! after the last append, so that a cut tail, an emptied or deleted trail and a replaced
 //! one are told from a crash.
 //!
-//! The file is 1,024 bytes: two slots of 512, each one line of JSON padded with spaces,
-//! ending in `\n`, with a checksum. An update rewrites the slot of its generation
+//! The file is 1,024 bytes: two slots of 512, each one line: the JSON of the slot, a tab,
+//! a checksum (16 hex digits of its SHA-256), spaces, `\n`. An update rewrites the slot of its generation
 //! (`generation % 2`) in place with one `pwrite` (one page: a killed process never leaves half
 //! of it), so a torn slot, were a power cut to tear one, leaves the other. The reader
 //! takes the valid slot with the higher generation.
@@ -16,7 +16,7 @@
 //! run ahead of it. `applied` is the log offset up to which the spends of intents are in
 //! their caches (see `admit`), trusted in the same boot only.
 
-use super::record::{GENESIS, canonical_json, sha256_tagged};
+use super::record::{GENESIS, sha256_tagged};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -101,28 +101,26 @@ impl Anchor {
         self.applied.filter(|_| self.same_boot(boot))
     }
 
+    /// One slot: the anchor's JSON, a tab, the first 16 hex digits of the SHA-256 of
+    /// that JSON, spaces, `\n`.
     fn slot_bytes(&self) -> Vec<u8> {
-        let body = serde_json::to_value(self).unwrap_or_default();
-        let sum = sha256_tagged(&canonical_json(&body));
-        let mut v = body;
-        if let Some(m) = v.as_object_mut() {
-            m.insert("check".into(), sum[7..23].into());
-        }
-        let mut line = canonical_json(&v);
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        let sum = sha256_tagged(&line);
+        line.push(b'\t');
+        line.extend_from_slice(&sum.as_bytes()[7..23]);
         line.resize(SLOT - 1, b' ');
         line.push(b'\n');
         line
     }
 
     fn parse_slot(bytes: &[u8]) -> Option<Self> {
-        let text = std::str::from_utf8(bytes).ok()?.trim_end();
-        let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
-        let check = v.as_object_mut()?.remove("check")?;
-        let sum = sha256_tagged(&canonical_json(&v));
-        if check.as_str() != Some(&sum[7..23]) {
+        let tab = bytes.iter().position(|&b| b == b'\t')?;
+        let (json, rest) = (&bytes[..tab], &bytes[tab + 1..]);
+        let check = rest.get(..16)?;
+        if sha256_tagged(json).as_bytes().get(7..23)? != check {
             return None;
         }
-        serde_json::from_value(v).ok()
+        serde_json::from_slice(json).ok()
     }
 }
 

@@ -65,15 +65,15 @@ pub struct Spends {
     /// Counter slots, one per (identity, tool).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<CounterKey>,
-    /// The approval taken, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<String>,
+    /// The approvals taken (ids), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<String>,
 }
 
 impl Spends {
     /// Whether nothing is spent.
     pub fn is_empty(&self) -> bool {
-        self.counters.is_empty() && self.approval.is_none()
+        self.counters.is_empty() && self.approvals.is_empty()
     }
 }
 

@@ -69,9 +69,13 @@ pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreErr
 /// there is none. Claims the anchor makes about records that were written but not yet
 /// synced, and the spend caches, hold only within the boot that wrote them.
 pub(crate) fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    })
+    .clone()
 }
 
 /// `n` bytes from the kernel's random source.

@@ -59,7 +59,7 @@ fn admission(principal: &str, counters: Vec<CounterSpend>) -> Admission {
     Admission {
         intent: intent(principal),
         counters,
-        approval: None,
+        approvals: vec![],
     }
 }
 
@@ -726,7 +726,7 @@ fn an_approval_is_taken_once_by_the_intent_that_names_it() {
     let now = Timestamp::now();
     let s = approved(&home, now);
     let mut a = admission("agent", vec![]);
-    a.approval = Some(s.clone());
+    a.approvals = vec![s.clone()];
     let first = l.admit(&a).unwrap();
     let e = l.admit(&a).unwrap_err();
     assert_eq!(e.code(), "approval_used");
@@ -748,10 +748,10 @@ fn an_approval_is_taken_once_by_the_intent_that_names_it() {
     // Another call's arguments do not match it.
     let s2 = approved(&home, now);
     let mut b = admission("agent", vec![]);
-    b.approval = Some(ApprovalSpend {
+    b.approvals = vec![ApprovalSpend {
         args_digest: "other".into(),
         ..s2
-    });
+    }];
     assert_eq!(l.admit(&b).unwrap_err().code(), "unknown_approval");
 }
 

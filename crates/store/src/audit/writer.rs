@@ -166,10 +166,10 @@ impl AuditLog {
     /// the anchor; recovers a torn tail. See the module docs.
     pub(crate) fn open_locked(&self) -> Result<Locked, AuditError> {
         let boot = fsutil::boot_id();
-        fsutil::ensure_dir(self.dir())?;
         let anchor_file = match self.open_anchor() {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fsutil::ensure_dir(self.dir())?;
                 self.anchor_for_unanchored(&boot)?
             }
             Err(e) => return Err(unavailable("open", &self.anchor_path(), e)),
