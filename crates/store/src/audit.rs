@@ -164,6 +164,18 @@ impl AuditError {
         }
     }
 
+    /// What the owner can do, when there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Self::Damaged { .. } | Self::Contradicted { .. } => Some(
+                "`hcp audit verify` names the fault; keep the trail as evidence and move \
+                 `audit/audit.jsonl` and `audit/audit.anchor` aside to start a new one",
+            ),
+            Self::Store(_) => Some("the audit directory must be writable and its disk not full"),
+            Self::ReservedField { .. } => None,
+        }
+    }
+
     /// The cause's own code: the [`Fault`] of the trail, `unparseable`, or the store's.
     pub fn cause_code(&self) -> &'static str {
         match self {

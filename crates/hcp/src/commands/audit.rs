@@ -62,7 +62,11 @@ pub fn run(c: AuditCommand) -> CliResult {
 }
 
 fn audit_error(e: &AuditError) -> CliError {
-    with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), e)
+    let err = with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), e);
+    match e.hint() {
+        Some(h) => err.hint(h),
+        None => err,
+    }
 }
 
 fn records(n: u64) -> String {

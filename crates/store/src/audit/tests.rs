@@ -776,3 +776,28 @@ fn concurrent_admissions_never_take_more_than_the_budget() {
     assert_eq!(ok.into_inner(), 7);
     assert_eq!(lines(&l).len(), 7);
 }
+
+#[test]
+fn one_admission_may_take_several_approvals_but_not_one_twice() {
+    let (_d, l) = log();
+    let home = l.home().clone();
+    let now = Timestamp::now();
+    let (s1, s2) = (approved(&home, now), approved(&home, now));
+    let mut twice = admission("agent", vec![]);
+    twice.approvals = vec![s1.clone(), s1.clone()];
+    assert_eq!(l.admit(&twice).unwrap_err().code(), "approval_used");
+    assert!(!l.path().exists() || lines(&l).is_empty(), "nothing written");
+    let mut both = admission("agent", vec![]);
+    both.approvals = vec![s1.clone(), s2.clone()];
+    let a = l.admit(&both).unwrap();
+    for s in [&s1, &s2] {
+        let ap = crate::approval::get(&home, &s.id).unwrap().unwrap();
+        assert_eq!(ap.state(now), "used");
+    }
+    let rec: Value = serde_json::from_str(&lines(&l)[0]).unwrap();
+    assert_eq!(rec["id"], Value::from(a.id));
+    assert_eq!(
+        rec["spends"]["approvals"],
+        serde_json::json!([s1.id.clone(), s2.id.clone()])
+    );
+}
