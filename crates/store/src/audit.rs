@@ -407,13 +407,29 @@ impl AuditLog {
     }
 
     /// Checks that a record could be appended now: the trail opens for writing under the
-    /// lock, matches its anchor, and any torn tail is recovered. A call is then refused
-    /// before it runs rather than run unaudited.
+    /// lock and matches its anchor, and a torn tail is recovered. A call is then refused
+    /// before it runs rather than run unaudited (a full disk is found only by the append
+    /// itself: [`AuditLog::admit`] refuses then, still before anything runs).
     ///
     /// # Errors
     /// Any [`AuditError`] (`audit_unavailable`).
     pub fn ensure_writable(&self) -> Result<(), AuditError> {
-        self.open_locked().map(drop)
+        let mut locked = self.open_locked()?;
+        if locked.repair.is_some() {
+            let applied = locked.applied_after(locked.tail.end);
+            locked.write_anchor(applied);
+        }
+        Ok(())
+    }
+
+    /// A cheaper [`AuditLog::ensure_writable`] for callers whose record is written by
+    /// [`AuditLog::admit`] before anything runs (which makes every check again): the
+    /// anchor (made for a fresh trail) and the trail open for writing, without the lock.
+    ///
+    /// # Errors
+    /// Any [`AuditError`] (`audit_unavailable`).
+    pub fn probe_writable(&self) -> Result<(), AuditError> {
+        self.open_for_writing()
     }
 
     /// Walks the whole chain and checks it against the anchor (RUNTIME §6). Reads only:

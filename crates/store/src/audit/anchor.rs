@@ -3,7 +3,7 @@
 //! one are told from a crash.
 //!
 //! The file is 1,024 bytes: two slots of 512, each one line: the JSON of the slot, a tab,
-//! a checksum (16 hex digits of its SHA-256), spaces, `\n`. An update rewrites the slot of its generation
+//! a checksum (16 hex digits of FNV-1a), spaces, `\n`. An update rewrites the slot of its generation
 //! (`generation % 2`) in place with one `pwrite` (one page: a killed process never leaves half
 //! of it), so a torn slot, were a power cut to tear one, leaves the other. The reader
 //! takes the valid slot with the higher generation.
@@ -16,7 +16,7 @@
 //! run ahead of it. `applied` is the log offset up to which the spends of intents are in
 //! their caches (see `admit`), trusted in the same boot only.
 
-use super::record::{GENESIS, sha256_tagged};
+use super::record::GENESIS;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -101,27 +101,47 @@ impl Anchor {
         self.applied.filter(|_| self.same_boot(boot))
     }
 
-    /// One slot: the anchor's JSON, a tab, the first 16 hex digits of the SHA-256 of
-    /// that JSON, spaces, `\n`.
+    /// One slot: the anchor's JSON, a tab, its checksum ([`check`], 16 hex digits),
+    /// spaces, `\n`.
     fn slot_bytes(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self).unwrap_or_default();
-        let sum = sha256_tagged(&line);
+        let sum = check(&line);
         line.push(b'\t');
-        line.extend_from_slice(&sum.as_bytes()[7..23]);
+        line.extend_from_slice(sum.as_bytes());
         line.resize(SLOT - 1, b' ');
         line.push(b'\n');
         line
     }
 
-    fn parse_slot(bytes: &[u8]) -> Option<Self> {
+    /// The slot's JSON when its checksum holds.
+    fn checked_json(bytes: &[u8]) -> Option<&[u8]> {
         let tab = bytes.iter().position(|&b| b == b'\t')?;
         let (json, rest) = (&bytes[..tab], &bytes[tab + 1..]);
-        let check = rest.get(..16)?;
-        if sha256_tagged(json).as_bytes().get(7..23)? != check {
-            return None;
-        }
-        serde_json::from_slice(json).ok()
+        (rest.get(..16)? == check(json).as_bytes()).then_some(json)
     }
+
+    /// The generation a slot claims, read from its first bytes (the field order is fixed:
+    /// `{"v":1,"generation":N,`), without checking it.
+    fn claimed_generation(bytes: &[u8]) -> Option<u64> {
+        let rest = bytes.strip_prefix(br#"{"v":1,"generation":"#)?;
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+    }
+
+    fn parse_slot(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(Self::checked_json(bytes)?).ok()
+    }
+}
+
+/// The checksum of a slot: FNV-1a (64 bits) of its JSON, as 16 hex digits. It catches a
+/// slot torn by a power cut; it is no seal (anyone who can write the file can redo it).
+fn check(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
 }
 
 /// What the anchor file holds.
@@ -145,8 +165,12 @@ pub(crate) fn read(file: &File) -> std::io::Result<AnchorState> {
         got += n;
     }
     buf.truncate(got);
-    let slots: Vec<Anchor> = buf.chunks(SLOT).filter_map(Anchor::parse_slot).collect();
-    Ok(match slots.into_iter().max_by_key(|a| a.generation) {
+    // The newer slot first; only the slot taken is checked and parsed (an update touches
+    // one slot, so the other is the fallback when the newer one is torn).
+    let mut slots: Vec<&[u8]> = buf.chunks(SLOT).collect();
+    slots.sort_by_key(|s| std::cmp::Reverse(Anchor::claimed_generation(s)));
+    let best = slots.into_iter().find_map(Anchor::parse_slot);
+    Ok(match best {
         Some(a) if a.v == 1 => AnchorState::Valid(a),
         Some(a) => AnchorState::Damaged(format!("unknown anchor format {}", a.v)),
         None if got == 0 => AnchorState::Damaged("the anchor file is empty".into()),

@@ -786,7 +786,10 @@ fn one_admission_may_take_several_approvals_but_not_one_twice() {
     let mut twice = admission("agent", vec![]);
     twice.approvals = vec![s1.clone(), s1.clone()];
     assert_eq!(l.admit(&twice).unwrap_err().code(), "approval_used");
-    assert!(!l.path().exists() || lines(&l).is_empty(), "nothing written");
+    assert!(
+        !l.path().exists() || lines(&l).is_empty(),
+        "nothing written"
+    );
     let mut both = admission("agent", vec![]);
     both.approvals = vec![s1.clone(), s2.clone()];
     let a = l.admit(&both).unwrap();
@@ -799,5 +802,22 @@ fn one_admission_may_take_several_approvals_but_not_one_twice() {
     assert_eq!(
         rec["spends"]["approvals"],
         serde_json::json!([s1.id.clone(), s2.id.clone()])
+    );
+}
+
+#[test]
+fn the_probe_opens_files_only_and_ensure_writable_checks_everything() {
+    let (_d, l) = log();
+    l.probe_writable().unwrap();
+    assert!(l.anchor_path().exists() && !l.path().exists());
+    filled(&l, 2);
+    let text = lines(&l);
+    write_lines(&l, &text[..1]);
+    l.probe_writable().unwrap();
+    assert_eq!(l.ensure_writable().unwrap_err().cause_code(), "truncated");
+    std::fs::remove_file(l.anchor_path()).unwrap();
+    assert_eq!(
+        l.probe_writable().unwrap_err().cause_code(),
+        "missing_anchor"
     );
 }

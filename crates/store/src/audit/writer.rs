@@ -162,6 +162,34 @@ impl AuditLog {
         )
     }
 
+    /// Opens the anchor (made for a fresh trail) and the trail for writing, without the
+    /// lock: [`AuditLog::probe_writable`].
+    pub(crate) fn open_for_writing(&self) -> Result<(), AuditError> {
+        let anchor = match self.open_anchor() {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fsutil::ensure_dir(self.dir())?;
+                self.anchor_for_unanchored(&fsutil::boot_id())?
+            }
+            Err(e) => return Err(unavailable("open", &self.anchor_path(), e)),
+        };
+        drop(anchor);
+        match OpenOptions::new().append(true).open(self.path()) {
+            Ok(_) => Ok(()),
+            // A fresh trail: the first append makes it, if its anchor names no record.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // The directory must take the new file.
+                let probe = tempfile::Builder::new()
+                    .prefix(".tmp-probe-")
+                    .tempfile_in(self.dir())
+                    .map_err(|e| unavailable("create a file in", self.dir(), e))?;
+                drop(probe);
+                Ok(())
+            }
+            Err(e) => Err(unavailable("open", self.path(), e)),
+        }
+    }
+
     /// Opens the trail for writing under the exclusive lock and checks its end against
     /// the anchor; recovers a torn tail. See the module docs.
     pub(crate) fn open_locked(&self) -> Result<Locked, AuditError> {
