@@ -237,6 +237,9 @@ impl AuditLog {
             }
             Err(e) => return Err(unavailable("open", &log_path, e)),
         };
+        // The trail's own lock too: what appenders took before the anchor existed, so that
+        // an older hcp still running (a long-lived `hcp mcp`) waits for this one.
+        log.lock().map_err(|e| unavailable("lock", &log_path, e))?;
         let len = log
             .metadata()
             .map_err(|e| unavailable("read", &log_path, e))?
@@ -470,6 +473,7 @@ impl Locked {
 
 impl Drop for Locked {
     fn drop(&mut self) {
+        let _ = self.log.unlock();
         let _ = self.anchor_file.unlock();
     }
 }
