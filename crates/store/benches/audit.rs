@@ -8,7 +8,9 @@
 //!   the same with one counter slot taken (an agent under a `rate_limit`);
 //!   `intent_outcome_both_synced` what a second sync would add; `floor_append_sync` the
 //!   disk alone: open, `write` of 256 bytes with `O_APPEND`, `fdatasync`, close.
-//! * `audit_append/no_sync`: everything but the disk (lock, anchor, encode, hash, write).
+//! * `audit_call_no_sync/*`: the same calls without syncs: what hcp's own work costs (the
+//!   lock, the anchor, encoding, hashing, the writes), before write-ahead
+//!   (`ensure_writable` + one record) and with it (`probe_writable` + `admit` + `outcome`).
 //! * `audit_verify_10k`: a full `verify` walk.
 //!
 //! `cargo bench -p hcp-store --bench audit`. Figures: BENCHMARKS.md.
@@ -161,23 +163,25 @@ fn call(c: &mut Criterion) {
     });
     let _ = std::fs::remove_file(&raw);
     g.finish();
-    let mut g = c.benchmark_group("audit_append");
+    // Everything but the disk: what one call costs the audit in CPU and system calls, the
+    // way exec calls it before write-ahead (`ensure_writable` before the spawn, one record
+    // after) and with it (`probe_writable`, `admit` before the spawn, `outcome` after).
+    let mut g = c.benchmark_group("audit_call_no_sync");
     let (_d4, log) = prefilled();
     let log = log.durable(false);
     let mut i = PREFILL;
-    g.bench_function("no_sync", |b| {
+    g.bench_function("before_write_ahead", |b| {
         b.iter(|| {
             i += 1;
+            log.ensure_writable().unwrap();
             black_box(log.append(&entry(i)).unwrap())
         })
     });
-    for (name, counter) in [
-        ("intent_outcome_no_sync", false),
-        ("intent_outcome_counter_no_sync", true),
-    ] {
+    for (name, counter) in [("write_ahead", false), ("write_ahead_counter", true)] {
         let a = admission(counter);
         g.bench_function(name, |b| {
             b.iter(|| {
+                log.probe_writable().unwrap();
                 let x = log.admit(&a).unwrap();
                 black_box(log.outcome(&outcome(x.id)).unwrap())
             })
