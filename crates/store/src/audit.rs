@@ -264,6 +264,36 @@ impl AuditStep {
 /// A function called at each [`AuditStep`].
 pub type StepHook = Arc<dyn Fn(AuditStep) + Send + Sync>;
 
+/// The crash-test hook of `spec`, `STEP` or `STEP:N` (an [`AuditStep::name`]): it kills
+/// the process with SIGKILL the Nth time (default the first) the write path reaches that
+/// step, so nothing runs after it, as with `kill -9`. For debug builds of hcp, which read
+/// `spec` from `HCP_TEST_ABORT_AT`; `None` when `spec` names no step.
+pub fn abort_hook(spec: &str) -> Option<StepHook> {
+    let (step, n) = match spec.split_once(':') {
+        Some((s, n)) => (s, n.parse::<usize>().ok()?),
+        None => (spec, 1),
+    };
+    let known = ["locked", "recovered", "caches_updated", "anchor_written"];
+    let kinds = ["intent", "outcome", "refusal", "event", "recovery"];
+    let valid = known.contains(&step)
+        || kinds
+            .iter()
+            .any(|k| step == format!("{k}_written") || step == format!("{k}_synced"));
+    if !valid || n == 0 {
+        return None;
+    }
+    let step = step.to_owned();
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    Some(Arc::new(move |s: AuditStep| {
+        if s.name() == step && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == n {
+            // SAFETY: signalling this process; SIGKILL does not return.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }))
+}
+
 /// The audit trail of a home.
 #[derive(Clone)]
 pub struct AuditLog {

@@ -17,14 +17,13 @@ use hcp_model::{Land, Operation};
 use hcp_store::Home;
 use hcp_store::approval;
 use hcp_store::audit::{
-    Admission, ApprovalSpend, AuditLog, AuditStep, CounterSpend, DigestKey, Intent, Kind, Outcome,
+    self, Admission, ApprovalSpend, AuditLog, CounterSpend, DigestKey, Intent, Kind, Outcome,
     TailLine,
 };
 use hcp_store::counter::{Counters, Limits, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const DRIVER_HOME: &str = "HCP_TEST_AUDIT_DRIVER_HOME";
@@ -56,14 +55,6 @@ fn limits() -> Limits {
     }
 }
 
-fn kill_self() -> ! {
-    // SAFETY: signalling our own process; SIGKILL does not return.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    }
-    unreachable!("SIGKILL")
-}
-
 /// The driver. Does nothing in a normal test run.
 #[test]
 fn driver() {
@@ -75,15 +66,9 @@ fn driver() {
     let home = Home::open(home).unwrap();
     let mut log = AuditLog::new(&home);
     if let Ok(at) = std::env::var(DRIVER_KILL_AT) {
-        // `STEP:N`: SIGKILL at the Nth time the write path reaches STEP.
-        let (step, n) = at.split_once(':').unwrap();
-        let (step, n) = (step.to_owned(), n.parse::<usize>().unwrap());
-        let seen = std::sync::atomic::AtomicUsize::new(0);
-        log = log.step_hook(Arc::new(move |s: AuditStep| {
-            if s.name() == step && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == n {
-                kill_self();
-            }
-        }));
+        // `STEP:N`: SIGKILL at the Nth time the write path reaches STEP (the seam a debug
+        // hcp maps `HCP_TEST_ABORT_AT` to).
+        log = log.step_hook(audit::abort_hook(&at).unwrap());
     }
     let key = DigestKey::load_or_create(&home).unwrap();
     let mut approval = std::env::var(DRIVER_APPROVAL).ok().map(|id| ApprovalSpend {

@@ -821,3 +821,13 @@ fn the_probe_opens_files_only_and_ensure_writable_checks_everything() {
         "missing_anchor"
     );
 }
+
+#[test]
+fn abort_hooks_name_real_steps_only() {
+    assert!(abort_hook("intent_synced").is_some());
+    assert!(abort_hook("outcome_written:2").is_some());
+    assert!(abort_hook("anchor_written").is_some());
+    assert!(abort_hook("nope").is_none());
+    assert!(abort_hook("intent_synced:0").is_none());
+    assert!(abort_hook("intent_synced:x").is_none());
+}
