@@ -322,6 +322,7 @@ impl AuditLog {
         // Counters count in milliseconds: the record's time, to the millisecond.
         let ts = Timestamp::from_millisecond(ts.as_millisecond()).unwrap_or(ts);
         let ts_ms = u64::try_from(ts.as_millisecond()).unwrap_or(0);
+        let prior = locked.anchor.applied_in(&locked.boot);
         let mut caches = self.reconcile_locked(&mut locked, &spends.counters)?;
         let refusal = self.check(&mut caches, a, ts, ts_ms)?;
         if let Some(r) = refusal {
@@ -332,18 +333,25 @@ impl AuditLog {
         }
         let w = self.write_record(&mut locked, Kind::Intent, fields, ts, true)?;
         let end = locked.tail.end;
-        caches.apply(&Found {
-            end,
-            ts_ms,
-            id: w.id.clone(),
-            spends: spends.clone(),
-        })?;
-        caches.save()?;
-        for id in &spends.approvals {
-            self.mark_used(id, &w.id, ts)?;
-        }
+        // The intent is durable: the call is admitted and its spends count, whatever
+        // becomes of the caches. One that cannot be written now is brought up to date by
+        // the next admission (the watermark then stays where it was).
+        let cached = caches
+            .apply(&Found {
+                end,
+                ts_ms,
+                id: w.id.clone(),
+                spends: spends.clone(),
+            })
+            .and_then(|()| caches.save())
+            .and_then(|()| {
+                spends
+                    .approvals
+                    .iter()
+                    .try_for_each(|id| self.mark_used(id, &w.id, ts))
+            });
         self.step(AuditStep::CachesUpdated);
-        locked.write_anchor(Some(end));
+        locked.write_anchor(if cached.is_ok() { Some(end) } else { prior });
         self.step(AuditStep::AnchorWritten);
         Ok(Admitted {
             id: w.id,
