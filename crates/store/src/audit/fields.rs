@@ -30,6 +30,24 @@ pub struct Intent {
     pub extra: BTreeMap<String, Value>,
 }
 
+impl Intent {
+    /// The intent of a call described as an [`Entry`] (its decision, code, exit code and
+    /// duration are not part of an intent); `None` when the entry names no pack,
+    /// operation or land (a call that resolved no verb cannot be admitted).
+    pub fn from_entry(e: &Entry) -> Option<Self> {
+        Some(Self {
+            principal: e.principal.clone(),
+            project: e.project.clone(),
+            pack_id: e.pack_id.clone()?,
+            verb_key: e.verb_key.clone(),
+            operation: e.operation?,
+            land: e.land?,
+            args_digest: e.args_digest.clone(),
+            extra: e.extra.clone(),
+        })
+    }
+}
+
 /// What became of an admitted call ([`super::AuditLog::outcome`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {

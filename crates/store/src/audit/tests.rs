@@ -831,3 +831,16 @@ fn abort_hooks_name_real_steps_only() {
     assert!(abort_hook("intent_synced:0").is_none());
     assert!(abort_hook("intent_synced:x").is_none());
 }
+
+#[test]
+fn an_intent_from_an_entry_keeps_what_an_intent_says() {
+    let e = entry(0);
+    let i = Intent::from_entry(&e).unwrap();
+    assert_eq!(
+        (i.pack_id.as_str(), i.operation, i.land),
+        ("mail", Operation::Write, Land::Personal)
+    );
+    let mut miss = entry(0);
+    miss.pack_id = None;
+    assert!(Intent::from_entry(&miss).is_none());
+}
