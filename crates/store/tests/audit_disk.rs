@@ -31,18 +31,17 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Says `skipped: WHY` on the process's stderr itself (past the test harness's capture,
-/// so a plain `cargo test` shows it); under `CI=true` a skip fails.
+/// Skips the running test, visibly: `skipped: TEST: WHY` on the process's standard error
+/// (which the test harness's capture does not take, so a plain `cargo test` shows it), as
+/// the hcp crate's `tests/common/skip.rs` does; under `CI=true` a skip fails.
 fn skip(why: &str) {
-    let line = format!("skipped: {why}\n");
-    // SAFETY: writing a live buffer to fd 2.
-    unsafe {
-        libc::write(2, line.as_ptr().cast(), line.len());
-    }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
-        "skipped under CI=true: {why}"
+        "CI=true and {test} cannot run: {why}"
     );
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {why}");
 }
 
 fn spend() -> Admission {
