@@ -608,3 +608,32 @@ fn follow_stops_when_its_reader_goes_away() {
         "a closed stdout is the end of the stream"
     );
 }
+
+#[test]
+fn exec_refuses_to_run_over_a_cut_trail() {
+    common::example_bins();
+    let w = World::new();
+    let echo = common::gold_pack("echo");
+    let o = w.run(&["install", echo.to_str().unwrap(), "--activate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let o = w.run(&["exec", "echo.say", "first"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let o = w.run(&["exec", "echo.say", "second"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let text = lines(&w);
+    write_lines(&w, &text[..text.len() - 1]);
+    let o = w.run(&["exec", "echo.say", "third"]);
+    assert_eq!(o.status.code(), Some(74), "{}", render(&w, &o));
+    assert!(o.stdout.is_empty(), "the verb did not run");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("audit_unavailable"),
+        "{}",
+        render(&w, &o)
+    );
+    assert_eq!(
+        lines(&w).len(),
+        text.len() - 1,
+        "nothing was written over the evidence"
+    );
+    assert_eq!(fault_of(&w), (Some(1), json!("truncated")));
+}
