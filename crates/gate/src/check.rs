@@ -4,7 +4,7 @@ use crate::args::check_args;
 use crate::code::{Code, Step};
 use hcp_model::manifest::{CommandPlan, PlanError};
 use hcp_model::template::{Element, SessionVar};
-use hcp_model::{ArgValue, Land, Manifest, Operation, Plane, PolicyFile, Transport};
+use hcp_model::{ArgValue, Capability, Land, Manifest, Operation, Plane, PolicyFile, Transport};
 use jiff::Timestamp;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -75,12 +75,12 @@ pub struct PackView<'a> {
     pub content_changed_at: Option<Timestamp>,
 }
 
-/// The grants a principal holds on the pack: capability (`verb.exec.read`…) and when it
-/// was granted. The union of the pack's grants and `*` grants.
+/// The grants a principal holds on the pack: capability and when it was granted. The
+/// union of the pack's grants and `*` grants.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrantView {
     /// `(capability, granted_at)`.
-    pub held: Vec<(String, Timestamp)>,
+    pub held: Vec<(Capability, Timestamp)>,
 }
 
 /// Everything the gate reads besides the call itself.
@@ -243,54 +243,19 @@ pub fn check<'a>(
     };
     // Step 4: grants (§4.6, §9.4).
     if let Principal::Session(s) = ctx.principal {
-        let mut needed = vec![match entry.operation {
-            Operation::Read => "verb.exec.read",
-            Operation::Write => "verb.exec.write",
-        }];
+        let mut needed = vec![Capability::for_operation(entry.operation)];
         if m.connect_verb() == Some(verb) {
-            needed.push("pack.connect");
+            needed.push(Capability::PackConnect);
         }
         for cap in needed {
-            match ctx
-                .grants
-                .held
-                .iter()
-                .filter(|(c, _)| c == cap)
-                .map(|(_, t)| *t)
-                .max()
-            {
-                None => {
-                    return with_entry(deny(
-                        Code::MissingGrant,
-                        Step::Grant,
-                        format!(
-                            "principal `{}` lacks `{cap}` on pack `{}`",
-                            s.principal_id, m.id
-                        ),
-                        Some(format!(
-                            "the owner runs `hcp grant {} {} {cap}`",
-                            s.principal_id, m.id
-                        )),
-                    ));
-                }
-                Some(granted_at) => {
-                    if let Some(changed) = ctx.pack.content_changed_at
-                        && granted_at < changed
-                    {
-                        return with_entry(deny(
-                            Code::MissingGrant,
-                            Step::Grant,
-                            format!(
-                                "the grant of `{cap}` to `{}` is suspended: pack `{}` changed since it was granted",
-                                s.principal_id, m.id
-                            ),
-                            Some(format!(
-                                "the owner reviews the pack and runs `hcp grant {} {} {cap}` again",
-                                s.principal_id, m.id
-                            )),
-                        ));
-                    }
-                }
+            if let Err(r) = crate::grant::require(
+                &s.principal_id,
+                &m.id,
+                ctx.grants.held.iter().copied(),
+                cap,
+                ctx.pack.content_changed_at,
+            ) {
+                return with_entry(Decision::Deny(r));
             }
         }
     }
@@ -457,7 +422,7 @@ mod tests {
         let g = GrantView {
             held: grants
                 .iter()
-                .map(|(c, at)| (c.to_string(), t(at)))
+                .map(|(c, at)| (c.parse().unwrap(), t(at)))
                 .collect(),
         };
         let ctx = Context {

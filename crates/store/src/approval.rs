@@ -14,6 +14,7 @@ use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
+use hcp_model::Code;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -115,11 +116,11 @@ pub enum ApprovalError {
 
 impl ApprovalError {
     /// `unknown_approval`, `approval_used`, `approval_expired`, or the store's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unknown(_) => "unknown_approval",
-            Self::Used(_) => "approval_used",
-            Self::Expired(_) => "approval_expired",
+            Self::Unknown(_) => Code::UnknownApproval,
+            Self::Used(_) => Code::ApprovalUsed,
+            Self::Expired(_) => Code::ApprovalExpired,
             Self::Store(e) => e.code(),
         }
     }

@@ -19,6 +19,7 @@ use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
 use hcp_lint::Report;
+use hcp_model::Code;
 use std::path::PathBuf;
 
 pub mod bins;
@@ -79,7 +80,7 @@ pub enum PackError {
         /// The program as the manifest writes it.
         program: String,
         /// `unsafe_path` or `symlink_in_pack`.
-        code: &'static str,
+        code: Code,
         /// Why, lowercase.
         reason: String,
     },
@@ -90,14 +91,14 @@ pub enum PackError {
 
 impl PackError {
     /// The stable snake_case code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unreadable { .. } => "pack_unreadable",
-            Self::Lint(_) => "lint_failed",
-            Self::AlreadyInstalled { .. } => "already_installed",
-            Self::NotInstalled { .. } => "not_installed",
-            Self::BinMissing { .. } => "bin_missing",
-            Self::BinUnsafe { code, .. } => code,
+            Self::Unreadable { .. } => Code::PackUnreadable,
+            Self::Lint(_) => Code::LintFailed,
+            Self::AlreadyInstalled { .. } => Code::AlreadyInstalled,
+            Self::NotInstalled { .. } => Code::NotInstalled,
+            Self::BinMissing { .. } => Code::BinMissing,
+            Self::BinUnsafe { code, .. } => *code,
             Self::Store(e) => e.code(),
         }
     }

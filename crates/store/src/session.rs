@@ -17,6 +17,7 @@ use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
+use hcp_model::Code;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -31,7 +32,7 @@ pub use jiff::{SignedDuration, Timestamp};
 pub const OWNER: &str = "owner";
 
 /// The stable code of every refused session token (RUNTIME §4, §5 exit 77).
-pub const BAD_SESSION: &str = "bad_session";
+pub const BAD_SESSION: Code = Code::BadSession;
 
 /// The prefix of a session token.
 pub const TOKEN_PREFIX: &str = "hcps_";
@@ -142,14 +143,14 @@ pub enum SessionError {
 impl SessionError {
     /// The stable code: `bad_session`, `bad_principal`, `bad_value`, `bad_workdir`,
     /// `bad_ttl`, or the store's (`store_io`, `store_damaged`, `store_unusable`).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
             Self::Bad(_) => BAD_SESSION,
-            Self::BadPrincipal { .. } => "bad_principal",
-            Self::BadValue { .. } => "bad_value",
-            Self::BadWorkdir { .. } => "bad_workdir",
-            Self::BadTtl { .. } => "bad_ttl",
-            Self::Entropy(_) => "store_io",
+            Self::BadPrincipal { .. } => Code::BadPrincipal,
+            Self::BadValue { .. } => Code::BadValue,
+            Self::BadWorkdir { .. } => Code::BadWorkdir,
+            Self::BadTtl { .. } => Code::BadTtl,
+            Self::Entropy(_) => Code::StoreIo,
             Self::Store(e) => e.code(),
         }
     }

@@ -209,11 +209,7 @@ fn gate(
                     &e,
                     now,
                 );
-                let status = if matches!(e.code(), "binding_required" | "binding_insecure") {
-                    exit::EX_NOPERM
-                } else {
-                    exit::EX_IOERR
-                };
+                let status = e.code().exit_status();
                 let err = CliError::new(e.code(), e.to_string(), status).hint(format!(
                     "run `hcp connect {}` to establish the binding",
                     pack.id
@@ -270,7 +266,7 @@ fn plan(
         .collect();
     // `sense.enable` was checked by the caller; it stands for the gate's read grant.
     let grants = GrantView {
-        held: vec![("verb.exec.read".into(), Timestamp::MAX)],
+        held: vec![(hcp_model::Capability::VerbExecRead, Timestamp::MAX)],
     };
     let ctx = Context {
         principal,
@@ -314,7 +310,7 @@ fn plan(
                 "program `{}` has no pin in the install record",
                 allowed.plan.program
             ),
-            exit::BIN_MISSING,
+            exit::NOT_FOUND,
         )
     })?;
     let bin_pin = BinPin {

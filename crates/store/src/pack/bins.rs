@@ -70,7 +70,7 @@ pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedB
 fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError> {
     let unsafe_path = |reason: String| PackError::BinUnsafe {
         program: program.to_owned(),
-        code: "unsafe_path",
+        code: hcp_model::Code::UnsafePath,
         reason,
     };
     let rel = Path::new(program);
@@ -91,7 +91,7 @@ fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError
                 if meta.file_type().is_symlink() {
                     return Err(PackError::BinUnsafe {
                         program: program.to_owned(),
-                        code: "symlink_in_pack",
+                        code: hcp_model::Code::SymlinkInPack,
                         reason: format!(
                             "`{}` is a symlink, which install never follows",
                             cur.display()
@@ -177,10 +177,10 @@ pub enum BinCheckError {
 
 impl BinCheckError {
     /// The stable code: `bin_missing` or `bin_changed`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> hcp_model::Code {
         match self {
-            Self::Missing { .. } => "bin_missing",
-            Self::Changed { .. } => "bin_changed",
+            Self::Missing { .. } => hcp_model::Code::BinMissing,
+            Self::Changed { .. } => hcp_model::Code::BinChanged,
         }
     }
 }

@@ -256,7 +256,7 @@ fn execute_inner(
                 held: all
                     .held(&s.principal, &pack.id)
                     .into_iter()
-                    .map(|h| (h.capability.to_string(), h.granted_at))
+                    .map(|h| (h.capability, h.granted_at))
                     .collect(),
             }
         }
