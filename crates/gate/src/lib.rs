@@ -20,7 +20,8 @@ pub mod grant;
 pub mod target;
 
 pub use check::{
-    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, check,
+    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, StimulusAllowed,
+    check, check_stimulus,
 };
 pub use code::{Code, Step};
 pub use grant::GrantStatus;

@@ -23,7 +23,7 @@
 
 use crate::StoreError;
 use crate::approval::{self, Approval, ApprovalError};
-use crate::audit::{AuditError, AuditLog, Appended, Entry, TailLine, VerifyReport};
+use crate::audit::{Appended, AuditError, AuditLog, Entry, TailLine, VerifyReport};
 use crate::counter::{Counters, Limits, Verdict};
 use crate::grant::{self, Grant, Grants, HeldCapability, PackScope};
 use crate::home::Home;
@@ -80,8 +80,9 @@ pub struct Admission<'a> {
     pub intent: &'a Entry,
     /// The counter slots to take, each re-checked.
     pub counters: &'a [CounterSlot],
-    /// The approval to take, as the dry pre-gate found it.
-    pub approval: Option<&'a ApprovalKey>,
+    /// The approvals to take, as the dry pre-gate found them (one per tool that needed
+    /// confirmation; a call of one verb has at most one).
+    pub approvals: &'a [ApprovalKey],
     /// The call's time.
     pub now: Timestamp,
 }
@@ -89,8 +90,8 @@ pub struct Admission<'a> {
 /// What an admitted call spent.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Admitted {
-    /// The approval taken, if any.
-    pub approval_id: Option<String>,
+    /// The approvals taken, in the order of [`Admission::approvals`].
+    pub approval_ids: Vec<String>,
     /// The intent record, when the backend writes one at admission.
     pub intent: Option<Appended>,
 }
@@ -513,7 +514,12 @@ impl State for FileState {
             }
         }
         let mut admitted = Admitted::default();
-        if let Some(k) = a.approval {
+        let give_back = |ids: &[String]| {
+            for id in ids {
+                let _ = approval::restore(&self.home, id);
+            }
+        };
+        for k in a.approvals {
             let taken = approval::take(
                 &self.home,
                 &k.tool,
@@ -521,16 +527,22 @@ impl State for FileState {
                 &k.args_digest,
                 &k.policy_hash,
                 a.now,
-            )
-            .map_err(AdmitError::Approval)?
-            .ok_or(AdmitError::ApprovalGone)?;
-            admitted.approval_id = Some(taken.id);
+            );
+            match taken {
+                Ok(Some(t)) => admitted.approval_ids.push(t.id),
+                Ok(None) => {
+                    give_back(&admitted.approval_ids);
+                    return Err(AdmitError::ApprovalGone);
+                }
+                Err(e) => {
+                    give_back(&admitted.approval_ids);
+                    return Err(AdmitError::Approval(e));
+                }
+            }
         }
         for h in held {
             if let Err(e) = h.commit() {
-                if let Some(id) = &admitted.approval_id {
-                    let _ = approval::restore(&self.home, id);
-                }
+                give_back(&admitted.approval_ids);
                 return Err(AdmitError::Counter(e));
             }
         }
@@ -620,7 +632,7 @@ mod tests {
         let adm = Admission {
             intent: &e,
             counters: std::slice::from_ref(&slot),
-            approval: Some(&request.key),
+            approvals: std::slice::from_ref(&request.key),
             now: t(1),
         };
         assert_eq!(
@@ -635,10 +647,7 @@ mod tests {
         state.approve(&a.id, t(2)).unwrap();
         assert!(state.approval_lookup(&key(), t(3)).unwrap().is_some());
         assert!(state.approval_lookup(&key(), t(3)).unwrap().is_some());
-        assert_eq!(
-            state.admit(&adm).unwrap().approval_id.as_deref(),
-            Some(a.id.as_str())
-        );
+        assert_eq!(state.admit(&adm).unwrap().approval_ids, vec![a.id.clone()]);
         assert_eq!(
             state.counter_check("agent", "p.v", limits, 1_000).unwrap(),
             Verdict::RateLimit
@@ -646,7 +655,7 @@ mod tests {
         assert!(state.approval_lookup(&key(), t(4)).unwrap().is_none());
         // A spent slot refuses admission before the approval is looked at.
         let again = Admission {
-            approval: None,
+            approvals: &[],
             ..adm
         };
         assert_eq!(state.admit(&again).unwrap_err().code(), Code::RateLimit);

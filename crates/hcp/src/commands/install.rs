@@ -51,19 +51,18 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
     let message = e.to_string();
     match e {
         PackError::Store(s) => store_error(s),
-        PackError::Unreadable { source, .. } => {
-            CliError::new(code, message, exit::EX_NOINPUT).cause(source)
-        }
-        PackError::Lint(_) => CliError::new(code, message, exit::REFUSED)
+        PackError::Unreadable { source, .. } => CliError::new(code, message).cause(source),
+        PackError::Lint(_) => CliError::new(code, message)
             .hint("fix the errors above; `hcp lint DIR` runs the same checks"),
         PackError::AlreadyInstalled { .. } => {
-            CliError::new(code, message, exit::REFUSED).hint("pass `--force` to replace it")
+            CliError::new(code, message).hint("pass `--force` to replace it")
         }
-        PackError::NotInstalled { .. } => CliError::new(code, message, exit::EX_NOINPUT)
-            .hint("`hcp list` shows the installed packs"),
-        PackError::BinMissing { .. } => CliError::new(code, message, exit::REFUSED)
+        PackError::NotInstalled { .. } => {
+            CliError::new(code, message).hint("`hcp list` shows the installed packs")
+        }
+        PackError::BinMissing { .. } => CliError::new(code, message)
             .hint("install the program or put it on `PATH`; install pins it by path and digest"),
-        PackError::BinUnsafe { .. } => CliError::new(code, message, exit::REFUSED)
+        PackError::BinUnsafe { .. } => CliError::new(code, message)
             .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
     }
 }

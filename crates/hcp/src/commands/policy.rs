@@ -36,7 +36,7 @@ pub enum PolicyCommand {
     },
 }
 
-fn load(file: &PathBuf) -> Result<Policy, CliError> {
+fn load(file: &std::path::Path) -> Result<Policy, CliError> {
     Policy::load_path(file).map_err(|e| policy_error(file, &e))
 }
 
@@ -45,7 +45,7 @@ fn policy_error(file: &std::path::Path, e: &PolicyError) -> CliError {
     if let Some(l) = &e.location {
         msg.push_str(&format!(" (at {l})"));
     }
-    CliError::new(e.code.as_str(), msg, exit::REFUSED)
+    CliError::new(hcp_runtime::refusal::code_of(e.code.as_str()), msg)
 }
 
 /// Runs `hcp policy …`.
@@ -98,7 +98,7 @@ pub fn run(c: PolicyCommand) -> CliResult {
 }
 
 fn bad_input(message: impl Into<String>) -> CliError {
-    CliError::new("bad_input", message, exit::USAGE)
+    CliError::new(hcp_model::Code::BadInput, message)
         .hint("stdin is {\"principal\": {\"role\", \"identity\"?, \"attributes\"?, \"can_view\"?}, \"resource\"?: {…}, \"call\": {\"tool\", \"args\"}}")
 }
 

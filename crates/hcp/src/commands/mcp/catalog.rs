@@ -32,11 +32,8 @@ pub struct Signature {
     pub policy: Option<String>,
 }
 
-/// The runtime policy files of RUNTIME §7, in the order they are looked for.
-const POLICY_FILES: [&str; 2] = ["policy.json", "policy.yaml"];
-
 fn policy_stamp(home: &Home) -> Option<String> {
-    POLICY_FILES.iter().find_map(|name| {
+    hcp_runtime::policy::POLICY_FILES.iter().find_map(|name| {
         let m = std::fs::metadata(home.root().join(name)).ok()?;
         let mtime = m
             .modified()
@@ -47,15 +44,16 @@ fn policy_stamp(home: &Home) -> Option<String> {
     })
 }
 
-/// The operator's runtime policy (RUNTIME §7), when one is configured and loads: its
-/// argument contracts refine the tools' input schemas. One that does not load refines
-/// nothing here (the gate refuses session calls under it; this only describes).
+/// The operator's runtime policy (RUNTIME §7), when one is configured and loads, through
+/// the runtime's one loader (`policy.json` and `policy.yaml` both present is
+/// `policy_conflict`, as for exec): its argument contracts refine the tools' input
+/// schemas. One that does not load refines nothing here (every session call under it is
+/// refused with its code; this only describes).
 pub fn runtime_policy(home: &Home) -> Option<histos::Policy> {
-    let name = POLICY_FILES.iter().find(|n| home.root().join(n).exists())?;
-    match histos::Policy::load_path(&home.root().join(name)) {
-        Ok(p) => Some(p),
-        Err(e) => {
-            tracing::warn!("the runtime policy `{name}` does not load: {e}");
+    match hcp_runtime::policy::load(home) {
+        Ok(p) => p.map(|rp| rp.policy),
+        Err(r) => {
+            tracing::warn!("the runtime policy is not used ({}): {}", r.code, r.message);
             None
         }
     }
