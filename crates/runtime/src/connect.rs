@@ -18,7 +18,7 @@ use crate::refusal::Refusal;
 use hcp_gate::Face;
 use hcp_model::{BindingMode, Capability, Code, ExecResult, exit};
 use hcp_store::StoreLock;
-use hcp_store::audit::{self, Decision, Entry};
+use hcp_store::audit::{Decision, Entry};
 use hcp_store::binding::{self, MAX_CREDENTIAL_BYTES};
 use hcp_store::pack::{self, InstalledPack, PackError};
 use hcp_store::session::{OWNER, SessionError};
@@ -103,7 +103,7 @@ pub fn connect(
         .connect_verb()
         .map(str::to_owned)
         .unwrap_or_default();
-    let digest = args_digest(pack, &verb_key, &words);
+    let digest = args_digest(rt, pack, &verb_key, &words)?;
     let call = Call {
         pack_id: Some(pack.id.to_string()),
         target: verb_key.clone(),
@@ -234,7 +234,10 @@ pub fn disconnect(
     pack: &InstalledPack,
 ) -> Result<Disconnected, Refusal> {
     let verb_key = pack.manifest.connect_verb().unwrap_or_default().to_owned();
-    let digest = audit::args_digest(std::iter::empty());
+    let digest = rt
+        .state()
+        .args_digest(&[])
+        .map_err(|e| Refusal::store(&e))?;
     let now = Timestamp::now();
     let refuse = |principal: &str, r: Refusal| {
         let mut entry = binding_entry(pack, &verb_key, principal, Some(r.code), &digest);
@@ -342,7 +345,12 @@ fn credential(
     Ok(map)
 }
 
-fn args_digest(pack: &InstalledPack, verb_key: &str, words: &Words) -> String {
+fn args_digest(
+    rt: &Runtime,
+    pack: &InstalledPack,
+    verb_key: &str,
+    words: &Words,
+) -> Result<String, Refusal> {
     let takes: Vec<String> = pack
         .manifest
         .plan_verb(verb_key)
@@ -354,7 +362,11 @@ fn args_digest(pack: &InstalledPack, verb_key: &str, words: &Words) -> String {
         })
         .unwrap_or_default();
     let args = words.assign(&takes);
-    audit::args_digest(args.iter().map(|(k, v)| (k.as_str(), v)))
+    let pairs: Vec<(&str, &hcp_model::ArgValue)> =
+        args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    rt.state()
+        .args_digest(&pairs)
+        .map_err(|e| Refusal::store(&e))
 }
 
 /// Appends the audit record of a binding decision: stored, refused, removed, absent, with

@@ -18,8 +18,8 @@ use crate::snapshot::{Snapshot, Subject};
 use hcp_adapter::{Invocation, Limits};
 use hcp_gate::{Context, Decision, Face, GrantView, PackView, Principal, SessionView};
 use hcp_model::manifest::arguments;
-use hcp_model::{BindingMode, Code, ExecResult, exit};
-use hcp_store::audit::{self, Decision as Logged};
+use hcp_model::{BindingMode, Capability, Code, ExecResult, exit};
+use hcp_store::audit::Decision as Logged;
 use hcp_store::binding::MintError;
 use hcp_store::pack::InstalledPack;
 use hcp_store::session::{Session, SessionError};
@@ -66,7 +66,7 @@ fn execute(
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
 ) -> (Answer, Option<String>) {
-    let mut facts = Facts::start();
+    let mut facts = Facts::start(rt);
     let answer = match steps(rt, caller, call, cancel, via_connect, &mut facts) {
         Ok(a) => a,
         Err(s) => {
@@ -133,9 +133,10 @@ fn steps(
         .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
         .unwrap_or_default();
     let args = call.args.for_verb(&takes);
-    facts.args_digest = Some(audit::args_digest(
-        args.iter().map(|(k, v)| (k.as_str(), v)),
-    ));
+    let pairs: Vec<(&str, &hcp_model::ArgValue)> =
+        args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let digest = rt.state().args_digest(&pairs);
+    facts.args_digest = Some(digest.map_err(|e| stop(Refusal::store(&e)))?);
     let grants = grants_view(grants).map_err(stop)?;
     let content_changed_at = content_changed_at(&pack).map_err(stop)?;
 
@@ -241,9 +242,13 @@ fn steps(
 
     // ── 9b. Admission: the one step that spends (counter slots, the approval). ─────────
     let intent = facts.entry(Logged::Allow, None, None);
+    let capabilities = checked_capabilities(&pack, &verb_key, allowed.operation, &principal);
     let admitted = rt
         .state()
         .admit(&Admission {
+            session: session.as_ref().map(|s| s.token_sha256.as_str()),
+            pack: &pack.id,
+            capabilities: &capabilities,
             intent: &intent,
             counters: &spend.counters,
             approvals: &spend.approvals,
@@ -456,6 +461,24 @@ fn runtime_policy_pre(
     }
 }
 
+/// The capabilities step 4 required of a session principal: the operation's, and
+/// `pack.connect` for the connect verb; none for the owner.
+fn checked_capabilities(
+    pack: &InstalledPack,
+    key: &str,
+    operation: hcp_model::Operation,
+    principal: &Principal,
+) -> Vec<Capability> {
+    if *principal == Principal::Owner {
+        return Vec::new();
+    }
+    let mut caps = vec![Capability::for_operation(operation)];
+    if pack.manifest.connect_verb() == Some(key) {
+        caps.push(Capability::PackConnect);
+    }
+    caps
+}
+
 /// The gate's view of the principal: the owner, or the session's.
 fn principal_of(session: Option<&Session>) -> Principal {
     match session {
@@ -626,7 +649,7 @@ pub fn sense(
 ) -> Result<SenseAdmitted, SenseRefused> {
     let now = Timestamp::now();
     let target = reference.unwrap_or("*");
-    let mut facts = Facts::start();
+    let mut facts = Facts::start(rt);
     facts.verb_key = Some(target.to_owned());
     facts.operation = Some(hcp_model::Operation::Read);
     facts
@@ -742,11 +765,16 @@ pub fn sense(
                 }
                 // Every stimulus asked for: the recorded ones still flow, among them the
                 // `binding.degraded` just recorded.
-                let unbound = Some(r.code);
-                let none = Vec::new();
-                return admit_sense(
-                    rt, pack, principal, refs, none, None, unbound, &spend, facts, now,
-                );
+                let c = SenseCall {
+                    session: session.map(|s| s.token_sha256),
+                    pack,
+                    principal,
+                    refs,
+                    triggers: Vec::new(),
+                    secret: None,
+                    unbound: Some(r.code),
+                };
+                return admit_sense(rt, c, &spend, facts, now);
             }
             None => {}
         }
@@ -760,25 +788,46 @@ pub fn sense(
             Err(x) => return Err(record_refusal(&facts, x)),
         }
     }
-    admit_sense(
-        rt, pack, principal, refs, planned, secret, None, &spend, facts, now,
-    )
+    let c = SenseCall {
+        session: session.map(|s| s.token_sha256),
+        pack,
+        principal,
+        refs,
+        triggers: planned,
+        secret,
+        unbound: None,
+    };
+    admit_sense(rt, c, &spend, facts, now)
 }
 
-/// Sense's admission (step 9b) and its allow record.
-#[allow(clippy::too_many_arguments)]
-fn admit_sense(
-    rt: &Runtime,
+/// What sense admits.
+struct SenseCall {
     pack: InstalledPack,
     principal: Principal,
+    session: Option<String>,
     refs: Vec<String>,
     triggers: Vec<crate::sense::Planned>,
     secret: Option<serde_json::Map<String, Value>>,
     unbound: Option<Code>,
+}
+
+/// Sense's admission (step 9b) and its allow record.
+fn admit_sense(
+    rt: &Runtime,
+    c: SenseCall,
     spend: &Spend,
     mut facts: Facts,
     now: Timestamp,
 ) -> Result<SenseAdmitted, SenseRefused> {
+    let SenseCall {
+        pack,
+        principal,
+        session,
+        refs,
+        triggers,
+        secret,
+        unbound,
+    } = c;
     if let Err(e) = rt.state().audit_ready() {
         return Err(SenseRefused {
             refusal: Refusal::new(
@@ -789,7 +838,14 @@ fn admit_sense(
     }
     let intent = facts.entry(Logged::Allow, None, None);
     let tool = format!("{}.{}", pack.id, refs.join(","));
+    let capabilities = match principal {
+        Principal::Owner => Vec::new(),
+        Principal::Session(_) => vec![Capability::SenseEnable],
+    };
     match rt.state().admit(&Admission {
+        session: session.as_deref(),
+        pack: &pack.id,
+        capabilities: &capabilities,
         intent: &intent,
         counters: &spend.counters,
         approvals: &spend.approvals,

@@ -160,12 +160,13 @@ fn cli_typed(v: &ArgValue, ty: histos::model::FieldType) -> Option<Value> {
 }
 
 /// The digest an approval is bound to: the call's arguments after binding.
-fn bound_digest(args: &Args<'_>) -> String {
+fn bound_digest(state: &dyn State, args: &Args<'_>) -> Result<String, hcp_store::StoreError> {
     let m: Vec<(String, ArgValue)> = args
         .iter()
         .filter_map(|(k, v)| to_arg(v).map(|a| (k.to_owned(), a)))
         .collect();
-    audit::args_digest(m.iter().map(|(k, v)| (k.as_str(), v)))
+    let pairs: Vec<(&str, &ArgValue)> = m.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    state.args_digest(&pairs)
 }
 
 /// The counters of the [`State`], as the engine's [`LimitStore`], read only: a slot the
@@ -239,7 +240,8 @@ impl histos::Confirmer for DryApprovals<'_> {
         args: &Args<'_>,
         principal: &histos::Principal,
     ) -> Result<bool, String> {
-        let key = approval_key(tool, principal, &bound_digest(args), self.policy_hash);
+        let digest = bound_digest(self.state, args).map_err(|e| e.to_string())?;
+        let key = approval_key(tool, principal, &digest, self.policy_hash);
         match self.state.approval_lookup(&key, self.now) {
             Ok(Some(a)) => {
                 *self.found.borrow_mut() = Some((a.id, key));
@@ -346,7 +348,17 @@ pub fn pre(
         Effect::RequireConfirmation => {
             let mut bound = call.args.clone();
             d.apply_bindings(&mut bound);
-            let digest = bound_digest(&Args::plain(&bound));
+            let digest = match bound_digest(state, &Args::plain(&bound)) {
+                Ok(d) => d,
+                Err(e) => {
+                    return Err(PolicyRefusal {
+                        code: e.code(),
+                        message: e.to_string(),
+                        hint: None,
+                        approval_id: None,
+                    });
+                }
+            };
             let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
             let window = rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in);
             let request = ApprovalRequest {

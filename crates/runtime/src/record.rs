@@ -3,7 +3,7 @@
 use crate::call::Answer;
 use crate::refusal::Refusal;
 use hcp_model::{ExecResult, Land, Operation};
-use hcp_store::audit::{self, Decision, Entry};
+use hcp_store::audit::{Decision, Entry};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -35,8 +35,16 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Nothing known yet; the clock starts.
-    pub fn start() -> Self {
+    /// Nothing known yet; the clock starts. Until the arguments are known the record's
+    /// digest is that of no arguments, by `rt`'s state.
+    pub fn start(rt: &crate::Runtime) -> Self {
+        Self {
+            args_digest: rt.state().args_digest(&[]).ok(),
+            ..Self::new()
+        }
+    }
+
+    fn new() -> Self {
         Self {
             started: Instant::now(),
             pack_id: None,
@@ -68,10 +76,7 @@ impl Facts {
             land: self.land,
             decision,
             code: code.map(str::to_owned),
-            args_digest: self
-                .args_digest
-                .clone()
-                .unwrap_or_else(|| audit::args_digest(std::iter::empty())),
+            args_digest: self.args_digest.clone().unwrap_or_default(),
             exit_code,
             duration_ms: self.elapsed_ms(),
             extra: self.audit_extra.clone(),
@@ -111,5 +116,5 @@ impl Facts {
 /// The refusal answer of a call that never reached the pipeline (a bad envelope, a value
 /// too long for MCP): not audited, as no principal was resolved.
 pub fn early_refusal(r: Refusal) -> Answer {
-    Facts::start().refusal_answer(r, None)
+    Facts::new().refusal_answer(r, None)
 }

@@ -28,7 +28,7 @@ use crate::counter::{Counters, Limits, Verdict};
 use crate::grant::{self, Grant, Grants, HeldCapability, PackScope};
 use crate::home::Home;
 use crate::session::{self, NewSession, PrincipalId, Session, SessionError, Token};
-use hcp_model::{Capability, Code, PackId};
+use hcp_model::{ArgValue, Capability, Code, PackId};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 
@@ -72,9 +72,18 @@ pub struct CounterSlot {
     pub now_ms: u64,
 }
 
-/// What [`State::admit`] spends for one call.
+/// What [`State::admit`] spends for one call, and what it may re-check atomically (a
+/// backend shared by several machines re-checks the session and the grant in the same
+/// transaction, so a revoke or a session end is in force on the next call everywhere).
 #[derive(Debug, Clone, Copy)]
 pub struct Admission<'a> {
+    /// `sha256:` and the hex digest of the session's token (its `token_sha256`); `None`
+    /// for the owner.
+    pub session: Option<&'a str>,
+    /// The pack of the call.
+    pub pack: &'a PackId,
+    /// The capabilities the gate checked for a session principal (none for the owner).
+    pub capabilities: &'a [Capability],
     /// The call, as its audit record says it (the intent record, once the audit trail is
     /// write-ahead; today's file backend writes one record after the run instead).
     pub intent: &'a Entry,
@@ -289,6 +298,14 @@ pub trait State: Send + Sync + std::fmt::Debug {
 
     // Counters (RUNTIME §7).
 
+    /// The digest of a call's arguments (RUNTIME §6): the audit record's `args_digest` and
+    /// what an approval is bound to, so one backend's key serves both (a fleet shares
+    /// one, since an approval is taken on any machine). `args` in any order.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the backend's key cannot be read.
+    fn args_digest(&self, args: &[(&str, &ArgValue)]) -> Result<String, StoreError>;
+
     /// Whether a call of `tool` by `identity` at `now_ms` is within `limits`. Spends
     /// nothing.
     ///
@@ -473,6 +490,12 @@ impl State for FileState {
         approval::approve(&self.home, id, now)
     }
 
+    /// Today the unkeyed `sha256:` digest ([`crate::audit::args_digest`]); the keyed one
+    /// (a per-store secret) replaces it with the write-ahead audit.
+    fn args_digest(&self, args: &[(&str, &ArgValue)]) -> Result<String, StoreError> {
+        Ok(crate::audit::args_digest(args.iter().copied()))
+    }
+
     fn counter_check(
         &self,
         identity: &str,
@@ -629,7 +652,11 @@ mod tests {
             window_s: Some(60),
         };
         let a = state.approval_request(&request, t(0)).unwrap();
+        let pack = PackId::parse("p").unwrap();
         let adm = Admission {
+            session: Some("sha256:00"),
+            pack: &pack,
+            capabilities: &[Capability::VerbExecRead],
             intent: &e,
             counters: std::slice::from_ref(&slot),
             approvals: std::slice::from_ref(&request.key),
