@@ -3,7 +3,8 @@
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_store::pack::{self, BinLookup, InstallOptions, InstallStep, PackError};
+use hcp_runtime::install::InstallError;
+use hcp_store::pack::{BinLookup, InstallOptions, InstallStep, PackError};
 use hcp_store::{Home, StoreError};
 use std::path::PathBuf;
 
@@ -52,8 +53,6 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
     match e {
         PackError::Store(s) => store_error(s),
         PackError::Unreadable { source, .. } => CliError::new(code, message).cause(source),
-        PackError::Lint(_) => CliError::new(code, message)
-            .hint("fix the errors above; `hcp lint DIR` runs the same checks"),
         PackError::AlreadyInstalled { .. } => {
             CliError::new(code, message).hint("pass `--force` to replace it")
         }
@@ -97,7 +96,8 @@ pub fn run_install(a: InstallArgs) -> CliResult {
         },
         step_hook: if abort.is_some() { Some(&hook) } else { None },
     };
-    match pack::install(&home, &a.dir, &opts) {
+    let rt = hcp_runtime::Runtime::open(home.clone());
+    match hcp_runtime::install::install(&rt, &a.dir, &opts) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
             let r = &done.record;
@@ -132,19 +132,22 @@ pub fn run_install(a: InstallArgs) -> CliResult {
             }
             Ok(exit::OK)
         }
-        Err(PackError::Lint(report)) => {
-            eprint!("{}", hcp_lint::render::concise(&report));
-            Err(pack_error(PackError::Lint(report)))
+        Err(e @ InstallError::Lint(_)) => {
+            if let InstallError::Lint(report) = &e {
+                eprint!("{}", hcp_lint::render::concise(report));
+            }
+            Err(CliError::new(e.code(), e.to_string())
+                .hint("fix the errors above; `hcp lint DIR` runs the same checks"))
         }
-        Err(e) => Err(pack_error(e)),
+        Err(InstallError::Pack(e)) => Err(pack_error(e)),
     }
 }
 
 /// Runs `hcp uninstall`. Owner only.
 pub fn run_uninstall(a: UninstallArgs) -> CliResult {
     super::session::require_owner("uninstall")?;
-    let home = open_home()?;
-    let removed = pack::uninstall(&home, &a.id).map_err(pack_error)?;
+    let rt = super::exec::runtime()?;
+    let removed = hcp_runtime::install::uninstall(&rt, &a.id).map_err(pack_error)?;
     out!(
         "uninstalled `{}`{}",
         removed.id,
