@@ -327,6 +327,7 @@ codes! {
     BadOpenapi => "bad_openapi", Pack, REFUSED, REFUSED, "An OpenAPI document install cannot use.";
     UnknownOperation => "unknown_operation", Pack, REFUSED, REFUSED, "An `operation` that is no `operationId` of the document.";
     SkillCollision => "skill_collision", Pack, REFUSED, REFUSED, "A skill of the same name that hcp did not write.";
+    SkillExportUnusable => "skill_export_unusable", Pack, REFUSED, REFUSED, "A `skills.export` folder that cannot be used.";
     ConfirmNotMirrored => "confirm_not_mirrored", Pack, REFUSED, REFUSED, "Warning: `confirm` not mirrored in the skill.";
     VerbCount => "verb_count", Pack, REFUSED, REFUSED, "Warning: verbs outside 5–12.";
     SkillTooLong => "skill_too_long", Pack, REFUSED, REFUSED, "Warning: a skill longer than one screen.";
@@ -355,6 +356,13 @@ codes! {
     Truncated => "truncated", Audit, REFUSED, REFUSED, "Records were cut from the end of the trail.";
     MissingLog => "missing_log", Audit, REFUSED, REFUSED, "The trail is gone while its anchor says it held records.";
     CheckpointMismatch => "checkpoint_mismatch", Audit, REFUSED, REFUSED, "The trail does not extend a signed checkpoint.";
+    SeqMismatch => "seq_mismatch", Audit, REFUSED, REFUSED, "A record whose `seq` is not its position in the chain.";
+    MissingAnchor => "missing_anchor", Audit, REFUSED, REFUSED, "The anchor beside a trail that has records is gone.";
+    AnchorMismatch => "anchor_mismatch", Audit, REFUSED, REFUSED, "The anchor's count or head is not the trail's.";
+    BadAnchor => "bad_anchor", Audit, REFUSED, REFUSED, "The anchor does not parse or fails its checksum.";
+    OrphanOutcome => "orphan_outcome", Audit, REFUSED, REFUSED, "An outcome record whose intent is not in the trail.";
+    DuplicateOutcome => "duplicate_outcome", Audit, REFUSED, REFUSED, "Two outcome records for one intent.";
+    BadCheckpoint => "bad_checkpoint", Audit, USAGE, USAGE, "A checkpoint file that cannot be read, is not a checkpoint, or whose signature fails.";
 }
 
 impl Code {
