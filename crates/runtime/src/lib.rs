@@ -28,7 +28,8 @@
 //!  outcome record .... State::record audit (RUNTIME §6)
 //! ```
 //!
-//! `hcp sense` runs steps 0–9b for a pack's stimuli ([`pipeline::sense`], tool
+//! The refusals the pipeline's own steps raise (2, 8, 9b) and what a call spends are in
+//! `steps.rs`. `hcp sense` runs steps 0–9b for a pack's stimuli ([`pipeline::sense`], tool
 //! `PACK_ID.REF` at step 7), then [`sense::relay`]. `hcp connect` is [`connect::connect`]:
 //! the pipeline's run of the connect verb, then the credential stored ([`connect`]).
 //!
@@ -55,6 +56,7 @@ pub mod refusal;
 pub mod sense;
 mod sense_relay;
 pub mod snapshot;
+mod steps;
 pub mod target;
 
 #[cfg(test)]
