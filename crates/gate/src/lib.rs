@@ -3,7 +3,7 @@
 //!
 //! This crate owns the order of checks and every refusal code of the gate: target
 //! resolution helpers ([`target`]), arguments ([`args`]), the one grant check and the
-//! rug-pull guard ([`grant`]), land and the confirm gate ([`check`]). Its codes are those of
+//! rug-pull guard ([`grant`]), land and the confirm gate ([`check`](mod@check)). Its codes are those of
 //! the table in `hcp-model` ([`hcp_model::code`]). It does no I/O: sessions, grants, install records and the clock come in
 //! through [`Context`], so every decision is a value that can be explained and tested.
 //!

@@ -4,7 +4,7 @@
 //! the module it names (see the crate docs for the map).
 //!
 //! Every refusal from step 2 on is recorded (RUNTIME §6); a target miss too, under the
-//! principal the session names. Nothing single-use is spent before [`State::admit`]
+//! principal the session names. Nothing single-use is spent before `State::admit`
 //! (step 9b), and everything that can refuse without spending runs before it.
 
 use crate::Runtime;
