@@ -845,4 +845,77 @@ mod tests {
             Code::TenantInArgs
         );
     }
+
+    #[test]
+    fn stimuli_pass_the_same_steps_as_verbs() {
+        let m = parse_manifest(
+            r#"{"id": "feed", "name": "Feed", "kind": "wrap", "cliBin": "feed",
+                "binding": {"mode": "public"}, "wrap": {"bin": "feed"},
+                "stimulusTriggers": [
+                  {"ref": "new", "cli": ["feed", "watch"]},
+                  {"ref": "brainy", "cli": ["feed", "watch", "{{@project_id}}"]},
+                  {"ref": "binding.degraded"}],
+                "verbs": {"get": {"description": "Get.", "cli": ["feed", "get"]}}}"#,
+        )
+        .unwrap();
+        let p = parse_policy(
+            r#"{"surface_id": "feed", "version": 1,
+                "verbs": {"get": {"operation": "read", "privacy": {"land": "personal"}}},
+                "stimuli": {
+                  "new": {"operation": "read", "privacy": {"land": "personal"}},
+                  "brainy": {"operation": "read", "privacy": {"land": "brain"}},
+                  "binding.degraded": {"operation": "read", "privacy": {"land": "personal"}}}}"#,
+        )
+        .unwrap();
+        let check = |who: &Principal, r: &str, grants: &[(Capability, &str)]| {
+            let g = GrantView {
+                held: grants.iter().map(|(c, at)| (*c, t(at))).collect(),
+            };
+            let ctx = Context {
+                principal: who,
+                pack: PackView {
+                    manifest: &m,
+                    policy: &p,
+                    active: true,
+                    content_changed_at: None,
+                },
+                verb_key: r,
+                face: Face::Cli,
+                grants: &g,
+                cwd: Path::new("/cwd"),
+                project: None,
+            };
+            check_stimulus(&ctx).map_err(|e| e.code)
+        };
+        let a = check(&Principal::Owner, "new", &[]).unwrap();
+        assert_eq!((a.plan.is_some(), a.land), (true, Land::Personal));
+        // a stimulus only the runtime records has no command to plan
+        assert!(
+            check(&Principal::Owner, "binding.degraded", &[])
+                .unwrap()
+                .plan
+                .is_none()
+        );
+        assert_eq!(
+            check(&Principal::Owner, "nope", &[]),
+            Err(Code::UnknownStimulus)
+        );
+        let agent = agent(&["p1"]);
+        assert_eq!(check(&agent, "new", &[]), Err(Code::MissingGrant));
+        // a read grant is not sense.enable
+        assert_eq!(
+            check(&agent, "new", &[(Capability::VerbExecRead, T0)]),
+            Err(Code::MissingGrant)
+        );
+        let g = [(Capability::SenseEnable, T0)];
+        assert!(check(&agent, "new", &g).is_ok());
+        assert_eq!(
+            check(&agent, "brainy", &g).unwrap().project.as_deref(),
+            Some("p1")
+        );
+        assert_eq!(
+            check(&Principal::Owner, "brainy", &[]),
+            Err(Code::ProjectRequired)
+        );
+    }
 }
