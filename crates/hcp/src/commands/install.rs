@@ -13,6 +13,7 @@ use std::path::PathBuf;
 /// `staging-cleaned`, `staged-partial`, `staged`, `swapped`, `old-removed`,
 /// `skill-written`, `activated`). The crash tests use it to prove that an interrupted
 /// install leaves the old pack or the new one. Release builds ignore it.
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub const HCP_TEST_ABORT_AT: &str = "HCP_TEST_ABORT_AT";
 
 /// Arguments of `hcp install`.
