@@ -1,7 +1,8 @@
-//! `hcp doctor`'s examination (RUNTIME §3, §5 "The child"): store health, the Landlock
-//! ABI, which confinements and resource limits hold, whether each installed pack's bins
-//! still match their pins (the one bin verifier, [`crate::pins::check`]) and which
-//! stored credentials are too open. The binary prints the [`Report`].
+//! `hcp doctor`'s examination (RUNTIME §3, §5 "The child", §10): store health, the
+//! Landlock ABI, which confinements and resource limits hold, whether each installed
+//! pack's bins still match their pins (the one bin verifier, [`crate::pins::check`]),
+//! which stored credentials are too open, and the skill export folders with any missing,
+//! stale or foreign skill in them. The binary prints the [`Report`].
 //!
 //! `ok` is false when something is wrong (a bin changed or missing, a damaged record or
 //! audit trail, an invalid configuration, `sandbox.require` on a kernel without
@@ -33,6 +34,9 @@ pub struct Report {
     pub packs: Vec<PackBins>,
     /// The stored credentials' files.
     pub bindings: Vec<BindingFile>,
+    /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
+    /// them.
+    pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
 }
@@ -323,6 +327,12 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
         })
         .collect();
+    let skill_exports = hcp_store::skill::export::health(
+        home,
+        &config,
+        std::env::var_os("HOME").as_deref(),
+        &mut problems,
+    );
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -341,6 +351,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         limits,
         packs,
         bindings,
+        skill_exports,
         problems,
     })
 }

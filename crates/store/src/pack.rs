@@ -22,7 +22,7 @@ use hcp_model::Code;
 use std::path::PathBuf;
 
 pub mod bins;
-mod fsops;
+pub(crate) mod fsops;
 mod install;
 mod read;
 pub mod record;
@@ -85,6 +85,10 @@ pub enum PackError {
     /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// `skill_collision`, `skill_export_unusable` or `bad_config`: a skill cannot be
+    /// exported where `config.json` says (RUNTIME §10); nothing was changed.
+    #[error(transparent)]
+    Export(#[from] crate::skill::ExportError),
 }
 
 impl PackError {
@@ -97,6 +101,7 @@ impl PackError {
             Self::BinMissing { .. } => Code::BinMissing,
             Self::BinUnsafe { code, .. } => *code,
             Self::Store(e) => e.code(),
+            Self::Export(e) => e.code(),
         }
     }
 }

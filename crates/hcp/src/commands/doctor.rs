@@ -1,5 +1,7 @@
 //! `hcp doctor [--json]`: what this machine and store can enforce (RUNTIME §3, §5 "The
-//! child"), as the runtime examines it (`hcp_runtime::doctor`), printed.
+//! child", §10), as the runtime examines it (`hcp_runtime::doctor`), printed: store
+//! health, the Landlock ABI, the limits, the bins against their pins, the credentials'
+//! modes and the skill export folders.
 //!
 //! Exit 0 when nothing is wrong, 1 when something is.
 
@@ -141,6 +143,26 @@ fn human(r: &Report) -> String {
                     "  (insecure: refused at exec)"
                 }
             ));
+        }
+    }
+    if !r.skill_exports.is_empty() {
+        line("skill exports".into());
+        for f in &r.skill_exports {
+            line(format!(
+                "  `{}`{}: {}",
+                f.dir
+                    .as_ref()
+                    .map_or(f.entry.clone(), |d| d.display().to_string()),
+                if f.configured {
+                    ""
+                } else {
+                    " (left `skills.export`)"
+                },
+                f.status
+            ));
+            for e in &f.entries {
+                line(format!("    {}  {}: {}", e.id, e.state, e.detail));
+            }
         }
     }
     if r.problems.is_empty() {

@@ -64,6 +64,7 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
             .hint("install the program or put it on `PATH`; install pins it by path and digest"),
         PackError::BinUnsafe { .. } => CliError::new(code, message)
             .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
+        PackError::Export(e) => CliError::new(code, message).hint(e.hint()),
     }
 }
 
@@ -130,6 +131,14 @@ pub fn run_install(a: InstallArgs) -> CliResult {
                     "active: `{}`",
                     hcp_store::skill::skill_path(&home, &r.pack_id).display()
                 );
+                for dir in hcp_store::skill::export::ledger(&home, &r.pack_id) {
+                    out!(
+                        "exported: `{}`",
+                        dir.join(&r.pack_id)
+                            .join(hcp_store::skill::SKILL_MD)
+                            .display()
+                    );
+                }
             }
             Ok(exit::OK)
         }
