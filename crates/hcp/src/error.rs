@@ -56,6 +56,17 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// An owner command's refusal given as the runtime's [`Refusal`].
+    pub fn command(r: Refusal) -> Self {
+        let e = Self::new(r.code, r.message);
+        match r.hint {
+            Some(h) => e.hint(h),
+            None => e,
+        }
+    }
+}
+
 impl From<Refusal> for CliError {
     /// A call's refusal.
     fn from(r: Refusal) -> Self {

@@ -111,6 +111,41 @@ pub struct Answer {
     pub stderr: Vec<u8>,
 }
 
+/// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the
+/// runtime configuration's (each effective limit is the smaller of the two).
+///
+/// # Errors
+/// A message naming an unknown name, a repeated name, or a value that is not a positive
+/// integer.
+pub fn parse_limits(text: &str) -> Result<hcp_adapter::LimitOverrides, String> {
+    let mut o = hcp_adapter::LimitOverrides::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, value)) = part.split_once('=') else {
+            return Err(format!("`HCP_LIMITS`: `{part}` is not NAME=N"));
+        };
+        let n: u64 = match value.trim().parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "`HCP_LIMITS`: `{name}` needs a positive integer, not `{value}`"
+                ));
+            }
+        };
+        let slot = match name.trim() {
+            "cpu_seconds" => &mut o.cpu_seconds,
+            "address_space_bytes" => &mut o.address_space_bytes,
+            "open_files" => &mut o.open_files,
+            "file_size_bytes" => &mut o.file_size_bytes,
+            "processes" => &mut o.processes,
+            other => return Err(format!("`HCP_LIMITS`: unknown limit `{other}`")),
+        };
+        if slot.replace(n).is_some() {
+            return Err(format!("`HCP_LIMITS`: `{name}` is given twice"));
+        }
+    }
+    Ok(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +171,25 @@ mod tests {
                 ("confirm".into(), s("true"))
             ]
         );
+    }
+
+    #[test]
+    fn limits_parse_strictly() {
+        let o = parse_limits("cpu_seconds=5, processes=10").unwrap();
+        assert_eq!(
+            (o.cpu_seconds, o.processes, o.open_files),
+            (Some(5), Some(10), None)
+        );
+        for bad in [
+            "cpu=5",
+            "cpu_seconds=0",
+            "cpu_seconds=-1",
+            "cpu_seconds",
+            "cpu_seconds=1,cpu_seconds=2",
+            "open_files=x",
+        ] {
+            assert!(parse_limits(bad).is_err(), "{bad}");
+        }
+        assert!(parse_limits("").unwrap().cpu_seconds.is_none());
     }
 }

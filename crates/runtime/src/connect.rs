@@ -20,7 +20,7 @@ use hcp_model::{BindingMode, Capability, Code, ExecResult, exit};
 use hcp_store::StoreLock;
 use hcp_store::audit::{Decision, Entry};
 use hcp_store::binding::{self, MAX_CREDENTIAL_BYTES};
-use hcp_store::pack::{self, InstalledPack, PackError};
+use hcp_store::pack::{self, InstalledPack};
 use hcp_store::session::{OWNER, SessionError};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
@@ -44,7 +44,7 @@ pub struct Connected {
 /// # Errors
 /// The pack's (`not_installed` …), `not_connectable` (66).
 pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
-    let pack = pack::load(rt.home(), id).map_err(|e| pack_refusal(&e))?;
+    let pack = pack::load(rt.home(), id).map_err(|e| crate::install::pack_refusal(&e))?;
     if pack.manifest.binding.mode != BindingMode::User {
         return Err(Refusal::new(
             Code::NotConnectable,
@@ -67,15 +67,6 @@ pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
         .hint("a connect verb is named by `binding.connect`, or keyed `connect` or `….connect`"));
     }
     Ok(pack)
-}
-
-/// A pack that cannot be loaded, with the hint `hcp` gives for it.
-pub fn pack_refusal(e: &PackError) -> Refusal {
-    let r = Refusal::new(e.code(), e.to_string());
-    match e {
-        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
-        _ => r,
-    }
 }
 
 fn mode_name(m: BindingMode) -> &'static str {

@@ -113,6 +113,24 @@ pub fn install(
     })
 }
 
+/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
+/// uninstall, activation, and every face that loads a pack by id).
+pub fn pack_refusal(e: &PackError) -> crate::Refusal {
+    let r = crate::Refusal::new(e.code(), e.to_string());
+    match e {
+        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
+        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
+        PackError::BinMissing { .. } => {
+            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
+        }
+        PackError::BinUnsafe { .. } => {
+            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
+        }
+        PackError::Export(x) => r.hint(x.hint()),
+        _ => r,
+    }
+}
+
 /// Removes pack `id` from the store of `rt` (its activation, bindings, stimuli, grants),
 /// and what the state keeps for it ([`hcp_store::state::State::pack_removed`]).
 ///

@@ -43,6 +43,7 @@
 
 pub mod call;
 pub mod connect;
+pub mod decide;
 mod degraded;
 pub mod doctor;
 pub mod install;
@@ -53,8 +54,10 @@ pub mod prepare;
 pub mod record;
 pub mod redact;
 pub mod refusal;
+pub mod schema;
 pub mod sense;
 mod sense_relay;
+pub mod signature;
 pub mod snapshot;
 mod steps;
 pub mod target;

@@ -467,7 +467,7 @@ pub fn sense(
     } = snap;
 
     // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
-    let (pack, _) = found.map_err(|r| refused(crate::sense::pack_hint(r)))?;
+    let (pack, _) = found.map_err(refused)?;
     if !active {
         return Err(refused(
             Refusal::new(

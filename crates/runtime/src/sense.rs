@@ -86,15 +86,6 @@ fn known(declared: &[String]) -> String {
     )
 }
 
-/// A pack that cannot be loaded, with the hint `hcp` gives for it.
-pub fn pack_hint(r: Refusal) -> Refusal {
-    if r.code == Code::NotInstalled {
-        r.hint("`hcp list` shows the installed packs")
-    } else {
-        r
-    }
-}
-
 /// The preparation of trigger `reference` (allowed by the gate as `a`): its land (a
 /// `local` trigger is refused: its kernel confinement is applied only by the adapter's own
 /// run, which does not stream), its verified bin, argv and environment.

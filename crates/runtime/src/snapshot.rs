@@ -65,7 +65,7 @@ impl Snapshot {
             Subject::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
             Subject::Stimulus { pack_id, reference } => pack::load(home, pack_id)
                 .map(|p| (p, reference.to_owned()))
-                .map_err(|e| Refusal::new(e.code(), e.to_string())),
+                .map_err(|e| crate::install::pack_refusal(&e)),
         };
         let active = target
             .as_ref()

@@ -2,13 +2,13 @@
 //! printing; the runtime (`hcp_runtime::connect`) runs the connect verb through the
 //! pipeline and stores the credential, which is never shown.
 
-use super::exec::{caller, face, render_refusal, runtime};
+use super::exec::{caller, face, print_json, render_refusal, runtime};
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_model::{Code, ExecResult};
+use hcp_model::Code;
 use hcp_runtime::connect;
-use serde_json::{Value, json};
-use std::io::Write;
+use serde_json::json;
+use std::io::Write as _;
 
 /// Arguments of `hcp connect`.
 #[derive(Debug, clap::Args)]
@@ -82,7 +82,7 @@ pub fn run_disconnect(a: DisconnectArgs) -> CliResult {
     let pack = connect::connectable(&rt, &a.pack).map_err(CliError::from)?;
     let d = connect::disconnect(&rt, &caller, &pack).map_err(CliError::from)?;
     if a.json {
-        print_json_value(&json!({
+        print_json(&json!({
             "ok": true,
             "pack_id": pack.id.as_str(),
             "principal": d.principal,
@@ -96,16 +96,4 @@ pub fn run_disconnect(a: DisconnectArgs) -> CliResult {
         out!("`{}` had no binding for `{}`", d.principal, d.family);
     }
     Ok(exit::OK)
-}
-
-fn print_json(result: &ExecResult) {
-    if let Ok(v) = serde_json::to_value(result) {
-        print_json_value(&v);
-    }
-}
-
-fn print_json_value(v: &Value) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{v}");
-    let _ = out.flush();
 }

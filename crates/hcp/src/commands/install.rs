@@ -47,24 +47,15 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
     crate::commands::session::store_error(&e)
 }
 
-/// A pack refusal or failure as a [`CliError`] with its code, exit status and hint.
+/// A pack refusal or failure as a [`CliError`] with its code, exit status and hint
+/// (`hcp_runtime::install::pack_refusal`).
 pub(crate) fn pack_error(e: PackError) -> CliError {
-    let code = e.code();
-    let message = e.to_string();
-    match e {
-        PackError::Store(s) => store_error(s),
-        PackError::Unreadable { source, .. } => CliError::new(code, message).cause(source),
-        PackError::AlreadyInstalled { .. } => {
-            CliError::new(code, message).hint("pass `--force` to replace it")
+    match &e {
+        PackError::Store(s) => crate::commands::session::store_error(s),
+        PackError::Unreadable { source, .. } => {
+            CliError::command(hcp_runtime::install::pack_refusal(&e)).cause(source)
         }
-        PackError::NotInstalled { .. } => {
-            CliError::new(code, message).hint("`hcp list` shows the installed packs")
-        }
-        PackError::BinMissing { .. } => CliError::new(code, message)
-            .hint("install the program or put it on `PATH`; install pins it by path and digest"),
-        PackError::BinUnsafe { .. } => CliError::new(code, message)
-            .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
-        PackError::Export(e) => CliError::new(code, message).hint(e.hint()),
+        _ => CliError::command(hcp_runtime::install::pack_refusal(&e)),
     }
 }
 

@@ -102,7 +102,6 @@ pub fn parse_timeout(v: &str) -> Result<f64, UsageError> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use hcp_model::ArgValue;

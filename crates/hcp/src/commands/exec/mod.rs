@@ -152,48 +152,13 @@ pub fn caller() -> Result<Caller, CliError> {
         parent_env: std::env::vars_os().collect(),
         limit_overrides: match std::env::var_os(env::HCP_LIMITS) {
             None => hcp_adapter::LimitOverrides::default(),
-            Some(v) => parse_limits(&v.to_string_lossy())
+            Some(v) => hcp_runtime::call::parse_limits(&v.to_string_lossy())
                 .map_err(|m| CliError::call(Code::Usage, m).hint(LIMITS_HINT))?,
         },
     })
 }
 
 const LIMITS_HINT: &str = "HCP_LIMITS=cpu_seconds=N,address_space_bytes=N,open_files=N,file_size_bytes=N,processes=N (any subset)";
-
-/// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the
-/// runtime configuration's (each effective limit is the smaller of the two).
-///
-/// # Errors
-/// A message naming an unknown name, a repeated name, or a value that is not a positive
-/// integer.
-pub fn parse_limits(text: &str) -> Result<hcp_adapter::LimitOverrides, String> {
-    let mut o = hcp_adapter::LimitOverrides::default();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let Some((name, value)) = part.split_once('=') else {
-            return Err(format!("`HCP_LIMITS`: `{part}` is not NAME=N"));
-        };
-        let n: u64 = match value.trim().parse() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                return Err(format!(
-                    "`HCP_LIMITS`: `{name}` needs a positive integer, not `{value}`"
-                ));
-            }
-        };
-        let slot = match name.trim() {
-            "cpu_seconds" => &mut o.cpu_seconds,
-            "address_space_bytes" => &mut o.address_space_bytes,
-            "open_files" => &mut o.open_files,
-            "file_size_bytes" => &mut o.file_size_bytes,
-            "processes" => &mut o.processes,
-            other => return Err(format!("`HCP_LIMITS`: unknown limit `{other}`")),
-        };
-        if slot.replace(n).is_some() {
-            return Err(format!("`HCP_LIMITS`: `{name}` is given twice"));
-        }
-    }
-    Ok(o)
-}
 
 /// Reads and parses the envelope on stdin (strict: `bad_envelope`, exit 65).
 fn read_envelope() -> Result<Envelope, Box<Answer>> {
@@ -235,11 +200,7 @@ fn read_envelope() -> Result<Envelope, Box<Answer>> {
 fn print(answer: &Answer, json: bool) -> u8 {
     let r = &answer.result;
     if json {
-        let mut out = std::io::stdout().lock();
-        if let Ok(text) = serde_json::to_string(r) {
-            let _ = writeln!(out, "{text}");
-        }
-        let _ = out.flush();
+        print_json(r);
         return answer.exit;
     }
     if r.exit_code.is_some() {
@@ -260,6 +221,15 @@ fn print(answer: &Answer, json: bool) -> u8 {
     answer.exit
 }
 
+/// Prints `v` as one line of JSON on stdout and flushes; a closed pipe is not an error.
+pub fn print_json(v: &impl serde::Serialize) {
+    let mut out = std::io::stdout().lock();
+    if let Ok(text) = serde_json::to_string(v) {
+        let _ = writeln!(out, "{text}");
+    }
+    let _ = out.flush();
+}
+
 /// Renders the refusal of a result, when it is one, on stderr.
 pub fn render_refusal(r: &hcp_model::ExecResult, exit: u8) {
     if let (Some(error), Some(code)) = (&r.error, r.code) {
@@ -269,31 +239,5 @@ pub fn render_refusal(r: &hcp_model::ExecResult, exit: u8) {
             e = e.hint(h.clone());
         }
         crate::error::render(&e);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::parse_limits;
-
-    #[test]
-    fn limits_parse_strictly() {
-        let o = parse_limits("cpu_seconds=5, processes=10").unwrap();
-        assert_eq!(
-            (o.cpu_seconds, o.processes, o.open_files),
-            (Some(5), Some(10), None)
-        );
-        for bad in [
-            "cpu=5",
-            "cpu_seconds=0",
-            "cpu_seconds=-1",
-            "cpu_seconds",
-            "cpu_seconds=1,cpu_seconds=2",
-            "open_files=x",
-        ] {
-            assert!(parse_limits(bad).is_err(), "{bad}");
-        }
-        assert!(parse_limits("").unwrap().cpu_seconds.is_none());
     }
 }
