@@ -261,6 +261,7 @@ codes! {
     NotAList => "not_a_list", RuntimePolicy, EX_NOPERM, REFUSED, "A policy value that must be a list is not.";
     NotAMapping => "not_a_mapping", RuntimePolicy, EX_NOPERM, REFUSED, "A policy value that must be a mapping is not.";
     PolicyTooLarge => "policy_too_large", RuntimePolicy, EX_NOPERM, REFUSED, "The policy exceeds a size limit.";
+    InvalidImport => "invalid_import", RuntimePolicy, EX_NOPERM, REFUSED, "A policy import that cannot be used.";
 
     // 8: binding.
     BindingRequired => "binding_required", Binding, EX_NOPERM, EX_NOPERM, "The principal has no usable credential for the pack (RUNTIME §8).";

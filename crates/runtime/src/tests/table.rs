@@ -23,6 +23,13 @@ fn every_histos_refusal_and_policy_code_is_in_the_table() {
         assert_eq!(c.exit_status(), 77, "{s}");
     }
     use histos::PolicyCode::*;
+    // An exhaustive match: a new POLICY code fails to compile here until it is listed.
+    let listed = |p: histos::PolicyCode| match p {
+        DuplicateKey | InvalidBinding | InvalidGrant | NotAnObject | NotFound
+        | ToolsNotAMapping | UnknownKey | Unparseable | UnsafePattern | UnsupportedFeature
+        | UnsupportedVersion | PolicyInvalid | InvalidField | InvalidContract | InvalidCanary
+        | MissingKey | NotAList | NotAMapping | PolicyTooLarge | InvalidImport => p,
+    };
     for p in [
         DuplicateKey,
         InvalidBinding,
@@ -43,7 +50,10 @@ fn every_histos_refusal_and_policy_code_is_in_the_table() {
         NotAList,
         NotAMapping,
         PolicyTooLarge,
-    ] {
+        InvalidImport,
+    ]
+    .map(listed)
+    {
         let c = Code::parse(p.as_str()).unwrap_or_else(|| panic!("POLICY `{}`", p.as_str()));
         // in a call: refused by the gate; in `hcp policy check`: refused (1)
         assert_eq!((c.exit_status(), c.command_exit_status()), (77, 1), "{c}");
