@@ -182,7 +182,7 @@ impl AuditError {
             Self::Damaged { .. } => Fault::Unparseable.as_str(),
             Self::Contradicted { fault, .. } => fault.as_str(),
             Self::ReservedField { .. } => "audit_bad_entry",
-            Self::Store(e) => e.code(),
+            Self::Store(e) => e.code().as_str(),
         }
     }
 }

@@ -62,7 +62,11 @@ pub fn run(c: AuditCommand) -> CliResult {
 }
 
 fn audit_error(e: &AuditError) -> CliError {
-    let err = with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), e);
+    let mut err = with_causes(
+        CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string()),
+        e,
+    );
+    err.exit = exit::EX_IOERR;
     match e.hint() {
         Some(h) => err.hint(h),
         None => err,
@@ -175,16 +179,14 @@ fn render_verify(r: &VerifyReport) -> String {
 fn read_checkpoint(path: &std::path::Path) -> Result<Checkpoint, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::new(
-            "bad_checkpoint",
+            hcp_model::Code::BadCheckpoint,
             format!("cannot read the checkpoint `{}`: {e}", path.display()),
-            exit::USAGE,
         )
     })?;
     Checkpoint::parse(&text).map_err(|e| {
         CliError::new(
-            e.code(),
+            hcp_runtime::refusal::code_of(e.code()),
             format!("`{}` is {e}", path.display()),
-            exit::USAGE,
         )
         .hint("a checkpoint is the line `hcp audit checkpoint` printed, unchanged")
     })
@@ -217,17 +219,16 @@ fn make_checkpoint(log: &AuditLog) -> CliResult {
     let r = log.verify().map_err(|e| audit_error(&e))?;
     if let Some(b) = &r.broken {
         return Err(CliError::new(
-            b.fault.as_str(),
+            hcp_runtime::refusal::code_of(b.fault.as_str()),
             format!(
                 "the audit trail is broken at line {}, so it is not checkpointed: {}",
                 b.line, b.detail
             ),
-            exit::REFUSED,
         )
         .hint("`hcp audit verify` says more"));
     }
     let c = checkpoint::sign(log, r.records, &r.head, jiff::Timestamp::now())
-        .map_err(|e| with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), &e))?;
+        .map_err(|e| with_causes(CliError::new(e.code(), e.to_string()), &e))?;
     print(&c.to_line());
     Ok(exit::OK)
 }

@@ -18,9 +18,8 @@ const IDLE_MS: i32 = 1000;
 
 fn io_error(what: &str, e: std::io::Error) -> CliError {
     CliError::new(
-        "store_io",
+        hcp_model::Code::StoreIo,
         format!("cannot follow the audit trail: {what}: {e}"),
-        exit::EX_IOERR,
     )
 }
 
