@@ -131,7 +131,7 @@ impl AdmitRefusal {
     /// `bad_session`, `missing_grant`, `budget`, `rate_limit`, `requires_confirmation`.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Session(_) => hcp_store::session::BAD_SESSION,
+            Self::Session(_) => hcp_store::session::BAD_SESSION.as_str(),
             Self::MissingGrant { .. } | Self::Suspended { .. } => "missing_grant",
             Self::Budget { .. } => "budget",
             Self::RateLimit { .. } => "rate_limit",

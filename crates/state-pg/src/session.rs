@@ -27,7 +27,7 @@ impl SessionLookupError {
     /// `bad_session`, or the database's code.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Bad(_) => BAD_SESSION,
+            Self::Bad(_) => BAD_SESSION.as_str(),
             Self::State(e) => e.code(),
         }
     }

@@ -14,6 +14,7 @@ use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
+use hcp_model::Code;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -81,7 +82,7 @@ impl Approval {
         }
     }
 
-    fn matches(
+    pub(crate) fn matches(
         &self,
         tool: &str,
         principal: (&str, &str),
@@ -115,11 +116,11 @@ pub enum ApprovalError {
 
 impl ApprovalError {
     /// `unknown_approval`, `approval_used`, `approval_expired`, or the store's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unknown(_) => "unknown_approval",
-            Self::Used(_) => "approval_used",
-            Self::Expired(_) => "approval_expired",
+            Self::Unknown(_) => Code::UnknownApproval,
+            Self::Used(_) => Code::ApprovalUsed,
+            Self::Expired(_) => Code::ApprovalExpired,
             Self::Store(e) => e.code(),
         }
     }
@@ -127,6 +128,56 @@ impl ApprovalError {
 
 fn dir(home: &Home) -> PathBuf {
     home.dir(StoreDir::State).join("approvals")
+}
+
+/// The marker that an intent record took approval `id`: `state/approvals/<id>.used`,
+/// written by `hcp_store::audit::admit` (a cache of the audit trail, which is the truth).
+/// [`list`] and [`get`] read it as `used_at`; [`approve`] and [`request`] never write it.
+pub(crate) fn used_marker(home: &Home, id: &str) -> PathBuf {
+    dir(home).join(format!("{id}.used"))
+}
+
+/// The marker's content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct UsedMarker {
+    /// The intent record's `id`.
+    pub(crate) intent: String,
+    /// When the call took it.
+    pub(crate) at: Timestamp,
+}
+
+fn with_marker(home: &Home, mut a: Approval) -> Approval {
+    if a.used_at.is_none()
+        && let Ok(b) = std::fs::read(used_marker(home, &a.id))
+    {
+        a.used_at = Some(
+            serde_json::from_slice::<UsedMarker>(&b)
+                .map(|m| m.at)
+                .unwrap_or(a.requested_at),
+        );
+    }
+    a
+}
+
+/// Approval `id`, with its use marker read; `None` when there is none.
+///
+/// # Errors
+/// [`StoreError`] when it cannot be read or does not parse.
+pub fn get(home: &Home, id: &str) -> StoreResult<Option<Approval>> {
+    if !valid_id(id) {
+        return Ok(None);
+    }
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("read", &path, e)),
+    };
+    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    Ok(Some(with_marker(home, a)))
 }
 
 fn valid_id(id: &str) -> bool {
@@ -163,6 +214,7 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
         })
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice(&b).ok())
+        .map(|a| with_marker(home, a))
         .collect();
     out.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
     Ok(out)
@@ -240,6 +292,48 @@ pub fn take(
     Ok(Some(a))
 }
 
+/// Looks up a granted, unused, unexpired approval of exactly this call without using it
+/// (the dry pre-gate of RUNTIME §7: nothing is spent until the call is admitted). Takes no
+/// lock.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read (callers fail closed).
+pub fn lookup(
+    home: &Home,
+    tool: &str,
+    principal: (&str, &str),
+    args_digest: &str,
+    policy_hash: &str,
+    now: Timestamp,
+) -> StoreResult<Option<Approval>> {
+    if !dir(home).exists() {
+        return Ok(None);
+    }
+    Ok(list(home)?.into_iter().find(|a| {
+        a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "approved"
+    }))
+}
+
+/// Undoes a [`take`] whose call was not admitted after all (the step after it failed):
+/// clears `used_at` of approval `id`, under the store lock.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read or written.
+pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
+    if !valid_id(id) {
+        return Ok(());
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
+    let mut a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    a.used_at = None;
+    save(home, &a)
+}
+
 /// Grants approval `id` (the caller checked the owner).
 ///
 /// # Errors
@@ -261,6 +355,9 @@ pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, Approv
         path,
         reason: e.to_string(),
     })?;
+    if with_marker(home, a.clone()).used_at.is_some() {
+        return Err(ApprovalError::Used(a.id));
+    }
     match a.state(now) {
         "used" => return Err(ApprovalError::Used(a.id)),
         "expired" => return Err(ApprovalError::Expired(a.id)),

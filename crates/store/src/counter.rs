@@ -44,18 +44,23 @@ pub enum Verdict {
     RateLimit,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Record {
-    identity: String,
-    tool: String,
-    recent: Vec<u64>,
-    total: u64,
+/// One counter file. `applied` (absent in files written by [`Counters::try_consume`])
+/// is the audit log offset through which the intents that spend this counter are counted
+/// (`hcp_store::audit::admit`): the file is then a cache of the audit trail.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    pub(crate) identity: String,
+    pub(crate) tool: String,
+    pub(crate) recent: Vec<u64>,
+    pub(crate) total: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) applied: Option<u64>,
 }
 
 /// The counters of one store.
 #[derive(Debug, Clone)]
 pub struct Counters {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Counters {
@@ -66,7 +71,12 @@ impl Counters {
         }
     }
 
-    fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
+    /// The file of the counter of `identity` and `tool` (it may not exist).
+    pub fn file(&self, identity: &str, tool: &str) -> PathBuf {
+        self.paths(identity, tool).0
+    }
+
+    pub(crate) fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
         let mut h = Sha256::new();
         h.update(identity.as_bytes());
         h.update([0]);
@@ -78,7 +88,7 @@ impl Counters {
         )
     }
 
-    fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
+    pub(crate) fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
         std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::io("create", &self.dir, e))?;
         let f = OpenOptions::new()
             .create(true)
@@ -91,7 +101,7 @@ impl Counters {
         Ok(f)
     }
 
-    fn read(path: &PathBuf) -> StoreResult<Record> {
+    pub(crate) fn read(path: &PathBuf) -> StoreResult<Record> {
         match std::fs::read(path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Damaged {
                 path: path.clone(),
@@ -102,7 +112,7 @@ impl Counters {
         }
     }
 
-    fn verdict(r: &Record, limits: Limits, now_ms: u64) -> Verdict {
+    pub(crate) fn verdict(r: &Record, limits: Limits, now_ms: u64) -> Verdict {
         if limits.budget.is_some_and(|b| r.total >= b) {
             return Verdict::Budget;
         }
@@ -144,28 +154,79 @@ impl Counters {
         limits: Limits,
         now_ms: u64,
     ) -> StoreResult<Verdict> {
-        let (path, lock) = self.paths(identity, tool);
-        let _l = self.lock(&lock, true)?;
-        let mut r = Self::read(&path)?;
-        let v = Self::verdict(&r, limits, now_ms);
-        if v != Verdict::Ok {
-            return Ok(v);
+        match self.hold(identity, tool, limits, now_ms)? {
+            Ok(slot) => slot.commit().map(|()| Verdict::Ok),
+            Err(v) => Ok(v),
         }
-        let since = now_ms.saturating_sub(limits.window_ms);
+    }
+
+    /// Takes the key's exclusive lock and checks `limits`: a [`HeldSlot`] that counts the
+    /// call once [`HeldSlot::commit`]ted (dropping it counts nothing and releases the lock),
+    /// or the verdict that refuses it. While a slot is held no other process can take one
+    /// of this key, so a caller can hold several (of different keys, in a fixed order) and
+    /// commit all of them only once every other check of the call passed.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be read (callers fail closed).
+    pub fn hold(
+        &self,
+        identity: &str,
+        tool: &str,
+        limits: Limits,
+        now_ms: u64,
+    ) -> StoreResult<Result<HeldSlot, Verdict>> {
+        let (path, lock) = self.paths(identity, tool);
+        let lock = self.lock(&lock, true)?;
+        let record = Self::read(&path)?;
+        let v = Self::verdict(&record, limits, now_ms);
+        if v != Verdict::Ok {
+            return Ok(Err(v));
+        }
+        Ok(Ok(HeldSlot {
+            _lock: lock,
+            path,
+            record,
+            identity: identity.to_owned(),
+            tool: tool.to_owned(),
+            window_ms: limits.window_ms,
+            now_ms,
+        }))
+    }
+}
+
+/// A counter slot checked and held under its key's exclusive lock ([`Counters::hold`]).
+#[derive(Debug)]
+pub struct HeldSlot {
+    _lock: File,
+    path: PathBuf,
+    record: Record,
+    identity: String,
+    tool: String,
+    window_ms: u64,
+    now_ms: u64,
+}
+
+impl HeldSlot {
+    /// Counts the call (writes the counter) and releases the lock.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be written; then nothing was counted.
+    pub fn commit(self) -> StoreResult<()> {
+        let mut r = self.record;
+        let since = self.now_ms.saturating_sub(self.window_ms);
         r.recent.retain(|&t| t >= since);
         if r.recent.len() >= MAX_RECENT {
             r.recent.remove(0);
         }
-        r.recent.push(now_ms);
+        r.recent.push(self.now_ms);
         r.total += 1;
-        r.identity = identity.to_owned();
-        r.tool = tool.to_owned();
+        r.identity = self.identity;
+        r.tool = self.tool;
         let bytes = serde_json::to_vec(&r).map_err(|e| StoreError::Damaged {
-            path: path.clone(),
+            path: self.path.clone(),
             reason: e.to_string(),
         })?;
-        write_atomic(&path, &bytes)?;
-        Ok(Verdict::Ok)
+        write_atomic(&self.path, &bytes)
     }
 }
 
