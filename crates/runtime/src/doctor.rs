@@ -26,6 +26,9 @@ pub struct Report {
     pub ok: bool,
     /// The store.
     pub store: StoreHealth,
+    /// The state backend (RUNTIME §9): files, or the fleet's database and whether it
+    /// answers.
+    pub state: crate::backend::StateHealth,
     /// What the kernel's confinement gives `local` verbs here.
     pub sandbox: Sandbox,
     /// The resource limits of every child.
@@ -178,6 +181,13 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     };
 
     let listing = pack::list(home).map_err(|e| Refusal::store(&e))?;
+    let state = crate::backend::health(rt);
+    if let Some(e) = &state.error {
+        problems.push(format!(
+            "the state backend `{}`: {}",
+            state.backend, e.message
+        ));
+    }
     let audit = match rt.state().audit_verify() {
         Ok(v) => {
             if !v.is_clean() {
@@ -347,6 +357,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             packs_active: listing.iter().filter(|p| p.active).count(),
             audit,
         },
+        state,
         sandbox,
         limits,
         packs,

@@ -2,10 +2,12 @@
 //! directory once without following a symlink (`hcp_lint::read_pack`), runs every lint
 //! rule on those bytes (`hcp_lint::check`) and the checks install relies on whatever the
 //! rule set holds (`hcp_store::pack::CheckedPack::parse`), then hands exactly those bytes
-//! to the store (`hcp_store::pack::install`), and tells the state when a reinstall changed
-//! the pack's content (the rug-pull guard, [`State::pack_content_changed`]).
+//! to the store (`hcp_store::pack::install`), and tells the state of every install (the
+//! rug-pull guard, [`State::pack_installed`]: a reinstall that changed the content, and
+//! with a fleet's database a pack installed with other content than another machine's,
+//! suspend the non-owner grants on it).
 //!
-//! [`State::pack_content_changed`]: hcp_store::state::State::pack_content_changed
+//! [`State::pack_installed`]: hcp_store::state::State::pack_installed
 
 use crate::Runtime;
 use hcp_lint::{Diagnostic, Report};
@@ -90,18 +92,18 @@ pub fn install(
             return Err(InstallError::Lint(Box::new(report)));
         }
     };
+    // A state that cannot be told of the install refuses it before anything is written.
+    crate::backend::ready(rt).map_err(PackError::Store)?;
     let done = pack::install(rt.home(), &checked, opts)?;
-    if done.content_changed
-        && let (Some(at), Ok(id)) = (
-            done.record
-                .content_changed_at
-                .as_deref()
-                .and_then(|t| t.parse::<Timestamp>().ok()),
-            hcp_model::PackId::parse(&checked.manifest.id),
-        )
-    {
+    if let Ok(id) = hcp_model::PackId::parse(&checked.manifest.id) {
+        // Every install, so that a repeat after a failure here tells the state again.
+        let changed_at = done
+            .record
+            .content_changed_at
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok());
         rt.state()
-            .pack_content_changed(&id, at)
+            .pack_installed(&id, &done.record.files_digest, changed_at, Timestamp::now())
             .map_err(PackError::Store)?;
     }
     Ok(Installed {
@@ -137,6 +139,7 @@ pub fn pack_refusal(e: &PackError) -> crate::Refusal {
 /// # Errors
 /// The store's (`not_installed` …).
 pub fn uninstall(rt: &Runtime, id: &str) -> Result<Removed, PackError> {
+    crate::backend::ready(rt).map_err(PackError::Store)?;
     let removed = pack::uninstall(rt.home(), id)?;
     if let Ok(pid) = hcp_model::PackId::parse(&removed.id) {
         rt.state().pack_removed(&pid)?;

@@ -41,6 +41,7 @@
 
 #![deny(missing_docs)]
 
+pub mod backend;
 pub mod call;
 pub mod connect;
 pub mod decide;
@@ -70,27 +71,41 @@ pub use hcp_gate::Face;
 pub use refusal::Refusal;
 
 use hcp_store::Home;
-use hcp_store::state::{FileState, State};
+use hcp_store::state::State;
 use std::sync::Arc;
+
+pub use backend::Backend;
 
 /// A store and its state backend: what every call runs against.
 #[derive(Debug, Clone)]
 pub struct Runtime {
     home: Home,
     state: Arc<dyn State>,
+    backend: Backend,
 }
 
 impl Runtime {
-    /// The runtime of `home` with the embedded file state. (Choosing the backend from
-    /// `config.json`'s `"state"` is the PostgreSQL backend's to add: RUNTIME §9.)
+    /// The runtime of `home`, with the state backend `config.json`'s `"state"` names
+    /// (RUNTIME §9): the files of `home` when it names none, the fleet's PostgreSQL
+    /// database (connected on first use) when it does, and when it cannot be used a
+    /// backend whose every step refuses with why ([`backend`]); never a fall-back from one
+    /// to the other. Reads `config.json` (and for PostgreSQL the machine id) once.
     pub fn open(home: Home) -> Self {
-        let state = Arc::new(FileState::new(&home));
-        Self { home, state }
+        let (backend, state) = backend::choose(&home);
+        Self {
+            home,
+            state,
+            backend,
+        }
     }
 
     /// The runtime of `home` with `state` as its backend.
     pub fn with_state(home: Home, state: Arc<dyn State>) -> Self {
-        Self { home, state }
+        Self {
+            home,
+            state,
+            backend: Backend::File,
+        }
     }
 
     /// The store.
@@ -101,5 +116,10 @@ impl Runtime {
     /// The state backend.
     pub fn state(&self) -> &dyn State {
         self.state.as_ref()
+    }
+
+    /// Which backend was chosen, for `hcp doctor` and `hcp state migrate`.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
     }
 }

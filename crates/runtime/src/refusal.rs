@@ -46,7 +46,11 @@ impl Refusal {
 
     /// A store failure, with its own code.
     pub fn store(e: &hcp_store::StoreError) -> Self {
-        Self::new(e.code(), e.to_string())
+        Self {
+            code: e.code(),
+            message: e.to_string(),
+            hint: e.hint().map(str::to_owned),
+        }
     }
 
     /// An adapter failure, with its code (the adapter spells it; the table knows it).

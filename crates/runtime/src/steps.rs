@@ -184,11 +184,20 @@ pub(crate) fn admit_stop(e: AdmitError, tool: &str, facts: &mut Facts) -> Stop {
         AdmitError::Audit(inner) => {
             format!("the audit trail cannot be written, so nothing runs: {inner}")
         }
+        AdmitError::State(inner) => format!("{inner}, so nothing runs"),
         other => format!("{other}; the call is refused"),
     };
+    let hint = match &e {
+        AdmitError::State(inner) => inner.hint().map(str::to_owned),
+        _ => None,
+    };
     Stop {
-        recorded: !matches!(e, AdmitError::Audit(_)),
-        refusal: Refusal::new(code, message),
+        recorded: !matches!(e, AdmitError::Audit(_) | AdmitError::State(_)),
+        refusal: Refusal {
+            code,
+            message,
+            hint,
+        },
     }
 }
 

@@ -37,6 +37,7 @@ pub mod schema;
 mod session;
 mod snapshot;
 mod sql;
+mod state;
 mod time;
 mod tls;
 
@@ -56,6 +57,7 @@ pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use schema::{MigrateReport, SCHEMA_VERSION};
 pub use session::SessionLookupError;
 pub use snapshot::{CallSnapshot, SnapshotQuery};
+pub use state::{BACKEND, store_error, tail_line};
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -85,6 +87,42 @@ pub struct PgState {
     machine: MachineId,
     conn: Mutex<Option<postgres::Client>>,
     secret: std::sync::OnceLock<[u8; 32]>,
+    /// The last failure to connect and when, answered again without a new attempt for
+    /// [`RETRY_AFTER`] (a call touches the state several times; an unreachable host
+    /// would make each wait for the connect time limit).
+    failed: Mutex<Option<(std::time::Instant, Remembered)>>,
+}
+
+/// How long a failure to connect is answered again before the next attempt.
+pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A connection failure, kept to answer it again.
+#[derive(Debug, Clone)]
+enum Remembered {
+    Unavailable(Failure, String),
+    Schema(Option<i32>, i32),
+}
+
+impl Remembered {
+    fn of(e: &PgError) -> Option<Self> {
+        match e {
+            PgError::Unavailable {
+                failure, reason, ..
+            } => Some(Self::Unavailable(*failure, reason.clone())),
+            PgError::Schema { found, expected } => Some(Self::Schema(*found, *expected)),
+            _ => None,
+        }
+    }
+
+    fn error(&self) -> PgError {
+        match self {
+            Self::Unavailable(f, r) => PgError::unavailable(*f, r.clone()),
+            Self::Schema(found, expected) => PgError::Schema {
+                found: *found,
+                expected: *expected,
+            },
+        }
+    }
 }
 
 impl std::fmt::Debug for PgState {
@@ -107,17 +145,24 @@ impl PgState {
     /// absent, older or newer than [`SCHEMA_VERSION`].
     pub fn connect(cfg: &StateConfig, machine: MachineId) -> PgResult<Self> {
         let state = Self::unchecked(cfg, machine)?;
-        {
-            let mut guard = state.lock()?;
-            let mut client = config::open(&state.target)?;
-            schema::check(&mut client, &state.schema)?;
-            *guard = Some(client);
-        }
+        let client = state.reconnect()?;
+        *state.lock()? = Some(client);
         Ok(state)
+    }
+
+    /// The state of `cfg` as `machine`, connecting on first use (so a process that needs
+    /// no state never connects). The configuration is checked now; the server, the
+    /// credentials and the schema's version when the first step runs.
+    ///
+    /// # Errors
+    /// [`PgError::Config`] for a bad `state`.
+    pub fn open(cfg: &StateConfig, machine: MachineId) -> PgResult<Self> {
+        Self::unchecked(cfg, machine)
     }
 
     fn unchecked(cfg: &StateConfig, machine: MachineId) -> PgResult<Self> {
         Ok(Self {
+            failed: Mutex::new(None),
             target: config::target(cfg)?,
             schema: cfg.schema()?.to_owned(),
             url: cfg.redacted_url(),
@@ -144,6 +189,28 @@ impl PgState {
         let t = config::target(cfg)?;
         let mut client = config::open(&t)?;
         schema::migrate_to(&mut client, cfg.schema()?, target.min(SCHEMA_VERSION))
+    }
+
+    /// The server's facts on a connection of its own that does not check the schema's
+    /// version (`schema_version` 0 when there is no schema): what `hcp doctor` shows of
+    /// a database this hcp cannot use yet.
+    ///
+    /// # Errors
+    /// [`PgError::Config`], [`PgError::Unavailable`].
+    pub fn probe(cfg: &StateConfig) -> PgResult<ServerInfo> {
+        let t = config::target(cfg)?;
+        let schema = cfg.schema()?;
+        let mut client = config::open(&t)?;
+        let server_version: String = client
+            .query_typed_one("SELECT current_setting('server_version')", &[])?
+            .try_get(0)?;
+        Ok(ServerInfo {
+            url: cfg.redacted_url(),
+            schema: schema.to_owned(),
+            server_version,
+            schema_version: schema::version(&mut client, schema)?.unwrap_or(0),
+            tls: t.tls.is_some(),
+        })
     }
 
     /// This machine's id.
@@ -204,6 +271,36 @@ impl PgState {
         Ok(*self.secret.get_or_init(|| secret))
     }
 
+    /// A new connection, its schema checked and the fleet's secret read with it (one
+    /// round trip after the start-up); a failure is remembered for [`RETRY_AFTER`].
+    fn reconnect(&self) -> PgResult<postgres::Client> {
+        let mut failed = self.failed.lock().map_err(|_| {
+            PgError::unavailable(Failure::ConnectionLost, "a call panicked mid-way")
+        })?;
+        if let Some((at, why)) = failed.as_ref()
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(why.error());
+        }
+        let attempt = config::open(&self.target).and_then(|mut client| {
+            let secret = schema::check_reading_secret(&mut client, &self.schema)?;
+            Ok((client, secret))
+        });
+        match attempt {
+            Ok((client, secret)) => {
+                *failed = None;
+                if let Some(s) = secret {
+                    let _ = self.secret.set(s);
+                }
+                Ok(client)
+            }
+            Err(e) => {
+                *failed = Remembered::of(&e).map(|r| (std::time::Instant::now(), r));
+                Err(e)
+            }
+        }
+    }
+
     fn lock(&self) -> PgResult<MutexGuard<'_, Option<postgres::Client>>> {
         self.conn
             .lock()
@@ -220,9 +317,7 @@ impl PgState {
         let mut guard = self.lock()?;
         if guard.as_ref().is_none_or(postgres::Client::is_closed) {
             *guard = None;
-            let mut client = config::open(&self.target)?;
-            schema::check(&mut client, &self.schema)?;
-            *guard = Some(client);
+            *guard = Some(self.reconnect()?);
         }
         let Some(client) = guard.as_mut() else {
             return Err(PgError::unavailable(

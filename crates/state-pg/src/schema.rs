@@ -100,6 +100,51 @@ pub fn check(client: &mut postgres::Client, schema: &str) -> PgResult<()> {
     }
 }
 
+/// As [`check`], and reads the fleet's digest secret in the same round trip (`None`
+/// when it is missing or not 32 bytes: [`crate::PgState::digest_secret`] then says so).
+///
+/// # Errors
+/// As [`check`].
+pub fn check_reading_secret(
+    client: &mut postgres::Client,
+    schema: &str,
+) -> PgResult<Option<[u8; 32]>> {
+    let sql = format!(
+        "SELECT (SELECT max(version) FROM {schema}.schema_version),
+                (SELECT value FROM {schema}.fleet_secret WHERE name = 'args_digest')"
+    );
+    let (found, secret) = match client.query_typed_one(&sql, &[]) {
+        Ok(row) => (
+            row.try_get::<_, Option<i32>>(0)?,
+            row.try_get::<_, Option<Vec<u8>>>(1)?,
+        ),
+        Err(e)
+            if e.code() == Some(&SqlState::UNDEFINED_TABLE)
+                || e.code() == Some(&SqlState::INVALID_SCHEMA_NAME) =>
+        {
+            // A schema without `fleet_secret` is no schema of this hcp's: say which
+            // version it has.
+            return match version(client, schema)? {
+                Some(SCHEMA_VERSION) => {
+                    Err(PgError::damaged("the fleet's digest secret is missing"))
+                }
+                found => Err(PgError::Schema {
+                    found,
+                    expected: SCHEMA_VERSION,
+                }),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if found != Some(SCHEMA_VERSION) {
+        return Err(PgError::Schema {
+            found,
+            expected: SCHEMA_VERSION,
+        });
+    }
+    Ok(secret.and_then(|s| <[u8; 32]>::try_from(s).ok()))
+}
+
 /// Creates `schema` or upgrades it to `target` (at most [`SCHEMA_VERSION`]). A newer
 /// schema than `target` is refused, never downgraded.
 ///

@@ -156,21 +156,29 @@ pub enum AuditError {
 }
 
 impl AuditError {
-    /// The stable code: `audit_bad_entry` for a reserved field, else `audit_unavailable`.
+    /// The stable code: `audit_bad_entry` for a reserved field; a state backend that
+    /// cannot be used answers its own (`state_unavailable`, `bad_config`, RUNTIME §9);
+    /// else `audit_unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ReservedField { .. } => "audit_bad_entry",
+            Self::Store(e @ (StoreError::StateUnavailable { .. } | StoreError::Config(_))) => {
+                e.code().as_str()
+            }
             _ => "audit_unavailable",
         }
     }
 
     /// What the owner can do, when there is something to say.
-    pub fn hint(&self) -> Option<&'static str> {
+    pub fn hint(&self) -> Option<&str> {
         match self {
             Self::Damaged { .. } | Self::Contradicted { .. } => Some(
                 "`hcp audit verify` names the fault; keep the trail as evidence and move \
                  `audit/audit.jsonl` and `audit/audit.anchor` aside to start a new one",
             ),
+            Self::Store(e @ (StoreError::StateUnavailable { .. } | StoreError::Config(_))) => {
+                e.hint()
+            }
             Self::Store(_) => Some("the audit directory must be writable and its disk not full"),
             Self::ReservedField { .. } => None,
         }

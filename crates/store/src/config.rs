@@ -12,9 +12,14 @@
 //!     "file_size_bytes": 1073741824,
 //!     "processes": 4096
 //!   },
-//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] }
+//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
+//!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" }
 //! }
 //! ```
+//!
+//! `state` (RUNTIME §9) points a machine of a fleet at the shared PostgreSQL state; absent,
+//! the state is the files of `$HCP_HOME`. The runtime reads it once per call
+//! ([`StateConfig::load`]) and never falls back from one to the other.
 //!
 //! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); a
 //! missing file is the defaults. Reading is strict: an unknown or repeated key, a wrong
@@ -58,6 +63,86 @@ pub struct RuntimeConfig {
     pub limits: LimitsConfig,
     /// Where activation also writes the skills (RUNTIME §10).
     pub skills: SkillsConfig,
+    /// The shared state of a fleet (RUNTIME §9); `None`: the files of `$HCP_HOME`. Never
+    /// serialised (its URL may hold a password).
+    #[serde(skip_serializing)]
+    pub state: Option<StateConfig>,
+}
+
+/// `state`: the PostgreSQL database that holds a fleet's sessions, grants, approvals,
+/// counters and audit (RUNTIME §9). The runtime's backend (`hcp-state-pg`) parses the URL
+/// itself and reports a URL it cannot use as `bad_config` at [`StateConfig::url_at`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// A libpq connection string: `postgresql://user@host/db?sslmode=…` or the key-word
+    /// form `host=/path/to/socket dbname=… user=…`.
+    pub url: String,
+    /// The PostgreSQL schema (namespace) of hcp's tables, `^[a-z_][a-z0-9_]{0,62}$`, not
+    /// starting with `pg_`; `None`: `hcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Where the key `state.url` is in `config.json` (0:0 for one not read from a file).
+    #[serde(skip)]
+    pub url_at: Location,
+}
+
+/// Whether `s` is a usable PostgreSQL schema name for hcp's tables.
+pub fn valid_schema_name(s: &str) -> bool {
+    s.len() <= 63
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !s.starts_with("pg_")
+}
+
+impl StateConfig {
+    /// The `state` of `$HCP_HOME/config.json` (RUNTIME §9), for choosing the backend before
+    /// any state is touched: `None` for a missing file or one without `state`. A file that
+    /// does not parse refuses unless it is a JSON object with no `state` key at all (then
+    /// the state is certainly the files, and the fault is reported where the call reads
+    /// the rest of the configuration): when `state` may be in it, guessing would risk a
+    /// fall-back to local state.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] (`bad_config`, with line and column) and
+    /// [`ConfigError::Io`] as [`RuntimeConfig::load`].
+    pub fn load(home: &Path) -> Result<Option<Self>, ConfigError> {
+        let path = RuntimeConfig::path(home);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        };
+        match RuntimeConfig::parse(&text, &path) {
+            Ok(c) => Ok(c.state),
+            Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => Ok(None),
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// Why the entry is refused when the file is read, and at which key, if it is.
+    fn fault(&self) -> Option<(&'static str, String)> {
+        if self.url.trim().is_empty() {
+            return Some(("url", "`state.url` may not be empty".into()));
+        }
+        if self.url.contains('\0') {
+            return Some(("url", "`state.url` may not hold a NUL".into()));
+        }
+        match self.schema.as_deref() {
+            Some(s) if !valid_schema_name(s) => Some((
+                "schema",
+                format!(
+                    "`state.schema` `{s}` must match `^[a-z_][a-z0-9_]{{0,62}}$` and not start with `pg_`"
+                ),
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// `skills`: the folders where harnesses look for skills (RUNTIME §10).
@@ -314,6 +399,12 @@ impl RuntimeConfig {
             }
             config.skills.export[i].at = hcp_model::locate(text, &p).unwrap_or_default();
         }
+        if let Some(st) = &mut config.state {
+            if let Some((key, message)) = st.fault() {
+                return Err(located(&["state", key], message));
+            }
+            st.url_at = hcp_model::locate(text, &["state", "url"]).unwrap_or_default();
+        }
         if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
             let at = hcp_model::locate(text, &["limits", name]);
             return Err(ConfigError::Invalid {
@@ -365,7 +456,7 @@ mod tests {
                     processes: 64,
                     ..LimitsConfig::default()
                 },
-                skills: SkillsConfig::default(),
+                ..RuntimeConfig::default()
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
@@ -459,6 +550,79 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (2, 4));
+    }
+
+    #[test]
+    fn the_state_key_is_read_with_the_place_of_its_url() {
+        let c = parse(
+            "{\"state\": {\n  \"url\": \"host=/run/pg dbname=hcp\", \"schema\": \"fleet_1\"}}",
+        )
+        .unwrap();
+        let st = c.state.unwrap();
+        assert_eq!(st.url, "host=/run/pg dbname=hcp");
+        assert_eq!(st.schema.as_deref(), Some("fleet_1"));
+        assert_eq!((st.url_at.line, st.url_at.column), (2, 3));
+        assert_eq!(parse("{}").unwrap().state, None);
+        for (text, needle, at) in [
+            (r#"{"state": {"url": ""}}"#, "may not be empty", (1, 12)),
+            (
+                r#"{"state": {"url": "host=/s", "schema": "Bad"}}"#,
+                "`state.schema`",
+                (1, 30),
+            ),
+            (
+                r#"{"state": {"url": "host=/s", "schema": "pg_x"}}"#,
+                "`state.schema`",
+                (1, 30),
+            ),
+            (
+                r#"{"state": {"url": "host=/s", "pool": 1}}"#,
+                "unknown field",
+                (1, 35),
+            ),
+            (
+                r#"{"state": {"schema": "hcp"}}"#,
+                "missing field `url`",
+                (1, 27),
+            ),
+            (r#"{"state": "host=/s"}"#, "invalid type", (1, 19)),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+            let ConfigError::Invalid { line, column, .. } = e else {
+                panic!("{e:?}")
+            };
+            assert_eq!((line, column), at, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_backend_is_chosen_only_from_a_file_that_cannot_hide_a_state_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |t: &str| std::fs::write(dir.path().join(CONFIG_FILE), t).unwrap();
+        assert_eq!(StateConfig::load(dir.path()).unwrap(), None);
+        write(r#"{"state": {"url": "host=/s"}}"#);
+        assert_eq!(
+            StateConfig::load(dir.path()).unwrap().unwrap().url,
+            "host=/s"
+        );
+        // A fault elsewhere in a file that holds no `state`: the files, certainly.
+        write(r#"{"sandbox": {"requir": true}}"#);
+        assert_eq!(StateConfig::load(dir.path()).unwrap(), None);
+        // A fault elsewhere beside a `state`, or a file that is not JSON: refused.
+        for t in [
+            r#"{"sandbox": {"requir": true}, "state": {"url": "host=/s"}}"#,
+            r#"{"state": {"url": "host=/s"},"#,
+            r#"{"state": {"url": "host=/s"}, "state": {"url": "host=/t"}}"#,
+        ] {
+            write(t);
+            assert_eq!(
+                StateConfig::load(dir.path()).unwrap_err().code(),
+                Code::BadConfig,
+                "{t}"
+            );
+        }
     }
 
     #[test]

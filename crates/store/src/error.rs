@@ -34,7 +34,13 @@ pub enum StoreError {
         backend: String,
         /// Why, lowercase.
         reason: String,
+        /// What the operator can do (`hcp state migrate`, check the URL …), lowercase.
+        hint: Option<String>,
     },
+    /// `config.json` does not parse, or its `state` cannot be used (code `bad_config`):
+    /// the state backend cannot be chosen, so no state is read or written.
+    #[error(transparent)]
+    Config(Box<crate::config::ConfigError>),
     /// A state file that does not parse: the store was edited by hand or is damaged.
     #[error("state file `{path}` is damaged: {reason}")]
     Damaged {
@@ -54,6 +60,16 @@ impl StoreError {
             Self::Io { .. } => Code::StoreIo,
             Self::Damaged { .. } => Code::StoreDamaged,
             Self::StateUnavailable { .. } => Code::StateUnavailable,
+            Self::Config(e) => e.code(),
+        }
+    }
+
+    /// What the operator can do about it, when there is something to say.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            Self::StateUnavailable { hint, .. } => hint.as_deref(),
+            Self::Config(_) => Some("fix `config.json` in the store; `hcp doctor` checks it"),
+            _ => None,
         }
     }
 

@@ -130,6 +130,33 @@ pub enum AdmitError {
     /// The call's record cannot be made durable (`audit_unavailable`).
     #[error("the audit trail cannot be written")]
     Audit(#[source] AuditError),
+    /// The session was ended or expired since the snapshot (`bad_session`): a backend
+    /// shared by a fleet re-checks it at admission.
+    #[error("bad session: {0}")]
+    Session(#[source] crate::session::BadSession),
+    /// A capability the gate found was revoked, or suspended by a content change, since
+    /// the snapshot (`missing_grant`).
+    #[error("{}", grant_gone(*.capability, *.content_changed_at))]
+    Grant {
+        /// The capability.
+        capability: Capability,
+        /// When the pack's content changed, for a suspension.
+        content_changed_at: Option<Timestamp>,
+    },
+    /// The state backend cannot be used (`state_unavailable`, or its own code): nothing
+    /// was spent and nothing runs.
+    #[error(transparent)]
+    State(StoreError),
+}
+
+fn grant_gone(capability: Capability, changed: Option<Timestamp>) -> String {
+    match changed {
+        Some(at) => format!(
+            "the grant of `{capability}` is suspended: the pack's content changed at `{}`",
+            crate::session::format_ts(at)
+        ),
+        None => format!("the grant of `{capability}` was revoked"),
+    }
 }
 
 fn limit_word(v: Verdict) -> &'static str {
@@ -152,6 +179,9 @@ impl AdmitError {
             Self::Counter(_) => Code::LimitStoreUnavailable,
             Self::Approval(_) => Code::ConfirmError,
             Self::Audit(_) => Code::AuditUnavailable,
+            Self::Session(_) => crate::session::BAD_SESSION,
+            Self::Grant { .. } => Code::MissingGrant,
+            Self::State(e) => e.code(),
         }
     }
 }
@@ -251,6 +281,31 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`StoreError`].
     fn pack_content_changed(&self, pack: &PackId, at: Timestamp) -> Result<(), StoreError>;
+
+    /// Records that `pack`, with files digest `files_digest`, was installed on this
+    /// machine at `now`; `changed_at` is the install record's `content_changed_at` (set
+    /// when a reinstall here changed the content). Returns the pack's content change as
+    /// the state knows it. A backend shared by a fleet also notices a pack installed here
+    /// with other content than another machine's, and suspends the grants fleet-wide
+    /// (RUNTIME §3, §9). Called on every install, so that it is idempotent: a repeat
+    /// records nothing new. The default records `changed_at` through
+    /// [`State::pack_content_changed`].
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    fn pack_installed(
+        &self,
+        pack: &PackId,
+        files_digest: &str,
+        changed_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let _ = (files_digest, now);
+        if let Some(at) = changed_at {
+            self.pack_content_changed(pack, at)?;
+        }
+        Ok(changed_at)
+    }
 
     /// Drops what the state keeps for an uninstalled `pack` (its grants; `*` grants stay).
     /// The file backend does this inside the uninstall, under the store lock, and does

@@ -40,6 +40,9 @@ pub fn run(a: Args) -> CliResult {
             );
             Ok(exit::OK)
         }
+        Err(hcp_store::approval::ApprovalError::Store(e)) => {
+            Err(crate::commands::session::store_error(&e))
+        }
         Err(e) => {
             Err(CliError::new(e.code(), e.to_string())
                 .hint("`hcp approvals` lists the pending ones"))
@@ -55,7 +58,7 @@ pub fn run_list(a: ListArgs) -> CliResult {
     let list = rt
         .state()
         .approvals_list()
-        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
+        .map_err(|e| crate::commands::session::store_error(&e))?;
     let shown: Vec<_> = list
         .into_iter()
         .filter(|x| a.all || x.state(now) == "pending")

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod sense;
 pub mod session;
 pub mod show;
+pub mod state;
 
 /// The command line of `hcp`.
 #[derive(Debug, Parser)]
@@ -57,6 +58,9 @@ enum Command {
     Grant(grant::GrantArgs),
     /// Take capabilities back (owner only).
     Revoke(grant::RevokeArgs),
+    /// Create or upgrade the schema of a fleet's state database (owner only).
+    #[command(subcommand)]
+    State(state::StateCommand),
     /// Verify and read the audit trail.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -93,6 +97,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Session(c) => session::run(c),
         Command::Grant(a) => grant::run_grant(a),
         Command::Revoke(a) => grant::run_revoke(a),
+        Command::State(c) => state::run(c),
         Command::Audit(c) => audit::run(c),
         Command::Connect(a) => connect::run(a),
         Command::Disconnect(a) => connect::run_disconnect(a),

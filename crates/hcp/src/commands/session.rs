@@ -109,7 +109,11 @@ pub(crate) fn open_home() -> Result<Home, CliError> {
 
 /// A store error as a CLI error: its code, exit 74, its causes.
 pub(crate) fn store_error(e: &StoreError) -> CliError {
-    with_causes(CliError::new(e.code(), e.to_string()), e)
+    let c = with_causes(CliError::new(e.code(), e.to_string()), e);
+    match e.hint() {
+        Some(h) => c.hint(h),
+        None => c,
+    }
 }
 
 /// Adds the source chain of `e` as `Caused by:` lines.

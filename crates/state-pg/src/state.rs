@@ -1,0 +1,464 @@
+//! `hcp_store::state::State` for [`PgState`]: the runtime's one view of the state, over
+//! the database of a fleet (RUNTIME §9). Each method is one of the crate's steps; what
+//! this module adds is the translation of values and errors: every [`PgError`] becomes
+//! `StoreError::StateUnavailable` (`state_unavailable`, 74) with its hint, never a
+//! fall-back to the files of `$HCP_HOME`.
+
+use crate::admit::{self, ApprovalTake, CounterTake, GrantCheck};
+use crate::approval::{self, ApprovalError as PgApprovalError};
+use crate::audit::{self, AuditError as PgAuditError, body_from_entry};
+use crate::error::PgError;
+use crate::session::SessionLookupError;
+use crate::{PgAppended, PgState};
+use hcp_model::{ArgValue, Capability, PackId};
+use hcp_store::StoreError;
+use hcp_store::approval::{Approval, ApprovalError};
+use hcp_store::audit::{
+    Appended, AuditError, Broken, DigestKey, Entry, Fault, GENESIS, Interrupted, Record, TailLine,
+    VerifyReport,
+};
+use hcp_store::config::ConfigError;
+use hcp_store::counter::{Limits, Verdict};
+use hcp_store::grant::{Grant, HeldCapability, PackScope};
+use hcp_store::session::{NewSession, PrincipalId, Session, SessionError, Token};
+use hcp_store::state::{Admission, AdmitError, Admitted, ApprovalKey, ApprovalRequest, State};
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+/// The backend's name in messages and `hcp doctor`.
+pub const BACKEND: &str = "postgresql";
+
+/// A [`PgError`] as the store's error: `state_unavailable` with the failure's hint;
+/// `store_io` for the machine id file; `bad_config` for a `state` that does not parse.
+pub fn store_error(e: PgError) -> StoreError {
+    let hint = e.hint();
+    match e {
+        PgError::Io {
+            action,
+            path,
+            source,
+        } => StoreError::Io {
+            action,
+            path,
+            source,
+        },
+        PgError::Config { reason } => StoreError::Config(Box::new(ConfigError::Invalid {
+            path: hcp_store::config::CONFIG_FILE.into(),
+            line: 0,
+            column: 0,
+            message: format!("`state`: {reason}"),
+        })),
+        PgError::Unavailable { reason, .. } => StoreError::StateUnavailable {
+            backend: BACKEND.into(),
+            reason,
+            hint,
+        },
+        e @ PgError::Schema { .. } => StoreError::StateUnavailable {
+            backend: BACKEND.into(),
+            reason: e.to_string(),
+            hint,
+        },
+    }
+}
+
+fn session_error(e: SessionLookupError) -> SessionError {
+    match e {
+        SessionLookupError::Bad(b) => SessionError::Bad(b),
+        SessionLookupError::State(e) => SessionError::Store(store_error(e)),
+    }
+}
+
+fn audit_error(e: PgAuditError) -> AuditError {
+    match e {
+        PgAuditError::ReservedField { key } => AuditError::ReservedField { key },
+        PgAuditError::State(e) => AuditError::Store(store_error(e)),
+    }
+}
+
+/// A database approval as the store's value (`taken_at` is the store's `used_at`).
+pub fn approval(a: approval::Approval) -> Approval {
+    Approval {
+        id: a.id,
+        tool: a.tool,
+        principal: a.principal,
+        principal_digest: a.principal_digest,
+        args_digest: a.args_digest,
+        policy_hash: a.policy_hash,
+        summary: a.summary,
+        requested_at: a.requested_at,
+        window_s: a.window_s,
+        approved_at: a.approved_at,
+        used_at: a.taken_at,
+    }
+}
+
+fn appended(a: PgAppended) -> Appended {
+    Appended {
+        id: a.id,
+        seq: a.seq,
+        ts: a.ts,
+        hash: a.hash,
+        repair: None,
+    }
+}
+
+/// The record body of an [`Entry`] with its kind, as the file store names it: a denied
+/// entry is a `refusal`, an allowed one an `event`.
+fn entry_body(entry: &Entry, kind: &str) -> Map<String, Value> {
+    let mut m = body_from_entry(entry);
+    m.insert(audit::KIND_FIELD.into(), Value::String(kind.into()));
+    m
+}
+
+fn entry_kind(entry: &Entry) -> &'static str {
+    match entry.decision {
+        hcp_store::audit::Decision::Deny => "refusal",
+        hcp_store::audit::Decision::Allow => "event",
+    }
+}
+
+impl State for PgState {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn session_start(
+        &self,
+        new: &NewSession,
+        now: Timestamp,
+    ) -> Result<(Token, Session), SessionError> {
+        let (token, session) = hcp_store::session::prepare(new, now)?;
+        let stored = self
+            .session_insert(&session)
+            .map_err(|e| SessionError::Store(store_error(e)))?;
+        Ok((token, stored))
+    }
+
+    fn session_resolve(&self, token: &str, now: Timestamp) -> Result<Session, SessionError> {
+        PgState::session_resolve(self, token, now).map_err(session_error)
+    }
+
+    fn session_end(&self, token: &str, now: Timestamp) -> Result<(Session, bool), SessionError> {
+        PgState::session_end(self, token, now).map_err(session_error)
+    }
+
+    fn session_end_principal(
+        &self,
+        principal: &PrincipalId,
+        now: Timestamp,
+    ) -> Result<Vec<Session>, SessionError> {
+        PgState::session_end_principal(self, principal, now)
+            .map_err(|e| SessionError::Store(store_error(e)))
+    }
+
+    fn session_list(&self) -> Result<Vec<Session>, StoreError> {
+        PgState::session_list(self).map_err(store_error)
+    }
+
+    fn grants_held(
+        &self,
+        principal: &PrincipalId,
+        pack: &PackId,
+    ) -> Result<Vec<HeldCapability>, StoreError> {
+        PgState::grants_held(self, principal, pack).map_err(store_error)
+    }
+
+    fn grant(
+        &self,
+        principal: &PrincipalId,
+        scope: &PackScope,
+        capabilities: &[Capability],
+        now: Timestamp,
+    ) -> Result<Vec<Grant>, StoreError> {
+        PgState::grant(self, principal, scope, capabilities, now).map_err(store_error)
+    }
+
+    fn revoke(
+        &self,
+        principal: &PrincipalId,
+        scope: &PackScope,
+        capabilities: &[Capability],
+    ) -> Result<Vec<Grant>, StoreError> {
+        PgState::revoke(self, principal, scope, capabilities).map_err(store_error)
+    }
+
+    fn grants_list(&self) -> Result<Vec<Grant>, StoreError> {
+        PgState::grants_list(self).map_err(store_error)
+    }
+
+    fn pack_content_changed(&self, pack: &PackId, at: Timestamp) -> Result<(), StoreError> {
+        PgState::pack_content_changed(self, pack, at)
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    fn pack_installed(
+        &self,
+        pack: &PackId,
+        files_digest: &str,
+        changed_at: Option<Timestamp>,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        if let Some(at) = changed_at {
+            PgState::pack_content_changed(self, pack, at).map_err(store_error)?;
+        }
+        PgState::pack_installed(self, pack, files_digest, now).map_err(store_error)
+    }
+
+    /// One machine's uninstall does not delete the grants of the fleet (other machines
+    /// may still run the pack): it records a content change, which suspends the non-owner
+    /// grants on the pack everywhere until the owner grants again.
+    fn pack_removed(&self, pack: &PackId) -> Result<(), StoreError> {
+        PgState::pack_content_changed(self, pack, Timestamp::now())
+            .map(drop)
+            .map_err(store_error)
+    }
+
+    fn approval_request(
+        &self,
+        request: &ApprovalRequest,
+        now: Timestamp,
+    ) -> Result<Approval, StoreError> {
+        let k = &request.key;
+        let r = approval::ApprovalRequest {
+            tool: k.tool.clone(),
+            principal: k.principal.clone(),
+            principal_digest: k.principal_digest.clone(),
+            args_digest: k.args_digest.clone(),
+            policy_hash: k.policy_hash.clone(),
+            summary: request.summary.clone(),
+            escalation: false,
+            window_s: request.window_s,
+        };
+        PgState::approval_request(self, &r, now)
+            .map(approval)
+            .map_err(store_error)
+    }
+
+    fn approval_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError> {
+        PgState::approval_lookup(
+            self,
+            &key.tool,
+            (&key.principal, &key.principal_digest),
+            &key.args_digest,
+            &key.policy_hash,
+            now,
+        )
+        .map(|a| a.map(approval))
+        .map_err(store_error)
+    }
+
+    fn approvals_list(&self) -> Result<Vec<Approval>, StoreError> {
+        PgState::approvals_list(self)
+            .map(|v| v.into_iter().map(approval).collect())
+            .map_err(store_error)
+    }
+
+    fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+        PgState::approve(self, id, now)
+            .map(approval)
+            .map_err(|e| match e {
+                PgApprovalError::Unknown(id) => ApprovalError::Unknown(id),
+                PgApprovalError::Used(id) => ApprovalError::Used(id),
+                PgApprovalError::Expired(id) | PgApprovalError::Decided { id, .. } => {
+                    ApprovalError::Expired(id)
+                }
+                PgApprovalError::State(e) => ApprovalError::Store(store_error(e)),
+            })
+    }
+
+    /// The keyed digest under the fleet's secret (read with the connection's first round
+    /// trip), so an approval bound on one machine matches the same call on another.
+    fn args_digest(&self, args: &[(&str, &ArgValue)]) -> Result<String, StoreError> {
+        let key = DigestKey::from_bytes(self.digest_secret().map_err(store_error)?);
+        Ok(key.args_digest(args.iter().copied()))
+    }
+
+    fn counter_check(
+        &self,
+        identity: &str,
+        tool: &str,
+        limits: Limits,
+        now_ms: u64,
+    ) -> Result<Verdict, StoreError> {
+        PgState::counter_check(self, identity, tool, limits, now_ms).map_err(store_error)
+    }
+
+    /// One statement (`hcp_admit`): the session and every capability re-checked with the
+    /// pack's fleet-wide suspension, each counter slot and the approvals taken, the
+    /// intent record appended to this machine's chain; all or nothing.
+    fn admit(&self, a: &Admission<'_>) -> Result<Admitted, AdmitError> {
+        let counters: Vec<CounterTake<'_>> = a
+            .counters
+            .iter()
+            .map(|c| CounterTake {
+                identity: &c.identity,
+                tool: &c.tool,
+                limits: c.limits,
+                now_ms: c.now_ms,
+            })
+            .collect();
+        let approvals: Vec<ApprovalTake<'_>> = a
+            .approvals
+            .iter()
+            .map(|k| ApprovalTake {
+                tool: &k.tool,
+                principal_digest: &k.principal_digest,
+                args_digest: &k.args_digest,
+                policy_hash: &k.policy_hash,
+            })
+            .collect();
+        let intent = entry_body(a.intent, audit::KIND_INTENT);
+        let adm = admit::Admission {
+            now: a.now,
+            principal: &a.intent.principal,
+            session: a.session,
+            grant: a.session.map(|_| GrantCheck {
+                pack: a.pack,
+                capabilities: a.capabilities,
+            }),
+            counters: &counters,
+            approvals: &approvals,
+            intent: &intent,
+        };
+        match PgState::admit(self, &adm) {
+            Ok(done) => Ok(Admitted {
+                approval_ids: done.approval_ids,
+                intent: Some(Appended {
+                    id: done.audit_id,
+                    seq: done.seq,
+                    ts: done.ts,
+                    hash: done.hash,
+                    repair: None,
+                }),
+            }),
+            Err(admit::AdmitError::Refused(r)) => Err(refusal(r)),
+            Err(admit::AdmitError::Audit(e)) => Err(AdmitError::Audit(audit_error(e))),
+            Err(admit::AdmitError::State(e)) => Err(AdmitError::State(store_error(e))),
+        }
+    }
+
+    fn record(&self, entry: &Entry) -> Result<Appended, AuditError> {
+        PgState::record(
+            self,
+            &entry_body(entry, entry_kind(entry)),
+            Timestamp::now(),
+        )
+        .map(appended)
+        .map_err(audit_error)
+    }
+
+    /// The connection is open and its schema checked (no round trip when it is).
+    fn audit_ready(&self) -> Result<(), AuditError> {
+        self.with(|_| Ok(()))
+            .map_err(|e| AuditError::Store(store_error(e)))
+    }
+
+    fn audit_verify(&self) -> Result<VerifyReport, AuditError> {
+        let r = PgState::audit_verify(self).map_err(|e| AuditError::Store(store_error(e)))?;
+        Ok(verify_report(&r))
+    }
+
+    fn audit_tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
+        let records =
+            PgState::audit_tail(self, n).map_err(|e| AuditError::Store(store_error(e)))?;
+        Ok((records.iter().map(tail_line).collect(), 0))
+    }
+}
+
+/// A record read back from the database as a line of the store's tail.
+pub fn tail_line(r: &crate::PgRecord) -> TailLine {
+    match serde_json::from_value::<Record>(r.to_json()) {
+        Ok(rec) => TailLine::Record(Box::new(rec)),
+        Err(e) => TailLine::Unparseable {
+            reason: format!("record {} of machine `{}`: {e}", r.seq, r.machine),
+        },
+    }
+}
+
+fn fault_of(code: &str) -> Fault {
+    match code {
+        "prev_mismatch" => Fault::PrevMismatch,
+        "truncated" => Fault::Truncated,
+        "missing_log" => Fault::MissingLog,
+        "anchor_mismatch" | "machine_mismatch" => Fault::AnchorMismatch,
+        _ => Fault::HashMismatch,
+    }
+}
+
+/// Every machine's chain as one report of the store's shape: the records of all chains,
+/// the first fault found (its detail names the machine and record).
+fn verify_report(r: &audit::VerifyReport) -> VerifyReport {
+    let broken = r.chains.iter().find_map(|c| {
+        c.fault.as_ref().map(|f| Broken {
+            fault: fault_of(f.code),
+            line: f.seq.unwrap_or(0),
+            id: f.id.clone(),
+            expected: None,
+            found: None,
+            detail: f.reason.clone(),
+        })
+    });
+    VerifyReport {
+        records: r.records(),
+        head: r
+            .chains
+            .iter()
+            .rev()
+            .find_map(|c| c.head.clone())
+            .unwrap_or_else(|| GENESIS.to_owned()),
+        repairs: Vec::new(),
+        interrupted: r
+            .chains
+            .iter()
+            .flat_map(|c| {
+                c.interrupted.iter().map(|id| Interrupted {
+                    line: 0,
+                    seq: None,
+                    id: id.clone(),
+                    ts: String::new(),
+                    principal: None,
+                    pack_id: None,
+                    verb_key: None,
+                })
+            })
+            .collect(),
+        torn_tail: None,
+        anchor: None,
+        legacy: 0,
+        checkpoint: None,
+        broken,
+    }
+}
+
+fn refusal(r: admit::AdmitRefusal) -> AdmitError {
+    use admit::AdmitRefusal as R;
+    let cap = |c: &str| c.parse::<Capability>().unwrap_or(Capability::VerbExecRead);
+    match r {
+        R::Session(b) => AdmitError::Session(b),
+        R::MissingGrant { capability } => AdmitError::Grant {
+            capability: cap(&capability),
+            content_changed_at: None,
+        },
+        R::Suspended {
+            capability,
+            content_changed_at,
+        } => AdmitError::Grant {
+            capability: cap(&capability),
+            content_changed_at: Some(content_changed_at),
+        },
+        R::Budget { tool } => AdmitError::Limit {
+            tool,
+            verdict: Verdict::Budget,
+        },
+        R::RateLimit { tool } => AdmitError::Limit {
+            tool,
+            verdict: Verdict::RateLimit,
+        },
+        R::ApprovalGone { .. } => AdmitError::ApprovalGone,
+    }
+}
