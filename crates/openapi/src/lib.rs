@@ -39,13 +39,11 @@ mod server;
 pub use error::{BadOpenapi, OperationError, Refusal, RefusalCode};
 pub use load::{Document, MAX_DOCUMENT_BYTES, Version};
 pub use operation::{
-    ArgIn, ArgSpec, Auth, Body, Dropped, Method, Operation, QueryStyle, RESERVED_NAMES,
-    Security, TENANT_NAMES, arg_name,
+    ArgIn, ArgSpec, Auth, Body, Dropped, Method, Operation, QueryStyle, RESERVED_NAMES, Security,
+    TENANT_NAMES, arg_name,
 };
 pub use plan::{Credential, Header, RequestPlan, plan};
 pub use schema::{JsonType, Schema};
 #[cfg(feature = "http")]
-pub use send::{
-    DEFAULT_BODY_CAP, DEFAULT_TIMEOUT, HttpAnswer, HttpOutcome, Limits, fetch, send,
-};
+pub use send::{DEFAULT_BODY_CAP, DEFAULT_TIMEOUT, HttpAnswer, HttpOutcome, Limits, fetch, send};
 pub use server::ServerUrl;

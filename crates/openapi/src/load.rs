@@ -247,10 +247,24 @@ fn check_refs(doc: &Value, v: &Value, at: &str) -> Result<(), BadOpenapi> {
                 // property named `example` is still a schema.
                 let names = matches!(
                     k.as_str(),
-                    "properties" | "patternProperties" | "paths" | "schemas" | "parameters"
-                        | "responses" | "requestBodies" | "headers" | "securitySchemes"
-                        | "links" | "callbacks" | "pathItems" | "content" | "variables"
-                        | "encoding" | "webhooks" | "$defs" | "definitions"
+                    "properties"
+                        | "patternProperties"
+                        | "paths"
+                        | "schemas"
+                        | "parameters"
+                        | "responses"
+                        | "requestBodies"
+                        | "headers"
+                        | "securitySchemes"
+                        | "links"
+                        | "callbacks"
+                        | "pathItems"
+                        | "content"
+                        | "variables"
+                        | "encoding"
+                        | "webhooks"
+                        | "$defs"
+                        | "definitions"
                 );
                 let child_at = join(at, k);
                 if names && let Value::Object(m) = child {

@@ -339,7 +339,11 @@ impl Cx<'_> {
             if a.required {
                 return Err(BadOpenapi::at(
                     at,
-                    format!("required {} `{}`: {why}", a.location.as_str(), shorten(&a.wire)),
+                    format!(
+                        "required {} `{}`: {why}",
+                        a.location.as_str(),
+                        shorten(&a.wire)
+                    ),
                 ));
             }
             self.dropped.push(Dropped {
@@ -528,13 +532,7 @@ fn parameter(
         "query" => ArgIn::Query,
         "header" => ArgIn::Header,
         "cookie" => {
-            return cx.cannot(
-                required,
-                name,
-                "cookie",
-                at,
-                "hcp sends no cookies".into(),
-            );
+            return cx.cannot(required, name, "cookie", at, "hcp sends no cookies".into());
         }
         other => {
             return Err(BadOpenapi::at(
@@ -691,7 +689,10 @@ fn request_body(
     }
     let content_at = join(&rb_ptr, "content");
     let Some(content) = rb.get("content").and_then(Value::as_object) else {
-        return Err(BadOpenapi::at(content_at, "a request body has no `content` object"));
+        return Err(BadOpenapi::at(
+            content_at,
+            "a request body has no `content` object",
+        ));
     };
     // Prefer `application/json`, then any JSON type.
     let chosen = content
@@ -777,7 +778,11 @@ fn request_body(
     }))
 }
 
-fn security(doc: &Document, op: &Map<String, Value>, site: &OpSite) -> Result<Security, BadOpenapi> {
+fn security(
+    doc: &Document,
+    op: &Map<String, Value>,
+    site: &OpSite,
+) -> Result<Security, BadOpenapi> {
     let v = &doc.value;
     let (reqs, at) = match op.get("security") {
         Some(s) => (s, join(&site.op, "security")),
@@ -817,7 +822,9 @@ fn security(doc: &Document, op: &Map<String, Value>, site: &OpSite) -> Result<Se
             }
             continue;
         }
-        let Some(name) = r.keys().next() else { continue };
+        let Some(name) = r.keys().next() else {
+            continue;
+        };
         let s_at = join("/components/securitySchemes", name);
         let Some(s) = v.pointer(&s_at) else {
             return Err(BadOpenapi::at(
@@ -829,8 +836,7 @@ fn security(doc: &Document, op: &Map<String, Value>, site: &OpSite) -> Result<Se
         let kind = s.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "http"
-                if s
-                    .get("scheme")
+                if s.get("scheme")
                     .and_then(Value::as_str)
                     .is_some_and(|x| x.eq_ignore_ascii_case("bearer")) =>
             {

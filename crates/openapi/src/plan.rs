@@ -76,7 +76,11 @@ pub struct Header {
 
 impl fmt::Debug for Header {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let v = if self.secret { "[redacted]" } else { &self.value };
+        let v = if self.secret {
+            "[redacted]"
+        } else {
+            &self.value
+        };
         write!(f, "{}: {v}", self.name)
     }
 }
@@ -126,7 +130,11 @@ pub fn plan(
                 shorten(name),
                 op.id
             );
-            if let Some(d) = op.dropped.iter().find(|d| crate::arg_name(&d.wire) == *name) {
+            if let Some(d) = op
+                .dropped
+                .iter()
+                .find(|d| crate::arg_name(&d.wire) == *name)
+            {
                 message.push_str(&format!(
                     " ({} `{}` is not passed: {})",
                     d.location, d.wire, d.why
@@ -221,7 +229,9 @@ pub fn plan(
     }
     let query = query.join("&");
     url.set_query((!query.is_empty()).then_some(query.as_str()));
-    if origin_of(&url) != server.origin() || !url.path().starts_with(base.path().trim_end_matches('/')) {
+    if origin_of(&url) != server.origin()
+        || !url.path().starts_with(base.path().trim_end_matches('/'))
+    {
         return Err(Refusal {
             code: RefusalCode::ArgInvalid,
             argument: None,
@@ -237,7 +247,10 @@ pub fn plan(
     }];
     for (a, v) in values.iter().filter(|(a, _)| a.location == ArgIn::Header) {
         let text = text_of(a, v, ",");
-        if !text.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+        if !text
+            .bytes()
+            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+        {
             return Err(Refusal::arg(
                 RefusalCode::ArgInvalid,
                 &a.name,
@@ -369,8 +382,19 @@ mod tests {
     #[test]
     fn traversal_in_any_encoding_is_caught() {
         for bad in [
-            "../etc", "..", ".", "a/b", "a\\b", "%2F..", "..%2f", "%2e%2e", "%252e%252e",
-            "%25252F", "", "a\nb", "%0a",
+            "../etc",
+            "..",
+            ".",
+            "a/b",
+            "a\\b",
+            "%2F..",
+            "..%2f",
+            "%2e%2e",
+            "%252e%252e",
+            "%25252F",
+            "",
+            "a\nb",
+            "%0a",
         ] {
             assert!(leaves_segment(bad).is_some(), "{bad:?}");
         }
@@ -390,8 +414,7 @@ mod tests {
         };
         assert_eq!(format!("{h:?}"), "Authorization: [redacted]");
         assert!(Credential::new("a\r\nX-Evil: 1").is_none());
-        let b: Map<String, Value> =
-            serde_json::from_str(r#"{"token": "t", "user": "u"}"#).unwrap();
+        let b: Map<String, Value> = serde_json::from_str(r#"{"token": "t", "user": "u"}"#).unwrap();
         assert_eq!(Credential::from_binding(&b).unwrap().expose(), "t");
     }
 }

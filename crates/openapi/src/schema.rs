@@ -165,7 +165,10 @@ fn num(o: &Map<String, Value>, k: &str, at: &str) -> Result<Option<f64>, BadOpen
     match o.get(k) {
         None => Ok(None),
         Some(Value::Number(n)) => Ok(n.as_f64()),
-        Some(_) => Err(BadOpenapi::at(join(at, k), format!("`{k}` is not a number"))),
+        Some(_) => Err(BadOpenapi::at(
+            join(at, k),
+            format!("`{k}` is not a number"),
+        )),
     }
 }
 
@@ -346,15 +349,20 @@ pub(crate) fn compile(
             return Err(BadOpenapi::at(l_at, format!("`{key}` is not an array")));
         };
         for (i, sub) in list.iter().enumerate() {
-            out.push(compile(doc, sub, &format!("{l_at}/{i}"), version, depth + 1)?);
+            out.push(compile(
+                doc,
+                sub,
+                &format!("{l_at}/{i}"),
+                version,
+                depth + 1,
+            )?);
         }
     }
     Ok(s)
 }
 
 fn type_name(t: &str, at: &str) -> Result<JsonType, BadOpenapi> {
-    JsonType::parse(t)
-        .ok_or_else(|| BadOpenapi::at(at, format!("unknown type `{}`", shorten(t))))
+    JsonType::parse(t).ok_or_else(|| BadOpenapi::at(at, format!("unknown type `{}`", shorten(t))))
 }
 
 impl Schema {
@@ -394,7 +402,9 @@ impl Schema {
                     "false" => Some(Value::Bool(false)),
                     _ => None,
                 },
-                JsonType::Array => serde_json::from_str::<Value>(s).ok().filter(Value::is_array),
+                JsonType::Array => serde_json::from_str::<Value>(s)
+                    .ok()
+                    .filter(Value::is_array),
                 JsonType::Object => serde_json::from_str::<Value>(s)
                     .ok()
                     .filter(Value::is_object),
@@ -634,7 +644,10 @@ impl Schema {
         if !self.required.is_empty() {
             o.insert(
                 "required".into(),
-                self.required.iter().map(|r| Value::from(r.as_str())).collect(),
+                self.required
+                    .iter()
+                    .map(|r| Value::from(r.as_str()))
+                    .collect(),
             );
         }
         if self.closed {
@@ -702,12 +715,18 @@ mod tests {
             Version::V3_1,
         );
         assert_eq!(s.coerce(json!("5")), json!(5));
-        assert_eq!(s.check(&s.coerce(json!("500"))).unwrap_err(), "must be ≤ 100");
+        assert_eq!(
+            s.check(&s.coerce(json!("500"))).unwrap_err(),
+            "must be ≤ 100"
+        );
         assert_eq!(
             s.check(&s.coerce(json!("five"))).unwrap_err(),
             "must be an integer"
         );
-        let e = c(json!({"type": "string", "enum": ["open", "done"]}), Version::V3_0);
+        let e = c(
+            json!({"type": "string", "enum": ["open", "done"]}),
+            Version::V3_0,
+        );
         assert_eq!(
             e.check(&json!("later")).unwrap_err(),
             "must be one of \"open\", \"done\""

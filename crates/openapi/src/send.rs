@@ -160,7 +160,11 @@ pub fn send(plan: &RequestPlan, limits: &Limits, cancel: Option<BorrowedFd<'_>>)
     };
     match url::Url::parse(&plan.url) {
         Ok(u) if origin_of(&u) == plan.origin => {}
-        _ => return failed("the request's URL is not on its server's origin; nothing was sent".into()),
+        _ => {
+            return failed(
+                "the request's URL is not on its server's origin; nothing was sent".into(),
+            );
+        }
     }
     let agent = agent(limits);
     let (mut done_r, done_w) = match std::io::pipe() {
@@ -207,8 +211,9 @@ pub fn send(plan: &RequestPlan, limits: &Limits, cancel: Option<BorrowedFd<'_>>)
             }
         }
         let ready = |fd: &PollFd<'_>| {
-            fd.revents()
-                .is_some_and(|r| r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR))
+            fd.revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+            })
         };
         if fds.get(1).is_some_and(ready) {
             agent.shutdown();
@@ -242,7 +247,9 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> HttpAnswer {
     };
     let mut b = ureq::http::Request::builder()
         .method(plan.method.as_str())
-        .uri(plan.url.as_str());
+        .uri(plan.url.as_str())
+        // No connection is kept for another call; saying so lets the server close it.
+        .header("Connection", "close");
     for h in &plan.headers {
         b = b.header(h.name.as_str(), h.value.as_str());
     }
@@ -354,7 +361,10 @@ pub fn fetch(url: &crate::ServerUrl, limits: &Limits) -> Result<Vec<u8>, String>
                 None => return Err("no answer".into()),
             }
             if a.truncated {
-                return Err(format!("the document is larger than {} bytes", limits.body_cap));
+                return Err(format!(
+                    "the document is larger than {} bytes",
+                    limits.body_cap
+                ));
             }
             Ok(a.body)
         }

@@ -37,7 +37,10 @@ impl ServerUrl {
             ));
         }
         if url.host().is_none() {
-            return Err(BadOpenapi::at(at, format!("server URL `{shown}` has no host")));
+            return Err(BadOpenapi::at(
+                at,
+                format!("server URL `{shown}` has no host"),
+            ));
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err(BadOpenapi::at(
@@ -96,7 +99,9 @@ mod tests {
         let s = ServerUrl::parse("http://127.0.0.1:8080/v1").unwrap();
         assert_eq!(s.origin(), "http://127.0.0.1:8080");
         assert_eq!(
-            ServerUrl::parse("https://api.example.com").unwrap().origin(),
+            ServerUrl::parse("https://api.example.com")
+                .unwrap()
+                .origin(),
             "https://api.example.com:443"
         );
         for bad in [
