@@ -25,7 +25,7 @@ mod testing;
 
 pub use diagnostic::{Diagnostic, Level, Report};
 pub use rules::{RULES, Rule};
-pub use source::{EntryKind, PackEntry, PackSource, read_pack};
+pub use source::{EntryKind, PackEntry, PackSource, SpecDocument, read_pack};
 
 /// Runs every rule of [`RULES`] over `source` (RUNTIME §2) and returns the findings sorted
 /// by file (the pack as a whole, then `surface.json`, `policy.json`, `HARNESS.md`, then

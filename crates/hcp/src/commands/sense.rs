@@ -257,6 +257,7 @@ fn plan(
         VerbSpec {
             description: t.description.clone().unwrap_or_default(),
             cli: t.cli.clone(),
+            operation: None,
         },
     ))
     .collect();
