@@ -321,19 +321,29 @@ fn lower(s: &str) -> String {
     }
 }
 
-/// Fetches a document for install: `GET url`, within `limits` (the body cap being the
-/// document cap plus one byte, so that a larger one is seen as such), same rules as
-/// [`send`] (no redirect, no proxy, one origin).
+/// Fetches a document for install: `GET url`, within `limits` (a body past
+/// [`Limits::body_cap`] is refused, not cut), same rules as [`send`] (no redirect, no
+/// proxy, one origin).
 ///
 /// # Errors
-/// Why it could not be read, lowercase: no answer, a status other than `2xx`, a body
-/// larger than the cap, a time-out.
-pub fn fetch(url: &crate::ServerUrl, limits: &Limits) -> Result<Vec<u8>, String> {
+/// Why it could not be read, lowercase: a URL that is not `http(s)` (or carries a user
+/// name or password), no answer, a status other than `2xx`, a body larger than the cap,
+/// a time-out.
+pub fn fetch(url: &str, limits: &Limits) -> Result<Vec<u8>, String> {
+    let mut u =
+        url::Url::parse(url).map_err(|e| format!("`{}`: {e}", crate::pointer::shorten(url)))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host().is_none() {
+        return Err("a document URL must be `https://` or `http://` with a host".into());
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("a document URL may not carry a user name or password".into());
+    }
+    u.set_fragment(None);
     let plan = RequestPlan {
         operation: String::new(),
         method: crate::Method::Get,
-        url: url.as_str().to_owned(),
-        origin: url.origin(),
+        url: u.to_string(),
+        origin: origin_of(&u),
         headers: vec![crate::plan::Header {
             name: "Accept".into(),
             value: "application/json, application/yaml;q=0.9, */*;q=0.5".into(),

@@ -387,7 +387,7 @@ fn an_operator_server_replaces_the_documents() {
 #[test]
 fn fetch_reads_a_document_and_refuses_redirects_and_size() {
     let server = ApiServer::start(0).unwrap();
-    let u = ServerUrl::parse(&format!("{}/openapi.json", server.origin())).unwrap();
+    let u = format!("{}/openapi.json", server.origin());
     let limits = Limits {
         timeout: Duration::from_secs(20),
         body_cap: hcp_openapi::MAX_DOCUMENT_BYTES,
@@ -397,7 +397,8 @@ fn fetch_reads_a_document_and_refuses_redirects_and_size() {
     server.set_document(vec![b' '; hcp_openapi::MAX_DOCUMENT_BYTES + 10]);
     let e = hcp_openapi::fetch(&u, &limits).unwrap_err();
     assert!(e.contains("larger than"), "{e}");
-    let r = ServerUrl::parse(&format!("{}/test/redirect", server.origin())).unwrap();
+    let r = format!("{}/test/redirect", server.origin());
     let e = hcp_openapi::fetch(&r, &limits).unwrap_err();
     assert!(e.contains("302"), "{e}");
+    assert!(hcp_openapi::fetch("file:///etc/passwd", &limits).is_err());
 }

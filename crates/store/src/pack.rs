@@ -24,6 +24,7 @@ use std::path::PathBuf;
 pub mod bins;
 mod fsops;
 mod install;
+pub mod openapi;
 mod read;
 pub mod record;
 
@@ -83,6 +84,10 @@ pub enum PackError {
         /// Why, lowercase.
         reason: String,
     },
+    /// `bad_openapi` or `unknown_operation`: a `kind: openapi` pack's document cannot be
+    /// used (RUNTIME §1.3).
+    #[error(transparent)]
+    Openapi(Box<openapi::OpenapiRefusal>),
     /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -98,6 +103,7 @@ impl PackError {
             Self::NotInstalled { .. } => "not_installed",
             Self::BinMissing { .. } => "bin_missing",
             Self::BinUnsafe { code, .. } => code,
+            Self::Openapi(e) => e.code(),
             Self::Store(e) => e.code(),
         }
     }

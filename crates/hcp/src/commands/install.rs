@@ -65,6 +65,8 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
             .hint("install the program or put it on `PATH`; install pins it by path and digest"),
         PackError::BinUnsafe { .. } => CliError::new(code, message, exit::REFUSED)
             .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
+        PackError::Openapi(_) => CliError::new(code, message, exit::REFUSED)
+            .hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL"),
     }
 }
 

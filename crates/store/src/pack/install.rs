@@ -112,7 +112,9 @@ pub struct Installed {
 ///
 /// # Errors
 /// [`PackError::Unreadable`], [`PackError::Lint`], [`PackError::BinMissing`],
-/// [`PackError::BinUnsafe`] before the store is touched; [`PackError::AlreadyInstalled`]
+/// [`PackError::BinUnsafe`], [`PackError::Openapi`] (a `kind: openapi` document that
+/// cannot be read or used, or a verb naming no operation of it) before the store is
+/// touched; [`PackError::AlreadyInstalled`]
 /// without `force`; [`PackError::Store`] for an unusable home or an I/O failure.
 pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Installed, PackError> {
     let step = |s: InstallStep| {
@@ -152,6 +154,9 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     for program in manifest.programs() {
         pins.push(bins::pin(&program, &source_dir, &opts.lookup)?);
     }
+    // `kind: openapi`: the document is read, checked and compiled before anything is
+    // written; its digest joins the rug-pull guard's notion of content.
+    let openapi = super::openapi::prepare(&manifest, src.document.as_ref(), &source_dir)?;
 
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
@@ -176,8 +181,14 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
         None
     };
     let now = jiff::Timestamp::now().to_string();
+    let doc_digest = openapi.as_ref().map(|p| p.pin.sha256.as_str());
     let (content_changed, content_changed_at) = match (&old, exists) {
-        (Some(o), _) if o.files_digest == digest => (false, o.content_changed_at.clone()),
+        (Some(o), _)
+            if o.files_digest == digest
+                && o.openapi.as_ref().map(|p| p.sha256.as_str()) == doc_digest =>
+        {
+            (false, o.content_changed_at.clone())
+        }
         // A damaged or missing old record: treat the content as changed (fail closed).
         (_, true) => (true, Some(now.clone())),
         (_, false) => (false, None),
@@ -197,6 +208,7 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
             kind: kind_str(&manifest).to_owned(),
             verb_count: manifest.verbs.len(),
         },
+        openapi: openapi.as_ref().map(|p| p.pin.clone()),
     };
 
     let stage = staging.join(format!("{id}.{}", uuid::Uuid::now_v7().simple()));
@@ -214,6 +226,15 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     }
     let rdir = stage.join(RECORD_DIR);
     std::fs::create_dir(&rdir).map_err(io("create", &rdir))?;
+    if let Some(p) = &openapi {
+        for (name, bytes) in [
+            (super::openapi::DOCUMENT_FILE, &p.document),
+            (super::openapi::VERBS_FILE, &p.verbs),
+        ] {
+            let path = rdir.join(name);
+            fsops::write_new_synced(&path, bytes).map_err(io("write", &path))?;
+        }
+    }
     let rpath = rdir.join(RECORD_FILE);
     fsops::write_new_synced(&rpath, &record.to_bytes()).map_err(io("write", &rpath))?;
     fsops::sync_dir(&rdir).map_err(io("sync", &rdir))?;
