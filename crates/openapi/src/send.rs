@@ -5,18 +5,17 @@
 //! by its defaults: no redirect is followed (`max_redirects(0)`: a `3xx` is the answer,
 //! whatever its `Location`), no proxy is used (`HTTP(S)_PROXY` in hcp's environment
 //! cannot route a pack's requests elsewhere), no connection is kept for another call,
-//! `4xx`/`5xx` are answers rather than errors, and the whole call is bounded by
-//! [`Limits::timeout`]. The request runs on a worker thread; the calling thread waits in
-//! `poll(2)` on the worker's completion pipe and the caller's cancel descriptor, with the
-//! deadline as timeout. On cancel or deadline it shuts the agent down, which makes the
-//! worker's blocked read or write fail at once, and answers without waiting for it.
+//! `4xx`/`5xx` are answers rather than errors, and the whole call, body included, is
+//! bounded by [`Limits::timeout`] (ureq's global time-out). The request runs on the
+//! calling thread; a cancel descriptor is watched by one thread for the whole process
+//! (see the `watch` module), which shuts the call's agent down when it fires, so a
+//! blocked read or write fails at once.
 
 use crate::plan::RequestPlan;
 use crate::server::origin_of;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io::Read;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 /// Default time-out of a call: 60 s, as for a CLI (RUNTIME §5).
@@ -167,75 +166,221 @@ pub fn send(plan: &RequestPlan, limits: &Limits, cancel: Option<BorrowedFd<'_>>)
         }
     }
     let agent = agent(limits);
-    let (mut done_r, done_w) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => return failed(format!("cannot make a pipe: {e}")),
+    let watch = match cancel.map(|c| watch::register(c, &agent)).transpose() {
+        Ok(w) => w,
+        Err(e) => return failed(format!("cannot watch for cancel: {e}")),
     };
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = {
-        let agent = agent.clone();
-        let plan = plan.clone();
-        let cap = limits.body_cap;
-        std::thread::Builder::new()
-            .name("hcp-openapi-send".into())
-            .spawn(move || {
-                let answer = perform(&agent, &plan, cap);
-                let _ = tx.send(answer);
-                let mut w = done_w;
-                let _ = w.write_all(b"x");
-            })
-    };
-    if let Err(e) = worker {
-        return failed(format!("cannot start the request: {e}"));
+    let mut answer = perform(&agent, plan, limits.body_cap);
+    answer.duration = start.elapsed();
+    let cancelled = watch.is_some_and(watch::Ticket::stop);
+    if cancelled {
+        return HttpOutcome::Cancelled {
+            duration: answer.duration,
+        };
     }
-    let deadline = start + limits.timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            agent.shutdown();
-            return HttpOutcome::TimedOut {
-                duration: start.elapsed(),
+    if answer.timed_out || answer.duration >= limits.timeout {
+        return HttpOutcome::TimedOut {
+            duration: answer.duration,
+        };
+    }
+    HttpOutcome::Answered(answer.into_answer())
+}
+
+/// Cancel watching, shared by every call of the process: one thread waits in `poll(2)` on
+/// a duplicate of each distinct cancel descriptor it was given (told apart by device and
+/// inode, so a process's one signal self-pipe is registered once) and on a wake pipe. A
+/// call registers its agent under its descriptor (a lock, an `fstat`, and a wake only the
+/// first time a descriptor is seen) and leaves when it ends, so a call that is not
+/// cancelled never waits for that thread nor starts one. When a descriptor becomes
+/// readable, every call registered under it is marked and its agent shut down, which makes
+/// its blocked read or write fail at once; the descriptor is then dropped from the set (it
+/// stays readable: the caller's to drain).
+mod watch {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::{Read, Write};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    struct Call {
+        id: u64,
+        agent: ureq::Agent,
+        fired: Arc<AtomicBool>,
+    }
+
+    struct Entry {
+        key: (u64, u64),
+        fd: Arc<OwnedFd>,
+        calls: Vec<Call>,
+    }
+
+    struct Hub {
+        entries: Mutex<Vec<Entry>>,
+        wake: Mutex<std::io::PipeWriter>,
+        next: AtomicU64,
+    }
+
+    static HUB: OnceLock<Option<Hub>> = OnceLock::new();
+
+    fn hub() -> Option<&'static Hub> {
+        HUB.get_or_init(|| {
+            let (r, w) = std::io::pipe().ok()?;
+            std::thread::Builder::new()
+                .name("hcp-openapi-cancel".into())
+                .spawn(move || run(r))
+                .ok()?;
+            Some(Hub {
+                entries: Mutex::new(Vec::new()),
+                wake: Mutex::new(w),
+                next: AtomicU64::new(0),
+            })
+        })
+        .as_ref()
+    }
+
+    fn run(mut wake: std::io::PipeReader) {
+        loop {
+            let Some(h) = HUB.get().and_then(Option::as_ref) else {
+                // The hub is being made: its first registration wakes us.
+                let mut b = [0u8; 64];
+                if wake.read(&mut b).is_err() {
+                    return;
+                }
+                continue;
             };
-        }
-        let mut fds = vec![PollFd::new(done_r.as_fd(), PollFlags::POLLIN)];
-        if let Some(c) = cancel {
-            fds.push(PollFd::new(c, PollFlags::POLLIN));
-        }
-        let ms = u16::try_from(left.as_millis().saturating_add(1)).unwrap_or(u16::MAX);
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => {
-                agent.shutdown();
-                return failed(format!("cannot wait for the answer: {e}"));
+            let raw: Vec<(Arc<OwnedFd>, (u64, u64))> = match h.entries.lock() {
+                Ok(e) => e.iter().map(|e| (Arc::clone(&e.fd), e.key)).collect(),
+                Err(_) => return,
+            };
+            let mut fds = vec![PollFd::new(wake.as_fd(), PollFlags::POLLIN)];
+            fds.extend(
+                raw.iter()
+                    .map(|(fd, _)| PollFd::new(fd.as_fd(), PollFlags::POLLIN)),
+            );
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+            let ready = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
+            let woke = ready(&fds[0]);
+            let fired: Vec<(u64, u64)> = fds[1..]
+                .iter()
+                .zip(&raw)
+                .filter(|(f, _)| ready(f))
+                .map(|(_, (_, key))| *key)
+                .collect();
+            drop(fds);
+            if woke {
+                let mut b = [0u8; 64];
+                let _ = wake.read(&mut b);
+            }
+            if fired.is_empty() {
+                continue;
+            }
+            let gone: Vec<Entry> = match h.entries.lock() {
+                Ok(mut e) => {
+                    let (out, keep) = std::mem::take(&mut *e)
+                        .into_iter()
+                        .partition(|x| fired.contains(&x.key));
+                    *e = keep;
+                    out
+                }
+                Err(_) => return,
+            };
+            for entry in gone {
+                for c in entry.calls {
+                    c.fired.store(true, Ordering::SeqCst);
+                    c.agent.shutdown();
+                }
             }
         }
-        let ready = |fd: &PollFd<'_>| {
-            fd.revents().is_some_and(|r| {
-                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
-            })
+    }
+
+    /// A call's registration.
+    pub(super) struct Ticket {
+        id: u64,
+        key: (u64, u64),
+        fired: Arc<AtomicBool>,
+    }
+
+    /// Registers `agent` under `cancel`.
+    pub(super) fn register(cancel: BorrowedFd<'_>, agent: &ureq::Agent) -> std::io::Result<Ticket> {
+        let h = hub().ok_or_else(|| std::io::Error::other("cannot start the cancel watcher"))?;
+        let st = nix::sys::stat::fstat(cancel).map_err(std::io::Error::from)?;
+        let key = (st.st_dev as u64, st.st_ino as u64);
+        let id = h.next.fetch_add(1, Ordering::Relaxed);
+        let fired = Arc::new(AtomicBool::new(false));
+        let call = Call {
+            id,
+            agent: agent.clone(),
+            fired: Arc::clone(&fired),
         };
-        if fds.get(1).is_some_and(ready) {
-            agent.shutdown();
-            return HttpOutcome::Cancelled {
-                duration: start.elapsed(),
-            };
-        }
-        if ready(&fds[0]) {
-            let mut b = [0u8; 1];
-            let _ = done_r.read(&mut b);
-            return match rx.recv() {
-                Ok(mut a) => {
-                    a.duration = start.elapsed();
-                    HttpOutcome::Answered(a)
+        let mut new = false;
+        {
+            let mut e = h
+                .entries
+                .lock()
+                .map_err(|_| std::io::Error::other("the cancel watcher failed"))?;
+            match e.iter_mut().find(|x| x.key == key) {
+                Some(x) => x.calls.push(call),
+                None => {
+                    e.push(Entry {
+                        key,
+                        fd: Arc::new(cancel.try_clone_to_owned()?),
+                        calls: vec![call],
+                    });
+                    new = true;
                 }
-                Err(_) => failed("the request ended without an answer".into()),
-            };
+            }
+        }
+        if new && let Ok(mut w) = h.wake.lock() {
+            w.write_all(b"x")?;
+        }
+        Ok(Ticket { id, key, fired })
+    }
+
+    impl Ticket {
+        /// Leaves the watch; whether the call was cancelled.
+        pub(super) fn stop(self) -> bool {
+            if let Some(h) = HUB.get().and_then(Option::as_ref)
+                && let Ok(mut e) = h.entries.lock()
+                && let Some(x) = e.iter_mut().find(|x| x.key == self.key)
+            {
+                x.calls.retain(|c| c.id != self.id);
+            }
+            self.fired.load(Ordering::SeqCst)
         }
     }
 }
 
-fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> HttpAnswer {
+/// What the calling thread got, before it is told apart from a time-out.
+struct Got {
+    answer: HttpAnswer,
+    timed_out: bool,
+}
+
+impl std::ops::Deref for Got {
+    type Target = HttpAnswer;
+    fn deref(&self) -> &HttpAnswer {
+        &self.answer
+    }
+}
+
+impl std::ops::DerefMut for Got {
+    fn deref_mut(&mut self) -> &mut HttpAnswer {
+        &mut self.answer
+    }
+}
+
+impl Got {
+    fn into_answer(self) -> HttpAnswer {
+        self.answer
+    }
+}
+
+fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> Got {
+    let mut timed_out = false;
     let mut answer = HttpAnswer {
         http_status: None,
         body: Vec::new(),
@@ -260,11 +405,12 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> HttpAnswer {
     let mut response = match sent {
         Err(e) => {
             answer.error = Some(format!("cannot build the request: {e}"));
-            return answer;
+            return Got { answer, timed_out };
         }
         Ok(Err(e)) => {
+            timed_out = is_timeout(&e);
             answer.error = Some(describe(&e));
-            return answer;
+            return Got { answer, timed_out };
         }
         Ok(Ok(r)) => r,
     };
@@ -288,6 +434,10 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> HttpAnswer {
     match reader.read_to_end(&mut buf) {
         Ok(_) => {}
         Err(e) => {
+            timed_out = e.kind() == std::io::ErrorKind::TimedOut
+                || e.get_ref()
+                    .and_then(|i| i.downcast_ref::<ureq::Error>())
+                    .is_some_and(is_timeout);
             answer.error = Some(format!(
                 "the connection failed after {} bytes of the body: {}",
                 buf.len(),
@@ -300,7 +450,15 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> HttpAnswer {
         answer.truncated = true;
     }
     answer.body = buf;
-    answer
+    Got { answer, timed_out }
+}
+
+fn is_timeout(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::TimedOut,
+        _ => false,
+    }
 }
 
 fn describe(e: &ureq::Error) -> String {
