@@ -131,7 +131,8 @@ fn a_json_body_and_an_api_key_header() {
 fn arguments_outside_the_document_are_refused_before_anything_is_sent() {
     let f = fixture("3.0.3");
     let item = ("item", json!("x"));
-    let cases: Vec<(&str, Vec<(&str, Value)>, &str, &str)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, Value)>, &'a str, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         (
             "echoGet",
             vec![item.clone(), ("limit", json!("abc"))],
