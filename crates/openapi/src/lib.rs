@@ -26,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod compile;
 mod error;
 mod load;
 mod operation;
