@@ -129,3 +129,25 @@ fn each_verb_against_the_example_server() {
     assert_eq!(e.code(), "arg_invalid");
     assert_eq!(s.hits(), before);
 }
+
+#[test]
+fn the_server_binary_prints_its_origin_and_stops_when_stdin_closes() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hcp-example-api"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let origin = line.trim().to_owned();
+    assert!(origin.starts_with("http://127.0.0.1:"), "{origin}");
+    let server = ServerUrl::parse(&format!("{origin}/v1")).unwrap();
+    let doc = Document::parse(pack_file("openapi.json").as_bytes()).unwrap();
+    let t = call(&doc, &server, "createToken", json!({"user": "bo"}), None);
+    assert_eq!(t.data(), json!({"token": "tok-bo"}));
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}
