@@ -202,3 +202,17 @@ fn operations_hcp_cannot_call_are_refused_alone() {
     );
     doc.operation("close").unwrap();
 }
+
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    let deep = |open: &str, close: &str, n: usize| {
+        format!("{}{}", open.repeat(n), close.repeat(n)).into_bytes()
+    };
+    let mut json = b"{\"openapi\": \"3.1.0\", \"x\": ".to_vec();
+    json.extend(deep("[", "]", 100_000));
+    json.push(b'}');
+    assert!(Document::parse(&json).is_err());
+    let mut yaml = b"openapi: 3.1.0\nx: ".to_vec();
+    yaml.extend(deep("[", "]", 100_000));
+    assert!(Document::parse(&yaml).is_err());
+}
