@@ -8,46 +8,66 @@
 //!   a stat fast path instead of hashing on every exec;
 //! - [`run`]: one child, never through a shell, with null stdin, its own process group,
 //!   a timeout that ends the whole group, capped and concurrently drained output;
-//! - [`Confinement`]: kernel confinement applied in the child before `execve`: resource
-//!   limits for every child, and for `local` land a Landlock ruleset
-//!   ([`Confinement::for_local_land`], with its [`SandboxReport`]) and a [`PrivateTmp`].
+//! - [`Confinement`]: kernel confinement applied in the child before `execve`, for every
+//!   land ([`Confinement::for_call`], with its [`SandboxReport`]): Landlock, the hidden
+//!   paths, seccomp, a PID namespace, resource limits, a pids cgroup as root; and a
+//!   [`PrivateTmp`];
+//! - [`inside_non_owner_call`]: whether the calling process descends from a non-owner
+//!   call (RUNTIME §4 `nested_call`).
 //!
 //! What it does not own: deciding whether a call may run (the gate, `hcp-gate`), where
 //! pins and bindings are stored (`hcp-store`), reading the real process environment or
 //! signals of `hcp` itself, and how results are shown (the `hcp` binary). The gate has
 //! already validated the arguments; the checks here are repeated defensively.
 //!
-//! Linux only (`clone`, `execveat`, pidfd, Landlock, process groups).
+//! Linux only (`clone`, `execveat`, pidfd, Landlock, seccomp, namespaces, process groups).
 #![deny(missing_docs)]
 
+mod call;
+mod cgroup;
 mod confine;
 mod env;
 mod error;
+mod hide;
+mod limits;
 mod pin;
+mod procs;
 mod render;
+mod report;
 mod ruleset;
 mod run;
+mod seccomp;
 mod spawn;
 mod tmp;
+mod workdir;
 
+pub use call::{CallPolicy, CallSandbox, KernelSupport};
+pub use cgroup::{CallCgroup, pids_cgroup_base};
 pub use confine::{
-    Confinement, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI, NOT_A_SANDBOX, Network,
-    NetworkReport, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SHARED_ROOTS, SYSTEM_DEVICES_RW,
-    SYSTEM_READ_NO_EXEC, SYSTEM_READ_ONLY, SandboxMode, SandboxPaths, SandboxPolicy, SandboxReport,
-    TESTED_LANDLOCK_ABI, running_as_root,
+    Confinement, DROPPED_CAPABILITIES, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI,
+    Network, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
+    SYSTEM_READ_ONLY, SandboxPolicy, TESTED_LANDLOCK_ABI, running_as_root,
 };
 pub use env::{
     BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, agent_env_refusal,
     agent_env_value_refusal, parent_allowed,
 };
 pub use error::AdapterError;
+pub use hide::{
+    HOME_SECRETS, SYSTEM_SECRETS, SYSTEM_SOCKETS, block_devices, own_homes, runtime_dir,
+    session_sockets, system_secrets,
+};
 pub use pin::{
     BinPin, DigestParseError, RACY_MARGIN, Sha256Digest, StatFingerprint, VerifiedBin, pin_bin,
     verify_bin,
 };
+pub use procs::{ProcessMechanism, become_subreaper, end_orphans, process_mechanism};
 pub use render::{ArgSource, SessionValues, render};
+pub use report::{SandboxField, SandboxMode, SandboxReport, Status};
 pub use run::{
     DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, GROUP_EXIT_WAIT, Invocation, Limits,
     Outcome, run,
 };
+pub use seccomp::{MARK_ERRNO, PROBE_ARG, PROBE_OPTION, inside_non_owner_call, seccomp_available};
 pub use tmp::PrivateTmp;
+pub use workdir::{NOT_A_SANDBOX, SHARED_ROOTS, SandboxPaths};

@@ -1,9 +1,9 @@
-//! The Landlock side of `local` land confinement (RUNTIME §5 "The child"): what the
-//! kernel offers ([`LandlockSupport`]) and the ruleset built in the parent, whose
-//! descriptor [`Confinement`](crate::Confinement) applies in the child.
+//! The Landlock side of confinement (RUNTIME §5 "The child"): what the kernel offers
+//! ([`LandlockSupport`]) and the ruleset built in the parent from a list of [`Rule`]s,
+//! whose descriptor [`Confinement`](crate::Confinement) applies in the child. This
+//! module knows paths and rights only, nothing of lands or calls.
 
 use crate::AdapterError;
-use crate::confine::SandboxPaths;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
@@ -97,11 +97,38 @@ impl LandlockSupport {
     }
 }
 
-/// Creates the ruleset in the parent and returns its descriptor.
+/// What a rule grants beneath its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Read and execute (files, directories).
+    Read,
+    /// Read, not execute (the random devices).
+    ReadNoExec,
+    /// Every right the ABI handles (the sandbox, the private `TMPDIR`, granted paths).
+    All,
+    /// Read and write a device file, never execute (`/dev/null`).
+    Device,
+}
+
+/// One rule of a ruleset: a path and what it grants beneath it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rule<'a> {
+    /// The file or directory.
+    pub path: &'a Path,
+    /// What it grants.
+    pub grant: Grant,
+    /// `Some(what)`: the path must open, else `sandbox_failed` says `what`; `None`: an
+    /// absent path is skipped.
+    pub required: Option<&'static str>,
+}
+
+/// Creates the ruleset in the parent and returns its descriptor: every filesystem right
+/// of `abi` handled (so denied outside the rules), TCP `bind`/`connect` handled (denied)
+/// with `deny_tcp`, signals and abstract Unix sockets scoped from ABI 6 on.
 pub(crate) fn build_ruleset(
     abi_n: u32,
-    paths: &SandboxPaths<'_>,
-    deny_net: bool,
+    rules: &[Rule<'_>],
+    deny_tcp: bool,
 ) -> Result<OwnedFd, AdapterError> {
     let abi = ABI::from(i32::try_from(abi_n).unwrap_or(0));
     let all = AccessFs::from_all(abi);
@@ -116,57 +143,43 @@ pub(crate) fn build_ruleset(
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
         .map_err(ll)?;
-    if deny_net {
+    if deny_tcp {
         rs = rs.handle_access(AccessNet::from_all(abi)).map_err(ll)?;
     }
     if abi_n >= SCOPE_LANDLOCK_ABI {
         rs = rs.scope(Scope::from_all(abi)).map_err(ll)?;
     }
     let mut created = rs.create().map_err(ll)?;
-
-    // Required paths: failing to open one is an error.
-    let required: [(&Path, BitFlags<AccessFs>, &str); 3] = [
-        (
-            paths.workdir,
-            all,
-            "cannot open the sandbox working directory",
-        ),
-        (
-            paths.tmpdir,
-            all,
-            "cannot open the private temporary directory",
-        ),
-        (paths.bin, read, "cannot open the pinned bin"),
-    ];
-    for (path, access, what) in required {
-        let fd = PathFd::new(path).map_err(|e| AdapterError::SandboxFailed {
-            path: path.to_owned(),
-            reason: what.to_owned(),
-            source: Some(io::Error::other(e.to_string())),
-        })?;
+    for rule in rules {
+        let access = match rule.grant {
+            Grant::Read => read,
+            Grant::ReadNoExec => read & !exec,
+            Grant::All => all,
+            Grant::Device => AccessFs::from_file(abi) & !exec,
+        };
+        // The kernel takes no rule on a socket or a FIFO: an optional one (in a
+        // complement) is left out, and so denied.
+        if rule.required.is_none()
+            && std::fs::metadata(rule.path).is_ok_and(|m| {
+                use std::os::unix::fs::FileTypeExt;
+                m.file_type().is_socket() || m.file_type().is_fifo()
+            })
+        {
+            continue;
+        }
+        let fd = match (PathFd::new(rule.path), rule.required) {
+            (Ok(fd), _) => fd,
+            (Err(_), None) => continue,
+            (Err(e), Some(what)) => {
+                return Err(AdapterError::SandboxFailed {
+                    path: rule.path.to_owned(),
+                    reason: what.to_owned(),
+                    source: Some(io::Error::other(e.to_string())),
+                });
+            }
+        };
         created = created
-            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
-            .map_err(ll)?;
-    }
-    // Optional system paths: absent ones are skipped.
-    let optional = SYSTEM_READ_ONLY
-        .iter()
-        .map(|p| (Path::new(p), read))
-        .chain(paths.extra_ro.iter().map(|p| (p.as_path(), read)))
-        .chain(
-            SYSTEM_READ_NO_EXEC
-                .iter()
-                .map(|p| (Path::new(p), read & !exec)),
-        )
-        .chain(
-            SYSTEM_DEVICES_RW
-                .iter()
-                .map(|p| (Path::new(p), AccessFs::from_file(abi) & !exec)),
-        );
-    for (path, access) in optional {
-        let Ok(fd) = PathFd::new(path) else { continue };
-        created = created
-            .add_rule(PathBeneath::new(fd, fit(path, access, abi)))
+            .add_rule(PathBeneath::new(fd, fit(rule.path, access, abi)))
             .map_err(ll)?;
     }
     let fd: Option<OwnedFd> = created.into();

@@ -132,9 +132,13 @@ impl Outcome {
 /// (background grandchildren) gets `SIGKILL` and the pipes are drained of what is
 /// already written, without waiting for a grandchild that still holds them. On timeout
 /// (or cancel) the group gets `SIGTERM`, then `SIGKILL` after the grace. On every early
-/// return, the group is killed and the child reaped. Processes that leave the group
-/// (`setsid`) are out of reach until confinement uses a cgroup. The caller must not set
-/// `SIGCHLD` to `SIG_IGN` (children would be reaped behind its back).
+/// return, the group is killed and the child reaped. A process that left the group
+/// (`setsid`, a double fork) ends with the child's PID namespace when the confinement
+/// gives it one ([`Confinement::for_call`]), else, under a confinement with seccomp
+/// filters, as an orphan re-parented to `hcp` (the child subreaper) once the child has
+/// exited. In a PID namespace the child is its init: it gets the timeout's `SIGTERM`
+/// only if it handles it, and the `SIGKILL` after the grace either way. The caller must
+/// not set `SIGCHLD` to `SIG_IGN` (children would be reaped behind its back).
 ///
 /// # Errors
 /// - `bin_missing` / `bin_not_executable`: the kernel refused the verified bin;
@@ -150,11 +154,19 @@ pub fn run(inv: &Invocation<'_>) -> Result<Outcome, AdapterError> {
 /// [`run`], with the pidfd optional so that the fallback loop is tested too.
 fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterError> {
     let start = Instant::now();
+    let sweep = inv
+        .confine
+        .is_some_and(|c| !c.filters.is_empty() && !c.has_pid_namespace());
+    if sweep {
+        crate::procs::become_subreaper();
+    }
     let child = spawn(inv)?;
     let pgid = Pid::from_raw(child.pid);
+    crate::procs::register(child.pid);
     let mut guard = Reaper {
         pid: Some(child.pid),
         pgid,
+        sweep,
     };
     check_unchanged(inv.bin).inspect_err(|_| guard.kill())?;
     let mut streams = [
@@ -274,6 +286,9 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
     };
     let duration = start.elapsed();
     wait_group_gone(pgid);
+    if sweep {
+        crate::procs::end_orphans(GROUP_EXIT_WAIT);
+    }
 
     let signal = status.signal();
     let exit_code = match (status.code(), signal) {
@@ -389,6 +404,12 @@ fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
             reason: "the confinement could not be applied in the child".into(),
             source: Some(error),
         },
+        (Some(Step::Isolate), _) => AdapterError::SpawnFailed {
+            program: path,
+            reason: "the call's cgroup, user namespace or mounts could not be set up in the child"
+                .into(),
+            source: Some(error),
+        },
         _ => AdapterError::SpawnFailed {
             program: path,
             reason: "the process could not be started".into(),
@@ -420,6 +441,8 @@ struct Reaper {
     /// The unreaped child; `None` once reaped.
     pid: Option<libc::pid_t>,
     pgid: Pid,
+    /// Without a PID namespace: also end the orphans the call left with `hcp`.
+    sweep: bool,
 }
 
 impl Reaper {
@@ -430,6 +453,7 @@ impl Reaper {
             .ok_or_else(|| io::Error::other("the child was already reaped"))?;
         let status = spawn::reap(pid)?;
         self.pid = None;
+        crate::procs::unregister(pid);
         Ok(status)
     }
 
@@ -438,6 +462,10 @@ impl Reaper {
             // The child is unreaped, so the pgid is still ours.
             let _ = killpg(self.pgid, Signal::SIGKILL);
             let _ = spawn::reap(pid);
+            crate::procs::unregister(pid);
+            if self.sweep {
+                crate::procs::end_orphans(GROUP_EXIT_WAIT);
+            }
         }
     }
 }
@@ -593,6 +621,7 @@ mod tests {
         drop(Reaper {
             pid: Some(pgid.as_raw()),
             pgid,
+            sweep: false,
         });
         wait_group_gone(pgid);
         assert_eq!(live_in_group(pgid.as_raw()), 0);

@@ -21,8 +21,9 @@
 //! 3. standard input `/dev/null`, output and error the write ends of two pipes; every
 //!    other descriptor marked close-on-exec, including any the caller of `hcp` left
 //!    inheritable;
-//! 4. `chdir` to the working directory;
-//! 5. the confinement ([`Confinement::apply_in_child`]);
+//! 4. the call's cgroup, user namespace maps and mounts
+//!    ([`Confinement::isolate_in_child`]), then `chdir` to the working directory;
+//! 5. the rest of the confinement ([`Confinement::apply_in_child`]);
 //! 6. `execveat` of the verified descriptor (or `execve` of a script's path).
 //!
 //! A failing step stores its number and `errno` where the parent reads them once `clone`
@@ -57,6 +58,8 @@ pub(crate) enum Step {
     Confine,
     /// `execve` of the program.
     Exec,
+    /// The call cgroup, the id maps of a user namespace, the mounts.
+    Isolate,
 }
 
 impl Step {
@@ -67,6 +70,7 @@ impl Step {
             3 => Self::Streams,
             4 => Self::Chdir,
             5 => Self::Confine,
+            7 => Self::Isolate,
             _ => Self::Exec,
         }
     }
@@ -122,6 +126,9 @@ struct ChildArgs<'a> {
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
+    /// The parent's read ends of the two pipes: the child closes its copies, so that
+    /// its stdout shows whether the parent still holds the other end.
+    parent_ends: [RawFd; 2],
     confine: Option<&'a Confinement>,
     /// One above the highest descriptor number that may be open (`RLIMIT_NOFILE`), for
     /// kernels without `close_range`.
@@ -226,6 +233,7 @@ pub(crate) fn spawn(
         stdin: stdin.as_raw_fd(),
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
+        parent_ends: [out_r.as_raw_fd(), err_r.as_raw_fd()],
         confine: confine.filter(|c| !c.is_empty()),
         max_fd: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .ok()
@@ -249,12 +257,14 @@ pub(crate) fn spawn(
     // CLONE_VFORK this thread is suspended until the child has exec'd or exited) and
     // makes async-signal-safe calls on its own stack (`stack.top()`, mapped and
     // unshared). CLONE_VM without CLONE_SIGHAND or CLONE_FILES: the child's signal
-    // dispositions and descriptor table are its own copies.
+    // dispositions and descriptor table are its own copies. The namespace flags of the
+    // confinement (user, PID, mount) are given here too.
+    let ns_flags = args.confine.map_or(0, Confinement::clone_flags);
     let pid = unsafe {
         libc::clone(
             child_main,
             stack.top(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD | ns_flags,
             ptr::from_ref(&args).cast_mut().cast(),
         )
     };
@@ -479,6 +489,21 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // may be `/proc/self/fd/N`.
     if mark_cloexec_from_3(args.max_fd) != 0 {
         return fail(3, errno());
+    }
+    for fd in args.parent_ends {
+        // SAFETY: our copy of a descriptor the parent keeps; closing it here leaves the
+        // parent's open (no CLONE_FILES).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+    // 3c. The call's cgroup, user namespace maps and mounts, before the working
+    // directory is entered (a directory entered before the mounts would still reach
+    // what they cover).
+    if let Some(c) = args.confine
+        && let Err(e) = c.isolate_in_child()
+    {
+        return fail(7, e.raw_os_error().unwrap_or(libc::EINVAL));
     }
     // 4. Working directory.
     // SAFETY: a NUL-terminated path owned by the parent.

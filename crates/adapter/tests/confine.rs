@@ -449,7 +449,7 @@ fn network_deny_refuses_tcp_connect() {
     assert_eq!(text(&out.stdout), "connected\n", "{:?}", text(&out.stderr));
     let deny = w.policy(Network::Deny, TIGHT);
     let (_, report) = w.confine(Path::new("/usr/bin/bash"), &deny);
-    assert_eq!(report.network, hcp_adapter::NetworkReport::Denied);
+    assert_eq!(report.field.network.as_str(), "only tcp is denied");
     let out = w.run_with("/usr/bin/bash", &["-c", &script], &deny);
     assert_denied(&out, "tcp connect");
     assert_eq!(text(&out.stdout), "");

@@ -344,7 +344,12 @@ pub fn check<'a>(
             Step::Confirm,
             "confirm required",
             Some(format!(
-                "call again with `--confirm` (or `\"confirm\": true`) once the effect of `{verb}` is intended"
+                "call again with {} once the effect of `{verb}` is intended",
+                match ctx.face {
+                    Face::Cli => "`--confirm`",
+                    Face::Json => "`\"confirm\": true` inside `args` (not beside it)",
+                    Face::Mcp => "`\"confirm\": true` among the tool's arguments",
+                }
             )),
         ));
     }
@@ -544,6 +549,14 @@ mod tests {
             Decision::Deny(r) => {
                 assert_eq!(r.message, "confirm required");
                 assert_eq!(r.step, Step::Confirm);
+                // On the JSON face `confirm` goes inside `args`: a top-level one is
+                // `bad_envelope`.
+                assert_eq!(
+                    r.hint.as_deref(),
+                    Some(
+                        "call again with `\"confirm\": true` inside `args` (not beside it) once the effect of `mail.send` is intended"
+                    )
+                );
             }
             d => panic!("{d:?}"),
         }

@@ -14,15 +14,9 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether the run is CI's (`CI=true`), where a missing client is a failure, not a skip.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// Skips (printing why) outside CI, fails in CI.
+/// Skips (saying why where a plain `cargo test` shows it) outside CI, fails in CI.
 fn skip_or_fail(reason: &str) {
-    assert!(!in_ci(), "CI=true and {reason}");
-    eprintln!("skipped: {reason}");
+    common::skip::skip(reason);
 }
 
 fn world_with(packs: &[&str]) -> World {
@@ -91,8 +85,13 @@ impl Raw {
     }
 
     fn send(&mut self, msg: &Value) {
+        self.send_raw(&msg.to_string());
+    }
+
+    /// Sends one line as it is.
+    fn send_raw(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
+        writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
     }
 
@@ -141,6 +140,20 @@ impl Raw {
     fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
         self.child.wait().unwrap()
+    }
+
+    /// Goes away as a client that dies does: closes both its ends (stdin and the reading
+    /// end of stdout), then waits for the server to exit.
+    fn vanish(self) -> std::process::ExitStatus {
+        let Self {
+            mut child,
+            stdin,
+            stdout,
+            ..
+        } = self;
+        drop(stdout);
+        drop(stdin);
+        child.wait().unwrap()
     }
 }
 
@@ -218,30 +231,46 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     assert_eq!(v["unknown_tool"]["code"], -32602);
 }
 
-/// Where the inspector is installed (`mcp-inspector` on PATH, as `.ci/run` installs it, or
-/// `HCP_TEST_INSPECTOR` naming its launcher) or `npx` can fetch it: the inspector's CLI
-/// mode lists the tools and meets the confirm gate. Skipped (saying why) without Node;
-/// with Node, an inspector that cannot be installed or run fails under `CI=true`.
+/// The MCP inspector's CLI mode lists the tools and meets the confirm gate, run as the
+/// README runs it. The launcher: `HCP_TEST_INSPECTOR` (`.ci/run` installs the inspector
+/// and Node 22 in one npm prefix and names its `mcp-inspector`; its directory goes first on
+/// `PATH`, so the prefix's Node runs it), else `mcp-inspector` on `PATH`, else the README's
+/// `npx -y` command (with `-p node@22.23.3` when the system's Node is older than the 22.19
+/// the inspector needs). Without Node or the inspector: skipped visibly, a failure under
+/// `CI=true`.
 #[test]
 fn inspector_cli_lists_and_calls() {
     const VERSION: &str = "2.12.0";
+    const NODE: &str = "22.23.3";
     let w = world_with(&["echo"]);
+    let mut path_first: Option<std::path::PathBuf> = None;
     let launcher: Vec<String> = match std::env::var("HCP_TEST_INSPECTOR") {
-        Ok(p) if !p.is_empty() => vec![p],
+        Ok(p) if !p.is_empty() => {
+            path_first = Path::new(&p).parent().map(Path::to_path_buf);
+            vec![p]
+        }
         _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
         _ => {
             if which_on_path("npx").is_none() || which_on_path("node").is_none() {
-                // No Node here: nothing to run the inspector with, in CI or not.
-                eprintln!(
-                    "skipped: node and npx are not on PATH (the inspector is a node program)"
+                return skip_or_fail(
+                    "node and npx are not on PATH (the inspector is a node program)",
                 );
-                return;
             }
-            vec![
-                "npx".into(),
-                "-y".into(),
-                format!("@modelcontextprotocol/inspector@{VERSION}"),
-            ]
+            let inspector = format!("@modelcontextprotocol/inspector@{VERSION}");
+            if node_at_least(22, 19) {
+                vec!["npx".into(), "-y".into(), inspector]
+            } else {
+                vec![
+                    "npx".into(),
+                    "-y".into(),
+                    "-p".into(),
+                    format!("node@{NODE}"),
+                    "-p".into(),
+                    inspector,
+                    "--".into(),
+                    "mcp-inspector".into(),
+                ]
+            }
         }
     };
     let inspector = |args: &[&str]| {
@@ -250,7 +279,11 @@ fn inspector_cli_lists_and_calls() {
         c.env(
             "PATH",
             format!(
-                "{}:{}",
+                "{}{}:{}",
+                path_first
+                    .as_ref()
+                    .map(|p| format!("{}:", p.display()))
+                    .unwrap_or_default(),
                 w.path_var(),
                 std::env::var("PATH").unwrap_or_default()
             ),
@@ -319,6 +352,23 @@ fn inspector_cli_lists_and_calls() {
         String::from_utf8_lossy(&ran.stdout)
     );
     assert_eq!(std::fs::read_to_string(w.work.join("n.txt")).unwrap(), "hi");
+}
+
+/// Whether the `node` on `PATH` is at least MAJOR.MINOR.
+fn node_at_least(major: u32, minor: u32) -> bool {
+    let Ok(out) = Command::new("node").arg("--version").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut parts = text.trim().trim_start_matches('v').split('.');
+    let mut next = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let (a, b) = (next(), next());
+    (a, b) >= (major, minor)
 }
 
 fn which_on_path(name: &str) -> Option<std::path::PathBuf> {
@@ -391,14 +441,41 @@ fn bad_input_is_refused_with_its_code() {
     // A number is passed as its text, as on the envelope face.
     let r = s.call("transit.show", json!({ "option_id": 7 }));
     assert!(r["result"].is_object(), "{r}");
-    // Malformed requests are protocol errors.
-    let r = s.request(
-        "tools/call",
+    // Params that do not fit are Invalid params (-32602), with the request's id.
+    for params in [
         json!({ "name": "transit.find", "arguments": ["central"] }),
+        json!({ "name": "transit.find", "arguments": [1] }),
+        json!({ "arguments": {} }),
+        json!({ "name": 7 }),
+        json!(["transit.find"]),
+    ] {
+        let r = s.request("tools/call", params.clone());
+        assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
+    }
+    let r = s.request("tools/list", json!([1]));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A line that is not JSON is a Parse error (-32700, id null), and the server goes on.
+    s.send_raw("{\"jsonrpc\": \"2.0\", \"id\": 50, \"method\": \"tools/list\"");
+    let r = s.read();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&Value::Null, &json!(-32700)),
+        "{r}"
     );
-    assert!(r["error"]["code"].is_i64(), "{r}");
-    let r = s.request("tools/call", json!({ "arguments": {} }));
-    assert!(r["error"]["code"].is_i64(), "{r}");
+    s.send_raw("hello");
+    assert_eq!(s.read()["error"]["code"], -32700);
+    // A repeated argument is refused, never last-wins: nothing runs.
+    s.send_raw(r#"{"jsonrpc": "2.0", "id": 51, "method": "tools/call", "params": {"name": "transit.find", "arguments": {"query": "central", "query": "x"}}}"#);
+    let r = s.read();
+    assert_eq!(
+        (&r["id"], &r["error"]["code"]),
+        (&json!(51), &json!(-32602)),
+        "{r}"
+    );
+    assert_eq!(r["error"]["data"]["code"], "duplicate_key", "{r}");
+    // A batch is an Invalid Request.
+    s.send_raw(r#"[{"jsonrpc": "2.0", "id": 52, "method": "ping"}]"#);
+    assert_eq!(s.read()["error"]["code"], -32600);
     // A value too long for argv.
     let r = s.call("transit.find", json!({ "query": "x".repeat(200 * 1024) }));
     assert_eq!(refusal_code(&r), "arg_invalid");
@@ -417,6 +494,39 @@ fn bad_input_is_refused_with_its_code() {
         "central"
     );
     assert!(s.finish().success());
+}
+
+#[test]
+fn the_revision_is_2025_11_25_at_most() {
+    let w = world_with(&["transit"]);
+    for (asked, got) in [
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+    ] {
+        let mut c = world_command(&w, common::hcp_bin());
+        let mut child = c
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let init = json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": { "protocolVersion": asked, "capabilities": {},
+                        "clientInfo": { "name": "raw", "version": "0" } }
+        });
+        writeln!(stdin, "{init}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let r: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(r["result"]["protocolVersion"], got, "{asked}: {r}");
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
 }
 
 #[test]
@@ -555,6 +665,11 @@ fn nap_pack(w: &World) -> std::path::PathBuf {
     dir
 }
 
+/// How many verbs `hcp mcp` runs at once (`server::MAX_CONCURRENT_CALLS`).
+fn hcp_slots() -> usize {
+    8
+}
+
 /// The children of `pid` (Linux `/proc`).
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -599,12 +714,28 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
         std::thread::sleep(Duration::from_millis(5));
     };
     assert!(Path::new(&format!("/proc/{child}")).exists());
+    // Nine more naps: seven more run (eight slots in all), two wait; those never start.
+    for id in 100..109 {
+        s.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": "nap.nap", "arguments": { "secs": "300" } }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while children(server).len() < hcp_slots() {
+        assert!(Instant::now() < deadline, "the naps never all started");
+        // A bounded poll of /proc, not a wait for time to pass.
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let started = Instant::now();
-    let status = s.finish();
+    let status = s.vanish();
     assert!(status.success(), "{status:?}");
+    // rmcp alone waits up to 5 s for the handlers of a client that went away ("drain");
+    // hcp ends the calls as soon as the reader of its stdout is gone, well before that.
     assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the server waited for the child instead of ending it"
+        started.elapsed() < Duration::from_secs(4),
+        "the server took {:?} to end its calls: it waited instead of ending them",
+        started.elapsed()
     );
     // The child was reaped by the server, so its pid is gone.
     assert!(!Path::new(&format!("/proc/{child}")).exists());
@@ -612,8 +743,39 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     assert_eq!(a["verb_key"], "nap");
     assert_eq!(a["decision"], "allow");
     assert_eq!(a["code"], "cancelled");
+    // Every call that started was audited as cancelled; the one still waiting never ran.
+    let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
+    let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let naps: Vec<&Value> = all.iter().filter(|r| r["verb_key"] == "nap").collect();
+    assert_eq!(naps.len(), hcp_slots(), "{naps:?}");
+    assert!(naps.iter().all(|r| r["code"] == "cancelled"), "{naps:?}");
     let out = w.run(&["audit", "verify"]);
     assert!(out.status.success(), "{}", w.render(&out));
+}
+
+#[test]
+fn a_client_that_closes_stdin_and_keeps_reading_gets_its_answer() {
+    let w = world_with(&[]);
+    let dir = nap_pack(&w);
+    for args in [
+        vec!["install", dir.to_str().unwrap()],
+        vec!["activate", "nap"],
+    ] {
+        let out = w.run(&args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let mut s = Raw::start(&w, None);
+    s.send(&json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": { "name": "nap.nap", "arguments": { "secs": "1" } }
+    }));
+    // `printf … | hcp mcp`: the client is done writing, not gone.
+    drop(s.stdin.take());
+    let r = s.read();
+    assert_eq!(r["id"], 7, "{r}");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(r["result"]["_meta"]["hcp"]["exit_code"], 0, "{r}");
+    assert!(s.child.wait().unwrap().success());
 }
 
 #[test]

@@ -14,7 +14,16 @@ pub const RESERVED_NAMES: [&str; 4] = ["confirm", "apply", "json", "timeout"];
 
 /// Argument names that would select the tenant (seeds §4.3.2, RUNTIME §4): refused as
 /// arguments (`tenant_in_args`) and so refused as placeholder names.
-pub const TENANT_NAMES: [&str; 4] = ["project_id", "tenant", "tenant_id", "principal"];
+pub const TENANT_NAMES: [&str; 8] = [
+    "project",
+    "project_id",
+    "tenant",
+    "tenant_id",
+    "principal",
+    "principal_id",
+    "workdir",
+    "session",
+];
 
 /// A value the runtime fills from the principal's session, never from arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -89,7 +98,7 @@ pub enum TemplateError {
     #[error("{0}")]
     BadPlaceholder(String),
     /// `reserved_placeholder`: a name the runtime keeps (`confirm`, `apply`, `json`,
-    /// `timeout`) or a tenant-bearing name (`project_id`, `tenant`, `tenant_id`, `principal`).
+    /// `timeout`) or a tenant-bearing name ([`TENANT_NAMES`]).
     #[error("{0}")]
     Reserved(String),
 }

@@ -1,5 +1,6 @@
-//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child"): how
-//! `local` land children are sandboxed and the resource limits of every child.
+//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child", §10): how
+//! `local` land children are sandboxed, the resource limits of every child, and the
+//! folders where activation also writes each active pack's skill.
 //!
 //! ```json
 //! {
@@ -10,20 +11,24 @@
 //!     "open_files": 1024,
 //!     "file_size_bytes": 1073741824,
 //!     "processes": 4096
-//!   }
+//!   },
+//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] }
 //! }
 //! ```
 //!
 //! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); a
 //! missing file is the defaults. Reading is strict: an unknown or repeated key, a wrong
-//! type or a zero limit is a [`ConfigError`] naming the file, line and column, and
+//! type, a zero limit or an export folder that is neither absolute nor `~/…` is a
+//! [`ConfigError`] naming the file, line and column, and
 //! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
 //! understand. The per-exec overrides of the limits can only tighten them
 //! (`hcp_adapter::ResourceLimits::tightened`).
 
+use hcp_model::Location;
 use hcp_model::strict::{ParseError, parse_strict};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
 
 /// The file name under `$HCP_HOME`.
 pub const CONFIG_FILE: &str = "config.json";
@@ -44,13 +49,90 @@ pub const DEFAULT_FILE_SIZE_BYTES: u64 = 1 << 30;
 pub const DEFAULT_PROCESSES: u64 = 4096;
 
 /// `$HCP_HOME/config.json`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
     /// The sandbox of `local` land.
     pub sandbox: SandboxConfig,
     /// The resource limits of every child.
     pub limits: LimitsConfig,
+    /// Where activation also writes the skills (RUNTIME §10).
+    pub skills: SkillsConfig,
+}
+
+/// `skills`: the folders where harnesses look for skills (RUNTIME §10).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillsConfig {
+    /// `export` (default none): activation also writes `DIR/ID/SKILL.md` in each folder,
+    /// marked as hcp's; deactivate and uninstall remove only what hcp wrote
+    /// (`hcp_store::skill`).
+    pub export: Vec<ExportDir>,
+}
+
+/// One folder of `skills.export`, as written: an absolute path, or `~` / `~/…`, which is
+/// expanded from `HOME` when the folder is used ([`ExportDir::resolve`]). `~user` is not
+/// expanded, a relative path and a `..` component are refused when the file is read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ExportDir {
+    /// The text of the entry.
+    pub raw: String,
+    /// Where the entry is in `config.json` (0:0 for one not read from a file).
+    #[serde(skip)]
+    pub at: Location,
+}
+
+impl ExportDir {
+    /// The folder as an absolute path: `~` and a leading `~/` replaced by `home` (the
+    /// caller's `HOME`), trailing `/` and `.` components dropped.
+    ///
+    /// # Errors
+    /// Why it cannot be resolved, lowercase: `~` with `HOME` unset, empty or relative.
+    pub fn resolve(&self, home: Option<&OsStr>) -> Result<PathBuf, String> {
+        let raw = self.raw.as_str();
+        let path = if raw == "~" || raw.starts_with("~/") {
+            let home = home
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from)
+                .filter(|h| h.is_absolute())
+                .ok_or_else(|| {
+                    format!("`{raw}` starts with `~` but `HOME` is unset or not an absolute path")
+                })?;
+            home.join(raw.trim_start_matches('~').trim_start_matches('/'))
+        } else {
+            PathBuf::from(raw)
+        };
+        Ok(path.components().collect())
+    }
+
+    /// Why the entry is refused when the file is read, if it is.
+    fn fault(&self) -> Option<String> {
+        let raw = self.raw.as_str();
+        if raw.is_empty() {
+            return Some("an export folder may not be empty".into());
+        }
+        if raw.contains('\0') {
+            return Some("an export folder may not hold a NUL".into());
+        }
+        if raw.starts_with('~') && raw != "~" && !raw.starts_with("~/") {
+            return Some(format!(
+                "`{raw}`: only `~` and `~/…` are expanded (from `HOME`); write the path in full"
+            ));
+        }
+        if !raw.starts_with('/') && !raw.starts_with('~') {
+            return Some(format!(
+                "`{raw}` is relative; an export folder is absolute or starts with `~/`"
+            ));
+        }
+        if Path::new(raw)
+            .components()
+            .any(|c| c == Component::ParentDir)
+        {
+            return Some(format!("`{raw}` holds `..`; name the folder itself"));
+        }
+        None
+    }
 }
 
 /// `sandbox`: the kernel confinement of `local` land children.
@@ -210,6 +292,31 @@ impl RuntimeConfig {
             column: e.column,
             message: e.message,
         })?;
+        let mut config = config;
+        let located = |p: &[&str], message: String| {
+            let at = hcp_model::locate(text, p);
+            ConfigError::Invalid {
+                path: path.to_owned(),
+                line: at.map_or(0, |l| l.line),
+                column: at.map_or(0, |l| l.column),
+                message,
+            }
+        };
+        for i in 0..config.skills.export.len() {
+            let n = i.to_string();
+            let p = ["skills", "export", n.as_str()];
+            let entry = &config.skills.export[i];
+            if let Some(fault) = entry.fault() {
+                return Err(located(&p, format!("`skills.export[{i}]`: {fault}")));
+            }
+            if config.skills.export[..i].iter().any(|e| e.raw == entry.raw) {
+                return Err(located(
+                    &p,
+                    format!("`skills.export[{i}]` `{}` is listed twice", entry.raw),
+                ));
+            }
+            config.skills.export[i].at = hcp_model::locate(text, &p).unwrap_or_default();
+        }
         if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
             let at = hcp_model::locate(text, &["limits", name]);
             return Err(ConfigError::Invalid {
@@ -261,6 +368,7 @@ mod tests {
                     processes: 64,
                     ..LimitsConfig::default()
                 },
+                skills: SkillsConfig::default(),
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
@@ -303,6 +411,57 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (3, 5));
+    }
+
+    #[test]
+    fn export_folders_are_read_with_their_place() {
+        let c = parse(
+            "{\"skills\": {\"export\": [\n  \"~/.agents/skills\", \"/srv/skills/\", \"~\"]}}",
+        )
+        .unwrap();
+        let e = &c.skills.export;
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            (e[0].raw.as_str(), e[0].at.line, e[0].at.column),
+            ("~/.agents/skills", 2, 3)
+        );
+        let home = Some(OsStr::new("/home/u"));
+        assert_eq!(
+            e[0].resolve(home).unwrap(),
+            PathBuf::from("/home/u/.agents/skills")
+        );
+        assert_eq!(e[1].resolve(None).unwrap(), PathBuf::from("/srv/skills"));
+        assert_eq!(e[2].resolve(home).unwrap(), PathBuf::from("/home/u"));
+        for h in [None, Some(OsStr::new("")), Some(OsStr::new("rel"))] {
+            assert!(e[0].resolve(h).unwrap_err().contains("`HOME`"), "{h:?}");
+        }
+    }
+
+    #[test]
+    fn bad_export_folders_are_refused_at_their_place() {
+        for (text, needle) in [
+            (r#"{"skills": {"export": ["skills"]}}"#, "is relative"),
+            (r#"{"skills": {"export": [""]}}"#, "may not be empty"),
+            (
+                r#"{"skills": {"export": ["~bob/skills"]}}"#,
+                "only `~` and `~/…`",
+            ),
+            (r#"{"skills": {"export": ["/a/../b"]}}"#, "holds `..`"),
+            (r#"{"skills": {"export": ["/a\u0000"]}}"#, "NUL"),
+            (r#"{"skills": {"export": ["/a", "/a"]}}"#, "listed twice"),
+            (r#"{"skills": {"export": "/a"}}"#, "invalid type"),
+            (r#"{"skills": {"export": [1]}}"#, "invalid type"),
+            (r#"{"skills": {"exports": []}}"#, "unknown field"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let e = parse("{\"skills\": {\"export\": [\"/ok\",\n   \"rel\"]}}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (2, 4));
     }
 
     #[test]

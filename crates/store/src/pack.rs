@@ -22,7 +22,7 @@ use hcp_lint::Report;
 use std::path::PathBuf;
 
 pub mod bins;
-mod fsops;
+pub(crate) mod fsops;
 mod install;
 pub mod openapi;
 mod read;
@@ -91,6 +91,10 @@ pub enum PackError {
     /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// `skill_collision`, `skill_export_unusable` or `bad_config`: a skill cannot be
+    /// exported where `config.json` says (RUNTIME §10); nothing was changed.
+    #[error(transparent)]
+    Export(#[from] crate::skill::ExportError),
 }
 
 impl PackError {
@@ -105,6 +109,7 @@ impl PackError {
             Self::BinUnsafe { code, .. } => code,
             Self::Openapi(e) => e.code(),
             Self::Store(e) => e.code(),
+            Self::Export(e) => e.code(),
         }
     }
 }

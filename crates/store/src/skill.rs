@@ -11,9 +11,20 @@
 //! line breaks of any kind, and every `-` that would make a run of three dashes (Agent
 //! Skills readers split the file on `---`).
 //!
-//! Order of writes: activate writes SKILL.md, then the marker; deactivate removes the
-//! marker, then SKILL.md. A crash in between leaves a skill without a marker, which exec
-//! treats as inactive (fail closed); running the command again completes it.
+//! Order of writes: activate writes SKILL.md, then the exported copies ([`export`]), then
+//! the marker; deactivate removes the marker, then the exported copies hcp wrote, then
+//! SKILL.md. Both first write a skill journal entry and clear it at the end, so a crash in
+//! between is completed by the next writer (activate: the skills are written and the
+//! marker made; deactivate: the rest is removed). Until then a skill without a marker is
+//! treated as inactive by exec (fail closed).
+//!
+//! Activation fails as a whole: an export folder that cannot take the skill, or a foreign
+//! skill in its place, refuses it before anything is written ([`ExportError`]); an I/O
+//! failure midway undoes what it wrote (a pack that was not active stays inactive).
+
+pub mod export;
+
+pub use export::{ExportError, Folder};
 
 use crate::atomic::{sync_dir, write_atomic};
 use crate::error::StoreError;
@@ -53,9 +64,33 @@ pub fn activate(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
     let lock = StoreLock::acquire(home)?;
     repair_locked(home, &lock)?;
     let pack = load(home, pid.as_str())?;
-    write_skill_locked(home, &lock, &pack)?;
-    mark_active_locked(home, &lock, pid.as_str())?;
+    let id = pid.as_str();
+    // Every export folder is checked before anything is written.
+    export::preflight_locked(home, &lock, id)?;
+    let was_active = crate::pack::is_active(home, id);
+    journal_write(home, id, Journal::Activate)?;
+    let done =
+        write_skill_locked(home, &lock, &pack).and_then(|()| mark_active_locked(home, &lock, id));
+    if let Err(e) = done {
+        if !was_active {
+            // Undo: the journal now says so, so a failure here is finished by the next writer.
+            let _ = journal_write(home, id, Journal::Deactivate)
+                .and_then(|()| deactivate_locked(home, &lock, id));
+        }
+        return Err(e.into());
+    }
+    journal_done_locked(home, &lock, id)?;
     Ok(pack)
+}
+
+/// Checks that every export folder can take pack `id`'s skill, before an install that will
+/// leave it active changes anything (RUNTIME §10). The caller holds the lock.
+///
+/// # Errors
+/// [`PackError::Export`] as [`export::preflight_locked`].
+pub(crate) fn preflight_locked(home: &Home, lock: &StoreLock, id: &str) -> Result<(), PackError> {
+    export::preflight_locked(home, lock, id)?;
+    Ok(())
 }
 
 /// Deactivates pack `id` under [`StoreLock`]: removes its marker, then its SKILL.md.
@@ -68,7 +103,8 @@ pub fn deactivate(home: &Home, id: &str) -> Result<bool, PackError> {
     let pid = parse_id(id)?;
     let installed = std::fs::symlink_metadata(pack_dir(home, pid.as_str())).is_ok();
     let leftovers = std::fs::symlink_metadata(marker_path(home, pid.as_str())).is_ok()
-        || std::fs::symlink_metadata(home.dir(StoreDir::Skills).join(pid.as_str())).is_ok();
+        || std::fs::symlink_metadata(home.dir(StoreDir::Skills).join(pid.as_str())).is_ok()
+        || !export::ledger(home, pid.as_str()).is_empty();
     if !installed && !leftovers {
         return Err(PackError::NotInstalled { id: id.to_owned() });
     }
@@ -88,6 +124,28 @@ fn journal_path(home: &Home, id: &str) -> std::path::PathBuf {
     home.dir(StoreDir::State).join("skill-pending").join(id)
 }
 
+/// What a journal entry asks of the next writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Journal {
+    /// Make the skills follow the installed copy, active as the marker says (`refresh`).
+    Refresh,
+    /// Write the skills and make the pack active (`activate`).
+    Activate,
+    /// Remove the marker and every skill hcp wrote (`deactivate`).
+    Deactivate,
+}
+
+fn journal_write(home: &Home, id: &str, j: Journal) -> Result<(), StoreError> {
+    write_atomic(
+        &journal_path(home, id),
+        match j {
+            Journal::Refresh => b"refresh",
+            Journal::Activate => b"activate",
+            Journal::Deactivate => b"deactivate",
+        },
+    )
+}
+
 /// Records, before an install swaps pack `id`, that its skill must follow. `activate`:
 /// the install also activates it. The caller holds the lock.
 pub(crate) fn journal_locked(
@@ -96,9 +154,14 @@ pub(crate) fn journal_locked(
     id: &str,
     activate: bool,
 ) -> Result<(), StoreError> {
-    write_atomic(
-        &journal_path(home, id),
-        if activate { b"activate" } else { b"refresh" },
+    journal_write(
+        home,
+        id,
+        if activate {
+            Journal::Activate
+        } else {
+            Journal::Refresh
+        },
     )
 }
 
@@ -133,8 +196,12 @@ pub(crate) fn repair_locked(home: &Home, lock: &StoreLock) -> Result<usize, Stor
         if parse_id(&id).is_err() {
             continue;
         }
-        let activate = std::fs::read(e.path()).is_ok_and(|b| b == b"activate");
-        let active = crate::pack::is_active(home, &id) || activate;
+        let entry = std::fs::read(e.path()).unwrap_or_default();
+        let active = match entry.as_slice() {
+            b"activate" => true,
+            b"deactivate" => false,
+            _ => crate::pack::is_active(home, &id),
+        };
         match load(home, &id) {
             Ok(pack) if active => {
                 write_skill_locked(home, lock, &pack)?;
@@ -150,14 +217,19 @@ pub(crate) fn repair_locked(home: &Home, lock: &StoreLock) -> Result<usize, Stor
     Ok(n)
 }
 
-/// Writes `skills/<id>/SKILL.md` for `pack` (atomic replace). The caller holds the lock.
+/// Writes `skills/<id>/SKILL.md` for `pack` (atomic replace), then its copy in each export
+/// folder that can take it ([`export::write_locked`]; a caller that must refuse a folder
+/// that cannot ran [`preflight_locked`] first). A `config.json` that does not load exports
+/// nothing here (the preflight refused it). The caller holds the lock.
 pub(crate) fn write_skill_locked(
     home: &Home,
-    _lock: &StoreLock,
+    lock: &StoreLock,
     pack: &InstalledPack,
 ) -> Result<(), StoreError> {
     home.ensure(StoreDir::Skills)?;
-    write_atomic(&skill_path(home, pack.id.as_str()), render(pack).as_bytes())
+    write_atomic(&skill_path(home, pack.id.as_str()), render(pack).as_bytes())?;
+    let folders = export::folders(home).unwrap_or_default();
+    export::write_locked(home, lock, pack, &folders)
 }
 
 /// Creates `state/active/<id>`. The caller holds the lock.
@@ -169,14 +241,20 @@ pub(crate) fn mark_active_locked(
     write_atomic(&marker_path(home, id), b"")
 }
 
-/// Removes the marker, then the skill directory. Returns whether the marker existed. The
-/// caller holds the lock.
+/// Removes the marker, then the exported copies hcp wrote, then the skill directory, under
+/// a `deactivate` journal entry that the next writer finishes if this one is killed.
+/// Returns whether the marker existed. The caller holds the lock.
 pub(crate) fn deactivate_locked(
     home: &Home,
-    _lock: &StoreLock,
+    lock: &StoreLock,
     id: &str,
 ) -> Result<bool, StoreError> {
+    let exported = !export::ledger(home, id).is_empty();
     let marker = marker_path(home, id);
+    let was_marked = std::fs::symlink_metadata(&marker).is_ok();
+    if was_marked || exported {
+        journal_write(home, id, Journal::Deactivate)?;
+    }
     let was = match std::fs::remove_file(&marker) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
@@ -185,22 +263,35 @@ pub(crate) fn deactivate_locked(
     if let Some(d) = marker.parent().filter(|_| was) {
         sync_dir(d)?;
     }
+    export::remove_locked(home, lock, id)?;
     let dir = home.dir(StoreDir::Skills).join(id);
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(StoreError::io("remove", dir, e)),
     }
+    if was_marked || exported {
+        journal_done_locked(home, lock, id)?;
+    }
     Ok(was)
 }
 
-/// The SKILL.md text of `pack`.
+/// The SKILL.md text of `pack` (the store's copy, `skills/<id>/SKILL.md`).
 pub fn render(pack: &InstalledPack) -> String {
+    render_marked(pack, None)
+}
+
+/// The SKILL.md text of `pack`; with `store_id`, the exported copy, whose front matter
+/// carries hcp's marker ([`export::marker_lines`]).
+pub fn render_marked(pack: &InstalledPack, store_id: Option<&str>) -> String {
     let m = &pack.manifest;
     let mut out = String::new();
     out.push_str("---\n");
     let _ = writeln!(out, "name: {}", pack.id);
     let _ = writeln!(out, "description: {}", yaml_quote(&description(pack)));
+    if let Some(s) = store_id {
+        out.push_str(&export::marker_lines(s));
+    }
     out.push_str("---\n\n");
     out.push_str(pack.harness.trim_end());
     out.push_str("\n\n## `hcp exec` forms\n\n");
@@ -370,6 +461,9 @@ fn code_cell(s: &str) -> String {
         format!("{fence}{s}{fence}")
     }
 }
+
+#[cfg(test)]
+mod export_tests;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

@@ -19,7 +19,8 @@ pub struct DeactivateArgs {
     id: String,
 }
 
-/// Runs `hcp activate`: writes `skills/<id>/SKILL.md` and marks the pack active.
+/// Runs `hcp activate`: writes `skills/<id>/SKILL.md` and its copy in each folder of
+/// `skills.export` (RUNTIME §10), and marks the pack active.
 ///
 /// Owner only (RUNTIME §8: a control-plane pack is never activated for a non-owner
 /// principal; activation decides what every harness is taught, so no session may do it).
@@ -32,10 +33,17 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
         pack.id,
         skill::skill_path(&home, pack.id.as_str()).display()
     );
+    for dir in skill::export::ledger(&home, pack.id.as_str()) {
+        out!(
+            "exported: `{}`",
+            dir.join(pack.id.as_str()).join(skill::SKILL_MD).display()
+        );
+    }
     Ok(exit::OK)
 }
 
-/// Runs `hcp deactivate`: removes the marker and the SKILL.md.
+/// Runs `hcp deactivate`: removes the marker, the exported copies hcp wrote and the
+/// SKILL.md.
 ///
 /// Owner only, like activate.
 pub fn run_deactivate(a: DeactivateArgs) -> CliResult {

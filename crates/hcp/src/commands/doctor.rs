@@ -1,6 +1,7 @@
 //! `hcp doctor [--json]`: what this machine and store can enforce (RUNTIME §3, §5 "The
 //! child"): store health, the Landlock ABI, which confinements and resource limits hold,
-//! and whether each installed pack's bins still match their pins.
+//! whether each installed pack's bins still match their pins, and the skill export folders
+//! (RUNTIME §10) with any missing, stale or foreign skill in them.
 //!
 //! Exit 0 when nothing is wrong, 1 when something is (a bin changed or missing, a damaged
 //! record or audit trail, an invalid configuration, `sandbox.require` on a kernel without
@@ -60,6 +61,7 @@ struct Report {
     limits: Vec<Limit>,
     packs: Vec<PackBins>,
     bindings: Vec<BindingFile>,
+    skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
     problems: Vec<String>,
 }
 
@@ -319,7 +321,7 @@ fn examine(home: &Home) -> Result<Report, CliError> {
     }
 
     // Credential files wider than 0600 are refused at exec (`binding_insecure`): say so.
-    let bindings: Vec<BindingFile> = hcp_store::binding::list(&home)
+    let bindings: Vec<BindingFile> = hcp_store::binding::list(home)
         .into_iter()
         .map(|(principal, family, mode)| {
             let secure = mode & 0o077 == 0;
@@ -331,6 +333,12 @@ fn examine(home: &Home) -> Result<Report, CliError> {
             BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
         })
         .collect();
+    let skill_exports = hcp_store::skill::export::health(
+        home,
+        &config,
+        std::env::var_os("HOME").as_deref(),
+        &mut problems,
+    );
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -349,6 +357,7 @@ fn examine(home: &Home) -> Result<Report, CliError> {
         limits,
         packs,
         bindings,
+        skill_exports,
         problems,
     })
 }
@@ -466,6 +475,26 @@ fn human(r: &Report) -> String {
                     "  (insecure: refused at exec)"
                 }
             ));
+        }
+    }
+    if !r.skill_exports.is_empty() {
+        line("skill exports".into());
+        for f in &r.skill_exports {
+            line(format!(
+                "  `{}`{}: {}",
+                f.dir
+                    .as_ref()
+                    .map_or(f.entry.clone(), |d| d.display().to_string()),
+                if f.configured {
+                    ""
+                } else {
+                    " (left `skills.export`)"
+                },
+                f.status
+            ));
+            for e in &f.entries {
+                line(format!("    {}  {}: {}", e.id, e.state, e.detail));
+            }
         }
     }
     if r.problems.is_empty() {

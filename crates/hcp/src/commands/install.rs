@@ -67,6 +67,7 @@ pub(crate) fn pack_error(e: PackError) -> CliError {
             .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
         PackError::Openapi(_) => CliError::new(code, message, exit::REFUSED)
             .hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL"),
+        PackError::Export(e) => CliError::new(code, message, e.exit_status()).hint(e.hint()),
     }
 }
 
@@ -132,6 +133,14 @@ pub fn run_install(a: InstallArgs) -> CliResult {
                     "active: `{}`",
                     hcp_store::skill::skill_path(&home, &r.pack_id).display()
                 );
+                for dir in hcp_store::skill::export::ledger(&home, &r.pack_id) {
+                    out!(
+                        "exported: `{}`",
+                        dir.join(&r.pack_id)
+                            .join(hcp_store::skill::SKILL_MD)
+                            .display()
+                    );
+                }
             }
             Ok(exit::OK)
         }

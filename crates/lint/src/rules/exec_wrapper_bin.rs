@@ -38,7 +38,7 @@ use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
 /// Programs refused whatever their arguments.
-const ALWAYS: &[&str] = &[
+pub(crate) const ALWAYS: &[&str] = &[
     "sh",
     "bash",
     "dash",

@@ -89,6 +89,7 @@ rules! {
     bad_placeholder: Error, "a malformed `{{placeholder}}` in a command template";
     reserved_placeholder: Error, "a placeholder name the runtime keeps, or one that selects the tenant";
     exec_wrapper_bin: Error, "the program is a shell or runs its arguments as a command";
+    code_running_cli: Warning, "the program is a CLI known to run commands named in its arguments or input";
     secret_file: Error, "a `.env`, a `secrets/` directory or a private key in the pack";
     symlink_in_pack: Error, "a symbolic link inside the pack";
     unsafe_path: Error, "an entry whose name holds `..`, a control character or an absolute path";
@@ -191,6 +192,8 @@ mod tests {
             "extra_file",
             "pass_through_present",
             "unsupported_kind",
+            // Issue 12 (RUNTIME §4's "the owner is never reachable"): defence in depth.
+            "code_running_cli",
         ];
         assert_eq!(codes.len(), errors.len() + warnings.len());
         for c in errors {

@@ -172,6 +172,10 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     if exists && !opts.force {
         return Err(PackError::AlreadyInstalled { id });
     }
+    // A pack that will be active must be exportable before anything changes (RUNTIME §10).
+    if read::is_active(home, &id) || opts.activate {
+        crate::skill::preflight_locked(home, &lock, &id)?;
+    }
     let old = if exists {
         let p = target.join(RECORD_DIR).join(RECORD_FILE);
         std::fs::read(&p)

@@ -9,9 +9,16 @@
 //!   answer `bad_session`; it never falls back to the owner.
 //! - The tool list changes only when the owner changes the active packs or reinstalls one
 //!   ([`catalog::Signature`]); the server then sends `notifications/tools/list_changed`.
-//! - Requests are bounded ([`intake::MAX_REQUEST_BYTES`]); when the client closes stdin,
-//!   calls in flight are abandoned: their process groups are ended and their audit records
-//!   written before the process exits.
+//! - hcp reads the client's lines itself ([`intake`]): a line that is not JSON is answered
+//!   with -32700, params that do not fit with -32602, a repeated key is refused, requests
+//!   are bounded ([`intake::MAX_REQUEST_BYTES`]). When the client goes away (the reading end
+//!   of stdout closes, or a write to it fails), calls in flight are abandoned at once: their
+//!   process groups are ended and their audit records written before the process exits; a
+//!   call still waiting for a slot never starts. A client that closes stdin and keeps
+//!   reading gets the answers of its calls in flight.
+//! - The MCP revision is 2025-11-25 at most (`Server::supported_protocol_versions`): the
+//!   one the client asks for among those rmcp 3.11 serves with the `initialize` handshake;
+//!   a client asking for 2026-07-28 is answered with 2025-11-25.
 
 pub mod catalog;
 pub mod intake;
@@ -20,7 +27,7 @@ pub mod server;
 use crate::commands::exec::exec_env;
 use crate::error::{CliError, CliResult};
 use rmcp::ServiceExt;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use std::os::fd::AsFd;
 use std::time::Duration;
 
 /// How often the server looks for owner changes between requests (each request also looks).
@@ -69,14 +76,23 @@ pub fn run(_a: Args) -> CliResult {
 async fn serve(env: crate::commands::exec::engine::ExecEnv) -> CliResult {
     let server = server::Server::new(env);
     let inflight = server.inflight();
-    let (to_sdk, from_pump) = tokio::io::duplex(64 * 1024);
+    // The client is gone when the reading end of stdout closes or a write to it fails:
+    // every call in flight ends now, and no other starts.
+    let gone: intake::Gone = {
+        let inflight = inflight.clone();
+        std::sync::Arc::new(move || inflight.cancel_all())
+    };
+    if let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() {
+        intake::watch_reader(fd, gone.clone());
+    }
+    let out = intake::Output::new(tokio::io::stdout(), gone);
+    let (transport, to_sdk) = intake::Intake::new(out.clone());
     let pump = tokio::spawn(intake::pump(
         tokio::io::BufReader::new(tokio::io::stdin()),
         to_sdk,
+        out,
         intake::MAX_REQUEST_BYTES,
     ));
-    let transport = AsyncRwTransport::new_server(from_pump, tokio::io::stdout())
-        .with_max_line_length(intake::MAX_REQUEST_BYTES + 1024);
     let running = match server.clone().serve(transport).await {
         Ok(r) => r,
         Err(e) => {

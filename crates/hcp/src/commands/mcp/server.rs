@@ -6,7 +6,7 @@
 //! code, a failed run) is a tool result with `isError: true`.
 
 use super::catalog::{Catalog, Signature};
-use super::intake::{MAX_REQUEST_BYTES, TOO_LARGE_METHOD};
+use super::intake::KNOWN_METHODS;
 use crate::commands::exec::engine::{self, Answer, Call, CallArgs, ExecEnv};
 use crate::exit;
 use hcp_gate::Face;
@@ -14,7 +14,7 @@ use hcp_model::ArgValue;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -101,14 +101,27 @@ impl Server {
 
 /// The cancel pipes of the calls in flight. Dropping a call's write end ends its child's
 /// process group (the adapter polls the read end); the engine still writes the audit record.
-#[derive(Debug, Default)]
+/// Once [`Inflight::cancel_all`] ran, no call starts any more.
+#[derive(Debug)]
 pub struct Inflight {
     next: Mutex<u64>,
-    writers: Mutex<HashMap<u64, PipeWriter>>,
+    /// `None` once the client is gone.
+    writers: Mutex<Option<HashMap<u64, PipeWriter>>>,
+}
+
+impl Default for Inflight {
+    fn default() -> Self {
+        Self {
+            next: Mutex::new(0),
+            writers: Mutex::new(Some(HashMap::new())),
+        }
+    }
 }
 
 impl Inflight {
-    fn register(self: &Arc<Self>, w: PipeWriter) -> InflightGuard {
+    /// Registers a call's write end; `None` when the client is already gone (the call must
+    /// not start).
+    fn register(self: &Arc<Self>, w: PipeWriter) -> Option<InflightGuard> {
         let id = {
             let mut n = self.next.lock().unwrap_or_else(|p| p.into_inner());
             *n += 1;
@@ -117,19 +130,20 @@ impl Inflight {
         self.writers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .as_mut()?
             .insert(id, w);
-        InflightGuard {
+        Some(InflightGuard {
             id,
             set: self.clone(),
-        }
+        })
     }
 
-    /// Abandons every call in flight (the client closed its end).
+    /// Abandons every call in flight and refuses new ones (the client closed its end).
     pub fn cancel_all(&self) {
         self.writers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clear();
+            .take();
     }
 }
 
@@ -141,11 +155,15 @@ struct InflightGuard {
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        self.set
+        if let Some(w) = self
+            .set
             .writers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
+            .as_mut()
+        {
+            w.remove(&self.id);
+        }
     }
 }
 
@@ -261,8 +279,17 @@ impl ServerHandler for Server {
         .with_instructions(
             "each tool is a verb of an active hcp pack, named PACK.VERB, run through hcp's \
              gate (session, grants, arguments, confirm) and audited. a refusal is a result \
-             with isError and its code; a write marked confirm runs only with `confirm: true`.",
+             with isError and its code; a write marked confirm runs only with `confirm: true` among \
+             its arguments.",
         )
+    }
+
+    /// The MCP revisions `hcp mcp` follows: those rmcp 3.11 serves with the `initialize`
+    /// handshake, up to 2025-11-25. 2026-07-28 (stateless, no handshake) is not offered, so
+    /// a client asking for it at `initialize` is answered with 2025-11-25 and one that skips
+    /// the handshake is told which versions are supported.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
     }
 
     async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
@@ -309,7 +336,10 @@ impl ServerHandler for Server {
         let (reader, writer) = std::io::pipe().map_err(|e| {
             McpError::internal_error(format!("cannot make the cancel pipe: {e}"), None)
         })?;
-        let guard = self.inflight.register(writer);
+        let Some(guard) = self.inflight.register(writer) else {
+            // The client went away while the call waited for a slot: it never starts.
+            return Err(cancelled());
+        };
         let call = Call {
             pack_id: Some(pack_id),
             target: verb_key,
@@ -340,19 +370,14 @@ impl ServerHandler for Server {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        if request.method == TOO_LARGE_METHOD {
-            let bytes = request
-                .params
-                .as_ref()
-                .and_then(|p| p.get("bytes"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            return Err(McpError::new(
-                ErrorCode::INVALID_REQUEST,
+        // A method the SDK knows reaches here only when its params did not parse.
+        if KNOWN_METHODS.contains(&request.method.as_str()) {
+            return Err(McpError::invalid_params(
                 format!(
-                    "the request is larger than {MAX_REQUEST_BYTES} bytes (at least {bytes} read); it was not read"
+                    "invalid params of `{}`: they do not fit the method",
+                    request.method
                 ),
-                Some(json!({ "code": "request_too_large", "max_bytes": MAX_REQUEST_BYTES })),
+                None,
             ));
         }
         Err(McpError::new(
