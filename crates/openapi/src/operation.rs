@@ -226,19 +226,9 @@ pub struct Operation {
     pub pointer: String,
 }
 
-/// Argument names the runtime keeps for itself (RUNTIME §1.2).
-pub const RESERVED_NAMES: [&str; 4] = ["confirm", "apply", "json", "timeout"];
-/// Argument names that would select the tenant, which comes from the session (RUNTIME §4).
-pub const TENANT_NAMES: [&str; 8] = [
-    "project",
-    "project_id",
-    "tenant",
-    "tenant_id",
-    "principal",
-    "principal_id",
-    "workdir",
-    "session",
-];
+/// Argument names the runtime keeps (RUNTIME §1.2) and those that would select the tenant
+/// (RUNTIME §4), as the model defines them.
+pub use hcp_model::template::{RESERVED_NAMES, TENANT_NAMES};
 
 impl Operation {
     /// The verb's arguments (RUNTIME §1.3), in order.
