@@ -16,12 +16,9 @@ pub struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Which {
-    /// Histos decisions per second over the conformance corpus, and policy load + hash.
-    Gate {
-        /// Print one line of JSON (with `decisions_per_sec`).
-        #[arg(long)]
-        json: bool,
-    },
+    /// Histos decisions per second over the conformance corpus, and policy load + hash;
+    /// with `--reference DIR`, the reference engine's in the same run.
+    Gate(bench_gate::Args),
     /// Wall time of the real `hcp` (list, show, install, activate) on a store of many packs.
     Store(bench_store::Args),
     /// `hcp exec` on a trivial verb against the bin alone and a minimal spawn-and-wait
@@ -35,29 +32,28 @@ enum Which {
 /// The benchmark's.
 pub fn run(a: Args) -> anyhow::Result<()> {
     match a.which {
-        Which::Gate { json } => {
+        Which::Gate(g) => {
             if cfg!(debug_assertions) {
                 // `cargo xtask` builds xtask unoptimised; the engine's speed is measured
                 // optimised, so run the same benchmark from a release build of xtask.
-                return rerun_release(&["bench", "gate"], json);
+                let mut args = vec!["bench".to_string(), "gate".to_string()];
+                args.extend(g.to_argv());
+                return rerun_release(&args);
             }
-            bench_gate::run(json)
+            bench_gate::run(&g)
         }
         Which::Store(s) => bench_store::run(s),
         Which::Exec(e) => bench_exec::run(&e),
     }
 }
 
-/// Runs `cargo run --release -p xtask -- ARGS [--json]` and passes its status on.
-fn rerun_release(args: &[&str], json: bool) -> anyhow::Result<()> {
+/// Runs `cargo run --release -p xtask -- ARGS` and passes its status on.
+fn rerun_release(args: &[String]) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut c = std::process::Command::new(cargo);
     c.args(["run", "--quiet", "--release", "-p", "xtask", "--"])
         .args(args);
-    if json {
-        c.arg("--json");
-    }
     let status = c
         .status()
         .context("cannot run `cargo run --release -p xtask`")?;

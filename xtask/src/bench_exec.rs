@@ -10,7 +10,10 @@
 //! * `floor_static`: the same program linked as `hcp` is on x86_64 Linux (static, non-PIE,
 //!   `.cargo/config.toml`), the least a launcher built like hcp can cost;
 //! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack;
-//! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs.
+//! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs;
+//! * `baseline` (with `--baseline PATH`): `PATH exec echo.say hi`, another build of hcp
+//!   (an older commit's release `hcp`) on its own store holding only `echo`, installed by
+//!   that build, so a change is measured against its base in the same interleaved run.
 //!
 //! A fifth row, `sync`, times in process what the disk charges for one durable audit
 //! append at that moment: `write` of a 500-byte line with `O_APPEND`, then `fdatasync`, to
@@ -57,6 +60,10 @@ pub struct Args {
     /// Use the release binaries already in the target directory instead of building.
     #[arg(long)]
     pub no_build: bool,
+    /// Another `hcp` binary (say, the release build of `main`) to interleave as the
+    /// `baseline` arm, on its own store of one pack.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// Warm-up runs of each arm before timing.
@@ -172,6 +179,8 @@ fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
 /// The fixed environment of every run, so that no arm sees more than another.
 struct Setup {
     hcp: PathBuf,
+    /// The `--baseline` hcp, when given.
+    baseline: Option<PathBuf>,
     bin: PathBuf,
     floor: PathBuf,
     floor_static: PathBuf,
@@ -194,14 +203,22 @@ impl Setup {
     }
 
     fn hcp(&self, home: &Path, args: &[&str]) -> Command {
-        let mut c = self.command(&self.hcp);
+        self.hcp_of(&self.hcp, home, args)
+    }
+
+    fn hcp_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Command {
+        let mut c = self.command(bin);
         c.env("HCP_HOME", home).args(args);
         c
     }
 
     fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
+        self.hcp_ok_of(&self.hcp, home, args)
+    }
+
+    fn hcp_ok_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
         let out = self
-            .hcp(home, args)
+            .hcp_of(bin, home, args)
             .output()
             .with_context(|| format!("cannot run `hcp {}`", args.join(" ")))?;
         if !out.status.success() {
@@ -224,6 +241,7 @@ enum Arm {
     FloorStatic,
     Hcp,
     HcpMany,
+    Baseline,
 }
 
 const ARMS: [Arm; 5] = [
@@ -241,6 +259,8 @@ const EXEC_ARGS: [&str; 3] = ["exec", "echo.say", "hi"];
 struct Stores {
     one: PathBuf,
     many: PathBuf,
+    /// The baseline's store of one pack.
+    base: PathBuf,
 }
 
 impl Arm {
@@ -253,6 +273,7 @@ impl Arm {
             }
             Arm::Hcp => "`hcp exec echo.say hi`, 1 pack installed".into(),
             Arm::HcpMany => format!("`hcp exec echo.say hi`, {} packs installed", packs + 1),
+            Arm::Baseline => "baseline: `--baseline` hcp, `exec echo.say hi`, 1 pack".into(),
         }
     }
 
@@ -263,6 +284,7 @@ impl Arm {
             Arm::FloorStatic => "floor_static",
             Arm::Hcp => "hcp",
             Arm::HcpMany => "hcp_many",
+            Arm::Baseline => "baseline",
         }
     }
 
@@ -285,6 +307,11 @@ impl Arm {
             }
             Arm::Hcp => s.hcp(&stores.one, &EXEC_ARGS),
             Arm::HcpMany => s.hcp(&stores.many, &EXEC_ARGS),
+            Arm::Baseline => s.hcp_of(
+                s.baseline.as_deref().unwrap_or(&s.hcp),
+                &stores.base,
+                &EXEC_ARGS,
+            ),
         }
     }
 }
@@ -418,6 +445,10 @@ pub fn run(args: &Args) -> Result<()> {
     path_var.push(":/usr/local/bin:/usr/bin:/bin");
     let s = Setup {
         hcp: release.join("hcp"),
+        baseline: args
+            .baseline
+            .as_ref()
+            .map(|b| std::fs::canonicalize(b).unwrap_or_else(|_| b.clone())),
         bin: release.join("hcp-example-echo"),
         floor: release.join("spawn-floor"),
         floor_static: release.join("spawn-floor-static"),
@@ -435,17 +466,32 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
-    for p in [&s.hcp, &s.bin, &s.floor, &s.floor_static] {
+    for p in [&s.hcp, &s.bin, &s.floor, &s.floor_static]
+        .into_iter()
+        .chain(s.baseline.as_ref())
+    {
         ensure!(p.is_file(), "`{}` is missing: build it first", p.display());
     }
+    let arms: Vec<Arm> = ARMS
+        .iter()
+        .copied()
+        .chain(s.baseline.is_some().then_some(Arm::Baseline))
+        .collect();
     let stores = Stores {
         one: scratch.join("home-1"),
         many: scratch.join(format!("home-{}", args.packs + 1)),
+        base: scratch.join("home-baseline"),
     };
     let echo = root.join("packs/echo");
     let src = scratch.join("src");
     eprintln!("store of 1 pack: `{}`", stores.one.display());
     fill_store(s, &stores.one, &echo, &src, 0)?;
+    if let Some(b) = &s.baseline {
+        // The baseline's own store of one pack, installed by the baseline.
+        eprintln!("baseline store of 1 pack: `{}`", stores.base.display());
+        let e = echo.to_str().context("non-UTF-8 path")?;
+        s.hcp_ok_of(b, &stores.base, &["install", e, "--activate"])?;
+    }
     eprintln!(
         "store of {} packs: `{}` (one `hcp install --activate` each)",
         args.packs + 1,
@@ -470,11 +516,15 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     // bin's ctime is old enough (see `hcp_adapter::pin`), so later ones take the fast path.
     for attempt in 0..3 {
         for _ in 0..WARMUP {
-            for arm in ARMS {
+            for &arm in &arms {
                 timed(arm.command(s, &stores)).with_context(|| arm.label(args.packs))?;
             }
         }
-        let cached = [&stores.one, &stores.many]
+        let mut homes = vec![&stores.one, &stores.many];
+        if s.baseline.is_some() {
+            homes.push(&stores.base);
+        }
+        let cached = homes
             .iter()
             .all(|h| h.join("packs/echo/.hcp/fingerprints.json").is_file());
         if cached {
@@ -494,20 +544,20 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
         .open(&sync_path)
         .with_context(|| format!("cannot open `{}`", sync_path.display()))?;
     let sync_line = [b'x'; 499];
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len() + 1];
-    let mut cpu: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len() + 1];
-    let mut bound: Vec<i64> = vec![0; ARMS.len()];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); arms.len() + 1];
+    let mut cpu: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); arms.len() + 1];
+    let mut bound: Vec<i64> = vec![0; arms.len()];
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64 | 1);
     let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let mut order: Vec<usize> = (0..=ARMS.len()).collect();
+    let mut order: Vec<usize> = (0..=arms.len()).collect();
     eprintln!("{} interleaved rounds…", args.runs);
     let load_before = load_average();
     for _ in 0..args.runs {
         rng.shuffle(&mut order);
         for &i in &order {
-            let Some(&arm) = ARMS.get(i) else {
+            let Some(&arm) = arms.get(i) else {
                 let t = Instant::now();
                 sync_file.write_all(&sync_line)?;
                 sync_file.write_all(b"\n")?;
@@ -527,13 +577,17 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     for home in [&stores.one, &stores.many] {
         s.hcp_ok(home, &["audit", "verify"])?;
     }
-    let rss = peak_rss(s, &stores, scratch)?;
+    if let Some(b) = &s.baseline {
+        s.hcp_ok_of(b, &stores.base, &["audit", "verify"])?;
+    }
+    let rss = peak_rss(s, &arms, &stores, scratch)?;
     let st: Vec<Stats> = times
         .iter_mut()
         .zip(&cpu)
         .map(|(t, c)| stats(t, c))
         .collect();
     let r = Report {
+        arms,
         st,
         rss_exact: rss.is_some(),
         rss: rss.unwrap_or(bound),
@@ -547,15 +601,15 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
 const RSS_RUNS: usize = 10;
 
 /// The peak RSS of each arm in KiB, through GNU time; `None` without it.
-fn peak_rss(s: &Setup, stores: &Stores, scratch: &Path) -> Result<Option<Vec<i64>>> {
+fn peak_rss(s: &Setup, arms: &[Arm], stores: &Stores, scratch: &Path) -> Result<Option<Vec<i64>>> {
     let time = Path::new("/usr/bin/time");
     if !time.is_file() {
         eprintln!("warning: no GNU time (`/usr/bin/time`): peak RSS is an upper bound");
         return Ok(None);
     }
     let out = scratch.join("rss.txt");
-    let mut peaks = vec![0i64; ARMS.len()];
-    for (i, arm) in ARMS.iter().enumerate() {
+    let mut peaks = vec![0i64; arms.len()];
+    for (i, arm) in arms.iter().enumerate() {
         for _ in 0..RSS_RUNS {
             let inner = arm.command(s, stores);
             let mut c = s.command(time);
@@ -591,6 +645,8 @@ fn load_average() -> String {
 
 /// What one run of the benchmark found.
 struct Report {
+    /// The arms measured, in table order.
+    arms: Vec<Arm>,
     /// One per arm, then the in-process `sync` row.
     st: Vec<Stats>,
     /// Peak RSS of each arm, KiB.
@@ -605,7 +661,13 @@ struct Report {
 /// JSON line).
 fn report(args: &Args, r: &Report) {
     let st = &r.st;
-    let [bare, floor, floor_static, hcp, many, sync] = [st[0], st[1], st[2], st[3], st[4], st[5]];
+    let [bare, floor, floor_static, hcp, many] = [st[0], st[1], st[2], st[3], st[4]];
+    let sync = st[r.arms.len()];
+    let base = r
+        .arms
+        .iter()
+        .position(|a| *a == Arm::Baseline)
+        .map(|i| st[i]);
     let mut out: Box<dyn Write> = if args.json {
         Box::new(std::io::stderr().lock())
     } else {
@@ -627,7 +689,7 @@ fn report(args: &Args, r: &Report) {
     );
     line!("| arm | median | p10 | p90 | min | CPU, mean | peak RSS (KiB) |");
     line!("|---|---|---|---|---|---|---|");
-    for (i, arm) in ARMS.iter().enumerate() {
+    for (i, arm) in r.arms.iter().enumerate() {
         let x = st[i];
         line!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {rss_note}{} |",
@@ -698,6 +760,15 @@ fn report(args: &Args, r: &Report) {
         "- peak RSS of hcp exec: {rss_note}{peak_mib:.2} MiB (goal ≤ 8 MB: {})",
         mark(peak_kib as f64 * 1024.0 <= 8e6)
     );
+    if let Some(b) = base {
+        line!(
+            "- hcp exec / baseline (medians): {:.3}; at p10: {:.3}; CPU time (mean): {:.3} ms vs {:.3} ms",
+            hcp.median / b.median,
+            hcp.p10 / b.p10,
+            hcp.cpu,
+            b.cpu
+        );
+    }
     let _ = out.write_all(lines.as_bytes());
     let _ = out.flush();
     if args.json {
@@ -708,7 +779,7 @@ fn report(args: &Args, r: &Report) {
             })
         };
         let mut arms = serde_json::Map::new();
-        for (i, a) in ARMS.iter().enumerate() {
+        for (i, a) in r.arms.iter().enumerate() {
             let mut v = row(&st[i]);
             v["peak_rss_kib"] = r.rss[i].into();
             arms.insert(a.key().into(), v);
@@ -723,6 +794,7 @@ fn report(args: &Args, r: &Report) {
             "ratio_hcp_to_floor_static": ratio_floor_static,
             "hcp_over_bare_ms": over_bare,
             "ratio_many_to_one": ratio_packs,
+            "ratio_hcp_to_baseline": base.map(|b| hcp.median / b.median),
             "peak_rss_kib": peak_kib,
             "peak_rss_exact": r.rss_exact,
             "load_before": r.load.0,

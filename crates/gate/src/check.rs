@@ -4,7 +4,7 @@ use crate::args::check_args;
 use crate::code::{Code, Step};
 use hcp_model::manifest::{CommandPlan, PlanError};
 use hcp_model::template::{Element, SessionVar};
-use hcp_model::{ArgValue, Land, Manifest, Operation, Plane, PolicyFile, Transport};
+use hcp_model::{ArgValue, Capability, Land, Manifest, Operation, Plane, PolicyFile, Transport};
 use jiff::Timestamp;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -75,12 +75,12 @@ pub struct PackView<'a> {
     pub content_changed_at: Option<Timestamp>,
 }
 
-/// The grants a principal holds on the pack: capability (`verb.exec.read`…) and when it
-/// was granted. The union of the pack's grants and `*` grants.
+/// The grants a principal holds on the pack: capability and when it was granted. The
+/// union of the pack's grants and `*` grants.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GrantView {
     /// `(capability, granted_at)`.
-    pub held: Vec<(String, Timestamp)>,
+    pub held: Vec<(Capability, Timestamp)>,
 }
 
 /// Everything the gate reads besides the call itself.
@@ -243,99 +243,27 @@ pub fn check<'a>(
     };
     // Step 4: grants (§4.6, §9.4).
     if let Principal::Session(s) = ctx.principal {
-        let mut needed = vec![match entry.operation {
-            Operation::Read => "verb.exec.read",
-            Operation::Write => "verb.exec.write",
-        }];
+        let mut needed = vec![Capability::for_operation(entry.operation)];
         if m.connect_verb() == Some(verb) {
-            needed.push("pack.connect");
+            needed.push(Capability::PackConnect);
         }
         for cap in needed {
-            match ctx
-                .grants
-                .held
-                .iter()
-                .filter(|(c, _)| c == cap)
-                .map(|(_, t)| *t)
-                .max()
-            {
-                None => {
-                    return with_entry(deny(
-                        Code::MissingGrant,
-                        Step::Grant,
-                        format!(
-                            "principal `{}` lacks `{cap}` on pack `{}`",
-                            s.principal_id, m.id
-                        ),
-                        Some(format!(
-                            "the owner runs `hcp grant {} {} {cap}`",
-                            s.principal_id, m.id
-                        )),
-                    ));
-                }
-                Some(granted_at) => {
-                    if let Some(changed) = ctx.pack.content_changed_at
-                        && granted_at < changed
-                    {
-                        return with_entry(deny(
-                            Code::MissingGrant,
-                            Step::Grant,
-                            format!(
-                                "the grant of `{cap}` to `{}` is suspended: pack `{}` changed since it was granted",
-                                s.principal_id, m.id
-                            ),
-                            Some(format!(
-                                "the owner reviews the pack and runs `hcp grant {} {} {cap}` again",
-                                s.principal_id, m.id
-                            )),
-                        ));
-                    }
-                }
+            if let Err(r) = crate::grant::require(
+                &s.principal_id,
+                &m.id,
+                ctx.grants.held.iter().copied(),
+                cap,
+                ctx.pack.content_changed_at,
+            ) {
+                return with_entry(Decision::Deny(r));
             }
         }
     }
     // Step 5: land (§4.3).
     let land = entry.privacy.land;
-    let needs_project = land == Land::Brain
-        || plan.args.iter().any(|e| {
-            matches!(
-                e,
-                Element::Session {
-                    var: SessionVar::ProjectId,
-                    ..
-                }
-            )
-        });
-    let project = match resolve_project(ctx) {
-        Ok(p) => p,
+    let (project, workdir) = match land_obligations(ctx, land, &plan, "verb", verb) {
+        Ok(pw) => pw,
         Err(d) => return with_entry(d),
-    };
-    if needs_project && project.is_none() {
-        let hint = match ctx.principal {
-            Principal::Owner => {
-                "set `HCP_PROJECT`, or run the call in a session started with `--project`"
-                    .to_string()
-            }
-            Principal::Session(s) if s.projects.len() > 1 => {
-                format!(
-                    "set `HCP_PROJECT` to one of the session's projects: {}",
-                    s.projects.join(", ")
-                )
-            }
-            Principal::Session(_) => "the owner starts the session with `--project`".to_string(),
-        };
-        return with_entry(deny(
-            Code::ProjectRequired,
-            Step::Land,
-            format!("verb `{verb}` works in `brain` land and needs a project"),
-            Some(hint),
-        ));
-    }
-    let workdir = match ctx.principal {
-        Principal::Session(SessionView {
-            workdir: Some(w), ..
-        }) => w.clone(),
-        _ => ctx.cwd.to_path_buf(),
     };
     // Step 6: confirm (§4.5.2–3).
     if entry.needs_confirm() && !confirmed {
@@ -362,6 +290,205 @@ pub fn check<'a>(
         project,
         confirmed,
     }))
+}
+
+/// Step 5 (§4.3): the project a `brain` call (or a template using `{{@project_id}}`)
+/// needs, and the working directory (the session's workdir, else the caller's directory).
+fn land_obligations(
+    ctx: &Context<'_>,
+    land: Land,
+    plan: &CommandPlan,
+    what: &str,
+    key: &str,
+) -> Result<(Option<String>, PathBuf), Decision> {
+    let needs_project = land == Land::Brain
+        || plan.args.iter().any(|e| {
+            matches!(
+                e,
+                Element::Session {
+                    var: SessionVar::ProjectId,
+                    ..
+                }
+            )
+        });
+    let project = resolve_project(ctx)?;
+    if needs_project && project.is_none() {
+        let hint = match ctx.principal {
+            Principal::Owner => {
+                "set `HCP_PROJECT`, or run the call in a session started with `--project`"
+                    .to_string()
+            }
+            Principal::Session(s) if s.projects.len() > 1 => {
+                format!(
+                    "set `HCP_PROJECT` to one of the session's projects: {}",
+                    s.projects.join(", ")
+                )
+            }
+            Principal::Session(_) => "the owner starts the session with `--project`".to_string(),
+        };
+        return Err(deny(
+            Code::ProjectRequired,
+            Step::Land,
+            format!("{what} `{key}` works in `brain` land and needs a project"),
+            Some(hint),
+        ));
+    }
+    let workdir = match ctx.principal {
+        Principal::Session(SessionView {
+            workdir: Some(w), ..
+        }) => w.clone(),
+        _ => ctx.cwd.to_path_buf(),
+    };
+    Ok((project, workdir))
+}
+
+/// What the gate allowed of one stimulus ref (`hcp sense`, RUNTIME §8).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StimulusAllowed {
+    /// The trigger's command, when it has one (`cli`); `None` for a stimulus only the
+    /// runtime records (`binding.degraded`).
+    pub plan: Option<CommandPlan>,
+    /// The stimulus's land.
+    pub land: Land,
+    /// The working directory of the trigger.
+    pub workdir: PathBuf,
+    /// The project of the call, when there is one.
+    pub project: Option<String>,
+}
+
+/// Steps 1–6 of RUNTIME §5 for the stimulus ref `ctx.verb_key` of `hcp sense` (RUNTIME
+/// §8), the same checks a verb gets: the pack is active and declares the stimulus, its
+/// policy entry is a `read` (`write_stimulus`: sense cannot write), a control-plane pack
+/// only for the owner, the trigger's arguments (it takes none), `sense.enable` (with the
+/// rug-pull guard), and, for a trigger with a command, its land and project. `ctx.face`
+/// and `ctx.grants` are read as for a verb; the transport is not checked (sense is not a
+/// transport).
+pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
+    let m = ctx.pack.manifest;
+    let reference = ctx.verb_key;
+    let refuse = |d: Decision| match d {
+        Decision::Deny(r) => r,
+        Decision::Allow(_) => Refusal {
+            code: Code::InternalError,
+            step: Step::Target,
+            message: "the gate allowed a refusal".into(),
+            hint: None,
+            operation: None,
+            land: None,
+        },
+    };
+    // Step 1: target.
+    if !ctx.pack.active {
+        return Err(refuse(deny(
+            Code::PackInactive,
+            Step::Target,
+            format!("pack `{}` is installed but not active", m.id),
+            Some(format!("the owner runs `hcp activate {}`", m.id)),
+        )));
+    }
+    let trigger = m
+        .stimulus_triggers
+        .iter()
+        .find(|t| t.reference == reference);
+    let (Some(trigger), Some(entry)) = (trigger, ctx.pack.policy.stimuli.get(reference)) else {
+        return Err(refuse(deny(
+            Code::UnknownStimulus,
+            Step::Target,
+            format!("pack `{}` declares no stimulus `{reference}`", m.id),
+            None,
+        )));
+    };
+    if entry.operation != Operation::Read {
+        // Lint's `write_stimulus` makes this impossible for an installed pack.
+        return Err(refuse(deny(
+            Code::WriteStimulus,
+            Step::Target,
+            format!(
+                "stimulus `{reference}` of pack `{}` is not a `read` in its policy; sense cannot write",
+                m.id
+            ),
+            None,
+        )));
+    }
+    let plan = match &trigger.cli {
+        None => None,
+        Some(_) => Some(match m.plan_trigger(reference) {
+            Ok(p) => p,
+            Err(PlanError::KindUnsupported) => {
+                return Err(refuse(deny(
+                    Code::KindUnsupported,
+                    Step::Target,
+                    format!(
+                        "pack `{}` is `kind: openapi`, which this runtime does not execute",
+                        m.id
+                    ),
+                    None,
+                )));
+            }
+            Err(e) => {
+                return Err(refuse(deny(
+                    Code::UnknownStimulus,
+                    Step::Target,
+                    format!("trigger `{reference}` cannot run: {e}"),
+                    None,
+                )));
+            }
+        }),
+    };
+    let with_entry = |mut r: Refusal| {
+        r.operation = Some(entry.operation);
+        r.land = Some(entry.privacy.land);
+        r
+    };
+    // Step 2: principal.
+    if m.plane == Plane::Control && *ctx.principal != Principal::Owner {
+        return Err(with_entry(refuse(deny(
+            Code::ControlPlane,
+            Step::Principal,
+            format!(
+                "pack `{}` is a control-plane pack; only the owner may sense it",
+                m.id
+            ),
+            None,
+        ))));
+    }
+    // Step 3: arguments (a trigger takes none).
+    if let Some(p) = &plan {
+        let none: Vec<(String, ArgValue)> = Vec::new();
+        if let Err(r) = check_args(p, none.iter().map(|(k, v)| (k, v)), false) {
+            return Err(with_entry(refuse(deny(
+                r.code,
+                Step::Arguments,
+                r.message,
+                r.hint,
+            ))));
+        }
+    }
+    // Step 4: grants.
+    if let Principal::Session(s) = ctx.principal {
+        crate::grant::require(
+            &s.principal_id,
+            &m.id,
+            ctx.grants.held.iter().copied(),
+            Capability::SenseEnable,
+            ctx.pack.content_changed_at,
+        )
+        .map_err(with_entry)?;
+    }
+    // Step 5: land, for a trigger that runs.
+    let land = entry.privacy.land;
+    let (project, workdir) = match &plan {
+        Some(p) => land_obligations(ctx, land, p, "trigger", reference)
+            .map_err(|d| with_entry(refuse(d)))?,
+        None => (None, ctx.cwd.to_path_buf()),
+    };
+    // Step 6: confirm (§4.5): a `read` never needs it (lint: `confirm_on_read`).
+    Ok(StimulusAllowed {
+        plan,
+        land,
+        workdir,
+        project,
+    })
 }
 
 /// The project of a call: `HCP_PROJECT` when set (a session must be a member), else a
@@ -462,7 +589,7 @@ mod tests {
         let g = GrantView {
             held: grants
                 .iter()
-                .map(|(c, at)| (c.to_string(), t(at)))
+                .map(|(c, at)| (c.parse().unwrap(), t(at)))
                 .collect(),
         };
         let ctx = Context {
@@ -729,6 +856,79 @@ mod tests {
             )
             .unwrap_err(),
             Code::TenantInArgs
+        );
+    }
+
+    #[test]
+    fn stimuli_pass_the_same_steps_as_verbs() {
+        let m = parse_manifest(
+            r#"{"id": "feed", "name": "Feed", "kind": "wrap", "cliBin": "feed",
+                "binding": {"mode": "public"}, "wrap": {"bin": "feed"},
+                "stimulusTriggers": [
+                  {"ref": "new", "cli": ["feed", "watch"]},
+                  {"ref": "brainy", "cli": ["feed", "watch", "{{@project_id}}"]},
+                  {"ref": "binding.degraded"}],
+                "verbs": {"get": {"description": "Get.", "cli": ["feed", "get"]}}}"#,
+        )
+        .unwrap();
+        let p = parse_policy(
+            r#"{"surface_id": "feed", "version": 1,
+                "verbs": {"get": {"operation": "read", "privacy": {"land": "personal"}}},
+                "stimuli": {
+                  "new": {"operation": "read", "privacy": {"land": "personal"}},
+                  "brainy": {"operation": "read", "privacy": {"land": "brain"}},
+                  "binding.degraded": {"operation": "read", "privacy": {"land": "personal"}}}}"#,
+        )
+        .unwrap();
+        let check = |who: &Principal, r: &str, grants: &[(Capability, &str)]| {
+            let g = GrantView {
+                held: grants.iter().map(|(c, at)| (*c, t(at))).collect(),
+            };
+            let ctx = Context {
+                principal: who,
+                pack: PackView {
+                    manifest: &m,
+                    policy: &p,
+                    active: true,
+                    content_changed_at: None,
+                },
+                verb_key: r,
+                face: Face::Cli,
+                grants: &g,
+                cwd: Path::new("/cwd"),
+                project: None,
+            };
+            check_stimulus(&ctx).map_err(|e| e.code)
+        };
+        let a = check(&Principal::Owner, "new", &[]).unwrap();
+        assert_eq!((a.plan.is_some(), a.land), (true, Land::Personal));
+        // a stimulus only the runtime records has no command to plan
+        assert!(
+            check(&Principal::Owner, "binding.degraded", &[])
+                .unwrap()
+                .plan
+                .is_none()
+        );
+        assert_eq!(
+            check(&Principal::Owner, "nope", &[]),
+            Err(Code::UnknownStimulus)
+        );
+        let agent = agent(&["p1"]);
+        assert_eq!(check(&agent, "new", &[]), Err(Code::MissingGrant));
+        // a read grant is not sense.enable
+        assert_eq!(
+            check(&agent, "new", &[(Capability::VerbExecRead, T0)]),
+            Err(Code::MissingGrant)
+        );
+        let g = [(Capability::SenseEnable, T0)];
+        assert!(check(&agent, "new", &g).is_ok());
+        assert_eq!(
+            check(&agent, "brainy", &g).unwrap().project.as_deref(),
+            Some("p1")
+        );
+        assert_eq!(
+            check(&Principal::Owner, "brainy", &[]),
+            Err(Code::ProjectRequired)
         );
     }
 }

@@ -2,12 +2,13 @@
 //! [`Decision`].
 //!
 //! This crate owns the order of checks and every refusal code of the gate: target
-//! resolution helpers ([`target`]), arguments ([`args`]), grants, land and the confirm gate
-//! ([`check`]). It does no I/O: sessions, grants, install records and the clock come in
+//! resolution helpers ([`target`]), arguments ([`args`]), the one grant check and the
+//! rug-pull guard ([`grant`]), land and the confirm gate ([`check`](mod@check)). Its codes are those of
+//! the table in `hcp-model` ([`hcp_model::code`]). It does no I/O: sessions, grants, install records and the clock come in
 //! through [`Context`], so every decision is a value that can be explained and tested.
 //!
 //! It does not resolve sessions (`hcp-store`), run the Histos runtime policy (`histos`),
-//! mint bindings or spawn anything (`hcp-adapter`); the `hcp` binary wires those in the
+//! mint bindings or spawn anything (`hcp-adapter`); `hcp-runtime` wires those in the
 //! order RUNTIME §5 gives.
 
 #![deny(missing_docs)]
@@ -15,9 +16,12 @@
 pub mod args;
 pub mod check;
 pub mod code;
+pub mod grant;
 pub mod target;
 
 pub use check::{
-    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, check,
+    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, StimulusAllowed,
+    check, check_stimulus,
 };
 pub use code::{Code, Step};
+pub use grant::GrantStatus;

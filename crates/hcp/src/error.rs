@@ -1,14 +1,16 @@
 //! The one error type of the binary and its one renderer: `error: …`, `code: …`,
 //! `Caused by: …`, `hint: …`, lowercase, user values in backticks (STYLE.md §4).
 
+use hcp_model::Code;
+use hcp_runtime::Refusal;
 use std::fmt;
 use std::io::Write;
 
 /// A failure of a subcommand, with its stable code and exit status.
 #[derive(Debug)]
 pub struct CliError {
-    /// Stable snake_case code (RUNTIME §2, §5).
-    pub code: String,
+    /// The stable code (RUNTIME §2–§10).
+    pub code: Code,
     /// Lowercase message.
     pub message: String,
     /// Causes, outermost first.
@@ -20,29 +22,59 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// A new error.
-    pub fn new(code: impl Into<String>, message: impl Into<String>, exit: u8) -> Self {
+    /// A refusal of an owner command (install, session, grant, approve, policy …): its exit
+    /// status is the code's in a command (`Code::command_exit_status`).
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
-            code: code.into(),
+            code,
             message: message.into(),
             causes: Vec::new(),
             hint: None,
-            exit,
+            exit: code.command_exit_status(),
+        }
+    }
+
+    /// A refusal of a call (exec, connect, sense, MCP): its exit status is the code's in a
+    /// call (`Code::exit_status`).
+    pub fn call(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            exit: code.exit_status(),
+            ..Self::new(code, message)
         }
     }
 
     /// Adds a hint.
-    #[allow(dead_code)]
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
     }
 
     /// Adds a cause.
-    #[allow(dead_code)]
     pub fn cause(mut self, cause: impl fmt::Display) -> Self {
         self.causes.push(cause.to_string());
         self
+    }
+}
+
+impl CliError {
+    /// An owner command's refusal given as the runtime's [`Refusal`].
+    pub fn command(r: Refusal) -> Self {
+        let e = Self::new(r.code, r.message);
+        match r.hint {
+            Some(h) => e.hint(h),
+            None => e,
+        }
+    }
+}
+
+impl From<Refusal> for CliError {
+    /// A call's refusal.
+    fn from(r: Refusal) -> Self {
+        let e = Self::call(r.code, r.message);
+        match r.hint {
+            Some(h) => e.hint(h),
+            None => e,
+        }
     }
 }
 

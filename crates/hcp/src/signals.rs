@@ -6,7 +6,7 @@
 //! call has no audit record and a grandchild may survive.
 
 use crate::error::CliError;
-use crate::exit;
+use hcp_model::Code;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -59,14 +59,8 @@ impl Drop for SignalPipe {
 /// `spawn_failed` when the pipe or the handlers cannot be set up.
 pub(crate) fn arm() -> Result<SignalPipe, CliError> {
     use nix::fcntl::OFlag;
-    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(|e| {
-        CliError::new(
-            "spawn_failed",
-            "cannot make the signal pipe",
-            exit::EX_IOERR,
-        )
-        .cause(e)
-    })?;
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
+        .map_err(|e| CliError::call(Code::SpawnFailed, "cannot make the signal pipe").cause(e))?;
     SIGNAL_FD.store(w.as_raw_fd(), Ordering::Relaxed);
     let action = SigAction::new(
         SigHandler::Handler(on_signal),
@@ -87,12 +81,7 @@ pub(crate) fn arm() -> Result<SignalPipe, CliError> {
         }
         // SAFETY: the handler only loads an atomic and calls write(2).
         unsafe { sigaction(sig, &action) }.map_err(|e| {
-            CliError::new(
-                "spawn_failed",
-                "cannot arm the signal handlers",
-                exit::EX_IOERR,
-            )
-            .cause(e)
+            CliError::call(Code::SpawnFailed, "cannot arm the signal handlers").cause(e)
         })?;
     }
     Ok(SignalPipe { read: r, _write: w })

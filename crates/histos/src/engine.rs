@@ -51,15 +51,52 @@ pub struct Call {
     pub args: Map,
 }
 
-/// Why a resolver could not produce a resource (HISTOS-ENGINE §5).
+/// Why a resolver could not produce a resource (HISTOS-ENGINE §5). Every failure but
+/// [`ResolveError::NotFound`] is `resolver_error`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     /// The resource does not exist (`resource_not_found`).
     #[error("resource not found")]
     NotFound,
-    /// Anything else (`resolver_error`).
+    /// Anything else (`resolver_error`); the text becomes the decision's reason.
     #[error("resolver failed: {0}")]
     Failed(String),
+    /// The host refused to run its resolver (`resolver_error`), with its own code: the
+    /// decision's `received` is `code`, so the host can report why (a resolver verb that
+    /// is `write`, not active, not granted, timed out, printed non-JSON, …).
+    #[error("resolver refused ({code}): {message}")]
+    Refused {
+        /// The host's code.
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl ResolveError {
+    /// The resource a resolver printed as JSON (`text`): an object is the resource; a
+    /// falsy value (`null`, `false`, `0`, `""`, `[]`, `{}`) counts as an empty resource
+    /// (HISTOS-ENGINE §5); anything else is a failure.
+    ///
+    /// # Errors
+    /// [`ResolveError::Failed`] when `text` is not JSON, or is a truthy non-object.
+    pub fn resource_from_json(text: &str) -> Result<Map, ResolveError> {
+        let v = crate::json::parse(text.trim()).map_err(|e| {
+            ResolveError::Failed(format!("the resource is not JSON: {}", e.message))
+        })?;
+        match v {
+            Value::Map(m) => Ok(m),
+            Value::Null | Value::Bool(false) => Ok(Map::new()),
+            Value::Int(0) => Ok(Map::new()),
+            Value::Float(0.0) => Ok(Map::new()),
+            Value::Str(s) if s.is_empty() => Ok(Map::new()),
+            Value::List(l) if l.is_empty() => Ok(Map::new()),
+            other => Err(ResolveError::Failed(format!(
+                "the resource is a JSON {}, not an object",
+                other.type_name()
+            ))),
+        }
+    }
 }
 
 /// Fetches the resource a call would act on, from trusted state (never from echoing an
@@ -76,13 +113,45 @@ pub trait ResourceResolver {
     ) -> Result<Option<Cow<'r, Map>>, ResolveError>;
 }
 
-/// A host semantic tier for `escalate` (HISTOS-ENGINE §6).
+/// A semantic tier's answer to an `escalate` call (HISTOS-ENGINE §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Escalation {
+    /// Exactly `True`: the chain continues (`escalated`, or `requires_confirmation` when
+    /// the tool also requires confirmation).
+    Approved,
+    /// `False`: `escalation_denied`.
+    Denied,
+    /// Not answered yet (a tier that asks a person, e.g. an approval queue): the call is
+    /// paused as `require_confirmation` / `requires_confirmation` with the `escalate`
+    /// marker, never allowed; the host asks again once the person answered.
+    Pending,
+}
+
+impl From<bool> for Escalation {
+    fn from(b: bool) -> Self {
+        if b {
+            Escalation::Approved
+        } else {
+            Escalation::Denied
+        }
+    }
+}
+
+/// A host semantic tier for `escalate` (HISTOS-ENGINE §6). It runs after every machine
+/// check (so `rbac`, `arg_schema`, limits … win over it) and before confirmation, and
+/// receives the post-binding arguments. Without a tier the answer is
+/// `no_escalation_tier` (deny); no setting turns that into an allow.
 pub trait EscalationTier {
-    /// `Ok(true)` continues, `Ok(false)` → `escalation_denied`, `Err` → `escalation_error`.
+    /// The answer for this call; `Err` → `escalation_error`.
     ///
     /// # Errors
     /// Any failure of the tier.
-    fn judge(&self, tool: &str, args: &Args<'_>, principal: &Principal) -> Result<bool, String>;
+    fn judge(
+        &self,
+        tool: &str,
+        args: &Args<'_>,
+        principal: &Principal,
+    ) -> Result<Escalation, String>;
 }
 
 /// A host confirmation callback (HISTOS-ENGINE §1c).
@@ -403,10 +472,10 @@ impl Engine {
                 None => {
                     return Decision::deny(
                         Rule::ArgBindingUnresolved,
-                        format!("principal has no attribute `{attr}` to bind"),
+                        concat(&["principal has no attribute `", attr, "` to bind"]),
                     )
                     .with_field(arg.clone())
-                    .with_detail(format!("principal.{attr}"), "<unset>");
+                    .with_detail(concat(&["principal.", attr]), "<unset>");
                 }
                 Some(v) => {
                     if call.args.get(arg) != Some(v) {
@@ -494,7 +563,10 @@ impl Engine {
         if !policy.role_allows(&principal.role, ti) {
             return Decision::deny(Rule::Rbac, "the role has no grant for this tool")
                 .with_field("role")
-                .with_detail(format!("grant for '{}'", tool.name), principal.role.clone());
+                .with_detail(
+                    concat(&["grant for '", &tool.name, "'"]),
+                    principal.role.clone(),
+                );
         }
         // 3a: no argument schema.
         let Some(schema) = &tool.args else {
@@ -548,12 +620,21 @@ impl Engine {
                     "escalation is required and no semantic tier is wired",
                 ),
                 Some(tier) => match tier.judge(&tool.name, &args, principal) {
-                    Ok(true) => {
+                    Ok(Escalation::Approved) => {
                         escalated = true;
                         Decision::new(Effect::Allow, Rule::Escalated, "")
                     }
-                    Ok(false) => {
+                    Ok(Escalation::Denied) => {
                         Decision::deny(Rule::EscalationDenied, "the semantic tier refused the call")
+                    }
+                    Ok(Escalation::Pending) => {
+                        let mut d = Decision::new(
+                            Effect::RequireConfirmation,
+                            Rule::RequiresConfirmation,
+                            "the call waits for the semantic tier's answer",
+                        );
+                        d.expected = Some("an answer to the escalation".into());
+                        d
                     }
                     Err(e) => {
                         Decision::deny(Rule::EscalationError, format!("semantic tier failed: {e}"))
@@ -644,6 +725,12 @@ impl Engine {
                         format!("resolver failed: {e}"),
                     ));
                 }
+                Err(ResolveError::Refused { code, message }) => {
+                    return Some(
+                        Decision::deny(Rule::ResolverError, format!("resolver refused: {message}"))
+                            .with_detail("a resolved resource", code),
+                    );
+                }
             };
             for c in &tool.constraints {
                 if let Some(d) = check_constraint(c, &resource, principal) {
@@ -672,6 +759,15 @@ impl Engine {
         }
         None
     }
+}
+
+/// The concatenation of `parts` in one allocation (cheaper than `format!`).
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
 }
 
 fn limit_denial(v: LimitVerdict, store: &dyn LimitStore) -> Option<Decision> {

@@ -44,6 +44,10 @@ pub enum PolicyCode {
     NotAMapping,
     /// The policy exceeds a size limit (bytes or expanded YAML nodes).
     PolicyTooLarge,
+    /// A tool definition the JSON-Schema projection cannot carry (a combinator, a
+    /// remote or recursive `$ref`, a malformed bound; HISTOS-ENGINE §11). Emitted by
+    /// importers, never by the policy loader.
+    InvalidImport,
 }
 
 impl PolicyCode {
@@ -69,6 +73,7 @@ impl PolicyCode {
             PolicyCode::NotAList => "not_a_list",
             PolicyCode::NotAMapping => "not_a_mapping",
             PolicyCode::PolicyTooLarge => "policy_too_large",
+            PolicyCode::InvalidImport => "invalid_import",
         }
     }
 }

@@ -15,7 +15,16 @@ pub(crate) fn content_hash(p: &Policy) -> String {
 /// The canonical encoding text of the policy fingerprint (HISTOS-ENGINE §3.1, §3.3),
 /// streamed from the typed model without building an intermediate tree.
 pub fn canonical_text(p: &Policy) -> String {
-    let mut out = String::with_capacity(4096);
+    // About 600 bytes per field and 1,000 per tool: grown once, not by doubling.
+    let fields: usize = p
+        .tools
+        .iter()
+        .map(|t| {
+            t.args.as_ref().map_or(0, |s| s.fields.len())
+                + t.returns.as_ref().map_or(0, |s| s.fields.len())
+        })
+        .sum();
+    let mut out = String::with_capacity(1024 + 1024 * p.tools.len() + 640 * fields);
     let top = [
         (
             "canaries",
@@ -30,17 +39,26 @@ pub fn canonical_text(p: &Policy) -> String {
     out
 }
 
+/// The canonical text `contract_sha256` covers: `{"args", "returns"}` as schema
+/// fingerprints (HISTOS-ENGINE §11).
+pub(crate) fn contract_text(args: Option<&Schema>, returns: Option<&Schema>) -> String {
+    let mut out = String::with_capacity(1024);
+    dict_sorted(
+        &mut out,
+        &[("args", E::Schema(args)), ("returns", E::Schema(returns))],
+    );
+    out
+}
+
 /// One fingerprint value to encode.
 enum E<'a> {
     Null,
     Bool(bool),
     Str(&'a str),
     U(Option<u64>),
-    V(&'a Value),
     OptV(&'a Option<Value>),
     OptStr(Option<&'a str>),
-    OptList(&'a Option<Vec<Value>>),
-    Schema(&'a Option<Schema>),
+    Schema(Option<&'a Schema>),
     Field(&'a Field),
     Constraint(&'a Constraint),
     Constraints(&'a [Constraint]),
@@ -85,19 +103,32 @@ fn key_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// A dict whose keys are dynamic: sorted by the §3.3 rule first.
 fn dict(out: &mut String, entries: &mut [(&str, E<'_>)]) {
     entries.sort_by(|a, b| key_cmp(a.0, b.0));
-    dict_sorted(out, entries);
+    dict_entries(out, entries, true);
 }
 
 /// A dict whose fixed keys are already written in §3.3 order.
 fn dict_sorted(out: &mut String, entries: &[(&str, E<'_>)]) {
     debug_assert!(entries.windows(2).all(|w| key_cmp(w[0].0, w[1].0).is_lt()));
+    debug_assert!(entries.iter().all(|(k, _)| !needs_escape(k)));
+    dict_entries(out, entries, false);
+}
+
+/// The entries of a dict in the given order; `escape` for keys that may need it (the
+/// fingerprint's fixed keys never do).
+fn dict_entries(out: &mut String, entries: &[(&str, E<'_>)], escape: bool) {
     out.push_str("[\"d\",[");
     for (i, (k, v)) in entries.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
         out.push_str("[[\"s\",");
-        json_escape(k, out);
+        if escape {
+            json_escape(k, out);
+        } else {
+            out.push('"');
+            out.push_str(k);
+            out.push('"');
+        }
         out.push_str("],");
         put(v, out);
         out.push(']');
@@ -125,18 +156,14 @@ fn put(e: &E<'_>, out: &mut String) {
             json_escape(s, out);
             out.push(']');
         }
-        E::U(None) | E::OptV(None) | E::OptStr(None) | E::OptList(None) | E::Schema(None) => {
-            put(&E::Null, out)
-        }
+        E::U(None) | E::OptV(None) | E::OptStr(None) | E::Schema(None) => put(&E::Null, out),
         E::U(Some(n)) => {
             out.push_str("[\"f\",\"");
             out.push_str(&n.to_string());
             out.push_str("\"]");
         }
-        E::V(v) => encode(v, out),
         E::OptV(Some(v)) => encode(v, out),
         E::OptStr(Some(s)) => put(&E::Str(s), out),
-        E::OptList(Some(l)) => list(out, l.iter().map(E::V)),
         E::Schema(Some(sc)) => {
             let mut fields: Vec<(&str, E<'_>)> = sc
                 .fields
@@ -149,29 +176,7 @@ fn put(e: &E<'_>, out: &mut String) {
             dict(out, &mut fields);
             out.push_str("]]]");
         }
-        E::Field(f) => {
-            let m = [
-                ("enum", E::OptList(&f.enum_values)),
-                ("exclusive_maximum", E::OptV(&f.exclusive_maximum)),
-                ("exclusive_minimum", E::OptV(&f.exclusive_minimum)),
-                ("item_enum", E::OptList(&f.item_enum)),
-                ("item_type", E::OptStr(f.item_type.map(|t| t.as_str()))),
-                ("max_items", E::U(f.max_items)),
-                ("max_length", E::U(f.max_length)),
-                ("maximum", E::OptV(&f.maximum)),
-                ("min_items", E::U(f.min_items)),
-                ("min_length", E::U(f.min_length)),
-                ("minimum", E::OptV(&f.minimum)),
-                ("multiple_of", E::OptV(&f.multiple_of)),
-                ("nullable", E::Bool(f.nullable)),
-                ("pattern", E::OptStr(f.pattern.as_ref().map(|p| p.source()))),
-                ("required", E::Bool(f.required)),
-                ("sensitive", E::OptStr(f.sensitive.map(|x| x.as_str()))),
-                ("type", E::Str(f.ty.as_str())),
-                ("unique_items", E::Bool(f.unique_items)),
-            ];
-            dict_sorted(out, &m);
-        }
+        E::Field(f) => field(f, out),
         E::Constraint(c) => {
             let m = [
                 ("field", E::Str(&c.field)),
@@ -204,7 +209,7 @@ fn put(e: &E<'_>, out: &mut String) {
         E::Tool(t) => {
             let m = [
                 ("access", E::Str(&t.access)),
-                ("args", E::Schema(&t.args)),
+                ("args", E::Schema(t.args.as_ref())),
                 ("bindings", E::Bindings(&t.bindings)),
                 ("budget", E::U(t.budget)),
                 ("confirmation_expires_in", E::U(t.confirmation_expires_in)),
@@ -219,7 +224,7 @@ fn put(e: &E<'_>, out: &mut String) {
                 ("redact_secret_output", E::Bool(t.redact_secret_output)),
                 ("requires_confirmation", E::Bool(t.requires_confirmation)),
                 ("requires_escalation", E::Bool(t.requires_escalation)),
-                ("returns", E::Schema(&t.returns)),
+                ("returns", E::Schema(t.returns.as_ref())),
                 ("scan_output_for_canary", E::Bool(t.scan_output_for_canary)),
                 ("sensitivity", E::Str(&t.sensitivity)),
                 ("strict_returns", E::Bool(t.strict_returns)),
@@ -253,24 +258,179 @@ fn put(e: &E<'_>, out: &mut String) {
     }
 }
 
+/// `[["s","KEY"],` — the opening of a fixed key's pair.
+macro_rules! key {
+    ($k:literal) => {
+        concat!("[[\"s\",\"", $k, "\"],")
+    };
+}
+
+/// The whole pair of a fixed key whose value is `$v` (an encoded constant).
+macro_rules! pair {
+    ($k:literal, $v:literal) => {
+        concat!("[[\"s\",\"", $k, "\"],", $v, "]")
+    };
+}
+
+/// A pair whose value is null, or the encoded value.
+macro_rules! opt_value {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(v) => {
+                $out.push_str(key!($k));
+                encode(v, $out);
+                $out.push(']');
+            }
+        }
+    };
+}
+
+macro_rules! opt_str {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(s) => {
+                $out.push_str(key!($k));
+                $out.push_str("[\"s\",");
+                json_escape(s, $out);
+                $out.push_str("]]");
+            }
+        }
+    };
+}
+
+macro_rules! opt_count {
+    ($out:ident, $k:literal, $v:expr) => {
+        match $v {
+            None => $out.push_str(pair!($k, "[\"n\",null]")),
+            Some(n) => {
+                $out.push_str(key!($k));
+                $out.push_str("[\"f\",\"");
+                push_u64(n, $out);
+                $out.push_str("\"]]");
+            }
+        }
+    };
+}
+
+macro_rules! flag {
+    ($out:ident, $k:literal, $v:expr) => {
+        $out.push_str(if $v {
+            pair!($k, "[\"b\",true]")
+        } else {
+            pair!($k, "[\"b\",false]")
+        })
+    };
+}
+
+fn push_u64(mut n: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// One field's 18 keys in the §3.3 order, each pair written from compile-time pieces
+/// (the hot part of the canonical text: one field per argument and return value).
+fn field(f: &Field, out: &mut String) {
+    let list =
+        |l: &Option<Vec<Value>>, out: &mut String, k: &'static str, null: &'static str| match l {
+            None => out.push_str(null),
+            Some(items) => {
+                out.push_str(k);
+                out.push_str("[\"l\",[");
+                for (i, x) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    encode(x, out);
+                }
+                out.push_str("]]]");
+            }
+        };
+    out.push_str("[\"d\",[");
+    list(
+        &f.enum_values,
+        out,
+        key!("enum"),
+        pair!("enum", "[\"n\",null]"),
+    );
+    out.push(',');
+    opt_value!(out, "exclusive_maximum", f.exclusive_maximum.as_ref());
+    out.push(',');
+    opt_value!(out, "exclusive_minimum", f.exclusive_minimum.as_ref());
+    out.push(',');
+    list(
+        &f.item_enum,
+        out,
+        key!("item_enum"),
+        pair!("item_enum", "[\"n\",null]"),
+    );
+    out.push(',');
+    opt_str!(out, "item_type", f.item_type.map(|t| t.as_str()));
+    out.push(',');
+    opt_count!(out, "max_items", f.max_items);
+    out.push(',');
+    opt_count!(out, "max_length", f.max_length);
+    out.push(',');
+    opt_value!(out, "maximum", f.maximum.as_ref());
+    out.push(',');
+    opt_count!(out, "min_items", f.min_items);
+    out.push(',');
+    opt_count!(out, "min_length", f.min_length);
+    out.push(',');
+    opt_value!(out, "minimum", f.minimum.as_ref());
+    out.push(',');
+    opt_value!(out, "multiple_of", f.multiple_of.as_ref());
+    out.push(',');
+    flag!(out, "nullable", f.nullable);
+    out.push(',');
+    opt_str!(out, "pattern", f.pattern.as_ref().map(|p| p.source()));
+    out.push(',');
+    flag!(out, "required", f.required);
+    out.push(',');
+    opt_str!(out, "sensitive", f.sensitive.map(|x| x.as_str()));
+    out.push(',');
+    out.push_str(key!("type"));
+    out.push_str("[\"s\",");
+    json_escape(f.ty.as_str(), out);
+    out.push_str("]],");
+    flag!(out, "unique_items", f.unique_items);
+    out.push_str("]]");
+}
+
 /// Python `json.dumps(ensure_ascii=False)` string escaping, quotes included.
 pub(crate) fn json_escape(s: &str, out: &mut String) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
+    let mut rest = s;
+    while let Some(i) = rest
+        .bytes()
+        .position(|c| c < 0x20 || c == b'"' || c == b'\\')
+    {
+        // The byte found is ASCII, so `i` and `i + 1` are char boundaries.
+        out.push_str(&rest[..i]);
+        match rest.as_bytes()[i] {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            c => out.push_str(&format!("\\u{c:04x}")),
         }
+        rest = &rest[i + 1..];
     }
+    out.push_str(rest);
     out.push('"');
 }
 

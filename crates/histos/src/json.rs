@@ -43,13 +43,11 @@ impl Parser<'_> {
     }
 
     fn ws(&mut self) {
-        while let Some(&b) = self.s.get(self.i) {
-            if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
+        let rest = self.s.get(self.i..).unwrap_or_default();
+        self.i += rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(rest.len());
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, PolicyError> {
@@ -159,11 +157,15 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let start = self.i;
-            while let Some(&b) = self.s.get(self.i) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
+            let rest = self.s.get(self.i..).unwrap_or_default();
+            self.i += rest
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(rest.len());
+            if out.is_empty() && self.s.get(self.i) == Some(&b'"') {
+                // The common case, no escape: one exact allocation.
                 self.i += 1;
+                return Ok(self.text[start..self.i - 1].to_string());
             }
             out.push_str(&self.text[start..self.i]);
             match self.s.get(self.i) {

@@ -8,33 +8,41 @@
 //! * the pre-gate decision pipeline ([`Engine::pre`]; §1, §4–§7) and the output
 //!   post-gate ([`Engine::post`]; §1e), as pure functions whose decisions are values;
 //! * the seams a host fills: [`LimitStore`] (with [`MemoryLimitStore`]),
-//!   [`ResourceResolver`], [`EscalationTier`], [`Confirmer`], and a caller clock.
+//!   [`ResourceResolver`], [`EscalationTier`], [`Confirmer`], and a caller clock;
+//! * the JSON-Schema projection of tool definitions into contracts and the three lock
+//!   hashes ([`projection`]; §11), tool locks and drift ([`lock`]), starting policies
+//!   written as YAML ([`init`]), and the compiled form of a loaded policy for a host's
+//!   cache ([`cache`]).
 //!
 //! What it does not own: audit sinks and hash chains (§9), approval stores, the
-//! process wrapper, JSON-Schema projection/tool locks (§11), optional content rules
-//! (`injection_pattern`/`exfiltration_pattern`), and any I/O besides
-//! [`Policy::load_path`] reading one file.
+//! process wrapper, optional content rules (`injection_pattern`/`exfiltration_pattern`),
+//! and any I/O besides [`Policy::load_path`] and [`lock::Lock::load_path`] reading one
+//! file.
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod decision;
 pub mod detect;
 pub mod engine;
 pub mod error;
 mod fasthash;
 pub mod hash;
+pub mod init;
 pub mod json;
 pub mod limits;
 mod load;
+pub mod lock;
 pub mod model;
 pub mod pattern;
 pub mod post;
+pub mod projection;
 pub mod validate;
 pub mod value;
 pub mod yaml;
 
 pub use decision::{Decision, Effect, Rule};
 pub use engine::{
-    Call, Confirmer, Context, Engine, EscalationTier, Mode, Principal, ResolveError,
+    Call, Confirmer, Context, Engine, Escalation, EscalationTier, Mode, Principal, ResolveError,
     ResourceResolver,
 };
 pub use error::{PolicyCode, PolicyError};

@@ -327,6 +327,7 @@ impl Engine {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod post_text_tests {
     use super::*;
 

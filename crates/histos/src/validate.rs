@@ -1,7 +1,5 @@
 //! The argument/return validator: not JSON Schema, one level deep (HISTOS-ENGINE §4).
 
-use std::fmt::Write as _;
-
 use crate::model::{Field, FieldType, Schema};
 use crate::value::{Value, num_of};
 
@@ -26,12 +24,19 @@ impl FieldError {
 
 /// Errors joined by `; ` as `<field>: <message>` (the decision reason).
 pub fn join(errors: &[FieldError]) -> String {
-    let mut s = String::new();
+    let mut s = String::with_capacity(
+        errors
+            .iter()
+            .map(|e| e.field.len() + e.message.len() + 4)
+            .sum(),
+    );
     for (i, e) in errors.iter().enumerate() {
         if i > 0 {
             s.push_str("; ");
         }
-        let _ = write!(s, "{}: {}", e.field, e.message);
+        s.push_str(&e.field);
+        s.push_str(": ");
+        s.push_str(e.message);
     }
     s
 }

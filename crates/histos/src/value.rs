@@ -35,24 +35,34 @@ pub enum Value {
 /// `1:` key). Such a key never passes a name check (HISTOS-ENGINE §3.5).
 pub const NON_STRING_KEY_PREFIX: char = '\u{0}';
 
-/// String equality without a `memcmp` call for short names (hot-path lookups).
+/// String equality without a `memcmp` call for short names (hot-path lookups): names
+/// of up to 16 bytes are compared as two overlapping machine words.
 #[inline(always)]
 pub(crate) fn fast_eq(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
+    let n = a.len();
+    if n != b.len() {
         return false;
     }
-    if a.len() <= 24 {
-        let mut i = 0;
-        while i < a.len() {
-            if a[i] != b[i] {
-                return false;
-            }
-            i += 1;
-        }
-        return true;
+    #[inline(always)]
+    fn w8(s: &[u8], at: usize) -> u64 {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(x)
     }
-    a == b
+    #[inline(always)]
+    fn w4(s: &[u8], at: usize) -> u32 {
+        let mut x = [0u8; 4];
+        x.copy_from_slice(&s[at..at + 4]);
+        u32::from_ne_bytes(x)
+    }
+    match n {
+        0 => true,
+        1..=3 => a == b,
+        4..=8 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        9..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
 }
 
 /// An ordered mapping with unique keys (document or call order is kept).
@@ -79,7 +89,10 @@ impl Map {
 
     /// The value under `key` (linear scan: mappings here are small).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| fast_eq(k, key))
+            .map(|(_, v)| v)
     }
 
     /// Whether `key` is present.
@@ -520,5 +533,23 @@ mod tests {
         assert!(Value::Int(1).py_eq(&Value::Float(1.0)));
         assert!(Value::Int(1).py_eq(&Value::Bool(true)));
         assert!(!Value::Int(1).py_eq(&Value::Str("1".into())));
+    }
+}
+
+#[cfg(test)]
+mod fast_eq_tests {
+    #[test]
+    fn fast_eq_agrees_with_eq_at_every_length() {
+        for n in 0..40 {
+            let a: String = (0..n).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+            assert!(super::fast_eq(&a, &a.clone()));
+            for k in 0..n {
+                let mut b = a.clone().into_bytes();
+                b[k] = b'#';
+                let b = String::from_utf8(b).unwrap_or_default();
+                assert!(!super::fast_eq(&a, &b), "{a} {b}");
+            }
+            assert!(!super::fast_eq(&a, &format!("{a}x")));
+        }
     }
 }

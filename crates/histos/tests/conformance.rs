@@ -1,6 +1,7 @@
-//! Runs the Histos conformance corpus (decisions, invalid-policy, canonicalization;
-//! projection is not implemented) against this engine, per `manifest.json`: every
-//! fixture's sha256 is verified, every case must run and pass, a skip is a failure.
+//! Runs the Histos conformance corpus at level `portable` (decisions, invalid-policy,
+//! projection, canonicalization) against this engine, per `manifest.json`: the corpora
+//! are those the manifest's `portable` level names, every fixture's sha256 is verified,
+//! every case must run and pass, and a case that does not run (a skip) is a failure.
 //!
 //! The corpus lives outside the repository, at `../shared/histos/conformance/` beside
 //! the repository root; `HISTOS_CONFORMANCE_DIR` overrides it.
@@ -12,13 +13,20 @@ use std::path::PathBuf;
 use std::borrow::Cow;
 
 use histos::engine::Args;
+use histos::projection::{self, SourceKind};
 use histos::{
     Call, Context, Engine, Map, MemoryLimitStore, Policy, Principal, ResolveError,
     ResourceResolver, Value,
 };
 use sha2::{Digest, Sha256};
 
-const CORPORA: [&str; 3] = ["decisions", "invalid-policy", "canonicalization"];
+/// The corpora this runner can run; the manifest's `portable` level must name no other.
+const RUNNABLE: [&str; 4] = [
+    "decisions",
+    "invalid-policy",
+    "projection",
+    "canonicalization",
+];
 
 fn corpus_dir() -> PathBuf {
     match std::env::var_os("HISTOS_CONFORMANCE_DIR") {
@@ -154,6 +162,41 @@ fn run_invalid(fx: &Map) -> Result<(), String> {
     }
 }
 
+fn run_projection(fx: &Map) -> Result<(), String> {
+    let kind = match fx.get("kind").and_then(Value::as_str) {
+        Some(k) => SourceKind::parse(k).ok_or(format!("unknown kind {k}"))?,
+        None => return Err("no kind".into()),
+    };
+    let source = fx.get("source").ok_or("no source")?;
+    let tools = projection::read_listing(kind, source).map_err(|e| format!("refused: {e}"))?;
+    let [tool] = tools.as_slice() else {
+        return Err(format!("expected one tool, got {}", tools.len()));
+    };
+    let expect = fx
+        .get("expect")
+        .and_then(Value::as_map)
+        .ok_or("no expect")?;
+    let want = serde_json::Value::from(expect.get("contract").ok_or("no expect.contract")?);
+    let got = serde_json::Value::from(&tool.contract.view());
+    if want != got {
+        return Err(format!("contract differs:\n want {want}\n  got {got}"));
+    }
+    for (key, got) in [
+        ("schema_sha256", tool.schema_sha256()),
+        ("description_sha256", tool.description_sha256()),
+        ("contract_sha256", tool.contract_sha256()),
+    ] {
+        let want = expect
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or(format!("no {key}"))?;
+        if want != got {
+            return Err(format!("{key}: expected {want}, got {got}"));
+        }
+    }
+    Ok(())
+}
+
 fn run_canonical(fx: &Map) -> Result<(), String> {
     let Some(Value::List(docs)) = fx.get("documents") else {
         return Err("no documents".into());
@@ -197,10 +240,23 @@ fn conformance_corpus() {
         .as_str()
         .expect("corpus_version")
         .to_string();
+    let portable: Vec<String> = manifest["levels"]["portable"]["corpora"]
+        .as_array()
+        .expect("manifest names the corpora of level `portable`")
+        .iter()
+        .map(|c| c.as_str().expect("corpus name").to_string())
+        .collect();
+    for c in &portable {
+        assert!(
+            RUNNABLE.contains(&c.as_str()),
+            "level `portable` names corpus `{c}`, which this runner cannot run: that is a skip, \
+             and a skip is a failure"
+        );
+    }
     let mut total = 0usize;
     let mut passed = 0usize;
     let mut failures = Vec::new();
-    for corpus in CORPORA {
+    for corpus in portable.iter().map(String::as_str) {
         let cases = manifest["corpora"][corpus]["cases"]
             .as_array()
             .unwrap_or_else(|| panic!("manifest lists no {corpus} cases"));
@@ -237,7 +293,9 @@ fn conformance_corpus() {
             let r = match corpus {
                 "decisions" => run_decision(&fx),
                 "invalid-policy" => run_invalid(&fx),
-                _ => run_canonical(&fx),
+                "projection" => run_projection(&fx),
+                "canonicalization" => run_canonical(&fx),
+                other => Err(format!("corpus {other} cannot be run")),
             };
             match r {
                 Ok(()) => passed += 1,
@@ -259,4 +317,11 @@ fn conformance_corpus() {
         failures.join("\n")
     );
     assert_eq!(passed, total);
+    let want_total = manifest["totals"]["all"]
+        .as_u64()
+        .expect("manifest totals.all");
+    assert_eq!(
+        total as u64, want_total,
+        "the manifest counts {want_total} cases and {total} ran: every listed case must run"
+    );
 }

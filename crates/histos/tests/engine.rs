@@ -473,8 +473,8 @@ fn limits_are_checked_read_only_and_consumed_on_allow() {
 
 struct Tier(Result<bool, String>);
 impl EscalationTier for Tier {
-    fn judge(&self, _: &str, _: &Args<'_>, _: &Principal) -> Result<bool, String> {
-        self.0.clone()
+    fn judge(&self, _: &str, _: &Args<'_>, _: &Principal) -> Result<histos::Escalation, String> {
+        self.0.clone().map(histos::Escalation::from)
     }
 }
 

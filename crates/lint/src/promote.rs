@@ -67,7 +67,7 @@ pub enum PromoteError {
         /// The file.
         file: &'static str,
         /// The parse code.
-        code: &'static str,
+        code: hcp_model::Code,
         /// Why.
         message: String,
         /// 1-based line.
@@ -86,11 +86,11 @@ pub enum PromoteError {
 
 impl PromoteError {
     /// The stable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> hcp_model::Code {
         match self {
-            Self::Io { .. } => "pack_unreadable",
-            Self::Parse { code, .. } => code,
-            Self::NothingToPromote | Self::NoProgram(_) => "nothing_to_promote",
+            Self::Io { .. } => hcp_model::Code::PackUnreadable,
+            Self::Parse { code, .. } => *code,
+            Self::NothingToPromote | Self::NoProgram(_) => hcp_model::Code::NothingToPromote,
         }
     }
 }
@@ -111,7 +111,7 @@ fn verb_key(sub: &str) -> String {
 fn parse_err(file: &'static str, e: hcp_model::ParseError) -> PromoteError {
     PromoteError::Parse {
         file,
-        code: e.code.as_str(),
+        code: e.code.code(),
         message: e.message,
         line: e.line,
         column: e.column,
@@ -280,7 +280,7 @@ pub fn promote(dir: &Path) -> Result<Promoted, PromoteError> {
         })?;
         String::from_utf8(bytes.to_vec()).map_err(|_| PromoteError::Parse {
             file: name,
-            code: "bad_json",
+            code: hcp_model::Code::BadJson,
             message: "the file is not UTF-8".into(),
             line: 0,
             column: 0,
@@ -403,6 +403,9 @@ mod tests {
             "\"pass_through\": { \"allowedSubcommands\": [\"list\", \"show\"] },",
             "",
         );
-        assert_eq!(plan(&s, POLICY).unwrap_err().code(), "nothing_to_promote");
+        assert_eq!(
+            plan(&s, POLICY).unwrap_err().code(),
+            hcp_model::Code::NothingToPromote
+        );
     }
 }

@@ -68,9 +68,9 @@ pub struct ExecResult {
     /// The refusal message (`confirm required` for the confirm gate, §4.5.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The stable refusal code.
+    /// The stable refusal code (of [`crate::code`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<crate::Code>,
     /// A hint for the caller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,

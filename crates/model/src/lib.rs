@@ -7,10 +7,14 @@
 //! at any depth, a repeated key, a wrong type or a bad token is an error naming the line
 //! and column.
 //!
+//! It also holds the code table ([`code`]): every stable code of hcp with its step and
+//! exit status.
+//!
 //! It does no I/O: callers hand it text and get values or a [`ParseError`]. Lint rules
 //! live in `hcp-lint`, the store in `hcp-store`, the gate in `hcp-gate`.
 
 pub mod capability;
+pub mod code;
 pub mod exec;
 pub mod id;
 pub mod manifest;
@@ -20,6 +24,7 @@ pub mod strict;
 pub mod template;
 
 pub use capability::{Capability, UnknownCapability};
+pub use code::{Code, Step, exit};
 pub use exec::{ArgValue, Envelope, ExecResult};
 pub use id::{PackId, validate_pack_id};
 pub use manifest::{
@@ -38,6 +43,8 @@ pub const MANIFEST_FILE: &str = "surface.json";
 pub const POLICY_FILE: &str = "policy.json";
 /// The skill's file name.
 pub const SKILL_FILE: &str = "HARNESS.md";
+/// The largest pack file read (at lint, install and load), in bytes (1 MiB).
+pub const MAX_PACK_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Parses `surface.json` text strictly (RUNTIME §1.1).
 ///

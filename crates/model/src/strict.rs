@@ -31,16 +31,22 @@ pub enum ParseCode {
 }
 
 impl ParseCode {
+    /// The code of the table ([`crate::code`]).
+    pub fn code(self) -> crate::Code {
+        use crate::Code;
+        match self {
+            Self::BadJson => Code::BadJson,
+            Self::DuplicateKey => Code::DuplicateKey,
+            Self::UnknownField => Code::UnknownField,
+            Self::BadLand => Code::BadLand,
+            Self::BadOperation => Code::BadOperation,
+            Self::BadVersion => Code::BadVersion,
+        }
+    }
+
     /// The stable snake_case code.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BadJson => "bad_json",
-            Self::DuplicateKey => "duplicate_key",
-            Self::UnknownField => "unknown_field",
-            Self::BadLand => "bad_land",
-            Self::BadOperation => "bad_operation",
-            Self::BadVersion => "bad_version",
-        }
+        self.code().as_str()
     }
 }
 

@@ -6,7 +6,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_store::Home;
-use hcp_store::pack::{self, BinLookup, InstallOptions};
+use hcp_store::pack::{self, BinLookup, CheckedPack, InstallOptions};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +49,12 @@ fn write_pack(root: &Path, id: &str) -> PathBuf {
     dir
 }
 
+/// The pack in `dir` as install takes it (read and parsed; lint is the runtime's).
+fn checked(dir: &Path) -> CheckedPack {
+    let files = hcp_model::PACK_FILES.map(|n| std::fs::read(dir.join(n)).unwrap());
+    CheckedPack::parse(files, dir.canonicalize().unwrap()).unwrap()
+}
+
 fn lookup() -> BinLookup {
     BinLookup {
         path: Some("/usr/local/bin:/usr/bin:/bin".into()),
@@ -74,8 +80,9 @@ fn benches(c: &mut Criterion) {
         lookup: lookup(),
         ..InstallOptions::default()
     };
+    let one_checked = checked(&one);
     c.bench_function("install one pack (--force, fsync'd)", |b| {
-        b.iter(|| black_box(pack::install(&home, &one, &opts).unwrap()))
+        b.iter(|| black_box(pack::install(&home, &one_checked, &opts).unwrap()))
     });
 
     let big = Home::open(tmp.path().join("home-1000")).unwrap();
@@ -85,7 +92,7 @@ fn benches(c: &mut Criterion) {
     };
     for i in 0..1000 {
         let d = write_pack(&src, &format!("pack-{i:04}"));
-        pack::install(&big, &d, &opts).unwrap();
+        pack::install(&big, &checked(&d), &opts).unwrap();
     }
     c.bench_function("list 1000 installed packs (library)", |b| {
         b.iter(|| {

@@ -14,6 +14,7 @@ use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
+use hcp_model::Code;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -115,11 +116,11 @@ pub enum ApprovalError {
 
 impl ApprovalError {
     /// `unknown_approval`, `approval_used`, `approval_expired`, or the store's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unknown(_) => "unknown_approval",
-            Self::Used(_) => "approval_used",
-            Self::Expired(_) => "approval_expired",
+            Self::Unknown(_) => Code::UnknownApproval,
+            Self::Used(_) => Code::ApprovalUsed,
+            Self::Expired(_) => Code::ApprovalExpired,
             Self::Store(e) => e.code(),
         }
     }
@@ -238,6 +239,48 @@ pub fn take(
     a.used_at = Some(now);
     save(home, &a)?;
     Ok(Some(a))
+}
+
+/// Looks up a granted, unused, unexpired approval of exactly this call without using it
+/// (the dry pre-gate of RUNTIME §7: nothing is spent until the call is admitted). Takes no
+/// lock.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read (callers fail closed).
+pub fn lookup(
+    home: &Home,
+    tool: &str,
+    principal: (&str, &str),
+    args_digest: &str,
+    policy_hash: &str,
+    now: Timestamp,
+) -> StoreResult<Option<Approval>> {
+    if !dir(home).exists() {
+        return Ok(None);
+    }
+    Ok(list(home)?.into_iter().find(|a| {
+        a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "approved"
+    }))
+}
+
+/// Undoes a [`take`] whose call was not admitted after all (the step after it failed):
+/// clears `used_at` of approval `id`, under the store lock.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read or written.
+pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
+    if !valid_id(id) {
+        return Ok(());
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
+    let mut a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    a.used_at = None;
+    save(home, &a)
 }
 
 /// Grants approval `id` (the caller checked the owner).

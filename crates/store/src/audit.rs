@@ -88,7 +88,7 @@ impl AuditError {
         match self {
             Self::Damaged { .. } => "audit_damaged",
             Self::ReservedField { .. } => "audit_bad_entry",
-            Self::Store(e) => e.code(),
+            Self::Store(e) => e.code().as_str(),
         }
     }
 }

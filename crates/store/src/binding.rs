@@ -13,6 +13,7 @@
 use crate::atomic::sync_dir;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
+use hcp_model::Code;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -87,10 +88,10 @@ pub enum MintError {
 
 impl MintError {
     /// The stable code: `binding_required`, `binding_insecure`, or the store's.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Missing { .. } | Self::Expired { .. } => "binding_required",
-            Self::Insecure { .. } => "binding_insecure",
+            Self::Missing { .. } | Self::Expired { .. } => Code::BindingRequired,
+            Self::Insecure { .. } => Code::BindingInsecure,
             Self::Store(e) => e.code(),
         }
     }

@@ -24,8 +24,8 @@
 //! understand. The per-exec overrides of the limits can only tighten them
 //! (`hcp_adapter::ResourceLimits::tightened`).
 
-use hcp_model::Location;
 use hcp_model::strict::{ParseError, parse_strict};
+use hcp_model::{Code, Location};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -245,19 +245,16 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// The stable code: `bad_config` or `store_io`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Invalid { .. } => "bad_config",
-            Self::Io { .. } => "store_io",
+            Self::Invalid { .. } => Code::BadConfig,
+            Self::Io { .. } => Code::StoreIo,
         }
     }
 
-    /// The exit status: 78 (`EX_CONFIG`) for `bad_config`, 74 for `store_io`.
+    /// The exit status of the code: 78 (`EX_CONFIG`) for `bad_config`, 74 for `store_io`.
     pub fn exit_status(&self) -> u8 {
-        match self {
-            Self::Invalid { .. } => 78,
-            Self::Io { .. } => 74,
-        }
+        self.code().exit_status()
     }
 }
 
@@ -469,6 +466,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join(CONFIG_FILE)).unwrap();
         let e = RuntimeConfig::load(dir.path()).unwrap_err();
-        assert_eq!((e.code(), e.exit_status()), ("store_io", 74));
+        assert_eq!((e.code(), e.exit_status()), (Code::StoreIo, 74));
     }
 }

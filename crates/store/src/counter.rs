@@ -144,28 +144,79 @@ impl Counters {
         limits: Limits,
         now_ms: u64,
     ) -> StoreResult<Verdict> {
-        let (path, lock) = self.paths(identity, tool);
-        let _l = self.lock(&lock, true)?;
-        let mut r = Self::read(&path)?;
-        let v = Self::verdict(&r, limits, now_ms);
-        if v != Verdict::Ok {
-            return Ok(v);
+        match self.hold(identity, tool, limits, now_ms)? {
+            Ok(slot) => slot.commit().map(|()| Verdict::Ok),
+            Err(v) => Ok(v),
         }
-        let since = now_ms.saturating_sub(limits.window_ms);
+    }
+
+    /// Takes the key's exclusive lock and checks `limits`: a [`HeldSlot`] that counts the
+    /// call once [`HeldSlot::commit`]ted (dropping it counts nothing and releases the lock),
+    /// or the verdict that refuses it. While a slot is held no other process can take one
+    /// of this key, so a caller can hold several (of different keys, in a fixed order) and
+    /// commit all of them only once every other check of the call passed.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be read (callers fail closed).
+    pub fn hold(
+        &self,
+        identity: &str,
+        tool: &str,
+        limits: Limits,
+        now_ms: u64,
+    ) -> StoreResult<Result<HeldSlot, Verdict>> {
+        let (path, lock) = self.paths(identity, tool);
+        let lock = self.lock(&lock, true)?;
+        let record = Self::read(&path)?;
+        let v = Self::verdict(&record, limits, now_ms);
+        if v != Verdict::Ok {
+            return Ok(Err(v));
+        }
+        Ok(Ok(HeldSlot {
+            _lock: lock,
+            path,
+            record,
+            identity: identity.to_owned(),
+            tool: tool.to_owned(),
+            window_ms: limits.window_ms,
+            now_ms,
+        }))
+    }
+}
+
+/// A counter slot checked and held under its key's exclusive lock ([`Counters::hold`]).
+#[derive(Debug)]
+pub struct HeldSlot {
+    _lock: File,
+    path: PathBuf,
+    record: Record,
+    identity: String,
+    tool: String,
+    window_ms: u64,
+    now_ms: u64,
+}
+
+impl HeldSlot {
+    /// Counts the call (writes the counter) and releases the lock.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the counter cannot be written; then nothing was counted.
+    pub fn commit(self) -> StoreResult<()> {
+        let mut r = self.record;
+        let since = self.now_ms.saturating_sub(self.window_ms);
         r.recent.retain(|&t| t >= since);
         if r.recent.len() >= MAX_RECENT {
             r.recent.remove(0);
         }
-        r.recent.push(now_ms);
+        r.recent.push(self.now_ms);
         r.total += 1;
-        r.identity = identity.to_owned();
-        r.tool = tool.to_owned();
+        r.identity = self.identity;
+        r.tool = self.tool;
         let bytes = serde_json::to_vec(&r).map_err(|e| StoreError::Damaged {
-            path: path.clone(),
+            path: self.path.clone(),
             reason: e.to_string(),
         })?;
-        write_atomic(&path, &bytes)?;
-        Ok(Verdict::Ok)
+        write_atomic(&self.path, &bytes)
     }
 }
 

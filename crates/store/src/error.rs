@@ -1,5 +1,6 @@
 //! The store's one error type.
 
+use hcp_model::Code;
 use std::path::PathBuf;
 
 /// What can go wrong in the store. Every variant that touches disk names the path.
@@ -24,6 +25,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The state backend (RUNTIME §9) cannot be reached, refuses the credentials, or has
+    /// another schema version (code `state_unavailable`). Never a reason to fall back to
+    /// another backend.
+    #[error("the state backend `{backend}` is unavailable: {reason}")]
+    StateUnavailable {
+        /// The backend (`file`, `postgresql`), never a URL with its password.
+        backend: String,
+        /// Why, lowercase.
+        reason: String,
+    },
     /// A state file that does not parse: the store was edited by hand or is damaged.
     #[error("state file `{path}` is damaged: {reason}")]
     Damaged {
@@ -36,12 +47,13 @@ pub enum StoreError {
 
 impl StoreError {
     /// The stable code of RUNTIME's store errors: `store_unusable`, `store_io`,
-    /// `store_damaged`.
-    pub fn code(&self) -> &'static str {
+    /// `store_damaged`, `state_unavailable`.
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unusable { .. } => "store_unusable",
-            Self::Io { .. } => "store_io",
-            Self::Damaged { .. } => "store_damaged",
+            Self::Unusable { .. } => Code::StoreUnusable,
+            Self::Io { .. } => Code::StoreIo,
+            Self::Damaged { .. } => Code::StoreDamaged,
+            Self::StateUnavailable { .. } => Code::StateUnavailable,
         }
     }
 

@@ -109,54 +109,21 @@ pub struct HeldCapability {
     pub granted_at: Timestamp,
 }
 
-/// Whether a principal may use a capability on a pack, once the rug-pull guard is applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrantStatus {
-    /// Granted, by a grant made at or after the pack's last content change.
-    Held {
-        /// The newest grant's time.
-        granted_at: Timestamp,
-    },
-    /// Granted, but only before the pack's content changed: suspended until granted again
-    /// (RUNTIME §3). The gate refuses this as `missing_grant`, with a hint to re-grant.
-    Suspended {
-        /// The newest grant's time.
-        granted_at: Timestamp,
-        /// The pack's `content_changed_at`.
-        content_changed_at: Timestamp,
-    },
-    /// Not granted at all.
-    Missing,
-}
+pub use hcp_gate::grant::GrantStatus;
 
-/// The rug-pull guard (RUNTIME §3): decides whether `capability` is usable given what
-/// [`Grants::held`] returned for a non-owner principal and the pack's
-/// `content_changed_at` (from its install record; `None` when its content never changed
-/// after a grant could have been made).
-///
-/// A grant counts when `granted_at >= content_changed_at`; a grant made strictly before
-/// the change is suspended. With several grants of the same capability (the pack's own
-/// and `*`), the newest decides, so renewing either one lifts the suspension. Pure.
+/// The rug-pull guard (RUNTIME §3) over what [`Grants::held`] returned for a non-owner
+/// principal: the one grant check of `hcp_gate::grant::status`, for callers holding
+/// [`HeldCapability`] values. Pure.
 pub fn status(
     held: &[HeldCapability],
     capability: Capability,
     content_changed_at: Option<Timestamp>,
 ) -> GrantStatus {
-    let Some(granted_at) = held
-        .iter()
-        .filter(|h| h.capability == capability)
-        .map(|h| h.granted_at)
-        .max()
-    else {
-        return GrantStatus::Missing;
-    };
-    match content_changed_at {
-        Some(changed) if granted_at < changed => GrantStatus::Suspended {
-            granted_at,
-            content_changed_at: changed,
-        },
-        _ => GrantStatus::Held { granted_at },
-    }
+    hcp_gate::grant::status(
+        held.iter().map(|h| (h.capability, h.granted_at)),
+        capability,
+        content_changed_at,
+    )
 }
 
 /// All grants, as loaded from `state/grants.json`, in a stable order (principal, pack,

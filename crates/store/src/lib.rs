@@ -24,8 +24,10 @@ pub mod lock;
 pub mod pack;
 pub mod session;
 pub mod skill;
+pub mod state;
 pub mod stimulus;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};
 pub use lock::StoreLock;
+pub use state::{FileState, State};

@@ -1,9 +1,9 @@
 //! Installed packs: install, uninstall, load and list (RUNTIME §3, DESIGN "The store").
 //!
-//! Install reads the source directory once without following symlinks
-//! ([`hcp_lint::read_pack`]), lints those bytes ([`hcp_lint::check`]), pins every program
-//! the pack may run ([`bins`]) and writes the very bytes it linted, plus the install
-//! record ([`record`]), into `staging/<id>.<random>/`. One `rename` (first install) or
+//! Install takes a pack the caller read without following symlinks and checked
+//! ([`CheckedPack`]; `hcp_runtime::install` lints it), pins every program the pack may run
+//! ([`bins`]) and writes those very bytes, plus the install record ([`record`]), into
+//! `staging/<id>.<random>/`. One `rename` (first install) or
 //! one `renameat2(RENAME_EXCHANGE)` (reinstall) then puts the staged directory in place,
 //! and the old copy is removed. All of it happens under [`StoreLock`]. A process killed at
 //! any instant leaves `packs/<id>` wholly old or wholly new; what it leaves in `staging/`
@@ -18,7 +18,7 @@
 use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
-use hcp_lint::Report;
+use hcp_model::Code;
 use std::path::PathBuf;
 
 pub mod bins;
@@ -28,8 +28,10 @@ pub mod openapi;
 mod read;
 pub mod record;
 
-pub use bins::{BinCheckError, BinLookup};
-pub use install::{InstallOptions, InstallStep, Installed, Removed, install, uninstall};
+pub use bins::BinLookup;
+pub use install::{
+    CheckedPack, InstallOptions, InstallStep, Installed, ParseRefusal, Removed, install, uninstall,
+};
 pub use read::{
     InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
 };
@@ -49,9 +51,6 @@ pub enum PackError {
         #[source]
         source: std::io::Error,
     },
-    /// `lint_failed`: lint found errors (RUNTIME §2); the report holds every finding.
-    #[error("`{}` has {} lint error(s); nothing was installed", .0.dir.display(), .0.error_count())]
-    Lint(Box<Report>),
     /// `already_installed`: the id is installed and `--force` was not given.
     #[error("pack `{id}` is already installed")]
     AlreadyInstalled {
@@ -80,17 +79,17 @@ pub enum PackError {
         /// The program as the manifest writes it.
         program: String,
         /// `unsafe_path` or `symlink_in_pack`.
-        code: &'static str,
+        code: Code,
         /// Why, lowercase.
         reason: String,
     },
+    /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// `bad_openapi` or `unknown_operation`: a `kind: openapi` pack's document cannot be
     /// used (RUNTIME §1.3).
     #[error(transparent)]
     Openapi(Box<openapi::OpenapiRefusal>),
-    /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
-    #[error(transparent)]
-    Store(#[from] StoreError),
     /// `skill_collision`, `skill_export_unusable` or `bad_config`: a skill cannot be
     /// exported where `config.json` says (RUNTIME §10); nothing was changed.
     #[error(transparent)]
@@ -99,17 +98,16 @@ pub enum PackError {
 
 impl PackError {
     /// The stable snake_case code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unreadable { .. } => "pack_unreadable",
-            Self::Lint(_) => "lint_failed",
-            Self::AlreadyInstalled { .. } => "already_installed",
-            Self::NotInstalled { .. } => "not_installed",
-            Self::BinMissing { .. } => "bin_missing",
-            Self::BinUnsafe { code, .. } => code,
-            Self::Openapi(e) => e.code(),
+            Self::Unreadable { .. } => Code::PackUnreadable,
+            Self::AlreadyInstalled { .. } => Code::AlreadyInstalled,
+            Self::NotInstalled { .. } => Code::NotInstalled,
+            Self::BinMissing { .. } => Code::BinMissing,
+            Self::BinUnsafe { code, .. } => *code,
             Self::Store(e) => e.code(),
             Self::Export(e) => e.code(),
+            Self::Openapi(e) => e.code(),
         }
     }
 }

@@ -15,13 +15,14 @@
 //! so a caller looping on a refused call cannot grow the file without bound.
 //!
 //! This module stores what it is given; it never holds a credential (the events the
-//! runtime records name families, verbs and reasons, never values).
+//! runtime records name families, verbs and reasons, never values). What a pack declares,
+//! and so whether `binding.degraded` is recorded for it, is the runtime's to decide
+//! (`hcp_runtime`): the queue knows principals, pack ids and refs, not packs.
 
 use crate::atomic::write_atomic;
-use crate::binding::{MintError, safe_component};
+use crate::binding::safe_component;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
-use crate::pack::InstalledPack;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fs::OpenOptions;
@@ -235,56 +236,6 @@ pub fn remove_pack(home: &Home, pack_id: &str) -> StoreResult<usize> {
         }
     }
     Ok(n)
-}
-
-/// Records `binding.degraded` for `principal` on `pack` when the pack declares that
-/// stimulus (a trigger with that ref and a policy entry for it), after binding mint failed
-/// with `error` for verb `verb_key` (RUNTIME §5 step 8, §8). The event names the family,
-/// the verb, the refusal code and why: `{"family", "verb_key", "code", "reason":
-/// "missing" | "expired" | "insecure" | "store"}`, never a credential.
-///
-/// Returns `Ok(None)` when the pack does not declare the stimulus.
-///
-/// # Errors
-/// [`StoreError`] from [`record`].
-pub fn record_binding_degraded(
-    home: &Home,
-    pack: &InstalledPack,
-    principal: &str,
-    verb_key: &str,
-    error: &MintError,
-    now: Timestamp,
-) -> StoreResult<Option<Recorded>> {
-    let declared = pack
-        .manifest
-        .stimulus_triggers
-        .iter()
-        .any(|t| t.reference == BINDING_DEGRADED)
-        && pack.policy.stimuli.contains_key(BINDING_DEGRADED);
-    if !declared {
-        return Ok(None);
-    }
-    let reason = match error {
-        MintError::Missing { .. } => "missing",
-        MintError::Expired { .. } => "expired",
-        MintError::Insecure { .. } => "insecure",
-        MintError::Store(_) => "store",
-    };
-    let event = serde_json::json!({
-        "family": pack.manifest.family(),
-        "verb_key": verb_key,
-        "code": error.code(),
-        "reason": reason,
-    });
-    record(
-        home,
-        principal,
-        pack.id.as_str(),
-        BINDING_DEGRADED,
-        event,
-        now,
-    )
-    .map(Some)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use hcp_examples::api::{ApiServer, TASKS_DOCUMENT};
 use hcp_model::Capability;
 use hcp_store::Home;
 use hcp_store::grant::{self, GrantStatus, PackScope};
-use hcp_store::pack::{self, InstallOptions, PackError, openapi};
+use hcp_store::pack::{self, CheckedPack, InstallOptions, PackError, openapi};
 use hcp_store::session::PrincipalId;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -52,10 +52,21 @@ fn world(spec: &str) -> World {
     }
 }
 
+/// The pack as the runtime's install hands it over: its three files and, for a path
+/// spec, the document beside it (read here as lint reads it).
 fn install(w: &World, force: bool) -> Result<pack::Installed, PackError> {
+    let files = hcp_model::PACK_FILES.map(|f| std::fs::read(w.pack.join(f)).unwrap());
+    let mut checked = CheckedPack::parse(files, w.pack.canonicalize().unwrap()).unwrap();
+    let doc = w.pack.join("openapi.json");
+    if doc.exists() {
+        checked.document = Some(openapi::BesideDocument {
+            rel: "openapi.json".into(),
+            bytes: Ok(std::fs::read(doc).unwrap()),
+        });
+    }
     pack::install(
         &w.home,
-        &w.pack,
+        &checked,
         &InstallOptions {
             force,
             ..InstallOptions::default()
@@ -102,7 +113,10 @@ fn a_document_beside_the_pack_is_pinned_kept_and_not_a_pack_file() {
     // A pinned copy changed in the store is damage, not a new document.
     std::fs::write(p.dir.join(".hcp/openapi.verbs.json"), "{}").unwrap();
     assert_eq!(
-        openapi::pinned_operation(&p, "list").unwrap_err().code(),
+        openapi::pinned_operation(&p, "list")
+            .unwrap_err()
+            .code()
+            .as_str(),
         "store_damaged"
     );
 }
@@ -213,7 +227,7 @@ fn documents_hcp_cannot_use_are_refused_and_the_store_is_unchanged() {
     for (what, bytes, code) in cases {
         s.set_document(bytes);
         let e = install(&w, true).unwrap_err();
-        assert_eq!(e.code(), code, "{what}: {e}");
+        assert_eq!(e.code().as_str(), code, "{what}: {e}");
         assert_eq!(
             std::fs::read(w.home.root().join("packs/tasks/.hcp/record.json")).unwrap(),
             record,
@@ -231,7 +245,7 @@ fn documents_hcp_cannot_use_are_refused_and_the_store_is_unchanged() {
         s.origin()
     ));
     let e = install(&w2, false).unwrap_err();
-    assert_eq!(e.code(), "bad_openapi");
+    assert_eq!(e.code().as_str(), "bad_openapi");
     assert!(e.to_string().contains("302"), "{e}");
     assert!(!w2.home.root().join("packs/tasks").exists());
 }

@@ -4,7 +4,6 @@
 use crate::commands::session::require_owner;
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_store::approval;
 use std::io::Write;
 
 /// Arguments of `hcp approve`.
@@ -25,15 +24,11 @@ pub struct ListArgs {
     json: bool,
 }
 
-fn home() -> Result<hcp_store::Home, CliError> {
-    crate::commands::install::open_home()
-}
-
 /// Runs `hcp approve ID` (owner only).
 pub fn run(a: Args) -> CliResult {
     require_owner("approve")?;
-    let home = home()?;
-    match approval::approve(&home, &a.id, jiff::Timestamp::now()) {
+    let rt = super::exec::runtime()?;
+    match rt.state().approve(&a.id, jiff::Timestamp::now()) {
         Ok(ap) => {
             let _ = writeln!(
                 std::io::stdout().lock(),
@@ -46,13 +41,7 @@ pub fn run(a: Args) -> CliResult {
             Ok(exit::OK)
         }
         Err(e) => {
-            let code = e.code();
-            let exit = match e {
-                approval::ApprovalError::Store(_) => exit::EX_IOERR,
-                approval::ApprovalError::Unknown(_) => exit::EX_NOINPUT,
-                _ => exit::REFUSED,
-            };
-            Err(CliError::new(code, e.to_string(), exit)
+            Err(CliError::new(e.code(), e.to_string())
                 .hint("`hcp approvals` lists the pending ones"))
         }
     }
@@ -61,10 +50,12 @@ pub fn run(a: Args) -> CliResult {
 /// Runs `hcp approvals` (owner only).
 pub fn run_list(a: ListArgs) -> CliResult {
     require_owner("approvals")?;
-    let home = home()?;
+    let rt = super::exec::runtime()?;
     let now = jiff::Timestamp::now();
-    let list = approval::list(&home)
-        .map_err(|e| CliError::new(e.code(), e.to_string(), exit::EX_IOERR))?;
+    let list = rt
+        .state()
+        .approvals_list()
+        .map_err(|e| CliError::new(e.code(), e.to_string()))?;
     let shown: Vec<_> = list
         .into_iter()
         .filter(|x| a.all || x.state(now) == "pending")

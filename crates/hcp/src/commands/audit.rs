@@ -50,7 +50,9 @@ fn audit_error(e: &AuditError) -> CliError {
         AuditError::Damaged { .. } => exit::REFUSED,
         _ => exit::EX_IOERR,
     };
-    with_causes(CliError::new(e.code(), e.to_string(), exit), e)
+    let mut c = CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string());
+    c.exit = exit;
+    with_causes(c, e)
 }
 
 fn what_broke(kind: BreakKind) -> &'static str {

@@ -1,11 +1,12 @@
 //! `hcp grant`, `hcp grant --list` and `hcp revoke` (RUNTIME §4), owner only.
 
-use super::session::{open_home, print, require_owner, session_error, store_error, table};
+use super::session::{print, require_owner, session_error, store_error, table};
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_model::Capability;
-use hcp_store::grant::{self, Grant, Grants, PackScope};
+use hcp_model::{Capability, Code};
+use hcp_store::grant::{Grant, PackScope};
 use hcp_store::session::{PrincipalId, Timestamp, format_ts};
+use hcp_store::state::State;
 
 /// Arguments of `hcp grant`.
 #[derive(Debug, clap::Args)]
@@ -44,13 +45,13 @@ pub struct RevokeArgs {
 fn parse(principal: &str, pack: &str, caps: &[String]) -> Result<Parsed, CliError> {
     let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
     let pack = PackScope::parse(pack).map_err(|m| {
-        CliError::new("bad_pack_id", m, exit::USAGE).hint("give a pack id, or `*` for every pack")
+        CliError::new(Code::BadPackId, m).hint("give a pack id, or `*` for every pack")
     })?;
     let caps = caps
         .iter()
         .map(|c| {
             c.parse::<Capability>()
-                .map_err(|e| CliError::new("bad_capability", e.to_string(), exit::USAGE))
+                .map_err(|e| CliError::new(Code::BadCapability, e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Parsed {
@@ -76,16 +77,18 @@ fn names<'a>(caps: impl IntoIterator<Item = &'a Capability>) -> String {
 /// Runs `hcp grant`.
 pub fn run_grant(a: GrantArgs) -> CliResult {
     require_owner("grant")?;
-    let home = open_home()?;
+    let rt = super::exec::runtime()?;
     if a.list {
-        return list(&home, a.json);
+        return list(rt.state(), a.json);
     }
     let p = parse(
         a.principal.as_deref().unwrap_or_default(),
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
-    let written = grant::grant(&home, &p.principal, &p.pack, &p.caps, Timestamp::now())
+    let written = rt
+        .state()
+        .grant(&p.principal, &p.pack, &p.caps, Timestamp::now())
         .map_err(|e| store_error(&e))?;
     print(&format!(
         "granted {} to `{}` on `{}`\n",
@@ -99,10 +102,12 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
 /// Runs `hcp revoke`.
 pub fn run_revoke(a: RevokeArgs) -> CliResult {
     require_owner("revoke")?;
-    let home = open_home()?;
+    let rt = super::exec::runtime()?;
     let p = parse(&a.principal, &a.pack, &a.caps)?;
-    let removed =
-        grant::revoke(&home, &p.principal, &p.pack, &p.caps).map_err(|e| store_error(&e))?;
+    let removed = rt
+        .state()
+        .revoke(&p.principal, &p.pack, &p.caps)
+        .map_err(|e| store_error(&e))?;
     if removed.is_empty() {
         print(&format!(
             "nothing to revoke: `{}` holds no such grant on `{}`\n",
@@ -119,12 +124,11 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     Ok(exit::OK)
 }
 
-fn list(home: &hcp_store::Home, json: bool) -> CliResult {
-    let grants = Grants::load(home).map_err(|e| store_error(&e))?;
+fn list(state: &dyn State, json: bool) -> CliResult {
+    let grants = state.grants_list().map_err(|e| store_error(&e))?;
     if json {
-        let text = serde_json::to_string(grants.all()).map_err(|e| {
-            CliError::new("store_io", "cannot encode the grants", exit::EX_IOERR).cause(e)
-        })?;
+        let text = serde_json::to_string(&grants)
+            .map_err(|e| CliError::new(Code::StoreIo, "cannot encode the grants").cause(e))?;
         print(&format!("{text}\n"));
         return Ok(exit::OK);
     }
@@ -137,7 +141,7 @@ fn list(home: &hcp_store::Home, json: bool) -> CliResult {
             .map(String::from)
             .to_vec(),
     ];
-    rows.extend(grants.all().iter().map(|g: &Grant| {
+    rows.extend(grants.iter().map(|g: &Grant| {
         vec![
             g.principal.to_string(),
             g.pack.to_string(),

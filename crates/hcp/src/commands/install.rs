@@ -3,7 +3,8 @@
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_store::pack::{self, BinLookup, InstallOptions, InstallStep, PackError};
+use hcp_runtime::install::InstallError;
+use hcp_store::pack::{BinLookup, InstallOptions, InstallStep, PackError};
 use hcp_store::{Home, StoreError};
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 /// `staging-cleaned`, `staged-partial`, `staged`, `swapped`, `old-removed`,
 /// `skill-written`, `activated`). The crash tests use it to prove that an interrupted
 /// install leaves the old pack or the new one. Release builds ignore it.
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 pub const HCP_TEST_ABORT_AT: &str = "HCP_TEST_ABORT_AT";
 
 /// Arguments of `hcp install`.
@@ -45,29 +47,15 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
     crate::commands::session::store_error(&e)
 }
 
-/// A pack refusal or failure as a [`CliError`] with its code, exit status and hint.
+/// A pack refusal or failure as a [`CliError`] with its code, exit status and hint
+/// (`hcp_runtime::install::pack_refusal`).
 pub(crate) fn pack_error(e: PackError) -> CliError {
-    let code = e.code();
-    let message = e.to_string();
-    match e {
-        PackError::Store(s) => store_error(s),
+    match &e {
+        PackError::Store(s) => crate::commands::session::store_error(s),
         PackError::Unreadable { source, .. } => {
-            CliError::new(code, message, exit::EX_NOINPUT).cause(source)
+            CliError::command(hcp_runtime::install::pack_refusal(&e)).cause(source)
         }
-        PackError::Lint(_) => CliError::new(code, message, exit::REFUSED)
-            .hint("fix the errors above; `hcp lint DIR` runs the same checks"),
-        PackError::AlreadyInstalled { .. } => {
-            CliError::new(code, message, exit::REFUSED).hint("pass `--force` to replace it")
-        }
-        PackError::NotInstalled { .. } => CliError::new(code, message, exit::EX_NOINPUT)
-            .hint("`hcp list` shows the installed packs"),
-        PackError::BinMissing { .. } => CliError::new(code, message, exit::REFUSED)
-            .hint("install the program or put it on `PATH`; install pins it by path and digest"),
-        PackError::BinUnsafe { .. } => CliError::new(code, message, exit::REFUSED)
-            .hint("name a regular file inside the pack directory, or a bare command on `PATH`"),
-        PackError::Openapi(_) => CliError::new(code, message, exit::REFUSED)
-            .hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL"),
-        PackError::Export(e) => CliError::new(code, message, e.exit_status()).hint(e.hint()),
+        _ => CliError::command(hcp_runtime::install::pack_refusal(&e)),
     }
 }
 
@@ -101,7 +89,8 @@ pub fn run_install(a: InstallArgs) -> CliResult {
         },
         step_hook: if abort.is_some() { Some(&hook) } else { None },
     };
-    match pack::install(&home, &a.dir, &opts) {
+    let rt = hcp_runtime::Runtime::open(home.clone());
+    match hcp_runtime::install::install(&rt, &a.dir, &opts) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
             let r = &done.record;
@@ -144,19 +133,22 @@ pub fn run_install(a: InstallArgs) -> CliResult {
             }
             Ok(exit::OK)
         }
-        Err(PackError::Lint(report)) => {
-            eprint!("{}", hcp_lint::render::concise(&report));
-            Err(pack_error(PackError::Lint(report)))
+        Err(e @ InstallError::Lint(_)) => {
+            if let InstallError::Lint(report) = &e {
+                eprint!("{}", hcp_lint::render::concise(report));
+            }
+            Err(CliError::new(e.code(), e.to_string())
+                .hint("fix the errors above; `hcp lint DIR` runs the same checks"))
         }
-        Err(e) => Err(pack_error(e)),
+        Err(InstallError::Pack(e)) => Err(pack_error(e)),
     }
 }
 
 /// Runs `hcp uninstall`. Owner only.
 pub fn run_uninstall(a: UninstallArgs) -> CliResult {
     super::session::require_owner("uninstall")?;
-    let home = open_home()?;
-    let removed = pack::uninstall(&home, &a.id).map_err(pack_error)?;
+    let rt = super::exec::runtime()?;
+    let removed = hcp_runtime::install::uninstall(&rt, &a.id).map_err(pack_error)?;
     out!(
         "uninstalled `{}`{}",
         removed.id,

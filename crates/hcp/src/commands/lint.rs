@@ -9,6 +9,7 @@
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
+use hcp_model::Code;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -35,12 +36,11 @@ pub fn run(a: Args) -> CliResult {
     }
     if let Some(first) = unusable.first() {
         let mut err = if unusable.len() == 1 {
-            CliError::new("bad_pack_dir", first.0.clone(), exit::USAGE)
+            CliError::new(Code::BadPackDir, first.0.clone())
         } else {
             let mut err = CliError::new(
-                "bad_pack_dir",
+                Code::BadPackDir,
                 format!("{} of the directories cannot be linted", unusable.len()),
-                exit::USAGE,
             );
             for (message, _) in &unusable {
                 err = err.cause(message);
@@ -67,7 +67,7 @@ pub fn run(a: Args) -> CliResult {
     let reports: Vec<hcp_lint::Report> = sources.iter().map(hcp_lint::check).collect();
     let text = if a.json {
         let mut t = serde_json::to_string_pretty(&hcp_lint::render::json(&reports))
-            .map_err(|e| CliError::new("internal", "cannot render JSON", exit::REFUSED).cause(e))?;
+            .map_err(|e| CliError::new(Code::InternalError, "cannot render JSON").cause(e))?;
         t.push('\n');
         t
     } else {

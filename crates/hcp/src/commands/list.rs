@@ -36,9 +36,8 @@ pub fn run(a: Args) -> CliResult {
     .and_then(|()| out.flush());
     match r {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(crate::error::CliError::new(
-            "store_io",
+            hcp_model::Code::StoreIo,
             format!("cannot write the list: {e}"),
-            exit::EX_IOERR,
         )),
         _ => Ok(exit::OK),
     }

@@ -1,7 +1,7 @@
 //! `hcp pack promote DIR` (RUNTIME §1.3): rewrites a `pass_through` pack in place into
 //! named verbs (`hcp_lint::promote`), keeps a backup, prints what the author must still
 //! decide. Exit 0 when promoted, 1 when there is nothing to promote or a file does not
-//! parse, 2 when DIR cannot be read or written.
+//! parse, 66 when DIR cannot be read or written (`pack_unreadable`).
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
@@ -27,11 +27,7 @@ pub struct PromoteArgs {
 pub fn run(c: PackCommand) -> CliResult {
     let PackCommand::Promote(a) = c;
     let done = hcp_lint::promote::promote(&a.dir).map_err(|e| {
-        let status = match e {
-            hcp_lint::promote::PromoteError::Io { .. } => exit::USAGE,
-            _ => exit::REFUSED,
-        };
-        CliError::new(e.code(), e.to_string(), status)
+        CliError::new(e.code(), e.to_string())
             .hint("`hcp lint DIR` says what is wrong with the pack's files")
     })?;
     let p = &done.promotion;

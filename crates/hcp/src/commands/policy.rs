@@ -3,9 +3,7 @@
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use histos::engine::{Args, ResolveError, ResourceResolver};
-use histos::{Context, Engine, Map, MemoryLimitStore, Policy, PolicyError, Principal, Value};
-use std::borrow::Cow;
+use histos::{Map, Policy, PolicyError, Value};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
@@ -36,7 +34,7 @@ pub enum PolicyCommand {
     },
 }
 
-fn load(file: &PathBuf) -> Result<Policy, CliError> {
+fn load(file: &std::path::Path) -> Result<Policy, CliError> {
     Policy::load_path(file).map_err(|e| policy_error(file, &e))
 }
 
@@ -45,7 +43,7 @@ fn policy_error(file: &std::path::Path, e: &PolicyError) -> CliError {
     if let Some(l) = &e.location {
         msg.push_str(&format!(" (at {l})"));
     }
-    CliError::new(e.code.as_str(), msg, exit::REFUSED)
+    CliError::new(hcp_runtime::refusal::code_of(e.code.as_str()), msg)
 }
 
 /// Runs `hcp policy …`.
@@ -90,7 +88,7 @@ pub fn run(c: PolicyCommand) -> CliResult {
         PolicyCommand::Decide { file } => {
             let p = load(&file)?;
             let input = read_input()?;
-            let d = decide(&p, &input)?;
+            let d = hcp_runtime::decide::decide(&p, &input).map_err(bad_input)?;
             let _ = writeln!(out, "{d}");
             Ok(exit::OK)
         }
@@ -98,7 +96,7 @@ pub fn run(c: PolicyCommand) -> CliResult {
 }
 
 fn bad_input(message: impl Into<String>) -> CliError {
-    CliError::new("bad_input", message, exit::USAGE)
+    CliError::new(hcp_model::Code::BadInput, message)
         .hint("stdin is {\"principal\": {\"role\", \"identity\"?, \"attributes\"?, \"can_view\"?}, \"resource\"?: {…}, \"call\": {\"tool\", \"args\"}}")
 }
 
@@ -128,122 +126,4 @@ fn read_input() -> Result<Map, CliError> {
         return Err(bad_input(format!("unknown key `{k}`")));
     }
     Ok(m)
-}
-
-struct Fixed(Map);
-
-impl ResourceResolver for Fixed {
-    fn resolve<'r>(
-        &'r self,
-        _tool: &str,
-        _args: &Args<'_>,
-    ) -> Result<Option<Cow<'r, Map>>, ResolveError> {
-        Ok(Some(Cow::Borrowed(&self.0)))
-    }
-}
-
-fn strings(v: Option<&Value>, what: &str) -> Result<Vec<String>, CliError> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(Value::List(l)) => l
-            .iter()
-            .map(|x| {
-                x.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| bad_input(format!("`{what}` holds a non-string")))
-            })
-            .collect(),
-        Some(_) => Err(bad_input(format!("`{what}` must be a list of strings"))),
-    }
-}
-
-fn principal_of(v: &Value) -> Result<Principal, CliError> {
-    let Value::Map(m) = v else {
-        return Err(bad_input("`principal` must be an object"));
-    };
-    if let Some(k) = m
-        .keys()
-        .find(|k| !matches!(k.as_str(), "role" | "identity" | "attributes" | "can_view"))
-    {
-        return Err(bad_input(format!("unknown key `principal.{k}`")));
-    }
-    let text = |k: &str| -> Result<Option<String>, CliError> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Str(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(bad_input(format!("`principal.{k}` must be a string"))),
-        }
-    };
-    let attributes = match m.get("attributes") {
-        None => Map::new(),
-        Some(Value::Map(a)) => a.clone(),
-        Some(_) => return Err(bad_input("`principal.attributes` must be an object")),
-    };
-    Ok(Principal {
-        role: text("role")?.unwrap_or_default(),
-        identity: text("identity")?,
-        attributes,
-        can_view: strings(m.get("can_view"), "principal.can_view")?,
-    })
-}
-
-/// Decides the call of `input` under `policy` as the conformance corpus does: the
-/// resource (when given) is what the resolver answers; limits are counted in memory.
-fn decide(policy: &Policy, input: &Map) -> Result<serde_json::Value, CliError> {
-    // `"principal": null` is the corpus's way to say no principal is bound (no_principal).
-    let principal = match input.get("principal") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(principal_of(v)?),
-    };
-    let resolver = match input.get("resource") {
-        None | Some(Value::Null) => None,
-        Some(Value::Map(m)) => Some(Fixed(m.clone())),
-        Some(_) => return Err(bad_input("`resource` must be an object")),
-    };
-    let Some(Value::Map(call)) = input.get("call") else {
-        return Err(bad_input("`call` must be an object with `tool` and `args`"));
-    };
-    if let Some(k) = call.keys().find(|k| !matches!(k.as_str(), "tool" | "args")) {
-        return Err(bad_input(format!("unknown key `call.{k}`")));
-    }
-    let Some(Value::Str(tool)) = call.get("tool") else {
-        return Err(bad_input("`call.tool` must be a string"));
-    };
-    let args = match call.get("args") {
-        None => Map::new(),
-        Some(Value::Map(a)) => a.clone(),
-        Some(_) => return Err(bad_input("`call.args` must be an object")),
-    };
-    let call = histos::Call {
-        tool: tool.clone(),
-        args,
-    };
-    let store = MemoryLimitStore::default();
-    let ctx = Context {
-        limits: Some(&store),
-        consume_limits: true,
-        ..Default::default()
-    };
-    let d = Engine::pre(
-        policy,
-        principal.as_ref(),
-        resolver.as_ref().map(|r| r as &dyn ResourceResolver),
-        &call,
-        &ctx,
-    );
-    let mut out = serde_json::Map::new();
-    out.insert("effect".into(), d.effect.as_str().into());
-    out.insert("rule".into(), d.rule.as_str().into());
-    if let Some(f) = &d.field {
-        out.insert("field".into(), f.to_string().into());
-    }
-    if !d.bound_args.is_empty() {
-        let b: serde_json::Map<String, serde_json::Value> = d
-            .bound_args
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_json::Value::from(v)))
-            .collect();
-        out.insert("bound_args".into(), b.into());
-    }
-    Ok(serde_json::Value::Object(out))
 }

@@ -6,7 +6,9 @@
 use crate::env;
 use crate::error::{CliError, CliResult};
 use crate::exit;
+use hcp_model::Code;
 use hcp_store::session::{self, NewSession, PrincipalId, Session, SessionError, Timestamp};
+use hcp_store::state::State;
 use hcp_store::{Home, StoreError};
 use serde_json::json;
 use std::io::Write;
@@ -73,11 +75,12 @@ pub struct ListArgs {
 /// Runs `hcp session …`.
 pub fn run(c: SessionCommand) -> CliResult {
     require_owner("session")?;
-    let home = open_home()?;
+    let rt = super::exec::runtime()?;
+    let state = rt.state();
     match c {
-        SessionCommand::Start(a) => start(&home, a),
-        SessionCommand::End(a) => end(&home, a),
-        SessionCommand::List(a) => list(&home, a),
+        SessionCommand::Start(a) => start(state, a),
+        SessionCommand::End(a) => end(state, a),
+        SessionCommand::List(a) => list(state, a),
     }
 }
 
@@ -86,9 +89,8 @@ pub fn run(c: SessionCommand) -> CliResult {
 pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
     if std::env::var_os(env::HCP_SESSION).is_some() {
         return Err(CliError::new(
-            "owner_only",
+            Code::OwnerOnly,
             format!("`hcp {command}` is for the owner only, and `HCP_SESSION` is set"),
-            exit::EX_NOPERM,
         )
         .hint("run it without `HCP_SESSION`, as the local user"));
     }
@@ -107,7 +109,7 @@ pub(crate) fn open_home() -> Result<Home, CliError> {
 
 /// A store error as a CLI error: its code, exit 74, its causes.
 pub(crate) fn store_error(e: &StoreError) -> CliError {
-    with_causes(CliError::new(e.code(), e.to_string(), exit::EX_IOERR), e)
+    with_causes(CliError::new(e.code(), e.to_string()), e)
 }
 
 /// Adds the source chain of `e` as `Caused by:` lines.
@@ -120,15 +122,13 @@ pub(crate) fn with_causes(mut c: CliError, e: &dyn std::error::Error) -> CliErro
     c
 }
 
-/// A session error as a CLI error: bad input exits 2, a refused token 1, the store 74.
+/// A session error as a CLI error: bad input exits 2, a refused token 1, the store 74
+/// (the code table's statuses in a command).
 pub(crate) fn session_error(e: &SessionError) -> CliError {
-    let exit = match e {
-        SessionError::Store(s) => return store_error(s),
-        SessionError::Entropy(_) => exit::EX_IOERR,
-        SessionError::Bad(_) => exit::REFUSED,
-        _ => exit::USAGE,
-    };
-    with_causes(CliError::new(e.code(), e.to_string(), exit), e)
+    match e {
+        SessionError::Store(s) => store_error(s),
+        _ => with_causes(CliError::new(e.code(), e.to_string()), e),
+    }
 }
 
 /// Writes to stdout; a closed pipe is not an error.
@@ -136,7 +136,7 @@ pub(crate) fn print(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
-fn start(home: &Home, a: StartArgs) -> CliResult {
+fn start(state: &dyn State, a: StartArgs) -> CliResult {
     let ttl = a
         .ttl
         .as_deref()
@@ -152,7 +152,9 @@ fn start(home: &Home, a: StartArgs) -> CliResult {
         workdir: a.workdir,
         ttl,
     };
-    let (token, s) = session::start(home, &new, Timestamp::now()).map_err(|e| session_error(&e))?;
+    let (token, s) = state
+        .session_start(&new, Timestamp::now())
+        .map_err(|e| session_error(&e))?;
     print(&format!("{}\n", token.as_str()));
     eprintln!(
         "started a session for `{}`, expiring at `{}`",
@@ -167,22 +169,19 @@ fn read_token(arg: &str) -> Result<String, CliError> {
         return Ok(arg.to_owned());
     }
     let mut line = String::new();
-    std::io::stdin().read_line(&mut line).map_err(|e| {
-        CliError::new(
-            "store_io",
-            "cannot read the token from stdin",
-            exit::EX_IOERR,
-        )
-        .cause(e)
-    })?;
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| CliError::new(Code::StoreIo, "cannot read the token from stdin").cause(e))?;
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
-fn end(home: &Home, a: EndArgs) -> CliResult {
+fn end(state: &dyn State, a: EndArgs) -> CliResult {
     let now = Timestamp::now();
     if let Some(p) = a.principal {
         let p = PrincipalId::parse(&p).map_err(|e| session_error(&e))?;
-        let ended = session::end_principal(home, &p, now).map_err(|e| session_error(&e))?;
+        let ended = state
+            .session_end_principal(&p, now)
+            .map_err(|e| session_error(&e))?;
         match ended.len() {
             0 => print(&format!("no session of `{p}` to end\n")),
             1 => print(&format!("ended 1 session of `{p}`\n")),
@@ -191,7 +190,9 @@ fn end(home: &Home, a: EndArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let token = read_token(a.token.as_deref().unwrap_or("-"))?;
-    let (s, changed) = session::end(home, &token, now).map_err(|e| session_error(&e))?;
+    let (s, changed) = state
+        .session_end(&token, now)
+        .map_err(|e| session_error(&e))?;
     if changed {
         print(&format!(
             "ended the session `{}` of `{}`\n",
@@ -246,9 +247,9 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn list(home: &Home, a: ListArgs) -> CliResult {
+fn list(state: &dyn State, a: ListArgs) -> CliResult {
     let now = Timestamp::now();
-    let sessions = session::list(home).map_err(|e| store_error(&e))?;
+    let sessions = state.session_list().map_err(|e| store_error(&e))?;
     if a.json {
         let v: Vec<_> = sessions.iter().map(|s| session_json(s, now)).collect();
         print(&format!("{}\n", json!(v)));

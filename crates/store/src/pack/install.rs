@@ -10,7 +10,6 @@ use super::{PackError, ensure_writable, pack_dir, remove_pack_state};
 use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
-use hcp_lint::{Diagnostic, Report};
 use hcp_model::{Manifest, PolicyFile};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,13 +89,100 @@ impl std::fmt::Debug for InstallOptions<'_> {
     }
 }
 
+/// A pack the caller has read and checked (`hcp_runtime::install` reads it without
+/// following a symlink and lints it): its three files' bytes, what they parse to, and the
+/// canonical source directory its relative programs are resolved in. Install writes
+/// exactly these bytes.
+#[derive(Debug, Clone)]
+pub struct CheckedPack {
+    /// `surface.json`, parsed from [`CheckedPack::files`].
+    pub manifest: Manifest,
+    /// `policy.json`, parsed from [`CheckedPack::files`].
+    pub policy: PolicyFile,
+    /// The bytes of `surface.json`, `policy.json` and `HARNESS.md`, in that order.
+    pub files: [Vec<u8>; 3],
+    /// The pack directory, absolute and canonical.
+    pub source_dir: PathBuf,
+    /// The OpenAPI document beside a `kind: openapi` pack whose `openapi.spec` is a path,
+    /// as the caller read it with the pack (RUNTIME §1.3); a URL spec is read by install.
+    pub document: Option<super::openapi::BesideDocument>,
+}
+
+/// Why [`CheckedPack::parse`] refuses: a file that is not UTF-8 or does not parse, an id
+/// that cannot be a pack id, or a policy for another id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseRefusal {
+    /// The file (`surface.json`, `policy.json`).
+    pub file: &'static str,
+    /// The code (`bad_json`, `duplicate_key`, … `bad_pack_id`, `surface_id_mismatch`).
+    pub code: hcp_model::Code,
+    /// The message.
+    pub message: String,
+    /// 1-based line and column, when known.
+    pub at: Option<(usize, usize)>,
+}
+
+impl CheckedPack {
+    /// The checks install relies on whatever a lint rule set holds: both JSON files parse
+    /// strictly, the id is a valid pack id (it becomes a directory name) and the policy
+    /// names the same id.
+    ///
+    /// # Errors
+    /// The first [`ParseRefusal`].
+    pub fn parse(files: [Vec<u8>; 3], source_dir: PathBuf) -> Result<Self, ParseRefusal> {
+        use hcp_model::{Code, MANIFEST_FILE, POLICY_FILE};
+        let text = |i: usize, file: &'static str| {
+            std::str::from_utf8(&files[i]).map_err(|_| ParseRefusal {
+                file,
+                code: Code::BadJson,
+                message: "the file is not UTF-8".into(),
+                at: None,
+            })
+        };
+        let parsed = |file: &'static str, e: hcp_model::ParseError| ParseRefusal {
+            file,
+            code: e.code.code(),
+            message: e.message,
+            at: Some((e.line, e.column)),
+        };
+        let manifest = hcp_model::parse_manifest(text(0, MANIFEST_FILE)?)
+            .map_err(|e| parsed(MANIFEST_FILE, e))?;
+        let policy =
+            hcp_model::parse_policy(text(1, POLICY_FILE)?).map_err(|e| parsed(POLICY_FILE, e))?;
+        if let Err(message) = hcp_model::validate_pack_id(&manifest.id) {
+            return Err(ParseRefusal {
+                file: MANIFEST_FILE,
+                code: Code::BadPackId,
+                message,
+                at: None,
+            });
+        }
+        if policy.surface_id != manifest.id {
+            return Err(ParseRefusal {
+                file: POLICY_FILE,
+                code: Code::SurfaceIdMismatch,
+                message: format!(
+                    "`surface_id` is `{}` but the manifest id is `{}`",
+                    policy.surface_id, manifest.id
+                ),
+                at: None,
+            });
+        }
+        Ok(Self {
+            manifest,
+            policy,
+            files,
+            source_dir,
+            document: None,
+        })
+    }
+}
+
 /// What an install did.
 #[derive(Debug, Clone)]
 pub struct Installed {
     /// The record now in `packs/<id>/.hcp/record.json`.
     pub record: InstallRecord,
-    /// Lint's report (warnings only: errors refuse the install).
-    pub report: Report,
     /// Whether an installed copy was replaced (`--force`).
     pub replaced: bool,
     /// Whether the replaced copy had different content (the rug-pull guard fired).
@@ -105,58 +191,46 @@ pub struct Installed {
     pub active: bool,
 }
 
-/// Lints and installs the pack in `dir` into `home` (RUNTIME §3).
+/// Installs `pack` into `home` (RUNTIME §3): pins its programs, stages its files and its
+/// record, puts them in place in one rename, (re)writes its skill when it is or becomes
+/// active. Install policy (what may be installed: lint) is the caller's
+/// (`hcp_runtime::install`); this writes exactly the bytes of `pack`.
 ///
-/// Nothing from the pack is executed and no symlink is followed. The bytes written are the
-/// bytes linted. All writes happen under [`StoreLock`].
+/// Nothing from the pack is executed and no symlink is followed. All writes happen under
+/// [`StoreLock`].
 ///
 /// # Errors
-/// [`PackError::Unreadable`], [`PackError::Lint`], [`PackError::BinMissing`],
-/// [`PackError::BinUnsafe`], [`PackError::Openapi`] (a `kind: openapi` document that
-/// cannot be read or used, or a verb naming no operation of it) before the store is
-/// touched; [`PackError::AlreadyInstalled`]
-/// without `force`; [`PackError::Store`] for an unusable home or an I/O failure.
-pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Installed, PackError> {
+/// [`PackError::BinMissing`], [`PackError::BinUnsafe`], [`PackError::Openapi`] (a
+/// `kind: openapi` document that cannot be read or used, or a verb naming no operation of
+/// it) before the store is touched;
+/// [`PackError::AlreadyInstalled`] without `force`; [`PackError::Store`] for an unusable
+/// home or an I/O failure.
+pub fn install(
+    home: &Home,
+    pack: &CheckedPack,
+    opts: &InstallOptions<'_>,
+) -> Result<Installed, PackError> {
     let step = |s: InstallStep| {
         if let Some(h) = opts.step_hook {
             h(s);
         }
     };
-    let src = hcp_lint::read_pack(dir).map_err(|source| PackError::Unreadable {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let source_dir = std::fs::canonicalize(dir).map_err(|source| PackError::Unreadable {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut report = hcp_lint::check(&src);
-    let parsed = if report.has_errors() {
-        None
-    } else {
-        parse_checked(&src, &mut report)
-    };
-    let (manifest, _policy) = match parsed {
-        Some(p) if !report.has_errors() => p,
-        _ => return Err(PackError::Lint(Box::new(report))),
-    };
+    let manifest = &pack.manifest;
+    let source_dir = &pack.source_dir;
     let id = manifest.id.clone();
 
     let mut files = BTreeMap::new();
-    for name in hcp_model::PACK_FILES {
-        files.insert(
-            name.to_owned(),
-            sha256_tagged(src.file(name).unwrap_or_default()),
-        );
+    for (name, bytes) in hcp_model::PACK_FILES.iter().zip(&pack.files) {
+        files.insert((*name).to_owned(), sha256_tagged(bytes));
     }
     let digest = files_digest(&files);
     let mut pins = Vec::new();
     for program in manifest.programs() {
-        pins.push(bins::pin(&program, &source_dir, &opts.lookup)?);
+        pins.push(bins::pin(&program, source_dir, &opts.lookup)?);
     }
     // `kind: openapi`: the document is read, checked and compiled before anything is
     // written; its digest joins the rug-pull guard's notion of content.
-    let openapi = super::openapi::prepare(&manifest, src.document.as_ref(), &source_dir)?;
+    let openapi = super::openapi::prepare(manifest, pack.document.as_ref(), source_dir)?;
 
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
@@ -209,7 +283,7 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
         content_changed_at,
         summary: PackSummaryFields {
             name: manifest.name.clone(),
-            kind: kind_str(&manifest).to_owned(),
+            kind: kind_str(manifest).to_owned(),
             verb_count: manifest.verbs.len(),
         },
         openapi: openapi.as_ref().map(|p| p.pin.clone()),
@@ -221,9 +295,9 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
         move |e| StoreError::io(action, p, e)
     };
     std::fs::create_dir(&stage).map_err(io("create", &stage))?;
-    for (i, name) in hcp_model::PACK_FILES.iter().enumerate() {
+    for (i, (name, bytes)) in hcp_model::PACK_FILES.iter().zip(&pack.files).enumerate() {
         let p = stage.join(name);
-        fsops::write_new_synced(&p, src.file(name).unwrap_or_default()).map_err(io("write", &p))?;
+        fsops::write_new_synced(&p, bytes).map_err(io("write", &p))?;
         if i == 0 {
             step(InstallStep::StagedPartial);
         }
@@ -280,7 +354,6 @@ pub fn install(home: &Home, dir: &Path, opts: &InstallOptions<'_>) -> Result<Ins
     drop(lock);
     Ok(Installed {
         record,
-        report,
         replaced: exists,
         content_changed,
         active,
@@ -293,78 +366,6 @@ fn kind_str(m: &Manifest) -> &'static str {
         hcp_model::Kind::Composite => "composite",
         hcp_model::Kind::Openapi => "openapi",
     }
-}
-
-/// The checks install relies on whatever lint's rule set holds: both JSON files parse
-/// strictly, the id is a valid pack id (it becomes a directory name) and the policy names
-/// the same id. Findings are added to `report` as lint diagnostics (same codes).
-fn parse_checked(
-    src: &hcp_lint::PackSource,
-    report: &mut Report,
-) -> Option<(Manifest, PolicyFile)> {
-    let text = |name: &str, report: &mut Report| -> Option<String> {
-        let bytes = src.file(name)?;
-        match std::str::from_utf8(bytes) {
-            Ok(t) => Some(t.to_owned()),
-            Err(_) => {
-                report.push(Diagnostic::error("bad_json", "the file is not UTF-8").in_file(name));
-                None
-            }
-        }
-    };
-    let parse_diag = |name: &str, e: hcp_model::ParseError| {
-        let code = match e.code {
-            hcp_model::ParseCode::BadJson => "bad_json",
-            hcp_model::ParseCode::DuplicateKey => "duplicate_key",
-            hcp_model::ParseCode::UnknownField => "unknown_field",
-            hcp_model::ParseCode::BadLand => "bad_land",
-            hcp_model::ParseCode::BadOperation => "bad_operation",
-            hcp_model::ParseCode::BadVersion => "bad_version",
-        };
-        Diagnostic::error(code, e.message)
-            .in_file(name)
-            .at(e.line, e.column)
-    };
-    let mt = text(hcp_model::MANIFEST_FILE, report)?;
-    let pt = text(hcp_model::POLICY_FILE, report)?;
-    let manifest = match hcp_model::parse_manifest(&mt) {
-        Ok(m) => m,
-        Err(e) => {
-            report.push(parse_diag(hcp_model::MANIFEST_FILE, e));
-            return None;
-        }
-    };
-    let policy = match hcp_model::parse_policy(&pt) {
-        Ok(p) => p,
-        Err(e) => {
-            report.push(parse_diag(hcp_model::POLICY_FILE, e));
-            return None;
-        }
-    };
-    if let Err(msg) = hcp_model::validate_pack_id(&manifest.id) {
-        if !report.diagnostics.iter().any(|d| d.code == "bad_pack_id") {
-            report.push(Diagnostic::error("bad_pack_id", msg).in_file(hcp_model::MANIFEST_FILE));
-        }
-        return None;
-    }
-    if policy.surface_id != manifest.id
-        && !report
-            .diagnostics
-            .iter()
-            .any(|d| d.code == "surface_id_mismatch")
-    {
-        report.push(
-            Diagnostic::error(
-                "surface_id_mismatch",
-                format!(
-                    "`surface_id` is `{}` but the manifest id is `{}`",
-                    policy.surface_id, manifest.id
-                ),
-            )
-            .in_file(hcp_model::POLICY_FILE),
-        );
-    }
-    Some((manifest, policy))
 }
 
 /// Removes everything in `staging/`: interrupted installs and old copies whose removal

@@ -85,12 +85,22 @@ pub enum OpenapiRefusal {
 
 impl OpenapiRefusal {
     /// The stable code: `bad_openapi` or `unknown_operation`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> hcp_model::Code {
         match self {
-            Self::Unreadable { .. } | Self::Bad { .. } => "bad_openapi",
-            Self::UnknownOperation { .. } => "unknown_operation",
+            Self::Unreadable { .. } | Self::Bad { .. } => hcp_model::Code::BadOpenapi,
+            Self::UnknownOperation { .. } => hcp_model::Code::UnknownOperation,
         }
     }
+}
+
+/// The OpenAPI document beside a pack, as the caller read it with the pack's files
+/// (`hcp_lint::read_pack`: no symlink followed, at most 16 MiB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BesideDocument {
+    /// Its path relative to the pack directory, as `openapi.spec` writes it.
+    pub rel: String,
+    /// Its bytes, or why they could not be read (lowercase).
+    pub bytes: Result<Vec<u8>, String>,
 }
 
 /// What install stages for an openapi pack.
@@ -113,7 +123,7 @@ struct VerbsFile {
 /// bytes), `source_dir` the pack directory. Writes nothing.
 pub(crate) fn prepare(
     manifest: &Manifest,
-    document: Option<&hcp_lint::SpecDocument>,
+    document: Option<&BesideDocument>,
     source_dir: &Path,
 ) -> Result<Option<Prepared>, OpenapiRefusal> {
     if manifest.kind != Kind::Openapi {

@@ -95,7 +95,7 @@ fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
     };
     let mut texts = Vec::new();
     for name in hcp_model::PACK_FILES {
-        let bytes = read(name, hcp_lint::source::MAX_FILE_BYTES)?;
+        let bytes = read(name, hcp_model::MAX_PACK_FILE_BYTES)?;
         let want = record.files.get(name).map(String::as_str).unwrap_or("");
         let got = sha256_tagged(&bytes);
         if got != want {

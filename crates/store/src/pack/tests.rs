@@ -29,6 +29,16 @@ fn write_pack(dir: &Path, id: &str, lead: &str) {
     std::fs::write(dir.join("HARNESS.md"), format!("# T\n\n{lead}\n")).unwrap();
 }
 
+/// The pack in `dir` as install takes it (read and parsed; lint is the runtime's).
+fn checked(dir: &Path) -> CheckedPack {
+    let files = hcp_model::PACK_FILES.map(|n| std::fs::read(dir.join(n)).unwrap());
+    CheckedPack::parse(files, dir.canonicalize().unwrap()).unwrap()
+}
+
+fn install(home: &Home, dir: &Path, o: &InstallOptions<'_>) -> Result<Installed, PackError> {
+    super::install(home, &checked(dir), o)
+}
+
 fn opts<'a>() -> InstallOptions<'a> {
     InstallOptions {
         lookup: BinLookup {
@@ -68,7 +78,8 @@ fn install_then_load_list_uninstall() {
     assert!(!done.replaced);
     assert_eq!(done.record.bins.len(), 1);
     assert_eq!(done.record.bins[0].program, "cat");
-    assert!(done.record.bins[0].verify().is_ok());
+    let b = &done.record.bins[0];
+    assert_eq!(super::bins::hash_file(&b.path).unwrap(), b.sha256);
 
     let p = load(&home, "t").unwrap();
     assert_eq!(p.record, done.record);
@@ -107,17 +118,23 @@ fn install_then_load_list_uninstall() {
 }
 
 #[test]
-fn lint_errors_touch_nothing() {
+fn a_checked_pack_refuses_what_install_relies_on() {
     let t = tempfile::tempdir().unwrap();
-    let home = Home::open(t.path().join("home")).unwrap();
     let src = t.path().join("src/t");
     write_pack(&src, "t", "One.");
-    std::fs::remove_file(src.join("policy.json")).unwrap();
-    let Err(PackError::Lint(r)) = install(&home, &src, &opts()) else {
-        panic!("expected a lint refusal");
-    };
-    assert!(r.diagnostics.iter().any(|d| d.code == "missing_file"));
-    assert!(!home.root().exists());
+    let files = || hcp_model::PACK_FILES.map(|n| std::fs::read(src.join(n)).unwrap());
+    assert!(CheckedPack::parse(files(), src.clone()).is_ok());
+    let mut f = files();
+    f[1] = br#"{"surface_id": "other", "version": 1, "verbs": {}}"#.to_vec();
+    let r = CheckedPack::parse(f, src.clone()).unwrap_err();
+    assert_eq!((r.file, r.code), ("policy.json", Code::SurfaceIdMismatch));
+    let mut f = files();
+    f[0] = b"{".to_vec();
+    let r = CheckedPack::parse(f, src.clone()).unwrap_err();
+    assert_eq!((r.file, r.code), ("surface.json", Code::BadJson));
+    let mut f = files();
+    f[0] = vec![0xff];
+    assert_eq!(CheckedPack::parse(f, src).unwrap_err().code, Code::BadJson);
 }
 
 #[test]

@@ -82,20 +82,18 @@ pub enum ExportError {
 
 impl ExportError {
     /// The stable code: `skill_collision`, `skill_export_unusable`, or the configuration's.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> hcp_model::Code {
         match self {
-            Self::Collision { .. } => "skill_collision",
-            Self::Unusable { .. } => "skill_export_unusable",
+            Self::Collision { .. } => hcp_model::Code::SkillCollision,
+            Self::Unusable { .. } => hcp_model::Code::SkillExportUnusable,
             Self::Config(e) => e.code(),
         }
     }
 
-    /// The exit status: 1 for a collision or an unusable folder, else the configuration's.
+    /// The exit status: 1 for a collision or an unusable folder, else the configuration's
+    /// (the code table's statuses in an owner command).
     pub fn exit_status(&self) -> u8 {
-        match self {
-            Self::Collision { .. } | Self::Unusable { .. } => 1,
-            Self::Config(e) => e.exit_status(),
-        }
+        self.code().command_exit_status()
     }
 
     /// What the owner can do about it.

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::pack::{BinLookup, InstallOptions, install};
+use crate::pack::{BinLookup, CheckedPack, InstallOptions, install};
 use pretty_assertions::assert_eq;
 use std::path::Path;
 
@@ -56,7 +56,10 @@ fn install_src(home: &Home, root: &Path, id: &str) {
         },
         ..InstallOptions::default()
     };
-    install(home, &root.join("src").join(id), &o).unwrap();
+    let dir = root.join("src").join(id);
+    let files = hcp_model::PACK_FILES.map(|n| std::fs::read(dir.join(n)).unwrap());
+    let checked = CheckedPack::parse(files, dir.canonicalize().unwrap()).unwrap();
+    install(home, &checked, &o).unwrap();
 }
 
 fn pending(home: &Home) -> usize {

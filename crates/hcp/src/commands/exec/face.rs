@@ -2,22 +2,18 @@
 //! --apply] [--json] [--timeout SECS] [--]`.
 //!
 //! Parsing is in two phases: [`parse`] splits the words before the target is resolved;
-//! [`Words::assign`] then gives positional values to the verb's arguments, in template
-//! order, once the verb is known.
+//! the runtime (`hcp_runtime::Words::assign`) then gives positional values to the verb's
+//! arguments, in template order, once the verb is known.
 
-use hcp_model::ArgValue;
+use hcp_runtime::Words;
 
-/// The words of a CLI-face call, split but not yet matched to a verb.
+/// A CLI-face call, split but not yet matched to a verb.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Words {
+pub struct Parsed {
     /// The target (`PACK.VERB` or a verb key).
     pub target: String,
-    /// `--NAME VALUE` and `--NAME=VALUE` pairs, names with `-` read as `_`, in order.
-    pub named: Vec<(String, String)>,
-    /// Values without a name, in order.
-    pub positional: Vec<String>,
-    /// `--confirm` or `--apply` was given (as `"true"`, §4.5.2).
-    pub confirm: Option<String>,
+    /// The verb's words.
+    pub words: Words,
     /// `--json`.
     pub json: bool,
     /// `--timeout SECS`, in seconds.
@@ -33,17 +29,17 @@ pub struct UsageError(pub String);
 /// # Errors
 /// [`UsageError`] for a missing target, a `--NAME` without a value, a bad `--timeout`, or a
 /// name given twice.
-pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Words, UsageError> {
-    let mut out = Words {
+pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Parsed, UsageError> {
+    let mut out = Parsed {
         json,
         timeout,
-        ..Words::default()
+        ..Parsed::default()
     };
     let mut it = words.iter();
     let mut only_values = false;
     while let Some(w) = it.next() {
         if only_values {
-            out.positional.push(w.clone());
+            out.words.positional.push(w.clone());
             continue;
         }
         if w == "--" {
@@ -54,7 +50,7 @@ pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Words
             if out.target.is_empty() {
                 out.target = w.clone();
             } else {
-                out.positional.push(w.clone());
+                out.words.positional.push(w.clone());
             }
             continue;
         };
@@ -64,7 +60,7 @@ pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Words
         };
         match name.as_str() {
             "json" if inline.is_none() => out.json = true,
-            "confirm" | "apply" if inline.is_none() => out.confirm = Some("true".into()),
+            "confirm" | "apply" if inline.is_none() => out.words.confirm = Some("true".into()),
             _ => {
                 let value = match inline {
                     Some(v) => v,
@@ -76,12 +72,12 @@ pub fn parse(words: &[String], json: bool, timeout: Option<f64>) -> Result<Words
                 if name == "timeout" {
                     out.timeout = Some(parse_timeout(&value)?);
                 } else if name == "confirm" || name == "apply" {
-                    out.confirm = Some(value);
+                    out.words.confirm = Some(value);
                 } else {
-                    if out.named.iter().any(|(n, _)| *n == name) {
+                    if out.words.named.iter().any(|(n, _)| *n == name) {
                         return Err(UsageError(format!("argument `{name}` is given twice")));
                     }
-                    out.named.push((name, value));
+                    out.words.named.push((name, value));
                 }
             }
         }
@@ -105,40 +101,13 @@ pub fn parse_timeout(v: &str) -> Result<f64, UsageError> {
     }
 }
 
-impl Words {
-    /// The call's arguments for a verb taking `takes` (names in template order): named
-    /// values, then positional values given to the arguments not named, in order, then
-    /// `confirm`. A positional value with no argument left to take it is kept under the
-    /// name `_extra_N` (1-based), which the gate refuses as unknown.
-    pub fn assign(&self, takes: &[String]) -> Vec<(String, ArgValue)> {
-        let mut out: Vec<(String, ArgValue)> = self
-            .named
-            .iter()
-            .map(|(n, v)| (n.clone(), ArgValue::String(v.clone())))
-            .collect();
-        let mut free = takes
-            .iter()
-            .filter(|t| !self.named.iter().any(|(n, _)| n == *t));
-        for (i, v) in self.positional.iter().enumerate() {
-            let name = free
-                .next()
-                .cloned()
-                .unwrap_or_else(|| format!("_extra_{}", i + 1));
-            out.push((name, ArgValue::String(v.clone())));
-        }
-        if let Some(c) = &self.confirm {
-            out.push(("confirm".into(), ArgValue::String(c.clone())));
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hcp_model::ArgValue;
     use pretty_assertions::assert_eq;
 
-    fn p(words: &[&str]) -> Result<Words, UsageError> {
+    fn p(words: &[&str]) -> Result<Parsed, UsageError> {
         parse(
             &words.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             false,
@@ -166,7 +135,7 @@ mod tests {
         assert!(w.json);
         assert_eq!(w.timeout, Some(2.5));
         assert_eq!(
-            w.assign(&["from".into(), "to".into()]),
+            w.words.assign(&["from".into(), "to".into()]),
             vec![
                 ("to".into(), s("B")),
                 ("from".into(), s("A")),
@@ -178,9 +147,9 @@ mod tests {
     #[test]
     fn double_dash_makes_everything_a_value() {
         let w = p(&["git.log", "--", "--output=x", "--json"]).unwrap();
-        assert_eq!(w.positional, vec!["--output=x", "--json"]);
+        assert_eq!(w.words.positional, vec!["--output=x", "--json"]);
         assert!(!w.json);
-        let a = w.assign(&["rev".into()]);
+        let a = w.words.assign(&["rev".into()]);
         assert_eq!(
             a,
             vec![
@@ -193,7 +162,10 @@ mod tests {
     #[test]
     fn dashes_in_names_read_as_underscores() {
         let w = p(&["x.y", "--option-id", "o1"]).unwrap();
-        assert_eq!(w.named, vec![("option_id".to_string(), "o1".to_string())]);
+        assert_eq!(
+            w.words.named,
+            vec![("option_id".to_string(), "o1".to_string())]
+        );
     }
 
     #[test]

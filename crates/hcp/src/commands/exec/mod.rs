@@ -1,16 +1,13 @@
-//! `hcp exec` (RUNTIME §5): the main job, on its CLI face and its JSON face.
+//! `hcp exec` (RUNTIME §5): the main job, on its CLI face and its JSON face. This module
+//! reads the command line or the envelope, hands the call to the runtime's pipeline
+//! (`hcp_runtime::pipeline::exec`) and prints the answer.
 
-pub mod engine;
 pub mod face;
-pub mod pins;
-pub mod policy;
 
 use crate::env;
 use crate::error::{CliError, CliResult};
-use crate::exit;
-use engine::{Answer, Call, CallArgs, ExecEnv};
-use hcp_gate::Face;
-use hcp_model::{Envelope, parse_strict};
+use hcp_model::{Code, Envelope, parse_strict};
+use hcp_runtime::{Answer, Call, CallArgs, Caller, Face, Refusal, Runtime};
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -69,67 +66,59 @@ pub fn fast_parse() -> Option<Args> {
 /// Runs `hcp exec`.
 pub fn run(a: Args) -> CliResult {
     let json_face = a.envelope.is_some();
+    let usage = |m: String| CliError::call(Code::Usage, m);
     let (call, json) = if let Some(src) = &a.envelope {
         if src != "-" {
-            return Err(CliError::new(
-                "usage",
-                format!("`--envelope {src}`: give `-` to read the envelope from stdin"),
-                exit::EX_USAGE,
-            ));
+            return Err(usage(format!(
+                "`--envelope {src}`: give `-` to read the envelope from stdin"
+            )));
         }
         if !a.words.is_empty() {
-            return Err(CliError::new(
-                "usage",
-                "`--envelope -` takes no TARGET or values; they go in the envelope",
-                exit::EX_USAGE,
+            return Err(usage(
+                "`--envelope -` takes no TARGET or values; they go in the envelope".into(),
             ));
         }
         match read_envelope() {
             Ok(env) => {
-                let (pack_id, target) = (env.pack_id, env.verb_key);
                 let args = env
                     .args
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                (
-                    Call {
-                        pack_id,
-                        target,
-                        args: CallArgs::Named(args),
-                        face: Face::Json,
-                        timeout: secs(a.timeout),
-                    },
-                    true,
-                )
+                let call = Call {
+                    pack_id: env.pack_id,
+                    target: env.verb_key,
+                    args: CallArgs::Named(args),
+                    face: Face::Json,
+                    timeout: secs(a.timeout),
+                };
+                (call, true)
             }
             Err(answer) => return Ok(print(&answer, true)),
         }
     } else {
-        let words = face::parse(&a.words, a.json, a.timeout).map_err(|e| {
-            CliError::new("usage", e.0, exit::EX_USAGE).hint(
+        let parsed = face::parse(&a.words, a.json, a.timeout).map_err(|e| {
+            usage(e.0).hint(
                 "hcp exec PACK.VERB [VALUE…] [--NAME VALUE…] [--confirm] [--json] [--timeout SECS]",
             )
         })?;
-        let json = words.json;
-        let timeout = secs(words.timeout);
-        (
-            Call {
-                pack_id: None,
-                target: words.target.clone(),
-                args: CallArgs::Words(words),
-                face: Face::Cli,
-                timeout,
-            },
-            json,
-        )
+        let call = Call {
+            pack_id: None,
+            target: parsed.target,
+            args: CallArgs::Words(parsed.words),
+            face: Face::Cli,
+            timeout: secs(parsed.timeout),
+        };
+        (call, parsed.json)
     };
-    let env = exec_env()?;
+    let rt = runtime()?;
+    let caller = caller()?;
     // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the child's
     // process group and are answered and audited as `cancelled`, rather than leaving the
     // child running unrecorded (crate::signals).
     let signals = crate::signals::arm()?;
-    let answer = engine::execute_cancellable(&env, call, std::os::fd::AsFd::as_fd(&signals.read));
+    let cancel = std::os::fd::AsFd::as_fd(&signals.read);
+    let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(cancel));
     Ok(print(&answer, json || json_face))
 }
 
@@ -137,22 +126,24 @@ fn secs(s: Option<f64>) -> Option<Duration> {
     s.map(Duration::from_secs_f64)
 }
 
-/// Gathers the process facts of a call.
+/// The store and its state backend, from `HCP_HOME` (or the platform data directory).
 ///
 /// # Errors
-/// The store's when `HCP_HOME` cannot be used; `usage` when the current directory is gone.
-pub fn exec_env() -> Result<ExecEnv, CliError> {
-    let home = crate::commands::install::open_home()?;
+/// The store's when `HCP_HOME` cannot be used.
+pub fn runtime() -> Result<Runtime, CliError> {
+    Ok(Runtime::open(crate::commands::session::open_home()?))
+}
+
+/// The process facts of a call: `HCP_SESSION`, `HCP_PROJECT`, the current directory, the
+/// environment and `HCP_LIMITS`.
+///
+/// # Errors
+/// `usage` when the current directory is gone or `HCP_LIMITS` does not parse.
+pub fn caller() -> Result<Caller, CliError> {
     let cwd = std::env::current_dir().map_err(|e| {
-        CliError::new(
-            "usage",
-            "the current directory cannot be read",
-            exit::EX_USAGE,
-        )
-        .cause(e)
+        CliError::call(Code::Usage, "the current directory cannot be read").cause(e)
     })?;
-    Ok(ExecEnv {
-        home,
+    Ok(Caller {
         session_token: std::env::var_os(env::HCP_SESSION),
         project: std::env::var(env::HCP_PROJECT)
             .ok()
@@ -161,79 +152,23 @@ pub fn exec_env() -> Result<ExecEnv, CliError> {
         parent_env: std::env::vars_os().collect(),
         limit_overrides: match std::env::var_os(env::HCP_LIMITS) {
             None => hcp_adapter::LimitOverrides::default(),
-            Some(v) => parse_limits(&v.to_string_lossy())
-                .map_err(|m| CliError::new("usage", m, exit::EX_USAGE).hint(LIMITS_HINT))?,
+            Some(v) => hcp_runtime::call::parse_limits(&v.to_string_lossy())
+                .map_err(|m| CliError::call(Code::Usage, m).hint(LIMITS_HINT))?,
         },
     })
 }
 
 const LIMITS_HINT: &str = "HCP_LIMITS=cpu_seconds=N,address_space_bytes=N,open_files=N,file_size_bytes=N,processes=N (any subset)";
 
-/// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the
-/// runtime configuration's (each effective limit is the smaller of the two).
-///
-/// # Errors
-/// A message naming an unknown name, a repeated name, or a value that is not a positive
-/// integer.
-pub fn parse_limits(text: &str) -> Result<hcp_adapter::LimitOverrides, String> {
-    let mut o = hcp_adapter::LimitOverrides::default();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let Some((name, value)) = part.split_once('=') else {
-            return Err(format!("`HCP_LIMITS`: `{part}` is not NAME=N"));
-        };
-        let n: u64 = match value.trim().parse() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                return Err(format!(
-                    "`HCP_LIMITS`: `{name}` needs a positive integer, not `{value}`"
-                ));
-            }
-        };
-        let slot = match name.trim() {
-            "cpu_seconds" => &mut o.cpu_seconds,
-            "address_space_bytes" => &mut o.address_space_bytes,
-            "open_files" => &mut o.open_files,
-            "file_size_bytes" => &mut o.file_size_bytes,
-            "processes" => &mut o.processes,
-            other => return Err(format!("`HCP_LIMITS`: unknown limit `{other}`")),
-        };
-        if slot.replace(n).is_some() {
-            return Err(format!("`HCP_LIMITS`: `{name}` is given twice"));
-        }
-    }
-    Ok(o)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_limits;
-
-    #[test]
-    fn limits_parse_strictly() {
-        let o = parse_limits("cpu_seconds=5, processes=10").unwrap();
-        assert_eq!(
-            (o.cpu_seconds, o.processes, o.open_files),
-            (Some(5), Some(10), None)
-        );
-        for bad in [
-            "cpu=5",
-            "cpu_seconds=0",
-            "cpu_seconds=-1",
-            "cpu_seconds",
-            "cpu_seconds=1,cpu_seconds=2",
-            "open_files=x",
-        ] {
-            assert!(parse_limits(bad).is_err(), "{bad}");
-        }
-        assert!(parse_limits("").unwrap().cpu_seconds.is_none());
-    }
-}
-
 /// Reads and parses the envelope on stdin (strict: `bad_envelope`, exit 65).
-fn read_envelope() -> Result<Envelope, Answer> {
+fn read_envelope() -> Result<Envelope, Box<Answer>> {
     let mut buf = Vec::new();
     let bad = |m: String| {
-        engine::early_refusal("bad_envelope", m, Some("the envelope is {\"pack_id\"?, \"verb_key\", \"args\": {NAME: string|number|bool}}".into()), exit::EX_DATAERR)
+        Box::new(hcp_runtime::record::early_refusal(
+            Refusal::new(Code::BadEnvelope, m).hint(
+                "the envelope is {\"pack_id\"?, \"verb_key\", \"args\": {NAME: string|number|bool}}",
+            ),
+        ))
     };
     if let Err(e) = std::io::stdin()
         .lock()
@@ -265,11 +200,7 @@ fn read_envelope() -> Result<Envelope, Answer> {
 fn print(answer: &Answer, json: bool) -> u8 {
     let r = &answer.result;
     if json {
-        let mut out = std::io::stdout().lock();
-        if let Ok(text) = serde_json::to_string(r) {
-            let _ = writeln!(out, "{text}");
-        }
-        let _ = out.flush();
+        print_json(r);
         return answer.exit;
     }
     if r.exit_code.is_some() {
@@ -286,12 +217,27 @@ fn print(answer: &Answer, json: bool) -> u8 {
             let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
         }
     }
-    if let (Some(error), Some(code)) = (&r.error, &r.code) {
-        let mut e = CliError::new(code.clone(), error.clone(), answer.exit);
+    render_refusal(r, answer.exit);
+    answer.exit
+}
+
+/// Prints `v` as one line of JSON on stdout and flushes; a closed pipe is not an error.
+pub fn print_json(v: &impl serde::Serialize) {
+    let mut out = std::io::stdout().lock();
+    if let Ok(text) = serde_json::to_string(v) {
+        let _ = writeln!(out, "{text}");
+    }
+    let _ = out.flush();
+}
+
+/// Renders the refusal of a result, when it is one, on stderr.
+pub fn render_refusal(r: &hcp_model::ExecResult, exit: u8) {
+    if let (Some(error), Some(code)) = (&r.error, r.code) {
+        let mut e = CliError::call(code, error.clone());
+        e.exit = exit;
         if let Some(h) = &r.hint {
             e = e.hint(h.clone());
         }
         crate::error::render(&e);
     }
-    answer.exit
 }

@@ -2,7 +2,7 @@
 //! the same gate as `hcp exec --envelope`.
 //!
 //! - The protocol layer is the official Rust SDK (`rmcp`); this module only maps packs to
-//!   tools ([`catalog`]) and calls to [`engine::execute_cancellable`](crate::commands::exec::engine)
+//!   tools ([`catalog`]) and calls to the runtime's pipeline (`hcp_runtime::pipeline::exec`)
 //!   with `Face::Mcp` ([`server`]). stdout is the protocol: logs go to stderr only.
 //! - The principal is the server process's: `HCP_SESSION` is read once at startup, and
 //!   nothing in a request (arguments, `_meta`) changes it. A bad token makes every call
@@ -24,8 +24,9 @@ pub mod catalog;
 pub mod intake;
 pub mod server;
 
-use crate::commands::exec::exec_env;
+use crate::commands::exec::{caller, runtime};
 use crate::error::{CliError, CliResult};
+use hcp_model::Code;
 use rmcp::ServiceExt;
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -48,33 +49,34 @@ pub struct Args {}
 /// The store's when `HCP_HOME` cannot be used; `mcp_failed` when the async runtime cannot
 /// start or the client never completes `initialize`.
 pub fn run(_a: Args) -> CliResult {
-    let env = exec_env()?;
+    let rt = runtime()?;
+    let caller = caller()?;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
         .with_target(false)
         .try_init();
-    if env.session_token.is_none() {
+    if caller.session_token.is_none() {
         // Many MCP clients start servers with a reduced environment: say plainly when the
         // server runs as the owner, which no runtime policy governs (RUNTIME §7).
         tracing::warn!(
             "no `HCP_SESSION`: serving the store `{}` as the owner; give the client's server entry `HCP_SESSION` (and `HCP_HOME`) to serve an agent",
-            env.home.root().display()
+            rt.home().root().display()
         );
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::new("mcp_failed", "cannot start the async runtime", 1).cause(e))?;
-    let out = rt.block_on(serve(env));
+        .map_err(|e| CliError::new(Code::McpFailed, "cannot start the async runtime").cause(e))?;
+    let out = tokio_rt.block_on(serve(rt, caller));
     // Dropping the runtime waits for the blocking calls still in flight: each ends its
     // child's group (its cancel pipe is closed) and writes its audit record first.
-    drop(rt);
+    drop(tokio_rt);
     out
 }
 
-async fn serve(env: crate::commands::exec::engine::ExecEnv) -> CliResult {
-    let server = server::Server::new(env);
+async fn serve(rt: hcp_runtime::Runtime, caller: hcp_runtime::Caller) -> CliResult {
+    let server = server::Server::new(rt, caller);
     let inflight = server.inflight();
     // The client is gone when the reading end of stdout closes or a write to it fails:
     // every call in flight ends now, and no other starts.
@@ -98,7 +100,7 @@ async fn serve(env: crate::commands::exec::engine::ExecEnv) -> CliResult {
         Err(e) => {
             pump.abort();
             return Err(
-                CliError::new("mcp_failed", "the client did not complete `initialize`", 1).cause(e),
+                CliError::new(Code::McpFailed, "the client did not complete `initialize`").cause(e),
             );
         }
     };

@@ -1,5 +1,6 @@
 //! The MCP server of `hcp mcp`: `tools/list` from the [`Catalog`], `tools/call` through
-//! [`engine::execute_cancellable`] with [`Face::Mcp`], the same path as `hcp exec --envelope`.
+//! the runtime's pipeline (`hcp_runtime::pipeline::exec`) with [`Face::Mcp`], the same path
+//! as `hcp exec --envelope`.
 //!
 //! Errors are split as the MCP specification splits them: an unknown tool or a malformed
 //! request is a JSON-RPC error; everything the gate or the verb answers (a refusal with its
@@ -7,10 +8,9 @@
 
 use super::catalog::{Catalog, Signature};
 use super::intake::KNOWN_METHODS;
-use crate::commands::exec::engine::{self, Answer, Call, CallArgs, ExecEnv};
-use crate::exit;
-use hcp_gate::Face;
-use hcp_model::ArgValue;
+use hcp_model::{ArgValue, Code};
+use hcp_runtime::record::early_refusal;
+use hcp_runtime::{Answer, Call, CallArgs, Caller, Face, Refusal, Runtime};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject,
@@ -36,24 +36,26 @@ pub const MAX_CONCURRENT_CALLS: usize = 8;
 /// catalog, and the calls in flight.
 #[derive(Clone)]
 pub struct Server {
-    env: Arc<ExecEnv>,
+    rt: Arc<Runtime>,
+    caller: Arc<Caller>,
     catalog: Arc<Mutex<Catalog>>,
     inflight: Arc<Inflight>,
     slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Server {
-    /// A server over `env`, its catalog built from the store as it is now.
-    pub fn new(env: ExecEnv) -> Self {
-        let signature = Signature::read(&env.home).unwrap_or_default();
+    /// A server over `rt` for `caller`, its catalog built from the store as it is now.
+    pub fn new(rt: Runtime, caller: Caller) -> Self {
+        let signature = Signature::read(rt.home()).unwrap_or_default();
         let catalog = Catalog::build(
-            &env.home,
+            rt.home(),
             signature,
             &Catalog::default(),
-            env.session_token.is_none(),
+            caller.session_token.is_none(),
         );
         Self {
-            env: Arc::new(env),
+            rt: Arc::new(rt),
+            caller: Arc::new(caller),
             catalog: Arc::new(Mutex::new(catalog)),
             inflight: Arc::new(Inflight::default()),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS)),
@@ -72,7 +74,7 @@ impl Server {
     /// Re-reads the signature; when the owner changed the active packs or their install
     /// records, rebuilds the catalog and answers true.
     pub fn refresh(&self) -> bool {
-        let Ok(signature) = Signature::read(&self.env.home) else {
+        let Ok(signature) = Signature::read(self.rt.home()) else {
             return false;
         };
         let mut cat = self.catalog();
@@ -80,10 +82,10 @@ impl Server {
             return false;
         }
         let next = Catalog::build(
-            &self.env.home,
+            self.rt.home(),
             signature,
             &cat,
-            self.env.session_token.is_none(),
+            self.caller.session_token.is_none(),
         );
         *cat = next;
         true
@@ -179,15 +181,13 @@ pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Bo
         let value = match v {
             Value::String(s) => {
                 if s.len() > MAX_VALUE_BYTES {
-                    return Err(Box::new(engine::early_refusal(
-                        "arg_invalid",
+                    return Err(Box::new(early_refusal(Refusal::new(
+                        Code::ArgInvalid,
                         format!(
                             "argument `{name}` is {} bytes; a value may be at most {MAX_VALUE_BYTES} bytes (one argv element)",
                             s.len()
                         ),
-                        None,
-                        exit::EX_DATAERR,
-                    )));
+                    ))));
                 }
                 ArgValue::String(s)
             }
@@ -199,13 +199,14 @@ pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Bo
                     Value::Array(_) => "an array",
                     _ => "an object",
                 };
-                return Err(Box::new(engine::early_refusal(
-                    "bad_envelope",
-                    format!(
-                        "argument `{name}` is {kind}; a value is a string, a number or a boolean"
-                    ),
-                    Some("the tool's inputSchema lists its arguments".into()),
-                    exit::EX_DATAERR,
+                return Err(Box::new(early_refusal(
+                    Refusal::new(
+                        Code::BadEnvelope,
+                        format!(
+                            "argument `{name}` is {kind}; a value is a string, a number or a boolean"
+                        ),
+                    )
+                    .hint("the tool's inputSchema lists its arguments"),
                 )));
             }
         };
@@ -225,7 +226,7 @@ pub fn tool_result(a: &Answer) -> CallToolResult {
     let mut facts = serde_json::to_value(r).unwrap_or(Value::Null);
     if r.exit_code.is_none() {
         let message = r.error.clone().unwrap_or_else(|| "refused".into());
-        let mut detail = format!("code: {}", r.code.as_deref().unwrap_or("refused"));
+        let mut detail = format!("code: {}", r.code.map_or("refused", Code::as_str));
         if let Some(h) = &r.hint {
             detail.push_str(&format!("\nhint: {h}"));
         }
@@ -321,7 +322,7 @@ impl ServerHandler for Server {
         else {
             return Err(McpError::invalid_params(
                 format!("unknown tool `{}`", request.name),
-                Some(json!({ "code": "unknown_verb" })),
+                Some(json!({ "code": Code::UnknownVerb })),
             ));
         };
         let args = match arguments(request.arguments) {
@@ -347,9 +348,9 @@ impl ServerHandler for Server {
             face: Face::Mcp,
             timeout: None,
         };
-        let env = self.env.clone();
+        let (rt, caller) = (self.rt.clone(), self.caller.clone());
         let task = tokio::task::spawn_blocking(move || {
-            let answer = engine::execute_cancellable(&env, call, reader.as_fd());
+            let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(reader.as_fd()));
             drop(slot);
             answer
         });

@@ -1,17 +1,18 @@
-//! The relay loop of `hcp sense`: runs the planned triggers and relays their JSON lines
-//! and the recorded stimuli until stopped (see the parent module and DESIGN.md).
+//! The relay loop of `hcp sense`: runs the admitted triggers and relays their JSON lines
+//! and the recorded stimuli until stopped (see [`crate::sense`] and DESIGN.md).
 
-use super::{MAX_LINE_BYTES, Planned, RECORDED_POLL, STOP_GRACE};
-use crate::commands::exec::engine::ExecEnv;
-use crate::error::{CliError, CliResult};
-use crate::exit;
-use hcp_store::pack::InstalledPack;
+use crate::Runtime;
+use crate::pipeline::SenseAdmitted;
+use crate::redact::Redactor;
+use crate::refusal::Refusal;
+use crate::sense::{MAX_LINE_BYTES, Planned, RECORDED_POLL, STOP_GRACE};
+use hcp_model::{Code, exit};
 use hcp_store::stimulus;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -69,11 +70,8 @@ fn exited(pid: Pid) -> bool {
     )
 }
 
-fn spawn(p: &Planned) -> Result<Running, CliError> {
-    let adapter =
-        |e: hcp_adapter::AdapterError| CliError::new(e.code(), e.to_string(), e.exit_status());
-    let verified = hcp_adapter::verify_bin(&p.pin).map_err(adapter)?;
-    let child = Command::new(verified.path())
+fn spawn(p: &Planned) -> Result<Running, Refusal> {
+    let child = Command::new(&p.path)
         .arg0(&p.argv0)
         .args(&p.args)
         .env_clear()
@@ -85,12 +83,10 @@ fn spawn(p: &Planned) -> Result<Running, CliError> {
         .process_group(0)
         .spawn()
         .map_err(|e| {
-            CliError::new(
-                "spawn_failed",
-                format!("trigger `{}` could not be started", p.reference),
-                exit::EX_IOERR,
+            Refusal::new(
+                Code::SpawnFailed,
+                format!("trigger `{}` could not be started: {e}", p.reference),
             )
-            .cause(e)
         })?;
     let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let mut running = Running {
@@ -107,7 +103,7 @@ fn spawn(p: &Planned) -> Result<Running, CliError> {
     // What ran must still be the pinned file (the adapter's post-spawn check).
     if let Err(e) = hcp_adapter::verify_bin(&p.pin) {
         running.stop();
-        return Err(adapter(e));
+        return Err(Refusal::adapter(&e));
     }
     if let Some(c) = running.child.as_mut() {
         running.out = c.stdout.take().map(OwnedFd::from);
@@ -129,27 +125,43 @@ enum Stop {
     Done,
 }
 
-/// The writer of relayed lines: one JSON object a line, flushed per line, with the
-/// credential's string values redacted.
-struct Relay<'a> {
-    pack_id: &'a str,
-    redact: Vec<(String, &'static str)>,
-    sent: u64,
-    count: Option<u64>,
+/// Where the relay writes and what stops it.
+pub struct Sinks<'a> {
+    /// The events, one JSON line each, flushed per line (hcp's stdout).
+    pub events: &'a mut dyn Write,
+    /// The triggers' stderr, relayed line by line, and the relay's notes (hcp's stderr).
+    pub notes: &'a mut dyn Write,
+    /// Readable (or hung up) when the relay must stop: the signal pipe.
+    pub stop: BorrowedFd<'a>,
+    /// The descriptor of `events`, watched for its reader going away.
+    pub events_fd: Option<BorrowedFd<'a>>,
 }
 
-impl Relay<'_> {
-    /// Writes one event; `Err` when stdout is closed.
+impl std::fmt::Debug for Sinks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sinks").finish_non_exhaustive()
+    }
+}
+
+/// The writer of relayed lines: one JSON object a line, flushed per line, with the
+/// credential's string values redacted.
+struct Relay<'a, 'b> {
+    pack_id: &'a str,
+    redact: &'a Redactor,
+    sent: u64,
+    count: Option<u64>,
+    events: &'b mut dyn Write,
+    notes: &'b mut dyn Write,
+}
+
+impl Relay<'_, '_> {
+    /// Writes one event; `Err` when the reader is gone.
     fn send(&mut self, reference: &str, event: Value) -> std::io::Result<()> {
-        let mut line =
-            json!({"pack_id": self.pack_id, "ref": reference, "event": event}).to_string();
-        for (v, with) in &self.redact {
-            line = line.replace(v.as_str(), with);
-        }
+        let line = json!({"pack_id": self.pack_id, "ref": reference, "event": event}).to_string();
+        let mut line = self.redact.text(&line);
         line.push('\n');
-        let mut out = std::io::stdout().lock();
-        out.write_all(line.as_bytes())?;
-        out.flush()?;
+        self.events.write_all(line.as_bytes())?;
+        self.events.flush()?;
         self.sent += 1;
         Ok(())
     }
@@ -158,44 +170,44 @@ impl Relay<'_> {
         self.count.is_some_and(|c| self.sent >= c)
     }
 
-    fn scrub(&self, text: &str) -> String {
-        let mut t = text.to_owned();
-        for (v, with) in &self.redact {
-            t = t.replace(v.as_str(), with);
-        }
-        t
+    fn note(&mut self, reference: &str, what: &str) {
+        let _ = writeln!(self.notes, "hcp: sense: trigger `{reference}` {what}");
     }
 }
 
-/// Runs the triggers of `planned` and relays events until stopped; the exit status.
-pub(super) fn relay(
-    env: &ExecEnv,
-    pack: &InstalledPack,
-    principal: &str,
-    refs: &[String],
-    (planned, secret): (Vec<Planned>, Option<Map<String, Value>>),
+/// Runs the admitted triggers and relays events until stopped, at most `count` of them;
+/// answers the exit status: 0 when asked to stop (signal, `--count`, the reader gone),
+/// else, once every trigger has exited on its own, the first failure's status.
+///
+/// # Errors
+/// A trigger that cannot be started (`spawn_failed`, `bin_changed` …) or a failed `poll`
+/// (`supervise_failed`); the triggers already started are stopped first.
+pub fn relay(
+    rt: &Runtime,
+    admitted: &SenseAdmitted,
     count: Option<u64>,
-) -> CliResult {
-    let signals = crate::signals::arm()?;
-    let redact = secret
-        .iter()
-        .flat_map(|s| s.values())
-        .filter_map(Value::as_str)
-        .filter(|s| s.len() >= 4)
-        .filter_map(|s| {
-            // As it appears inside a JSON string.
-            let quoted = serde_json::to_string(s).ok()?;
-            Some((quoted[1..quoted.len() - 1].to_owned(), "[redacted]"))
-        })
-        .collect();
+    sinks: Sinks<'_>,
+) -> Result<u8, Refusal> {
+    let Sinks {
+        events,
+        notes,
+        stop,
+        events_fd,
+    } = sinks;
+    let pack = &admitted.pack;
+    let principal = admitted.principal.as_str();
+    let refs = &admitted.refs;
+    let planned = &admitted.triggers;
     let mut relay = Relay {
         pack_id: pack.id.as_str(),
-        redact,
+        redact: &admitted.redactor,
         sent: 0,
         count,
+        events,
+        notes,
     };
     let mut running = Vec::new();
-    for p in &planned {
+    for p in planned {
         match spawn(p) {
             Ok(r) => running.push(r),
             Err(e) => {
@@ -209,10 +221,9 @@ pub(super) fn relay(
     let ref_strs: Vec<&str> = refs.iter().map(String::as_str).collect();
     let mut delivered: Vec<String> = Vec::new();
     let mut next_recorded = Instant::now();
-    let stdout_fd = std::io::stdout();
     let stop = 'main: loop {
         if Instant::now() >= next_recorded {
-            match deliver_recorded(env, pack, principal, &ref_strs, &mut delivered, &mut relay) {
+            match deliver_recorded(rt, pack, principal, &ref_strs, &mut delivered, &mut relay) {
                 Ok(()) => {}
                 Err(()) => break 'main Stop::Asked,
             }
@@ -237,8 +248,10 @@ pub(super) fn relay(
             }
         }
         let n_streams = fds.len();
-        fds.push(PollFd::new(signals.read.as_fd(), PollFlags::POLLIN));
-        fds.push(PollFd::new(stdout_fd.as_fd(), PollFlags::empty()));
+        fds.push(PollFd::new(stop, PollFlags::POLLIN));
+        if let Some(fd) = events_fd {
+            fds.push(PollFd::new(fd, PollFlags::empty()));
+        }
         let wait = next_recorded.saturating_duration_since(Instant::now());
         let timeout = PollTimeout::try_from(wait.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
         match poll(&mut fds, timeout) {
@@ -247,9 +260,10 @@ pub(super) fn relay(
                 for r in &mut running {
                     r.stop();
                 }
-                return Err(
-                    CliError::new("supervise_failed", "poll failed", exit::EX_IOERR).cause(e),
-                );
+                return Err(Refusal::new(
+                    Code::SuperviseFailed,
+                    format!("poll failed: {e}"),
+                ));
             }
         }
         let ready: Vec<bool> = fds
@@ -257,7 +271,7 @@ pub(super) fn relay(
             .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
             .collect();
         drop(fds);
-        if ready[n_streams] || ready[n_streams + 1] {
+        if ready[n_streams] || ready.get(n_streams + 1).copied().unwrap_or(false) {
             // A signal, or whoever reads our stdout went away.
             break 'main Stop::Asked;
         }
@@ -274,7 +288,7 @@ pub(super) fn relay(
                     break 'main Stop::Asked;
                 }
             } else {
-                read_stderr(r, &relay);
+                read_stderr(r, &mut relay);
             }
         }
         for r in &mut running {
@@ -285,7 +299,7 @@ pub(super) fn relay(
                 if read_events(r, &mut relay).is_err() {
                     break 'main Stop::Asked;
                 }
-                read_stderr(r, &relay);
+                read_stderr(r, &mut relay);
                 if let Some(mut c) = r.child.take()
                     && let Ok(st) = c.wait()
                 {
@@ -311,7 +325,7 @@ pub(super) fn relay(
     for r in &running {
         if let Some(c) = r.exit_code.filter(|c| *c != 0) {
             let _ = writeln!(
-                std::io::stderr().lock(),
+                relay.notes,
                 "hcp: sense: trigger `{}` exited with status {c}",
                 r.reference
             );
@@ -323,14 +337,15 @@ pub(super) fn relay(
 /// Relays the recorded stimuli not yet delivered by this process, then acknowledges them.
 /// `Err` when stdout is closed.
 fn deliver_recorded(
-    env: &ExecEnv,
-    pack: &InstalledPack,
+    rt: &Runtime,
+    pack: &hcp_store::pack::InstalledPack,
     principal: &str,
     refs: &[&str],
     delivered: &mut Vec<String>,
-    relay: &mut Relay<'_>,
+    relay: &mut Relay<'_, '_>,
 ) -> Result<(), ()> {
-    let Ok(pending) = stimulus::pending(&env.home, principal, pack.id.as_str(), Some(refs)) else {
+    let home = rt.home();
+    let Ok(pending) = stimulus::pending(home, principal, pack.id.as_str(), Some(refs)) else {
         return Ok(());
     };
     let mut acked = Vec::new();
@@ -342,13 +357,13 @@ fn deliver_recorded(
             break;
         }
         if relay.send(&s.reference, s.event).is_err() {
-            let _ = stimulus::ack(&env.home, principal, pack.id.as_str(), &acked);
+            let _ = stimulus::ack(home, principal, pack.id.as_str(), &acked);
             return Err(());
         }
         delivered.push(s.id.clone());
         acked.push(s.id);
     }
-    let _ = stimulus::ack(&env.home, principal, pack.id.as_str(), &acked);
+    let _ = stimulus::ack(home, principal, pack.id.as_str(), &acked);
     Ok(())
 }
 
@@ -371,15 +386,12 @@ fn read_into(fd: BorrowedFd<'_>, buf: &mut Vec<u8>) -> bool {
 /// Relays each complete JSON line of a trigger's stdout; a line that is not JSON, or is
 /// longer than [`MAX_LINE_BYTES`], is dropped with a note on stderr (never quoted: it may
 /// hold anything). `Err` when stdout is closed.
-fn read_events(r: &mut Running, relay: &mut Relay<'_>) -> std::io::Result<()> {
+fn read_events(r: &mut Running, relay: &mut Relay<'_, '_>) -> std::io::Result<()> {
     let Some(fd) = &r.out else {
         return Ok(());
     };
     let eof = read_into(fd.as_fd(), &mut r.out_buf);
-    loop {
-        let Some(nl) = r.out_buf.iter().position(|b| *b == b'\n') else {
-            break;
-        };
+    while let Some(nl) = r.out_buf.iter().position(|b| *b == b'\n') {
         let line: Vec<u8> = r.out_buf.drain(..=nl).collect();
         if std::mem::take(&mut r.out_skipping) {
             continue;
@@ -390,7 +402,7 @@ fn read_events(r: &mut Running, relay: &mut Relay<'_>) -> std::io::Result<()> {
         }
     }
     if r.out_buf.len() > MAX_LINE_BYTES {
-        note(&r.reference, "printed a line longer than the cap; dropped");
+        relay.note(&r.reference, "printed a line longer than the cap; dropped");
         r.out_buf.clear();
         r.out_skipping = true;
     }
@@ -404,14 +416,14 @@ fn read_events(r: &mut Running, relay: &mut Relay<'_>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn event_line(reference: &str, line: &[u8], relay: &mut Relay<'_>) -> std::io::Result<()> {
+fn event_line(reference: &str, line: &[u8], relay: &mut Relay<'_, '_>) -> std::io::Result<()> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
     match serde_json::from_slice::<Value>(line) {
         Ok(event) => relay.send(reference, event),
         Err(_) => {
-            note(
+            relay.note(
                 reference,
                 &format!(
                     "printed a line that is not JSON ({} bytes); dropped",
@@ -424,30 +436,31 @@ fn event_line(reference: &str, line: &[u8], relay: &mut Relay<'_>) -> std::io::R
 }
 
 /// Relays a trigger's stderr to ours, line by line, the credential redacted.
-fn read_stderr(r: &mut Running, relay: &Relay<'_>) {
+fn read_stderr(r: &mut Running, relay: &mut Relay<'_, '_>) {
     let Some(fd) = &r.err else {
         return;
     };
     let eof = read_into(fd.as_fd(), &mut r.err_buf);
-    let mut err = std::io::stderr().lock();
     while let Some(nl) = r.err_buf.iter().position(|b| *b == b'\n') {
         let line: Vec<u8> = r.err_buf.drain(..=nl).collect();
-        let _ = err.write_all(relay.scrub(&String::from_utf8_lossy(&line)).as_bytes());
+        let _ = relay.notes.write_all(
+            relay
+                .redact
+                .text(&String::from_utf8_lossy(&line))
+                .as_bytes(),
+        );
     }
     if eof || r.err_buf.len() > MAX_LINE_BYTES {
         let rest = std::mem::take(&mut r.err_buf);
         if !rest.is_empty() {
-            let _ = writeln!(err, "{}", relay.scrub(&String::from_utf8_lossy(&rest)));
+            let _ = writeln!(
+                relay.notes,
+                "{}",
+                relay.redact.text(&String::from_utf8_lossy(&rest))
+            );
         }
     }
     if eof {
         r.err = None;
     }
-}
-
-fn note(reference: &str, what: &str) {
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "hcp: sense: trigger `{reference}` {what}"
-    );
 }

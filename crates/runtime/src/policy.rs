@@ -2,21 +2,27 @@
 //! call of a session principal, and its output controls after the run.
 //!
 //! The engine (`histos`) is pure; this module supplies what it consults: the principal
-//! from the session, call counters shared by every hcp process (`hcp_store::counter`),
-//! and out-of-band approvals (`hcp_store::approval`). Tool names are `PACK_ID.VERB_KEY`.
-//! The owner's own calls answer to the pack policy alone, but a policy that does not load
-//! stops every call, the owner's too (fail closed).
+//! from the session, the call counters and the owner's approvals of the [`State`]. The
+//! pre-gate here is **dry**: counters are only checked and an approval only looked up;
+//! what the call would spend ([`PolicyPass::counters`], [`PolicyPass::approval`]) is
+//! taken later by [`State::admit`], once every other check passed. Tool names are
+//! `PACK_ID.VERB_KEY` (`PACK_ID.REF` for a stimulus). The owner's own calls answer to the
+//! pack policy alone, but a policy that does not load stops every call, the owner's too
+//! (fail closed). [`load`] is the one loader of the runtime policy (exec, sense, MCP's
+//! catalog).
 
-use hcp_model::ArgValue;
-use hcp_store::approval;
-use hcp_store::counter::{Counters, Limits, Verdict};
+use hcp_model::{ArgValue, Code};
+use hcp_store::Home;
+use hcp_store::audit;
+use hcp_store::counter::{Limits, Verdict};
 use hcp_store::session::Session;
-use hcp_store::{Home, audit};
+use hcp_store::state::{ApprovalKey, ApprovalRequest, CounterSlot, State};
 use histos::engine::Args;
 use histos::{Effect, Engine, LimitKey, LimitSpec, LimitStore, LimitVerdict, Policy, Value};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 /// The rolling window of `rate_limit`, in milliseconds (the reference's default).
 pub const RATE_WINDOW_MS: u64 = 60_000;
@@ -40,7 +46,7 @@ impl RuntimePolicy {
 #[derive(Debug, Clone)]
 pub struct PolicyRefusal {
     /// The code.
-    pub code: String,
+    pub code: Code,
     /// The message.
     pub message: String,
     /// The hint.
@@ -69,7 +75,7 @@ pub fn load(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal> {
         [one] => one.clone(),
         _ => {
             return Err(PolicyRefusal {
-                code: "policy_conflict".into(),
+                code: Code::PolicyConflict,
                 message: "both `policy.json` and `policy.yaml` are in the store; the runtime policy must be one file".into(),
                 hint: Some("remove one of them".into()),
                 approval_id: None,
@@ -79,7 +85,7 @@ pub fn load(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal> {
     match Policy::load_path(&path) {
         Ok(policy) => Ok(Some(RuntimePolicy { policy })),
         Err(e) => Err(PolicyRefusal {
-            code: e.code.as_str().to_owned(),
+            code: crate::refusal::code_of(e.code.as_str()),
             message: format!(
                 "the runtime policy `{}` does not load: {}{}",
                 path.display(),
@@ -154,35 +160,24 @@ fn cli_typed(v: &ArgValue, ty: histos::model::FieldType) -> Option<Value> {
 }
 
 /// The digest an approval is bound to: the call's arguments after binding.
-fn bound_digest(args: &Args<'_>) -> String {
+fn bound_digest(state: &dyn State, args: &Args<'_>) -> Result<String, hcp_store::StoreError> {
     let m: Vec<(String, ArgValue)> = args
         .iter()
         .filter_map(|(k, v)| to_arg(v).map(|a| (k.to_owned(), a)))
         .collect();
-    audit::args_digest(m.iter().map(|(k, v)| (k.as_str(), v)))
+    let pairs: Vec<(&str, &ArgValue)> = m.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    state.args_digest(&pairs)
 }
 
-/// Counters shared by every hcp process, as the engine's [`LimitStore`].
-struct FileLimits<'a> {
-    counters: &'a Counters,
+/// The counters of the [`State`], as the engine's [`LimitStore`], read only: a slot the
+/// call would take is noted for admission; nothing is counted here.
+struct DryLimits<'a> {
+    state: &'a dyn State,
     failed: std::sync::atomic::AtomicBool,
+    checked: Mutex<Vec<CounterSlot>>,
 }
 
-impl FileLimits<'_> {
-    fn verdict(&self, r: hcp_store::StoreResult<Verdict>) -> LimitVerdict {
-        match r {
-            Ok(Verdict::Ok) => LimitVerdict::Ok,
-            Ok(Verdict::Budget) => LimitVerdict::Budget,
-            Ok(Verdict::RateLimit) => LimitVerdict::RateLimit,
-            // A counter that cannot be read or written refuses (fail closed).
-            Err(_) => {
-                self.failed
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                LimitVerdict::Capacity
-            }
-        }
-    }
-
+impl DryLimits<'_> {
     fn limits(spec: LimitSpec) -> Limits {
         Limits {
             rate_limit: spec.rate_limit,
@@ -192,50 +187,64 @@ impl FileLimits<'_> {
     }
 }
 
-impl LimitStore for FileLimits<'_> {
+impl LimitStore for DryLimits<'_> {
     fn window_ms(&self) -> u64 {
         RATE_WINDOW_MS
     }
     fn check(&self, key: LimitKey<'_>, spec: LimitSpec, now_ms: u64) -> LimitVerdict {
-        self.verdict(
-            self.counters
-                .check(key.identity, key.tool, Self::limits(spec), now_ms),
-        )
+        let limits = Self::limits(spec);
+        match self
+            .state
+            .counter_check(key.identity, key.tool, limits, now_ms)
+        {
+            Ok(Verdict::Ok) => {
+                if let Ok(mut c) = self.checked.lock() {
+                    c.push(CounterSlot {
+                        identity: key.identity.to_owned(),
+                        tool: key.tool.to_owned(),
+                        limits,
+                        now_ms,
+                    });
+                }
+                LimitVerdict::Ok
+            }
+            Ok(Verdict::Budget) => LimitVerdict::Budget,
+            Ok(Verdict::RateLimit) => LimitVerdict::RateLimit,
+            // A counter that cannot be read refuses (fail closed).
+            Err(_) => {
+                self.failed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                LimitVerdict::Capacity
+            }
+        }
     }
     fn try_consume(&self, key: LimitKey<'_>, spec: LimitSpec, now_ms: u64) -> LimitVerdict {
-        self.verdict(
-            self.counters
-                .try_consume(key.identity, key.tool, Self::limits(spec), now_ms),
-        )
+        // Never called (`consume_limits` is false): the slot is taken at admission.
+        self.check(key, spec, now_ms)
     }
 }
 
-/// Approvals granted by the owner, as the engine's confirmation callback.
-struct Approvals<'a> {
-    home: &'a Home,
+/// The owner's approvals, as the engine's confirmation callback, looked up only: the
+/// approval a call would use is noted for admission.
+struct DryApprovals<'a> {
+    state: &'a dyn State,
     policy_hash: &'a str,
     now: Timestamp,
-    used: std::cell::RefCell<Option<String>>,
+    found: std::cell::RefCell<Option<(String, ApprovalKey)>>,
 }
 
-impl histos::Confirmer for Approvals<'_> {
+impl histos::Confirmer for DryApprovals<'_> {
     fn confirm(
         &self,
         tool: &str,
         args: &Args<'_>,
         principal: &histos::Principal,
     ) -> Result<bool, String> {
-        let who = approval_principal(principal);
-        match approval::take(
-            self.home,
-            tool,
-            (&who.0, &who.1),
-            &bound_digest(args),
-            self.policy_hash,
-            self.now,
-        ) {
+        let digest = bound_digest(self.state, args).map_err(|e| e.to_string())?;
+        let key = approval_key(tool, principal, &digest, self.policy_hash);
+        match self.state.approval_lookup(&key, self.now) {
             Ok(Some(a)) => {
-                *self.used.borrow_mut() = Some(a.id);
+                *self.found.borrow_mut() = Some((a.id, key));
                 Ok(true)
             }
             Ok(None) => Ok(false),
@@ -244,31 +253,36 @@ impl histos::Confirmer for Approvals<'_> {
     }
 }
 
-/// What step 7 allowed: the values after binding, and the rule for the audit.
+/// What step 7 allowed: the values after binding, the rule for the audit, and what the
+/// call would spend once admitted.
 #[derive(Debug)]
-pub struct PolicyAllow {
+pub struct PolicyPass {
     /// The call's values after `bind` (HISTOS-ENGINE §5).
     pub values: BTreeMap<String, ArgValue>,
     /// The engine's rule (`allow`, `confirmed`, `escalated`).
     pub rule: String,
-    /// The approval the call used, if any.
-    pub approval_id: Option<String>,
+    /// The counter slots the call takes at admission.
+    pub counters: Vec<CounterSlot>,
+    /// The approval the call uses at admission: its id as looked up, and its key.
+    pub approval: Option<(String, ApprovalKey)>,
 }
 
-/// The pre-gate for one call of a session principal (RUNTIME §7).
+/// The dry pre-gate for one call of a session principal (RUNTIME §7): nothing is spent.
 ///
 /// # Errors
 /// A [`PolicyRefusal`] with the engine's rule as code; a paused call gets
-/// `requires_confirmation` and a pending approval id.
+/// `requires_confirmation` and a pending approval id (recording the request is not
+/// spending).
+#[allow(clippy::too_many_arguments)]
 pub fn pre(
-    home: &Home,
+    state: &dyn State,
     rp: &RuntimePolicy,
     session: &Session,
     tool: &str,
     values: &BTreeMap<String, ArgValue>,
     cli_face: bool,
     now: Timestamp,
-) -> Result<PolicyAllow, PolicyRefusal> {
+) -> Result<PolicyPass, PolicyRefusal> {
     let principal = principal_of(session);
     let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
     let mut args = histos::Map::new();
@@ -286,16 +300,16 @@ pub fn pre(
         tool: tool.to_owned(),
         args,
     };
-    let counters = Counters::new(home);
-    let limits = FileLimits {
-        counters: &counters,
+    let limits = DryLimits {
+        state,
         failed: std::sync::atomic::AtomicBool::new(false),
+        checked: Mutex::new(Vec::new()),
     };
-    let approvals = Approvals {
-        home,
+    let approvals = DryApprovals {
+        state,
         policy_hash: rp.hash(),
         now,
-        used: std::cell::RefCell::new(None),
+        found: std::cell::RefCell::new(None),
     };
     let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
     let ctx = histos::Context {
@@ -304,7 +318,7 @@ pub fn pre(
         tier: None,
         confirm: Some(&approvals),
         mode: histos::Mode::Enforce,
-        consume_limits: true,
+        consume_limits: false,
     };
     let d = Engine::pre(&rp.policy, Some(&principal), None, &call, &ctx);
     let rule = d.rule.as_str().to_owned();
@@ -316,7 +330,7 @@ pub fn pre(
             for (k, v) in bound.iter() {
                 let Some(a) = to_arg(v) else {
                     return Err(PolicyRefusal {
-                        code: "arg_binding_unresolved".into(),
+                        code: Code::ArgBindingUnresolved,
                         message: format!("bound argument `{k}` is not a string, number or boolean"),
                         hint: None,
                         approval_id: None,
@@ -324,31 +338,37 @@ pub fn pre(
                 };
                 out.insert(k.clone(), a);
             }
-            Ok(PolicyAllow {
+            Ok(PolicyPass {
                 values: out,
                 rule,
-                approval_id: approvals.used.into_inner(),
+                counters: limits.checked.into_inner().unwrap_or_default(),
+                approval: approvals.found.into_inner(),
             })
         }
         Effect::RequireConfirmation => {
             let mut bound = call.args.clone();
             d.apply_bindings(&mut bound);
-            let digest = bound_digest(&Args::plain(&bound));
+            let digest = match bound_digest(state, &Args::plain(&bound)) {
+                Ok(d) => d,
+                Err(e) => {
+                    return Err(PolicyRefusal {
+                        code: e.code(),
+                        message: e.to_string(),
+                        hint: None,
+                        approval_id: None,
+                    });
+                }
+            };
             let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
             let window = rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in);
-            let who = approval_principal(&principal);
-            match approval::request(
-                home,
-                tool,
-                (&who.0, &who.1),
-                &digest,
-                rp.hash(),
+            let request = ApprovalRequest {
+                key: approval_key(tool, &principal, &digest, rp.hash()),
                 summary,
-                window,
-                now,
-            ) {
+                window_s: window,
+            };
+            match state.approval_request(&request, now) {
                 Ok(a) => Err(PolicyRefusal {
-                    code: rule,
+                    code: Code::RequiresConfirmation,
                     message: format!(
                         "`{tool}` needs an approval the agent cannot give itself: approval `{}` is pending",
                         a.id
@@ -360,7 +380,7 @@ pub fn pre(
                     approval_id: Some(a.id),
                 }),
                 Err(e) => Err(PolicyRefusal {
-                    code: e.code().into(),
+                    code: e.code(),
                     message: e.to_string(),
                     hint: None,
                     approval_id: None,
@@ -368,12 +388,13 @@ pub fn pre(
             }
         }
         _ => {
-            let code = if limits.failed.load(std::sync::atomic::Ordering::Relaxed) {
-                "limit_store_unavailable".to_owned()
+            let failed = limits.failed.load(std::sync::atomic::Ordering::Relaxed);
+            let code = if failed {
+                Code::LimitStoreUnavailable
             } else {
-                rule
+                crate::refusal::code_of(&rule)
             };
-            let mut message = if code == "limit_store_unavailable" {
+            let mut message = if failed {
                 format!(
                     "the call counters of `{tool}` cannot be read or written; the call is refused"
                 )
@@ -507,10 +528,15 @@ fn write_json(v: &Value, out: &mut String) {
     }
 }
 
-/// The principal an approval is bound to: the identity, and a digest of its role,
-/// attributes and `can_view`, so another session of the same id with other facts cannot
-/// use it (HISTOS-ENGINE §6).
-fn approval_principal(p: &histos::Principal) -> (String, String) {
+/// The key of the approval of a call: the tool, the principal's identity and a digest of
+/// its role, attributes and `can_view` (so another session of the same id with other
+/// facts cannot use it, HISTOS-ENGINE §6), the digest of the bound arguments, the policy.
+fn approval_key(
+    tool: &str,
+    p: &histos::Principal,
+    args_digest: &str,
+    policy_hash: &str,
+) -> ApprovalKey {
     let attrs: serde_json::Map<String, serde_json::Value> = p
         .attributes
         .iter()
@@ -524,6 +550,11 @@ fn approval_principal(p: &histos::Principal) -> (String, String) {
         "attributes": attrs,
         "can_view": can_view,
     });
-    let digest = audit::sha256_tagged(&audit::canonical_json(&facts));
-    (p.identity_or_anonymous().to_owned(), digest)
+    ApprovalKey {
+        tool: tool.to_owned(),
+        principal: p.identity_or_anonymous().to_owned(),
+        principal_digest: audit::sha256_tagged(&audit::canonical_json(&facts)),
+        args_digest: args_digest.to_owned(),
+        policy_hash: policy_hash.to_owned(),
+    }
 }

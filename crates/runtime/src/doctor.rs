@@ -1,0 +1,367 @@
+//! `hcp doctor`'s examination (RUNTIME §3, §5 "The child", §10): store health, the
+//! Landlock ABI, which confinements and resource limits hold, whether each installed
+//! pack's bins still match their pins (the one bin verifier, [`crate::pins::check`]),
+//! which stored credentials are too open, and the skill export folders with any missing,
+//! stale or foreign skill in them. The binary prints the [`Report`].
+//!
+//! `ok` is false when something is wrong (a bin changed or missing, a damaged record or
+//! audit trail, an invalid configuration, `sandbox.require` on a kernel without
+//! Landlock). A kernel without Landlock is reported, not a failure, unless required.
+
+use crate::Runtime;
+use crate::refusal::Refusal;
+use hcp_adapter::{
+    LandlockSupport, NETWORK_LANDLOCK_ABI, Network, ResourceLimits, SCOPE_LANDLOCK_ABI,
+    TESTED_LANDLOCK_ABI,
+};
+use hcp_store::config::RuntimeConfig;
+use hcp_store::pack;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What `hcp doctor` found (RUNTIME §3, §5 "The child").
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Whether nothing is wrong.
+    pub ok: bool,
+    /// The store.
+    pub store: StoreHealth,
+    /// What the kernel's confinement gives `local` verbs here.
+    pub sandbox: Sandbox,
+    /// The resource limits of every child.
+    pub limits: Vec<Limit>,
+    /// Each installed pack's bins.
+    pub packs: Vec<PackBins>,
+    /// The stored credentials' files.
+    pub bindings: Vec<BindingFile>,
+    /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
+    /// them.
+    pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
+    /// What is wrong, one sentence each.
+    pub problems: Vec<String>,
+}
+
+/// A stored credential's file (never its value): who, which family, its mode.
+#[derive(Debug, Serialize)]
+pub struct BindingFile {
+    /// The principal.
+    pub principal: String,
+    /// The binding family.
+    pub family: String,
+    /// The file's mode, four octal digits.
+    pub mode: String,
+    /// Whether it is 0600 or tighter (exec refuses it otherwise: `binding_insecure`).
+    pub secure: bool,
+}
+
+/// The store.
+#[derive(Debug, Serialize)]
+pub struct StoreHealth {
+    /// `$HCP_HOME`.
+    pub home: PathBuf,
+    /// Whether it exists.
+    pub exists: bool,
+    /// `config.json`.
+    pub config: ConfigHealth,
+    /// Installed packs.
+    pub packs_installed: usize,
+    /// Active packs.
+    pub packs_active: usize,
+    /// The audit trail.
+    pub audit: AuditHealth,
+}
+
+/// `config.json`.
+#[derive(Debug, Serialize)]
+pub struct ConfigHealth {
+    /// Its path.
+    pub path: PathBuf,
+    /// Whether it exists (absent: the defaults).
+    pub present: bool,
+    /// Why it does not load, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The audit trail.
+#[derive(Debug, Serialize)]
+pub struct AuditHealth {
+    /// The records of the intact chain.
+    pub records: u64,
+    /// Whether the chain verifies.
+    pub sound: bool,
+    /// Why it cannot be read, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What the kernel's confinement gives `local` verbs here.
+#[derive(Debug, Serialize)]
+pub struct Sandbox {
+    /// `available`, `not_enabled` or `not_implemented`.
+    pub landlock: &'static str,
+    /// The kernel's Landlock ABI (0: none).
+    pub landlock_abi: u32,
+    /// The ABI hcp will use: the kernel's, at most the tested one.
+    pub used_abi: u32,
+    /// Whether filesystem rules hold.
+    pub filesystem: bool,
+    /// `sandbox.network`: `allow` or `deny`.
+    pub network: &'static str,
+    /// Whether the ABI can enforce `deny` (TCP rules).
+    pub network_deny_enforceable: bool,
+    /// Whether signals and abstract sockets are scoped.
+    pub scoped: bool,
+    /// `sandbox.require`.
+    pub require: bool,
+    /// What a `local` verb gets here: `confined`, `unconfined` or `refused`.
+    pub local_verbs: &'static str,
+}
+
+/// One resource limit of every child.
+#[derive(Debug, Serialize)]
+pub struct Limit {
+    /// Its name in `config.json`.
+    pub name: &'static str,
+    /// As configured.
+    pub configured: u64,
+    /// As applied (at most the hard limit hcp runs under).
+    pub effective: u64,
+    /// Whether the kernel applies it.
+    pub enforced: bool,
+    /// Why `effective` differs or it is not enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
+}
+
+/// One installed pack's bins.
+#[derive(Debug, Serialize)]
+pub struct PackBins {
+    /// The pack id.
+    pub id: String,
+    /// Why the pack cannot be read, when it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
+    /// Its pinned bins.
+    pub bins: Vec<BinHealth>,
+}
+
+/// One pinned bin.
+#[derive(Debug, Serialize)]
+pub struct BinHealth {
+    /// The program as the manifest writes it.
+    pub program: String,
+    /// The pinned path.
+    pub path: PathBuf,
+    /// `ok`, `changed` or `missing`.
+    pub status: &'static str,
+    /// Why not `ok`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Examines the store of `rt` and this machine.
+///
+/// # Errors
+/// The store's when the packs cannot be listed.
+pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
+    let home = rt.home();
+    let mut problems = Vec::new();
+    let root = home.root().to_owned();
+    let config_path = RuntimeConfig::path(&root);
+    let (config, config_error) = match RuntimeConfig::load(&root) {
+        Ok(c) => (c, None),
+        Err(e) => {
+            problems.push(e.to_string());
+            (RuntimeConfig::default(), Some(e.to_string()))
+        }
+    };
+
+    let listing = pack::list(home).map_err(|e| Refusal::store(&e))?;
+    let audit = match rt.state().audit_verify() {
+        Ok(v) => {
+            if !v.is_clean() {
+                problems.push("the audit trail is broken (see `hcp audit verify`)".into());
+            }
+            AuditHealth {
+                records: v.records,
+                sound: v.is_clean(),
+                error: None,
+            }
+        }
+        Err(e) => {
+            problems.push(format!("cannot verify the audit trail: {e}"));
+            AuditHealth {
+                records: 0,
+                sound: false,
+                error: Some(e.to_string()),
+            }
+        }
+    };
+
+    let support = LandlockSupport::probe();
+    let abi = support.abi();
+    let used = abi.min(TESTED_LANDLOCK_ABI);
+    let policy = crate::prepare::sandbox_policy(&config);
+    let deny = policy.network == Network::Deny;
+    let local_verbs = if used == 0 && (policy.require || deny) {
+        problems.push(match support.missing_reason() {
+            Some(r) if policy.require => {
+                format!("{r}, and `sandbox.require` is set: local verbs are refused")
+            }
+            Some(r) => format!("{r}, and `sandbox.network` is `deny`: local verbs are refused"),
+            None => "local verbs are refused".into(),
+        });
+        "refused"
+    } else if deny && used < NETWORK_LANDLOCK_ABI {
+        problems.push(format!(
+            "`sandbox.network` is `deny` but landlock abi {used} has no tcp rules: local verbs are refused"
+        ));
+        "refused"
+    } else if used == 0 {
+        "unconfined"
+    } else {
+        "confined"
+    };
+    let sandbox = Sandbox {
+        landlock: match support {
+            LandlockSupport::Abi(_) => "available",
+            LandlockSupport::NotEnabled => "not_enabled",
+            LandlockSupport::NotImplemented => "not_implemented",
+        },
+        landlock_abi: abi,
+        used_abi: used,
+        filesystem: used > 0,
+        network: if deny { "deny" } else { "allow" },
+        network_deny_enforceable: used >= NETWORK_LANDLOCK_ABI,
+        scoped: used >= SCOPE_LANDLOCK_ABI,
+        require: policy.require,
+        local_verbs,
+    };
+
+    let effective = policy.limits.effective();
+    let root_user = hcp_adapter::running_as_root();
+    let limits = config
+        .limits
+        .named()
+        .into_iter()
+        .zip(resource_limits_named(&effective))
+        .map(|((name, configured), effective)| {
+            let nproc_root = name == "processes" && root_user;
+            Limit {
+                name,
+                configured,
+                effective,
+                enforced: !nproc_root,
+                note: if nproc_root {
+                    Some("the kernel does not apply it to root")
+                } else if effective < configured {
+                    Some("lowered to the hard limit hcp runs under")
+                } else {
+                    None
+                },
+            }
+        })
+        .collect();
+
+    let mut packs = Vec::new();
+    for l in &listing {
+        if let Some(d) = &l.damaged {
+            problems.push(format!("pack `{}` has a damaged record: {d}", l.id));
+            packs.push(PackBins {
+                id: l.id.clone(),
+                damaged: Some(d.clone()),
+                bins: Vec::new(),
+            });
+            continue;
+        }
+        let loaded = match pack::load(home, &l.id) {
+            Ok(p) => p,
+            Err(e) => {
+                problems.push(format!("pack `{}` cannot be loaded: {e}", l.id));
+                packs.push(PackBins {
+                    id: l.id.clone(),
+                    damaged: Some(e.to_string()),
+                    bins: Vec::new(),
+                });
+                continue;
+            }
+        };
+        let bins = loaded
+            .record
+            .bins
+            .iter()
+            .map(|b| {
+                let (status, reason) = match crate::pins::check(b) {
+                    Ok(()) => ("ok", None),
+                    Err((missing, why)) => {
+                        problems.push(format!("pack `{}`: {why}", l.id));
+                        (if missing { "missing" } else { "changed" }, Some(why))
+                    }
+                };
+                BinHealth {
+                    program: b.program.clone(),
+                    path: b.path.clone(),
+                    status,
+                    reason,
+                }
+            })
+            .collect();
+        packs.push(PackBins {
+            id: l.id.clone(),
+            damaged: None,
+            bins,
+        });
+    }
+
+    // Credential files wider than 0600 are refused at exec (`binding_insecure`): say so.
+    let bindings: Vec<BindingFile> = hcp_store::binding::list(home)
+        .into_iter()
+        .map(|(principal, family, mode)| {
+            let secure = mode & 0o077 == 0;
+            if !secure {
+                problems.push(format!(
+                    "the binding of `{principal}` for `{family}` has mode {mode:o}; it must be 0600 (exec refuses it: `binding_insecure`)"
+                ));
+            }
+            BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
+        })
+        .collect();
+    let skill_exports = hcp_store::skill::export::health(
+        home,
+        &config,
+        std::env::var_os("HOME").as_deref(),
+        &mut problems,
+    );
+    Ok(Report {
+        ok: problems.is_empty(),
+        store: StoreHealth {
+            exists: root.is_dir(),
+            home: root,
+            config: ConfigHealth {
+                present: config_path.exists(),
+                path: config_path,
+                error: config_error,
+            },
+            packs_installed: listing.len(),
+            packs_active: listing.iter().filter(|p| p.active).count(),
+            audit,
+        },
+        sandbox,
+        limits,
+        packs,
+        bindings,
+        skill_exports,
+        problems,
+    })
+}
+
+fn resource_limits_named(l: &ResourceLimits) -> [u64; 5] {
+    [
+        l.cpu_seconds,
+        l.address_space_bytes,
+        l.open_files,
+        l.file_size_bytes,
+        l.processes,
+    ]
+}

@@ -1,0 +1,155 @@
+//! Install policy (RUNTIME §2, §3): what may enter the store. [`install`] reads the pack
+//! directory once without following a symlink (`hcp_lint::read_pack`), runs every lint
+//! rule on those bytes (`hcp_lint::check`) and the checks install relies on whatever the
+//! rule set holds (`hcp_store::pack::CheckedPack::parse`), then hands exactly those bytes
+//! to the store (`hcp_store::pack::install`), and tells the state when a reinstall changed
+//! the pack's content (the rug-pull guard, [`State::pack_content_changed`]).
+//!
+//! [`State::pack_content_changed`]: hcp_store::state::State::pack_content_changed
+
+use crate::Runtime;
+use hcp_lint::{Diagnostic, Report};
+use hcp_model::Code;
+use hcp_store::pack::{self, CheckedPack, InstallOptions, InstallRecord, PackError};
+use jiff::Timestamp;
+use std::path::Path;
+
+pub use hcp_store::pack::{InstallStep, Removed};
+
+/// Why an install was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// `lint_failed`: lint found errors (RUNTIME §2); the report holds every finding.
+    #[error("`{}` has {} lint error(s); nothing was installed", .0.dir.display(), .0.error_count())]
+    Lint(Box<Report>),
+    /// The store's refusal or failure.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+}
+
+impl InstallError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Lint(_) => Code::LintFailed,
+            Self::Pack(e) => e.code(),
+        }
+    }
+}
+
+/// What an install did.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// The record now in `packs/<id>/.hcp/record.json`.
+    pub record: InstallRecord,
+    /// Lint's report (warnings only: errors refuse the install).
+    pub report: Report,
+    /// Whether an installed copy was replaced (`--force`).
+    pub replaced: bool,
+    /// Whether the replaced copy had different content (the rug-pull guard fired).
+    pub content_changed: bool,
+    /// Whether the pack is active after the install.
+    pub active: bool,
+}
+
+/// Lints the pack in `dir` and installs it into the store of `rt` (RUNTIME §3). Nothing
+/// from the pack is executed and no symlink is followed; the bytes written are the bytes
+/// linted.
+///
+/// # Errors
+/// [`PackError::Unreadable`] for a directory that cannot be read, [`InstallError::Lint`]
+/// when lint finds errors (nothing is written), the store's refusals
+/// (`already_installed`, `bin_missing` …) and failures.
+pub fn install(
+    rt: &Runtime,
+    dir: &Path,
+    opts: &InstallOptions<'_>,
+) -> Result<Installed, InstallError> {
+    let unreadable = |source| PackError::Unreadable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let src = hcp_lint::read_pack(dir).map_err(unreadable)?;
+    let source_dir = std::fs::canonicalize(dir).map_err(unreadable)?;
+    let mut report = hcp_lint::check(&src);
+    if report.has_errors() {
+        return Err(InstallError::Lint(Box::new(report)));
+    }
+    let files = hcp_model::PACK_FILES.map(|n| src.file(n).unwrap_or_default().to_vec());
+    let checked = match CheckedPack::parse(files, source_dir) {
+        // A `kind: openapi` document beside the pack: the very bytes lint read.
+        Ok(c) => CheckedPack {
+            document: src.document.map(|d| pack::openapi::BesideDocument {
+                rel: d.rel,
+                bytes: d.bytes,
+            }),
+            ..c
+        },
+        Err(r) => {
+            // Lint's rules cover these; should a rule set miss one, say it as lint would.
+            if !report.diagnostics.iter().any(|d| d.code == r.code.as_str()) {
+                let mut d = Diagnostic::error(r.code.as_str(), r.message).in_file(r.file);
+                if let Some((line, column)) = r.at {
+                    d = d.at(line, column);
+                }
+                report.push(d);
+            }
+            return Err(InstallError::Lint(Box::new(report)));
+        }
+    };
+    let done = pack::install(rt.home(), &checked, opts)?;
+    if done.content_changed
+        && let (Some(at), Ok(id)) = (
+            done.record
+                .content_changed_at
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok()),
+            hcp_model::PackId::parse(&checked.manifest.id),
+        )
+    {
+        rt.state()
+            .pack_content_changed(&id, at)
+            .map_err(PackError::Store)?;
+    }
+    Ok(Installed {
+        record: done.record,
+        report,
+        replaced: done.replaced,
+        content_changed: done.content_changed,
+        active: done.active,
+    })
+}
+
+/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
+/// uninstall, activation, and every face that loads a pack by id).
+pub fn pack_refusal(e: &PackError) -> crate::Refusal {
+    let r = crate::Refusal::new(e.code(), e.to_string());
+    match e {
+        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
+        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
+        PackError::BinMissing { .. } => {
+            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
+        }
+        PackError::BinUnsafe { .. } => {
+            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
+        }
+        PackError::Export(x) => r.hint(x.hint()),
+        PackError::Openapi(_) => {
+            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
+        }
+        _ => r,
+    }
+}
+
+/// Removes pack `id` from the store of `rt` (its activation, bindings, stimuli, grants),
+/// and what the state keeps for it ([`hcp_store::state::State::pack_removed`]).
+///
+/// # Errors
+/// The store's (`not_installed` …).
+pub fn uninstall(rt: &Runtime, id: &str) -> Result<Removed, PackError> {
+    let removed = pack::uninstall(rt.home(), id)?;
+    if let Ok(pid) = hcp_model::PackId::parse(&removed.id) {
+        rt.state().pack_removed(&pid)?;
+    }
+    Ok(removed)
+}

@@ -1,0 +1,105 @@
+//! `hcp-runtime`: the orchestration of RUNTIME §5 for every face — `hcp exec` (the CLI
+//! face and the JSON envelope), `hcp mcp`'s tools, `hcp connect` and `hcp sense` — and the
+//! install policy (lint before the store).
+//!
+//! One call, top to bottom ([`pipeline`]); where each rule lives:
+//!
+//! ```text
+//!  face (hcp binary: clap, envelope, MCP request)           Call + Caller
+//!    │
+//!  0 snapshot ........ snapshot.rs   every read up front: session, pack, active,
+//!    │                               grants, runtime policy, config.json, binding
+//!  1 target .......... target.rs     PACK.VERB / verb key → pack     unknown_verb 66
+//!  2 principal ....... pipeline.rs   session or owner                bad_session 77
+//!  3 arguments ┐                     arg_* tenant_in_args            65
+//!  4 grant     │ hcp-gate            verb.exec.* pack.connect sense.enable, rug-pull
+//!  5 land      │ (pure)              project_required not_project_member    77
+//!  6 confirm   ┘                     confirm_required                77
+//!  7 runtime policy .. policy.rs     Histos pre-gate, DRY: counters checked,
+//!    │                               approval looked up, nothing spent     77
+//!  8 binding ......... pipeline.rs   connect_only, credential, binding.degraded
+//!  9a prepare ........ prepare.rs    bin (pins.rs), argv, env layers, config.json
+//!    │                               limits, local sandbox + TMPDIR, audit ready
+//!  9b ADMIT .......... State::admit  THE spending step: counter slots, approval
+//!    │                               (and the intent record): all or nothing
+//!  9c run ............ hcp-adapter   no shell, clean env, bounds     timeout cancelled
+//!  post-gate ......... pipeline.rs   credential redaction (redact.rs), output
+//!    │                 policy.rs     controls                         output_withheld
+//!  outcome record .... State::record audit (RUNTIME §6)
+//! ```
+//!
+//! The refusals the pipeline's own steps raise (2, 8, 9b) and what a call spends are in
+//! `steps.rs`. `hcp sense` runs steps 0–9b for a pack's stimuli ([`pipeline::sense`], tool
+//! `PACK_ID.REF` at step 7), then [`sense::relay`]. `hcp connect` is [`connect::connect`]:
+//! the pipeline's run of the connect verb, then the credential stored ([`connect`]).
+//!
+//! This crate owns the order; the checks themselves live in the libraries: `hcp-gate`
+//! (pure steps 1–6), `histos` (the engine of step 7), `hcp-store` (the disk and the
+//! [`State`]), `hcp-adapter` (processes). It does no printing: answers are values
+//! ([`call::Answer`]) that the `hcp` binary prints. Every code is one of the table in
+//! `hcp-model` ([`hcp_model::code`]).
+
+#![deny(missing_docs)]
+
+pub mod call;
+pub mod connect;
+pub mod decide;
+mod degraded;
+pub mod doctor;
+pub mod install;
+pub mod pins;
+pub mod pipeline;
+pub mod policy;
+pub mod prepare;
+pub mod record;
+pub mod redact;
+pub mod refusal;
+pub mod schema;
+pub mod sense;
+mod sense_relay;
+pub mod signature;
+pub mod snapshot;
+mod steps;
+pub mod target;
+
+#[cfg(test)]
+mod tests;
+
+pub use call::{Answer, Call, CallArgs, Caller, Words};
+pub use hcp_gate::Face;
+pub use refusal::Refusal;
+
+use hcp_store::Home;
+use hcp_store::state::{FileState, State};
+use std::sync::Arc;
+
+/// A store and its state backend: what every call runs against.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    home: Home,
+    state: Arc<dyn State>,
+}
+
+impl Runtime {
+    /// The runtime of `home` with the embedded file state. (Choosing the backend from
+    /// `config.json`'s `"state"` is the PostgreSQL backend's to add: RUNTIME §9.)
+    pub fn open(home: Home) -> Self {
+        let state = Arc::new(FileState::new(&home));
+        Self { home, state }
+    }
+
+    /// The runtime of `home` with `state` as its backend.
+    pub fn with_state(home: Home, state: Arc<dyn State>) -> Self {
+        Self { home, state }
+    }
+
+    /// The store.
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The state backend.
+    pub fn state(&self) -> &dyn State {
+        self.state.as_ref()
+    }
+}

@@ -1,0 +1,170 @@
+//! The one bin verifier (RUNTIME §3, §5 step 9) for every caller — exec, sense, doctor:
+//! an install record's pin checked by `hcp_adapter::verify_bin`, with the stat fast path
+//! across calls.
+//!
+//! After a verify that had to hash the bin, the stat fingerprint it vouched for is kept in
+//! `packs/<id>/.hcp/fingerprints.json` so the next call checks a `stat` instead of
+//! hashing the file (see `hcp_adapter::pin`). An entry counts only for the exact pin (path
+//! and sha256) of the current install record, so an entry left by an older install, or
+//! written while a reinstall swapped the pack directory, is ignored. The file is replaced
+//! whole by rename; concurrent calls may each write it and any of their writes is valid.
+
+use crate::refusal::Refusal;
+use hcp_adapter::{AdapterError, BinPin, StatFingerprint, VerifiedBin};
+use hcp_model::Code;
+use hcp_store::pack::{InstalledPack, PinnedBin};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+const FILE: &str = ".hcp/fingerprints.json";
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Cache {
+    entries: Vec<Entry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    path: PathBuf,
+    sha256: String,
+    fingerprint: StatFingerprint,
+}
+
+/// The fingerprint kept for `pin`, when there is one for exactly this pin.
+fn cached(pack_dir: &Path, pin: &PinnedBin) -> Option<StatFingerprint> {
+    let bytes = std::fs::read(pack_dir.join(FILE)).ok()?;
+    let cache: Cache = serde_json::from_slice(&bytes).ok()?;
+    cache
+        .entries
+        .into_iter()
+        .find(|e| e.path == pin.path && e.sha256 == pin.sha256)
+        .map(|e| e.fingerprint)
+}
+
+/// Keeps the fingerprint of a bin that was just hashed and matched `pin`. Best effort: a
+/// failure only means the next call hashes again.
+fn remember(pack_dir: &Path, pin: &BinPin, verified: &VerifiedBin) {
+    let Some(fingerprint) = verified.refreshed() else {
+        return;
+    };
+    let path = pack_dir.join(FILE);
+    let mut cache: Cache = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let sha256 = pin.sha256.to_string();
+    cache.entries.retain(|e| e.path != pin.path);
+    cache.entries.push(Entry {
+        path: pin.path.clone(),
+        sha256,
+        fingerprint,
+    });
+    if let Ok(bytes) = serde_json::to_vec(&cache) {
+        let _ = hcp_store::atomic::write_atomic(&path, &bytes);
+    }
+}
+
+/// The adapter's pin of an install record's bin.
+///
+/// # Errors
+/// `store_damaged` when the record's digest is not a sha256 digest.
+pub fn bin_pin(pin: &PinnedBin, fingerprint: Option<StatFingerprint>) -> Result<BinPin, Refusal> {
+    Ok(BinPin {
+        path: pin.path.clone(),
+        sha256: pin.sha256.parse().map_err(|_| {
+            Refusal::new(
+                Code::StoreDamaged,
+                format!("pin of `{}` is not a sha256 digest", pin.program),
+            )
+        })?,
+        fingerprint,
+    })
+}
+
+/// The pin of the bin `program` of `pack`, with the fingerprint kept for it.
+///
+/// # Errors
+/// `bin_missing` when the record has no pin for `program`; `store_damaged` for a bad pin.
+pub fn pin_of(pack: &InstalledPack, program: &str) -> Result<BinPin, Refusal> {
+    let pin = pack.record.bin(program).ok_or_else(|| {
+        Refusal::new(
+            Code::BinMissing,
+            format!("program `{program}` has no pin in the install record"),
+        )
+        .hint(format!(
+            "reinstall with `hcp install --force`: pack `{}`",
+            pack.id
+        ))
+    })?;
+    bin_pin(pin, cached(&pack.dir, pin))
+}
+
+/// Verifies the bin `program` of `pack` against its pin and holds it open for the run:
+/// the stat fast path when a fingerprint is kept, else a hash (whose fingerprint is then
+/// kept).
+///
+/// # Errors
+/// As [`pin_of`] and [`verify_pin`].
+pub fn verify(pack: &InstalledPack, program: &str) -> Result<VerifiedBin, Refusal> {
+    verify_pin(pack, &pin_of(pack, program)?)
+}
+
+/// Verifies `pin`, a pin of `pack` ([`pin_of`]).
+///
+/// # Errors
+/// The adapter's `bin_missing`, `bin_not_executable`, `bin_changed`, with a hint to
+/// reinstall.
+pub fn verify_pin(pack: &InstalledPack, pin: &BinPin) -> Result<VerifiedBin, Refusal> {
+    let verified = hcp_adapter::verify_bin(pin).map_err(|e| {
+        Refusal::adapter(&e).hint(format!(
+            "the program changed or moved since install; review it, then `hcp install --force` the pack `{}`",
+            pack.id
+        ))
+    })?;
+    if verified.hashed() {
+        remember(&pack.dir, pin, &verified);
+    }
+    Ok(verified)
+}
+
+/// A full check of one pinned bin, hashing it whatever its fingerprint (`hcp doctor`):
+/// `Ok`, or why not, as `(missing, reason)`.
+///
+/// # Errors
+/// `(true, reason)` when the bin is gone, `(false, reason)` when it changed or is not an
+/// executable file.
+pub fn check(pin: &PinnedBin) -> Result<(), (bool, String)> {
+    let p = bin_pin(pin, None).map_err(|r| (false, r.message))?;
+    match hcp_adapter::verify_bin(&p) {
+        Ok(_) => Ok(()),
+        Err(AdapterError::BinMissing { path, source }) => Err((
+            true,
+            format!(
+                "pinned bin `{}` of `{}` is missing: {}",
+                path.display(),
+                pin.program,
+                source.map_or_else(|| "it is not an absolute path".into(), |e| e.to_string())
+            ),
+        )),
+        Err(AdapterError::BinChanged {
+            path,
+            pinned,
+            actual,
+        }) => Err((
+            false,
+            format!(
+                "pinned bin `{}` of `{}` changed since install: digest is `{actual}`, pinned `{pinned}`",
+                path.display(),
+                pin.program
+            ),
+        )),
+        Err(e) => Err((
+            false,
+            format!(
+                "pinned bin `{}` of `{}` changed since install: {e}",
+                pin.path.display(),
+                pin.program
+            ),
+        )),
+    }
+}

@@ -1,0 +1,593 @@
+//! The pipeline of RUNTIME §5, top to bottom, for every face: [`exec`] (the CLI face, the
+//! JSON envelope, MCP's tools), [`connect_verb`] (`hcp connect`'s run) and [`sense`]
+//! (`hcp sense`'s admission). Each step is a few lines here; what a step checks lives in
+//! the module it names (see the crate docs for the map).
+//!
+//! Every refusal from step 2 on is recorded (RUNTIME §6); a target miss too, under the
+//! principal the session names. Nothing single-use is spent before `State::admit`
+//! (step 9b), and everything that can refuse without spending runs before it.
+
+use crate::Runtime;
+use crate::call::{Answer, Call, Caller};
+use crate::policy;
+use crate::prepare::{self, ChildSpec};
+use crate::record::Facts;
+use crate::redact::Redactor;
+use crate::refusal::{Refusal, code_of};
+use crate::snapshot::{Snapshot, Subject};
+use crate::steps::{
+    SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities, content_changed_at,
+    grants_view, mint_refusal, policy_refusal, principal_of, runtime_policy_pre, session_refusal,
+    signal_name, stop,
+};
+use hcp_adapter::{Invocation, Limits};
+use hcp_gate::{Context, Decision, Face, PackView, Principal};
+use hcp_model::manifest::arguments;
+use hcp_model::{BindingMode, Code, ExecResult, exit};
+use hcp_store::audit::Decision as Logged;
+use hcp_store::pack::InstalledPack;
+use hcp_store::state::Admission;
+use jiff::Timestamp;
+use serde_json::Value;
+use std::os::fd::BorrowedFd;
+
+/// Runs one call through RUNTIME §5 and answers it; every refusal carries its code.
+/// `cancel` is how the face abandons the call mid-run (`hcp exec`: a signal; `hcp mcp`:
+/// the client cancelled or went away): a descriptor that becomes readable, or hangs up,
+/// when the call must end. The adapter then ends the child's process group, and the run is
+/// answered and recorded with code `cancelled`.
+pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
+    execute(rt, caller, &call, cancel, false).0
+}
+
+/// Runs the connect verb of a pack for `hcp connect` (RUNTIME §8), the one path on which a
+/// session may run it (elsewhere it is `connect_only`: its stdout is the credential).
+/// Also names the principal the call was made as (`owner` without a session), for whom
+/// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
+/// principal was resolved.
+pub fn connect_verb(rt: &Runtime, caller: &Caller, call: Call) -> (Answer, Option<String>) {
+    execute(rt, caller, &call, None, true)
+}
+
+fn execute(
+    rt: &Runtime,
+    caller: &Caller,
+    call: &Call,
+    cancel: Option<BorrowedFd<'_>>,
+    via_connect: bool,
+) -> (Answer, Option<String>) {
+    let mut facts = Facts::start(rt);
+    let answer = match steps(rt, caller, call, cancel, via_connect, &mut facts) {
+        Ok(a) => a,
+        Err(s) => {
+            let audit_id = if s.recorded {
+                let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
+                rt.state().record(&entry).ok().map(|a| a.id)
+            } else {
+                None
+            };
+            facts.refusal_answer(s.refusal, audit_id)
+        }
+    };
+    (answer, facts.principal)
+}
+
+#[allow(clippy::too_many_lines)]
+fn steps(
+    rt: &Runtime,
+    caller: &Caller,
+    call: &Call,
+    cancel: Option<BorrowedFd<'_>>,
+    via_connect: bool,
+    facts: &mut Facts,
+) -> Result<Answer, Stop> {
+    let now = Timestamp::now();
+
+    // ── 0. Snapshot: every read of the store and the state, up front. ──────────────────
+    let subject = Subject::Verb {
+        pack_id: call.pack_id.as_deref(),
+        target: &call.target,
+    };
+    let snap = Snapshot::load(rt, caller, subject, now);
+    facts.principal = Some(snap.principal_label());
+    let Snapshot {
+        session,
+        target,
+        active,
+        grants,
+        policy: runtime_policy,
+        config,
+        credential,
+    } = snap;
+
+    // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
+    let (pack, verb_key) = target.map_err(|r| {
+        facts.pack_id.clone_from(&call.pack_id);
+        facts.verb_key = Some(call.target.clone());
+        stop(r)
+    })?;
+    facts.pack_id = Some(pack.id.to_string());
+    facts.verb_key = Some(verb_key.clone());
+    if let Some(entry) = pack.policy.verbs.get(&verb_key) {
+        facts.operation = Some(entry.operation);
+        facts.land = Some(entry.privacy.land);
+    }
+
+    // ── 2. Principal. ──────────────────────────────────────────────────────────────────
+    let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
+    let principal = principal_of(session.as_ref());
+    facts.principal = Some(principal.id().to_owned());
+    let takes: Vec<String> = pack
+        .manifest
+        .plan_verb(&verb_key)
+        .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
+    let args = call.args.for_verb(&takes);
+    let pairs: Vec<(&str, &hcp_model::ArgValue)> =
+        args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let digest = rt.state().args_digest(&pairs);
+    facts.args_digest = Some(digest.map_err(|e| stop(Refusal::store(&e)))?);
+    let grants = grants_view(grants).map_err(stop)?;
+    let content_changed_at = content_changed_at(&pack).map_err(stop)?;
+
+    // ── 3–6. The pure gate: arguments, grant, land, confirm (hcp-gate). ────────────────
+    let ctx = Context {
+        principal: &principal,
+        pack: PackView {
+            manifest: &pack.manifest,
+            policy: &pack.policy,
+            active,
+            content_changed_at,
+        },
+        verb_key: &verb_key,
+        face: call.face,
+        grants: &grants,
+        cwd: &caller.cwd,
+        project: caller.project.as_deref(),
+    };
+    let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+        Decision::Allow(a) => a,
+        Decision::Deny(r) => return Err(stop(Refusal::from_gate(&r))),
+    };
+    facts.project.clone_from(&allowed.project);
+
+    // ── 7. The runtime policy, dry: counters checked, approval looked up. ─────────────
+    let runtime_policy = runtime_policy.map_err(|r| stop(policy_refusal(r)))?;
+    let tool = format!("{}.{verb_key}", pack.id);
+    let mut values = allowed.values.clone();
+    let mut spend = Spend::default();
+    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        let cli = call.face == Face::Cli;
+        let pass = runtime_policy_pre(rt, rp, s, &tool, &values, cli, now, facts)?;
+        values = pass.values;
+        spend.take(pass.counters, pass.approval);
+    }
+
+    // ── 8. Binding mint. ───────────────────────────────────────────────────────────────
+    if !via_connect
+        && principal != Principal::Owner
+        && pack.manifest.connect_verb() == Some(verb_key.as_str())
+    {
+        return Err(stop(
+            Refusal::new(
+                Code::ConnectOnly,
+                format!(
+                    "verb `{verb_key}` establishes the binding of `{}`; a session runs it through `hcp connect`",
+                    pack.id
+                ),
+            )
+            .hint(format!("run `hcp connect {}`", pack.id)),
+        ));
+    }
+    let credential = match credential {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            return Err(stop(mint_refusal(
+                rt,
+                &pack,
+                principal.id(),
+                &verb_key,
+                &e,
+                now,
+            )));
+        }
+    };
+
+    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox. ────────────────
+    let spec = ChildSpec {
+        pack: &pack,
+        key: &verb_key,
+        allowed: &allowed,
+        values: &values,
+        principal_id: principal.id(),
+        owner: principal == Principal::Owner,
+        secret: credential.as_ref().map(|c| &c.secret),
+        config: &config,
+    };
+    let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
+    if let Some(s) = &child.sandbox {
+        facts.audit_extra.insert("sandbox".into(), s.clone().into());
+        facts
+            .result_extra
+            .insert("sandbox".into(), s.clone().into());
+    }
+    let remove_tmp = |child: &mut prepare::Child| {
+        if let Some(tmp) = child.private_tmp.take() {
+            // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.
+            let _ = tmp.remove();
+        }
+    };
+    // Fail closed: a call whose record could not be written is not run.
+    if let Err(e) = rt.state().audit_ready() {
+        remove_tmp(&mut child);
+        return Err(Stop {
+            refusal: Refusal::new(
+                Code::AuditUnavailable,
+                format!("the audit trail cannot be written, so nothing runs: {e}"),
+            ),
+            recorded: false,
+        });
+    }
+
+    // ── 9b. Admission: the one step that spends (counter slots, the approval). ─────────
+    let intent = facts.entry(Logged::Allow, None, None);
+    let capabilities = checked_capabilities(&pack, &verb_key, allowed.operation, &principal);
+    let admitted = rt
+        .state()
+        .admit(&Admission {
+            session: session.as_ref().map(|s| s.token_sha256.as_str()),
+            pack: &pack.id,
+            capabilities: &capabilities,
+            intent: &intent,
+            counters: &spend.counters,
+            approvals: &spend.approvals,
+            now,
+        })
+        .map_err(|e| {
+            remove_tmp(&mut child);
+            admit_stop(e, &tool, facts)
+        })?;
+    if let Some(id) = admitted.approval_ids.first() {
+        facts
+            .audit_extra
+            .insert("approval_id".into(), id.clone().into());
+    }
+
+    // ── 9c. The adapter runs the child. ─────────────────────────────────────────────────
+    let limits = Limits {
+        timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
+        ..Limits::default()
+    };
+    let inv = Invocation {
+        bin: &child.bin,
+        argv0: child.argv0.clone(),
+        args: std::mem::take(&mut child.args),
+        env: &child.env,
+        cwd: child.cwd.clone(),
+        limits,
+        confine: Some(&child.confinement),
+        cancel,
+    };
+    let run = hcp_adapter::run(&inv);
+    remove_tmp(&mut child);
+    let mut outcome = run.map_err(|e| stop(Refusal::adapter(&e)))?;
+    let duration_ms = facts.elapsed_ms();
+    let (exit, mut code, mut error) = if outcome.timed_out {
+        (
+            Code::Timeout.exit_status(),
+            Some(Code::Timeout),
+            Some(format!(
+                "the verb ran past its timeout of {:.3} s",
+                limits.timeout.as_secs_f64()
+            )),
+        )
+    } else if outcome.cancelled {
+        (
+            // The caller went away (no face prints this status).
+            Code::Cancelled.exit_status(),
+            Some(Code::Cancelled),
+            Some("the caller abandoned the call; its process group was ended".to_string()),
+        )
+    } else {
+        (
+            u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(exit::REFUSED),
+            None,
+            None,
+        )
+    };
+    let truncated = outcome.truncated();
+
+    // ── Post-gate: the credential never leaves; the runtime policy's output controls. ──
+    if let Some(c) = &credential {
+        // The credential reaches the child only: a verb that prints it (its environment,
+        // an error quoting it) does not hand it to the caller (RUNTIME §8).
+        let r = Redactor::new(&c.secret);
+        outcome.stdout = r.bytes(&outcome.stdout);
+        outcome.stderr = r.bytes(&outcome.stderr);
+    }
+    if let Some(sig) = outcome
+        .signal
+        .filter(|_| !outcome.timed_out && !outcome.cancelled)
+    {
+        // A limit the kernel enforced ends the child with a signal: say which.
+        facts.result_extra.insert("signal".into(), sig.into());
+        facts
+            .result_extra
+            .insert("signal_name".into(), signal_name(sig).into());
+        facts.audit_extra.insert("signal".into(), sig.into());
+    }
+    let mut stdout = std::mem::take(&mut outcome.stdout);
+    let mut withheld = false;
+    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        let post = policy::post(rp, s, &tool, &stdout, &outcome.stderr);
+        outcome.stderr = post.stderr;
+        facts
+            .audit_extra
+            .insert("post_rule".into(), post.rule.clone().into());
+        match post.stdout {
+            Some(b) => stdout = b,
+            None => {
+                stdout = Vec::new();
+                withheld = true;
+            }
+        }
+    }
+    let exit = if withheld && code.is_none() {
+        code = Some(Code::OutputWithheld);
+        error = Some("the runtime policy withheld the verb's output".to_string());
+        Code::OutputWithheld.exit_status()
+    } else {
+        exit
+    };
+
+    // ── Outcome record. ────────────────────────────────────────────────────────────────
+    let mut entry = facts.entry(
+        Logged::Allow,
+        code.map(Code::as_str),
+        Some(outcome.exit_code),
+    );
+    entry.operation = Some(allowed.operation);
+    entry.land = Some(allowed.land);
+    entry.duration_ms = duration_ms;
+    let audit_id = rt.state().record(&entry).map_err(|e| Stop {
+        // The child ran; say so, and say the audit failed.
+        refusal: Refusal::new(
+            code_of(e.code()),
+            format!("the verb ran, but its audit record could not be written: {e}"),
+        ),
+        recorded: false,
+    })?;
+
+    // ── The answer. ────────────────────────────────────────────────────────────────────
+    let stdout_text = String::from_utf8_lossy(&stdout).into_owned();
+    let data = if outcome.stdout_truncated {
+        Value::Null
+    } else {
+        serde_json::from_str(&stdout_text).unwrap_or(Value::Null)
+    };
+    let result = ExecResult {
+        ok: !outcome.timed_out && !outcome.cancelled && !withheld && outcome.exit_code == 0,
+        pack_id: Some(pack.id.to_string()),
+        verb_key: Some(verb_key),
+        operation: Some(allowed.operation.to_string()),
+        land: Some(allowed.land.to_string()),
+        error,
+        code,
+        hint: None,
+        exit_code: Some(outcome.exit_code),
+        stdout: Some(stdout_text),
+        stderr: Some(String::from_utf8_lossy(&outcome.stderr).into_owned()),
+        data,
+        truncated,
+        duration_ms,
+        audit_id: Some(audit_id.id),
+        extra: std::mem::take(&mut facts.result_extra),
+    };
+    Ok(Answer {
+        result,
+        exit,
+        stdout,
+        stderr: outcome.stderr,
+    })
+}
+
+// ════════════════════════════════════════════════════════════════════════════════════
+// `hcp sense` (RUNTIME §8): the same steps for a pack's stimuli, up to admission; the
+// relay (`crate::sense`) then runs the admitted triggers.
+// ════════════════════════════════════════════════════════════════════════════════════
+
+/// A sense admitted: the triggers to run and the credential to redact from what they
+/// print.
+#[derive(Debug)]
+pub struct SenseAdmitted {
+    /// The pack.
+    pub pack: InstalledPack,
+    /// The principal id (`owner` without a session).
+    pub principal: String,
+    /// The refs asked for.
+    pub refs: Vec<String>,
+    /// The triggers that run.
+    pub triggers: Vec<crate::sense::Planned>,
+    /// What to redact from their output.
+    pub redactor: Redactor,
+    /// Why the triggers do not run when every ref was asked for and the binding could
+    /// not be minted (`binding_required` …): the recorded stimuli still flow.
+    pub unbound: Option<Code>,
+}
+
+/// Why a sense did not start (recorded when a principal was resolved).
+#[derive(Debug)]
+pub struct SenseRefused {
+    /// The refusal.
+    pub refusal: Refusal,
+}
+
+/// Admits `hcp sense PACK [REF]`: the pack, its refs, the principal, steps 1–6 for every
+/// ref (`hcp_gate::check_stimulus`), the runtime policy for every ref (tool
+/// `PACK_ID.REF`), binding mint for the triggers that run, their preparation, then
+/// admission and the allow record. Refusals of the target (before a principal is known)
+/// are not recorded; every later one is, with `"face": "sense"` and `verb_key` the ref
+/// (`*` for all).
+///
+/// # Errors
+/// [`SenseRefused`].
+#[allow(clippy::too_many_lines)]
+pub fn sense(
+    rt: &Runtime,
+    caller: &Caller,
+    pack_id: &str,
+    reference: Option<&str>,
+) -> Result<SenseAdmitted, SenseRefused> {
+    let now = Timestamp::now();
+    let target = reference.unwrap_or("*");
+    let mut facts = Facts::start(rt);
+    facts.verb_key = Some(target.to_owned());
+    facts.operation = Some(hcp_model::Operation::Read);
+    facts
+        .audit_extra
+        .insert("face".into(), Value::String("sense".into()));
+    let refused = |refusal: Refusal| SenseRefused { refusal };
+
+    // ── 0. Snapshot. ───────────────────────────────────────────────────────────────────
+    let subject = Subject::Stimulus {
+        pack_id,
+        reference: target,
+    };
+    let snap = Snapshot::load(rt, caller, subject, now);
+    let label = snap.principal_label();
+    let Snapshot {
+        session,
+        target: found,
+        active,
+        grants,
+        policy: runtime_policy,
+        config: _,
+        credential,
+    } = snap;
+
+    // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
+    let (pack, _) = found.map_err(refused)?;
+    if !active {
+        return Err(refused(
+            Refusal::new(
+                Code::PackInactive,
+                format!("pack `{}` is installed but not active", pack.id),
+            )
+            .hint(format!("the owner runs `hcp activate {}`", pack.id)),
+        ));
+    }
+    let refs = crate::sense::refs(&pack, reference).map_err(refused)?;
+    facts.pack_id = Some(pack.id.to_string());
+    facts.land = pack.policy.stimuli.get(target).map(|p| p.privacy.land);
+    facts.principal = Some(label);
+    let record_refusal = |facts: &Facts, r: Refusal| {
+        let entry = facts.entry(Logged::Deny, Some(r.code.as_str()), None);
+        let _ = rt.state().record(&entry);
+        refused(r)
+    };
+
+    // ── 2. Principal. ──────────────────────────────────────────────────────────────────
+    let session = match session.transpose() {
+        Ok(s) => s,
+        Err(e) => return Err(record_refusal(&facts, session_refusal(e))),
+    };
+    let principal = principal_of(session.as_ref());
+    facts.principal = Some(principal.id().to_owned());
+    let grants = match grants_view(grants) {
+        Ok(g) => g,
+        Err(r) => return Err(record_refusal(&facts, r)),
+    };
+    let content_changed_at = match content_changed_at(&pack) {
+        Ok(c) => c,
+        Err(r) => return Err(record_refusal(&facts, r)),
+    };
+
+    // ── 3–6. The pure gate, for every ref. ────────────────────────────────────────────
+    let mut allowed = Vec::new();
+    for r in &refs {
+        let ctx = Context {
+            principal: &principal,
+            pack: PackView {
+                manifest: &pack.manifest,
+                policy: &pack.policy,
+                active,
+                content_changed_at,
+            },
+            verb_key: r,
+            face: Face::Cli,
+            grants: &grants,
+            cwd: &caller.cwd,
+            project: caller.project.as_deref(),
+        };
+        match hcp_gate::check_stimulus(&ctx) {
+            Ok(a) => allowed.push((r.clone(), a)),
+            Err(d) => return Err(record_refusal(&facts, Refusal::from_gate(&d))),
+        }
+    }
+
+    // ── 7. The runtime policy, dry, for every ref. ────────────────────────────────────
+    let runtime_policy = match runtime_policy {
+        Ok(p) => p,
+        Err(r) => return Err(record_refusal(&facts, policy_refusal(r))),
+    };
+    let mut spend = Spend::default();
+    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        for r in &refs {
+            let tool = format!("{}.{r}", pack.id);
+            let none = std::collections::BTreeMap::new();
+            match runtime_policy_pre(rt, rp, s, &tool, &none, false, now, &mut facts) {
+                Ok(pass) => spend.take(pass.counters, pass.approval),
+                Err(st) => return Err(record_refusal(&facts, st.refusal)),
+            }
+        }
+    }
+
+    // ── 8. Binding mint, for the triggers that run. ───────────────────────────────────
+    let running: Vec<&(String, hcp_gate::StimulusAllowed)> =
+        allowed.iter().filter(|(_, a)| a.plan.is_some()).collect();
+    let mut secret = None;
+    if !running.is_empty() && pack.manifest.binding.mode == BindingMode::User {
+        match credential {
+            Some(Ok(c)) => secret = Some(c.secret),
+            Some(Err(e)) => {
+                let r = mint_refusal(rt, &pack, principal.id(), &running[0].0, &e, now);
+                if reference.is_some() {
+                    return Err(record_refusal(&facts, r));
+                }
+                // Every stimulus asked for: the recorded ones still flow, among them the
+                // `binding.degraded` just recorded.
+                let c = SenseCall {
+                    session: session.map(|s| s.token_sha256),
+                    pack,
+                    principal,
+                    refs,
+                    triggers: Vec::new(),
+                    secret: None,
+                    unbound: Some(r.code),
+                };
+                return admit_sense(rt, c, &spend, facts, now);
+            }
+            None => {}
+        }
+    }
+
+    // ── 9a. Trigger preparation. ──────────────────────────────────────────────────────
+    let mut planned = Vec::new();
+    for (r, a) in running {
+        match crate::sense::plan(&pack, &principal, r, a, caller, secret.as_ref()) {
+            Ok(p) => planned.push(p),
+            Err(x) => return Err(record_refusal(&facts, x)),
+        }
+    }
+    let c = SenseCall {
+        session: session.map(|s| s.token_sha256),
+        pack,
+        principal,
+        refs,
+        triggers: planned,
+        secret,
+        unbound: None,
+    };
+    admit_sense(rt, c, &spend, facts, now)
+}

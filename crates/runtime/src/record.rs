@@ -1,0 +1,120 @@
+//! What a call learned so far ([`Facts`]), and the audit entries and answers made of it.
+
+use crate::call::Answer;
+use crate::refusal::Refusal;
+use hcp_model::{ExecResult, Land, Operation};
+use hcp_store::audit::{Decision, Entry};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Facts known so far, for the result and the audit record.
+#[derive(Debug)]
+pub struct Facts {
+    /// When the call started.
+    pub started: Instant,
+    /// The resolved pack.
+    pub pack_id: Option<String>,
+    /// The verb key (or the target as asked, or the stimulus ref).
+    pub verb_key: Option<String>,
+    /// The verb's operation.
+    pub operation: Option<Operation>,
+    /// The verb's land.
+    pub land: Option<Land>,
+    /// The principal the record is made under.
+    pub principal: Option<String>,
+    /// The call's project.
+    pub project: Option<String>,
+    /// The digest of the arguments.
+    pub args_digest: Option<String>,
+    /// Additive audit fields (`policy_hash`, `rule`, `post_rule`, `approval_id`, `sandbox`,
+    /// `signal`, `face`).
+    pub audit_extra: BTreeMap<String, Value>,
+    /// Extra result fields (`approval_id`, `sandbox`, `signal`, `signal_name`).
+    pub result_extra: serde_json::Map<String, Value>,
+}
+
+impl Facts {
+    /// Nothing known yet; the clock starts. Until the arguments are known the record's
+    /// digest is that of no arguments, by `rt`'s state.
+    pub fn start(rt: &crate::Runtime) -> Self {
+        Self {
+            args_digest: rt.state().args_digest(&[]).ok(),
+            ..Self::new()
+        }
+    }
+
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            pack_id: None,
+            verb_key: None,
+            operation: None,
+            land: None,
+            principal: None,
+            project: None,
+            args_digest: None,
+            audit_extra: BTreeMap::new(),
+            result_extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Milliseconds since the call started.
+    pub fn elapsed_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// The audit entry of a decision: `code` set for a refusal (`Deny`), or for an allowed
+    /// call that ended abnormally (`timeout`, `cancelled`, `output_withheld`).
+    pub fn entry(&self, decision: Decision, code: Option<&str>, exit_code: Option<i32>) -> Entry {
+        Entry {
+            principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
+            project: self.project.clone(),
+            pack_id: self.pack_id.clone(),
+            verb_key: self.verb_key.clone().unwrap_or_default(),
+            operation: self.operation,
+            land: self.land,
+            decision,
+            code: code.map(str::to_owned),
+            args_digest: self.args_digest.clone().unwrap_or_default(),
+            exit_code,
+            duration_ms: self.elapsed_ms(),
+            extra: self.audit_extra.clone(),
+        }
+    }
+
+    /// The answer of a refusal, with the audit id of its record when it was written.
+    pub fn refusal_answer(&self, r: Refusal, audit_id: Option<String>) -> Answer {
+        let exit = r.exit();
+        let result = ExecResult {
+            ok: false,
+            pack_id: self.pack_id.clone(),
+            verb_key: self.verb_key.clone(),
+            operation: self.operation.map(|o| o.to_string()),
+            land: self.land.map(|l| l.to_string()),
+            error: Some(r.message),
+            code: Some(r.code),
+            hint: r.hint,
+            exit_code: None,
+            stdout: None,
+            stderr: None,
+            data: Value::Null,
+            truncated: false,
+            duration_ms: self.elapsed_ms(),
+            audit_id,
+            extra: self.result_extra.clone(),
+        };
+        Answer {
+            result,
+            exit,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+        }
+    }
+}
+
+/// The refusal answer of a call that never reached the pipeline (a bad envelope, a value
+/// too long for MCP): not audited, as no principal was resolved.
+pub fn early_refusal(r: Refusal) -> Answer {
+    Facts::new().refusal_answer(r, None)
+}

@@ -1,0 +1,68 @@
+//! A refusal or failure of a call: its [`Code`] (which gives the exit status), message and
+//! hint; and the conversions from every library error into one.
+
+use hcp_model::Code;
+
+/// A refusal of a call: code, lowercase message, hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The code; its [`Code::exit_status`] is the call's exit status.
+    pub code: Code,
+    /// The message (`confirm required` for the confirm gate).
+    pub message: String,
+    /// How to proceed.
+    pub hint: Option<String>,
+}
+
+impl Refusal {
+    /// A refusal without a hint.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// The exit status of the call it refuses (RUNTIME §5).
+    pub fn exit(&self) -> u8 {
+        self.code.exit_status()
+    }
+
+    /// The gate's refusal (steps 1–6).
+    pub fn from_gate(r: &hcp_gate::check::Refusal) -> Self {
+        Self {
+            code: r.code,
+            message: r.message.clone(),
+            hint: r.hint.clone(),
+        }
+    }
+
+    /// A store failure, with its own code.
+    pub fn store(e: &hcp_store::StoreError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
+
+    /// An adapter failure, with its code (the adapter spells it; the table knows it).
+    pub fn adapter(e: &hcp_adapter::AdapterError) -> Self {
+        let mut r = Self::new(code_of(e.code()), e.to_string());
+        if matches!(e, hcp_adapter::AdapterError::ArgTooLong { .. }) {
+            r.hint = Some("pass large content through a file in the working directory".into());
+        }
+        r
+    }
+}
+
+/// The table's code for a code spelled by a crate that keeps its own names (the
+/// adapter, the audit trail, the Histos engine). An unknown spelling is
+/// `internal_error`: the call is refused either way (the runtime's tests check that
+/// every spelling those crates use is in the table).
+pub fn code_of(text: &str) -> Code {
+    Code::parse(text).unwrap_or(Code::InternalError)
+}

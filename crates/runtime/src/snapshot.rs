@@ -1,0 +1,114 @@
+//! The snapshot of a call: every read of the store and the state, up front, before any
+//! decision. Each part keeps its own failure; the pipeline reports it at the step where
+//! RUNTIME §5 checks it, so the order of refusals is the contract's whatever the order
+//! of reads (a broken `config.json` is still refused after the gate, a missing grant
+//! before a bad runtime policy).
+
+use crate::Runtime;
+use crate::call::Caller;
+use crate::policy::{self, PolicyRefusal, RuntimePolicy};
+use crate::refusal::Refusal;
+use hcp_store::binding::{self, Credential, MintError};
+use hcp_store::config::{ConfigError, RuntimeConfig};
+use hcp_store::grant::HeldCapability;
+use hcp_store::pack::{self, InstalledPack};
+use hcp_store::session::{Session, SessionError};
+use jiff::Timestamp;
+
+/// What a call reads, each part as found.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The session of `HCP_SESSION`; `None` for the owner.
+    pub session: Option<Result<Session, SessionError>>,
+    /// The pack and verb key (or stimulus ref) the call names.
+    pub target: Result<(InstalledPack, String), Refusal>,
+    /// Whether that pack is active.
+    pub active: bool,
+    /// The session principal's grants on the pack (empty for the owner).
+    pub grants: Result<Vec<HeldCapability>, Refusal>,
+    /// The operator's runtime policy, when there is one.
+    pub policy: Result<Option<RuntimePolicy>, PolicyRefusal>,
+    /// `config.json`.
+    pub config: Result<RuntimeConfig, ConfigError>,
+    /// The principal's credential, for a `user` pack's verb other than its connect verb.
+    pub credential: Option<Result<Credential, MintError>>,
+}
+
+/// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    /// `pack_id` (when the face names it apart) and the target.
+    Verb {
+        /// The pack, when named apart.
+        pack_id: Option<&'a str>,
+        /// `PACK.VERB` or a verb key.
+        target: &'a str,
+    },
+    /// A pack's stimulus ref (`*` for all), for `hcp sense`.
+    Stimulus {
+        /// The pack.
+        pack_id: &'a str,
+        /// The ref, or `*`.
+        reference: &'a str,
+    },
+}
+
+impl Snapshot {
+    /// Reads everything a call of `subject` by `caller` may need, at `now`.
+    pub fn load(rt: &Runtime, caller: &Caller, subject: Subject<'_>, now: Timestamp) -> Self {
+        let home = rt.home();
+        let session = caller
+            .session_token
+            .as_ref()
+            .map(|t| rt.state().session_resolve(&t.to_string_lossy(), now));
+        let target = match subject {
+            Subject::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
+            Subject::Stimulus { pack_id, reference } => pack::load(home, pack_id)
+                .map(|p| (p, reference.to_owned()))
+                .map_err(|e| crate::install::pack_refusal(&e)),
+        };
+        let active = target
+            .as_ref()
+            .is_ok_and(|(p, _)| pack::is_active(home, p.id.as_str()));
+        let grants = match (&session, &target) {
+            (Some(Ok(s)), Ok((p, _))) => rt
+                .state()
+                .grants_held(&s.principal, &p.id)
+                .map_err(|e| Refusal::store(&e)),
+            _ => Ok(Vec::new()),
+        };
+        let principal = match &session {
+            None => Some(hcp_store::session::OWNER),
+            Some(Ok(s)) => Some(s.principal.as_str()),
+            Some(Err(_)) => None,
+        };
+        let credential = match (&target, principal, subject) {
+            (Ok((p, key)), Some(who), _)
+                if p.manifest.binding.mode == hcp_model::BindingMode::User
+                    && p.manifest.connect_verb() != Some(key.as_str()) =>
+            {
+                Some(binding::load(home, who, p.manifest.family(), now))
+            }
+            _ => None,
+        };
+        Self {
+            session,
+            target,
+            active,
+            grants,
+            policy: policy::load(home),
+            config: RuntimeConfig::load(home.root()),
+            credential,
+        }
+    }
+
+    /// The principal a refusal is recorded under: `owner` without a session, the
+    /// session's principal when its token is valid, `unknown` otherwise.
+    pub fn principal_label(&self) -> String {
+        match &self.session {
+            None => hcp_store::session::OWNER.into(),
+            Some(Ok(s)) => s.principal.as_str().to_owned(),
+            Some(Err(_)) => "unknown".into(),
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! What the steps of [`crate::pipeline`] conclude: the refusals they raise, what a call
+//! spends at admission, and the small facts they derive (the gate's principal, the
+//! capabilities step 4 checked, the pack's content change).
+
+use crate::Runtime;
+use crate::pipeline::{SenseAdmitted, SenseRefused};
+use crate::policy::{self, PolicyPass, PolicyRefusal, RuntimePolicy};
+use crate::record::Facts;
+use crate::redact::Redactor;
+use crate::refusal::Refusal;
+use hcp_gate::{GrantView, Principal, SessionView};
+use hcp_model::{Capability, Code};
+use hcp_store::audit::Decision as Logged;
+use hcp_store::binding::MintError;
+use hcp_store::pack::InstalledPack;
+use hcp_store::session::{Session, SessionError};
+use hcp_store::state::Admission;
+use hcp_store::state::{AdmitError, ApprovalKey, CounterSlot};
+use jiff::Timestamp;
+use serde_json::Value;
+
+/// Why the pipeline stopped before answering with a run, and whether to record it.
+pub(crate) struct Stop {
+    pub refusal: Refusal,
+    pub recorded: bool,
+}
+
+pub(crate) fn stop(refusal: Refusal) -> Stop {
+    Stop {
+        refusal,
+        recorded: true,
+    }
+}
+
+/// What a call takes at admission.
+#[derive(Debug, Default)]
+pub(crate) struct Spend {
+    pub counters: Vec<CounterSlot>,
+    pub approvals: Vec<ApprovalKey>,
+}
+
+impl Spend {
+    pub fn take(&mut self, counters: Vec<CounterSlot>, approval: Option<(String, ApprovalKey)>) {
+        self.counters.extend(counters);
+        self.approvals.extend(approval.map(|(_, k)| k));
+    }
+}
+
+/// Step 7 for one tool of a session principal: the dry pre-gate, its rule (and the
+/// approval it would use) noted for the record.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn runtime_policy_pre(
+    rt: &Runtime,
+    rp: &RuntimePolicy,
+    s: &Session,
+    tool: &str,
+    values: &std::collections::BTreeMap<String, hcp_model::ArgValue>,
+    cli_face: bool,
+    now: Timestamp,
+    facts: &mut Facts,
+) -> Result<PolicyPass, Stop> {
+    facts
+        .audit_extra
+        .insert("policy_hash".into(), rp.hash().into());
+    match policy::pre(rt.state(), rp, s, tool, values, cli_face, now) {
+        Ok(pass) => {
+            facts
+                .audit_extra
+                .insert("rule".into(), pass.rule.clone().into());
+            if let Some((id, _)) = &pass.approval {
+                facts
+                    .audit_extra
+                    .insert("approval_id".into(), id.clone().into());
+            }
+            Ok(pass)
+        }
+        Err(r) => {
+            facts
+                .audit_extra
+                .insert("rule".into(), r.code.as_str().into());
+            if let Some(id) = &r.approval_id {
+                facts
+                    .audit_extra
+                    .insert("approval_id".into(), id.clone().into());
+                facts
+                    .result_extra
+                    .insert("approval_id".into(), id.clone().into());
+            }
+            Err(stop(policy_refusal(r)))
+        }
+    }
+}
+
+/// The capabilities step 4 required of a session principal: the operation's, and
+/// `pack.connect` for the connect verb; none for the owner.
+pub(crate) fn checked_capabilities(
+    pack: &InstalledPack,
+    key: &str,
+    operation: hcp_model::Operation,
+    principal: &Principal,
+) -> Vec<Capability> {
+    if *principal == Principal::Owner {
+        return Vec::new();
+    }
+    let mut caps = vec![Capability::for_operation(operation)];
+    if pack.manifest.connect_verb() == Some(key) {
+        caps.push(Capability::PackConnect);
+    }
+    caps
+}
+
+/// The gate's view of the principal: the owner, or the session's.
+pub(crate) fn principal_of(session: Option<&Session>) -> Principal {
+    match session {
+        None => Principal::Owner,
+        Some(s) => Principal::Session(SessionView {
+            principal_id: s.principal.as_str().to_owned(),
+            projects: s.projects.clone(),
+            workdir: s.workdir.clone(),
+        }),
+    }
+}
+
+pub(crate) fn grants_view(
+    grants: Result<Vec<hcp_store::grant::HeldCapability>, Refusal>,
+) -> Result<GrantView, Refusal> {
+    Ok(GrantView {
+        held: grants?
+            .into_iter()
+            .map(|h| (h.capability, h.granted_at))
+            .collect(),
+    })
+}
+
+/// The pack's `content_changed_at`, for the rug-pull guard.
+pub(crate) fn content_changed_at(pack: &InstalledPack) -> Result<Option<Timestamp>, Refusal> {
+    match pack.record.content_changed_at.as_deref() {
+        None => Ok(None),
+        Some(t) => t.parse::<Timestamp>().map(Some).map_err(|_| {
+            Refusal::new(
+                Code::StoreDamaged,
+                format!(
+                    "install record of `{}` has a bad `content_changed_at`",
+                    pack.id
+                ),
+            )
+        }),
+    }
+}
+
+/// A session that cannot be used: `bad_session`, or the store's failure.
+pub(crate) fn session_refusal(e: SessionError) -> Refusal {
+    match e {
+        SessionError::Bad(b) => Refusal::new(Code::BadSession, format!("bad session: {b}"))
+            .hint("the owner starts a new session with `hcp session start`"),
+        other => Refusal::new(other.code(), other.to_string()),
+    }
+}
+
+/// A refusal of the runtime policy (RUNTIME §7).
+pub(crate) fn policy_refusal(r: PolicyRefusal) -> Refusal {
+    Refusal {
+        code: r.code,
+        message: r.message,
+        hint: r.hint,
+    }
+}
+
+/// A call admission refused: nothing was spent. Recorded unless the audit is what failed.
+pub(crate) fn admit_stop(e: AdmitError, tool: &str, facts: &mut Facts) -> Stop {
+    let code = e.code();
+    if code.is_runtime_policy() {
+        facts
+            .audit_extra
+            .insert("rule".into(), code.as_str().into());
+    }
+    let message = match &e {
+        AdmitError::Limit { .. } => format!(
+            "the runtime policy refuses `{tool}`: another call took the last of its `{code}` since it was checked"
+        ),
+        AdmitError::ApprovalGone => format!(
+            "the approval of this call of `{tool}` was used by another call since it was looked up"
+        ),
+        AdmitError::Audit(inner) => {
+            format!("the audit trail cannot be written, so nothing runs: {inner}")
+        }
+        other => format!("{other}; the call is refused"),
+    };
+    Stop {
+        recorded: !matches!(e, AdmitError::Audit(_)),
+        refusal: Refusal::new(code, message),
+    }
+}
+
+/// Binding mint failed (step 8): record `binding.degraded` where the pack declares it (for
+/// `hcp sense` to deliver; best effort: the refusal stands either way), and refuse.
+pub(crate) fn mint_refusal(
+    rt: &Runtime,
+    pack: &InstalledPack,
+    principal: &str,
+    key: &str,
+    e: &MintError,
+    now: Timestamp,
+) -> Refusal {
+    let _ = crate::degraded::record(rt.home(), pack, principal, key, e, now);
+    let hint = if e.code() == Code::BindingInsecure {
+        format!(
+            "others may read it: `hcp disconnect {0}` then `hcp connect {0}` writes it 0600 again",
+            pack.id
+        )
+    } else {
+        format!("run `hcp connect {}` to establish the binding", pack.id)
+    };
+    Refusal::new(e.code(), e.to_string()).hint(hint)
+}
+
+/// The name and meaning of a signal that ended a child, for the answer.
+pub(crate) fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => {
+            "SIGKILL (killed: after the timeout's grace, the CPU-time limit's hard stop, or from outside)"
+        }
+        libc::SIGTERM => "SIGTERM (the timeout)",
+        libc::SIGXCPU => "SIGXCPU (the CPU-time limit)",
+        libc::SIGXFSZ => "SIGXFSZ (the file-size limit)",
+        libc::SIGSEGV => "SIGSEGV (a crash, or the address-space limit)",
+        libc::SIGABRT => "SIGABRT (the program aborted)",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "a signal",
+    }
+}
+
+/// What sense admits.
+pub(crate) struct SenseCall {
+    pub pack: InstalledPack,
+    pub principal: Principal,
+    pub session: Option<String>,
+    pub refs: Vec<String>,
+    pub triggers: Vec<crate::sense::Planned>,
+    pub secret: Option<serde_json::Map<String, Value>>,
+    pub unbound: Option<Code>,
+}
+
+/// Sense's admission (step 9b) and its allow record.
+pub(crate) fn admit_sense(
+    rt: &Runtime,
+    c: SenseCall,
+    spend: &Spend,
+    mut facts: Facts,
+    now: Timestamp,
+) -> Result<SenseAdmitted, SenseRefused> {
+    let SenseCall {
+        pack,
+        principal,
+        session,
+        refs,
+        triggers,
+        secret,
+        unbound,
+    } = c;
+    if let Err(e) = rt.state().audit_ready() {
+        return Err(SenseRefused {
+            refusal: Refusal::new(
+                Code::AuditUnavailable,
+                format!("the audit trail cannot be written, so nothing runs: {e}"),
+            ),
+        });
+    }
+    let intent = facts.entry(Logged::Allow, None, None);
+    let tool = format!("{}.{}", pack.id, refs.join(","));
+    let capabilities = match principal {
+        Principal::Owner => Vec::new(),
+        Principal::Session(_) => vec![Capability::SenseEnable],
+    };
+    match rt.state().admit(&Admission {
+        session: session.as_deref(),
+        pack: &pack.id,
+        capabilities: &capabilities,
+        intent: &intent,
+        counters: &spend.counters,
+        approvals: &spend.approvals,
+        now,
+    }) {
+        Ok(a) => {
+            if let Some(id) = a.approval_ids.first() {
+                facts
+                    .audit_extra
+                    .insert("approval_id".into(), id.clone().into());
+            }
+        }
+        Err(e) => {
+            let s = admit_stop(e, &tool, &mut facts);
+            if s.recorded {
+                let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
+                let _ = rt.state().record(&entry);
+            }
+            return Err(SenseRefused { refusal: s.refusal });
+        }
+    }
+    let _ = rt.state().record(&facts.entry(Logged::Allow, None, None));
+    Ok(SenseAdmitted {
+        unbound,
+        principal: principal.id().to_owned(),
+        redactor: secret.as_ref().map(Redactor::new).unwrap_or_default(),
+        pack,
+        refs,
+        triggers,
+    })
+}

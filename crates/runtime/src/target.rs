@@ -1,0 +1,117 @@
+//! Step 1 of RUNTIME §5, the part that reads the store: which installed pack a target
+//! names. `PACK.VERB` (each reading of a dotted target, `hcp_gate::target::readings`), a
+//! pack named apart (`pack_id` of an envelope, MCP, connect), else a verb key unique
+//! across active packs. Cost does not grow with the number of installed packs unless the
+//! target is a bare verb key.
+
+use crate::refusal::Refusal;
+use hcp_model::Code;
+use hcp_store::Home;
+use hcp_store::pack::{self, InstalledPack, PackError};
+
+/// The pack and verb key a target resolves to.
+///
+/// # Errors
+/// `unknown_verb` (with suggestions), `ambiguous_verb`, or the store's code when a pack
+/// cannot be read.
+pub fn resolve(
+    home: &Home,
+    pack_id: Option<&str>,
+    target: &str,
+) -> Result<(InstalledPack, String), Refusal> {
+    let load = |id: &str| -> Result<Option<InstalledPack>, Refusal> {
+        match pack::load(home, id) {
+            Ok(p) => Ok(Some(p)),
+            Err(PackError::NotInstalled { .. }) => Ok(None),
+            Err(e) => Err(Refusal::new(e.code(), e.to_string())),
+        }
+    };
+    if let Some(id) = pack_id {
+        let Some(p) = load(id)? else {
+            return Err(
+                Refusal::new(Code::UnknownVerb, format!("pack `{id}` is not installed"))
+                    .hint("`hcp list` shows the installed packs"),
+            );
+        };
+        if !p.manifest.verbs.contains_key(target) {
+            let known: Vec<String> = p
+                .manifest
+                .verbs
+                .keys()
+                .map(|k| format!("{id}.{k}"))
+                .collect();
+            return Err(unknown(target, known));
+        }
+        return Ok((p, target.to_owned()));
+    }
+    // The readings come in pairs with the same pack id (`echo.say` reads as `echo` +
+    // `say`, then `echo` + `echo.say`): each pack is loaded once.
+    let mut loaded: Option<(&str, Option<InstalledPack>)> = None;
+    for (id, verb) in hcp_gate::target::readings(target) {
+        if hcp_model::validate_pack_id(id).is_err() {
+            continue;
+        }
+        if loaded.as_ref().is_none_or(|(l, _)| *l != id) {
+            loaded = Some((id, load(id)?));
+        }
+        if let Some((_, slot)) = &mut loaded
+            && slot
+                .as_ref()
+                .is_some_and(|p| p.manifest.verbs.contains_key(verb))
+            && let Some(p) = slot.take()
+        {
+            return Ok((p, verb.to_owned()));
+        }
+    }
+    // A bare verb key: unique across active packs.
+    let ids = pack::active_ids(home).map_err(|e| Refusal::store(&e))?;
+    let mut hits = Vec::new();
+    let mut known = Vec::new();
+    for id in ids {
+        if let Some(p) = load(id.as_str())? {
+            for k in p.manifest.verbs.keys() {
+                known.push(format!("{id}.{k}"));
+            }
+            if p.manifest.verbs.contains_key(target) {
+                hits.push(p);
+            }
+        }
+    }
+    match hits.len() {
+        0 => Err(unknown(target, known)),
+        1 => {
+            let p = hits.remove(0);
+            Ok((p, target.to_owned()))
+        }
+        _ => {
+            let names: Vec<String> = hits
+                .iter()
+                .map(|p| format!("`{}.{}`", p.id, target))
+                .collect();
+            Err(Refusal::new(
+                Code::AmbiguousVerb,
+                format!(
+                    "verb `{target}` is in several active packs: {}",
+                    names.join(", ")
+                ),
+            )
+            .hint("name the pack: `hcp exec PACK.VERB`"))
+        }
+    }
+}
+
+fn unknown(target: &str, known: Vec<String>) -> Refusal {
+    let s = hcp_gate::target::suggest(target, known.iter().map(String::as_str));
+    let hint = if s.is_empty() {
+        "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
+    } else {
+        format!(
+            "did you mean {}?",
+            s.iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Refusal::new(Code::UnknownVerb, format!("no active verb `{target}`")).hint(hint)
+}

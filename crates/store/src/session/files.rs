@@ -1,0 +1,288 @@
+//! Sessions on disk: `state/sessions/<sha256 of token, hex>.json`, one file each,
+//! replaced whole under the store lock; validation of what `hcp session start` asks for
+//! ([`prepare`], no I/O but the random token and the working directory's check).
+
+use super::*;
+use crate::atomic::write_atomic;
+use crate::error::{StoreError, StoreResult};
+use crate::home::{Home, StoreDir};
+use crate::lock::StoreLock;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The directory of session files.
+pub fn sessions_dir(home: &Home) -> PathBuf {
+    home.dir(StoreDir::State).join("sessions")
+}
+
+fn session_path(home: &Home, digest_hex: &str) -> PathBuf {
+    sessions_dir(home).join(format!("{digest_hex}.json"))
+}
+
+fn names(what: &'static str, values: &[String]) -> Result<Vec<String>, SessionError> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        validate_name(v).map_err(|reason| SessionError::BadValue {
+            what,
+            value: v.clone(),
+            reason,
+        })?;
+        if !out.contains(v) {
+            out.push(v.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn attributes(pairs: &[String]) -> Result<BTreeMap<String, String>, SessionError> {
+    let mut out = BTreeMap::new();
+    for pair in pairs {
+        let bad = |reason: &str| SessionError::BadValue {
+            what: "attr",
+            value: pair.clone(),
+            reason: reason.to_owned(),
+        };
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| bad("it must be `KEY=VALUE`"))?;
+        let key_ok = k
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && k.len() <= 64
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !key_ok {
+            return Err(bad("the key must match `^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`"));
+        }
+        if v.len() > MAX_ATTR_VALUE_LEN || v.chars().any(char::is_control) {
+            return Err(bad(
+                "the value must be at most 1024 bytes without control characters",
+            ));
+        }
+        if out.insert(k.to_owned(), v.to_owned()).is_some() {
+            return Err(bad("the key is given twice"));
+        }
+    }
+    Ok(out)
+}
+
+fn workdir(dir: &Path) -> Result<PathBuf, SessionError> {
+    let bad = |reason: String| SessionError::BadWorkdir {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let canonical = std::fs::canonicalize(dir).map_err(|e| {
+        bad(match e.kind() {
+            std::io::ErrorKind::NotFound => "it does not exist".into(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+            _ => format!("it cannot be resolved: {}", e.to_string().to_lowercase()),
+        })
+    })?;
+    if !canonical.is_dir() {
+        return Err(bad("it is not a directory".into()));
+    }
+    Ok(canonical)
+}
+
+/// Validates `new` and makes the session and its token (shown once, never stored), at
+/// `now`, without writing anything: what every state backend shares of `hcp session
+/// start`. Reads only the random source and the working directory's metadata.
+///
+/// # Errors
+/// [`SessionError::BadPrincipal`], [`SessionError::BadValue`],
+/// [`SessionError::BadWorkdir`], [`SessionError::BadTtl`] for bad input;
+/// [`SessionError::Entropy`] when the random source cannot be read.
+pub fn prepare(new: &NewSession, now: Timestamp) -> Result<(Token, Session), SessionError> {
+    let principal = PrincipalId::parse(&new.principal)?;
+    let role = match &new.role {
+        Some(r) => names("role", std::slice::from_ref(r))?.into_iter().next(),
+        None => None,
+    };
+    let projects = names("project", &new.projects)?;
+    let can_view = names("can_view", &new.can_view)?;
+    let attributes = attributes(&new.attributes)?;
+    let workdir = new.workdir.as_deref().map(workdir).transpose()?;
+    let ttl = new.ttl.unwrap_or(DEFAULT_TTL);
+    if !(MIN_TTL..=MAX_TTL).contains(&ttl) {
+        return Err(SessionError::BadTtl {
+            value: format!("{}s", ttl.as_secs()),
+            reason: "it must be from 1 second to 365 days".into(),
+        });
+    }
+    let expires_at = now.checked_add(ttl).map_err(|e| SessionError::BadTtl {
+        value: format!("{}s", ttl.as_secs()),
+        reason: format!("{e}"),
+    })?;
+    let token = Token::generate()?;
+    let digest = token_digest(token.as_str());
+    let session = Session {
+        token_sha256: format!("sha256:{digest}"),
+        principal,
+        role,
+        projects,
+        attributes,
+        can_view,
+        workdir,
+        created_at: now,
+        expires_at,
+        ended_at: None,
+    };
+    Ok((token, session))
+}
+
+/// Starts a session (RUNTIME §4): [`prepare`], then writes the session under the store
+/// lock, and returns the token (shown once, never stored) with the session.
+///
+/// # Errors
+/// As [`prepare`]; [`SessionError::Store`] when it cannot be written.
+pub fn start(
+    home: &Home,
+    new: &NewSession,
+    now: Timestamp,
+) -> Result<(Token, Session), SessionError> {
+    let (token, session) = prepare(new, now)?;
+    let digest = token_digest(token.as_str());
+    let _lock = StoreLock::acquire(home)?;
+    write_session(home, &digest, &session)?;
+    Ok((token, session))
+}
+
+fn write_session(home: &Home, digest: &str, s: &Session) -> StoreResult<()> {
+    let mut bytes = serde_json::to_vec_pretty(s).map_err(|e| StoreError::Damaged {
+        path: session_path(home, digest),
+        reason: format!("cannot encode the session: {e}"),
+    })?;
+    bytes.push(b'\n');
+    write_atomic(&session_path(home, digest), &bytes)
+}
+
+fn read_session(path: &Path, digest: &str) -> StoreResult<Option<Session>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("read", path, e)),
+    };
+    let damaged = |reason: String| StoreError::Damaged {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let s: Session = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+    if s.token_sha256 != format!("sha256:{digest}") {
+        return Err(damaged(
+            "its `token_sha256` does not match its file name".into(),
+        ));
+    }
+    Ok(Some(s))
+}
+
+/// Resolves a present `HCP_SESSION` value to its session (RUNTIME §4, §5 step 2).
+///
+/// The check order is: shape, existence, ended, expired (`now >= expires_at`). A bad
+/// token is never the owner: every refusal is [`SessionError::Bad`] with code
+/// `bad_session`. Reads one small file; takes no lock.
+///
+/// # Errors
+/// [`SessionError::Bad`] ([`BadSession::Malformed`], [`BadSession::Unknown`],
+/// [`BadSession::Ended`], [`BadSession::Expired`]); [`SessionError::Store`] when the file
+/// cannot be read or is damaged.
+pub fn resolve(home: &Home, token: &str, now: Timestamp) -> Result<Session, SessionError> {
+    if !is_token_shape(token) {
+        return Err(BadSession::Malformed.into());
+    }
+    let digest = token_digest(token);
+    let session =
+        read_session(&session_path(home, &digest), &digest)?.ok_or(BadSession::Unknown)?;
+    if let Some(ended_at) = session.ended_at {
+        return Err(BadSession::Ended { ended_at }.into());
+    }
+    if now >= session.expires_at {
+        return Err(BadSession::Expired {
+            expires_at: session.expires_at,
+        }
+        .into());
+    }
+    Ok(session)
+}
+
+/// Ends the session of `token` at `now`, under the store lock. Ending an ended session
+/// changes nothing; the flag in the answer says whether this call ended it.
+///
+/// # Errors
+/// [`BadSession::Malformed`] or [`BadSession::Unknown`] as [`SessionError::Bad`];
+/// [`SessionError::Store`].
+pub fn end(home: &Home, token: &str, now: Timestamp) -> Result<(Session, bool), SessionError> {
+    if !is_token_shape(token) {
+        return Err(BadSession::Malformed.into());
+    }
+    let digest = token_digest(token);
+    let path = session_path(home, &digest);
+    let _lock = StoreLock::acquire(home)?;
+    let mut s = read_session(&path, &digest)?.ok_or(BadSession::Unknown)?;
+    if s.ended_at.is_some() {
+        return Ok((s, false));
+    }
+    s.ended_at = Some(now);
+    write_session(home, &digest, &s)?;
+    Ok((s, true))
+}
+
+/// Ends every session of `principal` that is not ended yet (expired ones included), under
+/// the store lock, and returns those it ended, oldest first.
+///
+/// # Errors
+/// [`SessionError::Store`].
+pub fn end_principal(
+    home: &Home,
+    principal: &PrincipalId,
+    now: Timestamp,
+) -> Result<Vec<Session>, SessionError> {
+    let _lock = StoreLock::acquire(home)?;
+    let mut ended = Vec::new();
+    for mut s in list(home)? {
+        if &s.principal == principal && s.ended_at.is_none() {
+            s.ended_at = Some(now);
+            let digest = s
+                .token_sha256
+                .strip_prefix("sha256:")
+                .unwrap_or(&s.token_sha256)
+                .to_owned();
+            write_session(home, &digest, &s)?;
+            ended.push(s);
+        }
+    }
+    Ok(ended)
+}
+
+/// Every stored session, oldest first (then by principal). An absent directory is no
+/// session. Files other than `<64 hex>.json` (temporary files of a writer) are skipped.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory or a file cannot be read,
+/// [`StoreError::Damaged`] when a session file does not parse.
+pub fn list(home: &Home) -> StoreResult<Vec<Session>> {
+    let dir = sessions_dir(home);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io("read", &dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io("read", &dir, e))?;
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if stem.len() != 64 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        if let Some(s) = read_session(&entry.path(), stem)? {
+            out.push(s);
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.created_at, a.principal.as_str()).cmp(&(b.created_at, b.principal.as_str()))
+    });
+    Ok(out)
+}
