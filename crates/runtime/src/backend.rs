@@ -335,9 +335,14 @@ pub fn ready(rt: &Runtime) -> Result<(), StoreError> {
     match rt.backend() {
         Backend::File => Ok(()),
         Backend::Unusable(u) => Err(u.error()),
-        Backend::Postgres { state, .. } => {
-            state.info().map(drop).map_err(hcp_state_pg::store_error)
-        }
+        Backend::Postgres { state, .. } => state.audit_ready().map_err(|e| match e {
+            AuditError::Store(s) => s,
+            other => StoreError::StateUnavailable {
+                backend: hcp_state_pg::BACKEND.into(),
+                reason: other.to_string(),
+                hint: None,
+            },
+        }),
     }
 }
 

@@ -56,6 +56,11 @@ fn execute(
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
 ) -> (Answer, Option<String>) {
+    // A state that cannot be used refuses before anything is read (RUNTIME §9): no
+    // refusal could be recorded, and nothing falls back to the files.
+    if let Err(e) = crate::backend::ready(rt) {
+        return (crate::record::early_refusal(Refusal::store(&e)), None);
+    }
     let mut facts = Facts::start(rt);
     let answer = match steps(rt, caller, call, cancel, via_connect, &mut facts) {
         Ok(a) => a,
@@ -441,6 +446,9 @@ pub fn sense(
 ) -> Result<SenseAdmitted, SenseRefused> {
     let now = Timestamp::now();
     let target = reference.unwrap_or("*");
+    crate::backend::ready(rt).map_err(|e| SenseRefused {
+        refusal: Refusal::store(&e),
+    })?;
     let mut facts = Facts::start(rt);
     facts.verb_key = Some(target.to_owned());
     facts.operation = Some(hcp_model::Operation::Read);

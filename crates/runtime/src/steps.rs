@@ -153,6 +153,7 @@ pub(crate) fn session_refusal(e: SessionError) -> Refusal {
     match e {
         SessionError::Bad(b) => Refusal::new(Code::BadSession, format!("bad session: {b}"))
             .hint("the owner starts a new session with `hcp session start`"),
+        SessionError::Store(s) => Refusal::store(&s),
         other => Refusal::new(other.code(), other.to_string()),
     }
 }

@@ -3,7 +3,7 @@
 
 mod follow;
 
-use super::session::{open_home, print, require_owner, with_causes};
+use super::session::{print, require_owner, with_causes};
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use hcp_store::audit::checkpoint::{self, Checkpoint};
@@ -52,7 +52,26 @@ pub struct TailArgs {
 /// Runs `hcp audit …`.
 pub fn run(c: AuditCommand) -> CliResult {
     require_owner("audit")?;
-    let log = AuditLog::new(&open_home()?);
+    let rt = super::exec::runtime()?;
+    if !matches!(rt.backend(), hcp_runtime::Backend::File) {
+        // A fleet's database: every machine's chain, through the state (RUNTIME §9).
+        return match c {
+            AuditCommand::Verify(a) if a.checkpoint.is_none() => {
+                let r = rt.state().audit_verify().map_err(|e| audit_error(&e))?;
+                show_verify(&r, a.json)
+            }
+            AuditCommand::Tail(a) if !a.follow => {
+                let (lines, _) = rt.state().audit_tail(a.n).map_err(|e| audit_error(&e))?;
+                show_tail(&lines, a.json);
+                Ok(exit::OK)
+            }
+            _ => Err(CliError::new(
+                hcp_model::Code::Usage,
+                "with a fleet's state this audit command is not available yet",
+            )),
+        };
+    }
+    let log = AuditLog::new(rt.home());
     match c {
         AuditCommand::Verify(a) => verify(&log, a),
         AuditCommand::Tail(a) if a.follow => follow::run(&log, a.n),
@@ -199,14 +218,18 @@ fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
         None => log.verify(),
     }
     .map_err(|e| audit_error(&e))?;
-    if a.json {
-        let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
+    show_verify(&r, a.json)
+}
+
+fn show_verify(r: &VerifyReport, json: bool) -> CliResult {
+    if json {
+        let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
             m.insert("ok".into(), Value::Bool(r.is_clean()));
         }
         print(&format!("{v}\n"));
     } else {
-        print(&render_verify(&r));
+        print(&render_verify(r));
     }
     Ok(if r.is_clean() {
         exit::OK
@@ -318,6 +341,23 @@ fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let (lines, torn) = log.tail(a.n).map_err(|e| audit_error(&e))?;
+    show_tail(&lines, false);
+    warn_torn(torn);
+    Ok(exit::OK)
+}
+
+fn show_tail(lines: &[TailLine], json: bool) {
+    if json {
+        let v: Vec<Value> = lines
+            .iter()
+            .map(|l| match l {
+                TailLine::Record(r) => serde_json::to_value(r).unwrap_or(Value::Null),
+                TailLine::Unparseable { reason } => json!({ "unparseable": reason }),
+            })
+            .collect();
+        print(&format!("{}\n", Value::Array(v)));
+        return;
+    }
     {
         // An intent shown without a later outcome among the lines shown (which run to
         // the end of the trail) has none: its call was interrupted, or still runs.
@@ -329,7 +369,7 @@ fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
             })
             .collect();
         let mut out = String::new();
-        for l in &lines {
+        for l in lines {
             match l {
                 TailLine::Record(r) => {
                     let open = r.kind() == Kind::Intent && !closed.contains(r.id.as_str());
@@ -342,8 +382,6 @@ fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
         }
         print(&out);
     }
-    warn_torn(torn);
-    Ok(exit::OK)
 }
 
 fn warn_torn(torn: u64) {

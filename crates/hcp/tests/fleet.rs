@@ -1,0 +1,466 @@
+//! A fleet of machines on one PostgreSQL (RUNTIME §9), end to end through the built `hcp`:
+//! two machines (two `$HCP_HOME`s whose `config.json` name one database) share sessions,
+//! grants, approvals, exact counters and the audit (one chain per machine); a database
+//! that goes away, refuses the credentials or lags a schema version answers
+//! `state_unavailable` (74) and leaves every chain sound; a record edited by hand is
+//! named by `hcp audit verify`.
+//!
+//! Against the server of `.ci/pg-start` (`HCP_TEST_PG_URL`; machine B goes through its
+//! pooler when `HCP_TEST_PG_POOL_URL` is set) and private servers for the tests that stop
+//! or reconfigure one. Without a server every test says `skipped:`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod exec_common;
+mod fleet_support;
+
+use fleet_support::{Machine, Server, count_kind, fleet, parallel, pool_url, psql, tally, url};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+const LIMITS: &str = "schema_version: histos.policy/0.1
+tools:
+  polprobe.count:
+    args:
+      value: {type: string}
+    rate_limit: 50
+    budget: 80
+roles:
+  agent:
+    allow: [polprobe.count]
+";
+
+const CONFIRM: &str = "schema_version: histos.policy/0.1
+tools:
+  polprobe.wire:
+    access: write
+    args:
+      to: {type: string}
+      amount: {type: string}
+    confirmation:
+      required: true
+      expires_in: 300
+roles:
+  clerk:
+    allow: [polprobe.wire]
+";
+
+/// Machine A's URL (direct) and machine B's (through the pooler when there is one).
+fn urls() -> Option<(String, String)> {
+    let direct = url()?;
+    let b = pool_url().unwrap_or_else(|| direct.clone());
+    Some((direct, b))
+}
+
+fn session(m: &Machine, principal: &str, role: &str) -> String {
+    let out = m.ok(&["session", "start", "--principal", principal, "--role", role]);
+    out.trim().to_owned()
+}
+
+fn key(status: i32, code: Option<&str>) -> (i32, Option<String>) {
+    (status, code.map(str::to_owned))
+}
+
+#[test]
+fn two_machines_by_four_processes_admit_exactly_50_in_the_window_and_80_over_the_budget() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("limits", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    for m in &ms {
+        m.policy(LIMITS);
+    }
+    // A session and a grant made on A hold on B.
+    let token = session(a, "agent", "agent");
+    a.ok(&["grant", "agent", "polprobe", "verb.exec.read"]);
+    let call = |w: usize, i: usize| {
+        ["polprobe.count", "--value", &format!("w{w}c{i}")]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    // 2 machines × 4 processes × 10 calls inside one window: exactly 50.
+    let first = parallel(&[a, b], 4, 10, &token, &call);
+    let t = tally(&first);
+    assert_eq!(
+        t,
+        BTreeMap::from([(key(0, None), 50), (key(77, Some("rate_limit")), 30)]),
+        "{first:?}"
+    );
+    // The window rolls (the slots' times aged by the operator's SQL, as a minute would):
+    // the budget's 30 left, then `budget`, across both machines.
+    psql(
+        &ua,
+        &format!(
+            "UPDATE {schema}.counters SET recent = \
+             (SELECT coalesce(array_agg(x - 61000), '{{}}') FROM unnest(recent) x)"
+        ),
+    );
+    let second = parallel(&[a, b], 4, 10, &token, &call);
+    let t = tally(&second);
+    assert_eq!(
+        t,
+        BTreeMap::from([(key(0, None), 30), (key(77, Some("budget")), 50)]),
+        "{second:?}"
+    );
+    let by_machine = |m: &str| {
+        first
+            .iter()
+            .chain(&second)
+            .filter(|x| x.machine == m && x.status == 0)
+            .count()
+    };
+    eprintln!(
+        "admitted: a (direct) {}, b ({}) {}",
+        by_machine("a"),
+        if pool_url().is_some() {
+            "pooler"
+        } else {
+            "direct"
+        },
+        by_machine("b")
+    );
+    // Every admitted call has its intent (and outcome); every refusal its record.
+    assert_eq!(count_kind(&ua, &schema, "intent"), 80);
+    assert_eq!(count_kind(&ua, &schema, "outcome"), 80);
+    assert_eq!(count_kind(&ua, &schema, "refusal"), 80);
+    let v = b.assert_sound();
+    assert_eq!(v["records"], json!(240), "{v}");
+}
+
+#[test]
+fn an_approval_given_once_and_the_call_made_from_both_machines_at_once_runs_once() {
+    let Some((ua, ub)) = urls() else { return };
+    let (_schema, ms) = fleet("approve", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    for m in &ms {
+        m.policy(CONFIRM);
+    }
+    let token = session(a, "agent", "clerk");
+    a.ok(&["grant", "agent", "polprobe", "verb.exec.write"]);
+    let wire = ["polprobe.wire", "--to", "bob", "--amount", "5", "--confirm"];
+    // Paused on A, the same call pauses on B with the same request.
+    let (s, v) = a.exec(Some(&token), &wire);
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("requires_confirmation")),
+        "{v}"
+    );
+    let id = v["approval_id"].as_str().unwrap().to_owned();
+    let (_, v) = b.exec(Some(&token), &wire);
+    assert_eq!(v["approval_id"], json!(id), "{v}");
+    // The owner approves on B; A's listing shows it approved.
+    b.ok(&["approve", &id]);
+    let listed: Vec<Value> =
+        serde_json::from_str(&a.ok(&["approvals", "--all", "--json"])).unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["state"], json!("approved"), "{listed:?}");
+    // Two processes on each machine make the call at once: exactly one runs.
+    let call = |_: usize, _: usize| wire.map(str::to_owned).to_vec();
+    let answers = parallel(&[a, b], 2, 1, &token, &call);
+    let t = tally(&answers);
+    assert_eq!(
+        t,
+        BTreeMap::from([
+            (key(0, None), 1),
+            (key(77, Some("requires_confirmation")), 3)
+        ]),
+        "{answers:?}"
+    );
+    let listed: Vec<Value> =
+        serde_json::from_str(&b.ok(&["approvals", "--all", "--json"])).unwrap();
+    let used: Vec<&Value> = listed.iter().filter(|x| x["id"] == json!(id)).collect();
+    assert_eq!(used[0]["state"], json!("used"), "{listed:?}");
+    a.assert_sound();
+}
+
+#[test]
+fn a_revoke_on_machine_a_while_machine_b_loops_stops_every_call_started_after_it() {
+    let Some((ua, ub)) = urls() else { return };
+    let (_schema, ms) = fleet("revoke", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    let token = session(a, "agent", "r");
+    a.ok(&["grant", "agent", "polprobe", "verb.exec.read"]);
+    let epoch = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let revoked = std::sync::Mutex::new(None::<std::time::Duration>);
+    let answers = std::thread::scope(|s| {
+        let looping = s.spawn(|| {
+            let mut out = Vec::new();
+            let mut after = 0;
+            let mut told = false;
+            // Loop until 5 calls have started after the revoke committed.
+            while after < 5 {
+                let started = epoch.elapsed();
+                let (status, v) = b.exec(Some(&token), &["polprobe.argv", "--value", "x"]);
+                out.push((started, status, v["code"].as_str().map(str::to_owned)));
+                if status == 0 && !told {
+                    tx.send(()).unwrap();
+                    told = true;
+                }
+                if revoked.lock().unwrap().is_some_and(|t| started > t) {
+                    after += 1;
+                }
+                assert!(
+                    out.len() < 500,
+                    "the loop on B never saw the revoke: {out:?}"
+                );
+            }
+            out
+        });
+        // Revoke on A once B has run a call; the revoke has committed when `hcp revoke`
+        // exits.
+        rx.recv().unwrap();
+        a.ok(&["revoke", "agent", "polprobe", "verb.exec.read"]);
+        *revoked.lock().unwrap() = Some(epoch.elapsed());
+        looping.join().unwrap()
+    });
+    let t = revoked.lock().unwrap().unwrap();
+    let late: Vec<_> = answers.iter().filter(|(s, _, _)| *s > t).collect();
+    assert!(late.len() >= 5, "{answers:?}");
+    for (_, status, code) in &late {
+        assert_eq!(
+            (*status, code.as_deref()),
+            (77, Some("missing_grant")),
+            "a call on B started after the revoke committed: {answers:?}"
+        );
+    }
+    assert!(answers.iter().any(|(_, s, _)| *s == 0), "{answers:?}");
+    b.assert_sound();
+}
+
+#[test]
+fn a_session_ended_on_one_machine_is_refused_on_the_other_and_a_content_change_suspends_grants_everywhere()
+ {
+    let Some((ua, ub)) = urls() else { return };
+    let (_schema, ms) = fleet("session", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    let token = session(a, "agent", "r");
+    a.ok(&["grant", "agent", "*", "verb.exec.read"]);
+    let argv = ["polprobe.argv", "--value", "x"];
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+    // The list on B shows A's session; ending it on B refuses it on A.
+    let listed = b.ok(&["session", "list", "--json"]);
+    assert!(listed.contains("\"principal\":\"agent\""), "{listed}");
+    let mut end = b.w.hcp();
+    end.args(["session", "end", "-"])
+        .write_stdin(format!("{token}\n"));
+    assert!(end.output().unwrap().status.success());
+    let (s, v) = a.exec(Some(&token), &argv);
+    assert_eq!((s, v["code"].as_str()), (77, Some("bad_session")), "{v}");
+    // A reinstall on A with other content suspends the grant on B too.
+    let token = session(a, "agent", "r");
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+    let src = a.w.root().join("polprobe-v2");
+    std::fs::create_dir_all(&src).unwrap();
+    let from = exec_common::source("polprobe");
+    for f in ["surface.json", "policy.json", "HARNESS.md"] {
+        std::fs::copy(from.join(f), src.join(f)).unwrap();
+    }
+    let surface = std::fs::read_to_string(src.join("surface.json")).unwrap();
+    std::fs::write(
+        src.join("surface.json"),
+        surface.replace("Policy probe", "Policy probe, changed"),
+    )
+    .unwrap();
+    a.ok(&[
+        "install",
+        "--force",
+        "--activate",
+        &src.display().to_string(),
+    ]);
+    let (s, v) = b.exec(Some(&token), &argv);
+    assert_eq!((s, v["code"].as_str()), (77, Some("missing_grant")), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("suspended"), "{v}");
+    // Granted again (on B), it runs on both.
+    b.ok(&["grant", "agent", "*", "verb.exec.read"]);
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+    assert_eq!(a.exec(Some(&token), &argv).0, 0);
+    // An uninstall on B suspends rather than deletes the fleet's grants.
+    b.ok(&["uninstall", "polprobe"]);
+    let grants = a.ok(&["grant", "--list", "--json"]);
+    assert!(grants.contains("\"principal\":\"agent\""), "{grants}");
+    let (s, v) = a.exec(Some(&token), &argv);
+    assert_eq!((s, v["code"].as_str()), (77, Some("missing_grant")), "{v}");
+    a.assert_sound();
+}
+
+#[test]
+fn a_record_edited_in_the_database_by_hand_is_named_by_verify() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("edit", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    for m in &ms {
+        for v in ["one", "two", "three"] {
+            assert_eq!(m.exec(None, &["polprobe.argv", "--value", v]).0, 0);
+        }
+    }
+    a.assert_sound();
+    // B's third record: its verb key changed, its hash left as it was.
+    let id = psql(
+        &ua,
+        &format!(
+            "UPDATE {schema}.audit_record SET body = replace(body, '\"verb_key\":\"argv\"', '\"verb_key\":\"wire\"') \
+             WHERE machine = '{}' AND seq = 3 RETURNING body::jsonb->>'id'",
+            b.id()
+        ),
+    );
+    assert!(!id.is_empty());
+    let (status, v) = a.verify();
+    assert_eq!((status, &v["ok"]), (1, &json!(false)), "{v}");
+    let text = v.to_string();
+    assert!(text.contains("hash_mismatch"), "{v}");
+    assert!(text.contains(&b.id()), "names the machine: {v}");
+    assert!(text.contains(&id), "names the record: {v}");
+    // The text face says the same.
+    let out = a.run(&["audit", "verify"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&b.id()) && said.contains("record 3"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_bad_state_key_or_a_config_that_may_hide_one_refuses_before_any_state_is_touched() {
+    let Some(u) = url() else { return };
+    let m = Machine::new("a", &u, "unused");
+    for (text, at) in [
+        (
+            r#"{"state": {"url": "host=/s", "sslmode": "x"}}"#,
+            "line 1, column",
+        ),
+        (
+            r#"{"state": {"url": "postgresql://h/x?sslmode=sometimes"}}"#,
+            "line 1, column 12",
+        ),
+        (
+            r#"{"state": {"url": "host=/s"}, "sandbox": {"requir": true}}"#,
+            "line 1, column",
+        ),
+        (r#"{"state": {"url": "host=/s"}"#, "line 1, column"),
+    ] {
+        std::fs::write(m.w.hcp_home.join("config.json"), text).unwrap();
+        for args in [
+            &["session", "list"][..],
+            &["grant", "--list"][..],
+            &["approvals"][..],
+            &["exec", "polprobe.argv", "--value", "x"][..],
+        ] {
+            let out = m.run(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(78), "{text} {args:?}: {err}");
+            assert!(
+                err.contains("code: bad_config") && err.contains(at),
+                "{text}: {err}"
+            );
+        }
+        // Nothing was written to the local state.
+        assert!(!m.w.hcp_home.join("state/sessions").exists(), "{text}");
+        assert!(!m.w.hcp_home.join("audit/audit.jsonl").exists(), "{text}");
+    }
+}
+
+#[test]
+fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_right_code() {
+    let Some(server) = Server::start() else {
+        return;
+    };
+    server
+        .psql("CREATE ROLE hcpm LOGIN PASSWORD 'first'; GRANT CREATE ON DATABASE postgres TO hcpm");
+    let first = server.role_url("hcpm", "first");
+    let schema = fleet_support::schema_name("down");
+    let (a, b) = (
+        Machine::new("a", &first, &schema),
+        Machine::new("b", &first, &schema),
+    );
+    a.ok(&["state", "migrate"]);
+    for m in [&a, &b] {
+        m.install("polprobe");
+        m.install("probe");
+    }
+    let token = session(&a, "agent", "r");
+    a.ok(&["grant", "agent", "*", "verb.exec.read"]);
+    let argv = ["polprobe.argv", "--value", "x"];
+    let assert_code = |m: &Machine, code: &str, hint: &str| {
+        let (s, v) = m.exec(Some(&token), &argv);
+        assert_eq!((s, v["code"].as_str()), (74, Some(code)), "{}: {v}", m.name);
+        assert!(
+            v["hint"].as_str().unwrap_or("").contains(hint),
+            "{}: {v}",
+            m.name
+        );
+        let out = m.run(&["session", "list"]);
+        assert_eq!(out.status.code(), Some(74), "{}", m.w.render(&out));
+    };
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+
+    // Stopped while a call runs on A: its intent is in, its outcome cannot be; the calls
+    // after it are refused, and nothing falls back to the files.
+    let sleeper = {
+        let mut c = std::process::Command::new(common::hcp_bin());
+        c.env_clear()
+            .env("HOME", &a.w.home)
+            .env("HCP_HOME", &a.w.hcp_home)
+            .env("PATH", a.w.path_var())
+            .current_dir(&a.w.work)
+            .args(["exec", "--json", "probe.sleep", "--secs", "2"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while count_kind(&server.url, &schema, "intent") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sleeping call never got its intent"
+        );
+        std::thread::yield_now();
+    }
+    server.ctl("stop");
+    let out = sleeper.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (out.status.code(), v["code"].as_str()),
+        (Some(74), Some("state_unavailable")),
+        "{v}"
+    );
+    assert!(v["error"].as_str().unwrap().contains("the verb ran"), "{v}");
+    assert_code(&a, "state_unavailable", "is the server running");
+    assert_code(&b, "state_unavailable", "is the server running");
+    assert!(!b.w.hcp_home.join("state/sessions").exists());
+    assert!(!b.w.hcp_home.join("audit/audit.jsonl").exists());
+
+    // Restarted: both machines go on; the interrupted call is listed, not damage.
+    server.ctl("start");
+    assert_eq!(a.exec(Some(&token), &argv).0, 0);
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+    let v = a.assert_sound();
+    assert_eq!(v["interrupted"].as_array().map(Vec::len), Some(1), "{v}");
+
+    // The password changed: refused credentials; the new one in config.json works.
+    server.psql("ALTER ROLE hcpm PASSWORD 'second'");
+    assert_code(&a, "state_unavailable", "password");
+    let out = a.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("reachable             no"), "{text}");
+    let second = server.role_url("hcpm", "second");
+    for m in [&a, &b] {
+        m.point_at(&second, &schema);
+    }
+    assert_eq!(a.exec(Some(&token), &argv).0, 0);
+
+    // One schema version behind (as an hcp one release older left it): refused with the
+    // hint to migrate; `hcp state migrate` brings it back.
+    server.psql(&format!(
+        "DELETE FROM {schema}.schema_version WHERE version = 2; \
+         DROP FUNCTION {schema}.hcp_admit; DROP FUNCTION {schema}.hcp_append; \
+         DROP FUNCTION {schema}.hcp_snapshot"
+    ));
+    assert_code(&b, "state_unavailable", "hcp state migrate");
+    let said = b.ok(&["state", "migrate"]);
+    assert!(said.contains("applied migration 2"), "{said}");
+    assert_eq!(b.exec(Some(&token), &argv).0, 0);
+    assert_eq!(a.exec(Some(&token), &argv).0, 0);
+    let v = b.assert_sound();
+    assert_eq!(v["interrupted"].as_array().map(Vec::len), Some(1), "{v}");
+}
