@@ -435,7 +435,7 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     assert_eq!(a.exec(Some(&token), &argv).0, 0);
     assert_eq!(b.exec(Some(&token), &argv).0, 0);
     let v = a.assert_sound();
-    assert_eq!(v["interrupted"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["interrupted"], json!(1), "{v}");
 
     // The password changed: refused credentials; the new one in config.json works.
     server.psql("ALTER ROLE hcpm PASSWORD 'second'");
@@ -462,5 +462,5 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     assert_eq!(b.exec(Some(&token), &argv).0, 0);
     assert_eq!(a.exec(Some(&token), &argv).0, 0);
     let v = b.assert_sound();
-    assert_eq!(v["interrupted"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["interrupted"], json!(1), "{v}");
 }

@@ -18,15 +18,14 @@ use crate::refusal::Refusal;
 use hcp_model::{ArgValue, Capability, Code, PackId};
 use hcp_state_pg::{MachineId, MigrateReport, PgState, SCHEMA_VERSION, ServerInfo};
 use hcp_store::approval::{Approval, ApprovalError};
-use hcp_store::audit::{Appended, AuditError, Entry, TailLine, VerifyReport};
+use hcp_store::audit::checkpoint::Checkpoint;
+use hcp_store::audit::{Appended, AuditError, AuditReport, Entry, Outcome};
 use hcp_store::config::{ConfigError, StateConfig};
 use hcp_store::counter::{Limits, Verdict};
 use hcp_store::grant::{Grant, HeldCapability, PackScope};
 use hcp_store::home::StoreDir;
 use hcp_store::session::{NewSession, PrincipalId, Session, SessionError, Token};
-use hcp_store::state::{
-    Admission, AdmitError, Admitted, ApprovalKey, ApprovalRequest, FileState, State,
-};
+use hcp_store::state::{Admission, AdmitError, Admitted, ApprovalKey, ApprovalRequest, State};
 use hcp_store::{Home, StoreError};
 use jiff::Timestamp;
 use serde::Serialize;
@@ -62,16 +61,20 @@ impl Backend {
 }
 
 /// Chooses the backend of `home` and makes its state (see the module docs).
-pub(crate) fn choose(home: &Home) -> (Backend, Arc<dyn State>) {
+/// `file` makes the file state (the runtime gives it its crash-test seam).
+pub(crate) fn choose(
+    home: &Home,
+    file: impl FnOnce() -> Arc<dyn State>,
+) -> (Backend, Arc<dyn State>) {
     let backend = match StateConfig::load(home.root()) {
-        Ok(None) => return (Backend::File, Arc::new(FileState::new(home))),
+        Ok(None) => return (Backend::File, file()),
         Ok(Some(cfg)) => postgres(home, &cfg),
         Err(e) => Backend::Unusable(Unusable::config("unknown", &e)),
     };
     let state: Arc<dyn State> = match &backend {
         Backend::Postgres { state, .. } => state.clone(),
         Backend::Unusable(u) => Arc::new(u.clone()),
-        Backend::File => Arc::new(FileState::new(home)),
+        Backend::File => file(),
     };
     (backend, state)
 }
@@ -316,10 +319,19 @@ impl State for Unusable {
     fn audit_ready(&self) -> Result<(), AuditError> {
         Err(self.audit())
     }
-    fn audit_verify(&self) -> Result<VerifyReport, AuditError> {
+    fn record_outcome(&self, _: &Outcome) -> Result<Appended, AuditError> {
         Err(self.audit())
     }
-    fn audit_tail(&self, _: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
+    fn audit_verify(&self, _: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
+        Err(self.audit())
+    }
+    fn audit_tail(&self, _: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
+        Err(self.audit())
+    }
+    fn audit_follow(&self, _: usize) -> Result<Box<dyn hcp_store::audit::AuditFollow>, AuditError> {
+        Err(self.audit())
+    }
+    fn audit_checkpoint(&self, _: u64, _: &str, _: Timestamp) -> Result<Checkpoint, AuditError> {
         Err(self.audit())
     }
 }

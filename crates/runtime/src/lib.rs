@@ -21,11 +21,12 @@
 //!  9a prepare ........ prepare.rs    bin (pins.rs), argv, env layers, config.json
 //!    │                               limits, local sandbox + TMPDIR, audit ready
 //!  9b ADMIT .......... State::admit  THE spending step: counter slots, approval
-//!    │                               (and the intent record): all or nothing
+//!    │                               and the durable intent record: all or nothing
 //!  9c run ............ hcp-adapter   no shell, clean env, bounds     timeout cancelled
 //!  post-gate ......... pipeline.rs   credential redaction (redact.rs), output
 //!    │                 policy.rs     controls                         output_withheld
-//!  outcome record .... State::record audit (RUNTIME §6)
+//!  outcome record .... State::record_outcome  audit (RUNTIME §6); after admission
+//!                                    every end (a spawn that failed too) is an outcome
 //! ```
 //!
 //! The refusals the pipeline's own steps raise (2, 8, 9b) and what a call spends are in
@@ -56,7 +57,9 @@ pub mod record;
 pub mod redact;
 pub mod refusal;
 pub mod schema;
+pub mod seam;
 pub mod sense;
+mod sense_audit;
 mod sense_relay;
 pub mod signature;
 pub mod snapshot;
@@ -71,7 +74,7 @@ pub use hcp_gate::Face;
 pub use refusal::Refusal;
 
 use hcp_store::Home;
-use hcp_store::state::State;
+use hcp_store::state::{FileState, State};
 use std::sync::Arc;
 
 pub use backend::Backend;
@@ -82,6 +85,7 @@ pub struct Runtime {
     home: Home,
     state: Arc<dyn State>,
     backend: Backend,
+    seam: seam::Seam,
 }
 
 impl Runtime {
@@ -91,11 +95,13 @@ impl Runtime {
     /// backend whose every step refuses with why ([`backend`]); never a fall-back from one
     /// to the other. Reads `config.json` (and for PostgreSQL the machine id) once.
     pub fn open(home: Home) -> Self {
-        let (backend, state) = backend::choose(&home);
+        let seam = seam::Seam::from_env();
+        let (backend, state) = backend::choose(&home, || Arc::new(file_state(&home, &seam)));
         Self {
             home,
             state,
             backend,
+            seam,
         }
     }
 
@@ -105,7 +111,13 @@ impl Runtime {
             home,
             state,
             backend: Backend::File,
+            seam: seam::Seam::from_env(),
         }
+    }
+
+    /// The crash-test seam (debug builds: `HCP_TEST_ABORT_AT`).
+    pub(crate) fn seam(&self) -> &seam::Seam {
+        &self.seam
     }
 
     /// The store.
@@ -121,5 +133,15 @@ impl Runtime {
     /// Which backend was chosen, for `hcp doctor` and `hcp state migrate`.
     pub fn backend(&self) -> &Backend {
         &self.backend
+    }
+}
+
+/// The embedded file state of `home`, its audit trail given the crash-test seam's hook
+/// when the seam names a step of the trail's write path.
+fn file_state(home: &Home, seam: &seam::Seam) -> FileState {
+    let state = FileState::new(home);
+    match seam.store_hook() {
+        Some(hook) => state.with_step_hook(hook),
+        None => state,
     }
 }

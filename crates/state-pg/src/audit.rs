@@ -222,6 +222,23 @@ pub struct Fault {
     pub reason: String,
 }
 
+/// An intent without an outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenIntent {
+    /// Its `id` (the call's `audit_id`).
+    pub id: String,
+    /// Its place in the chain.
+    pub seq: u64,
+    /// Its `ts`.
+    pub ts: String,
+    /// Its principal, pack and verb key, when the record has them.
+    pub principal: Option<String>,
+    /// The pack.
+    pub pack_id: Option<String>,
+    /// The verb key.
+    pub verb_key: Option<String>,
+}
+
 /// One machine's chain as verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainReport {
@@ -232,8 +249,8 @@ pub struct ChainReport {
     /// The last record's hash, if any.
     pub head: Option<String>,
     /// Intents without an outcome (calls whose hcp was killed): `interrupted`, not
-    /// damage. Their ids, in chain order.
-    pub interrupted: Vec<String>,
+    /// damage. In chain order.
+    pub interrupted: Vec<OpenIntent>,
     /// The first fault, `None` when the chain is sound.
     pub fault: Option<Fault>,
 }
@@ -286,7 +303,7 @@ struct ChainWalk {
     report: ChainReport,
     expect_prev: String,
     expect_seq: u64,
-    open: Vec<String>,
+    open: Vec<OpenIntent>,
 }
 
 impl ChainWalk {
@@ -368,12 +385,20 @@ impl ChainWalk {
         match m.get(KIND_FIELD).and_then(Value::as_str) {
             Some(KIND_INTENT) => {
                 if let Some(id) = &id {
-                    self.open.push(id.clone());
+                    let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_owned);
+                    self.open.push(OpenIntent {
+                        id: id.clone(),
+                        seq,
+                        ts: text("ts").unwrap_or_default(),
+                        principal: text("principal"),
+                        pack_id: text("pack_id"),
+                        verb_key: text("verb_key"),
+                    });
                 }
             }
             Some(KIND_OUTCOME) => {
                 if let Some(link) = m.get(INTENT_LINK_FIELD).and_then(Value::as_str) {
-                    self.open.retain(|o| o != link);
+                    self.open.retain(|o| o.id != link);
                 }
             }
             _ => {}

@@ -82,6 +82,7 @@ impl StateConfig {
 }
 
 /// A parsed connection: the client's configuration and how TLS is done.
+#[derive(Clone)]
 pub(crate) struct Target {
     pub config: postgres::Config,
     /// `None`: no TLS (`disable`, or every host a Unix socket).

@@ -47,7 +47,8 @@ pub use admit::{
 pub use approval::{Approval, ApprovalError, ApprovalRequest, ApprovalState};
 pub use audit::{
     AuditError, ChainReport, Cursor, Fault, INTENT_LINK_FIELD, KIND_FIELD, KIND_INTENT,
-    KIND_OUTCOME, PgAppended, PgRecord, RESERVED_FIELDS, VerifyReport, body_from_entry, chain_hash,
+    KIND_OUTCOME, OpenIntent, PgAppended, PgRecord, RESERVED_FIELDS, VerifyReport, body_from_entry,
+    chain_hash,
 };
 pub use config::{
     CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, StateConfig,
@@ -57,7 +58,7 @@ pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use schema::{MigrateReport, SCHEMA_VERSION};
 pub use session::SessionLookupError;
 pub use snapshot::{CallSnapshot, SnapshotQuery};
-pub use state::{BACKEND, store_error, tail_line};
+pub use state::{BACKEND, store_error};
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -87,14 +88,17 @@ pub struct PgState {
     machine: MachineId,
     conn: Mutex<Option<postgres::Client>>,
     secret: std::sync::OnceLock<[u8; 32]>,
-    /// The last failure to connect and when, answered again without a new attempt for
-    /// [`RETRY_AFTER`] (a call touches the state several times; an unreachable host
-    /// would make each wait for the connect time limit).
+    /// The last slow failure to connect and when, answered again without a new attempt
+    /// for [`RETRY_AFTER`] (a call touches the state several times; a host that does not
+    /// answer would make each wait for the connect time limit).
     failed: Mutex<Option<(std::time::Instant, Remembered)>>,
 }
 
-/// How long a failure to connect is answered again before the next attempt.
+/// How long a slow failure to connect is answered again before the next attempt.
 pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A failure to connect that took at least this long is remembered for [`RETRY_AFTER`].
+pub const SLOW_FAILURE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A connection failure, kept to answer it again.
 #[derive(Debug, Clone)]
@@ -213,6 +217,21 @@ impl PgState {
         })
     }
 
+    /// Another state of the same database and machine with a connection of its own
+    /// (opened on first use): what a follower of the audit uses, so that it does not
+    /// hold this one's.
+    pub fn detached(&self) -> Self {
+        Self {
+            target: self.target.clone(),
+            schema: self.schema.clone(),
+            url: self.url.clone(),
+            machine: self.machine.clone(),
+            conn: Mutex::new(None),
+            secret: std::sync::OnceLock::new(),
+            failed: Mutex::new(None),
+        }
+    }
+
     /// This machine's id.
     pub fn machine(&self) -> &MachineId {
         &self.machine
@@ -282,6 +301,7 @@ impl PgState {
         {
             return Err(why.error());
         }
+        let started = std::time::Instant::now();
         let attempt = config::open(&self.target).and_then(|mut client| {
             let secret = schema::check_reading_secret(&mut client, &self.schema)?;
             Ok((client, secret))
@@ -295,7 +315,11 @@ impl PgState {
                 Ok(client)
             }
             Err(e) => {
-                *failed = Remembered::of(&e).map(|r| (std::time::Instant::now(), r));
+                // Only a slow failure (a host that does not answer) is worth not repeating;
+                // a quick one (no socket, refused) is tried again at once.
+                *failed = Remembered::of(&e)
+                    .filter(|_| started.elapsed() >= SLOW_FAILURE)
+                    .map(|r| (std::time::Instant::now(), r));
                 Err(e)
             }
         }

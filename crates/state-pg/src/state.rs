@@ -13,9 +13,10 @@ use crate::{PgAppended, PgState};
 use hcp_model::{ArgValue, Capability, PackId};
 use hcp_store::StoreError;
 use hcp_store::approval::{Approval, ApprovalError};
+use hcp_store::audit::checkpoint::Checkpoint;
 use hcp_store::audit::{
-    Appended, AuditError, Broken, DigestKey, Entry, Fault, GENESIS, Interrupted, Record, TailLine,
-    VerifyReport,
+    Appended, AuditError, AuditFollow, AuditReport, Broken, ChainVerify, DigestKey, Entry, Fault,
+    GENESIS, Interrupted, Outcome, VerifyReport,
 };
 use hcp_store::config::ConfigError;
 use hcp_store::counter::{Limits, Verdict};
@@ -312,7 +313,11 @@ impl State for PgState {
                 policy_hash: &k.policy_hash,
             })
             .collect();
-        let intent = entry_body(a.intent, audit::KIND_INTENT);
+        let mut intent = a.intent.to_fields().map_err(AdmitError::Audit)?;
+        intent.insert(
+            audit::KIND_FIELD.into(),
+            Value::String(audit::KIND_INTENT.into()),
+        );
         let adm = admit::Admission {
             now: a.now,
             principal: &a.intent.principal,
@@ -328,13 +333,13 @@ impl State for PgState {
         match PgState::admit(self, &adm) {
             Ok(done) => Ok(Admitted {
                 approval_ids: done.approval_ids,
-                intent: Some(Appended {
+                intent: Appended {
                     id: done.audit_id,
                     seq: done.seq,
                     ts: done.ts,
                     hash: done.hash,
                     repair: None,
-                }),
+                },
             }),
             Err(admit::AdmitError::Refused(r)) => Err(refusal(r)),
             Err(admit::AdmitError::Audit(e)) => Err(AdmitError::Audit(audit_error(e))),
@@ -352,32 +357,93 @@ impl State for PgState {
         .map_err(audit_error)
     }
 
+    /// Committed without waiting for the server's WAL flush (the next durable commit
+    /// carries it; a server crash before one leaves the call `interrupted`).
+    fn record_outcome(&self, outcome: &Outcome) -> Result<Appended, AuditError> {
+        let mut fields = outcome.to_fields()?;
+        fields.insert(
+            audit::KIND_FIELD.into(),
+            Value::String(audit::KIND_OUTCOME.into()),
+        );
+        PgState::record_outcome(self, &fields, Timestamp::now())
+            .map(appended)
+            .map_err(audit_error)
+    }
+
     /// The connection is open and its schema checked (no round trip when it is).
     fn audit_ready(&self) -> Result<(), AuditError> {
         self.with(|_| Ok(()))
             .map_err(|e| AuditError::Store(store_error(e)))
     }
 
-    fn audit_verify(&self) -> Result<VerifyReport, AuditError> {
+    /// Every machine's chain, read in one snapshot. A signed checkpoint covers one
+    /// file trail; it is not offered for a fleet's chains.
+    fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
+        if checkpoint.is_some() {
+            return Err(AuditError::Unsupported {
+                backend: BACKEND,
+                what: "checking a signed checkpoint",
+            });
+        }
         let r = PgState::audit_verify(self).map_err(|e| AuditError::Store(store_error(e)))?;
-        Ok(verify_report(&r))
+        Ok(audit_report(&r))
     }
 
-    fn audit_tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
+    /// The last `n` records of the fleet, by arrival, each with `machine`, `seq`, `prev`
+    /// and `hash`.
+    fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
         let records =
             PgState::audit_tail(self, n).map_err(|e| AuditError::Store(store_error(e)))?;
-        Ok((records.iter().map(tail_line).collect(), 0))
+        Ok((records.iter().map(record_bytes).collect(), 0))
+    }
+
+    /// A follower on a connection of its own (LISTEN on the schema's channel).
+    fn audit_follow(&self, n: usize) -> Result<Box<dyn AuditFollow>, AuditError> {
+        let state = self.detached();
+        let cursor = state
+            .audit_cursor_end()
+            .map_err(|e| AuditError::Store(store_error(e)))?;
+        // The last `n` as of the cursor: what arrives after it is the follow's.
+        let first = PgState::audit_tail(&state, n)
+            .map_err(|e| AuditError::Store(store_error(e)))?
+            .into_iter()
+            .filter(|r| r.seq <= cursor.seen(&r.machine))
+            .map(|r| record_bytes(&r))
+            .collect();
+        Ok(Box::new(Follow {
+            state,
+            cursor,
+            first: Some(first),
+        }))
     }
 }
 
-/// A record read back from the database as a line of the store's tail.
-pub fn tail_line(r: &crate::PgRecord) -> TailLine {
-    match serde_json::from_value::<Record>(r.to_json()) {
-        Ok(rec) => TailLine::Record(Box::new(rec)),
-        Err(e) => TailLine::Unparseable {
-            reason: format!("record {} of machine `{}`: {e}", r.seq, r.machine),
-        },
+/// `hcp audit tail --follow` on the database.
+struct Follow {
+    state: PgState,
+    cursor: crate::Cursor,
+    first: Option<Vec<Vec<u8>>>,
+}
+
+impl AuditFollow for Follow {
+    fn next(
+        &mut self,
+        wait: std::time::Duration,
+        _wake: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<Vec<Vec<u8>>, AuditError> {
+        if let Some(first) = self.first.take() {
+            return Ok(first);
+        }
+        let got = self
+            .state
+            .audit_follow(&mut self.cursor, wait)
+            .map_err(|e| AuditError::Store(store_error(e)))?;
+        Ok(got.iter().map(record_bytes).collect())
     }
+}
+
+fn record_bytes(r: &crate::PgRecord) -> Vec<u8> {
+    hcp_store::audit::canonical_json(&r.to_json())
 }
 
 fn fault_of(code: &str) -> Fault {
@@ -385,72 +451,59 @@ fn fault_of(code: &str) -> Fault {
         "prev_mismatch" => Fault::PrevMismatch,
         "truncated" => Fault::Truncated,
         "missing_log" => Fault::MissingLog,
-        "anchor_mismatch" | "machine_mismatch" => Fault::AnchorMismatch,
+        "anchor_mismatch" => Fault::AnchorMismatch,
+        "machine_mismatch" => Fault::MachineMismatch,
         _ => Fault::HashMismatch,
     }
 }
 
-/// Every machine's chain as one report of the store's shape: the records of all chains,
-/// the first fault found (its detail names the machine and record).
-fn verify_report(r: &audit::VerifyReport) -> VerifyReport {
-    let broken = r.chains.iter().find_map(|c| {
-        c.fault.as_ref().map(|f| Broken {
-            fault: fault_of(f.code),
-            line: f.seq.unwrap_or(0),
-            id: f.id.clone(),
-            expected: None,
-            found: None,
-            detail: f.reason.clone(),
-        })
-    });
-    VerifyReport {
-        records: r.records(),
-        head: r
+/// Every machine's chain as the store's report: one [`ChainVerify`] per machine, `line`
+/// meaning `seq`.
+fn audit_report(r: &audit::VerifyReport) -> AuditReport {
+    AuditReport {
+        chains: r
             .chains
             .iter()
-            .rev()
-            .find_map(|c| c.head.clone())
-            .unwrap_or_else(|| GENESIS.to_owned()),
-        repairs: Vec::new(),
-        interrupted: r
-            .chains
-            .iter()
-            .flat_map(|c| {
-                c.interrupted.iter().map(|id| Interrupted {
-                    line: 0,
-                    seq: None,
-                    id: id.clone(),
-                    ts: String::new(),
-                    principal: None,
-                    pack_id: None,
-                    verb_key: None,
-                })
+            .map(|c| ChainVerify {
+                machine: Some(c.machine.clone()),
+                report: VerifyReport {
+                    records: c.records,
+                    head: c.head.clone().unwrap_or_else(|| GENESIS.to_owned()),
+                    interrupted: c
+                        .interrupted
+                        .iter()
+                        .map(|o| Interrupted {
+                            line: o.seq,
+                            seq: Some(o.seq),
+                            id: o.id.clone(),
+                            ts: o.ts.clone(),
+                            principal: o.principal.clone(),
+                            pack_id: o.pack_id.clone(),
+                            verb_key: o.verb_key.clone(),
+                        })
+                        .collect(),
+                    broken: c.fault.as_ref().map(|f| Broken {
+                        fault: fault_of(f.code),
+                        line: f.seq.unwrap_or(0),
+                        id: f.id.clone(),
+                        expected: None,
+                        found: None,
+                        detail: f.reason.clone(),
+                    }),
+                    ..VerifyReport::default()
+                },
             })
             .collect(),
-        torn_tail: None,
-        anchor: None,
-        legacy: 0,
-        checkpoint: None,
-        broken,
     }
 }
 
 fn refusal(r: admit::AdmitRefusal) -> AdmitError {
     use admit::AdmitRefusal as R;
-    let cap = |c: &str| c.parse::<Capability>().unwrap_or(Capability::VerbExecRead);
     match r {
         R::Session(b) => AdmitError::Session(b),
-        R::MissingGrant { capability } => AdmitError::Grant {
-            capability: cap(&capability),
-            content_changed_at: None,
-        },
-        R::Suspended {
-            capability,
-            content_changed_at,
-        } => AdmitError::Grant {
-            capability: cap(&capability),
-            content_changed_at: Some(content_changed_at),
-        },
+        R::MissingGrant { capability } | R::Suspended { capability, .. } => {
+            AdmitError::Grant { capability }
+        }
         R::Budget { tool } => AdmitError::Limit {
             tool,
             verdict: Verdict::Budget,
