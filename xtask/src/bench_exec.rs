@@ -69,12 +69,26 @@ pub struct Args {
     /// `baseline` arm, on its own store of one pack.
     #[arg(long, value_name = "PATH")]
     pub baseline: Option<PathBuf>,
+    /// The state backend to measure against the file store: `postgres` runs
+    /// `crate::bench_exec_state` (the server of `HCP_TEST_PG_URL` and
+    /// `HCP_TEST_PG_POOL_URL`, else a throw-away one from `.ci/pg-start --pool`).
+    #[arg(long, value_enum, default_value_t = StateArg::File)]
+    pub state: StateArg,
+}
+
+/// `--state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateArg {
+    /// The file store alone (the arms above).
+    File,
+    /// The fleet's PostgreSQL state against the file store, pairwise.
+    Postgres,
 }
 
 /// Warm-up runs of each arm before timing.
 const WARMUP: usize = 20;
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
@@ -97,7 +111,7 @@ pub fn release_dir() -> Result<PathBuf> {
 }
 
 /// Builds `hcp` and the example bins in release, and the two floors with the same rustc.
-fn build(root: &Path, release: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, release: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .args(["build", "--release", "-p", "hcp", "-p", "hcp-examples"])
@@ -352,7 +366,7 @@ impl Arm {
 
 /// One timed run: wall time, `ru_maxrss` in KiB, and CPU time (user + system, of the
 /// process and the children it waited for).
-fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
+pub(crate) fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let t = Instant::now();
     let child = cmd.spawn().context("cannot spawn")?;
@@ -392,17 +406,17 @@ fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
 }
 
 /// A small xorshift generator for the order of arms in each round.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    fn shuffle<T>(&mut self, v: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = usize::try_from(self.next() % (i as u64 + 1)).unwrap_or(0);
             v.swap(i, j);
@@ -413,15 +427,15 @@ impl Rng {
 /// Median, p10, p90 and minimum wall time of one arm, and its mean CPU time, in
 /// milliseconds.
 #[derive(Debug, Clone, Copy)]
-struct Stats {
-    cpu: f64,
-    median: f64,
-    p10: f64,
-    p90: f64,
-    min: f64,
+pub(crate) struct Stats {
+    pub(crate) cpu: f64,
+    pub(crate) median: f64,
+    pub(crate) p10: f64,
+    pub(crate) p90: f64,
+    pub(crate) min: f64,
 }
 
-fn stats(times: &mut [Duration], cpu: &[Duration]) -> Stats {
+pub(crate) fn stats(times: &mut [Duration], cpu: &[Duration]) -> Stats {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let at = |q: usize| ms(times[(times.len() * q / 100).min(times.len() - 1)]);
@@ -462,6 +476,9 @@ fn fill_store(s: &Setup, home: &Path, echo: &Path, src: &Path, extra: usize) -> 
 /// When a build fails, a store cannot be filled, any run fails or `hcp exec`'s output
 /// differs from the bin's.
 pub fn run(args: &Args) -> Result<()> {
+    if args.state == StateArg::Postgres {
+        return crate::bench_exec_state::run(args);
+    }
     ensure!(args.runs >= 10, "`--runs` must be at least 10");
     let root = workspace_root();
     let release = release_dir()?;

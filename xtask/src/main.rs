@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_exec;
+mod bench_exec_state;
 mod bench_gate;
 mod bench_store;
 mod demo;

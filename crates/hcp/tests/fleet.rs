@@ -464,3 +464,107 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     let v = b.assert_sound();
     assert_eq!(v["interrupted"], json!(1), "{v}");
 }
+
+#[test]
+fn tail_follow_on_one_machine_streams_the_records_of_every_machine() {
+    use std::io::BufRead;
+    let Some((ua, ub)) = urls() else { return };
+    let (_schema, ms) = fleet("follow", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    assert_eq!(a.exec(None, &["polprobe.argv", "--value", "before"]).0, 0);
+    let mut follower = std::process::Command::new(common::hcp_bin())
+        .env_clear()
+        .env("HOME", &a.w.home)
+        .env("HCP_HOME", &a.w.hcp_home)
+        .env("PATH", a.w.path_var())
+        .args(["audit", "tail", "--follow", "-n", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    let mut next = || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    // The last record so far: A's outcome.
+    let first = next();
+    assert_eq!(
+        (first["kind"].as_str(), first["machine"].as_str()),
+        (Some("outcome"), Some(a.id().as_str())),
+        "{first}"
+    );
+    // A call on B: its intent and outcome arrive, named by B's chain.
+    assert_eq!(b.exec(None, &["polprobe.argv", "--value", "after"]).0, 0);
+    let (i, o) = (next(), next());
+    for r in [&i, &o] {
+        assert_eq!(r["machine"], json!(b.id()), "{r}");
+        assert!(r["hash"].as_str().unwrap().starts_with("sha256:"), "{r}");
+    }
+    assert_eq!(
+        (i["kind"].as_str(), i["seq"].as_u64()),
+        (Some("intent"), Some(1)),
+        "{i}"
+    );
+    assert_eq!(o["intent"], i["id"], "{o}");
+    // SIGTERM ends it (exit 0).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(follower.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(follower.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("doctor", &[&ua, &ub], &[]);
+    // A second migrate, from either machine, has nothing to do and says so.
+    let again = ms[1].ok(&["state", "migrate"]);
+    assert_eq!(
+        again.trim(),
+        format!("schema `{schema}` is current (version 2)"),
+        "{again}"
+    );
+    let v: Value = serde_json::from_str(&ms[0].ok(&["state", "migrate", "--json"])).unwrap();
+    assert_eq!(
+        (&v["backend"], &v["from"], &v["to"], &v["applied"]),
+        (&json!("postgresql"), &json!(2), &json!(2), &json!([])),
+        "{v}"
+    );
+    // Doctor names the backend, this machine, the server's and the schema's versions.
+    let d: Value = serde_json::from_str(&ms[0].ok(&["doctor", "--json"])).unwrap();
+    let st = &d["state"];
+    assert_eq!(
+        (
+            &st["backend"],
+            &st["schema"],
+            &st["schema_version"],
+            &st["expected_schema_version"],
+            &st["reachable"],
+            &st["machine"]
+        ),
+        (
+            &json!("postgresql"),
+            &json!(schema),
+            &json!(2),
+            &json!(2),
+            &json!(true),
+            &json!(ms[0].id())
+        ),
+        "{st}"
+    );
+    assert!(
+        st["server_version"].as_str().is_some_and(|s| !s.is_empty()),
+        "{st}"
+    );
+    assert!(st.get("error").is_none(), "{st}");
+    let text = ms[1].ok(&["doctor"]);
+    assert!(
+        text.contains("  backend               postgresql"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  schema version        2 (this hcp: 2)"),
+        "{text}"
+    );
+    assert!(text.contains("  reachable             yes"), "{text}");
+}

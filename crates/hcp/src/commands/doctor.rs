@@ -94,7 +94,7 @@ fn human(r: &Report) -> String {
             ", modes too open, see below"
         }
     ));
-    for l in state_lines(&r.state) {
+    for l in r.state.lines() {
         line(l);
     }
     let sb = &r.sandbox;
@@ -189,44 +189,4 @@ fn human(r: &Report) -> String {
         }
     }
     s
-}
-
-/// The state backend's lines (RUNTIME §9).
-fn state_lines(st: &hcp_runtime::backend::StateHealth) -> Vec<String> {
-    let mut v = vec![
-        "state".to_owned(),
-        format!("  backend               {}", st.backend),
-    ];
-    if let Some(u) = &st.url {
-        v.push(format!(
-            "  database              `{u}`, schema `{}`",
-            st.schema.as_deref().unwrap_or("-")
-        ));
-    }
-    if let Some(m) = &st.machine {
-        v.push(format!("  machine               {m}"));
-    }
-    if let Some(sv) = &st.server_version {
-        v.push(format!(
-            "  server                postgresql {sv}{}",
-            if st.tls == Some(true) { ", tls" } else { "" }
-        ));
-    }
-    if let (Some(found), Some(want)) = (st.schema_version, st.expected_schema_version) {
-        v.push(format!(
-            "  schema version        {found} (this hcp: {want})"
-        ));
-    }
-    v.push(format!(
-        "  reachable             {}",
-        match &st.error {
-            None => "yes".to_owned(),
-            Some(e) if st.reachable => format!("yes, but {} ({})", e.message, e.code),
-            Some(e) => format!("no: {} ({})", e.message, e.code),
-        }
-    ));
-    if let Some(h) = st.error.as_ref().and_then(|e| e.hint.as_ref()) {
-        v.push(format!("  hint                  {h}"));
-    }
-    v
 }
