@@ -142,8 +142,8 @@ where
 }
 
 /// The other private temporary directories beside `tmpdir` (`hcp-exec-*` entries of its
-/// parent but `tmpdir` itself): other calls', possibly of other principals. One
-/// directory read.
+/// parent but `tmpdir` itself and the calls' covers, `hcp-exec-*-hide-*`, which hold
+/// nothing): other calls', possibly of other principals. One directory read.
 pub(crate) fn other_private_tmps(tmpdir: &Path) -> Vec<PathBuf> {
     let (Some(base), Some(own)) = (tmpdir.parent(), tmpdir.file_name()) else {
         return Vec::new();
@@ -155,7 +155,8 @@ pub(crate) fn other_private_tmps(tmpdir: &Path) -> Vec<PathBuf> {
         .flatten()
         .filter(|e| {
             let n = e.file_name();
-            n.as_bytes().starts_with(b"hcp-exec-") && n != own
+            let b = n.as_bytes();
+            b.starts_with(b"hcp-exec-") && n != own && !b.windows(6).any(|w| w == b"-hide-")
         })
         .map(|e| e.path())
         .collect()
@@ -330,8 +331,8 @@ pub(crate) struct MountPlan {
     /// Make every mount a slave first (a mount namespace of the same user namespace
     /// shares propagation with the parent's; one of a new user namespace does not).
     pub slave_root: bool,
-    /// Directories: the first gets a read-only bind of the empty directory, the rest a
-    /// bind of the first.
+    /// Directories: each gets a bind of the empty directory, made a read-only mount
+    /// first.
     pub dirs: Vec<CString>,
     /// Files: a bind of the socket inode.
     pub files: Vec<CString>,
@@ -399,29 +400,36 @@ impl MountPlan {
         {
             return errno();
         }
-        if let Some(first) = self.dirs.first() {
+        // The empty directory becomes a read-only mount of its own first, and every
+        // hidden directory a bind of it (a bind keeps the source's read-only flag). Not a
+        // bind of the first hidden directory: that one may be another call's private
+        // `TMPDIR`, whose removal there detaches its mounts here too.
+        if !self.dirs.is_empty() {
             let ro = libc::MS_REMOUNT
                 | libc::MS_BIND
                 | libc::MS_RDONLY
                 | libc::MS_NOSUID
                 | libc::MS_NODEV
                 | libc::MS_NOEXEC;
-            if bind(&self.empty, first) != 0
+            if bind(&self.empty, &self.empty) != 0
                 // SAFETY: as above.
                 || unsafe {
-                    libc::mount(std::ptr::null(), first.as_ptr(), std::ptr::null(), ro, std::ptr::null())
+                    libc::mount(std::ptr::null(), self.empty.as_ptr(), std::ptr::null(), ro, std::ptr::null())
                 } != 0
             {
                 return errno();
             }
-            for d in &self.dirs[1..] {
-                if bind(first, d) != 0 {
-                    return errno();
-                }
+        }
+        // A target gone since the parent planned the mounts (another call's private
+        // `TMPDIR` removed meanwhile) is skipped: there is nothing left there to reach.
+        let gone = |e: i32| e == libc::ENOENT;
+        for d in &self.dirs {
+            if bind(&self.empty, d) != 0 && !gone(errno()) {
+                return errno();
             }
         }
         for f in &self.files {
-            if bind(&self.socket, f) != 0 {
+            if bind(&self.socket, f) != 0 && !gone(errno()) {
                 return errno();
             }
         }
