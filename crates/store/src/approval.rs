@@ -82,7 +82,7 @@ impl Approval {
         }
     }
 
-    fn matches(
+    pub(crate) fn matches(
         &self,
         tool: &str,
         principal: (&str, &str),
@@ -130,6 +130,56 @@ fn dir(home: &Home) -> PathBuf {
     home.dir(StoreDir::State).join("approvals")
 }
 
+/// The marker that an intent record took approval `id`: `state/approvals/<id>.used`,
+/// written by `hcp_store::audit::admit` (a cache of the audit trail, which is the truth).
+/// [`list`] and [`get`] read it as `used_at`; [`approve`] and [`request`] never write it.
+pub(crate) fn used_marker(home: &Home, id: &str) -> PathBuf {
+    dir(home).join(format!("{id}.used"))
+}
+
+/// The marker's content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct UsedMarker {
+    /// The intent record's `id`.
+    pub(crate) intent: String,
+    /// When the call took it.
+    pub(crate) at: Timestamp,
+}
+
+fn with_marker(home: &Home, mut a: Approval) -> Approval {
+    if a.used_at.is_none()
+        && let Ok(b) = std::fs::read(used_marker(home, &a.id))
+    {
+        a.used_at = Some(
+            serde_json::from_slice::<UsedMarker>(&b)
+                .map(|m| m.at)
+                .unwrap_or(a.requested_at),
+        );
+    }
+    a
+}
+
+/// Approval `id`, with its use marker read; `None` when there is none.
+///
+/// # Errors
+/// [`StoreError`] when it cannot be read or does not parse.
+pub fn get(home: &Home, id: &str) -> StoreResult<Option<Approval>> {
+    if !valid_id(id) {
+        return Ok(None);
+    }
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("read", &path, e)),
+    };
+    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    Ok(Some(with_marker(home, a)))
+}
+
 fn valid_id(id: &str) -> bool {
     id.strip_prefix("apr_")
         .is_some_and(|h| h.len() == 20 && h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -164,6 +214,7 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
         })
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice(&b).ok())
+        .map(|a| with_marker(home, a))
         .collect();
     out.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
     Ok(out)
@@ -304,6 +355,9 @@ pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, Approv
         path,
         reason: e.to_string(),
     })?;
+    if with_marker(home, a.clone()).used_at.is_some() {
+        return Err(ApprovalError::Used(a.id));
+    }
     match a.state(now) {
         "used" => return Err(ApprovalError::Used(a.id)),
         "expired" => return Err(ApprovalError::Expired(a.id)),
