@@ -159,13 +159,18 @@ impl World {
         c
     }
 
-    /// Reads the FIFO (blocks until a writer writes and closes), on a thread, with a
-    /// deadline.
+    /// Reads one line from the FIFO (blocks until a writer writes it; a sleeper keeps the
+    /// FIFO open after), on a thread, with a deadline.
     fn await_fifo(&self, deadline: Duration) -> Option<String> {
+        use std::io::BufRead;
         let path = self.r.join("tmp/ready");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send(std::fs::read_to_string(path).unwrap_or_default());
+            let mut line = String::new();
+            if let Ok(f) = std::fs::File::open(path) {
+                let _ = std::io::BufReader::new(f).read_line(&mut line);
+            }
+            let _ = tx.send(line);
         });
         rx.recv_timeout(deadline).ok()
     }
