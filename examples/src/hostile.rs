@@ -19,14 +19,16 @@
 //! setsid-sleep TOKEN FIFO      the same without the double fork: the child setsids, forks
 //!                              the sleeper and then sleeps itself
 //! kill-after PID TOKEN FIFO    the daemon of `daemon`, then kill(PID, SIGKILL) (the hcp that
-//!                              runs the call, say), print the result, and sleep
+//!                              runs the call, say); write `kill: ok` or `kill: denied …`
+//!                              to FIFO (and keep it open), print it, and sleep
 //! kill PID                     kill(PID, SIGKILL)
 //! fork-bomb N                  fork up to N sleeping children; print how many forks worked
 //! pid1                         print the pid, ppid and uid the child sees
 //! ```
 //!
-//! A sleeper that writes `ready` keeps the FIFO open until it ends: a reader that got the
-//! line sees the end of file exactly when the last such process is gone, with no polling.
+//! Every process of `daemon … stay`, `setsid-sleep` and `kill-after` keeps the FIFO open
+//! until it ends (the sleeper after writing `ready`): a reader that got the line sees the
+//! end of file exactly when the last of them is gone, with no polling.
 
 use std::io::Write;
 use std::time::Duration;
@@ -128,7 +130,12 @@ pub fn dispatch(cmd: &str, args: &[String]) -> Option<i32> {
         "setsid-sleep" => daemon(&a(1), false, true),
         "kill-after" => {
             daemonise(&a(2), true);
-            println!("{}", kill_line(a(0).parse().unwrap_or(0)));
+            let line = kill_line(a(0).parse().unwrap_or(0));
+            if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(a(2)) {
+                let _ = writeln!(f, "kill: {line}");
+                std::mem::forget(f);
+            }
+            println!("{line}");
             let _ = std::io::stdout().flush();
             sleep_forever()
         }
@@ -256,6 +263,14 @@ fn tell_and_hold(fifo: &str) {
     }
 }
 
+/// Opens the FIFO for writing (waits for the reader) and keeps it open for the rest of
+/// this process's life, writing nothing.
+fn hold(fifo: &str) {
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(fifo) {
+        std::mem::forget(f);
+    }
+}
+
 /// Forks the sleeper of `daemon` (setsid, then with `double_fork` one more fork whose
 /// parent exits) and reaps the first child; returns in the calling process.
 fn daemonise(fifo: &str, double_fork: bool) {
@@ -272,6 +287,7 @@ fn daemonise(fifo: &str, double_fork: bool) {
                 tell_and_hold(fifo);
                 sleep_forever();
             }
+            hold(fifo);
             sleep_forever();
         }
         tell_and_hold(fifo);
@@ -288,7 +304,11 @@ fn daemon(fifo: &str, double_fork: bool, stay: bool) -> i32 {
     daemonise(fifo, double_fork);
     println!("ok daemonised");
     let _ = std::io::stdout().flush();
-    if stay { sleep_forever() } else { 0 }
+    if stay {
+        hold(fifo);
+        sleep_forever()
+    }
+    0
 }
 
 fn detached_marker(fifo: &str) -> i32 {

@@ -393,6 +393,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_bootstrap_pack_never_reads_the_audit_secrets() {
+        for f in [
+            hcp_store::audit::DIGEST_SECRET_FILE,
+            hcp_store::audit::checkpoint::KEY_FILE,
+        ] {
+            assert!(
+                BOOTSTRAP_HIDDEN.contains(&format!("audit/{f}").as_str()),
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
     fn other_sandboxes_leave_out_the_callers_own() {
         let s = |p: &str, d: &str| (p.to_owned(), PathBuf::from(d));
         let all = [
