@@ -10,6 +10,7 @@
 //! umount PATH | open-tree DIR REL  undo a covering mount, or reach beneath it
 //! udp HOST PORT | tcp HOST PORT | resolve NAME | raw | netlink | packet | vsock | inet6
 //! io-uring | unix-connect PATH | abstract NAME | socketpair
+//! keyctl | ptrace              the session keyring; PTRACE_TRACEME
 //! marker                       nested-call probe: `inside` or `outside`
 //! detached-marker FIFO         setsid, double fork, wait for the parent to be gone, run
 //!                              `marker` with an empty environment into FIFO; then sleep
@@ -114,6 +115,18 @@ pub fn dispatch(cmd: &str, args: &[String]) -> Option<i32> {
             )
         }
         "socketpair" => report(std::os::unix::net::UnixStream::pair().map(|_| "ok".to_owned())),
+        "keyctl" => {
+            // KEYCTL_GET_KEYRING_ID of the session keyring (KEY_SPEC_SESSION_KEYRING).
+            // SAFETY: integer arguments only.
+            let r = unsafe { libc::syscall(libc::SYS_keyctl, 0, -3i64, 0) };
+            report(status(r >= 0))
+        }
+        "ptrace" => {
+            // PTRACE_TRACEME.
+            // SAFETY: integer arguments only.
+            let r = unsafe { libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) };
+            report(status(r == 0))
+        }
         "marker" => {
             println!(
                 "{}",

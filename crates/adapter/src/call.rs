@@ -191,10 +191,13 @@ impl Confinement {
         }
         candidates.extend(call.protect.iter().cloned());
         candidates.extend(call.other_sandboxes.iter().cloned());
+        // What killed calls left beside our `TMPDIR` is removed; other calls' private
+        // `TMPDIR`s there (the same user's, so readable by the permission bits: another
+        // principal's files in flight) are hidden. One directory read.
+        let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
+        let (_, others) = crate::tmp::PrivateTmp::sweep_listing(base, Some(call.tmpdir));
         if !local {
-            // Other calls' private `TMPDIR`s beside ours (the same user's, so readable
-            // by the permission bits): another principal's files in flight.
-            candidates.extend(hide::other_private_tmps(call.tmpdir));
+            candidates.extend(others);
         }
         match call.bootstrap {
             None => candidates.push(call.hcp_home.to_owned()),
@@ -258,7 +261,7 @@ impl Confinement {
         c.drop_caps = root;
         if ns.mount {
             let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
-            let covers = Covers::create_in(base).map_err(|e| AdapterError::SandboxFailed {
+            let covers = Covers::shared(base).map_err(|e| AdapterError::SandboxFailed {
                 path: base.to_owned(),
                 reason: "cannot make what covers the hidden paths".into(),
                 source: Some(e),
@@ -353,8 +356,11 @@ impl Confinement {
         if root {
             match &support.pids_cgroup {
                 Ok(Some(base)) => {
-                    crate::cgroup::sweep(base);
-                    let cg = CallCgroup::create(base, policy.limits.effective().processes)
+                    let subreaper = matches!(support.processes, ProcessMechanism::Subreaper(_));
+                    if subreaper {
+                        crate::cgroup::sweep(base);
+                    }
+                    let cg = CallCgroup::claim(base, policy.limits.effective().processes, subreaper)
                         .map_err(|e| AdapterError::SandboxFailed {
                             path: base.clone(),
                             reason: "cannot make the call's pids cgroup".into(),
@@ -510,6 +516,9 @@ mod timing {
             let base = crate::cgroup::pids_cgroup_base().unwrap();
             t("cgroup create+drop", &mut || {
                 drop(CallCgroup::create(&base, 100))
+            });
+            t("cgroup claim+drop (pooled)", &mut || {
+                drop(CallCgroup::claim(&base, 100, false))
             });
             t("cgroup sweep", &mut || {
                 let _ = crate::cgroup::sweep(&base);

@@ -66,6 +66,11 @@ fn a_personal_or_brain_child_reads_neither_the_store_nor_the_secrets() {
             // /etc/shadow: hidden (root), or kept out by its permission bits.
             let (_, v) = cw.exec(Some(&tok), &[verb, "read", "/etc/shadow"]);
             assert!(!line(&v).contains("root:"), "{user:?} {verb}: {v}");
+            // The owner's keyrings and ptrace are out of reach (seccomp).
+            for what in ["keyctl", "ptrace"] {
+                let (_, v) = cw.exec(Some(&tok), &[verb, what]);
+                assert_denied(&v, &format!("{user:?} {verb} {what}"));
+            }
             // The rest of the home reads as usual.
             let (_, v) = cw.exec(Some(&tok), &[verb, "read", &format!("{home}/.bashrc")]);
             assert_ok(&v, "read ~/.bashrc");

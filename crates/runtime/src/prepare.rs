@@ -195,9 +195,9 @@ pub struct Confined {
 }
 
 /// The kernel confinement of one call's child, every land (RUNTIME §5 "Confinement of
-/// every land"), from `config.json` and what the snapshot read: a fresh private `TMPDIR`
-/// (what killed calls left there swept first), then `hcp_adapter::Confinement::for_call`
-/// with the store hidden (the bootstrap pack: [`BOOTSTRAP_HIDDEN`]), the caller's homes'
+/// every land"), from `config.json` and what the snapshot read: a fresh private `TMPDIR`,
+/// then `hcp_adapter::Confinement::for_call` (which sweeps what killed calls left beside
+/// it) with the store hidden (the bootstrap pack: [`BOOTSTRAP_HIDDEN`]), the caller's homes'
 /// secrets, other principals' session working directories, `sandbox.protect` and the
 /// agent and bus sockets the caller's environment names; the pack's `read` and `write`
 /// grants; its network (`packs.ID.network`, else `sandbox.network`, else the land's);
@@ -211,7 +211,7 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
         TmpdirMode::Memory => PrivateTmp::default_base(),
         TmpdirMode::System => std::env::temp_dir(),
     };
-    PrivateTmp::sweep(&base);
+    // `for_call` sweeps what killed calls left in `base`.
     let tmp = PrivateTmp::create_in(&base).map_err(|e| Refusal::adapter(&e))?;
     let home_env = caller
         .parent_env
