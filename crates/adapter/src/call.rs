@@ -159,6 +159,7 @@ impl Confinement {
         policy: &CallPolicy,
     ) -> Result<(Self, SandboxReport), AdapterError> {
         let local = call.land == Land::Local;
+        let limits = policy.limits.effective();
         let network = policy.network.unwrap_or(Network::default_for(call.land));
         let deny = network == Network::Deny;
         let root = crate::limits::running_as_root();
@@ -206,7 +207,7 @@ impl Confinement {
         let readable: Vec<PathBuf> = if local {
             let mut r: Vec<PathBuf> = SYSTEM_READ_ONLY
                 .iter()
-                .map(|p| canon(Path::new(p)))
+                .map(|p| crate::workdir::resolve_system(Path::new(p)))
                 .collect();
             r.extend([call.bin, call.workdir, call.tmpdir].map(canon));
             r.extend(
@@ -255,7 +256,7 @@ impl Confinement {
             ProcessMechanism::Subreaper(_) => (Namespaces::default(), None),
         };
 
-        let mut c = Confinement::with_limits(&policy.limits);
+        let mut c = Confinement::with_effective_limits(&limits);
         c.ns = ns;
         c.id_maps = id_maps;
         c.drop_caps = root;
@@ -360,7 +361,7 @@ impl Confinement {
                     if subreaper {
                         crate::cgroup::sweep(base);
                     }
-                    let cg = CallCgroup::claim(base, policy.limits.effective().processes, subreaper)
+                    let cg = CallCgroup::claim(base, limits.processes, subreaper)
                         .map_err(|e| AdapterError::SandboxFailed {
                             path: base.clone(),
                             reason: "cannot make the call's pids cgroup".into(),
@@ -393,7 +394,7 @@ impl Confinement {
                 processes,
             },
             scoped: abi >= SCOPE_LANDLOCK_ABI,
-            limits: policy.limits.effective(),
+            limits,
             reason: (abi == 0).then(|| {
                 support
                     .landlock
