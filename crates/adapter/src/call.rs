@@ -361,12 +361,13 @@ impl Confinement {
                     if subreaper {
                         crate::cgroup::sweep(base);
                     }
-                    let cg = CallCgroup::claim(base, limits.processes, subreaper)
-                        .map_err(|e| AdapterError::SandboxFailed {
+                    let cg = CallCgroup::claim(base, limits.processes, subreaper).map_err(|e| {
+                        AdapterError::SandboxFailed {
                             path: base.clone(),
                             reason: "cannot make the call's pids cgroup".into(),
                             source: Some(e),
-                        })?;
+                        }
+                    })?;
                     c.cgroup = Some(Arc::new(cg));
                 }
                 Ok(None) => {}

@@ -293,7 +293,9 @@ mod tests {
         assert!(a.pooled() && b.pooled());
         assert_ne!(a.path(), b.path(), "one holder per pooled cgroup");
         assert_eq!(
-            std::fs::read_to_string(b.path().join("pids.max")).unwrap().trim(),
+            std::fs::read_to_string(b.path().join("pids.max"))
+                .unwrap()
+                .trim(),
             "60"
         );
         let kept = a.path().to_owned();

@@ -295,9 +295,8 @@ fn is_ours(dir: &Path) -> bool {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let ok = |p: &Path, want: &dyn Fn(&std::fs::FileType) -> bool, mode: u32| {
-        std::fs::symlink_metadata(p).is_ok_and(|m| {
-            want(&m.file_type()) && m.uid() == uid && m.mode() & 0o7777 == mode
-        })
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| want(&m.file_type()) && m.uid() == uid && m.mode() & 0o7777 == mode)
     };
     ok(dir, &|t| t.is_dir(), 0o700)
         && ok(&dir.join("empty"), &|t| t.is_dir(), 0o000)
@@ -588,7 +587,9 @@ mod tests {
         assert_eq!((&a.empty, &a.socket), (&b.empty, &b.socket));
         drop(a);
         // SAFETY: geteuid cannot fail.
-        let shared = base.path().join(format!("hcp-covers-{}", unsafe { libc::geteuid() }));
+        let shared = base
+            .path()
+            .join(format!("hcp-covers-{}", unsafe { libc::geteuid() }));
         assert!(is_ours(&shared), "kept after the call");
         // Not as hcp makes them (a wider mode): the call makes its own.
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();

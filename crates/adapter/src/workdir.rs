@@ -180,7 +180,14 @@ mod tests {
 
     #[test]
     fn system_paths_resolve_like_canonicalize() {
-        for p in ["/usr", "/bin", "/lib64", "/var/tmp", "/etc", "/nonexistent-hcp/x"] {
+        for p in [
+            "/usr",
+            "/bin",
+            "/lib64",
+            "/var/tmp",
+            "/etc",
+            "/nonexistent-hcp/x",
+        ] {
             let want = Path::new(p)
                 .canonicalize()
                 .unwrap_or_else(|_| PathBuf::from(p));

@@ -153,21 +153,26 @@ fn hcp_project_is_checked_like_a_session_project() {
         "../p1".as_ref(),
         std::ffi::OsStr::from_bytes(b"p\xff1"),
     ];
-    for p in bad {
-        let out = cw
-            .hcp()
-            .env("HCP_SESSION", &tok)
-            .env("HCP_PROJECT", p)
-            .args(["exec", "hostile.brain.try", "marker"])
-            .output()
-            .unwrap();
-        let text = cw.w.render(&out);
-        assert_eq!(out.status.code(), Some(64), "{p:?}: {text}");
-        assert!(
-            text.contains("code: bad_value") && text.contains("`HCP_PROJECT`"),
-            "{p:?}: {text}"
-        );
-        assert!(out.stdout.is_empty(), "nothing ran: {text}");
+    // The agent's, and the owner's (whose `HCP_PROJECT` no session checks).
+    for who in [Some(tok.as_str()), None] {
+        for p in bad {
+            let mut c = cw.hcp();
+            if let Some(t) = who {
+                c.env("HCP_SESSION", t);
+            }
+            let out = c
+                .env("HCP_PROJECT", p)
+                .args(["exec", "hostile.brain.try", "marker"])
+                .output()
+                .unwrap();
+            let text = cw.w.render(&out);
+            assert_eq!(out.status.code(), Some(64), "{who:?} {p:?}: {text}");
+            assert!(
+                text.contains("code: bad_value") && text.contains("`HCP_PROJECT`"),
+                "{who:?} {p:?}: {text}"
+            );
+            assert!(out.stdout.is_empty(), "nothing ran: {text}");
+        }
     }
     assert_eq!(std::fs::read(&audit).unwrap_or_default(), before);
     // A project of the session passes and reaches the child.
@@ -187,6 +192,14 @@ fn the_bootstrap_pack_works_as_the_owner_and_as_an_agent_and_hides_the_secrets()
         let cw = Cw::new(user, &["hcp-cli", "hostile"]);
         let tok = cw.session("agent-1", &[]);
         cw.grant("agent-1", "hcp-cli", &["verb.exec.read"]);
+        // What the bootstrap child may not read (covered in its view: the runtime's
+        // `tests::bootstrap` reads each for real) does not keep hcp from working.
+        for f in ["state/bindings/agent-9/mail.json", "cache/policy.compiled"] {
+            let path = cw.w.hcp_home.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, confine_common::SECRET).unwrap();
+        }
+        cw.own(&cw.w.hcp_home);
         // The owner: the store as hcp sees it, the owner-only audit too.
         for verb in ["hcp-cli.list", "hcp-cli.audit.tail", "hcp-cli.audit.verify"] {
             let (out, v) = cw.exec(None, &[verb]);
@@ -225,6 +238,13 @@ fn the_bootstrap_pack_works_as_the_owner_and_as_an_agent_and_hides_the_secrets()
             !v["stdout"].as_str().unwrap().contains("\"decision\""),
             "{v}"
         );
+        for verb in ["hcp-cli.list", "hcp-cli.audit.tail", "hcp-cli.audit.verify"] {
+            let (_, v) = cw.exec(None, &[verb]);
+            assert!(
+                !v.to_string().contains(confine_common::SECRET),
+                "{verb}: {v}"
+            );
+        }
     }
 }
 
@@ -254,4 +274,40 @@ fn other_principals_sandboxes_are_hidden_but_the_owner_works_in_them() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["exit_code"], json!(0), "{}", cw.w.render(&out));
     }
+}
+
+#[test]
+fn the_tenant_guard_refuses_principal_and_project_placeholders_at_install() {
+    // Issue 12: `{{principal_id}}` and `{{project}}` (without `@`) passed lint, so the
+    // agent chose the principal or project the CLI saw.
+    let cw = Cw::new(As::Me, &[]);
+    let dir = confine_common::hostile_pack(&cw.w);
+    let surface = std::fs::read_to_string(dir.join("surface.json")).unwrap();
+    for placeholder in ["{{principal_id}}", "--project={{project}}", "{{project?}}"] {
+        std::fs::write(
+            dir.join("surface.json"),
+            surface.replace("\"{{a4?}}\"", &format!("\"{placeholder}\"")),
+        )
+        .unwrap();
+        let out = cw.run(&["install", "--activate", &dir.display().to_string()]);
+        let text = cw.w.render(&out);
+        assert_eq!(out.status.code(), Some(1), "{placeholder}: {text}");
+        assert!(
+            text.contains("error[reserved_placeholder]") && text.contains("nothing was installed"),
+            "{placeholder}: {text}"
+        );
+        let list = cw.run(&["list", "--json"]);
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains("hostile"),
+            "{placeholder}: installed"
+        );
+    }
+    // The session's values, with `@`, are the way.
+    std::fs::write(
+        dir.join("surface.json"),
+        surface.replace("\"{{a4?}}\"", "\"--who={{@principal_id}}\""),
+    )
+    .unwrap();
+    let out = cw.run(&["install", "--activate", &dir.display().to_string()]);
+    assert!(out.status.success(), "{}", cw.w.render(&out));
 }

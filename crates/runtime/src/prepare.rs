@@ -22,12 +22,17 @@ use std::path::{Path, PathBuf};
 
 /// What the bootstrap pack (`hcp-cli`, whose pinned bin is the running `hcp`) may not read
 /// of the store it otherwise reads (RUNTIME §5): the credentials, the sessions, the audit
-/// trail's args-digest secret and its checkpoint signing key. Relative to `$HCP_HOME`.
-pub const BOOTSTRAP_HIDDEN: [&str; 4] = [
+/// trail's args-digest secret and its checkpoint signing key, the operator's runtime
+/// policy (RUNTIME §7: its canaries and rules are not the agent's to read) and its
+/// compiled cache. Relative to `$HCP_HOME`.
+pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
     "state/bindings",
     "state/sessions",
     "audit/digest.secret",
     "audit/checkpoint.key",
+    "policy.json",
+    "policy.yaml",
+    "cache",
 ];
 
 /// A child ready to run.
