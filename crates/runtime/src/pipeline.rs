@@ -209,10 +209,8 @@ fn steps(
     };
     let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
     if let Some(s) = &child.sandbox {
-        facts.audit_extra.insert("sandbox".into(), s.clone().into());
-        facts
-            .result_extra
-            .insert("sandbox".into(), s.clone().into());
+        facts.audit_extra.insert("sandbox".into(), s.clone());
+        facts.result_extra.insert("sandbox".into(), s.clone());
     }
     let remove_tmp = |child: &mut prepare::Child| {
         // The confinement first: its cgroup and covers go with it.

@@ -156,7 +156,8 @@ impl ConfigPath {
                 "`{raw}`: only `~` and `~/…` are expanded; write the path in full"
             ));
         }
-        if !raw.starts_with('/') && !(tilde && raw.starts_with('~')) {
+        let absolute = raw.starts_with('/') || (tilde && raw.starts_with('~'));
+        if !absolute {
             return Some(if tilde {
                 format!("`{raw}` is relative; a protected path is absolute or starts with `~/`")
             } else if raw.starts_with('~') {
