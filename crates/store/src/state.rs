@@ -33,7 +33,9 @@ use jiff::Timestamp;
 use std::collections::BTreeMap;
 
 /// The call an approval is bound to (RUNTIME §7): tool, principal (its id and a digest of
-/// its other facts), the digest of the bound arguments and the policy's `content_hash`.
+/// its other facts), the digest of the bound arguments and the policy's `content_hash`;
+/// and whether it answers the call's `escalate` rather than its `confirmation` (two
+/// separate approvals of the same call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalKey {
     /// The tool, `PACK_ID.VERB_KEY`.
@@ -46,6 +48,22 @@ pub struct ApprovalKey {
     pub args_digest: String,
     /// The runtime policy's `content_hash`.
     pub policy_hash: String,
+    /// Whether the approval answers the tool's `escalate` (the owner's approval queue as
+    /// the semantic tier, `"escalation": "approvals"`), not its `confirmation`.
+    pub escalation: bool,
+}
+
+impl ApprovalKey {
+    /// The key as [`crate::approval`]'s functions take it.
+    pub fn call(&self) -> approval::Call<'_> {
+        approval::Call {
+            tool: &self.tool,
+            principal: (&self.principal, &self.principal_digest),
+            args_digest: &self.args_digest,
+            policy_hash: &self.policy_hash,
+            escalation: self.escalation,
+        }
+    }
 }
 
 /// A call paused for confirmation, to be recorded as a pending approval.
@@ -290,11 +308,31 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// [`StoreError`].
     fn approvals_list(&self) -> Result<Vec<Approval>, StoreError>;
 
-    /// Grants approval `id` (the caller checked the owner).
+    /// Grants pending approval `id` (the caller checked the owner). An approval is
+    /// answered once: approving it again, or after a denial, is refused.
     ///
     /// # Errors
-    /// [`ApprovalError`]: unknown, used, expired, or the store's.
+    /// [`ApprovalError`]: unknown, used, expired, answered already (`approval_decided`),
+    /// or the store's.
     fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError>;
+
+    /// Denies pending escalation `id` (the caller checked the owner): the same call is
+    /// then refused (`escalation_denied`) within the approval's window.
+    ///
+    /// # Errors
+    /// [`ApprovalError`]: unknown, a confirmation (`not_an_escalation`), used, expired,
+    /// answered already, or the store's.
+    fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError>;
+
+    /// A denial of exactly this call still in force, if there is one. Spends nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    fn denial_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError>;
 
     // Counters (RUNTIME §7).
 
@@ -454,13 +492,9 @@ impl State for FileState {
         request: &ApprovalRequest,
         now: Timestamp,
     ) -> Result<Approval, StoreError> {
-        let k = &request.key;
         approval::request(
             &self.home,
-            &k.tool,
-            (&k.principal, &k.principal_digest),
-            &k.args_digest,
-            &k.policy_hash,
+            &request.key.call(),
             request.summary.clone(),
             request.window_s,
             now,
@@ -472,14 +506,7 @@ impl State for FileState {
         key: &ApprovalKey,
         now: Timestamp,
     ) -> Result<Option<Approval>, StoreError> {
-        approval::lookup(
-            &self.home,
-            &key.tool,
-            (&key.principal, &key.principal_digest),
-            &key.args_digest,
-            &key.policy_hash,
-            now,
-        )
+        approval::lookup(&self.home, &key.call(), now)
     }
 
     fn approvals_list(&self) -> Result<Vec<Approval>, StoreError> {
@@ -488,6 +515,18 @@ impl State for FileState {
 
     fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
         approval::approve(&self.home, id, now)
+    }
+
+    fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+        approval::deny(&self.home, id, now)
+    }
+
+    fn denial_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError> {
+        approval::denial(&self.home, &key.call(), now)
     }
 
     /// Today the unkeyed `sha256:` digest ([`crate::audit::args_digest`]); the keyed one
@@ -543,14 +582,7 @@ impl State for FileState {
             }
         };
         for k in a.approvals {
-            let taken = approval::take(
-                &self.home,
-                &k.tool,
-                (&k.principal, &k.principal_digest),
-                &k.args_digest,
-                &k.policy_hash,
-                a.now,
-            );
+            let taken = approval::take(&self.home, &k.call(), a.now);
             match taken {
                 Ok(Some(t)) => admitted.approval_ids.push(t.id),
                 Ok(None) => {
@@ -621,6 +653,7 @@ mod tests {
             principal_digest: "d".into(),
             args_digest: "a".into(),
             policy_hash: "h".into(),
+            escalation: false,
         }
     }
 
