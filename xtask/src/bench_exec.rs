@@ -1,6 +1,6 @@
 //! `cargo xtask bench exec`: what `hcp exec` adds to running the bin it wraps.
 //!
-//! Five arms, interleaved in one run (each round runs every arm once, in a shuffled
+//! Seven arms, interleaved in one run (each round runs every arm once, in a shuffled
 //! order, so that load from other processes falls on all of them alike):
 //!
 //! * `bare`: the wrapped bin run directly (`hcp-example-echo say --json -- hi`);
@@ -9,13 +9,18 @@
 //!   bin: the least any program that starts a bin and waits for it can cost;
 //! * `floor_static`: the same program linked as `hcp` is on x86_64 Linux (static, non-PIE,
 //!   `.cargo/config.toml`), the least a launcher built like hcp can cost;
+//! * `floor_durable`: `durable-floor` (`xtask/src/bin/durable-floor.rs`, plain `rustc`)
+//!   appending one 256-byte record with `fdatasync` to a file beside the stores, then
+//!   running the bin: the floor of a durably audited exec (RUNTIME §6 writes the intent
+//!   durably before the child starts), the reference of the 1.25× goal;
+//! * `floor_durable_static`: the same linked as hcp is;
 //! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack;
 //! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs;
 //! * `baseline` (with `--baseline PATH`): `PATH exec echo.say hi`, another build of hcp
 //!   (an older commit's release `hcp`) on its own store holding only `echo`, installed by
 //!   that build, so a change is measured against its base in the same interleaved run.
 //!
-//! A fifth row, `sync`, times in process what the disk charges for one durable audit
+//! A last row, `sync`, times in process what the disk charges for one durable audit
 //! append at that moment: `write` of a 500-byte line with `O_APPEND`, then `fdatasync`, to
 //! a file beside the stores. On a contended disk it is most of `hcp exec`'s time.
 //!
@@ -105,24 +110,27 @@ fn build(root: &Path, release: &Path) -> Result<()> {
     );
     std::fs::create_dir_all(release)
         .with_context(|| format!("cannot create `{}`", release.display()))?;
-    build_floor(root, &release.join("spawn-floor"), &[])?;
-    // The same program linked the way `.cargo/config.toml` links `hcp` on x86_64 Linux:
-    // static and not position-independent.
-    build_floor(
-        root,
-        &release.join("spawn-floor-static"),
-        &[
-            "-C",
-            "target-feature=+crt-static",
-            "-C",
-            "relocation-model=static",
-        ],
-    )
+    // Each floor as plain `rustc` links it, and linked the way `.cargo/config.toml` links
+    // `hcp` on x86_64 Linux: static and not position-independent.
+    let statik = [
+        "-C",
+        "target-feature=+crt-static",
+        "-C",
+        "relocation-model=static",
+    ];
+    for (src, out) in [
+        ("spawn-floor", "spawn-floor"),
+        ("durable-floor", "durable-floor"),
+    ] {
+        build_floor(root, src, &release.join(out), &[])?;
+        build_floor(root, src, &release.join(format!("{out}-static")), &statik)?;
+    }
+    Ok(())
 }
 
-/// Compiles `xtask/src/bin/spawn-floor.rs` optimised with plain `rustc` into `out`,
-/// with `extra` flags.
-fn build_floor(root: &Path, out: &Path, extra: &[&str]) -> Result<()> {
+/// Compiles `xtask/src/bin/SRC.rs` optimised with plain `rustc` into `out`, with `extra`
+/// flags.
+fn build_floor(root: &Path, src: &str, out: &Path, extra: &[&str]) -> Result<()> {
     let status = Command::new("rustc")
         .args([
             "--edition",
@@ -139,7 +147,7 @@ fn build_floor(root: &Path, out: &Path, extra: &[&str]) -> Result<()> {
         .args(extra)
         .arg("-o")
         .arg(out)
-        .arg(root.join("xtask/src/bin/spawn-floor.rs"))
+        .arg(root.join(format!("xtask/src/bin/{src}.rs")))
         .status()
         .context("cannot run `rustc` for the floor")?;
     ensure!(status.success(), "building `{}` failed", out.display());
@@ -184,6 +192,10 @@ struct Setup {
     bin: PathBuf,
     floor: PathBuf,
     floor_static: PathBuf,
+    durable: PathBuf,
+    durable_static: PathBuf,
+    /// The file the durable floors append to (beside the stores, on their disk).
+    record: PathBuf,
     path_var: OsString,
     /// `HOME` of every run, apart from `work`: a sandbox may not hold the caller's home.
     home: PathBuf,
@@ -239,15 +251,19 @@ enum Arm {
     Bare,
     Floor,
     FloorStatic,
+    FloorDurable,
+    FloorDurableStatic,
     Hcp,
     HcpMany,
     Baseline,
 }
 
-const ARMS: [Arm; 5] = [
+const ARMS: [Arm; 7] = [
     Arm::Bare,
     Arm::Floor,
     Arm::FloorStatic,
+    Arm::FloorDurable,
+    Arm::FloorDurableStatic,
     Arm::Hcp,
     Arm::HcpMany,
 ];
@@ -271,6 +287,12 @@ impl Arm {
             Arm::FloorStatic => {
                 "floor linked as hcp is (static, non-PIE): `spawn-floor-static` + bin".into()
             }
+            Arm::FloorDurable => {
+                "durable floor: `durable-floor` (256-byte record + `fdatasync`) + bin".into()
+            }
+            Arm::FloorDurableStatic => {
+                "durable floor linked as hcp is: `durable-floor-static` + bin".into()
+            }
             Arm::Hcp => "`hcp exec echo.say hi`, 1 pack installed".into(),
             Arm::HcpMany => format!("`hcp exec echo.say hi`, {} packs installed", packs + 1),
             Arm::Baseline => "baseline: `--baseline` hcp, `exec echo.say hi`, 1 pack".into(),
@@ -282,6 +304,8 @@ impl Arm {
             Arm::Bare => "bare",
             Arm::Floor => "floor",
             Arm::FloorStatic => "floor_static",
+            Arm::FloorDurable => "floor_durable",
+            Arm::FloorDurableStatic => "floor_durable_static",
             Arm::Hcp => "hcp",
             Arm::HcpMany => "hcp_many",
             Arm::Baseline => "baseline",
@@ -303,6 +327,16 @@ impl Arm {
             Arm::FloorStatic => {
                 let mut c = s.command(&s.floor_static);
                 c.arg(&s.bin).args(BIN_ARGS);
+                c
+            }
+            Arm::FloorDurable => {
+                let mut c = s.command(&s.durable);
+                c.arg(&s.record).arg(&s.bin).args(BIN_ARGS);
+                c
+            }
+            Arm::FloorDurableStatic => {
+                let mut c = s.command(&s.durable_static);
+                c.arg(&s.record).arg(&s.bin).args(BIN_ARGS);
                 c
             }
             Arm::Hcp => s.hcp(&stores.one, &EXEC_ARGS),
@@ -452,6 +486,9 @@ pub fn run(args: &Args) -> Result<()> {
         bin: release.join("hcp-example-echo"),
         floor: release.join("spawn-floor"),
         floor_static: release.join("spawn-floor-static"),
+        durable: release.join("durable-floor"),
+        durable_static: release.join("durable-floor-static"),
+        record: scratch.join("durable-floor.jsonl"),
         path_var,
         home,
         work,
@@ -466,9 +503,16 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
-    for p in [&s.hcp, &s.bin, &s.floor, &s.floor_static]
-        .into_iter()
-        .chain(s.baseline.as_ref())
+    for p in [
+        &s.hcp,
+        &s.bin,
+        &s.floor,
+        &s.floor_static,
+        &s.durable,
+        &s.durable_static,
+    ]
+    .into_iter()
+    .chain(s.baseline.as_ref())
     {
         ensure!(p.is_file(), "`{}` is missing: build it first", p.display());
     }
@@ -661,7 +705,15 @@ struct Report {
 /// JSON line).
 fn report(args: &Args, r: &Report) {
     let st = &r.st;
-    let [bare, floor, floor_static, hcp, many] = [st[0], st[1], st[2], st[3], st[4]];
+    let [
+        bare,
+        floor,
+        floor_static,
+        durable,
+        durable_static,
+        hcp,
+        many,
+    ] = [st[0], st[1], st[2], st[3], st[4], st[5], st[6]];
     let sync = st[r.arms.len()];
     let base = r
         .arms
@@ -712,11 +764,27 @@ fn report(args: &Args, r: &Report) {
     let ratio_floor = hcp.median / floor.median;
     let over_bare = hcp.median - bare.median;
     let ratio_packs = many.median / hcp.median;
-    let peak_kib = r.rss[3].max(r.rss[4]);
+    let peak_kib = r.rss[5].max(r.rss[6]);
     let ratio_floor_static = hcp.median / floor_static.median;
     let peak_mib = peak_kib as f64 / 1024.0;
     let mark = |ok: bool| if ok { "met" } else { "missed" };
+    let ratio_durable = hcp.median / durable.median;
+    let ratio_durable_static = hcp.median / durable_static.median;
     line!("");
+    line!(
+        "- hcp exec / durable floor (medians): {ratio_durable:.3} (goal ≤ 1.25: {}); p10: {:.3}",
+        mark(ratio_durable <= 1.25),
+        hcp.p10 / durable.p10
+    );
+    line!(
+        "- hcp exec / durable floor linked as hcp is (medians): {ratio_durable_static:.3}; p10: {:.3}",
+        hcp.p10 / durable_static.p10
+    );
+    line!(
+        "- hcp exec − durable floor (medians): {:.3} ms; by CPU time: {:.3} ms",
+        hcp.median - durable.median,
+        hcp.cpu - durable.cpu
+    );
     line!(
         "- hcp exec / floor (medians): {ratio_floor:.3} (goal ≤ 1.2: {})",
         mark(ratio_floor <= 1.2)
@@ -791,6 +859,8 @@ fn report(args: &Args, r: &Report) {
             "packs": args.packs + 1,
             "arms": arms,
             "ratio_hcp_to_floor": ratio_floor,
+            "ratio_hcp_to_durable_floor": ratio_durable,
+            "ratio_hcp_to_durable_floor_static": ratio_durable_static,
             "ratio_hcp_to_floor_static": ratio_floor_static,
             "hcp_over_bare_ms": over_bare,
             "ratio_many_to_one": ratio_packs,

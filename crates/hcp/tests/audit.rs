@@ -12,12 +12,15 @@ mod common;
 use common::World;
 use hcp_model::{ArgValue, Land, Operation};
 use hcp_store::Home;
-use hcp_store::audit::{AuditLog, Decision, Entry, args_digest};
+use hcp_store::audit::{
+    Admission, Admitted, AuditLog, Decision, DigestKey, Entry, Intent, Outcome, args_digest,
+};
 use hcp_store::session::Timestamp;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Output;
+use std::io::{BufRead, BufReader};
+use std::process::{Output, Stdio};
 
 macro_rules! snapshot {
     ($name:expr, $text:expr) => {
@@ -145,12 +148,14 @@ fn verify_and_tail_a_sound_trail() {
             "exit_code",
             "hash",
             "id",
+            "kind",
             "land",
             "operation",
             "pack_id",
             "prev",
             "principal",
             "project",
+            "seq",
             "ts",
             "verb_key"
         ])
@@ -191,7 +196,7 @@ fn a_deleted_line_names_the_record_after_it() {
         (
             &v["broken"]["line"],
             &v["broken"]["id"],
-            &v["broken"]["kind"]
+            &v["broken"]["fault"]
         ),
         (&json!(3), &json!(id), &json!("prev_mismatch"))
     );
@@ -211,7 +216,7 @@ fn swapped_lines_name_the_first_of_them() {
         (
             &v["broken"]["line"],
             &v["broken"]["id"],
-            &v["broken"]["kind"]
+            &v["broken"]["fault"]
         ),
         (&json!(4), &json!(id), &json!("prev_mismatch"))
     );
@@ -229,7 +234,7 @@ fn a_line_that_is_not_json_is_unparseable() {
     let (code, v) = verify_json(&w);
     assert_eq!(code, Some(1));
     assert_eq!(
-        (&v["broken"]["line"], &v["broken"]["kind"]),
+        (&v["broken"]["line"], &v["broken"]["fault"]),
         (&json!(2), &json!("unparseable"))
     );
 }
@@ -252,7 +257,7 @@ fn a_torn_tail_is_reported_then_repaired_and_recorded() {
     let ts: Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
     let a = log(&w).append_at(&entry("alice", 9), ts).unwrap();
     let o = w.run(&["audit", "verify"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains(&a.id));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("records a recovery"));
     snapshot!("verify_repaired", render(&w, &o));
     let saved = log(&w)
         .path()
@@ -261,7 +266,7 @@ fn a_torn_tail_is_reported_then_repaired_and_recorded() {
         .join(&a.repair.as_ref().unwrap().saved_as);
     assert_eq!(std::fs::read(saved).unwrap(), torn);
     assert_eq!(a.repair.unwrap().offset, offset as u64);
-    assert_eq!(lines(&w).len(), 3);
+    assert_eq!(lines(&w).len(), 4, "2 records, the recovery, the new one");
 }
 
 #[test]
@@ -272,7 +277,10 @@ fn a_damaged_last_line_refuses_appends() {
     text.push("garbage".into());
     write_lines(&w, &text);
     let e = log(&w).append(&entry("alice", 1)).unwrap_err();
-    assert_eq!(e.code(), "audit_damaged");
+    assert_eq!(
+        (e.code(), e.cause_code()),
+        ("audit_unavailable", "unparseable")
+    );
     assert_eq!(lines(&w).len(), 2);
 }
 
@@ -288,7 +296,7 @@ fn child_appender() {
     for seq in 0..PER_CHILD {
         let mut e = entry(&format!("child-{child}"), seq);
         e.extra.insert("child".into(), json!(child));
-        e.extra.insert("seq".into(), json!(seq));
+        e.extra.insert("n".into(), json!(seq));
         l.append(&e).unwrap();
     }
 }
@@ -330,7 +338,7 @@ fn concurrent_processes_lose_nothing_and_keep_one_chain() {
         .map(|r| {
             (
                 r["child"].as_str().unwrap().to_owned(),
-                r["seq"].as_u64().unwrap(),
+                r["n"].as_u64().unwrap(),
             )
         })
         .collect();
@@ -338,4 +346,294 @@ fn concurrent_processes_lose_nothing_and_keep_one_chain() {
         .flat_map(|c| (0..PER_CHILD).map(move |s| (c.to_string(), s)))
         .collect();
     assert_eq!(seen, want);
+}
+
+fn admit(w: &World, principal: &str) -> Admitted {
+    let intent = Intent {
+        principal: principal.into(),
+        project: None,
+        pack_id: "transit".into(),
+        verb_key: "find".into(),
+        operation: Operation::Read,
+        land: Land::Local,
+        args_digest: DigestKey::load_or_create(&Home::open(&w.hcp_home).unwrap())
+            .unwrap()
+            .args_digest([]),
+        extra: BTreeMap::new(),
+    };
+    log(w)
+        .admit(&Admission {
+            intent,
+            counters: vec![],
+            approvals: vec![],
+        })
+        .unwrap()
+}
+
+fn finish(w: &World, a: &Admitted, principal: &str, truncated: bool) {
+    log(w)
+        .outcome(&Outcome {
+            intent: a.id.clone(),
+            principal: principal.into(),
+            pack_id: "transit".into(),
+            verb_key: "find".into(),
+            code: None,
+            exit_code: Some(0),
+            duration_ms: 4,
+            stdout_bytes: 1 << 20,
+            stderr_bytes: 0,
+            truncated,
+            extra: BTreeMap::new(),
+        })
+        .unwrap();
+}
+
+fn fault_of(w: &World) -> (Option<i32>, Value) {
+    let (code, v) = verify_json(w);
+    (code, v["broken"]["fault"].clone())
+}
+
+#[test]
+fn every_cut_wipe_and_replacement_is_a_fault_with_exit_1() {
+    // Cut by 1 and by 5 records.
+    for cut in [1, 5] {
+        let w = World::new();
+        fill(&w, 8);
+        let text = lines(&w);
+        write_lines(&w, &text[..8 - cut]);
+        assert_eq!(fault_of(&w), (Some(1), json!("truncated")), "cut by {cut}");
+    }
+    // Deleted; emptied.
+    let w = World::new();
+    fill(&w, 3);
+    std::fs::remove_file(log(&w).path()).unwrap();
+    assert_eq!(fault_of(&w), (Some(1), json!("missing_log")));
+    let o = w.run(&["audit", "verify"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("audit trail broken at line 1: missing_log")
+    );
+    let w = World::new();
+    fill(&w, 3);
+    std::fs::write(log(&w).path(), "").unwrap();
+    assert_eq!(fault_of(&w), (Some(1), json!("truncated")));
+    // The anchor deleted.
+    let w = World::new();
+    fill(&w, 3);
+    std::fs::remove_file(log(&w).anchor_path()).unwrap();
+    assert_eq!(fault_of(&w), (Some(1), json!("missing_anchor")));
+    // Nothing can be appended over the evidence: an append is refused.
+    let e = log(&w).append(&entry("alice", 9)).unwrap_err();
+    assert_eq!(
+        (e.code(), e.cause_code()),
+        ("audit_unavailable", "missing_anchor")
+    );
+}
+
+#[test]
+fn a_checkpoint_catches_an_older_copy_of_trail_and_anchor() {
+    let w = World::new();
+    fill(&w, 3);
+    let keep = w.tmp.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    for f in ["audit.jsonl", "audit.anchor"] {
+        std::fs::copy(log(&w).dir().join(f), keep.join(f)).unwrap();
+    }
+    fill(&w, 2);
+    let o = w.run(&["audit", "checkpoint"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let cp: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&cp["format"], &cp["count"]),
+        (&json!("hcp-audit-checkpoint/1"), &json!(5))
+    );
+    assert!(cp["key"].as_str().unwrap().starts_with("ed25519:"));
+    let file = w.tmp.path().join("cp.json");
+    std::fs::write(&file, &o.stdout).unwrap();
+    let file = file.to_str().unwrap();
+    let o = w.run(&["audit", "verify", "--checkpoint", file]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("extends the checkpoint of 5 records"));
+    // Both replaced by the older copy: sound alone, caught by the checkpoint.
+    for f in ["audit.jsonl", "audit.anchor"] {
+        std::fs::copy(keep.join(f), log(&w).dir().join(f)).unwrap();
+    }
+    assert_eq!(verify_json(&w).0, Some(0));
+    let o = w.run(&["audit", "verify", "--checkpoint", file, "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(v["broken"]["fault"], json!("checkpoint_mismatch"));
+    // A checkpoint edited by hand is not a checkpoint.
+    let forged = std::fs::read_to_string(file)
+        .unwrap()
+        .replace("\"count\":5", "\"count\":3");
+    std::fs::write(file, forged).unwrap();
+    let o = w.run(&["audit", "verify", "--checkpoint", file]);
+    assert_eq!(o.status.code(), Some(2), "{}", render(&w, &o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bad_checkpoint"));
+}
+
+#[test]
+fn a_broken_trail_is_not_checkpointed() {
+    let w = World::new();
+    fill(&w, 3);
+    let text = lines(&w);
+    write_lines(&w, &text[..2]);
+    let o = w.run(&["audit", "checkpoint"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
+}
+
+#[test]
+fn verify_and_tail_show_interrupted_calls() {
+    let w = World::new();
+    let a = admit(&w, "alice");
+    finish(&w, &a, "alice", true);
+    let b = admit(&w, "bob");
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("interrupted: 1 call with an intent and no outcome"),
+        "{text}"
+    );
+    assert!(text.contains(&b.id) && !text.contains(&a.id), "{text}");
+    let (_, v) = verify_json(&w);
+    assert_eq!(v["interrupted"][0]["id"], json!(b.id));
+    let o = w.run(&["audit", "tail"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(
+        rows[0].contains("intent") && rows[0].contains("admitted"),
+        "{text}"
+    );
+    assert!(
+        rows[1].contains("outcome") && rows[1].contains("exit=0") && rows[1].contains("truncated"),
+        "{text}"
+    );
+    assert!(
+        rows[2].contains("intent") && rows[2].contains("interrupted") && rows[2].contains(&b.id),
+        "{text}"
+    );
+    // The digest is keyed: it is not the plain sha256 of the arguments.
+    let rec: Value = serde_json::from_str(&lines(&w)[0]).unwrap();
+    assert!(
+        rec["args_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("hmac-sha256:")
+    );
+}
+
+fn spawn_follow(w: &World, n: &str) -> std::process::Child {
+    std::process::Command::new(common::hcp_bin())
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("HCP_HOME", &w.hcp_home)
+        .env("PATH", w.path_var())
+        .current_dir(&w.work)
+        .args(["audit", "tail", "--follow", "-n", n])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` on another thread, at most 20 s (a hung follower fails the test
+/// instead of hanging it).
+fn wait_for(mut child: std::process::Child) -> std::process::ExitStatus {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait().unwrap());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status();
+            panic!("the follower did not stop")
+        })
+}
+
+#[test]
+fn follow_streams_new_records_as_json_lines_and_stops_on_sigint() {
+    let w = World::new();
+    fill(&w, 3);
+    let mut child = spawn_follow(&w, "1");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let first: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(first["seq"], json!(3), "it starts after the last N records");
+    // New records arrive as they are appended, exactly as stored.
+    let a = admit(&w, "alice");
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim_end(), lines(&w)[3]);
+    finish(&w, &a, "alice", false);
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (&v["kind"], &v["intent"]),
+        (&json!("outcome"), &json!(a.id))
+    );
+    let pid = child.id();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = wait_for(child);
+    assert_eq!(status.code(), Some(0), "a clean stop on SIGINT");
+}
+
+#[test]
+fn follow_stops_when_its_reader_goes_away() {
+    let w = World::new();
+    fill(&w, 1);
+    let mut child = spawn_follow(&w, "1");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    drop(out);
+    let status = wait_for(child);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "a closed stdout is the end of the stream"
+    );
+}
+
+#[test]
+fn exec_refuses_to_run_over_a_cut_trail() {
+    common::example_bins();
+    let w = World::new();
+    let echo = common::gold_pack("echo");
+    let o = w.run(&["install", echo.to_str().unwrap(), "--activate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let o = w.run(&["exec", "echo.say", "first"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let o = w.run(&["exec", "echo.say", "second"]);
+    assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
+    let text = lines(&w);
+    write_lines(&w, &text[..text.len() - 1]);
+    let o = w.run(&["exec", "echo.say", "third"]);
+    assert_eq!(o.status.code(), Some(74), "{}", render(&w, &o));
+    assert!(o.stdout.is_empty(), "the verb did not run");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("audit_unavailable"),
+        "{}",
+        render(&w, &o)
+    );
+    assert_eq!(
+        lines(&w).len(),
+        text.len() - 1,
+        "nothing was written over the evidence"
+    );
+    assert_eq!(fault_of(&w), (Some(1), json!("truncated")));
 }

@@ -1,21 +1,39 @@
-//! Audit append cost (RUNTIME §6): one record appended to a trail of 10,000 records, with
-//! `sync_data` (the default, durable) and without, beside a bare `write` + `sync_data` of
-//! the same line (the disk's own cost). Also a full `verify` of that trail.
+//! Audit cost (RUNTIME §6), on a trail already holding 10,000 records, in the system's
+//! temporary directory (or `HCP_BENCH_DIR`; put it on the disk you mean to measure: a
+//! tmpfs makes every sync free):
 //!
-//! `cargo bench -p hcp-store --bench audit` (needs `[[bench]] name = "audit"`,
-//! `harness = false` in this crate's Cargo.toml). Figures: BENCHMARKS.md.
+//! * `audit_call/*`: what one allowed call costs the audit. `event_synced` is one synced
+//!   record after the run (the path before write-ahead); `intent_outcome` is the
+//!   write-ahead pair as shipped (intent synced, outcome not); `intent_outcome_counter`
+//!   the same with one counter slot taken (an agent under a `rate_limit`);
+//!   `intent_outcome_both_synced` what a second sync would add; `floor_append_sync` the
+//!   disk alone: open, `write` of 256 bytes with `O_APPEND`, `fdatasync`, close.
+//! * `audit_call_no_sync/*`: the same calls without syncs: what hcp's own work costs (the
+//!   lock, the anchor, encoding, hashing, the writes), before write-ahead
+//!   (`ensure_writable` + one record) and with it (`probe_writable` + `admit` + `outcome`).
+//! * `audit_verify_10k`: a full `verify` walk.
+//!
+//! `cargo bench -p hcp-store --bench audit`. Figures: BENCHMARKS.md.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_model::{ArgValue, Land, Operation};
 use hcp_store::Home;
-use hcp_store::audit::{AuditLog, Decision, Entry, args_digest};
+use hcp_store::audit::{
+    Admission, AuditLog, CounterSpend, Decision, DigestKey, Entry, Intent, Outcome,
+};
+use hcp_store::counter::Limits;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::io::Write;
+use std::time::Duration;
 
 const PREFILL: u64 = 10_000;
+
+fn key() -> DigestKey {
+    DigestKey::from_bytes([9; 32])
+}
 
 fn entry(i: u64) -> Entry {
     let v = ArgValue::String(format!("value {i}"));
@@ -28,72 +46,163 @@ fn entry(i: u64) -> Entry {
         land: Some(Land::Personal),
         decision: Decision::Allow,
         code: None,
-        args_digest: args_digest([("stop", &v)]),
+        args_digest: key().args_digest([("stop", &v)]),
         exit_code: Some(0),
         duration_ms: i % 100,
         extra: BTreeMap::new(),
     }
 }
 
-/// A home in a temporary directory under the target directory's filesystem (the
-/// system temporary directory may be a tmpfs, where `sync_data` costs nothing).
+fn admission(counter: bool) -> Admission {
+    let v = ArgValue::String("Central".into());
+    Admission {
+        intent: Intent {
+            principal: "alice".into(),
+            project: None,
+            pack_id: "transit".into(),
+            verb_key: "status".into(),
+            operation: Operation::Read,
+            land: Land::Personal,
+            args_digest: key().args_digest([("stop", &v)]),
+            extra: BTreeMap::from([("sandbox".into(), "landlock abi 6".into())]),
+        },
+        counters: if counter {
+            vec![CounterSpend {
+                identity: "alice".into(),
+                tool: "transit.status".into(),
+                limits: Limits {
+                    rate_limit: Some(100),
+                    budget: None,
+                    window_ms: 1,
+                },
+            }]
+        } else {
+            vec![]
+        },
+        approvals: vec![],
+    }
+}
+
+fn outcome(intent: String) -> Outcome {
+    Outcome {
+        intent,
+        principal: "alice".into(),
+        pack_id: "transit".into(),
+        verb_key: "status".into(),
+        code: None,
+        exit_code: Some(0),
+        duration_ms: 2,
+        stdout_bytes: 120,
+        stderr_bytes: 0,
+        truncated: false,
+        extra: BTreeMap::new(),
+    }
+}
+
+fn base() -> std::path::PathBuf {
+    std::env::var_os("HCP_BENCH_DIR").map_or_else(std::env::temp_dir, Into::into)
+}
+
 fn prefilled() -> (tempfile::TempDir, AuditLog) {
-    let base = std::env::var_os("HCP_BENCH_DIR").map_or_else(std::env::temp_dir, Into::into);
-    let d = tempfile::tempdir_in(base).unwrap_or_else(|e| panic!("temporary directory: {e}"));
+    let d = tempfile::tempdir_in(base()).unwrap_or_else(|e| panic!("temporary directory: {e}"));
     let home = Home::open(d.path().join("hcp")).unwrap_or_else(|e| panic!("{e}"));
     let log = AuditLog::new(&home).durable(false);
     for i in 0..PREFILL {
         log.append(&entry(i)).unwrap_or_else(|e| panic!("{e}"));
     }
-    (d, log)
+    (d, AuditLog::new(&home))
 }
 
-fn append(c: &mut Criterion) {
-    let mut g = c.benchmark_group("audit_append");
-    for (name, durable) in [("sync_data", true), ("no_sync", false)] {
-        let (_d, log) = prefilled();
-        let log = log.durable(durable);
-        let mut i = PREFILL;
+fn call(c: &mut Criterion) {
+    let mut g = c.benchmark_group("audit_call");
+    g.sample_size(30).measurement_time(Duration::from_secs(4));
+    let (_d1, log) = prefilled();
+    let mut i = PREFILL;
+    g.bench_function("event_synced", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(log.append(&entry(i)).unwrap())
+        })
+    });
+    let (_d2, log) = prefilled();
+    for (name, counter) in [("intent_outcome", false), ("intent_outcome_counter", true)] {
+        let a = admission(counter);
         g.bench_function(name, |b| {
             b.iter(|| {
-                i += 1;
-                black_box(log.append(&entry(i)).unwrap_or_else(|e| panic!("{e}")))
+                let x = log.admit(&a).unwrap();
+                black_box(log.outcome(&outcome(x.id)).unwrap())
             })
         });
     }
-    // Baseline: the same line length written with `O_APPEND` and `sync_data`, without the
-    // lock, the tail scan or the hashing: what the disk alone costs.
-    let (d, log) = prefilled();
-    let line = std::fs::read_to_string(log.path())
-        .unwrap()
-        .lines()
-        .next()
-        .map(|l| format!("{l}\n"))
-        .unwrap();
-    let raw = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(d.path().join("raw.jsonl"))
-        .unwrap();
-    g.bench_function("baseline_write_sync_data", |b| {
+    let (_d3, log) = prefilled();
+    let a = admission(false);
+    g.bench_function("intent_outcome_both_synced", |b| {
         b.iter(|| {
-            (&raw).write_all(line.as_bytes()).unwrap();
-            raw.sync_data().unwrap();
+            let x = log.admit(&a).unwrap();
+            log.outcome(&outcome(x.id)).unwrap();
+            // The second sync an outcome would cost.
+            std::fs::File::open(log.path())
+                .unwrap()
+                .sync_data()
+                .unwrap();
         })
     });
+    let raw = base().join(format!("hcp-bench-floor-{}.jsonl", std::process::id()));
+    let line = [b'x'; 255];
+    g.bench_function("floor_append_sync", |b| {
+        b.iter(|| {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&raw)
+                .unwrap();
+            f.write_all(&line).unwrap();
+            f.write_all(b"\n").unwrap();
+            f.sync_data().unwrap();
+        })
+    });
+    let _ = std::fs::remove_file(&raw);
+    g.finish();
+    // Everything but the disk: what one call costs the audit in CPU and system calls, the
+    // way exec calls it before write-ahead (`ensure_writable` before the spawn, one record
+    // after) and with it (`probe_writable`, `admit` before the spawn, `outcome` after).
+    let mut g = c.benchmark_group("audit_call_no_sync");
+    let (_d4, log) = prefilled();
+    let log = log.durable(false);
+    let mut i = PREFILL;
+    g.bench_function("before_write_ahead", |b| {
+        b.iter(|| {
+            i += 1;
+            log.ensure_writable().unwrap();
+            black_box(log.append(&entry(i)).unwrap())
+        })
+    });
+    for (name, counter) in [("write_ahead", false), ("write_ahead_counter", true)] {
+        let a = admission(counter);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                log.probe_writable().unwrap();
+                let x = log.admit(&a).unwrap();
+                black_box(log.outcome(&outcome(x.id)).unwrap())
+            })
+        });
+    }
     g.finish();
 }
 
 fn verify(c: &mut Criterion) {
     let (_d, log) = prefilled();
-    c.bench_function("audit_verify_10k", |b| {
+    let mut g = c.benchmark_group("audit_verify");
+    g.sample_size(10);
+    g.bench_function("audit_verify_10k", |b| {
         b.iter(|| {
             let r = log.verify().unwrap_or_else(|e| panic!("{e}"));
             assert!(r.is_clean());
             black_box(r)
         })
     });
+    g.finish();
 }
 
-criterion_group!(benches, append, verify);
+criterion_group!(benches, call, verify);
 criterion_main!(benches);

@@ -110,13 +110,30 @@ impl Approval {
         }
     }
 
-    fn matches(&self, call: &Call<'_>) -> bool {
-        self.tool == call.tool
-            && self.principal == call.principal.0
-            && self.principal_digest == call.principal.1
-            && self.args_digest == call.args_digest
-            && self.policy_hash == call.policy_hash
-            && self.escalation == call.escalation
+    /// Whether the approval is of this call: tool, principal, arguments and policy (its
+    /// kind aside; an approval's id fixes that).
+    pub(crate) fn matches(
+        &self,
+        tool: &str,
+        principal: (&str, &str),
+        args_digest: &str,
+        policy_hash: &str,
+    ) -> bool {
+        self.tool == tool
+            && self.principal == principal.0
+            && self.principal_digest == principal.1
+            && self.args_digest == args_digest
+            && self.policy_hash == policy_hash
+    }
+
+    /// Whether the approval is of exactly this call, of the same kind.
+    fn is_call(&self, call: &Call<'_>) -> bool {
+        self.matches(
+            call.tool,
+            call.principal,
+            call.args_digest,
+            call.policy_hash,
+        ) && self.escalation == call.escalation
     }
 }
 
@@ -187,6 +204,56 @@ fn dir(home: &Home) -> PathBuf {
     home.dir(StoreDir::State).join("approvals")
 }
 
+/// The marker that an intent record took approval `id`: `state/approvals/<id>.used`,
+/// written by `hcp_store::audit::admit` (a cache of the audit trail, which is the truth).
+/// [`list`] and [`get`] read it as `used_at`; [`approve`] and [`request`] never write it.
+pub(crate) fn used_marker(home: &Home, id: &str) -> PathBuf {
+    dir(home).join(format!("{id}.used"))
+}
+
+/// The marker's content.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct UsedMarker {
+    /// The intent record's `id`.
+    pub(crate) intent: String,
+    /// When the call took it.
+    pub(crate) at: Timestamp,
+}
+
+fn with_marker(home: &Home, mut a: Approval) -> Approval {
+    if a.used_at.is_none()
+        && let Ok(b) = std::fs::read(used_marker(home, &a.id))
+    {
+        a.used_at = Some(
+            serde_json::from_slice::<UsedMarker>(&b)
+                .map(|m| m.at)
+                .unwrap_or(a.requested_at),
+        );
+    }
+    a
+}
+
+/// Approval `id`, with its use marker read; `None` when there is none.
+///
+/// # Errors
+/// [`StoreError`] when it cannot be read or does not parse.
+pub fn get(home: &Home, id: &str) -> StoreResult<Option<Approval>> {
+    if !valid_id(id) {
+        return Ok(None);
+    }
+    let path = dir(home).join(format!("{id}.json"));
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("read", &path, e)),
+    };
+    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    Ok(Some(with_marker(home, a)))
+}
+
 fn valid_id(id: &str) -> bool {
     id.strip_prefix("apr_")
         .is_some_and(|h| h.len() == 20 && h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -221,6 +288,7 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
         })
         .filter_map(|e| std::fs::read(e.path()).ok())
         .filter_map(|b| serde_json::from_slice(&b).ok())
+        .map(|a| with_marker(home, a))
         .collect();
     out.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
     Ok(out)
@@ -240,7 +308,7 @@ pub fn request(
     let _lock = StoreLock::acquire(home)?;
     if let Some(a) = list(home)?
         .into_iter()
-        .find(|a| a.matches(call) && a.state(now) == "pending")
+        .find(|a| a.is_call(call) && a.state(now) == "pending")
     {
         return Ok(a);
     }
@@ -280,7 +348,7 @@ pub fn take(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<
     let _lock = StoreLock::acquire(home)?;
     let Some(mut a) = list(home)?
         .into_iter()
-        .find(|a| a.matches(call) && a.state(now) == "approved")
+        .find(|a| a.is_call(call) && a.state(now) == "approved")
     else {
         return Ok(None);
     };
@@ -319,7 +387,7 @@ fn find(
     }
     Ok(list(home)?
         .into_iter()
-        .find(|a| a.matches(call) && a.state(now) == state))
+        .find(|a| a.is_call(call) && a.state(now) == state))
 }
 
 /// Undoes a [`take`] whose call was not admitted after all (the step after it failed):
@@ -355,12 +423,12 @@ fn read_one(home: &Home, id: &str) -> Result<Approval, ApprovalError> {
         }
         Err(e) => return Err(StoreError::io("read", &path, e).into()),
     };
-    Ok(
-        serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
-            path,
-            reason: e.to_string(),
-        })?,
-    )
+    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+        path,
+        reason: e.to_string(),
+    })?;
+    // A call that took it is named by its use marker (written with the intent record).
+    Ok(with_marker(home, a))
 }
 
 /// Why a pending approval cannot be answered now: used, expired, or answered already.

@@ -1,67 +1,131 @@
-//! The audit trail (RUNTIME §6): `audit/audit.jsonl`, one hash-chained record a line.
+//! The audit trail (RUNTIME §6): `audit/audit.jsonl`, one hash-chained record a line,
+//! with its anchor `audit/audit.anchor`, the argument-digest secret and the checkpoint
+//! key, all 0600 in a 0700 directory.
 //!
-//! Every exec decision, allowed or refused, appends one record ([`Entry`] in, [`Record`]
-//! out): `ts` (RFC 3339 UTC, milliseconds), `id` (UUID v7), `principal`, `project`,
-//! `pack_id`, `verb_key`, `operation`, `land`, `decision` (`allow` | `deny`), `code`,
-//! `args_digest` ([`args_digest`]: never the raw values), `exit_code`, `duration_ms`,
-//! any additive fields ([`Entry::extra`]: `policy_hash`, `rule`, `sandbox` …), then `prev`
-//! (the previous record's `hash`, [`GENESIS`] for the first) and `hash` ([`record_hash`]:
-//! `sha256:` over the [`canonical_json`] of the record without `hash`). A line is the
-//! canonical encoding of the whole record, so keys appear sorted.
+//! # Records
+//! Every record has `ts` (RFC 3339 UTC, milliseconds), `id` (UUID v7), `seq` (its
+//! position, from 1), `kind`, then the fields of its kind, then `prev` (the previous
+//! record's `hash`, [`GENESIS`] for the first) and `hash` ([`record_hash`]: `sha256:` over
+//! the [`canonical_json`] of the record without `hash`). A line is the canonical encoding
+//! of the whole record, so keys appear sorted. Kinds ([`Kind`]): `intent` (an allowed call,
+//! written and synced by [`AuditLog::admit`] before its child starts, naming what it
+//! spends), `outcome` ([`AuditLog::outcome`]: exit code, duration, bytes, `truncated`, and
+//! the `intent` it closes), `refusal` and `event` ([`AuditLog::append`] of an [`Entry`]),
+//! `recovery` (a torn tail cut off). Records written before `seq` and `kind` existed are
+//! read as legacy and their trail is adopted on its next append.
 //!
 //! # Appending
+//! Appenders hold an exclusive lock on the anchor file. Each one checks the end of the
+//! trail against the anchor (a cut tail, a deleted or replaced trail stop every append
+//! with `audit_unavailable`, so that the evidence is never written over), recovers a torn
+//! tail left by a crash, writes its line with `O_APPEND`, syncs it when its kind asks
+//! for it (intents, refusals, events, recoveries: yes; outcomes: no, the next sync covers
+//! them), then rewrites one slot of the anchor without syncing. What holds under a process
+//! kill and under a power cut at each point is written down in docs/DESIGN.md ("The
+//! audit trail").
 //!
-//! [`AuditLog::append`] opens the file, takes an exclusive [`std::fs::File::lock`], reads
-//! the last line's `hash` by scanning back from the end (a few KiB, whatever the file's
-//! size), writes one line with `O_APPEND`, `sync_data`s it (unless built with
-//! [`AuditLog::durable`]`(false)`), and unlocks. Concurrent processes therefore neither
-//! lose a record nor fork the chain.
-//!
-//! # A torn tail
-//!
-//! A crash or a full disk in the middle of a write leaves a last line without its `\n`.
-//! `audit verify` reports it as [`BreakKind::TornTail`]. The next append repairs it under
-//! the lock: it saves the torn bytes as `audit/torn-<offset>-<sha256 prefix>.bin`,
-//! truncates the file to the end of the last complete line, and writes its record with a
-//! `repair` field ([`Repair`]: offset, length, digest and file name of what was cut). The
-//! chain then links to the last complete record and verifies clean; `audit verify` lists
-//! each repair. A last line that *has* its `\n` but is not a record is not a crash
-//! artifact: appends refuse with `audit_damaged` until the owner fixes the file.
+//! # Spending
+//! The intent is the spend: counter slots and an approval are taken by the record that
+//! names them. The counter files and approval markers are caches of the trail, brought up
+//! to date under the lock before every admission ([`admit`]).
 //!
 //! # What the chain does not prove
-//!
-//! Anyone who can write the file can rewrite it and recompute every hash, and removing
-//! records from the end leaves a shorter valid chain. The chain detects edits, removals
-//! and reordering *inside* the trail; anchoring the head elsewhere is left to the owner.
+//! Anyone who can write the directory can rewrite the trail, its anchor and every hash.
+//! The anchor catches a cut, a wipe or a replacement made without rewriting it; a signed
+//! [`checkpoint`] kept elsewhere catches the rest.
 
+mod admit;
+mod anchor;
+pub mod checkpoint;
+mod digest;
+mod fields;
+mod follow;
+mod fsutil;
 mod record;
 mod scan;
 mod verify;
+mod writer;
 
+pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend, CounterSpend};
+pub use anchor::{ANCHOR_FILE, Anchor, Point};
+pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
+pub use fields::{CounterKey, Intent, Outcome, Spends};
+pub use follow::Follower;
 pub use record::{
-    CORE_FIELDS, Decision, Entry, GENESIS, Record, args_digest, canonical_json, record_hash,
+    CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,
     sha256_tagged,
 };
-pub use verify::{BreakKind, Broken, RepairNote, VerifyReport};
+pub use verify::{Broken, Interrupted, RepairNote, VerifyReport};
 
-use crate::atomic::{sync_dir, write_atomic};
 use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
-use crate::session::{Timestamp, format_ts};
+use crate::session::Timestamp;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The trail's file name inside `audit/`.
 pub const AUDIT_FILE: &str = "audit.jsonl";
 
-/// What can go wrong with the audit trail.
+/// A fault of the trail: the stable codes of `hcp audit verify` (RUNTIME §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// A line that is not a record.
+    Unparseable,
+    /// A record whose `hash` is not the hash of its content: it was edited.
+    HashMismatch,
+    /// A record whose `prev` is not the previous record's hash: one before it was
+    /// removed, inserted or moved (or this one was).
+    PrevMismatch,
+    /// A record whose `seq` is not its position.
+    SeqMismatch,
+    /// The trail holds fewer records than its anchor names: its tail was cut.
+    Truncated,
+    /// The trail is gone while its anchor names records.
+    MissingLog,
+    /// The anchor is gone while the trail holds records of this format.
+    MissingAnchor,
+    /// The record the anchor names is not in the trail: the trail was replaced or rewritten.
+    AnchorMismatch,
+    /// The anchor file holds no valid slot.
+    BadAnchor,
+    /// The trail does not extend a checkpoint, or it was signed by another key.
+    CheckpointMismatch,
+    /// An outcome that names no earlier intent.
+    OrphanOutcome,
+    /// A second outcome for one intent.
+    DuplicateOutcome,
+}
+
+impl Fault {
+    /// The code: `hash_mismatch`, `truncated`, `missing_log` …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unparseable => "unparseable",
+            Self::HashMismatch => "hash_mismatch",
+            Self::PrevMismatch => "prev_mismatch",
+            Self::SeqMismatch => "seq_mismatch",
+            Self::Truncated => "truncated",
+            Self::MissingLog => "missing_log",
+            Self::MissingAnchor => "missing_anchor",
+            Self::AnchorMismatch => "anchor_mismatch",
+            Self::BadAnchor => "bad_anchor",
+            Self::CheckpointMismatch => "checkpoint_mismatch",
+            Self::OrphanOutcome => "orphan_outcome",
+            Self::DuplicateOutcome => "duplicate_outcome",
+        }
+    }
+}
+
+/// What can go wrong when writing the trail. Every variant but
+/// [`AuditError::ReservedField`] means the record was not written, and is
+/// `audit_unavailable` (74): nothing may run unaudited.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
-    /// The last complete line is not a record with a `hash`; appends refuse until the
-    /// owner fixes the file (code `audit_damaged`).
+    /// The last complete line is not a record with a `hash`: not a crash artifact (a crash
+    /// leaves a line without its `\n`), so appends stop until the owner fixes the file.
     #[error("the last record of `{path}` (at byte {offset}) is damaged: {reason}")]
     Damaged {
         /// The trail.
@@ -71,33 +135,63 @@ pub enum AuditError {
         /// Why, lowercase.
         reason: String,
     },
-    /// An [`Entry::extra`] key that the store writes itself (code `audit_bad_entry`).
+    /// The trail contradicts its anchor (cut, deleted, replaced) or the anchor is gone or
+    /// unreadable: appending would write over the evidence.
+    #[error("the audit trail does not match its anchor ({}): {detail}", .fault.as_str())]
+    Contradicted {
+        /// What `hcp audit verify` reports.
+        fault: Fault,
+        /// What was found, lowercase.
+        detail: String,
+    },
+    /// An extra key that the store writes itself (code `audit_bad_entry`).
     #[error("audit field `{key}` is reserved")]
     ReservedField {
         /// The key.
         key: String,
     },
-    /// The store failed (its own codes).
+    /// The disk refused (full, read-only, gone) or a file could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 impl AuditError {
-    /// The stable code: `audit_damaged`, `audit_bad_entry`, or the store's.
+    /// The stable code: `audit_bad_entry` for a reserved field, else `audit_unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Damaged { .. } => "audit_damaged",
+            Self::ReservedField { .. } => "audit_bad_entry",
+            _ => "audit_unavailable",
+        }
+    }
+
+    /// What the owner can do, when there is something to say.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Self::Damaged { .. } | Self::Contradicted { .. } => Some(
+                "`hcp audit verify` names the fault; keep the trail as evidence and move \
+                 `audit/audit.jsonl` and `audit/audit.anchor` aside to start a new one",
+            ),
+            Self::Store(_) => Some("the audit directory must be writable and its disk not full"),
+            Self::ReservedField { .. } => None,
+        }
+    }
+
+    /// The cause's own code: the [`Fault`] of the trail, `unparseable`, or the store's.
+    pub fn cause_code(&self) -> &'static str {
+        match self {
+            Self::Damaged { .. } => Fault::Unparseable.as_str(),
+            Self::Contradicted { fault, .. } => fault.as_str(),
             Self::ReservedField { .. } => "audit_bad_entry",
             Self::Store(e) => e.code().as_str(),
         }
     }
 }
 
-/// What an append cut off before writing: a torn tail (see the module docs).
+/// A torn tail cut off by a `recovery` record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Repair {
-    /// Where the torn bytes started (the file's length after the cut), in bytes.
+    /// Where the torn bytes started (the end of the last complete line), in bytes.
     pub offset: u64,
     /// How many bytes were cut.
     pub bytes: u64,
@@ -107,16 +201,18 @@ pub struct Repair {
     pub saved_as: String,
 }
 
-/// What [`AuditLog::append`] wrote.
+/// What an append wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Appended {
-    /// The record's `id` (the exec result's `audit_id`).
+    /// The record's `id`.
     pub id: String,
-    /// The record's time.
+    /// Its position in the chain, from 1.
+    pub seq: u64,
+    /// Its time.
     pub ts: Timestamp,
-    /// The record's `hash`, the new head of the chain.
+    /// Its `hash`, the new head of the chain.
     pub hash: String,
-    /// The torn tail this append cut off first, if any.
+    /// The torn tail this append recovered first, if any.
     pub repair: Option<Repair>,
 }
 
@@ -132,45 +228,131 @@ pub enum TailLine {
     },
 }
 
-/// The audit trail of a home.
-#[derive(Debug, Clone)]
-pub struct AuditLog {
-    path: PathBuf,
-    durable: bool,
+/// A named point of the write path, for crash tests: a debug build of hcp maps
+/// `HCP_TEST_ABORT_AT=<name>` to an abort there ([`AuditLog::step_hook`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditStep {
+    /// The lock is held, nothing read yet.
+    Locked,
+    /// A torn tail was replaced by its `recovery` record.
+    Recovered,
+    /// A record's line was written (not yet synced).
+    Written(Kind),
+    /// A record was synced.
+    Synced(Kind),
+    /// An admission's spend caches were updated.
+    CachesUpdated,
+    /// The anchor was moved.
+    AnchorWritten,
 }
 
-/// Opens the trail for reading under a shared lock; `None` when it does not exist.
-fn open_shared(path: &Path) -> Result<Option<File>, StoreError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io("open", path, e)),
+impl AuditStep {
+    /// `locked`, `recovered`, `intent_written`, `intent_synced`, `outcome_written`,
+    /// `refusal_synced` …, `caches_updated`, `anchor_written`.
+    pub fn name(self) -> String {
+        match self {
+            Self::Locked => "locked".into(),
+            Self::Recovered => "recovered".into(),
+            Self::Written(k) => format!("{}_written", k.as_str()),
+            Self::Synced(k) => format!("{}_synced", k.as_str()),
+            Self::CachesUpdated => "caches_updated".into(),
+            Self::AnchorWritten => "anchor_written".into(),
+        }
+    }
+}
+
+/// A function called at each [`AuditStep`].
+pub type StepHook = Arc<dyn Fn(AuditStep) + Send + Sync>;
+
+/// The crash-test hook of `spec`, `STEP` or `STEP:N` (an [`AuditStep::name`]): it kills
+/// the process with SIGKILL the Nth time (default the first) the write path reaches that
+/// step, so nothing runs after it, as with `kill -9`. For debug builds of hcp, which read
+/// `spec` from `HCP_TEST_ABORT_AT`; `None` when `spec` names no step.
+pub fn abort_hook(spec: &str) -> Option<StepHook> {
+    let (step, n) = match spec.split_once(':') {
+        Some((s, n)) => (s, n.parse::<usize>().ok()?),
+        None => (spec, 1),
     };
-    file.lock_shared()
-        .map_err(|e| StoreError::io("lock", path, e))?;
-    Ok(Some(file))
+    let known = ["locked", "recovered", "caches_updated", "anchor_written"];
+    let kinds = ["intent", "outcome", "refusal", "event", "recovery"];
+    let valid = known.contains(&step)
+        || kinds
+            .iter()
+            .any(|k| step == format!("{k}_written") || step == format!("{k}_synced"));
+    if !valid || n == 0 {
+        return None;
+    }
+    let step = step.to_owned();
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    Some(Arc::new(move |s: AuditStep| {
+        if s.name() == step && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == n {
+            // SAFETY: signalling this process; SIGKILL does not return.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }))
 }
 
-fn uuid_v7(ts: Timestamp) -> String {
-    let secs = u64::try_from(ts.as_second()).unwrap_or(0);
-    let nanos = u32::try_from(ts.subsec_nanosecond()).unwrap_or(0);
-    uuid::Uuid::new_v7(uuid::Timestamp::from_unix(uuid::NoContext, secs, nanos)).to_string()
+/// The audit trail of a home.
+#[derive(Clone)]
+pub struct AuditLog {
+    home: Home,
+    path: PathBuf,
+    dir: PathBuf,
+    durable: bool,
+    hook: Option<StepHook>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .field("durable", &self.durable)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens a file of the trail for reading; `None` when it does not exist.
+fn open_read(path: &Path) -> Result<Option<File>, StoreError> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io("open", path, e)),
+    }
 }
 
 impl AuditLog {
     /// The trail of `home` (`audit/audit.jsonl`), durable. Does no I/O.
     pub fn new(home: &Home) -> Self {
+        let dir = home.dir(StoreDir::Audit);
         Self {
-            path: home.dir(StoreDir::Audit).join(AUDIT_FILE),
+            home: home.clone(),
+            path: dir.join(AUDIT_FILE),
+            dir,
             durable: true,
+            hook: None,
         }
     }
 
-    /// Whether each append waits for `sync_data` (the default, `true`). `false` trades
-    /// the last records on a power loss for speed; see BENCHMARKS.md for the cost.
+    /// Whether records that ask for a sync get one (the default, `true`). `false` trades
+    /// the last records on a power cut for speed (benchmarks, tests); a process kill loses
+    /// nothing either way.
     pub fn durable(mut self, durable: bool) -> Self {
         self.durable = durable;
         self
+    }
+
+    /// Calls `hook` at each [`AuditStep`] (crash tests).
+    pub fn step_hook(mut self, hook: StepHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    pub(crate) fn step(&self, s: AuditStep) {
+        if let Some(h) = &self.hook {
+            h(s);
+        }
     }
 
     /// The trail's path.
@@ -178,11 +360,25 @@ impl AuditLog {
         &self.path
     }
 
-    /// Appends `entry` stamped with the current time, read under the lock so that times
-    /// follow the chain's order. See the module docs for the protocol.
+    /// The audit directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The anchor's path.
+    pub fn anchor_path(&self) -> PathBuf {
+        self.dir.join(ANCHOR_FILE)
+    }
+
+    pub(crate) fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// Appends `entry` (a refusal or an event) stamped with the current time, read under
+    /// the lock so that times follow the chain's order, and syncs it.
     ///
     /// # Errors
-    /// [`AuditError::ReservedField`], [`AuditError::Damaged`], [`AuditError::Store`].
+    /// [`AuditError::ReservedField`]; any other [`AuditError`] is `audit_unavailable`.
     pub fn append(&self, entry: &Entry) -> Result<Appended, AuditError> {
         self.append_inner(entry, None)
     }
@@ -195,173 +391,106 @@ impl AuditLog {
         self.append_inner(entry, Some(ts))
     }
 
-    /// Checks that a record could be appended now (the trail opens for append, creating
-    /// it when absent), so a call is refused before it runs rather than run unaudited.
-    ///
-    /// # Errors
-    /// [`StoreError`] naming the file when it cannot be opened for append.
-    pub fn ensure_writable(&self) -> Result<(), StoreError> {
-        self.open_for_append().map(drop)
-    }
-
-    fn open_for_append(&self) -> Result<File, StoreError> {
-        let open = || {
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .open(&self.path)
-        };
-        match open() {
-            Ok(f) => Ok(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let dir = self.path.parent().unwrap_or(Path::new("."));
-                std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
-                open().map_err(|e| StoreError::io("open", &self.path, e))
-            }
-            Err(e) => Err(StoreError::io("open", &self.path, e)),
-        }
-    }
-
     fn append_inner(&self, entry: &Entry, ts: Option<Timestamp>) -> Result<Appended, AuditError> {
-        if let Some(key) = entry
-            .extra
-            .keys()
-            .find(|k| CORE_FIELDS.contains(&k.as_str()))
-        {
-            return Err(AuditError::ReservedField { key: key.clone() });
-        }
-        let path = &self.path;
-        let io = |action, e| AuditError::Store(StoreError::io(action, path, e));
-        let file = self.open_for_append()?;
-        file.lock().map_err(|e| io("lock", e))?;
-        let len = file.metadata().map_err(|e| io("read", e))?.len();
-        let end = scan::end(&file, len).map_err(|e| io("read", e))?;
-
-        let repair = if end.complete_end < len {
-            Some(self.cut_torn_tail(&file, end.complete_end, len)?)
-        } else {
-            None
-        };
-        let prev = match &end.last {
-            None => GENESIS.to_owned(),
-            Some((offset, bytes)) => last_hash(bytes).map_err(|reason| AuditError::Damaged {
-                path: path.clone(),
-                offset: *offset,
-                reason,
-            })?,
-        };
-
-        let ts = ts.unwrap_or_else(Timestamp::now);
-        let id = uuid_v7(ts);
-        let mut m = Map::new();
-        let opt = |s: &Option<String>| s.clone().map_or(Value::Null, Value::String);
-        m.insert("ts".into(), Value::String(format_ts(ts)));
-        m.insert("id".into(), Value::String(id.clone()));
-        m.insert("principal".into(), Value::String(entry.principal.clone()));
-        m.insert("project".into(), opt(&entry.project));
-        m.insert("pack_id".into(), opt(&entry.pack_id));
-        m.insert("verb_key".into(), Value::String(entry.verb_key.clone()));
-        m.insert(
-            "operation".into(),
-            opt(&entry.operation.map(|o| o.as_str().to_owned())),
-        );
-        m.insert(
-            "land".into(),
-            opt(&entry.land.map(|l| l.as_str().to_owned())),
-        );
-        m.insert(
-            "decision".into(),
-            Value::String(entry.decision.as_str().into()),
-        );
-        m.insert("code".into(), opt(&entry.code));
-        m.insert(
-            "args_digest".into(),
-            Value::String(entry.args_digest.clone()),
-        );
-        m.insert(
-            "exit_code".into(),
-            entry.exit_code.map_or(Value::Null, Value::from),
-        );
-        m.insert("duration_ms".into(), Value::from(entry.duration_ms));
-        for (k, v) in &entry.extra {
-            m.insert(k.clone(), v.clone());
-        }
-        if let Some(r) = &repair {
-            m.insert(
-                "repair".into(),
-                serde_json::to_value(r).map_err(|e| io("encode", std::io::Error::other(e)))?,
-            );
-        }
-        m.insert("prev".into(), Value::String(prev));
-        let hash = record_hash(&m);
-        m.insert("hash".into(), Value::String(hash.clone()));
-        let mut line = canonical_json(&Value::Object(m));
-        line.push(b'\n');
-
-        (&file).write_all(&line).map_err(|e| io("append to", e))?;
-        if self.durable {
-            file.sync_data().map_err(|e| io("sync", e))?;
-            if len == 0 {
-                // The file may be new: make its directory entry durable too.
-                sync_dir(path.parent().unwrap_or(Path::new(".")))?;
-            }
-        }
-        file.unlock().map_err(|e| io("unlock", e))?;
-        Ok(Appended {
-            id,
-            ts,
-            hash,
-            repair,
-        })
+        let (kind, fields) = fields::entry_fields(entry)?;
+        self.append_fields(kind, fields, ts, true)
     }
 
-    /// Saves the bytes from `from` to `len` beside the trail, then cuts the file at `from`.
-    fn cut_torn_tail(&self, file: &File, from: u64, len: u64) -> Result<Repair, AuditError> {
-        let path = &self.path;
-        let io = |action, e| AuditError::Store(StoreError::io(action, path, e));
-        let torn = scan::read_at(file, from, len - from).map_err(|e| io("read", e))?;
-        let sha256 = sha256_tagged(&torn);
-        let short = sha256.trim_start_matches("sha256:").get(..12).unwrap_or("");
-        let saved_as = format!("torn-{from}-{short}.bin");
-        let dir = path.parent().unwrap_or(Path::new("."));
-        write_atomic(&dir.join(&saved_as), &torn)?;
-        file.set_len(from).map_err(|e| io("truncate", e))?;
-        if self.durable {
-            file.sync_data().map_err(|e| io("sync", e))?;
-        }
-        Ok(Repair {
-            offset: from,
-            bytes: len - from,
-            sha256,
-            saved_as,
-        })
-    }
-
-    /// Walks the whole chain under a shared lock and names the first broken record.
+    /// Appends the `outcome` of an admitted call. Not synced: a process kill keeps it, the
+    /// next synced record makes it durable, and a power cut before that leaves the call
+    /// `interrupted` (see docs/DESIGN.md).
     ///
     /// # Errors
-    /// [`AuditError::Store`] when the file cannot be opened or read. A broken chain is
-    /// not an error: it is [`VerifyReport::broken`].
-    pub fn verify(&self) -> Result<VerifyReport, AuditError> {
-        Ok(verify::verify(&self.path)?)
+    /// As [`AuditLog::append`].
+    pub fn outcome(&self, o: &Outcome) -> Result<Appended, AuditError> {
+        self.append_fields(Kind::Outcome, fields::outcome_fields(o)?, None, false)
     }
 
-    /// The last `n` complete lines, oldest first, read from the end under a shared lock,
-    /// and the length in bytes of a torn tail (0 when there is none).
+    /// [`AuditLog::outcome`] stamped with `ts`.
+    ///
+    /// # Errors
+    /// As [`AuditLog::append`].
+    pub fn outcome_at(&self, o: &Outcome, ts: Timestamp) -> Result<Appended, AuditError> {
+        self.append_fields(Kind::Outcome, fields::outcome_fields(o)?, Some(ts), false)
+    }
+
+    fn append_fields(
+        &self,
+        kind: Kind,
+        fields: serde_json::Map<String, serde_json::Value>,
+        ts: Option<Timestamp>,
+        sync: bool,
+    ) -> Result<Appended, AuditError> {
+        let mut locked = self.open_locked()?;
+        let ts = ts.unwrap_or_else(Timestamp::now);
+        let w = self.write_record(&mut locked, kind, fields, ts, sync)?;
+        let applied = locked.applied_after(w.start);
+        locked.write_anchor(applied);
+        self.step(AuditStep::AnchorWritten);
+        Ok(Appended {
+            id: w.id,
+            seq: w.seq,
+            ts: w.ts,
+            hash: w.hash,
+            repair: locked.repair.take(),
+        })
+    }
+
+    /// Checks that a record could be appended now: the trail opens for writing under the
+    /// lock and matches its anchor, and a torn tail is recovered. A call is then refused
+    /// before it runs rather than run unaudited (a full disk is found only by the append
+    /// itself: [`AuditLog::admit`] refuses then, still before anything runs).
+    ///
+    /// # Errors
+    /// Any [`AuditError`] (`audit_unavailable`).
+    pub fn ensure_writable(&self) -> Result<(), AuditError> {
+        let mut locked = self.open_locked()?;
+        if locked.repair.is_some() {
+            let applied = locked.applied_after(locked.tail.end);
+            locked.write_anchor(applied);
+        }
+        Ok(())
+    }
+
+    /// A cheaper [`AuditLog::ensure_writable`] for callers whose record is written by
+    /// [`AuditLog::admit`] before anything runs (which makes every check again): the
+    /// anchor (made for a fresh trail) and the trail open for writing, without the lock.
+    ///
+    /// # Errors
+    /// Any [`AuditError`] (`audit_unavailable`).
+    pub fn probe_writable(&self) -> Result<(), AuditError> {
+        self.open_for_writing()
+    }
+
+    /// Walks the whole chain and checks it against the anchor (RUNTIME §6). Reads only:
+    /// a torn tail is reported as a crash to be recovered, not repaired here.
+    ///
+    /// # Errors
+    /// [`AuditError::Store`] when a file cannot be read. A broken trail is not an error:
+    /// it is [`VerifyReport::broken`].
+    pub fn verify(&self) -> Result<VerifyReport, AuditError> {
+        Ok(verify::verify(self, None)?)
+    }
+
+    /// [`AuditLog::verify`], and whether the trail extends `checkpoint` (a
+    /// `checkpoint_mismatch` otherwise, naming where it stops doing so).
+    ///
+    /// # Errors
+    /// As [`AuditLog::verify`].
+    pub fn verify_against(
+        &self,
+        checkpoint: &checkpoint::Checkpoint,
+    ) -> Result<VerifyReport, AuditError> {
+        Ok(verify::verify(self, Some(checkpoint))?)
+    }
+
+    /// The last `n` complete lines, oldest first, read from the end, and the length in
+    /// bytes of a torn tail (0 when there is none).
     ///
     /// # Errors
     /// [`AuditError::Store`] when the file cannot be opened or read.
     pub fn tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
-        let Some(file) = open_shared(&self.path)? else {
-            return Ok((Vec::new(), 0));
-        };
-        let len = file
-            .metadata()
-            .map_err(|e| StoreError::io("read", &self.path, e))?
-            .len();
-        let (lines, torn) =
-            scan::last_lines(&file, len, n).map_err(|e| StoreError::io("read", &self.path, e))?;
+        let (lines, torn) = self.tail_lines(n)?;
         let lines = lines
             .iter()
             .map(|l| match serde_json::from_slice::<Record>(l) {
@@ -373,16 +502,32 @@ impl AuditLog {
             .collect();
         Ok((lines, torn))
     }
-}
 
-/// The `hash` of a stored line.
-fn last_hash(line: &[u8]) -> Result<String, String> {
-    let v: Value = serde_json::from_slice(line).map_err(|e| format!("{e}"))?;
-    v.get("hash")
-        .and_then(Value::as_str)
-        .filter(|h| h.starts_with("sha256:"))
-        .map(str::to_owned)
-        .ok_or_else(|| "it has no `hash` field".to_owned())
+    /// The last `n` complete lines as stored (without `\n`), oldest first, and the
+    /// length in bytes of a torn tail.
+    ///
+    /// # Errors
+    /// [`AuditError::Store`] when the file cannot be opened or read.
+    pub fn tail_lines(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
+        let Some(file) = open_read(&self.path)? else {
+            return Ok((Vec::new(), 0));
+        };
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io("read", &self.path, e))?
+            .len();
+        Ok(scan::last_lines(&file, len, n).map_err(|e| StoreError::io("read", &self.path, e))?)
+    }
+
+    /// A reader of records as they are appended ([`Follower`]), starting after the last
+    /// `n` complete records.
+    ///
+    /// # Errors
+    /// [`AuditError::Store`] when the trail cannot be read.
+    pub fn follow(&self, n: usize) -> Result<Follower, AuditError> {
+        Follower::new(self.path.clone(), n)
+            .map_err(|e| AuditError::Store(StoreError::io("read", &self.path, e)))
+    }
 }
 
 #[cfg(test)]

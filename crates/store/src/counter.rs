@@ -44,18 +44,23 @@ pub enum Verdict {
     RateLimit,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Record {
-    identity: String,
-    tool: String,
-    recent: Vec<u64>,
-    total: u64,
+/// One counter file. `applied` (absent in files written by [`Counters::try_consume`])
+/// is the audit log offset through which the intents that spend this counter are counted
+/// (`hcp_store::audit::admit`): the file is then a cache of the audit trail.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Record {
+    pub(crate) identity: String,
+    pub(crate) tool: String,
+    pub(crate) recent: Vec<u64>,
+    pub(crate) total: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) applied: Option<u64>,
 }
 
 /// The counters of one store.
 #[derive(Debug, Clone)]
 pub struct Counters {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl Counters {
@@ -66,7 +71,12 @@ impl Counters {
         }
     }
 
-    fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
+    /// The file of the counter of `identity` and `tool` (it may not exist).
+    pub fn file(&self, identity: &str, tool: &str) -> PathBuf {
+        self.paths(identity, tool).0
+    }
+
+    pub(crate) fn paths(&self, identity: &str, tool: &str) -> (PathBuf, PathBuf) {
         let mut h = Sha256::new();
         h.update(identity.as_bytes());
         h.update([0]);
@@ -78,7 +88,7 @@ impl Counters {
         )
     }
 
-    fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
+    pub(crate) fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
         std::fs::create_dir_all(&self.dir).map_err(|e| StoreError::io("create", &self.dir, e))?;
         let f = OpenOptions::new()
             .create(true)
@@ -91,7 +101,7 @@ impl Counters {
         Ok(f)
     }
 
-    fn read(path: &PathBuf) -> StoreResult<Record> {
+    pub(crate) fn read(path: &PathBuf) -> StoreResult<Record> {
         match std::fs::read(path) {
             Ok(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Damaged {
                 path: path.clone(),
@@ -102,7 +112,7 @@ impl Counters {
         }
     }
 
-    fn verdict(r: &Record, limits: Limits, now_ms: u64) -> Verdict {
+    pub(crate) fn verdict(r: &Record, limits: Limits, now_ms: u64) -> Verdict {
         if limits.budget.is_some_and(|b| r.total >= b) {
             return Verdict::Budget;
         }

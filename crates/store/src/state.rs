@@ -555,7 +555,7 @@ impl State for FileState {
     fn admit(&self, a: &Admission<'_>) -> Result<Admitted, AdmitError> {
         AuditLog::new(&self.home)
             .ensure_writable()
-            .map_err(|e| AdmitError::Audit(AuditError::Store(e)))?;
+            .map_err(AdmitError::Audit)?;
         let counters = Counters::new(&self.home);
         let mut order: Vec<&CounterSlot> = a.counters.iter().collect();
         order.sort_by(|x, y| (&x.identity, &x.tool).cmp(&(&y.identity, &y.tool)));
@@ -609,9 +609,7 @@ impl State for FileState {
     }
 
     fn audit_ready(&self) -> Result<(), AuditError> {
-        AuditLog::new(&self.home)
-            .ensure_writable()
-            .map_err(AuditError::Store)
+        AuditLog::new(&self.home).ensure_writable()
     }
 
     fn audit_verify(&self) -> Result<VerifyReport, AuditError> {

@@ -1,19 +1,26 @@
-//! `hcp audit verify | tail` (RUNTIME §6), owner only: the trail records every
-//! principal's calls, so it is the owner's to read.
+//! `hcp audit verify | tail | checkpoint` (RUNTIME §6), owner only: the trail records
+//! every principal's calls, so it is the owner's to read.
+
+mod follow;
 
 use super::session::{open_home, print, require_owner, with_causes};
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_store::audit::{AuditError, AuditLog, BreakKind, Record, TailLine, VerifyReport};
+use hcp_store::audit::checkpoint::{self, Checkpoint};
+use hcp_store::audit::{AuditError, AuditLog, Kind, Record, TailLine, VerifyReport};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 
 /// Subcommands of `hcp audit`.
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
-    /// Walk the hash chain and name the first broken record (exit 0 intact, 1 broken).
+    /// Walk the hash chain, check it against its anchor (and a checkpoint), and name the
+    /// first fault (exit 0 sound, 1 broken).
     Verify(VerifyArgs),
-    /// Show the latest records, oldest first.
+    /// Show the latest records, oldest first; `--follow` streams new ones as JSON lines.
     Tail(TailArgs),
+    /// Print a signed checkpoint of the trail (count, head hash, time) to keep elsewhere.
+    Checkpoint,
 }
 
 /// Arguments of `hcp audit verify`.
@@ -22,6 +29,9 @@ pub struct VerifyArgs {
     /// Print the report as a JSON object.
     #[arg(long)]
     json: bool,
+    /// A checkpoint made by `hcp audit checkpoint`: prove the trail still extends it.
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
 }
 
 /// Arguments of `hcp audit tail`.
@@ -30,9 +40,13 @@ pub struct TailArgs {
     /// How many records.
     #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
     n: usize,
-    /// Print a JSON array of the records as stored.
+    /// Print a JSON array of the records as stored (with `--follow`: JSON lines).
     #[arg(long)]
     json: bool,
+    /// After the last N records, print each new record as one JSON line, as stored, until
+    /// SIGINT, SIGTERM or a closed stdout.
+    #[arg(long, short = 'f')]
+    follow: bool,
 }
 
 /// Runs `hcp audit …`.
@@ -41,44 +55,38 @@ pub fn run(c: AuditCommand) -> CliResult {
     let log = AuditLog::new(&open_home()?);
     match c {
         AuditCommand::Verify(a) => verify(&log, a),
+        AuditCommand::Tail(a) if a.follow => follow::run(&log, a.n),
         AuditCommand::Tail(a) => tail(&log, a),
+        AuditCommand::Checkpoint => make_checkpoint(&log),
     }
 }
 
 fn audit_error(e: &AuditError) -> CliError {
-    let exit = match e {
-        AuditError::Damaged { .. } => exit::REFUSED,
-        _ => exit::EX_IOERR,
-    };
-    let mut c = CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string());
-    c.exit = exit;
-    with_causes(c, e)
+    let mut err = with_causes(
+        CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string()),
+        e,
+    );
+    err.exit = exit::EX_IOERR;
+    match e.hint() {
+        Some(h) => err.hint(h),
+        None => err,
+    }
 }
 
-fn what_broke(kind: BreakKind) -> &'static str {
-    match kind {
-        BreakKind::Unparseable => "the line is not an audit record",
-        BreakKind::HashMismatch => "its hash does not match its content: the record was edited",
-        BreakKind::PrevMismatch => {
-            "its `prev` is not the previous record's hash: a record before it was removed, \
-             inserted or moved"
-        }
-        BreakKind::TornTail => {
-            "the last line has no newline: a write was cut short; the next append cuts it \
-             off, saves it and records a repair"
-        }
+fn records(n: u64) -> String {
+    if n == 1 {
+        "1 record".to_owned()
+    } else {
+        format!("{n} records")
     }
+}
+
+fn id_note(id: Option<&str>) -> String {
+    id.map(|i| format!(" (`{}`)", safe(i))).unwrap_or_default()
 }
 
 fn render_verify(r: &VerifyReport) -> String {
     let mut out = String::new();
-    let records = |n: u64| {
-        if n == 1 {
-            "1 record".to_owned()
-        } else {
-            format!("{n} records")
-        }
-    };
     match &r.broken {
         None => out.push_str(&format!(
             "audit trail intact: {}, head `{}`\n",
@@ -86,21 +94,21 @@ fn render_verify(r: &VerifyReport) -> String {
             r.head
         )),
         Some(b) => {
-            let id =
-                b.id.as_deref()
-                    .map(|i| format!(" (`{i}`)"))
-                    .unwrap_or_default();
+            let at = if b.line == 0 {
+                String::new()
+            } else {
+                format!(" at line {}{}", b.line, id_note(b.id.as_deref()))
+            };
             out.push_str(&format!(
-                "audit trail broken at line {}{id}: {}: {}\n",
-                b.line,
-                b.kind.as_str(),
-                what_broke(b.kind)
+                "audit trail broken{at}: {}: {}\n",
+                b.fault.as_str(),
+                b.detail
             ));
             if let Some(e) = &b.expected {
                 out.push_str(&format!("  expected: `{e}`\n"));
             }
             if let Some(f) = &b.found {
-                out.push_str(&format!("  found: `{f}`\n"));
+                out.push_str(&format!("  found: `{}`\n", safe(f)));
             }
             out.push_str(&format!(
                 "  the {} before it are intact\n",
@@ -108,21 +116,89 @@ fn render_verify(r: &VerifyReport) -> String {
             ));
         }
     }
-    for n in &r.repairs {
-        let id =
-            n.id.as_deref()
-                .map(|i| format!(" (`{i}`)"))
-                .unwrap_or_default();
+    if let Some(a) = &r.anchor
+        && a.lag > 0
+    {
         out.push_str(&format!(
-            "  line {}{id} follows a repair: a torn tail of {} bytes at byte {} was cut ({}, saved as `{}`)\n",
-            n.line, n.repair.bytes, n.repair.offset, n.repair.sha256, n.repair.saved_as
+            "  the anchor names {} of them; the last {} were appended by a process killed before it moved the anchor, or before a reboot (not damage)\n",
+            a.count, a.lag
         ));
+    }
+    if r.legacy > 0 {
+        out.push_str(&format!(
+            "  {} from before write-ahead records and anchors (the next append adopts the trail)\n",
+            records(r.legacy)
+        ));
+    }
+    if let Some(c) = r.checkpoint {
+        out.push_str(&format!(
+            "  the trail extends the checkpoint of {}\n",
+            records(c)
+        ));
+    }
+    for n in &r.repairs {
+        out.push_str(&format!(
+            "  line {}{} records a recovery: a torn tail of {} bytes at byte {} was cut ({}, saved as `{}`)\n",
+            n.line,
+            id_note(n.id.as_deref()),
+            n.repair.bytes,
+            n.repair.offset,
+            n.repair.sha256,
+            safe(&n.repair.saved_as)
+        ));
+    }
+    if let Some(t) = r.torn_tail {
+        out.push_str(&format!(
+            "  the trail ends with a torn line of {t} bytes (a write cut short by a crash); the next append recovers it\n"
+        ));
+    }
+    if !r.interrupted.is_empty() {
+        out.push_str(&format!(
+            "  interrupted: {} with an intent and no outcome (hcp was killed while it ran, or it still runs):\n",
+            if r.interrupted.len() == 1 {
+                "1 call".to_owned()
+            } else {
+                format!("{} calls", r.interrupted.len())
+            }
+        ));
+        for i in &r.interrupted {
+            out.push_str(&format!(
+                "    line {}  {}  {}  {}.{}  {}\n",
+                i.line,
+                safe(&i.ts),
+                safe(i.principal.as_deref().unwrap_or("-")),
+                safe(i.pack_id.as_deref().unwrap_or("-")),
+                safe(i.verb_key.as_deref().unwrap_or("-")),
+                safe(&i.id)
+            ));
+        }
     }
     out
 }
 
+fn read_checkpoint(path: &std::path::Path) -> Result<Checkpoint, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::new(
+            hcp_model::Code::BadCheckpoint,
+            format!("cannot read the checkpoint `{}`: {e}", path.display()),
+        )
+    })?;
+    Checkpoint::parse(&text).map_err(|e| {
+        CliError::new(
+            hcp_runtime::refusal::code_of(e.code()),
+            format!("`{}` is {e}", path.display()),
+        )
+        .hint("a checkpoint is the line `hcp audit checkpoint` printed, unchanged")
+    })
+}
+
 fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
-    let r = log.verify().map_err(|e| audit_error(&e))?;
+    let cp = a.checkpoint.as_deref().map(read_checkpoint).transpose()?;
+    let r = match &cp {
+        Some(c) => log.verify_against(c),
+        None => log.verify(),
+    }
+    .map_err(|e| audit_error(&e))?;
     if a.json {
         let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
@@ -139,6 +215,24 @@ fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
     })
 }
 
+fn make_checkpoint(log: &AuditLog) -> CliResult {
+    let r = log.verify().map_err(|e| audit_error(&e))?;
+    if let Some(b) = &r.broken {
+        return Err(CliError::new(
+            hcp_runtime::refusal::code_of(b.fault.as_str()),
+            format!(
+                "the audit trail is broken at line {}, so it is not checkpointed: {}",
+                b.line, b.detail
+            ),
+        )
+        .hint("`hcp audit verify` says more"));
+    }
+    let c = checkpoint::sign(log, r.records, &r.head, jiff::Timestamp::now())
+        .map_err(|e| with_causes(CliError::new(e.code(), e.to_string()), &e))?;
+    print(&c.to_line());
+    Ok(exit::OK)
+}
+
 /// A record field as one line of plain text: control characters (a newline that would
 /// forge a second record, a terminal escape) are shown escaped.
 fn safe(text: &str) -> String {
@@ -153,57 +247,111 @@ fn safe(text: &str) -> String {
         .collect()
 }
 
-fn render_record(r: &Record) -> String {
-    let outcome = match (&r.code, r.exit_code) {
-        (Some(c), _) => safe(c),
-        (None, Some(x)) => format!("exit={x}"),
+fn opt(s: &Option<String>) -> String {
+    safe(s.as_deref().unwrap_or("-"))
+}
+
+fn render_record(r: &Record, interrupted: bool) -> String {
+    let target = match (&r.pack_id, &r.verb_key) {
+        (Some(p), Some(v)) => format!("{}.{}", safe(p), safe(v)),
+        (None, Some(v)) => safe(v),
+        (Some(p), None) => safe(p),
         (None, None) => "-".into(),
     };
-    let target = match &r.pack_id {
-        Some(p) => format!("{}.{}", safe(p), safe(&r.verb_key)),
-        None => safe(&r.verb_key),
+    let kind = r.kind();
+    let label = match kind {
+        Kind::Refusal => "deny",
+        Kind::Event => "allow",
+        k => k.as_str(),
+    };
+    let what = match kind {
+        Kind::Recovery => {
+            let bytes = r
+                .extra
+                .get("repair")
+                .and_then(|x| x.get("bytes"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            format!("a torn tail of {bytes} bytes was cut")
+        }
+        Kind::Intent if interrupted => "interrupted".into(),
+        Kind::Intent => "admitted".into(),
+        _ => match (&r.code, r.exit_code) {
+            (Some(c), _) => safe(c),
+            (None, Some(x)) => format!("exit={x}"),
+            (None, None) => "-".into(),
+        },
+    };
+    let dur = r
+        .duration_ms
+        .map(|d| format!("{d}ms"))
+        .unwrap_or_else(|| "-".into());
+    let truncated = if r.extra.get("truncated") == Some(&Value::Bool(true)) {
+        "  truncated"
+    } else {
+        ""
     };
     format!(
-        "{}  {:<5}  {}  {}  {}  {}ms  {}\n",
-        r.ts,
-        r.decision.as_str(),
-        safe(&r.principal),
+        "{}  {:<8}  {}  {}  {}  {}{truncated}  {}\n",
+        safe(&r.ts),
+        label,
+        opt(&r.principal),
         target,
-        outcome,
-        r.duration_ms,
-        r.id
+        what,
+        dur,
+        safe(&r.id)
     )
 }
 
 fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
-    let (lines, torn) = log.tail(a.n).map_err(|e| audit_error(&e))?;
     if a.json {
+        let (lines, torn) = log.tail_lines(a.n).map_err(|e| audit_error(&e))?;
         let v: Vec<Value> = lines
             .iter()
-            .map(|l| match l {
-                TailLine::Record(r) => serde_json::to_value(r).unwrap_or(Value::Null),
-                TailLine::Unparseable { reason } => json!({ "unparseable": reason }),
+            .map(|l| match serde_json::from_slice::<Value>(l) {
+                Ok(v) => v,
+                Err(e) => json!({ "unparseable": e.to_string() }),
             })
             .collect();
         print(&format!("{}\n", Value::Array(v)));
-    } else {
+        warn_torn(torn);
+        return Ok(exit::OK);
+    }
+    let (lines, torn) = log.tail(a.n).map_err(|e| audit_error(&e))?;
+    {
+        // An intent shown without a later outcome among the lines shown (which run to
+        // the end of the trail) has none: its call was interrupted, or still runs.
+        let closed: std::collections::BTreeSet<&str> = lines
+            .iter()
+            .filter_map(|l| match l {
+                TailLine::Record(r) if r.kind() == Kind::Outcome => r.intent.as_deref(),
+                _ => None,
+            })
+            .collect();
         let mut out = String::new();
         for l in &lines {
             match l {
-                TailLine::Record(r) => out.push_str(&render_record(r)),
+                TailLine::Record(r) => {
+                    let open = r.kind() == Kind::Intent && !closed.contains(r.id.as_str());
+                    out.push_str(&render_record(r, open));
+                }
                 TailLine::Unparseable { reason } => {
-                    out.push_str(&format!("(not a record: {reason})\n"));
+                    out.push_str(&format!("(not a record: {})\n", safe(reason)));
                 }
             }
         }
         print(&out);
     }
+    warn_torn(torn);
+    Ok(exit::OK)
+}
+
+fn warn_torn(torn: u64) {
     if torn > 0 {
         eprintln!(
             "warning: the trail ends with a torn line of {torn} bytes; `hcp audit verify` says more"
         );
     }
-    Ok(exit::OK)
 }
 
 #[cfg(test)]

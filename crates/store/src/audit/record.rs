@@ -9,12 +9,13 @@ use std::collections::BTreeMap;
 /// The `prev` of the first record: `sha256:` and 64 zeros.
 pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 
-/// The keys the store writes itself: the fields of every record, and `repair` (on the
-/// record that follows a repaired torn tail). An [`Entry::extra`] key may not be one of
-/// these.
-pub const CORE_FIELDS: [&str; 16] = [
+/// The keys the store writes itself: the fields of every kind of record. An
+/// [`Entry::extra`] (or [`Intent::extra`], [`Outcome::extra`]) key may not be one of these.
+pub const CORE_FIELDS: [&str; 23] = [
     "ts",
     "id",
+    "seq",
+    "kind",
     "principal",
     "project",
     "pack_id",
@@ -26,10 +27,46 @@ pub const CORE_FIELDS: [&str; 16] = [
     "args_digest",
     "exit_code",
     "duration_ms",
+    "intent",
+    "spends",
+    "stdout_bytes",
+    "stderr_bytes",
+    "truncated",
     "prev",
     "hash",
     "repair",
 ];
+
+/// What a record is (RUNTIME §6). Records written before kinds existed have none and
+/// read as [`Kind::Refusal`] or [`Kind::Event`] by their `decision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An allowed call, made durable before its child starts.
+    Intent,
+    /// What became of an intent's call: exit code, duration, bytes, `truncated`.
+    Outcome,
+    /// A refused call: one record.
+    Refusal,
+    /// Any other allowed decision recorded in one record (a stored binding, a sense
+    /// stream, an exec recorded after its run by callers that do not write ahead).
+    Event,
+    /// A torn tail cut off after a crash: what was cut and where it was saved.
+    Recovery,
+}
+
+impl Kind {
+    /// `intent`, `outcome`, `refusal`, `event`, `recovery`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Intent => "intent",
+            Self::Outcome => "outcome",
+            Self::Refusal => "refusal",
+            Self::Event => "event",
+            Self::Recovery => "recovery",
+        }
+    }
+}
 
 /// The gate's answer as the audit records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +88,9 @@ impl Decision {
     }
 }
 
-/// What a caller (exec) records about one decision. The store adds `ts`, `id`, `prev` and
-/// `hash` when it appends ([`super::AuditLog::append`]).
+/// What a caller records about one decision in one record: a refusal (`decision: deny`)
+/// or an event (`allow`). The store adds `ts`, `id`, `seq`, `kind`, `prev` and `hash` when
+/// it appends ([`super::AuditLog::append`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     /// The principal id, `owner` for the caller without a session.
@@ -83,42 +121,74 @@ pub struct Entry {
     pub extra: BTreeMap<String, Value>,
 }
 
-/// One stored record, as read back ([`super::AuditLog::tail`]). Unknown fields land in `extra`.
+/// One stored record of any kind, as read back ([`super::AuditLog::tail`]). Fields a kind
+/// does not carry are `None`; unknown fields land in `extra`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// RFC 3339 UTC with milliseconds.
     pub ts: String,
-    /// A UUID v7, lowercase hyphenated.
+    /// A UUID v7, lowercase hyphenated. An intent's id is its call's `audit_id`.
     pub id: String,
+    /// The record's position in the chain, from 1 (absent on records written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// What the record is (absent on records written before kinds existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
     /// See [`Entry::principal`].
-    pub principal: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     /// See [`Entry::project`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
     /// See [`Entry::pack_id`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_id: Option<String>,
     /// See [`Entry::verb_key`].
-    pub verb_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verb_key: Option<String>,
     /// See [`Entry::operation`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<Operation>,
     /// See [`Entry::land`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub land: Option<Land>,
     /// See [`Entry::decision`].
-    pub decision: Decision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
     /// See [`Entry::code`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     /// See [`Entry::args_digest`].
-    pub args_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_digest: Option<String>,
     /// See [`Entry::exit_code`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// See [`Entry::duration_ms`].
-    pub duration_ms: u64,
-    /// Any other field: [`Entry::extra`], and `repair` on the record after a repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// An outcome's intent: that record's `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// Any other field: extras, `spends`, an outcome's byte counts, a recovery's `repair`.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
     /// The previous record's `hash` ([`GENESIS`] for the first).
     pub prev: String,
     /// `sha256:` over the canonical encoding of this record without `hash`.
     pub hash: String,
+}
+
+impl Record {
+    /// The record's kind; a record written before kinds existed reads as a refusal or an
+    /// event by its decision.
+    pub fn kind(&self) -> Kind {
+        self.kind.unwrap_or(match self.decision {
+            Some(Decision::Deny) => Kind::Refusal,
+            _ => Kind::Event,
+        })
+    }
 }
 
 /// The canonical encoding of a JSON value, the bytes that are hashed: no whitespace,

@@ -54,6 +54,35 @@ pub(super) fn end(file: &File, len: u64) -> io::Result<End> {
     })
 }
 
+/// The line that ends (with its `\n`) just before offset `end`: its start and bytes
+/// without `\n`; `None` when the byte before `end` is not a `\n`.
+pub(super) fn line_ending_at(file: &File, end: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
+    if end == 0 || read_at(file, end - 1, 1)? != b"\n" {
+        return Ok(None);
+    }
+    let nl = end - 1;
+    let start = rfind_newline(file, nl)?.map_or(0, |p| p + 1);
+    Ok(Some((start, read_at(file, start, nl - start)?)))
+}
+
+/// How many `\n` the bytes from `from` to `to` hold.
+pub(super) fn count_lines_between(file: &File, from: u64, to: u64) -> io::Result<u64> {
+    let mut n = 0;
+    let mut at = from;
+    while at < to {
+        let len = (to - at).min(64 * 1024);
+        let buf = read_at(file, at, len)?;
+        n += buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        at += len;
+    }
+    Ok(n)
+}
+
+/// How many `\n` the first `end` bytes hold.
+pub(super) fn count_lines(file: &File, end: u64) -> io::Result<u64> {
+    count_lines_between(file, 0, end)
+}
+
 /// The last `n` complete lines (oldest first, without `\n`) and the length of a torn tail.
 pub(super) fn last_lines(file: &File, len: u64, n: usize) -> io::Result<(Vec<Vec<u8>>, u64)> {
     let complete_end = rfind_newline(file, len)?.map_or(0, |p| p + 1);

@@ -1,0 +1,198 @@
+//! What callers hand the store for each kind of record, and the fields it writes for
+//! them (the store adds `ts`, `id`, `seq`, `kind`, `prev`, `hash`).
+
+use super::AuditError;
+use super::record::{CORE_FIELDS, Decision, Entry, Kind};
+use hcp_model::{Land, Operation};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// An allowed call about to run: what its `intent` record says ([`super::AuditLog::admit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intent {
+    /// The principal id, `owner` for the caller without a session.
+    pub principal: String,
+    /// The session's project, if any.
+    pub project: Option<String>,
+    /// The pack.
+    pub pack_id: String,
+    /// The verb key.
+    pub verb_key: String,
+    /// The verb's operation.
+    pub operation: Operation,
+    /// The verb's land.
+    pub land: Land,
+    /// The keyed digest of the (bound) arguments ([`super::DigestKey::args_digest`]).
+    pub args_digest: String,
+    /// Further fields (`policy_hash`, `rule`, `sandbox`, `face` …), covered by the hash.
+    /// A key of [`CORE_FIELDS`] is refused.
+    pub extra: BTreeMap<String, Value>,
+}
+
+impl Intent {
+    /// The intent of a call described as an [`Entry`] (its decision, code, exit code and
+    /// duration are not part of an intent); `None` when the entry names no pack,
+    /// operation or land (a call that resolved no verb cannot be admitted).
+    pub fn from_entry(e: &Entry) -> Option<Self> {
+        Some(Self {
+            principal: e.principal.clone(),
+            project: e.project.clone(),
+            pack_id: e.pack_id.clone()?,
+            verb_key: e.verb_key.clone(),
+            operation: e.operation?,
+            land: e.land?,
+            args_digest: e.args_digest.clone(),
+            extra: e.extra.clone(),
+        })
+    }
+}
+
+/// What became of an admitted call ([`super::AuditLog::outcome`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The intent's `id` ([`super::Admitted::id`]).
+    pub intent: String,
+    /// The principal, as in the intent (so a line reads alone).
+    pub principal: String,
+    /// The pack, as in the intent.
+    pub pack_id: String,
+    /// The verb key, as in the intent.
+    pub verb_key: String,
+    /// Why the run did not end on its own (`timeout`, `cancelled`, `output_withheld`, a
+    /// spawn failure such as `bin_changed`), `None` when it did.
+    pub code: Option<String>,
+    /// The child's exit status, `None` when it never started or ended by a signal.
+    pub exit_code: Option<i32>,
+    /// Wall time from admission to the end of the run, in milliseconds.
+    pub duration_ms: u64,
+    /// Bytes read from the child's stdout (at most the cap when truncated).
+    pub stdout_bytes: u64,
+    /// Bytes read from the child's stderr (at most the cap when truncated).
+    pub stderr_bytes: u64,
+    /// Whether either stream was cut at its cap.
+    pub truncated: bool,
+    /// Further fields (`signal`, `post_rule` …). A key of [`CORE_FIELDS`] is refused.
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// What an intent spends, as its record names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spends {
+    /// Counter slots, one per (identity, tool).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterKey>,
+    /// The approvals taken (ids), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<String>,
+}
+
+impl Spends {
+    /// Whether nothing is spent.
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty() && self.approvals.is_empty()
+    }
+}
+
+/// One counter: a principal identity and a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CounterKey {
+    /// The principal identity.
+    pub identity: String,
+    /// The tool (`PACK.VERB`).
+    pub tool: String,
+}
+
+fn check_extra(extra: &BTreeMap<String, Value>) -> Result<(), AuditError> {
+    match extra.keys().find(|k| CORE_FIELDS.contains(&k.as_str())) {
+        Some(key) => Err(AuditError::ReservedField { key: key.clone() }),
+        None => Ok(()),
+    }
+}
+
+fn opt(s: &Option<String>) -> Value {
+    s.clone().map_or(Value::Null, Value::String)
+}
+
+/// The fields of an entry's record (a refusal or an event).
+pub(crate) fn entry_fields(e: &Entry) -> Result<(Kind, Map<String, Value>), AuditError> {
+    check_extra(&e.extra)?;
+    let mut m = Map::new();
+    m.insert("principal".into(), Value::String(e.principal.clone()));
+    m.insert("project".into(), opt(&e.project));
+    m.insert("pack_id".into(), opt(&e.pack_id));
+    m.insert("verb_key".into(), Value::String(e.verb_key.clone()));
+    m.insert(
+        "operation".into(),
+        opt(&e.operation.map(|o| o.as_str().to_owned())),
+    );
+    m.insert("land".into(), opt(&e.land.map(|l| l.as_str().to_owned())));
+    m.insert("decision".into(), Value::String(e.decision.as_str().into()));
+    m.insert("code".into(), opt(&e.code));
+    m.insert("args_digest".into(), Value::String(e.args_digest.clone()));
+    m.insert(
+        "exit_code".into(),
+        e.exit_code.map_or(Value::Null, Value::from),
+    );
+    m.insert("duration_ms".into(), Value::from(e.duration_ms));
+    for (k, v) in &e.extra {
+        m.insert(k.clone(), v.clone());
+    }
+    let kind = match e.decision {
+        Decision::Deny => Kind::Refusal,
+        Decision::Allow => Kind::Event,
+    };
+    Ok((kind, m))
+}
+
+/// The fields of an intent's record.
+pub(crate) fn intent_fields(i: &Intent, spends: &Spends) -> Result<Map<String, Value>, AuditError> {
+    check_extra(&i.extra)?;
+    let mut m = Map::new();
+    m.insert("principal".into(), Value::String(i.principal.clone()));
+    m.insert("project".into(), opt(&i.project));
+    m.insert("pack_id".into(), Value::String(i.pack_id.clone()));
+    m.insert("verb_key".into(), Value::String(i.verb_key.clone()));
+    m.insert(
+        "operation".into(),
+        Value::String(i.operation.as_str().into()),
+    );
+    m.insert("land".into(), Value::String(i.land.as_str().into()));
+    m.insert("decision".into(), Value::String("allow".into()));
+    m.insert("args_digest".into(), Value::String(i.args_digest.clone()));
+    if !spends.is_empty() {
+        m.insert(
+            "spends".into(),
+            serde_json::to_value(spends).unwrap_or(Value::Null),
+        );
+    }
+    for (k, v) in &i.extra {
+        m.insert(k.clone(), v.clone());
+    }
+    Ok(m)
+}
+
+/// The fields of an outcome's record.
+pub(crate) fn outcome_fields(o: &Outcome) -> Result<Map<String, Value>, AuditError> {
+    check_extra(&o.extra)?;
+    let mut m = Map::new();
+    m.insert("intent".into(), Value::String(o.intent.clone()));
+    m.insert("principal".into(), Value::String(o.principal.clone()));
+    m.insert("pack_id".into(), Value::String(o.pack_id.clone()));
+    m.insert("verb_key".into(), Value::String(o.verb_key.clone()));
+    m.insert("code".into(), opt(&o.code));
+    m.insert(
+        "exit_code".into(),
+        o.exit_code.map_or(Value::Null, Value::from),
+    );
+    m.insert("duration_ms".into(), Value::from(o.duration_ms));
+    m.insert("stdout_bytes".into(), Value::from(o.stdout_bytes));
+    m.insert("stderr_bytes".into(), Value::from(o.stderr_bytes));
+    m.insert("truncated".into(), Value::Bool(o.truncated));
+    for (k, v) in &o.extra {
+        m.insert(k.clone(), v.clone());
+    }
+    Ok(m)
+}
