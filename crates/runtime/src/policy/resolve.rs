@@ -31,7 +31,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 thread_local! {
-    /// Whether this thread is inside a resolver's call (a call runs on one thread).
+    /// Whether this thread runs a resolver's call (each runs on a thread of its own).
     static RESOLVING: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -158,9 +158,18 @@ impl ResourceResolver for VerbResolver<'_> {
             face: Face::Json,
             timeout: self.timeout,
         };
-        let answer = {
-            let _nested = Nested::enter();
-            crate::pipeline::exec(self.rt, self.caller, call, None)
+        // The call runs on a thread of its own: the engine deciding the tool is inside
+        // this callback on this thread, and a call decides its own tool with the engine.
+        let answer = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _nested = Nested::enter();
+                    crate::pipeline::exec(self.rt, self.caller, call, None)
+                })
+                .join()
+        });
+        let Ok(answer) = answer else {
+            return Err(self.refused(None, Code::InternalError, "its call failed".into()));
         };
         let r = &answer.result;
         let audit_id = r.audit_id.clone();
