@@ -15,6 +15,13 @@
 //!   the pack changed since the lock. Entries of other packs are checked by `hcp policy
 //!   lock --check` and `hcp doctor`, which name every stale entry (a call reads only its
 //!   own pack, so its cost does not grow with the number of packs).
+//!
+//! A call needs only each entry's three hashes, not the reviewed copies that make up most
+//! of the file: the lock is parsed and validated strictly once per content (its SHA-256),
+//! and the hashes kept in `$HCP_HOME/cache/lock.index` (a text file naming hcp's version,
+//! the lock's digest and a digest of its own body); a call whose lock has that digest reads
+//! the index instead. An index that is missing, damaged or another lock's is ignored and
+//! written again: like the compiled policy cache, it can only make a call faster.
 
 use super::PolicyRefusal;
 use super::contracts::{self, PackTool};
@@ -22,8 +29,8 @@ use crate::refusal::Refusal;
 use hcp_model::Code;
 use hcp_store::Home;
 use hcp_store::pack::InstalledPack;
-use histos::lock::{DriftReport, Lock, LockCode, LockError};
-use histos::projection::ToolSource;
+use histos::lock::{DriftReport, Lock, LockCode, LockEntry, LockError, LockSource};
+use histos::projection::{SourceKind, ToolSource};
 use std::path::PathBuf;
 
 /// The lock's file name under `$HCP_HOME`.
@@ -55,15 +62,126 @@ pub fn refusal_of(e: &LockError) -> PolicyRefusal {
     )
 }
 
-/// The store's tool lock; `None` when there is none (one `open`).
+/// The store's tool lock; `None` when there is none. Parsed and validated once per
+/// content; a call of a lock already seen reads its index (see the module docs).
 ///
 /// # Errors
 /// A [`PolicyRefusal`] with the lock's code when the file exists and does not read.
 pub fn read(home: &Home) -> Result<Option<Lock>, PolicyRefusal> {
-    match Lock::load_path(&lock_path(home)) {
-        Ok(l) => Ok(Some(l)),
-        Err(e) if e.code == LockCode::NotFound => Ok(None),
-        Err(e) => Err(refusal_of(&e)),
+    let path = lock_path(home);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) if b.len() as u64 <= histos::lock::MAX_LOCK_BYTES => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Too large or unreadable: the engine's reader says which, with its code.
+        _ => return read_strict(home).map(Some),
+    };
+    let digest = hex::encode(histos::cache::source_digest(&bytes));
+    if let Some(l) = index::read(home, &digest) {
+        return Ok(Some(l));
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return read_strict(home).map(Some);
+    };
+    let l = Lock::parse(text).map_err(|e| refusal_of(&e))?;
+    index::write(home, &digest, &l);
+    Ok(Some(l))
+}
+
+fn read_strict(home: &Home) -> Result<Lock, PolicyRefusal> {
+    Lock::load_path(&lock_path(home)).map_err(|e| refusal_of(&e))
+}
+
+/// The lock's hashes, as a call needs them (`cache/lock.index`).
+mod index {
+    use super::*;
+
+    const MAGIC: &str = "hcp-lock-index 1";
+    const FILE: &str = "lock.index";
+
+    fn path(home: &Home) -> PathBuf {
+        home.root().join(super::super::source::CACHE_DIR).join(FILE)
+    }
+
+    fn digest_of(body: &str) -> String {
+        hex::encode(histos::cache::source_digest(body.as_bytes()))
+    }
+
+    fn sha(s: &str) -> bool {
+        s.strip_prefix("sha256:")
+            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+    }
+
+    /// The lock indexed for `lock_digest`, when the index is whole and this hcp's.
+    pub(super) fn read(home: &Home, lock_digest: &str) -> Option<Lock> {
+        let text = std::fs::read_to_string(path(home)).ok()?;
+        let (head, body) = text.split_once('\n')?;
+        let mut h = head.strip_prefix(MAGIC)?.split(' ').skip(1);
+        let (hcp, digest, body_digest, version, count) =
+            (h.next()?, h.next()?, h.next()?, h.next()?, h.next()?);
+        if hcp != env!("CARGO_PKG_VERSION")
+            || digest != lock_digest
+            || body_digest != digest_of(body)
+            || h.next().is_some()
+        {
+            return None;
+        }
+        let count: usize = count.parse().ok()?;
+        let mut tools = Vec::with_capacity(count);
+        for line in body.lines() {
+            let f: Vec<&str> = line.split('\t').collect();
+            let [name, kind, contract, schema, description] = f.as_slice() else {
+                return None;
+            };
+            if !(sha(contract) && sha(schema) && sha(description)) {
+                return None;
+            }
+            tools.push((
+                (*name).to_owned(),
+                LockEntry {
+                    source: LockSource {
+                        kind: SourceKind::parse(kind)?,
+                        locator: None,
+                    },
+                    schema_sha256: (*schema).to_owned(),
+                    description_sha256: (*description).to_owned(),
+                    contract_sha256: (*contract).to_owned(),
+                    reviewed: None,
+                },
+            ));
+        }
+        if tools.len() != count || !tools.windows(2).all(|w| w[0].0 < w[1].0) {
+            return None;
+        }
+        Some(Lock {
+            version: version.parse().ok()?,
+            policy: None,
+            tools,
+        })
+    }
+
+    /// Writes the index of `lock` (best effort; a name a line cannot hold is not indexed).
+    pub(super) fn write(home: &Home, lock_digest: &str, lock: &Lock) {
+        let mut body = String::new();
+        for (name, e) in &lock.tools {
+            if name.contains(['\t', '\n', '\r']) {
+                return;
+            }
+            body.push_str(&format!(
+                "{name}\t{}\t{}\t{}\t{}\n",
+                e.source.kind.as_str(),
+                e.contract_sha256,
+                e.schema_sha256,
+                e.description_sha256
+            ));
+        }
+        let head = format!(
+            "{MAGIC} {} {lock_digest} {} {} {}\n",
+            env!("CARGO_PKG_VERSION"),
+            digest_of(&body),
+            lock.version,
+            lock.tools.len()
+        );
+        let _ = hcp_store::atomic::write_atomic(&path(home), format!("{head}{body}").as_bytes());
     }
 }
 

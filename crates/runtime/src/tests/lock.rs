@@ -144,3 +144,28 @@ fn a_lock_that_does_not_read_refuses_every_session_call_with_its_code() {
     std::fs::write(lock_file(&w), good).unwrap();
     assert_eq!(code(&w.say(&c, "x")), (None, 0));
 }
+
+#[test]
+fn the_lock_index_is_only_a_speed_up() {
+    let (w, c) = locked();
+    assert_eq!(code(&w.say(&c, "x")), (None, 0));
+    let index = w.home().root().join("cache/lock.index");
+    let good = std::fs::read_to_string(&index).unwrap();
+    assert!(good.starts_with("hcp-lock-index 1 "), "{good}");
+    // an entry's hash edited in the index (its body digest no longer matches): ignored,
+    // the lock is read again and the call decides as before
+    let mut lines: Vec<String> = good.lines().map(str::to_owned).collect();
+    let last = lines[1].pop().unwrap();
+    lines[1].push(if last == '0' { '1' } else { '0' });
+    let tampered = format!("{}\n", lines.join("\n"));
+    for bad in [tampered, good[..good.len() / 2].to_owned(), String::from("x")] {
+        std::fs::write(&index, &bad).unwrap();
+        assert_eq!(code(&w.say(&c, "x")), (None, 0));
+        assert_eq!(std::fs::read_to_string(&index).unwrap(), good);
+    }
+    // the index of another lock is not used: a changed lock is read
+    let l = lock_file(&w);
+    let text = std::fs::read_to_string(&l).unwrap();
+    std::fs::write(&l, text.replace("\"tp.say\"", "\"tp.sax\"")).unwrap();
+    assert_eq!(code(&w.say(&c, "x")), (Some("lock_stale"), 77));
+}
