@@ -166,11 +166,27 @@ fn refusal_code(resp: &Value) -> String {
         .to_owned()
 }
 
+/// The last call's audit: a refusal's record, or an allowed call's intent with its
+/// outcome's fields over it (the intent's `id` is the call's `audit_id`).
 fn last_audit(w: &World) -> Value {
-    let out = w.run(&["audit", "tail", "-n", "1", "--json"]);
+    let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
     assert!(out.status.success(), "{}", w.render(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0].clone()
+    let v: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let last = v.last().unwrap().clone();
+    if last["kind"] != "outcome" {
+        return last;
+    }
+    let mut view = v
+        .iter()
+        .find(|r| r["kind"] == "intent" && r["id"] == last["intent"])
+        .unwrap()
+        .clone();
+    for (k, x) in last.as_object().unwrap() {
+        if !matches!(k.as_str(), "id" | "ts" | "seq" | "kind" | "prev" | "hash") {
+            view[k] = x.clone();
+        }
+    }
+    view
 }
 
 #[test]
@@ -746,7 +762,10 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     // Every call that started was audited as cancelled; the one still waiting never ran.
     let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
     let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let naps: Vec<&Value> = all.iter().filter(|r| r["verb_key"] == "nap").collect();
+    let naps: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["verb_key"] == "nap" && r["kind"] == "outcome")
+        .collect();
     assert_eq!(naps.len(), hcp_slots(), "{naps:?}");
     assert!(naps.iter().all(|r| r["code"] == "cancelled"), "{naps:?}");
     let out = w.run(&["audit", "verify"]);
