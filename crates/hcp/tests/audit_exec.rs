@@ -98,9 +98,12 @@ fn a_call_killed_after_admission_is_interrupted_and_doctor_counts_it() {
     let w = audit_common::world();
     let (out, _) = exec_json(&w, &["walprobe.argv", "one"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    let out = spawn_exec(&w, None, &["walprobe.argv", "two"], Some("admitted"))
-        .wait_with_output()
-        .unwrap();
+    let out = audit_common::wait_bounded(spawn_exec(
+        &w,
+        None,
+        &["walprobe.argv", "two"],
+        Some("admitted"),
+    ));
     assert!(audit_common::killed(&out.status), "{}", w.render(&out));
     let census = Census::of(&w.hcp_home);
     assert_eq!(census.open().len(), 1);
