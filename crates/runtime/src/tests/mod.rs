@@ -3,7 +3,11 @@
 //! (`bin/tp`), installed through [`crate::install`], called through [`crate::pipeline`].
 
 mod bootstrap;
+mod cache;
+mod escalate;
+mod lock;
 mod pipeline;
+mod resolve;
 mod spending;
 mod table;
 
