@@ -12,19 +12,21 @@
 //!     "file_size_bytes": 1073741824,
 //!     "processes": 4096
 //!   },
-//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] }
+//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
+//!   "packs": { "tasks": { "server": "https://tasks.internal/v1" } }
 //! }
 //! ```
 //!
 //! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); a
 //! missing file is the defaults. Reading is strict: an unknown or repeated key, a wrong
-//! type, a zero limit or an export folder that is neither absolute nor `~/…` is a
+//! type, a zero limit, an export folder that is neither absolute nor `~/…`, a key of
+//! `packs` that is not a pack id or a `server` that is not an `http(s)` URL is a
 //! [`ConfigError`] naming the file, line and column, and
 //! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
 //! understand. The per-exec overrides of the limits can only tighten them
 //! (`hcp_adapter::ResourceLimits::tightened`).
 
-use hcp_model::strict::{ParseError, parse_strict};
+use hcp_model::strict::{ParseError, StrictMap, parse_strict};
 use hcp_model::{Code, Location};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
@@ -58,6 +60,27 @@ pub struct RuntimeConfig {
     pub limits: LimitsConfig,
     /// Where activation also writes the skills (RUNTIME §10).
     pub skills: SkillsConfig,
+    /// `packs`: per pack id, the operator's settings for that pack.
+    pub packs: StrictMap<PackConfig>,
+}
+
+impl RuntimeConfig {
+    /// The entry of `packs` for `pack_id`, or the empty one.
+    pub fn pack(&self, pack_id: &str) -> &PackConfig {
+        static NONE: PackConfig = PackConfig { server: None };
+        self.packs.get(pack_id).unwrap_or(&NONE)
+    }
+}
+
+/// One pack's entry of `packs`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PackConfig {
+    /// `server`: for a `kind: openapi` pack, the base URL its requests go to instead of
+    /// the document's first server (RUNTIME §1.3): an absolute `http(s)` URL without user
+    /// name, password, query or fragment. Checked when the file is read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// `skills`: the folders where harnesses look for skills (RUNTIME §10).
@@ -314,6 +337,22 @@ impl RuntimeConfig {
             }
             config.skills.export[i].at = hcp_model::locate(text, &p).unwrap_or_default();
         }
+        for (id, pack) in &config.packs.0 {
+            if let Err(why) = hcp_model::PackId::parse(id) {
+                return Err(located(
+                    &["packs", id.as_str()],
+                    format!("`packs.{id}`: not a pack id: {why}"),
+                ));
+            }
+            if let Some(server) = &pack.server
+                && let Err(e) = hcp_openapi::ServerUrl::parse(server)
+            {
+                return Err(located(
+                    &["packs", id.as_str(), "server"],
+                    format!("`packs.{id}.server`: {}", e.message),
+                ));
+            }
+        }
         if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
             let at = hcp_model::locate(text, &["limits", name]);
             return Err(ConfigError::Invalid {
@@ -366,6 +405,7 @@ mod tests {
                     ..LimitsConfig::default()
                 },
                 skills: SkillsConfig::default(),
+                packs: StrictMap::default(),
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
@@ -455,6 +495,33 @@ mod tests {
             assert!(e.to_string().contains(needle), "{text}: {e}");
         }
         let e = parse("{\"skills\": {\"export\": [\"/ok\",\n   \"rel\"]}}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (2, 4));
+    }
+
+    #[test]
+    fn a_packs_server_is_an_http_url_at_its_place() {
+        let c = parse(r#"{"packs": {"tasks": {"server": "http://127.0.0.1:9/v1"}, "git": {}}}"#)
+            .unwrap();
+        assert_eq!(c.pack("tasks").server.as_deref(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(c.pack("git").server, None);
+        assert_eq!(c.pack("absent").server, None);
+        for (text, needle) in [
+            (r#"{"packs": {"tasks": {"server": "ftp://x/v1"}}}"#, "scheme `ftp`"),
+            (r#"{"packs": {"tasks": {"server": "/v1"}}}"#, "relative URL"),
+            (r#"{"packs": {"tasks": {"server": "http://u:p@x/"}}}"#, "user name"),
+            (r#"{"packs": {"tasks": {"server": 5}}}"#, "invalid type"),
+            (r#"{"packs": {"tasks": {"servr": "http://x"}}}"#, "unknown field"),
+            (r#"{"packs": {"Tasks!": {}}}"#, "not a pack id"),
+            (r#"{"packs": {"a": {}, "a": {}}}"#, "duplicate"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let e = parse("{\"packs\": {\"tasks\":\n  {\"server\": \"gopher://x\"}}}").unwrap_err();
         let ConfigError::Invalid { line, column, .. } = e else {
             panic!("{e:?}")
         };
