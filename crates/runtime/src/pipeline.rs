@@ -20,7 +20,8 @@ use crate::steps::{
     grants_view, mint_refusal, policy_refusal, principal_of, runtime_policy_pre, session_refusal,
     signal_name, stop,
 };
-use hcp_adapter::{Invocation, Limits};
+use crate::http::Work;
+use hcp_adapter::Limits;
 use hcp_gate::{Context, Decision, Face, PackView, Principal};
 use hcp_model::manifest::arguments;
 use hcp_model::{BindingMode, Code, ExecResult, exit};
@@ -98,6 +99,7 @@ fn steps(
         policy: runtime_policy,
         config,
         credential,
+        operation,
     } = snap;
 
     // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
@@ -112,16 +114,21 @@ fn steps(
         facts.operation = Some(entry.operation);
         facts.land = Some(entry.privacy.land);
     }
+    // A `kind: openapi` verb: its compiled operation (the pinned copy), RUNTIME §1.3.
+    let operation = operation.transpose().map_err(stop)?;
 
     // ── 2. Principal. ──────────────────────────────────────────────────────────────────
     let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
-    let takes: Vec<String> = pack
-        .manifest
-        .plan_verb(&verb_key)
-        .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
-        .unwrap_or_default();
+    let takes: Vec<String> = match &operation {
+        Some(op) => crate::http::takes(op),
+        None => pack
+            .manifest
+            .plan_verb(&verb_key)
+            .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default(),
+    };
     let args = call.args.for_verb(&takes);
     let pairs: Vec<(&str, &hcp_model::ArgValue)> =
         args.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -145,7 +152,11 @@ fn steps(
         cwd: &caller.cwd,
         project: caller.project.as_deref(),
     };
-    let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+    let decision = match &operation {
+        Some(op) => hcp_gate::check_operation(&ctx, op, args.iter().map(|(k, v)| (k, v))),
+        None => hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))),
+    };
+    let allowed = match decision {
         Decision::Allow(a) => a,
         Decision::Deny(r) => return Err(stop(Refusal::from_gate(&r))),
     };
@@ -194,7 +205,8 @@ fn steps(
         }
     };
 
-    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox. ────────────────
+    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox; for a ─────────
+    //        `kind: openapi` verb, its one HTTP request instead (http.rs).
     let spec = ChildSpec {
         pack: &pack,
         key: &verb_key,
@@ -205,19 +217,15 @@ fn steps(
         secret: credential.as_ref().map(|c| &c.secret),
         config: &config,
     };
-    let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
-    if let Some(s) = &child.sandbox {
-        facts.audit_extra.insert("sandbox".into(), s.clone().into());
-        facts
-            .result_extra
-            .insert("sandbox".into(), s.clone().into());
-    }
-    let remove_tmp = |child: &mut prepare::Child| {
-        if let Some(tmp) = child.private_tmp.take() {
-            // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.
-            let _ = tmp.remove();
-        }
+    let mut child = match &operation {
+        None => Work::Child(prepare::child(rt.home(), caller, &spec).map_err(stop)?),
+        Some(op) => Work::Http(crate::http::prepare(op, &spec).map_err(stop)?),
     };
+    if let Some(s) = child.sandbox() {
+        facts.audit_extra.insert("sandbox".into(), s.clone());
+        facts.result_extra.insert("sandbox".into(), s);
+    }
+    let remove_tmp = |child: &mut Work| child.clean_up();
     // Fail closed: a call whose record could not be written is not run.
     if let Err(e) = rt.state().audit_ready() {
         remove_tmp(&mut child);
@@ -254,24 +262,14 @@ fn steps(
             .insert("approval_id".into(), id.clone().into());
     }
 
-    // ── 9c. The adapter runs the child. ─────────────────────────────────────────────────
+    // ── 9c. The adapter runs the child (or hcp sends the request: http.rs). ─────────────
     let limits = Limits {
         timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
-    let inv = Invocation {
-        bin: &child.bin,
-        argv0: child.argv0.clone(),
-        args: std::mem::take(&mut child.args),
-        env: &child.env,
-        cwd: child.cwd.clone(),
-        limits,
-        confine: Some(&child.confinement),
-        cancel,
-    };
-    let run = hcp_adapter::run(&inv);
+    let run = child.run(limits, cancel, facts);
     remove_tmp(&mut child);
-    let mut outcome = run.map_err(|e| stop(Refusal::adapter(&e)))?;
+    let mut outcome = run.map_err(stop)?;
     let duration_ms = facts.elapsed_ms();
     let (exit, mut code, mut error) = if outcome.timed_out {
         (
@@ -464,6 +462,7 @@ pub fn sense(
         policy: runtime_policy,
         config: _,
         credential,
+        operation: _,
     } = snap;
 
     // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────

@@ -32,6 +32,10 @@ pub struct Snapshot {
     pub config: Result<RuntimeConfig, ConfigError>,
     /// The principal's credential, for a `user` pack's verb other than its connect verb.
     pub credential: Option<Result<Credential, MintError>>,
+    /// The compiled operation of a `kind: openapi` pack's verb, from the pinned copy
+    /// install kept (RUNTIME §1.3); `None` for other kinds, stimuli and a target that did
+    /// not resolve.
+    pub operation: Option<Result<hcp_openapi::Operation, Refusal>>,
 }
 
 /// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
@@ -91,7 +95,17 @@ impl Snapshot {
             }
             _ => None,
         };
+        let operation = match (&target, subject) {
+            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
+                Some(
+                    pack::openapi::pinned_operation(p, key)
+                        .map_err(|e| crate::install::pack_refusal(&e)),
+                )
+            }
+            _ => None,
+        };
         Self {
+            operation,
             session,
             target,
             active,
