@@ -156,7 +156,11 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
                 "    --{}  {}{}  {}{}",
                 a["name"].as_str().map(clean).unwrap_or_default(),
                 a["in"].as_str().unwrap_or("?"),
-                if a["required"] == true { ", required" } else { "" },
+                if a["required"] == true {
+                    ", required"
+                } else {
+                    ""
+                },
                 a["rules"].as_str().map(clean).unwrap_or_default(),
                 a["description"]
                     .as_str()
@@ -186,9 +190,10 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
             d.sha256,
             d.bytes,
             clean(&d.source),
-            d.server
-                .as_deref()
-                .map_or_else(|| "none (set `packs.ID.server`)".to_owned(), |u| format!("`{}`", clean(u)))
+            d.server.as_deref().map_or_else(
+                || "none (set `packs.ID.server`)".to_owned(),
+                |u| format!("`{}`", clean(u))
+            )
         );
     }
     for (name, d) in &r.files {
