@@ -456,7 +456,10 @@ mod tests {
             json: false,
         };
         let a = arg(serde_json::json!({"types": ["integer"], "minimum": 1.0, "maximum": 100.0}));
-        assert_eq!((a.value_hint(), a.rules()), ("N".into(), "integer, 1 to 100".into()));
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            ("N".into(), "integer, 1 to 100".into())
+        );
         let a = arg(serde_json::json!({"types": ["string"], "enumeration": ["open", "done"]}));
         assert_eq!(
             (a.value_hint(), a.rules()),
@@ -465,11 +468,20 @@ mod tests {
         let a = arg(serde_json::json!({"types": ["string"], "max_length": 200, "pattern": "^t-"}));
         assert_eq!(
             (a.value_hint(), a.rules()),
-            ("LIMIT".into(), "string, at most 200 characters, matching `^t-`".into())
+            (
+                "LIMIT".into(),
+                "string, at most 200 characters, matching `^t-`".into()
+            )
         );
         let a = arg(serde_json::json!({"types": ["array"], "minimum": 0.0}));
-        assert_eq!((a.value_hint(), a.rules()), ("JSON".into(), "array, >= 0".into()));
-        assert_eq!(arg(serde_json::json!({"types": ["boolean"]})).value_hint(), "true|false");
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            ("JSON".into(), "array, >= 0".into())
+        );
+        assert_eq!(
+            arg(serde_json::json!({"types": ["boolean"]})).value_hint(),
+            "true|false"
+        );
     }
 
     #[test]

@@ -197,7 +197,10 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
         };
         let refusal = Refusal::new(code, r.message);
         if code == Code::BindingRequired {
-            refusal.hint(format!("run `hcp connect {}` to establish the binding", pack.id))
+            refusal.hint(format!(
+                "run `hcp connect {}` to establish the binding",
+                pack.id
+            ))
         } else {
             refusal
         }

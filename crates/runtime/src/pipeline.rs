@@ -9,6 +9,7 @@
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
+use crate::http::Work;
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -20,7 +21,6 @@ use crate::steps::{
     grants_view, mint_refusal, policy_refusal, principal_of, runtime_policy_pre, session_refusal,
     signal_name, stop,
 };
-use crate::http::Work;
 use hcp_adapter::Limits;
 use hcp_gate::{Context, Decision, Face, PackView, Principal};
 use hcp_model::manifest::arguments;

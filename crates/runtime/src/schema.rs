@@ -53,7 +53,10 @@ pub fn verb_input_schema(
 ) -> Option<JsonObject> {
     if pack.manifest.kind != hcp_model::Kind::Openapi {
         let plan = pack.manifest.plan_verb(verb_key).ok()?;
-        return Some(input_schema(&hcp_model::manifest::arguments(&plan), confirm));
+        return Some(input_schema(
+            &hcp_model::manifest::arguments(&plan),
+            confirm,
+        ));
     }
     let op = hcp_store::pack::openapi::pinned_operation(pack, verb_key).ok()?;
     let Value::Object(mut schema) = op.input_schema() else {

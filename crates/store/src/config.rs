@@ -505,15 +505,27 @@ mod tests {
     fn a_packs_server_is_an_http_url_at_its_place() {
         let c = parse(r#"{"packs": {"tasks": {"server": "http://127.0.0.1:9/v1"}, "git": {}}}"#)
             .unwrap();
-        assert_eq!(c.pack("tasks").server.as_deref(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(
+            c.pack("tasks").server.as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
         assert_eq!(c.pack("git").server, None);
         assert_eq!(c.pack("absent").server, None);
         for (text, needle) in [
-            (r#"{"packs": {"tasks": {"server": "ftp://x/v1"}}}"#, "scheme `ftp`"),
+            (
+                r#"{"packs": {"tasks": {"server": "ftp://x/v1"}}}"#,
+                "scheme `ftp`",
+            ),
             (r#"{"packs": {"tasks": {"server": "/v1"}}}"#, "relative URL"),
-            (r#"{"packs": {"tasks": {"server": "http://u:p@x/"}}}"#, "user name"),
+            (
+                r#"{"packs": {"tasks": {"server": "http://u:p@x/"}}}"#,
+                "user name",
+            ),
             (r#"{"packs": {"tasks": {"server": 5}}}"#, "invalid type"),
-            (r#"{"packs": {"tasks": {"servr": "http://x"}}}"#, "unknown field"),
+            (
+                r#"{"packs": {"tasks": {"servr": "http://x"}}}"#,
+                "unknown field",
+            ),
             (r#"{"packs": {"Tasks!": {}}}"#, "not a pack id"),
             (r#"{"packs": {"a": {}, "a": {}}}"#, "duplicate"),
         ] {
