@@ -9,6 +9,7 @@
 mod bench;
 mod bench_exec;
 mod bench_gate;
+mod bench_openapi;
 mod bench_store;
 mod demo;
 mod generate;
