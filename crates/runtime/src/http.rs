@@ -37,7 +37,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub enum Work {
     /// A prepared child.
-    Child(prepare::Child),
+    Child(Box<prepare::Child>),
     /// A planned request.
     Http(Box<Request>),
 }

@@ -218,7 +218,9 @@ fn steps(
         config: &config,
     };
     let mut child = match &operation {
-        None => Work::Child(prepare::child(rt.home(), caller, &spec).map_err(stop)?),
+        None => Work::Child(Box::new(
+            prepare::child(rt.home(), caller, &spec).map_err(stop)?,
+        )),
         Some(op) => Work::Http(crate::http::prepare(op, &spec).map_err(stop)?),
     };
     if let Some(s) = child.sandbox() {
