@@ -672,9 +672,27 @@ fn network_deny_refuses_an_openapi_pack_in_local_land() {
             .contains("\"network\": \"allow\""),
         "{v}"
     );
+    // `local` land's default is `deny` too.
     a.config(&json!({}));
+    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
+    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
+    let server = format!("{}/v1", a.server.origin());
+    a.config(&json!({"packs": {"tasks": {"network": "allow", "server": server}}}));
     let (out, v) = a.exec(&["tasks.list"]);
     assert_answered(&a.w, &out, &v, 0, Some(200));
+}
+
+#[test]
+fn a_pack_whose_network_is_deny_sends_nothing_in_personal_land() {
+    let a = Api::new();
+    a.connect("ann", None);
+    let server = a.server.origin();
+    a.config(&json!({"packs": {"tasks": {"network": "deny", "server": format!("{server}/v1")}}}));
+    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
+    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
+    a.config(&json!({"sandbox": {"network": "deny"}, "packs": {"tasks": {"server": format!("{server}/v1")}}}));
+    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
+    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
 }
 
 // ───────────────────────────────────────────────── the pinned copy and the rug-pull guard

@@ -18,7 +18,9 @@
 //! `sandbox.network`) for an openapi pack is therefore refused (`sandbox_unavailable`),
 //! not read as "one origin": every openapi call reaches one origin already, so that
 //! reading would make `deny` mean the same as `allow` and quietly drop what the operator
-//! wrote. An operator who wants the pack runs it with `network: allow` for it.
+//! wrote. An operator who wants the pack runs it with `network: allow` for it. The
+//! network is the pack's `packs.ID.network`, else `sandbox.network`, else the land's
+//! default (`deny` for `local`), as for a child.
 
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -26,7 +28,7 @@ use crate::refusal::Refusal;
 use hcp_adapter::{Invocation, Limits, Outcome};
 use hcp_model::{ArgValue, Code, Land};
 use hcp_openapi::{Credential, HttpOutcome, Operation, RefusalCode, RequestPlan};
-use hcp_store::config::{NetworkMode, RuntimeConfig};
+use hcp_store::config::RuntimeConfig;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -63,10 +65,12 @@ impl Work {
     /// Removes what preparation made (a `local` child's private `TMPDIR`): best effort, a
     /// leftover directory is private (0700) and holds nothing of hcp's.
     pub fn clean_up(&mut self) {
-        if let Self::Child(c) = self
-            && let Some(tmp) = c.private_tmp.take()
-        {
-            let _ = tmp.remove();
+        if let Self::Child(c) = self {
+            // The confinement first: its cgroup and covers go with it.
+            drop(std::mem::take(&mut c.confinement));
+            if let Some(tmp) = c.private_tmp.take() {
+                let _ = tmp.remove();
+            }
         }
     }
 
@@ -213,10 +217,14 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
     Ok(Box::new(Request { plan, sandbox }))
 }
 
-/// Whether the network of a call of `pack_id` in `land` is `deny`: `sandbox.network`
-/// (which applies to `local` land).
-fn network_denied(config: &RuntimeConfig, _pack_id: &str, land: Land) -> bool {
-    land == Land::Local && config.sandbox.network == NetworkMode::Deny
+/// Whether the network of a call of `pack_id` in `land` is `deny`: the pack's
+/// `packs.ID.network`, else `sandbox.network`, else the land's default (`deny` for
+/// `local`), as for a child (RUNTIME §5).
+fn network_denied(config: &RuntimeConfig, pack_id: &str, land: Land) -> bool {
+    let network = config
+        .network_for(pack_id)
+        .map_or(hcp_adapter::Network::default_for(land), prepare::network);
+    network == hcp_adapter::Network::Deny
 }
 
 /// The call's values as the JSON the request is built from.

@@ -100,6 +100,7 @@ fn steps(
         config,
         credential,
         operation,
+        sandboxes,
     } = snap;
 
     // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
@@ -216,6 +217,7 @@ fn steps(
         owner: principal == Principal::Owner,
         secret: credential.as_ref().map(|c| &c.secret),
         config: &config,
+        sandboxes: &sandboxes,
     };
     let mut child = match &operation {
         None => Work::Child(Box::new(
@@ -462,9 +464,10 @@ pub fn sense(
         active,
         grants,
         policy: runtime_policy,
-        config: _,
+        config,
         credential,
         operation: _,
+        sandboxes,
     } = snap;
 
     // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
@@ -575,11 +578,24 @@ pub fn sense(
 
     // ── 9a. Trigger preparation. ──────────────────────────────────────────────────────
     let mut planned = Vec::new();
+    let world = crate::sense::World {
+        home: rt.home(),
+        caller,
+        config: &config,
+        sandboxes: &sandboxes,
+    };
     for (r, a) in running {
-        match crate::sense::plan(&pack, &principal, r, a, caller, secret.as_ref()) {
+        match crate::sense::plan(&world, &pack, &principal, r, a, secret.as_ref()) {
             Ok(p) => planned.push(p),
             Err(x) => return Err(record_refusal(&facts, x)),
         }
+    }
+    if !planned.is_empty() {
+        let by_ref: serde_json::Map<String, Value> = planned
+            .iter()
+            .map(|p| (p.reference.clone(), p.sandbox.clone()))
+            .collect();
+        facts.audit_extra.insert("sandbox".into(), by_ref.into());
     }
     let c = SenseCall {
         session: session.map(|s| s.token_sha256),

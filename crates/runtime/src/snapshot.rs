@@ -36,6 +36,10 @@ pub struct Snapshot {
     /// install kept (RUNTIME §1.3); `None` for other kinds, stimuli and a target that did
     /// not resolve.
     pub operation: Option<Result<hcp_openapi::Operation, Refusal>>,
+    /// Every session's working directory with its principal (`State::session_list`, one
+    /// listing per call): the child's confinement hides other principals' (RUNTIME §5).
+    /// Empty when the target did not resolve.
+    pub sandboxes: Result<Vec<(String, std::path::PathBuf)>, Refusal>,
 }
 
 /// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
@@ -104,6 +108,11 @@ impl Snapshot {
             }
             _ => None,
         };
+        let sandboxes = if target.is_ok() {
+            sandboxes(rt)
+        } else {
+            Ok(Vec::new())
+        };
         Self {
             operation,
             session,
@@ -113,6 +122,7 @@ impl Snapshot {
             policy: policy::load(home),
             config: RuntimeConfig::load(home.root()),
             credential,
+            sandboxes,
         }
     }
 
@@ -125,4 +135,13 @@ impl Snapshot {
             Some(Err(_)) => "unknown".into(),
         }
     }
+}
+
+/// Every session's working directory, with its principal.
+fn sandboxes(rt: &Runtime) -> Result<Vec<(String, std::path::PathBuf)>, Refusal> {
+    let sessions = rt.state().session_list().map_err(|e| Refusal::store(&e))?;
+    Ok(sessions
+        .into_iter()
+        .filter_map(|s| s.workdir.map(|w| (s.principal.as_str().to_owned(), w)))
+        .collect())
 }
