@@ -57,7 +57,7 @@ impl Work {
     /// The `sandbox` field of the result and the record, when there is one.
     pub fn sandbox(&self) -> Option<Value> {
         match self {
-            Self::Child(c) => c.sandbox.clone().map(Value::String),
+            Self::Child(c) => c.sandbox.clone(),
             Self::Http(r) => Some(r.sandbox.clone()),
         }
     }
