@@ -2,9 +2,10 @@
 //!
 //! One module per benchmark: `gate` ([`crate::bench_gate`], the Histos engine in process),
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
-//! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor).
+//! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
+//! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server).
 
-use crate::{bench_exec, bench_gate, bench_store};
+use crate::{bench_exec, bench_gate, bench_openapi, bench_store};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -24,6 +25,9 @@ enum Which {
     /// `hcp exec` on a trivial verb against the bin alone and a minimal spawn-and-wait
     /// program, with 1 and with many installed packs; peak RSS.
     Exec(bench_exec::Args),
+    /// `hcp exec` of a `kind: openapi` verb against a loopback server, pairwise with a CLI
+    /// verb (and `curl` of the same request) in one run.
+    Openapi(bench_openapi::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -44,6 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         Which::Store(s) => bench_store::run(s),
         Which::Exec(e) => bench_exec::run(&e),
+        Which::Openapi(o) => bench_openapi::run(&o),
     }
 }
 

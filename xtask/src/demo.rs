@@ -525,7 +525,125 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             run_step(demo, s, agent, &mut vars, out, &mut sum)?;
         }
     }
+    openapi(demo, agent, out, &mut sum)?;
     Ok(sum)
+}
+
+/// The `kind: openapi` part (RUNTIME §1.3): the example task API started on a loopback
+/// port, the operator pointing the gold `tasks` pack at it (`packs.tasks.server` in
+/// `config.json`), and the agent's calls through the same gate: the grant, its own
+/// binding from the connect verb (an operation), arguments typed and bounded by the
+/// document, the confirm gate, the audit.
+fn openapi(
+    demo: &Demo,
+    agent: Option<&str>,
+    out: &mut dyn std::io::Write,
+    sum: &mut Summary,
+) -> Result<()> {
+    use std::io::BufRead;
+    writeln!(
+        out,
+        "\n# an HTTP API as a pack (kind: openapi): the example task API on a loopback port"
+    )
+    .context("cannot write the transcript")?;
+    writeln!(out, "$ hcp-example-api &").context("cannot write the transcript")?;
+    let mut server = demo
+        .command(
+            &demo.bin_dir.join("hcp-example-api").display().to_string(),
+            &demo.work,
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start `hcp-example-api`")?;
+    let mut origin = String::new();
+    if let Some(o) = server.stdout.take() {
+        std::io::BufReader::new(o)
+            .read_line(&mut origin)
+            .context("cannot read the example API's origin")?;
+    }
+    let origin = origin.trim().to_owned();
+    let result = (|| -> Result<()> {
+        if !origin.starts_with("http://127.0.0.1:") {
+            bail!("`hcp-example-api` printed `{origin}`, not its origin");
+        }
+        writeln!(out, "  ok · {origin}").context("cannot write the transcript")?;
+        let config_path = demo.hcp_home.join("config.json");
+        let mut config: Value = match std::fs::read_to_string(&config_path) {
+            Ok(t) => serde_json::from_str(&t).context("the demo's config.json")?,
+            Err(_) => serde_json::json!({}),
+        };
+        config["packs"]["tasks"]["server"] = Value::String(format!("{origin}/v1"));
+        writeln!(
+            out,
+            "$ echo '{{\"packs\": {{\"tasks\": {{\"server\": \"{origin}/v1\"}}}}}}' > \"$HCP_HOME/config.json\""
+        )
+        .context("cannot write the transcript")?;
+        std::fs::write(&config_path, config.to_string())
+            .with_context(|| format!("cannot write `{}`", config_path.display()))?;
+        let exec = |args: &[&str], e: Expect| {
+            let mut all = vec!["exec"];
+            all.extend_from_slice(args);
+            step("hcp", &all, e)
+        };
+        let tasks = demo.packs.join("tasks").display().to_string();
+        let steps = vec![
+            step("hcp", &["install", "--activate", &tasks], Expect::Ok),
+            step("hcp", &["show", "tasks"], Expect::Ok).full(),
+            exec(&["tasks.list"], Expect::Refused("missing_grant")).agent(),
+            step(
+                "hcp",
+                &[
+                    "grant",
+                    AGENT,
+                    "tasks",
+                    "verb.exec.read",
+                    "verb.exec.write",
+                    "pack.connect",
+                ],
+                Expect::Ok,
+            ),
+            exec(&["tasks.list"], Expect::Refused("binding_required")).agent(),
+            step(
+                "hcp",
+                &["connect", "tasks", "--user", "agent-1"],
+                Expect::Ok,
+            )
+            .agent(),
+            exec(
+                &["tasks.add", "Write the report", "--priority", "high"],
+                Expect::Ok,
+            )
+            .agent(),
+            exec(&["tasks.list", "--status", "open"], Expect::Ok).agent(),
+            exec(
+                &["tasks.list", "--limit", "500"],
+                Expect::Refused("arg_invalid"),
+            )
+            .agent(),
+            exec(
+                &["tasks.show", "../../admin"],
+                Expect::Refused("arg_invalid"),
+            )
+            .agent(),
+            exec(
+                &["tasks.remove", "t-1"],
+                Expect::Refused("confirm_required"),
+            )
+            .agent(),
+            exec(&["tasks.remove", "t-1", "--confirm"], Expect::Ok).agent(),
+            step("hcp", &["audit", "verify"], Expect::Ok),
+        ];
+        for s in &steps {
+            run_step(demo, s, agent, out, sum)?;
+        }
+        Ok(())
+    })();
+    // Closing its stdin stops the server.
+    drop(server.stdin.take());
+    let _ = server.wait();
+    result
 }
 
 fn run_step(
@@ -703,8 +821,8 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 31,
-                refused: 10
+                ok: 39,
+                refused: 15
             },
             "{text}"
         );
@@ -712,6 +830,7 @@ mod tests {
             text.contains("refused · requires_confirmation (exit 77)"),
             "{text}"
         );
+        assert!(text.contains("refused · arg_invalid (exit 65)"), "{text}");
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
         assert!(!demo.work.join("pwned").exists());

@@ -10,6 +10,7 @@ mod bench;
 mod bench_exec;
 mod bench_exec_state;
 mod bench_gate;
+mod bench_openapi;
 mod bench_store;
 mod demo;
 mod generate;

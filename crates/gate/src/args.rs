@@ -1,4 +1,6 @@
-//! Step 3 of RUNTIME §5: the arguments of a call against the verb's template.
+//! Step 3 of RUNTIME §5: the arguments of a call against the verb's template
+//! ([`check_args`]), or against the operation of a `kind: openapi` verb
+//! ([`check_operation_args`], RUNTIME §1.3).
 
 use crate::code::Code;
 use hcp_model::ArgValue;
@@ -52,15 +54,7 @@ pub fn check_args<'a>(
     let takes = arguments(plan);
     for (name, _) in args.clone() {
         if TENANT_NAMES.contains(&name.as_str()) {
-            return Err(refuse(
-                Code::TenantInArgs,
-                format!(
-                    "argument `{name}` would select the tenant; the tenant comes from the session"
-                ),
-                Some(
-                    "start a session with `--project` (the owner runs `hcp session start`)".into(),
-                ),
-            ));
+            return Err(tenant_refusal(name));
         }
     }
     for (name, _) in args.clone() {
@@ -87,65 +81,9 @@ pub fn check_args<'a>(
     let mut confirmed = false;
     let mut total = 0usize;
     for (name, value) in args.clone() {
-        if let ArgValue::String(s) = value
-            && s.contains('\0')
-        {
-            return Err(refuse(
-                Code::ArgInvalid,
-                format!("argument `{name}` holds a NUL byte"),
-                None,
-            ));
-        }
-        // A JSON number that is no 64-bit integer arrives as a double: past 2^53 its
-        // digits are no longer the ones sent, so the CLI would get another number.
-        if let ArgValue::Number(n) = value
-            && n.as_i64().is_none()
-            && n.as_u64().is_none()
-            && n.as_f64()
-                .is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0)
-        {
-            return Err(refuse(
-                Code::ArgInvalid,
-                format!("argument `{name}` is a number too large to pass exactly"),
-                Some("send it as a string".into()),
-            ));
-        }
-        if let ArgValue::String(s) = value {
-            total += s.len();
-            if s.len() > MAX_ARG_BYTES {
-                return Err(refuse(
-                    Code::ArgInvalid,
-                    format!(
-                        "argument `{name}` is {} bytes; one value may hold at most {MAX_ARG_BYTES}",
-                        s.len()
-                    ),
-                    Some("pass large content through a file in the working directory".into()),
-                ));
-            }
-            if total > MAX_ARGS_TOTAL_BYTES {
-                return Err(refuse(
-                    Code::ArgInvalid,
-                    format!(
-                        "the values of this call hold more than {MAX_ARGS_TOTAL_BYTES} bytes together"
-                    ),
-                    None,
-                ));
-            }
-        }
+        common_value_checks(name, value, &mut total, true)?;
         if CONFIRM_NAMES.contains(&name.as_str()) {
-            match value {
-                ArgValue::Bool(b) => confirmed |= *b,
-                // The string `"true"` only on the CLI face (§4.5.2).
-                ArgValue::String(s) if cli_face && s == "true" => confirmed = true,
-                ArgValue::String(s) if cli_face && s == "false" => {}
-                _ => {
-                    return Err(refuse(
-                        Code::ArgInvalid,
-                        format!("argument `{name}` must be the boolean `true` or `false`"),
-                        None,
-                    ));
-                }
-            }
+            confirmed |= confirm_value(name, value, cli_face)?;
             continue;
         }
         values.insert(name.clone(), value.clone());
@@ -177,6 +115,180 @@ pub fn check_args<'a>(
         }
     }
     Ok((values, confirmed))
+}
+
+fn tenant_refusal(name: &str) -> ArgRefusal {
+    refuse(
+        Code::TenantInArgs,
+        format!("argument `{name}` would select the tenant; the tenant comes from the session"),
+        Some("start a session with `--project` (the owner runs `hcp session start`)".into()),
+    )
+}
+
+/// The checks of one value every verb gets: no NUL, a number that passes exactly, and
+/// sizes (`argv`: one value must fit one argv element; the call's values together at most
+/// [`MAX_ARGS_TOTAL_BYTES`], counted in `total`).
+fn common_value_checks(
+    name: &str,
+    value: &ArgValue,
+    total: &mut usize,
+    argv: bool,
+) -> Result<(), ArgRefusal> {
+    if let ArgValue::String(s) = value
+        && s.contains('\0')
+    {
+        return Err(refuse(
+            Code::ArgInvalid,
+            format!("argument `{name}` holds a NUL byte"),
+            None,
+        ));
+    }
+    // A JSON number that is no 64-bit integer arrives as a double: past 2^53 its
+    // digits are no longer the ones sent, so the CLI would get another number.
+    if let ArgValue::Number(n) = value
+        && n.as_i64().is_none()
+        && n.as_u64().is_none()
+        && n.as_f64()
+            .is_some_and(|f| f.abs() >= 9_007_199_254_740_992.0)
+    {
+        return Err(refuse(
+            Code::ArgInvalid,
+            format!("argument `{name}` is a number too large to pass exactly"),
+            Some("send it as a string".into()),
+        ));
+    }
+    if let ArgValue::String(s) = value {
+        *total += s.len();
+        if argv && s.len() > MAX_ARG_BYTES {
+            return Err(refuse(
+                Code::ArgInvalid,
+                format!(
+                    "argument `{name}` is {} bytes; one value may hold at most {MAX_ARG_BYTES}",
+                    s.len()
+                ),
+                Some("pass large content through a file in the working directory".into()),
+            ));
+        }
+        if *total > MAX_ARGS_TOTAL_BYTES {
+            return Err(refuse(
+                Code::ArgInvalid,
+                format!(
+                    "the values of this call hold more than {MAX_ARGS_TOTAL_BYTES} bytes together"
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a `confirm`/`apply` value confirms: the boolean, or on the CLI face the string
+/// `"true"`/`"false"` (§4.5.2).
+fn confirm_value(name: &str, value: &ArgValue, cli_face: bool) -> Result<bool, ArgRefusal> {
+    match value {
+        ArgValue::Bool(b) => Ok(*b),
+        ArgValue::String(s) if cli_face && s == "true" => Ok(true),
+        ArgValue::String(s) if cli_face && s == "false" => Ok(false),
+        _ => Err(refuse(
+            Code::ArgInvalid,
+            format!("argument `{name}` must be the boolean `true` or `false`"),
+            None,
+        )),
+    }
+}
+
+/// Checks `args` against the operation `op` of a `kind: openapi` verb (RUNTIME §1.3), in
+/// the order [`check_args`] follows: tenant-bearing names (§4.3.2), names that are not
+/// arguments of the operation, values holding NUL, numbers too large to pass exactly,
+/// `confirm`/`apply` values, the call's total size; then the document's rules
+/// ([`hcp_openapi::check`]: missing required arguments, types, enums, bounds, lengths,
+/// patterns, a path value that could leave its segment, a header value with control
+/// characters). Nothing is sent before this passes. There is no flag-looking check: a
+/// value never reaches a command line. Returns the values as given (the request coerces
+/// them to the document's types) and whether the call confirms.
+///
+/// # Errors
+/// The first [`ArgRefusal`] met.
+pub fn check_operation_args<'a>(
+    op: &hcp_openapi::Operation,
+    args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+    cli_face: bool,
+) -> Result<(BTreeMap<String, ArgValue>, bool), ArgRefusal> {
+    for (name, _) in args.clone() {
+        if TENANT_NAMES.contains(&name.as_str()) {
+            return Err(tenant_refusal(name));
+        }
+    }
+    for (name, _) in args.clone() {
+        if CONFIRM_NAMES.contains(&name.as_str()) || op.argument(name).is_some() {
+            continue;
+        }
+        let accepted: Vec<String> = op.args.iter().map(|a| format!("`{}`", a.name)).collect();
+        let hint = if accepted.is_empty() {
+            "this verb takes no arguments".to_string()
+        } else {
+            format!("this verb takes {}", accepted.join(", "))
+        };
+        let message = if name.starts_with("_extra_") {
+            "more values than the verb takes arguments".to_string()
+        } else {
+            let mut m = format!(
+                "unknown argument `{name}`: operation `{}` has no such parameter or body property",
+                op.id
+            );
+            if let Some(d) = op
+                .dropped
+                .iter()
+                .find(|d| hcp_openapi::arg_name(&d.wire) == *name)
+            {
+                m.push_str(&format!(
+                    " ({} `{}` is not passed: {})",
+                    d.location, d.wire, d.why
+                ));
+            }
+            m
+        };
+        return Err(refuse(Code::ArgUnknown, message, Some(hint)));
+    }
+    let mut values = BTreeMap::new();
+    let mut confirmed = false;
+    let mut total = 0usize;
+    for (name, value) in args.clone() {
+        common_value_checks(name, value, &mut total, false)?;
+        if CONFIRM_NAMES.contains(&name.as_str()) {
+            confirmed |= confirm_value(name, value, cli_face)?;
+            continue;
+        }
+        values.insert(name.clone(), value.clone());
+    }
+    let json: serde_json::Map<String, serde_json::Value> = values
+        .iter()
+        .map(|(k, v)| (k.clone(), arg_json(v)))
+        .collect();
+    if let Err(r) = hcp_openapi::check(op, &json) {
+        let code = match r.code {
+            hcp_openapi::RefusalCode::ArgUnknown => Code::ArgUnknown,
+            hcp_openapi::RefusalCode::ArgMissing => Code::ArgMissing,
+            hcp_openapi::RefusalCode::BindingRequired => Code::BindingRequired,
+            hcp_openapi::RefusalCode::BadOpenapi => Code::BadOpenapi,
+            hcp_openapi::RefusalCode::ArgInvalid => Code::ArgInvalid,
+        };
+        let hint = match (code, r.argument.as_deref().and_then(|a| op.argument(a))) {
+            (Code::ArgMissing, Some(a)) => Some(format!("pass `--{} VALUE`", a.name)),
+            _ => None,
+        };
+        return Err(refuse(code, r.message, hint));
+    }
+    Ok((values, confirmed))
+}
+
+/// An argument value as the JSON value the HTTP request is built from.
+pub fn arg_json(v: &ArgValue) -> serde_json::Value {
+    match v {
+        ArgValue::Bool(b) => serde_json::Value::Bool(*b),
+        ArgValue::Number(n) => serde_json::Value::Number(n.clone()),
+        ArgValue::String(s) => serde_json::Value::String(s.clone()),
+    }
 }
 
 #[cfg(test)]

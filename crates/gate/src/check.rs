@@ -1,6 +1,6 @@
 //! The order of checks of RUNTIME §5, steps 1–6, as one pure function.
 
-use crate::args::check_args;
+use crate::args::{check_args, check_operation_args};
 use crate::code::{Code, Step};
 use hcp_model::manifest::{CommandPlan, PlanError};
 use hcp_model::template::{Element, SessionVar};
@@ -106,7 +106,8 @@ pub struct Context<'a> {
 /// An allowed call: what the adapter needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Allowed {
-    /// The command to run.
+    /// The command to run; empty (no program, no arguments) for a `kind: openapi` verb,
+    /// which runs none ([`check_operation`]).
     pub plan: CommandPlan,
     /// Argument values by name, without `confirm`/`apply`.
     pub values: BTreeMap<String, ArgValue>,
@@ -167,6 +168,27 @@ pub fn check<'a>(
     ctx: &Context<'_>,
     args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
 ) -> Decision {
+    check_verb(ctx, None, args)
+}
+
+/// [`check`] for a verb of a `kind: openapi` pack (RUNTIME §1.3), whose compiled operation
+/// `op` (the pinned copy install kept) replaces the command template: step 3 checks the
+/// arguments against the operation's parameters and body properties, typed and bounded
+/// by the document ([`crate::args::check_operation_args`]); every other step is the same.
+/// The answer's [`Allowed::plan`] is empty: such a verb runs no command.
+pub fn check_operation<'a>(
+    ctx: &Context<'_>,
+    op: &hcp_openapi::Operation,
+    args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+) -> Decision {
+    check_verb(ctx, Some(op), args)
+}
+
+fn check_verb<'a>(
+    ctx: &Context<'_>,
+    operation: Option<&hcp_openapi::Operation>,
+    args: impl IntoIterator<Item = (&'a String, &'a ArgValue)> + Clone,
+) -> Decision {
     let m = ctx.pack.manifest;
     let verb = ctx.verb_key;
     // Step 1: target.
@@ -194,7 +216,15 @@ pub fn check<'a>(
             None,
         );
     };
-    let plan = match m.plan_verb(verb) {
+    let planned = match operation {
+        // A `kind: openapi` verb runs no command: its request is built from `operation`.
+        Some(_) => Ok(CommandPlan {
+            program: String::new(),
+            args: Vec::new(),
+        }),
+        None => m.plan_verb(verb),
+    };
+    let plan = match planned {
         Ok(p) => p,
         Err(PlanError::KindUnsupported) => {
             return deny(
@@ -237,7 +267,11 @@ pub fn check<'a>(
         ));
     }
     // Step 3: arguments.
-    let (values, confirmed) = match check_args(&plan, args, ctx.face == Face::Cli) {
+    let checked = match operation {
+        Some(op) => check_operation_args(op, args, ctx.face == Face::Cli),
+        None => check_args(&plan, args, ctx.face == Face::Cli),
+    };
+    let (values, confirmed) = match checked {
         Ok(v) => v,
         Err(r) => return with_entry(deny(r.code, Step::Arguments, r.message, r.hint)),
     };

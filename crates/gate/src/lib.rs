@@ -21,7 +21,7 @@ pub mod target;
 
 pub use check::{
     Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, StimulusAllowed,
-    check, check_stimulus,
+    check, check_operation, check_stimulus,
 };
 pub use code::{Code, Step};
 pub use grant::GrantStatus;

@@ -337,7 +337,7 @@ codes! {
     SymlinkInPack => "symlink_in_pack", Pack, REFUSED, REFUSED, "A symlink in the pack directory.";
     UnsafePath => "unsafe_path", Pack, REFUSED, REFUSED, "A path that leaves the pack directory.";
     BadBinding => "bad_binding", Pack, REFUSED, REFUSED, "`mothership` outside the control plane, or the reverse.";
-    BadOpenapi => "bad_openapi", Pack, REFUSED, REFUSED, "An OpenAPI document install cannot use.";
+    BadOpenapi => "bad_openapi", Pack, EX_NOINPUT, REFUSED, "An OpenAPI document install cannot use; in a call, a `kind: openapi` verb with no server to send to.";
     UnknownOperation => "unknown_operation", Pack, REFUSED, REFUSED, "An `operation` that is no `operationId` of the document.";
     NothingToPromote => "nothing_to_promote", Pack, REFUSED, REFUSED, "`hcp pack promote` of a pack without `pass_through`, or whose program cannot be told.";
     SkillCollision => "skill_collision", Pack, REFUSED, REFUSED, "A skill of the same name that hcp did not write.";

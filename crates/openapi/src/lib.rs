@@ -43,7 +43,7 @@ pub use operation::{
     ArgIn, ArgSpec, Auth, Body, Dropped, Method, Operation, QueryStyle, RESERVED_NAMES, Security,
     TENANT_NAMES, arg_name,
 };
-pub use plan::{Credential, Header, RequestPlan, plan};
+pub use plan::{Checked, Credential, Header, RequestPlan, check, plan};
 pub use schema::{JsonType, Schema};
 #[cfg(feature = "http")]
 pub use send::{DEFAULT_BODY_CAP, DEFAULT_TIMEOUT, HttpAnswer, HttpOutcome, Limits, fetch, send};

@@ -20,7 +20,7 @@
 //! ignored), a header parameter the credential's header overrides, `readOnly` body
 //! properties.
 
-use crate::schema::Schema;
+use crate::schema::{JsonType, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -138,6 +138,90 @@ pub struct ArgSpec {
     pub json: bool,
 }
 
+impl ArgSpec {
+    /// The value's stand-in in a usage line (`hcp exec … --NAME VALUE`): the choices of a
+    /// short `enum` of scalars joined by `|` (`open|done`), `N` for a number, `true|false`
+    /// for a boolean, `JSON` for an array or object, else the name upper-cased.
+    pub fn value_hint(&self) -> String {
+        let s = &self.schema;
+        if let Some(e) = &s.enumeration
+            && !e.is_empty()
+            && e.len() <= 6
+            && e.iter().all(|v| !v.is_array() && !v.is_object())
+        {
+            return e
+                .iter()
+                .map(|v| match v {
+                    Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("|");
+        }
+        let admits = |t| s.types.contains(&t);
+        if self.json || admits(JsonType::Array) || admits(JsonType::Object) {
+            "JSON".into()
+        } else if admits(JsonType::String) || s.types.is_empty() {
+            self.name.to_uppercase()
+        } else if admits(JsonType::Integer) || admits(JsonType::Number) {
+            "N".into()
+        } else if admits(JsonType::Boolean) {
+            "true|false".into()
+        } else {
+            self.name.to_uppercase()
+        }
+    }
+
+    /// The argument's rules in a few words, for `hcp show`: its type, then its `enum`,
+    /// bounds, lengths and pattern (`integer, 1 to 100`; `string, one of open, done`).
+    pub fn rules(&self) -> String {
+        let s = &self.schema;
+        let mut parts = vec![s.type_text()];
+        if let Some(e) = &s.enumeration {
+            let items: Vec<String> = e
+                .iter()
+                .map(|v| match v {
+                    Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            parts.push(format!("one of {}", items.join(", ")));
+        }
+        let num = |f: f64| {
+            if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                format!("{}", f as i64)
+            } else {
+                f.to_string()
+            }
+        };
+        match (s.minimum, s.maximum) {
+            (Some(lo), Some(hi)) if !s.exclusive_minimum && !s.exclusive_maximum => {
+                parts.push(format!("{} to {}", num(lo), num(hi)));
+            }
+            (lo, hi) => {
+                if let Some(lo) = lo {
+                    let op = if s.exclusive_minimum { ">" } else { ">=" };
+                    parts.push(format!("{op} {}", num(lo)));
+                }
+                if let Some(hi) = hi {
+                    let op = if s.exclusive_maximum { "<" } else { "<=" };
+                    parts.push(format!("{op} {}", num(hi)));
+                }
+            }
+        }
+        match (s.min_length, s.max_length) {
+            (Some(lo), Some(hi)) => parts.push(format!("{lo} to {hi} characters")),
+            (Some(lo), None) => parts.push(format!("at least {lo} characters")),
+            (None, Some(hi)) => parts.push(format!("at most {hi} characters")),
+            (None, None) => {}
+        }
+        if let Some(p) = &s.pattern {
+            parts.push(format!("matching `{p}`"));
+        }
+        parts.join(", ")
+    }
+}
+
 fn is_default_style(s: &QueryStyle) -> bool {
     *s == QueryStyle::FormExploded
 }
@@ -236,19 +320,36 @@ impl Operation {
         &self.args
     }
 
+    /// The arguments in the order the CLI face fills them from positional values: the
+    /// required ones first, then the others, each group in [`Operation::arguments`]'s order
+    /// (so `tasks.add "Buy milk"` gives the required `title`, not an optional property
+    /// that sorts before it).
+    pub fn positional(&self) -> Vec<&ArgSpec> {
+        let (mut req, opt): (Vec<&ArgSpec>, Vec<&ArgSpec>) =
+            self.args.iter().partition(|a| a.required);
+        req.extend(opt);
+        req
+    }
+
     /// The argument named `name`.
     pub fn argument(&self, name: &str) -> Option<&ArgSpec> {
         self.args.iter().find(|a| a.name == name)
     }
 
     /// The arguments as one JSON Schema 2020-12 object (what `hcp mcp` shows as a tool's
-    /// `inputSchema`): `properties` by argument name, `required`,
-    /// `additionalProperties: false`.
+    /// `inputSchema`, and what a runtime policy's contract is projected from):
+    /// `properties` by argument name, `required`, `additionalProperties: false`. Each
+    /// property is the schema a call's value is checked against, in the form the faces
+    /// take values (RUNTIME §5: a string, a number or a boolean): an array or object
+    /// argument is a `string` holding its JSON text (its own schema named in the
+    /// description; the value is parsed and checked against it before anything is sent),
+    /// and `null` is left out of a nullable type (an optional argument is omitted
+    /// instead).
     pub fn input_schema(&self) -> Value {
         let mut props = Map::new();
         let mut required = Vec::new();
         for a in &self.args {
-            let mut s = a.schema.to_json_schema();
+            let mut s = face_form(a);
             if let (Some(d), Value::Object(o)) = (&a.description, &mut s) {
                 o.insert("description".into(), d.clone().into());
             }
@@ -266,6 +367,41 @@ impl Operation {
         o.insert("additionalProperties".into(), false.into());
         Value::Object(o)
     }
+}
+
+/// The schema of argument `a` as the faces take its value (see
+/// [`Operation::input_schema`]).
+fn face_form(a: &ArgSpec) -> Value {
+    let full = a.schema.to_json_schema();
+    let structured = a.json
+        || a.schema.types.contains(&JsonType::Array)
+        || a.schema.types.contains(&JsonType::Object);
+    if structured {
+        let mut o = Map::new();
+        o.insert("type".into(), "string".into());
+        let mut shape = full.clone();
+        if let Value::Object(m) = &mut shape {
+            m.remove("description");
+        }
+        let text = format!("JSON text of {shape}");
+        let d = match a.schema.description.as_deref() {
+            Some(d) => format!("{d} ({text})"),
+            None => text,
+        };
+        o.insert("description".into(), d.into());
+        return Value::Object(o);
+    }
+    let mut s = full;
+    if let Value::Object(m) = &mut s
+        && let Some(Value::Array(types)) = m.get_mut("type")
+    {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let one = types.remove(0);
+            m.insert("type".into(), one);
+        }
+    }
+    s
 }
 
 /// An argument name of `wire`: itself when it is `^[a-z_][a-z0-9_]*$`, else its
@@ -306,6 +442,47 @@ pub fn arg_name(wire: &str) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn usage_hints_and_rules_come_from_the_schema() {
+        let arg = |schema: Value| ArgSpec {
+            name: "limit".into(),
+            wire: "limit".into(),
+            location: ArgIn::Query,
+            required: false,
+            schema: serde_json::from_value(schema).unwrap(),
+            description: None,
+            style: QueryStyle::default(),
+            json: false,
+        };
+        let a = arg(serde_json::json!({"types": ["integer"], "minimum": 1.0, "maximum": 100.0}));
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            ("N".into(), "integer, 1 to 100".into())
+        );
+        let a = arg(serde_json::json!({"types": ["string"], "enumeration": ["open", "done"]}));
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            ("open|done".into(), "string, one of open, done".into())
+        );
+        let a = arg(serde_json::json!({"types": ["string"], "max_length": 200, "pattern": "^t-"}));
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            (
+                "LIMIT".into(),
+                "string, at most 200 characters, matching `^t-`".into()
+            )
+        );
+        let a = arg(serde_json::json!({"types": ["array"], "minimum": 0.0}));
+        assert_eq!(
+            (a.value_hint(), a.rules()),
+            ("JSON".into(), "array, >= 0".into())
+        );
+        assert_eq!(
+            arg(serde_json::json!({"types": ["boolean"]})).value_hint(),
+            "true|false"
+        );
+    }
 
     #[test]
     fn argument_names_are_snake_case() {

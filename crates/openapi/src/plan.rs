@@ -102,27 +102,36 @@ pub struct RequestPlan {
     pub body: Option<Vec<u8>>,
 }
 
-/// Checks a call's arguments against `op` and builds its request to `server`, with the
-/// credential where the operation's security scheme says (RUNTIME §1.3).
+/// A call's arguments as [`check`] accepted them: each given argument of the operation
+/// with its value coerced to the schema's type (`"5"` → 5), in the operation's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked<'a> {
+    values: Vec<(&'a ArgSpec, Value)>,
+}
+
+impl Checked<'_> {
+    /// The checked values by argument name, in the operation's order.
+    pub fn values(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.values.iter().map(|(a, v)| (a.name.as_str(), v))
+    }
+}
+
+/// Checks a call's arguments against `op` (RUNTIME §1.3, §5 step 3), without building a
+/// request: what the gate runs at step 3, and [`plan`] runs again on the values that reach
+/// it.
 ///
 /// Values may be typed (the JSON face, MCP) or strings (the CLI face: `"5"` is the integer
 /// 5 where the schema wants an integer, JSON text an array or object). Refused, in this
-/// order, before anything is sent: an argument that is not one of the operation's
-/// (`arg_unknown`); a required one absent (`arg_missing`); a value outside its type,
-/// enum, bounds, length, pattern or item rules, a path value that could leave its segment
-/// (`/`, `\`, `.`, `..`, empty, or any of these after up to four rounds of
-/// percent-decoding, as in `%2F..` or `%252e%252e`), a value holding NUL, a header value
-/// holding a control or non-ASCII character (`arg_invalid`); a credential the operation
-/// requires and was not given (`binding_required`).
+/// order: an argument that is not one of the operation's (`arg_unknown`); a required one
+/// absent (`arg_missing`); a value outside its type, enum, bounds, length, pattern or item
+/// rules, a value holding NUL, a path value that could leave its segment (`/`, `\`, `.`,
+/// `..`, empty, or any of these after up to four rounds of percent-decoding, as in `%2F..`
+/// or `%252e%252e`), a header value holding a control or non-ASCII character
+/// (`arg_invalid`).
 ///
 /// # Errors
 /// The first [`Refusal`].
-pub fn plan(
-    op: &Operation,
-    server: &ServerUrl,
-    args: &Map<String, Value>,
-    credential: Option<&Credential>,
-) -> Result<RequestPlan, Refusal> {
+pub fn check<'a>(op: &'a Operation, args: &Map<String, Value>) -> Result<Checked<'a>, Refusal> {
     for name in args.keys() {
         if op.argument(name).is_none() {
             let mut message = format!(
@@ -170,8 +179,53 @@ pub fn plan(
                 format!("argument `{}` holds a NUL character", a.name),
             ));
         }
+        match a.location {
+            ArgIn::Path => {
+                if let Some(why) = leaves_segment(&text_of(a, &v, ",")) {
+                    return Err(Refusal::arg(
+                        RefusalCode::ArgInvalid,
+                        &a.name,
+                        format!("path argument `{}` {why}", a.name),
+                    ));
+                }
+            }
+            ArgIn::Header => {
+                if !text_of(a, &v, ",")
+                    .bytes()
+                    .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+                {
+                    return Err(Refusal::arg(
+                        RefusalCode::ArgInvalid,
+                        &a.name,
+                        format!(
+                            "header argument `{}` holds a control or non-ASCII character",
+                            a.name
+                        ),
+                    ));
+                }
+            }
+            ArgIn::Query | ArgIn::Body => {}
+        }
         values.push((a, v));
     }
+    Ok(Checked { values })
+}
+
+/// Checks a call's arguments against `op` ([`check`]) and builds its request to `server`,
+/// with the credential where the operation's security scheme says (RUNTIME §1.3).
+///
+/// Refused before anything is sent: what [`check`] refuses; a credential the operation
+/// requires and was not given (`binding_required`).
+///
+/// # Errors
+/// The first [`Refusal`].
+pub fn plan(
+    op: &Operation,
+    server: &ServerUrl,
+    args: &Map<String, Value>,
+    credential: Option<&Credential>,
+) -> Result<RequestPlan, Refusal> {
+    let values = check(op, args)?.values;
 
     // Path.
     let base = server.url();
@@ -192,13 +246,6 @@ pub fn plan(
                 )
             })?;
         let text = text_of(a, v, ",");
-        if let Some(why) = leaves_segment(&text) {
-            return Err(Refusal::arg(
-                RefusalCode::ArgInvalid,
-                &a.name,
-                format!("path argument `{}` {why}", a.name),
-            ));
-        }
         path.extend(utf8_percent_encode(&text, COMPONENT));
         rest = rest.get(close + 1..).unwrap_or("");
     }
@@ -247,19 +294,6 @@ pub fn plan(
     }];
     for (a, v) in values.iter().filter(|(a, _)| a.location == ArgIn::Header) {
         let text = text_of(a, v, ",");
-        if !text
-            .bytes()
-            .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
-        {
-            return Err(Refusal::arg(
-                RefusalCode::ArgInvalid,
-                &a.name,
-                format!(
-                    "header argument `{}` holds a control or non-ASCII character",
-                    a.name
-                ),
-            ));
-        }
         headers.push(Header {
             name: a.wire.clone(),
             value: text,

@@ -62,7 +62,12 @@ fn both_3_0_and_3_1_load_and_compile_alike() {
     );
     assert_eq!(
         oa.input_schema()["properties"]["limit"],
-        json!({"type": ["integer", "null"], "minimum": 1, "maximum": 100})
+        json!({"type": "integer", "minimum": 1, "maximum": 100})
+    );
+    // An array is JSON text on the faces (a value is a string, a number or a boolean).
+    assert_eq!(
+        oa.input_schema()["properties"]["tags"],
+        json!({"type": "string", "description": "JSON text of {\"items\":{\"type\":\"string\"},\"type\":\"array\"}"})
     );
 }
 

@@ -342,16 +342,7 @@ fn args_digest(
     verb_key: &str,
     words: &Words,
 ) -> Result<String, Refusal> {
-    let takes: Vec<String> = pack
-        .manifest
-        .plan_verb(verb_key)
-        .map(|p| {
-            hcp_model::manifest::arguments(&p)
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect()
-        })
-        .unwrap_or_default();
+    let takes = crate::http::verb_takes(pack, verb_key);
     let args = words.assign(&takes);
     let pairs: Vec<(&str, &hcp_model::ArgValue)> =
         args.iter().map(|(k, v)| (k.as_str(), v)).collect();

@@ -48,6 +48,7 @@ pub mod connect;
 pub mod decide;
 mod degraded;
 pub mod doctor;
+pub mod http;
 pub mod install;
 pub mod pins;
 pub mod pipeline;

@@ -11,6 +11,7 @@
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
+use crate::http::Work;
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -23,7 +24,7 @@ use crate::steps::{
     content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, principal_of,
     record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record, tool_lock,
 };
-use hcp_adapter::{Invocation, Limits};
+use hcp_adapter::Limits;
 use hcp_gate::{Context, Decision, Face, PackView, Principal};
 use hcp_model::manifest::arguments;
 use hcp_model::{BindingMode, Code, ExecResult, exit};
@@ -102,6 +103,7 @@ fn steps(
         lock,
         config,
         credential,
+        operation,
         sandboxes,
     } = snap;
 
@@ -117,16 +119,21 @@ fn steps(
         facts.operation = Some(entry.operation);
         facts.land = Some(entry.privacy.land);
     }
+    // A `kind: openapi` verb: its compiled operation (the pinned copy), RUNTIME §1.3.
+    let operation = operation.transpose().map_err(stop)?;
 
     // ── 2. Principal. ──────────────────────────────────────────────────────────────────
     let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
-    let takes: Vec<String> = pack
-        .manifest
-        .plan_verb(&verb_key)
-        .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
-        .unwrap_or_default();
+    let takes: Vec<String> = match &operation {
+        Some(op) => crate::http::takes(op),
+        None => pack
+            .manifest
+            .plan_verb(&verb_key)
+            .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
+            .unwrap_or_default(),
+    };
     let args = call.args.for_verb(&takes);
     let pairs: Vec<(&str, &hcp_model::ArgValue)> =
         args.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -150,7 +157,11 @@ fn steps(
         cwd: &caller.cwd,
         project: caller.project.as_deref(),
     };
-    let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+    let decision = match &operation {
+        Some(op) => hcp_gate::check_operation(&ctx, op, args.iter().map(|(k, v)| (k, v))),
+        None => hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))),
+    };
+    let allowed = match decision {
         Decision::Allow(a) => a,
         Decision::Deny(r) => return Err(stop(Refusal::from_gate(&r))),
     };
@@ -208,7 +219,8 @@ fn steps(
         }
     };
 
-    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox. ────────────────
+    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox; for a ─────────
+    //        `kind: openapi` verb, its one HTTP request instead (http.rs).
     let spec = ChildSpec {
         pack: &pack,
         key: &verb_key,
@@ -220,19 +232,17 @@ fn steps(
         config: &config,
         sandboxes: &sandboxes,
     };
-    let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
-    if let Some(s) = &child.sandbox {
-        facts.audit_extra.insert("sandbox".into(), s.clone());
-        facts.result_extra.insert("sandbox".into(), s.clone());
-    }
-    let remove_tmp = |child: &mut prepare::Child| {
-        // The confinement first: its cgroup and covers go with it.
-        drop(std::mem::take(&mut child.confinement));
-        if let Some(tmp) = child.private_tmp.take() {
-            // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.
-            let _ = tmp.remove();
-        }
+    let mut child = match &operation {
+        None => Work::Child(Box::new(
+            prepare::child(rt.home(), caller, &spec).map_err(stop)?,
+        )),
+        Some(op) => Work::Http(crate::http::prepare(op, &spec).map_err(stop)?),
     };
+    if let Some(s) = child.sandbox() {
+        facts.audit_extra.insert("sandbox".into(), s.clone());
+        facts.result_extra.insert("sandbox".into(), s);
+    }
+    let remove_tmp = |child: &mut Work| child.clean_up();
     // Fail closed: a call whose record could not be written is not run.
     if let Err(e) = rt.state().audit_ready() {
         remove_tmp(&mut child);
@@ -274,26 +284,16 @@ fn steps(
             .insert("approval_id".into(), id.clone().into());
     }
 
-    // ── 9c. The adapter runs the child. ─────────────────────────────────────────────────
+    // ── 9c. The adapter runs the child (or hcp sends the request: http.rs). ─────────────
     let limits = Limits {
         timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
-    let inv = Invocation {
-        bin: &child.bin,
-        argv0: child.argv0.clone(),
-        args: std::mem::take(&mut child.args),
-        env: &child.env,
-        cwd: child.cwd.clone(),
-        limits,
-        confine: Some(&child.confinement),
-        cancel,
-    };
     rt.seam().watch_child();
-    let run = hcp_adapter::run(&inv);
+    let run = child.run(limits, cancel, facts);
     rt.seam().reach(Point::ChildExited);
     remove_tmp(&mut child);
-    let mut outcome = run.map_err(|e| stop(Refusal::adapter(&e)))?;
+    let mut outcome = run.map_err(stop)?;
     let duration_ms = facts.elapsed_ms();
     let (exit, mut code, mut error) = if outcome.timed_out {
         (
@@ -479,6 +479,7 @@ pub fn sense(
         lock: _,
         config,
         credential,
+        operation: _,
         sandboxes,
     } = snap;
 

@@ -35,6 +35,10 @@ pub struct Snapshot {
     pub config: Result<RuntimeConfig, ConfigError>,
     /// The principal's credential, for a `user` pack's verb other than its connect verb.
     pub credential: Option<Result<Credential, MintError>>,
+    /// The compiled operation of a `kind: openapi` pack's verb, from the pinned copy
+    /// install kept (RUNTIME §1.3); `None` for other kinds, stimuli and a target that did
+    /// not resolve.
+    pub operation: Option<Result<hcp_openapi::Operation, Refusal>>,
     /// Every session's working directory with its principal (`State::session_list`, one
     /// listing per call): the child's confinement hides other principals' (RUNTIME §5).
     /// Empty when the target did not resolve.
@@ -98,6 +102,15 @@ impl Snapshot {
             }
             _ => None,
         };
+        let operation = match (&target, subject) {
+            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
+                Some(
+                    pack::openapi::pinned_operation(p, key)
+                        .map_err(|e| crate::install::pack_refusal(&e)),
+                )
+            }
+            _ => None,
+        };
         let sandboxes = if target.is_ok() {
             sandboxes(rt)
         } else {
@@ -105,6 +118,7 @@ impl Snapshot {
         };
         let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
         Self {
+            operation,
             session,
             target,
             active,

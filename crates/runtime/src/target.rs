@@ -3,6 +3,10 @@
 //! pack named apart (`pack_id` of an envelope, MCP, connect), else a verb key unique
 //! across active packs. Cost does not grow with the number of installed packs unless the
 //! target is a bare verb key.
+//!
+//! A target that names no verb but a subcommand a pack's `pass_through` lists is
+//! `pass_through_unsupported` (66), not `unknown_verb`: hcp never runs `pass_through`, and
+//! the author promotes it to named verbs with `hcp pack promote DIR` (RUNTIME §1.3).
 
 use crate::refusal::Refusal;
 use hcp_model::Code;
@@ -12,8 +16,8 @@ use hcp_store::pack::{self, InstalledPack, PackError};
 /// The pack and verb key a target resolves to.
 ///
 /// # Errors
-/// `unknown_verb` (with suggestions), `ambiguous_verb`, or the store's code when a pack
-/// cannot be read.
+/// `unknown_verb` (with suggestions), `ambiguous_verb`, `pass_through_unsupported`, or the
+/// store's code when a pack cannot be read.
 pub fn resolve(
     home: &Home,
     pack_id: Option<&str>,
@@ -34,6 +38,9 @@ pub fn resolve(
             );
         };
         if !p.manifest.verbs.contains_key(target) {
+            if p.manifest.pass_through_allows(target) {
+                return Err(pass_through(&p, target));
+            }
             let known: Vec<String> = p
                 .manifest
                 .verbs
@@ -47,6 +54,7 @@ pub fn resolve(
     // The readings come in pairs with the same pack id (`echo.say` reads as `echo` +
     // `say`, then `echo` + `echo.say`): each pack is loaded once.
     let mut loaded: Option<(&str, Option<InstalledPack>)> = None;
+    let mut passed_through: Option<Refusal> = None;
     for (id, verb) in hcp_gate::target::readings(target) {
         if hcp_model::validate_pack_id(id).is_err() {
             continue;
@@ -54,13 +62,20 @@ pub fn resolve(
         if loaded.as_ref().is_none_or(|(l, _)| *l != id) {
             loaded = Some((id, load(id)?));
         }
-        if let Some((_, slot)) = &mut loaded
-            && slot
+        if let Some((_, slot)) = &mut loaded {
+            if slot
                 .as_ref()
                 .is_some_and(|p| p.manifest.verbs.contains_key(verb))
-            && let Some(p) = slot.take()
-        {
-            return Ok((p, verb.to_owned()));
+                && let Some(p) = slot.take()
+            {
+                return Ok((p, verb.to_owned()));
+            }
+            if let Some(p) = slot.as_ref()
+                && passed_through.is_none()
+                && p.manifest.pass_through_allows(verb)
+            {
+                passed_through = Some(pass_through(p, verb));
+            }
         }
     }
     // A bare verb key: unique across active packs.
@@ -74,11 +89,13 @@ pub fn resolve(
             }
             if p.manifest.verbs.contains_key(target) {
                 hits.push(p);
+            } else if passed_through.is_none() && p.manifest.pass_through_allows(target) {
+                passed_through = Some(pass_through(&p, target));
             }
         }
     }
     match hits.len() {
-        0 => Err(unknown(target, known)),
+        0 => Err(passed_through.unwrap_or_else(|| unknown(target, known))),
         1 => {
             let p = hits.remove(0);
             Ok((p, target.to_owned()))
@@ -98,6 +115,21 @@ pub fn resolve(
             .hint("name the pack: `hcp exec PACK.VERB`"))
         }
     }
+}
+
+/// `pass_through_unsupported`: `sub` is a subcommand `pack`'s `pass_through` lists.
+fn pass_through(pack: &InstalledPack, sub: &str) -> Refusal {
+    Refusal::new(
+        Code::PassThroughUnsupported,
+        format!(
+            "`{sub}` is a `pass_through` subcommand of pack `{}`; hcp never runs `pass_through`",
+            pack.id
+        ),
+    )
+    .hint(format!(
+        "the pack's author makes it a named verb with `hcp pack promote {}`, then the owner reinstalls it",
+        pack.record.source.display()
+    ))
 }
 
 fn unknown(target: &str, known: Vec<String>) -> Refusal {

@@ -9,7 +9,8 @@
 //! {
 //!   "sandbox": { "require": false, "tmpdir": "memory", "protect": ["~/.password-store"] },
 //!   "packs": {
-//!     "mail": { "write": ["/home/me/.hcp-example-mail"], "network": "deny" }
+//!     "mail": { "write": ["/home/me/.hcp-example-mail"], "network": "deny" },
+//!     "tasks": { "server": "https://tasks.internal/v1" }
 //!   },
 //!   "limits": {
 //!     "cpu_seconds": 60,
@@ -34,8 +35,8 @@
 //! `local`, `allow` for `personal` and `brain`). A missing file is the defaults. Reading
 //! is strict: an unknown or repeated key, a wrong type, a zero limit, an export folder or
 //! protected path that is neither absolute nor `~/…`, a `read`/`write` grant that is not
-//! absolute, a path holding `..` or listed twice, or a key of `packs` that is not a pack
-//! id is a [`ConfigError`] naming the file, line and column, and
+//! absolute, a path holding `..` or listed twice, a key of `packs` that is not a pack
+//! id, or a `server` that is not an `http(s)` URL is a [`ConfigError`] naming the file, line and column, and
 //! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
 //! understand. The per-exec overrides of the limits can only tighten them
 //! (`hcp_adapter::ResourceLimits::tightened`).
@@ -79,7 +80,8 @@ pub struct RuntimeConfig {
     #[serde(skip_serializing)]
     pub state: Option<StateConfig>,
     /// `packs`: per pack id, what its children may read and write beyond their land's
-    /// defaults, and their network (RUNTIME §5 "Confinement of every land").
+    /// defaults, their network (RUNTIME §5 "Confinement of every land"), and the server of a `kind:
+    /// openapi` pack (RUNTIME §1.3).
     pub packs: StrictMap<PackConfig>,
     /// `resolvers` (default none): tool (`PACK_ID.VERB_KEY`) → the `read` verb
     /// (`PACK.VERB`) whose JSON stdout is the resource its `resource` constraints are
@@ -99,6 +101,7 @@ impl RuntimeConfig {
             read: Vec::new(),
             write: Vec::new(),
             network: None,
+            server: None,
         };
         self.packs.get(pack_id).unwrap_or(&NONE)
     }
@@ -124,6 +127,11 @@ pub struct PackConfig {
     /// `network`: `allow` or `deny` for this pack's children, over `sandbox.network`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
+    /// `server`: for a `kind: openapi` pack, the base URL its requests go to instead of
+    /// the document's first server (RUNTIME §1.3): an absolute `http(s)` URL without user
+    /// name, password, query or fragment. Checked when the file is read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// A path of `sandbox.protect` or of a pack's `read` / `write`, as written, with its place
@@ -604,6 +612,14 @@ impl RuntimeConfig {
                     format!("`packs.{id}`: not a pack id: {why}"),
                 ));
             }
+            if let Some(server) = &pack.server
+                && let Err(e) = hcp_openapi::ServerUrl::parse(server)
+            {
+                return Err(located(
+                    &["packs", id.as_str(), "server"],
+                    format!("`packs.{id}.server`: {}", e.message),
+                ));
+            }
             for (key, list) in [("read", &mut pack.read), ("write", &mut pack.write)] {
                 for i in 0..list.len() {
                     let idx = i.to_string();
@@ -989,5 +1005,44 @@ mod tests {
                 assert!(*column > 0, "{text}: {e}");
             }
         }
+    }
+
+    #[test]
+    fn a_packs_server_is_an_http_url_at_its_place() {
+        let c = parse(r#"{"packs": {"tasks": {"server": "http://127.0.0.1:9/v1"}, "git": {}}}"#)
+            .unwrap();
+        assert_eq!(
+            c.pack("tasks").server.as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
+        assert_eq!(c.pack("git").server, None);
+        assert_eq!(c.pack("absent").server, None);
+        for (text, needle) in [
+            (
+                r#"{"packs": {"tasks": {"server": "ftp://x/v1"}}}"#,
+                "scheme `ftp`",
+            ),
+            (r#"{"packs": {"tasks": {"server": "/v1"}}}"#, "relative URL"),
+            (
+                r#"{"packs": {"tasks": {"server": "http://u:p@x/"}}}"#,
+                "user name",
+            ),
+            (r#"{"packs": {"tasks": {"server": 5}}}"#, "invalid type"),
+            (
+                r#"{"packs": {"tasks": {"servr": "http://x"}}}"#,
+                "unknown field",
+            ),
+            (r#"{"packs": {"Tasks!": {}}}"#, "not a pack id"),
+            (r#"{"packs": {"a": {}, "a": {}}}"#, "duplicate"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let e = parse("{\"packs\": {\"tasks\":\n  {\"server\": \"gopher://x\"}}}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (2, 4));
     }
 }

@@ -334,11 +334,25 @@ pub fn exec_target(pack: &InstalledPack, key: &str) -> String {
 
 /// The `hcp exec` form of verb `key`: `hcp exec PACK.VERB --name NAME …` (target as
 /// [`exec_target`]), optional arguments in brackets, `--confirm` when the policy asks for
-/// it (seeds §4.5).
+/// it (seeds §4.5). A `kind: openapi` verb's arguments are its operation's, each value
+/// shown as the document allows it (`--status open|done`, `--limit N`).
 pub fn exec_form(pack: &InstalledPack, key: &str) -> String {
     let mut s = format!("hcp exec {}", exec_target(pack, key));
     let mut seen: Vec<String> = Vec::new();
-    if let Ok(plan) = pack.manifest.plan_verb(key) {
+    if pack.manifest.kind == hcp_model::Kind::Openapi {
+        // The operation's parameters and body properties (RUNTIME §1.3), from the pinned
+        // copy, each with its value's stand-in from the document (`open|done`, `N`).
+        if let Ok(op) = crate::pack::openapi::pinned_operation(pack, key) {
+            for a in op.positional() {
+                let flag = format!("--{} {}", a.name, a.value_hint());
+                if a.required {
+                    let _ = write!(s, " {flag}");
+                } else {
+                    let _ = write!(s, " [{flag}]");
+                }
+            }
+        }
+    } else if let Ok(plan) = pack.manifest.plan_verb(key) {
         for el in &plan.args {
             if let Element::Arg { name, optional, .. } = el {
                 if seen.contains(name) {

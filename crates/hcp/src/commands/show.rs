@@ -36,16 +36,43 @@ fn verbs(p: &InstalledPack) -> Vec<Value> {
         .iter()
         .map(|(key, spec)| {
             let e = p.policy.verbs.get(key);
-            json!({
+            let mut v = json!({
                 "key": key,
                 "description": spec.description,
                 "operation": e.map(|e| e.operation.as_str()),
                 "land": e.map(|e| e.privacy.land.as_str()),
                 "confirm": e.is_some_and(|e| e.needs_confirm()),
                 "exec": hcp_store::skill::exec_form(p, key),
-            })
+            });
+            if p.manifest.kind == hcp_model::Kind::Openapi {
+                v["http"] = http_verb(p, key);
+            }
+            v
         })
         .collect()
+}
+
+/// What a `kind: openapi` verb sends (RUNTIME §1.3), from the pinned copy: the
+/// operation, its method and path, its arguments (the operation's parameters and body
+/// properties, with the document's rules) and their JSON Schema (`hcp mcp`'s
+/// `inputSchema`).
+fn http_verb(p: &InstalledPack, key: &str) -> Value {
+    match pack::openapi::pinned_operation(p, key) {
+        Ok(op) => json!({
+            "operation_id": op.id,
+            "request": format!("{} {}", op.method.as_str(), op.path),
+            "arguments": op.arguments().iter().map(|a| json!({
+                "name": a.name,
+                "in": a.location.as_str(),
+                "wire": a.wire,
+                "required": a.required,
+                "rules": a.rules(),
+                "description": a.description,
+            })).collect::<Vec<_>>(),
+            "input_schema": op.input_schema(),
+        }),
+        Err(e) => json!({ "error": e.to_string(), "code": e.code() }),
+    }
 }
 
 fn to_json(p: &InstalledPack, active: bool) -> Value {
@@ -67,6 +94,7 @@ fn to_json(p: &InstalledPack, active: bool) -> Value {
         "files": r.files,
         "files_digest": r.files_digest,
         "bins": r.bins,
+        "openapi": r.openapi,
     })
 }
 
@@ -113,6 +141,36 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
             if v["confirm"] == true { "yes" } else { "no" },
             v["exec"].as_str().map(clean).unwrap_or_default(),
         );
+        let http = &v["http"];
+        if let Some(req) = http["request"].as_str() {
+            let _ = writeln!(
+                s,
+                "    {}  `{}`",
+                clean(req),
+                http["operation_id"].as_str().map(clean).unwrap_or_default()
+            );
+        }
+        for a in http["arguments"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                s,
+                "    --{}  {}{}  {}{}",
+                a["name"].as_str().map(clean).unwrap_or_default(),
+                a["in"].as_str().unwrap_or("?"),
+                if a["required"] == true {
+                    ", required"
+                } else {
+                    ""
+                },
+                a["rules"].as_str().map(clean).unwrap_or_default(),
+                a["description"]
+                    .as_str()
+                    .map(|d| format!(": {}", clean(d)))
+                    .unwrap_or_default(),
+            );
+        }
+        if let Some(e) = http["error"].as_str() {
+            let _ = writeln!(s, "    cannot read its operation: {}", clean(e));
+        }
     }
     let _ = writeln!(s, "pins:");
     for b in &r.bins {
@@ -122,6 +180,20 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
             clean(&b.program),
             b.path.display(),
             b.sha256
+        );
+    }
+    if let Some(d) = &r.openapi {
+        let _ = writeln!(
+            s,
+            "  document `{}` {} ({} bytes) from `{}`; server {}",
+            clean(&d.spec),
+            d.sha256,
+            d.bytes,
+            clean(&d.source),
+            d.server.as_deref().map_or_else(
+                || "none (set `packs.ID.server`)".to_owned(),
+                |u| format!("`{}`", clean(u))
+            )
         );
     }
     for (name, d) in &r.files {

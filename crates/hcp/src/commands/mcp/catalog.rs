@@ -2,7 +2,6 @@
 //! transport, named `PACK.VERB`, and the cheap signature that tells when the owner changed
 //! the set (install, reinstall, activate, deactivate, uninstall).
 
-use hcp_model::manifest::arguments;
 use hcp_model::{Land, Operation, Transport};
 use hcp_store::Home;
 use hcp_store::pack::{self, InstalledPack};
@@ -132,12 +131,13 @@ pub fn tools_of(p: &InstalledPack, runtime: Option<&histos::Policy>, owner: bool
             );
             continue;
         }
-        let (Some(entry), Ok(plan)) = (p.policy.verbs.get(verb_key), m.plan_verb(verb_key)) else {
+        let Some(entry) = p.policy.verbs.get(verb_key) else {
             continue;
         };
         let confirm = entry.confirm == Some(true);
-        let args = arguments(&plan);
-        let mut schema = hcp_runtime::schema::input_schema(&args, confirm);
+        let Some(mut schema) = hcp_runtime::schema::verb_input_schema(p, verb_key, confirm) else {
+            continue;
+        };
         if let Some(contract) = runtime
             .and_then(|r| r.tool(&name))
             .and_then(|t| t.args.as_ref())

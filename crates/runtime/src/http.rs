@@ -1,0 +1,287 @@
+//! The run step of a `kind: openapi` verb (RUNTIME §1.3, §5 step 9): instead of a child,
+//! one HTTP request built from the verb's compiled operation (the pinned copy install
+//! kept), sent by hcp itself with the call's time-out, the 1 MiB cap and the face's cancel
+//! descriptor, and answered in the shape of a CLI run ([`hcp_adapter::Outcome`]), so the
+//! post-gate (credential redaction, the runtime policy's output controls) and the audit
+//! record are the pipeline's own.
+//!
+//! Preparation ([`prepare`]), after the gate and binding mint and before admission (it
+//! spends nothing): `config.json` must parse; the call's network must not be `deny`
+//! (below); the server is the operator's `packs.ID.server`, else the document's first
+//! one; the credential is the binding's `token` field (else its only string field); and
+//! the request is planned ([`hcp_openapi::plan`]: the arguments checked again, after the
+//! runtime policy's `bind`, and the credential placed as the security scheme says).
+//! Nothing is sent until admission has passed.
+//!
+//! **`network: deny`.** No child runs: hcp sends the request, to one origin only, never
+//! following a redirect and using no proxy. A `deny` (the pack's `network` or
+//! `sandbox.network`) for an openapi pack is therefore refused (`sandbox_unavailable`),
+//! not read as "one origin": every openapi call reaches one origin already, so that
+//! reading would make `deny` mean the same as `allow` and quietly drop what the operator
+//! wrote. An operator who wants the pack runs it with `network: allow` for it. The
+//! network is the pack's `packs.ID.network`, else `sandbox.network`, else the land's
+//! default (`deny` for `local`), as for a child.
+
+use crate::prepare::{self, ChildSpec};
+use crate::record::Facts;
+use crate::refusal::Refusal;
+use hcp_adapter::{Invocation, Limits, Outcome};
+use hcp_model::{ArgValue, Code, Land};
+use hcp_openapi::{Credential, HttpOutcome, Operation, RefusalCode, RequestPlan};
+use hcp_store::config::RuntimeConfig;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+/// What the run step runs: a child (a CLI verb), or an HTTP request (a `kind: openapi`
+/// verb).
+#[derive(Debug)]
+pub enum Work {
+    /// A prepared child.
+    Child(Box<prepare::Child>),
+    /// A planned request.
+    Http(Box<Request>),
+}
+
+/// A planned request of a `kind: openapi` verb, not yet sent.
+#[derive(Debug)]
+pub struct Request {
+    /// The request.
+    pub plan: RequestPlan,
+    /// The result's and the record's `sandbox` field.
+    pub sandbox: Value,
+}
+
+impl Work {
+    /// The `sandbox` field of the result and the record, when there is one.
+    pub fn sandbox(&self) -> Option<Value> {
+        match self {
+            Self::Child(c) => c.sandbox.clone(),
+            Self::Http(r) => Some(r.sandbox.clone()),
+        }
+    }
+
+    /// Removes what preparation made (a `local` child's private `TMPDIR`): best effort, a
+    /// leftover directory is private (0700) and holds nothing of hcp's.
+    pub fn clean_up(&mut self) {
+        if let Self::Child(c) = self {
+            // The confinement first: its cgroup and covers go with it.
+            drop(std::mem::take(&mut c.confinement));
+            if let Some(tmp) = c.private_tmp.take() {
+                let _ = tmp.remove();
+            }
+        }
+    }
+
+    /// Runs it: the child through the adapter, or the request through
+    /// [`hcp_openapi::send`]. An HTTP answer's status goes into the result's and the
+    /// record's `http_status`.
+    ///
+    /// # Errors
+    /// The adapter's failure to start the child (`spawn_failed`, `bin_changed` …).
+    pub fn run(
+        &mut self,
+        limits: Limits,
+        cancel: Option<BorrowedFd<'_>>,
+        facts: &mut Facts,
+    ) -> Result<Outcome, Refusal> {
+        match self {
+            Self::Child(child) => {
+                let inv = Invocation {
+                    bin: &child.bin,
+                    argv0: child.argv0.clone(),
+                    args: std::mem::take(&mut child.args),
+                    env: &child.env,
+                    cwd: child.cwd.clone(),
+                    limits,
+                    confine: Some(&child.confinement),
+                    cancel,
+                };
+                hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e))
+            }
+            Self::Http(r) => {
+                let (outcome, status) = send(&r.plan, limits.timeout, cancel);
+                if let Some(s) = status {
+                    facts.result_extra.insert("http_status".into(), s.into());
+                    facts.audit_extra.insert("http_status".into(), s.into());
+                }
+                Ok(outcome)
+            }
+        }
+    }
+}
+
+/// The argument names of `op`, in the order the CLI face fills them from positional
+/// values ([`Operation::positional`]: the required ones first).
+pub fn takes(op: &Operation) -> Vec<String> {
+    op.positional().iter().map(|a| a.name.clone()).collect()
+}
+
+/// The argument names verb `key` of `pack` takes, in the order positional values fill
+/// them: a template's placeholders, or a `kind: openapi` verb's operation's arguments
+/// ([`takes`], from the pinned copy). Empty when the verb cannot be planned or read.
+pub fn verb_takes(pack: &hcp_store::pack::InstalledPack, key: &str) -> Vec<String> {
+    if pack.manifest.kind == hcp_model::Kind::Openapi {
+        return hcp_store::pack::openapi::pinned_operation(pack, key)
+            .map(|op| takes(&op))
+            .unwrap_or_default();
+    }
+    pack.manifest
+        .plan_verb(key)
+        .map(|p| {
+            hcp_model::manifest::arguments(&p)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Prepares the request of `spec`'s `kind: openapi` verb, whose compiled operation is
+/// `op` (see the module docs).
+///
+/// # Errors
+/// `bad_config` (78) when `config.json` does not parse; `sandbox_unavailable` (77) when
+/// the call's network is `deny`; `bad_openapi` (66) when there is no server to send to;
+/// `binding_required` (77) when the operation needs a credential the binding cannot give;
+/// `arg_*` (65) for a value the runtime policy bound that the document does not allow.
+pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Refusal> {
+    let pack = spec.pack;
+    let config = spec.config.as_ref().map_err(|e| {
+        Refusal::new(e.code(), e.to_string())
+            .hint("fix `config.json` in the store; every call is refused until it parses")
+    })?;
+    let operator = config.pack(pack.id.as_str()).server.as_deref();
+    let server = hcp_store::pack::openapi::server(pack, operator).map_err(|e| {
+        Refusal::new(
+            Code::BadOpenapi,
+            format!("pack `{}` has no server to send to: {}", pack.id, e.message),
+        )
+        .hint(format!(
+            "the owner sets `\"packs\": {{\"{}\": {{\"server\": URL}}}}` in `config.json`",
+            pack.id
+        ))
+    })?;
+    if network_denied(config, pack.id.as_str(), spec.allowed.land) {
+        return Err(Refusal::new(
+            Code::SandboxUnavailable,
+            format!(
+                "the network is `deny` for pack `{}`, and its verbs are HTTP requests (to `{}`)",
+                pack.id,
+                server.origin()
+            ),
+        )
+        .hint(format!(
+            "the owner sets `\"packs\": {{\"{}\": {{\"network\": \"allow\"}}}}` in `config.json`: its requests reach that one origin and nothing else",
+            pack.id
+        )));
+    }
+    let credential = match spec.secret {
+        None => None,
+        Some(s) => Some(Credential::from_binding(s).ok_or_else(|| {
+            Refusal::new(
+                Code::BindingRequired,
+                format!(
+                    "the binding of `{}` has no `token` field (nor one string field) that a request header can carry",
+                    pack.id
+                ),
+            )
+            .hint(format!("run `hcp connect {}` again", pack.id))
+        })?),
+    };
+    let args = json_args(spec.values);
+    let plan = hcp_openapi::plan(op, &server, &args, credential.as_ref()).map_err(|r| {
+        let code = match r.code {
+            RefusalCode::ArgUnknown => Code::ArgUnknown,
+            RefusalCode::ArgMissing => Code::ArgMissing,
+            RefusalCode::ArgInvalid => Code::ArgInvalid,
+            RefusalCode::BindingRequired => Code::BindingRequired,
+            RefusalCode::BadOpenapi => Code::BadOpenapi,
+        };
+        let refusal = Refusal::new(code, r.message);
+        if code == Code::BindingRequired {
+            refusal.hint(format!(
+                "run `hcp connect {}` to establish the binding",
+                pack.id
+            ))
+        } else {
+            refusal
+        }
+    })?;
+    let sandbox = json!({
+        "filesystem": "no child: hcp sends the request",
+        "network": format!("one origin: {}", plan.origin),
+        "processes": "no child: hcp sends the request",
+    });
+    Ok(Box::new(Request { plan, sandbox }))
+}
+
+/// Whether the network of a call of `pack_id` in `land` is `deny`: the pack's
+/// `packs.ID.network`, else `sandbox.network`, else the land's default (`deny` for
+/// `local`), as for a child (RUNTIME §5).
+fn network_denied(config: &RuntimeConfig, pack_id: &str, land: Land) -> bool {
+    let network = config
+        .network_for(pack_id)
+        .map_or(hcp_adapter::Network::default_for(land), prepare::network);
+    network == hcp_adapter::Network::Deny
+}
+
+/// The call's values as the JSON the request is built from.
+fn json_args(values: &BTreeMap<String, ArgValue>) -> Map<String, Value> {
+    values
+        .iter()
+        .map(|(k, v)| (k.clone(), hcp_gate::args::arg_json(v)))
+        .collect()
+}
+
+/// Sends `plan` within `timeout` (the body capped at 1 MiB, as a CLI's stdout) until
+/// `cancel` fires, and answers as a CLI run would: `exit_code` 0 for a complete `2xx`
+/// answer, 1 otherwise (a `3xx` is never followed: its `Location` is named in `stderr`),
+/// 124 on the time-out, 130 when cancelled; the body as stdout, what went wrong as
+/// stderr. Also the HTTP status, when a response head arrived.
+pub fn send(
+    plan: &RequestPlan,
+    timeout: Duration,
+    cancel: Option<BorrowedFd<'_>>,
+) -> (Outcome, Option<u16>) {
+    let limits = hcp_openapi::Limits {
+        timeout,
+        body_cap: hcp_openapi::DEFAULT_BODY_CAP,
+    };
+    let blank = |exit_code: i32, duration: Duration| Outcome {
+        pid: 0,
+        exit_code,
+        signal: None,
+        timed_out: false,
+        cancelled: false,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        stdout_total: 0,
+        stderr_total: 0,
+        duration,
+    };
+    match hcp_openapi::send(plan, &limits, cancel) {
+        HttpOutcome::Answered(a) => {
+            let mut o = blank(a.exit_code(), a.duration);
+            o.stderr = a.stderr().into_bytes();
+            o.stderr_total = o.stderr.len() as u64;
+            o.stdout_truncated = a.truncated;
+            o.stdout_total = a.body.len() as u64;
+            o.stdout = a.body;
+            (o, a.http_status)
+        }
+        HttpOutcome::TimedOut { duration } => {
+            let mut o = blank(i32::from(Code::Timeout.exit_status()), duration);
+            o.timed_out = true;
+            (o, None)
+        }
+        HttpOutcome::Cancelled { duration } => {
+            let mut o = blank(i32::from(Code::Cancelled.exit_status()), duration);
+            o.cancelled = true;
+            (o, None)
+        }
+    }
+}
