@@ -1,6 +1,8 @@
 //! `cargo xtask demo`: builds the workspace bins, makes a fresh temporary store, installs
-//! and activates every gold pack, and runs a scripted agent through `hcp exec`, printing
-//! each command as a shell line, the gate's answer and a short excerpt of the output.
+//! and activates every gold pack, puts the starting runtime policy of `examples/policy.yaml`
+//! (what `hcp policy init --role agent` writes for the gold packs) in the store and locks
+//! the verbs, and runs a scripted agent through `hcp exec`, printing each command as a
+//! shell line, the gate's answer and a short excerpt of the output.
 //!
 //! The script ([`script`]) is a plain function over a [`Demo`] (the bin directory and a
 //! scratch root), so a test can run it against already built bins. Every step says what it
@@ -8,6 +10,7 @@
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -105,6 +108,8 @@ pub struct Demo {
     pub work: PathBuf,
     /// The gold packs' sources.
     pub packs: PathBuf,
+    /// The agent's starting runtime policy (`examples/policy.yaml` beside `packs`).
+    pub policy: PathBuf,
 }
 
 impl Demo {
@@ -122,12 +127,17 @@ impl Demo {
             std::fs::create_dir_all(d)
                 .with_context(|| format!("cannot create `{}`", d.display()))?;
         }
+        let policy = packs
+            .parent()
+            .map_or_else(|| PathBuf::from("examples"), |r| r.join("examples"))
+            .join("policy.yaml");
         Ok(Self {
             bin_dir,
             hcp_home: scratch.join("hcp-home"),
             home,
             work,
             packs,
+            policy,
         })
     }
 
@@ -180,6 +190,9 @@ struct Step {
     cwd: Option<&'static str>,
     /// Print the whole output, indented, instead of an excerpt.
     full: bool,
+    /// Keep the `approval_id` of the answer as this shell variable (`$NAME` in later
+    /// arguments).
+    capture: Option<&'static str>,
     expect: Expect,
 }
 
@@ -191,6 +204,7 @@ fn step(program: &'static str, args: &[&str], expect: Expect) -> Step {
         env: Vec::new(),
         cwd: None,
         full: false,
+        capture: None,
         expect,
     }
 }
@@ -212,6 +226,10 @@ impl Step {
         self.full = true;
         self
     }
+    fn capture(mut self, var: &'static str) -> Self {
+        self.capture = Some(var);
+        self
+    }
 }
 
 /// How many steps answered ok and how many were refused as scripted.
@@ -223,8 +241,15 @@ pub struct Summary {
     pub refused: usize,
 }
 
-/// Quotes a word for a POSIX shell line when it needs it.
+/// Quotes a word for a POSIX shell line when it needs it (a `$NAME` of the script stays
+/// a variable).
 fn quote(w: &str) -> String {
+    if w.len() > 1
+        && w.starts_with('$')
+        && w[1..].bytes().all(|b| b.is_ascii_uppercase() || b == b'_')
+    {
+        return w.to_owned();
+    }
     let plain = !w.is_empty()
         && w.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b));
@@ -271,8 +296,24 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
         setup.push(step("hcp", &["install", "--activate", &dir], Expect::Ok));
     }
     setup.push(step("hcp", &["list"], Expect::Ok).full());
+    let mut vars = BTreeMap::new();
     for s in &setup {
-        run_step(demo, s, None, out, &mut sum)?;
+        run_step(demo, s, None, &mut vars, out, &mut sum)?;
+    }
+
+    say(
+        out,
+        "\n# the operator's runtime policy for the agents: `hcp policy init --role agent` of the\n# gold packs, kept as examples/policy.yaml; then the verbs are locked",
+    )?;
+    let policy = demo.policy.display().to_string();
+    let in_store = demo.hcp_home.join("policy.yaml").display().to_string();
+    for s in [
+        step("hcp", &["policy", "check", &policy], Expect::Ok),
+        step("cp", &[&policy, &in_store], Expect::Ok),
+        step("hcp", &["policy", "coverage"], Expect::Ok),
+        step("hcp", &["policy", "lock"], Expect::Ok),
+    ] {
+        run_step(demo, &s, None, &mut vars, out, &mut sum)?;
     }
 
     say(
@@ -281,7 +322,7 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
     )?;
     say(
         out,
-        &format!("$ AGENT=$(hcp session start --principal {AGENT} --project demo)"),
+        &format!("$ AGENT=$(hcp session start --principal {AGENT} --role agent --project demo)"),
     )?;
     let o = demo
         .command("hcp", &demo.work)
@@ -290,6 +331,8 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             "start",
             "--principal",
             AGENT,
+            "--role",
+            "agent",
             "--project",
             "demo",
         ])
@@ -435,6 +478,40 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             ],
         ),
         (
+            "the runtime policy: a write the agent confirms still waits for the owner (ledger)",
+            vec![
+                step(
+                    "hcp",
+                    &[
+                        "grant",
+                        AGENT,
+                        "ledger",
+                        "verb.exec.read",
+                        "verb.exec.write",
+                    ],
+                    Expect::Ok,
+                ),
+                exec(
+                    &["ledger.post", "cash", "3.20", "tea", "--confirm", "--json"],
+                    Expect::Refused("requires_confirmation"),
+                )
+                .agent()
+                .capture("APPROVAL"),
+                step("hcp", &["approvals"], Expect::Ok).full(),
+                step("hcp", &["approve", "$APPROVAL"], Expect::Ok),
+                exec(
+                    &["ledger.post", "cash", "3.20", "tea", "--confirm"],
+                    Expect::Ok,
+                )
+                .agent(),
+                exec(
+                    &["ledger.post", "cash", "3.20", "tea", "--confirm"],
+                    Expect::Refused("requires_confirmation"),
+                )
+                .agent(),
+            ],
+        ),
+        (
             "every decision above is in the hash-chained audit trail",
             vec![
                 step("hcp", &["audit", "verify"], Expect::Ok),
@@ -445,7 +522,7 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
     for (title, steps) in sections {
         say(out, &format!("\n# {title}"))?;
         for s in &steps {
-            run_step(demo, s, agent, out, &mut sum)?;
+            run_step(demo, s, agent, &mut vars, out, &mut sum)?;
         }
     }
     Ok(sum)
@@ -455,6 +532,7 @@ fn run_step(
     demo: &Demo,
     s: &Step,
     token: Option<&str>,
+    vars: &mut BTreeMap<&'static str, String>,
     out: &mut dyn std::io::Write,
     sum: &mut Summary,
 ) -> Result<()> {
@@ -471,9 +549,15 @@ fn run_step(
     line.push_str(s.program);
     for a in &s.args {
         line.push(' ');
-        line.push_str(&quote(
-            &a.replace(&demo.packs.display().to_string(), "packs"),
-        ));
+        let shown = a
+            .replace(&demo.policy.display().to_string(), "examples/policy.yaml")
+            .replace(&demo.hcp_home.display().to_string(), "$HCP_HOME")
+            .replace(&demo.packs.display().to_string(), "packs");
+        line.push_str(&if shown.starts_with("$HCP_HOME/") {
+            shown
+        } else {
+            quote(&shown)
+        });
     }
     if s.cwd.is_some() {
         line.push(')');
@@ -481,7 +565,12 @@ fn run_step(
     writeln!(out, "{line}").context("cannot write the transcript")?;
     let cwd = s.cwd.map_or(demo.work.clone(), |d| demo.work.join(d));
     let mut c = demo.command(s.program, &cwd);
-    c.args(&s.args);
+    for a in &s.args {
+        match a.strip_prefix('$').and_then(|v| vars.get(v)) {
+            Some(value) => c.arg(value),
+            None => c.arg(a),
+        };
+    }
     if s.agent {
         let Some(t) = token else {
             bail!("an agent step before the session started");
@@ -497,16 +586,35 @@ fn run_step(
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     let exit = o.status.code().unwrap_or(-1);
-    // A refusal's code is on its `  code: …` line of stderr.
+    // A refusal's code is on its `  code: …` line of stderr, or in the object `--json`
+    // prints.
+    let answer: Option<Value> = serde_json::from_str(stdout.trim()).ok();
     let code = stderr
         .lines()
         .find_map(|l| l.trim().strip_prefix("code: "))
-        .map(str::to_owned);
-    let error = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("error: "))
-        .unwrap_or("")
-        .to_owned();
+        .map(str::to_owned)
+        .or_else(|| {
+            answer
+                .as_ref()
+                .and_then(|v| v["code"].as_str())
+                .map(str::to_owned)
+        });
+    if let (Some(var), Some(id)) = (
+        s.capture,
+        answer.as_ref().and_then(|v| v["approval_id"].as_str()),
+    ) {
+        vars.insert(var, id.to_owned());
+        writeln!(out, "  (APPROVAL={id})").context("cannot write the transcript")?;
+    }
+    let error = if error_of(&stderr).is_empty() {
+        answer
+            .as_ref()
+            .and_then(|v| v["error"].as_str())
+            .unwrap_or("")
+            .to_owned()
+    } else {
+        error_of(&stderr)
+    };
     match (&s.expect, exit, code.as_deref()) {
         (Expect::Ok, 0, _) => {
             sum.ok += 1;
@@ -539,6 +647,15 @@ fn run_step(
             bail!("step `{line}` answered exit {exit}, expected {e:?}")
         }
     }
+}
+
+/// The `error: …` line of stderr.
+fn error_of(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or("")
+        .to_owned()
 }
 
 /// The child output as a person would read it: a JSON object compacted to its keys'
@@ -583,7 +700,18 @@ mod tests {
         let mut transcript = Vec::new();
         let sum = script(&demo, &mut transcript).unwrap();
         let text = String::from_utf8(transcript).unwrap();
-        assert_eq!(sum, Summary { ok: 23, refused: 8 }, "{text}");
+        assert_eq!(
+            sum,
+            Summary {
+                ok: 31,
+                refused: 10
+            },
+            "{text}"
+        );
+        assert!(
+            text.contains("refused · requires_confirmation (exit 77)"),
+            "{text}"
+        );
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
         assert!(!demo.work.join("pwned").exists());

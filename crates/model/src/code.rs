@@ -211,7 +211,19 @@ codes! {
     // 7: the runtime policy: hcp's own.
     PolicyConflict => "policy_conflict", RuntimePolicy, EX_NOPERM, REFUSED, "Both `policy.json` and `policy.yaml` are in the store.";
     LimitStoreUnavailable => "limit_store_unavailable", RuntimePolicy, EX_NOPERM, EX_NOPERM, "The call counters cannot be read or written.";
-    ToolDrift => "tool_drift", RuntimePolicy, EX_NOPERM, EX_NOPERM, "A verb no longer matches its entry in `tools.lock.json`.";
+    ToolDrift => "tool_drift", RuntimePolicy, EX_NOPERM, EX_NOPERM, "A verb no longer matches its entry in `tools.lock.json`, or has none.";
+    // 7: the tool lock `tools.lock.json` (histos::lock::LockCode, and hcp's `lock_stale`).
+    LockUnparseable => "lock_unparseable", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` is not JSON (or not UTF-8, or cannot be read).";
+    LockDuplicateKey => "lock_duplicate_key", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` repeats a key.";
+    LockUnsupportedVersion => "lock_unsupported_version", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` has a `lock_version` newer than this hcp reads.";
+    LockInvalid => "lock_invalid", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` is JSON but not a tool lock.";
+    LockTooLarge => "lock_too_large", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` is larger than hcp reads.";
+    LockNotFound => "lock_not_found", RuntimePolicy, EX_NOPERM, REFUSED, "There is no `tools.lock.json` to check.";
+    LockStale => "lock_stale", RuntimePolicy, EX_NOPERM, REFUSED, "`tools.lock.json` names a verb that no longer exists or is no longer active.";
+    // 7: the resource resolvers of `config.json` (the `received` of a `resolver_error`).
+    ResolverNotRead => "resolver_not_read", RuntimePolicy, EX_NOPERM, EX_NOPERM, "A resolver verb that is not a `read`.";
+    ResolverOutputInvalid => "resolver_output_invalid", RuntimePolicy, EX_NOPERM, EX_NOPERM, "A resolver verb's stdout that is not a JSON object, null or an empty value.";
+    ResolverFailed => "resolver_failed", RuntimePolicy, EX_NOPERM, EX_NOPERM, "A resolver verb that exited non-zero.";
     // 7: the Histos engine's refusals (histos::Rule).
     UnknownTool => "unknown_tool", RuntimePolicy, EX_NOPERM, EX_NOPERM, "The runtime policy has no contract for the tool.";
     NoArgSchema => "no_arg_schema", RuntimePolicy, EX_NOPERM, EX_NOPERM, "The tool's contract has no `args` block.";
@@ -350,6 +362,8 @@ codes! {
     UnknownApproval => "unknown_approval", Command, EX_NOINPUT, EX_NOINPUT, "No approval has this id.";
     ApprovalUsed => "approval_used", Command, REFUSED, REFUSED, "The approval was used already (single use).";
     ApprovalExpired => "approval_expired", Command, REFUSED, REFUSED, "The approval has expired.";
+    ApprovalDecided => "approval_decided", Command, REFUSED, REFUSED, "The owner answered the approval already (approved or denied).";
+    NotAnEscalation => "not_an_escalation", Command, REFUSED, REFUSED, "`hcp deny` of a confirmation: only an escalation can be denied.";
 
     // Reading the audit trail (RUNTIME §6).
     HashMismatch => "hash_mismatch", Audit, REFUSED, REFUSED, "A record whose hash does not match its content.";

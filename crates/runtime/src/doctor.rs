@@ -37,6 +37,8 @@ pub struct Report {
     /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
     /// them.
     pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
+    /// The runtime policy, its compiled cache and the tool lock (RUNTIME §7).
+    pub runtime_policy: crate::policy::health::PolicyHealth,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
 }
@@ -372,6 +374,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         std::env::var_os("HOME").as_deref(),
         &mut problems,
     );
+    let runtime_policy = crate::policy::health::examine(home, &mut problems);
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -391,6 +394,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         packs,
         bindings,
         skill_exports,
+        runtime_policy,
         problems,
     })
 }

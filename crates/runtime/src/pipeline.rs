@@ -19,9 +19,10 @@ use crate::refusal::Refusal;
 use crate::seam::Point;
 use crate::snapshot::{Snapshot, Subject};
 use crate::steps::{
-    SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities, content_changed_at,
-    grants_view, mint_refusal, policy_refusal, principal_of, record_outcome, runtime_policy_pre,
-    session_refusal, signal_name, stop, stop_record,
+    PolicyStep, SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities,
+    content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, principal_of,
+    record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record,
+    tool_lock,
 };
 use hcp_adapter::{Invocation, Limits};
 use hcp_gate::{Context, Decision, Face, PackView, Principal};
@@ -94,6 +95,7 @@ fn steps(
         active,
         grants,
         policy: runtime_policy,
+        lock,
         config,
         credential,
     } = snap;
@@ -149,16 +151,25 @@ fn steps(
     };
     facts.project.clone_from(&allowed.project);
 
-    // ── 7. The runtime policy, dry: counters checked, approval looked up. ─────────────
+    // ── 7. The tool lock, then the runtime policy, dry: counters checked, approvals ──
+    //       looked up, a resolver's own call made.
     let runtime_policy = runtime_policy.map_err(|r| stop(policy_refusal(r)))?;
     let tool = format!("{}.{verb_key}", pack.id);
+    tool_lock(lock, &pack, &verb_key, facts)?;
     let mut values = allowed.values.clone();
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
-        let cli = call.face == Face::Cli;
-        let pass = runtime_policy_pre(rt, rp, s, &tool, &values, cli, now, facts)?;
+        let step = PolicyStep {
+            rt,
+            caller,
+            timeout: call.timeout,
+            config: policy_config(&config).map_err(stop)?,
+            cli_face: call.face == Face::Cli,
+            now,
+        };
+        let pass = runtime_policy_pre(&step, rp, s, &tool, &values, facts)?;
         values = pass.values;
-        spend.take(pass.counters, pass.approval);
+        spend.take(pass.counters, pass.approvals);
     }
 
     // ── 8. Binding mint. ───────────────────────────────────────────────────────────────
@@ -456,7 +467,8 @@ pub fn sense(
         active,
         grants,
         policy: runtime_policy,
-        config: _,
+        lock: _,
+        config,
         credential,
     } = snap;
 
@@ -527,11 +539,23 @@ pub fn sense(
     };
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+        let config = match policy_config(&config) {
+            Ok(c) => c,
+            Err(r) => return Err(record_refusal(&facts, r)),
+        };
+        let step = PolicyStep {
+            rt,
+            caller,
+            timeout: None,
+            config,
+            cli_face: false,
+            now,
+        };
         for r in &refs {
             let tool = format!("{}.{r}", pack.id);
             let none = std::collections::BTreeMap::new();
-            match runtime_policy_pre(rt, rp, s, &tool, &none, false, now, &mut facts) {
-                Ok(pass) => spend.take(pass.counters, pass.approval),
+            match runtime_policy_pre(&step, rp, s, &tool, &none, &mut facts) {
+                Ok(pass) => spend.take(pass.counters, pass.approvals),
                 Err(st) => return Err(record_refusal(&facts, st.refusal)),
             }
         }

@@ -28,6 +28,9 @@ pub struct Snapshot {
     pub grants: Result<Vec<HeldCapability>, Refusal>,
     /// The operator's runtime policy, when there is one.
     pub policy: Result<Option<RuntimePolicy>, PolicyRefusal>,
+    /// The tool lock `tools.lock.json`, read for a session principal only (the owner's
+    /// calls are not checked against it): `None` for the owner.
+    pub lock: Option<Result<Option<histos::lock::Lock>, PolicyRefusal>>,
     /// `config.json`.
     pub config: Result<RuntimeConfig, ConfigError>,
     /// The principal's credential, for a `user` pack's verb other than its connect verb.
@@ -91,12 +94,14 @@ impl Snapshot {
             }
             _ => None,
         };
+        let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
         Self {
             session,
             target,
             active,
             grants,
             policy: policy::load(home),
+            lock,
             config: RuntimeConfig::load(home.root()),
             credential,
         }

@@ -3,8 +3,9 @@
 //! capabilities step 4 checked, the pack's content change).
 
 use crate::Runtime;
+use crate::call::Caller;
 use crate::pipeline::{SenseAdmitted, SenseRefused};
-use crate::policy::{self, PolicyPass, PolicyRefusal, RuntimePolicy};
+use crate::policy::{self, PolicyPass, PolicyRefusal, RuntimePolicy, resolve};
 use crate::record::Facts;
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
@@ -12,10 +13,12 @@ use hcp_gate::{GrantView, Principal, SessionView};
 use hcp_model::{Capability, Code};
 use hcp_store::audit::Decision as Logged;
 use hcp_store::binding::MintError;
+use hcp_store::config::{ConfigError, EscalationMode, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
 use hcp_store::session::{Session, SessionError};
 use hcp_store::state::Admission;
 use hcp_store::state::{AdmitError, ApprovalKey, CounterSlot};
+use histos::lock::Lock;
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -40,34 +43,111 @@ pub(crate) struct Spend {
 }
 
 impl Spend {
-    pub fn take(&mut self, counters: Vec<CounterSlot>, approval: Option<(String, ApprovalKey)>) {
+    pub fn take(&mut self, counters: Vec<CounterSlot>, approvals: Vec<(String, ApprovalKey)>) {
         self.counters.extend(counters);
-        self.approvals.extend(approval.map(|(_, k)| k));
+        self.approvals.extend(approvals.into_iter().map(|(_, k)| k));
     }
 }
 
+/// What step 7 consults besides the policy and the session: the runtime (the state, and
+/// the resolvers' own calls), the caller (a resolver runs as the same principal), the
+/// call's timeout (a resolver's too), `config.json` (`resolvers`, `escalation`), the
+/// face and the clock.
+pub(crate) struct PolicyStep<'a> {
+    pub rt: &'a Runtime,
+    pub caller: &'a Caller,
+    pub timeout: Option<std::time::Duration>,
+    pub config: &'a RuntimeConfig,
+    pub cli_face: bool,
+    pub now: Timestamp,
+}
+
+/// `config.json` for step 7 of a session call under a runtime policy: its `resolvers` and
+/// `escalation` are what answer the policy, so a file that does not parse refuses here.
+pub(crate) fn policy_config(
+    config: &Result<RuntimeConfig, ConfigError>,
+) -> Result<&RuntimeConfig, Refusal> {
+    config.as_ref().map_err(|e| {
+        Refusal::new(e.code(), e.to_string())
+            .hint("fix `config.json` in the store; every call is refused until it parses")
+    })
+}
+
+/// Step 7's tool lock for a session's call of a verb: `tool_drift`, `lock_stale`, or the
+/// lock's own code when it does not read (`policy::lock`).
+pub(crate) fn tool_lock(
+    lock: Option<Result<Option<Lock>, PolicyRefusal>>,
+    pack: &InstalledPack,
+    verb_key: &str,
+    facts: &mut Facts,
+) -> Result<(), Stop> {
+    let lock = match lock {
+        None | Some(Ok(None)) => return Ok(()),
+        Some(Ok(Some(l))) => l,
+        Some(Err(r)) => return Err(stop(policy_refusal(r))),
+    };
+    policy::lock::check_call(&lock, pack, verb_key).map_err(|r| {
+        facts
+            .audit_extra
+            .insert("rule".into(), r.code.as_str().into());
+        stop(policy_refusal(r))
+    })
+}
+
 /// Step 7 for one tool of a session principal: the dry pre-gate, its rule (and the
-/// approval it would use) noted for the record.
-#[allow(clippy::too_many_arguments)]
+/// approvals it would use, and its resolver's call) noted for the record.
 pub(crate) fn runtime_policy_pre(
-    rt: &Runtime,
+    step: &PolicyStep<'_>,
     rp: &RuntimePolicy,
     s: &Session,
     tool: &str,
     values: &std::collections::BTreeMap<String, hcp_model::ArgValue>,
-    cli_face: bool,
-    now: Timestamp,
     facts: &mut Facts,
 ) -> Result<PolicyPass, Stop> {
     facts
         .audit_extra
         .insert("policy_hash".into(), rp.hash().into());
-    match policy::pre(rt.state(), rp, s, tool, values, cli_face, now) {
+    // A resolver's own call resolves nothing (no loop): its tool's constraints, if any,
+    // are `no_resource_resolver`.
+    let resolver = if resolve::resolving() {
+        None
+    } else {
+        step.config
+            .resolvers
+            .get(tool)
+            .map(|v| resolve::VerbResolver::new(step.rt, step.caller, v, step.timeout))
+    };
+    let wiring = policy::Wiring {
+        resolver: resolver
+            .as_ref()
+            .map(|r| r as &dyn histos::ResourceResolver),
+        escalation: step.config.escalation == Some(EscalationMode::Approvals),
+    };
+    let out = policy::pre(
+        step.rt.state(),
+        rp,
+        s,
+        tool,
+        values,
+        step.cli_face,
+        step.now,
+        wiring,
+    );
+    if let Some(run) = resolver.as_ref().and_then(resolve::VerbResolver::run) {
+        let v = serde_json::json!({
+            "verb": run.verb,
+            "audit_id": run.audit_id,
+            "code": run.code.map(Code::as_str),
+        });
+        facts.audit_extra.insert("resolver".into(), v.clone());
+        facts.result_extra.insert("resolver".into(), v);
+    }
+    match out {
         Ok(pass) => {
             facts
                 .audit_extra
                 .insert("rule".into(), pass.rule.clone().into());
-            if let Some((id, _)) = &pass.approval {
+            if let Some((id, _)) = pass.approvals.first() {
                 facts
                     .audit_extra
                     .insert("approval_id".into(), id.clone().into());

@@ -1,7 +1,10 @@
-//! Out-of-band approvals of the runtime policy's `confirmation` (RUNTIME §7): a call the
-//! policy pauses is recorded as a pending approval; the owner grants it with `hcp approve
-//! ID`; the same call (same tool, same arguments, same principal, same policy) then passes
-//! once, within the approval's window.
+//! Out-of-band approvals of the runtime policy's `confirmation` and `escalate` (RUNTIME
+//! §7): a call the policy pauses is recorded as a pending approval; the owner grants it
+//! with `hcp approve ID`; the same call (same tool, same arguments, same principal, same
+//! policy) then passes once, within the approval's window. A pending escalation (an
+//! approval marked [`Approval::escalation`], asked for by a tool's `escalate` when
+//! `config.json` says `"escalation": "approvals"`) may instead be denied with `hcp deny
+//! ID`: the same call is then refused (`escalation_denied`) for the approval's window.
 //!
 //! ```text
 //! state/approvals/<id>.json
@@ -45,6 +48,10 @@ pub struct Approval {
     pub args_digest: String,
     /// The runtime policy's `content_hash` when the call was paused.
     pub policy_hash: String,
+    /// Whether this answers the tool's `escalate` (the owner as the semantic tier) rather
+    /// than its `confirmation`. The two are separate approvals of the same call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escalation: bool,
     /// Argument name → a short preview of its value, for the owner to review.
     pub summary: BTreeMap<String, String>,
     /// When the call was paused.
@@ -57,20 +64,32 @@ pub struct Approval {
     /// When the call used it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used_at: Option<Timestamp>,
+    /// When the owner denied it (escalations only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_at: Option<Timestamp>,
+}
+
+fn window_end(at: Timestamp, window_s: u64) -> Timestamp {
+    at.saturating_add(SignedDuration::from_secs(
+        i64::try_from(window_s).unwrap_or(i64::MAX / 2),
+    ))
+    .unwrap_or(at)
 }
 
 impl Approval {
-    /// `pending`, `approved`, `used`, or `expired` at `now`.
+    /// `pending`, `approved`, `used`, `denied` or `expired` at `now`. A denial is
+    /// `denied` within the approval's window after it was given, then `expired`.
     pub fn state(&self, now: Timestamp) -> &'static str {
         if self.used_at.is_some() {
             "used"
+        } else if let Some(at) = self.denied_at {
+            if now >= window_end(at, self.window_s) {
+                "expired"
+            } else {
+                "denied"
+            }
         } else if let Some(at) = self.approved_at {
-            if now
-                >= at
-                    + SignedDuration::from_secs(
-                        i64::try_from(self.window_s).unwrap_or(i64::MAX / 2),
-                    )
-            {
+            if now >= window_end(at, self.window_s) {
                 "expired"
             } else {
                 "approved"
@@ -82,6 +101,17 @@ impl Approval {
         }
     }
 
+    /// `escalation` or `confirmation`: what the approval answers.
+    pub fn kind(&self) -> &'static str {
+        if self.escalation {
+            "escalation"
+        } else {
+            "confirmation"
+        }
+    }
+
+    /// Whether the approval is of this call: tool, principal, arguments and policy (its
+    /// kind aside; an approval's id fixes that).
     pub(crate) fn matches(
         &self,
         tool: &str,
@@ -95,6 +125,33 @@ impl Approval {
             && self.args_digest == args_digest
             && self.policy_hash == policy_hash
     }
+
+    /// Whether the approval is of exactly this call, of the same kind.
+    fn is_call(&self, call: &Call<'_>) -> bool {
+        self.matches(
+            call.tool,
+            call.principal,
+            call.args_digest,
+            call.policy_hash,
+        ) && self.escalation == call.escalation
+    }
+}
+
+/// The call an approval is bound to, as this module's functions take it: tool, principal
+/// (its id and the digest of its other facts), the digest of the bound arguments, the
+/// policy's `content_hash`, and whether it is the call's escalation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call<'a> {
+    /// The tool, `PACK_ID.VERB_KEY`.
+    pub tool: &'a str,
+    /// The principal id and the digest of its role, attributes and `can_view`.
+    pub principal: (&'a str, &'a str),
+    /// The digest of the bound arguments.
+    pub args_digest: &'a str,
+    /// The runtime policy's `content_hash`.
+    pub policy_hash: &'a str,
+    /// Whether the approval answers `escalate` (else `confirmation`).
+    pub escalation: bool,
 }
 
 /// Why `hcp approve` refuses.
@@ -109,18 +166,35 @@ pub enum ApprovalError {
     /// Too late.
     #[error("approval `{0}` has expired")]
     Expired(String),
+    /// The owner answered it already (approved or denied): an answer is given once.
+    #[error("approval `{id}` was {state} already")]
+    Decided {
+        /// The approval.
+        id: String,
+        /// `approved` or `denied`.
+        state: &'static str,
+    },
+    /// `hcp deny` of a confirmation: only an escalation can be denied (a confirmation the
+    /// owner does not grant expires unused).
+    #[error(
+        "approval `{0}` is a confirmation, not an escalation; only an escalation can be denied"
+    )]
+    NotAnEscalation(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 impl ApprovalError {
-    /// `unknown_approval`, `approval_used`, `approval_expired`, or the store's code.
+    /// `unknown_approval`, `approval_used`, `approval_expired`, `approval_decided`,
+    /// `not_an_escalation`, or the store's code.
     pub fn code(&self) -> Code {
         match self {
             Self::Unknown(_) => Code::UnknownApproval,
             Self::Used(_) => Code::ApprovalUsed,
             Self::Expired(_) => Code::ApprovalExpired,
+            Self::Decided { .. } => Code::ApprovalDecided,
+            Self::NotAnEscalation(_) => Code::NotAnEscalation,
             Self::Store(e) => e.code(),
         }
     }
@@ -220,18 +294,13 @@ pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
     Ok(out)
 }
 
-/// Records a paused call, or returns the pending request of the same call. `principal` is
-/// the principal id and the digest of its other facts.
+/// Records a paused call, or returns the pending request of the same call.
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be written.
-#[allow(clippy::too_many_arguments)]
 pub fn request(
     home: &Home,
-    tool: &str,
-    principal: (&str, &str),
-    args_digest: &str,
-    policy_hash: &str,
+    call: &Call<'_>,
     summary: BTreeMap<String, String>,
     window_s: Option<u64>,
     now: Timestamp,
@@ -239,7 +308,7 @@ pub fn request(
     let _lock = StoreLock::acquire(home)?;
     if let Some(a) = list(home)?
         .into_iter()
-        .find(|a| a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "pending")
+        .find(|a| a.is_call(call) && a.state(now) == "pending")
     {
         return Ok(a);
     }
@@ -249,16 +318,18 @@ pub fn request(
         .map_err(|e| StoreError::io("read", "/dev/urandom", e))?;
     let a = Approval {
         id: format!("apr_{}", hex::encode(raw)),
-        tool: tool.to_owned(),
-        principal: principal.0.to_owned(),
-        principal_digest: principal.1.to_owned(),
-        args_digest: args_digest.to_owned(),
-        policy_hash: policy_hash.to_owned(),
+        tool: call.tool.to_owned(),
+        principal: call.principal.0.to_owned(),
+        principal_digest: call.principal.1.to_owned(),
+        args_digest: call.args_digest.to_owned(),
+        policy_hash: call.policy_hash.to_owned(),
+        escalation: call.escalation,
         summary,
         requested_at: now,
         window_s: window_s.unwrap_or(DEFAULT_WINDOW_S),
         approved_at: None,
         used_at: None,
+        denied_at: None,
     };
     save(home, &a)?;
     Ok(a)
@@ -269,22 +340,16 @@ pub fn request(
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read or written (callers fail closed).
-pub fn take(
-    home: &Home,
-    tool: &str,
-    principal: (&str, &str),
-    args_digest: &str,
-    policy_hash: &str,
-    now: Timestamp,
-) -> StoreResult<Option<Approval>> {
+pub fn take(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<Approval>> {
     let d = dir(home);
     if !d.exists() {
         return Ok(None);
     }
     let _lock = StoreLock::acquire(home)?;
-    let Some(mut a) = list(home)?.into_iter().find(|a| {
-        a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "approved"
-    }) else {
+    let Some(mut a) = list(home)?
+        .into_iter()
+        .find(|a| a.is_call(call) && a.state(now) == "approved")
+    else {
         return Ok(None);
     };
     a.used_at = Some(now);
@@ -298,20 +363,31 @@ pub fn take(
 ///
 /// # Errors
 /// [`StoreError`] when the store cannot be read (callers fail closed).
-pub fn lookup(
+pub fn lookup(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<Approval>> {
+    find(home, call, now, "approved")
+}
+
+/// Looks up a denial of exactly this call still in force (denied within the approval's
+/// window). Takes no lock and changes nothing.
+///
+/// # Errors
+/// [`StoreError`] when the store cannot be read (callers fail closed).
+pub fn denial(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<Approval>> {
+    find(home, call, now, "denied")
+}
+
+fn find(
     home: &Home,
-    tool: &str,
-    principal: (&str, &str),
-    args_digest: &str,
-    policy_hash: &str,
+    call: &Call<'_>,
     now: Timestamp,
+    state: &str,
 ) -> StoreResult<Option<Approval>> {
     if !dir(home).exists() {
         return Ok(None);
     }
-    Ok(list(home)?.into_iter().find(|a| {
-        a.matches(tool, principal, args_digest, policy_hash) && a.state(now) == "approved"
-    }))
+    Ok(list(home)?
+        .into_iter()
+        .find(|a| a.is_call(call) && a.state(now) == state))
 }
 
 /// Undoes a [`take`] whose call was not admitted after all (the step after it failed):
@@ -334,15 +410,11 @@ pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
     save(home, &a)
 }
 
-/// Grants approval `id` (the caller checked the owner).
-///
-/// # Errors
-/// [`ApprovalError`]: unknown, used, expired, or the store's.
-pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+/// Reads approval `id` under the store lock the caller holds.
+fn read_one(home: &Home, id: &str) -> Result<Approval, ApprovalError> {
     if !valid_id(id) {
         return Err(ApprovalError::Unknown(id.to_owned()));
     }
-    let _lock = StoreLock::acquire(home)?;
     let path = dir(home).join(format!("{id}.json"));
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
@@ -351,20 +423,69 @@ pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, Approv
         }
         Err(e) => return Err(StoreError::io("read", &path, e).into()),
     };
-    let mut a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
+    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
         path,
         reason: e.to_string(),
     })?;
-    if with_marker(home, a.clone()).used_at.is_some() {
-        return Err(ApprovalError::Used(a.id));
-    }
+    // A call that took it is named by its use marker (written with the intent record).
+    Ok(with_marker(home, a))
+}
+
+/// Why a pending approval cannot be answered now: used, expired, or answered already.
+fn not_pending(a: &Approval, now: Timestamp) -> Option<ApprovalError> {
     match a.state(now) {
-        "used" => return Err(ApprovalError::Used(a.id)),
-        "expired" => return Err(ApprovalError::Expired(a.id)),
-        "approved" => return Ok(a),
-        _ => {}
+        "pending" => None,
+        "used" => Some(ApprovalError::Used(a.id.clone())),
+        "approved" => Some(ApprovalError::Decided {
+            id: a.id.clone(),
+            state: "approved",
+        }),
+        "denied" => Some(ApprovalError::Decided {
+            id: a.id.clone(),
+            state: "denied",
+        }),
+        _ => Some(ApprovalError::Expired(a.id.clone())),
+    }
+}
+
+/// Grants pending approval `id` (the caller checked the owner). An approval is answered
+/// once: approving it again, or after a denial, is refused.
+///
+/// # Errors
+/// [`ApprovalError`]: unknown, used, expired, decided already, or the store's.
+pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+    if !valid_id(id) {
+        return Err(ApprovalError::Unknown(id.to_owned()));
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let mut a = read_one(home, id)?;
+    if let Some(e) = not_pending(&a, now) {
+        return Err(e);
     }
     a.approved_at = Some(now);
+    save(home, &a)?;
+    Ok(a)
+}
+
+/// Denies pending escalation `id` (the caller checked the owner): the same call is
+/// refused (`escalation_denied`) for the approval's window.
+///
+/// # Errors
+/// [`ApprovalError`]: unknown, not an escalation, used, expired, decided already, or the
+/// store's.
+pub fn deny(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+    if !valid_id(id) {
+        return Err(ApprovalError::Unknown(id.to_owned()));
+    }
+    let _lock = StoreLock::acquire(home)?;
+    let mut a = read_one(home, id)?;
+    if !a.escalation {
+        return Err(ApprovalError::NotAnEscalation(a.id));
+    }
+    if let Some(e) = not_pending(&a, now) {
+        return Err(e);
+    }
+    a.denied_at = Some(now);
     save(home, &a)?;
     Ok(a)
 }
@@ -377,113 +498,47 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
+    fn call<'a>(principal: &'a str, args: &'a str, policy: &'a str) -> Call<'a> {
+        Call {
+            tool: "mail.mail.send",
+            principal: (principal, ""),
+            args_digest: args,
+            policy_hash: policy,
+            escalation: false,
+        }
+    }
+
     #[test]
     fn single_use_bound_to_the_call() {
         let d = tempfile::tempdir().unwrap();
         let home = Home::open(d.path()).unwrap();
-        let a = request(
-            &home,
-            "mail.mail.send",
-            ("agent", ""),
-            "sha256:a",
-            "sha256:p",
-            BTreeMap::new(),
-            Some(60),
-            t(0),
-        )
-        .unwrap();
+        let c = call("agent", "sha256:a", "sha256:p");
+        let a = request(&home, &c, BTreeMap::new(), Some(60), t(0)).unwrap();
         // the same call asks again: the same request
         assert_eq!(
-            request(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:a",
-                "sha256:p",
-                BTreeMap::new(),
-                Some(60),
-                t(1)
-            )
-            .unwrap()
-            .id,
+            request(&home, &c, BTreeMap::new(), Some(60), t(1))
+                .unwrap()
+                .id,
             a.id
         );
         // not approved yet
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:a",
-                "sha256:p",
-                t(2)
-            )
-            .unwrap()
-            .is_none()
-        );
+        assert!(take(&home, &c, t(2)).unwrap().is_none());
         approve(&home, &a.id, t(3)).unwrap();
-        // other arguments, another principal, another policy: no
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:b",
-                "sha256:p",
-                t(4)
-            )
-            .unwrap()
-            .is_none()
-        );
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("other", ""),
-                "sha256:a",
-                "sha256:p",
-                t(4)
-            )
-            .unwrap()
-            .is_none()
-        );
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:a",
-                "sha256:q",
-                t(4)
-            )
-            .unwrap()
-            .is_none()
-        );
+        // other arguments, another principal, another policy, the escalation: no
+        for other in [
+            call("agent", "sha256:b", "sha256:p"),
+            call("other", "sha256:a", "sha256:p"),
+            call("agent", "sha256:a", "sha256:q"),
+            Call {
+                escalation: true,
+                ..c
+            },
+        ] {
+            assert!(take(&home, &other, t(4)).unwrap().is_none(), "{other:?}");
+        }
         // the call itself: once
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:a",
-                "sha256:p",
-                t(5)
-            )
-            .unwrap()
-            .is_some()
-        );
-        assert!(
-            take(
-                &home,
-                "mail.mail.send",
-                ("agent", ""),
-                "sha256:a",
-                "sha256:p",
-                t(6)
-            )
-            .unwrap()
-            .is_none()
-        );
+        assert!(take(&home, &c, t(5)).unwrap().is_some());
+        assert!(take(&home, &c, t(6)).unwrap().is_none());
         assert_eq!(
             approve(&home, &a.id, t(7)).unwrap_err().code(),
             "approval_used"
@@ -498,23 +553,65 @@ mod tests {
     fn approvals_expire() {
         let d = tempfile::tempdir().unwrap();
         let home = Home::open(d.path()).unwrap();
-        let a = request(
-            &home,
-            "x.y",
-            ("p", ""),
-            "d",
-            "h",
-            BTreeMap::new(),
-            Some(10),
-            t(0),
-        )
-        .unwrap();
+        let c = call("p", "d", "h");
+        let a = request(&home, &c, BTreeMap::new(), Some(10), t(0)).unwrap();
         approve(&home, &a.id, t(1)).unwrap();
-        assert!(
-            take(&home, "x.y", ("p", ""), "d", "h", t(20))
-                .unwrap()
-                .is_none()
-        );
+        assert!(take(&home, &c, t(20)).unwrap().is_none());
         assert_eq!(a.state(t(PENDING_TTL_S + 1)), "expired");
+        // approved after it expired
+        let b = request(&home, &c, BTreeMap::new(), Some(10), t(30)).unwrap();
+        assert_eq!(
+            approve(&home, &b.id, t(30 + PENDING_TTL_S))
+                .unwrap_err()
+                .code(),
+            "approval_expired"
+        );
+    }
+
+    #[test]
+    fn an_answer_is_given_once() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let c = call("p", "d", "h");
+        let a = request(&home, &c, BTreeMap::new(), None, t(0)).unwrap();
+        approve(&home, &a.id, t(1)).unwrap();
+        let e = approve(&home, &a.id, t(2)).unwrap_err();
+        assert_eq!(e.code(), "approval_decided");
+        assert_eq!(
+            e.to_string(),
+            format!("approval `{}` was approved already", a.id)
+        );
+        // a confirmation cannot be denied
+        assert_eq!(
+            deny(&home, &a.id, t(2)).unwrap_err().code(),
+            "not_an_escalation"
+        );
+    }
+
+    #[test]
+    fn an_escalation_is_denied_for_its_window_then_asked_anew() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let c = Call {
+            escalation: true,
+            ..call("p", "d", "h")
+        };
+        let a = request(&home, &c, BTreeMap::new(), Some(60), t(0)).unwrap();
+        assert!(a.escalation && a.kind() == "escalation");
+        // the confirmation of the same call is another approval
+        let confirm = request(&home, &call("p", "d", "h"), BTreeMap::new(), None, t(0)).unwrap();
+        assert_ne!(confirm.id, a.id);
+        let denied = deny(&home, &a.id, t(1)).unwrap();
+        assert_eq!(denied.state(t(2)), "denied");
+        assert_eq!(denial(&home, &c, t(2)).unwrap().unwrap().id, a.id);
+        assert!(lookup(&home, &c, t(2)).unwrap().is_none());
+        for again in [approve(&home, &a.id, t(3)), deny(&home, &a.id, t(3))] {
+            assert_eq!(again.unwrap_err().code(), "approval_decided");
+        }
+        // after the window the denial lapses; the call asks anew
+        assert!(denial(&home, &c, t(61)).unwrap().is_none());
+        assert_eq!(denied.state(t(61)), "expired");
+        let b = request(&home, &c, BTreeMap::new(), Some(60), t(61)).unwrap();
+        assert_ne!(b.id, a.id);
     }
 }

@@ -1,6 +1,7 @@
-//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child", §10): how
-//! `local` land children are sandboxed, the resource limits of every child, and the
-//! folders where activation also writes each active pack's skill.
+//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child", §7, §10):
+//! how `local` land children are sandboxed, the resource limits of every child, the
+//! folders where activation also writes each active pack's skill, and what the runtime
+//! policy's `resource` constraints and `escalate` are answered by.
 //!
 //! ```json
 //! {
@@ -12,7 +13,9 @@
 //!     "file_size_bytes": 1073741824,
 //!     "processes": 4096
 //!   },
-//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] }
+//!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
+//!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
+//!   "escalation": "approvals"
 //! }
 //! ```
 //!
@@ -58,6 +61,51 @@ pub struct RuntimeConfig {
     pub limits: LimitsConfig,
     /// Where activation also writes the skills (RUNTIME §10).
     pub skills: SkillsConfig,
+    /// `resolvers` (default none): tool (`PACK_ID.VERB_KEY`) → the `read` verb
+    /// (`PACK.VERB`) whose JSON stdout is the resource its `resource` constraints are
+    /// checked against (RUNTIME §7). A tool without one is refused
+    /// (`no_resource_resolver`).
+    pub resolvers: hcp_model::strict::StrictMap<String>,
+    /// `escalation` (default none): what answers a tool's `escalate`; without it the
+    /// answer is `no_escalation_tier`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalation: Option<EscalationMode>,
+}
+
+/// `escalation`: the semantic tier of the runtime policy's `escalate` (RUNTIME §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EscalationMode {
+    /// `"approvals"`: the owner's approval queue answers (`hcp approvals` lists the
+    /// request as an escalation; `hcp approve ID` says yes, `hcp deny ID` says no).
+    Approvals,
+}
+
+impl<'de> Deserialize<'de> for EscalationMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v.as_str() {
+            Some("approvals") => Ok(Self::Approvals),
+            _ => Err(serde::de::Error::custom(format!(
+                "`escalation` is `\"approvals\"` (the owner's approval queue), not `{v}`"
+            ))),
+        }
+    }
+}
+
+/// Why a `resolvers` entry (`TOOL` or `PACK.VERB`) is refused, if it is: each side is a
+/// pack id, a `.`, and a verb key.
+fn tool_fault(what: &str, text: &str) -> Option<String> {
+    let Some((pack, verb)) = text.split_once('.') else {
+        return Some(format!("{what} `{text}` is not `PACK.VERB`"));
+    };
+    if hcp_model::PackId::parse(pack).is_err() {
+        return Some(format!("{what} `{text}`: `{pack}` is not a pack id"));
+    }
+    if verb.is_empty() || verb.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some(format!("{what} `{text}`: `{verb}` is not a verb key"));
+    }
+    None
 }
 
 /// `skills`: the folders where harnesses look for skills (RUNTIME §10).
@@ -314,6 +362,16 @@ impl RuntimeConfig {
             }
             config.skills.export[i].at = hcp_model::locate(text, &p).unwrap_or_default();
         }
+        for (tool, verb) in &config.resolvers {
+            if let Some(fault) =
+                tool_fault("tool", tool).or_else(|| tool_fault("resolver verb", verb))
+            {
+                return Err(located(
+                    &["resolvers", tool.as_str()],
+                    format!("`resolvers`: {fault}"),
+                ));
+            }
+        }
         if let Some((name, _)) = config.limits.named().into_iter().find(|(_, v)| *v == 0) {
             let at = hcp_model::locate(text, &["limits", name]);
             return Err(ConfigError::Invalid {
@@ -366,6 +424,7 @@ mod tests {
                     ..LimitsConfig::default()
                 },
                 skills: SkillsConfig::default(),
+                ..RuntimeConfig::default()
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
@@ -459,6 +518,59 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (2, 4));
+    }
+
+    #[test]
+    fn resolvers_and_escalation_are_read_strictly() {
+        let c = parse(
+            r#"{"resolvers": {"ledger.ledger.post": "ledger.ledger.balance"}, "escalation": "approvals"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.resolvers.get("ledger.ledger.post").map(String::as_str),
+            Some("ledger.ledger.balance")
+        );
+        assert_eq!(c.escalation, Some(EscalationMode::Approvals));
+        assert_eq!(parse("{}").unwrap().escalation, None);
+        for (text, needle, at) in [
+            (
+                "{\"resolvers\": {\n  \"t.x\": \"nodot\"}}",
+                "resolver verb `nodot` is not `PACK.VERB`",
+                (2, 3),
+            ),
+            (
+                "{\"resolvers\": {\"Bad.x\": \"p.v\"}}",
+                "`Bad` is not a pack id",
+                (1, 16),
+            ),
+            (
+                "{\"resolvers\": {\"t.x\": \"p.\"}}",
+                "`` is not a verb key",
+                (1, 16),
+            ),
+            (
+                "{\"resolvers\": {\"t.x\": \"p.v\", \"t.x\": \"p.w\"}}",
+                "duplicate",
+                (1, 0),
+            ),
+            ("{\"resolvers\": {\"t.x\": 1}}", "invalid type", (1, 0)),
+            ("{\"resolvers\": [\"t.x\"]}", "invalid type", (1, 0)),
+            ("{\n  \"escalation\": \"llm\"}", "not `\"llm\"`", (2, 0)),
+            ("{\"escalation\": true}", "not `true`", (1, 0)),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+            let ConfigError::Invalid { line, column, .. } = &e else {
+                panic!("{e:?}")
+            };
+            assert_eq!(*line, at.0, "{text}: {e}");
+            if at.1 > 0 {
+                assert_eq!(*column, at.1, "{text}: {e}");
+            } else {
+                assert!(*column > 0, "{text}: {e}");
+            }
+        }
     }
 
     #[test]

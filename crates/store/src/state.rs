@@ -46,7 +46,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 /// The call an approval is bound to (RUNTIME §7): tool, principal (its id and a digest of
-/// its other facts), the digest of the bound arguments and the policy's `content_hash`.
+/// its other facts), the digest of the bound arguments and the policy's `content_hash`;
+/// and whether it answers the call's `escalate` rather than its `confirmation` (two
+/// separate approvals of the same call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalKey {
     /// The tool, `PACK_ID.VERB_KEY`.
@@ -59,6 +61,22 @@ pub struct ApprovalKey {
     pub args_digest: String,
     /// The runtime policy's `content_hash`.
     pub policy_hash: String,
+    /// Whether the approval answers the tool's `escalate` (the owner's approval queue as
+    /// the semantic tier, `"escalation": "approvals"`), not its `confirmation`.
+    pub escalation: bool,
+}
+
+impl ApprovalKey {
+    /// The key as [`crate::approval`]'s functions take it.
+    pub fn call(&self) -> approval::Call<'_> {
+        approval::Call {
+            tool: &self.tool,
+            principal: (&self.principal, &self.principal_digest),
+            args_digest: &self.args_digest,
+            policy_hash: &self.policy_hash,
+            escalation: self.escalation,
+        }
+    }
 }
 
 /// A call paused for confirmation, to be recorded as a pending approval.
@@ -322,11 +340,31 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// [`StoreError`].
     fn approvals_list(&self) -> Result<Vec<Approval>, StoreError>;
 
-    /// Grants approval `id` (the caller checked the owner).
+    /// Grants pending approval `id` (the caller checked the owner). An approval is
+    /// answered once: approving it again, or after a denial, is refused.
     ///
     /// # Errors
-    /// [`ApprovalError`]: unknown, used, expired, or the store's.
+    /// [`ApprovalError`]: unknown, used, expired, answered already (`approval_decided`),
+    /// or the store's.
     fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError>;
+
+    /// Denies pending escalation `id` (the caller checked the owner): the same call is
+    /// then refused (`escalation_denied`) within the approval's window.
+    ///
+    /// # Errors
+    /// [`ApprovalError`]: unknown, a confirmation (`not_an_escalation`), used, expired,
+    /// answered already, or the store's.
+    fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError>;
+
+    /// A denial of exactly this call still in force, if there is one. Spends nothing.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    fn denial_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError>;
 
     // Counters (RUNTIME §7).
 
@@ -573,13 +611,9 @@ impl State for FileState {
         request: &ApprovalRequest,
         now: Timestamp,
     ) -> Result<Approval, StoreError> {
-        let k = &request.key;
         approval::request(
             &self.home,
-            &k.tool,
-            (&k.principal, &k.principal_digest),
-            &k.args_digest,
-            &k.policy_hash,
+            &request.key.call(),
             request.summary.clone(),
             request.window_s,
             now,
@@ -591,14 +625,7 @@ impl State for FileState {
         key: &ApprovalKey,
         now: Timestamp,
     ) -> Result<Option<Approval>, StoreError> {
-        approval::lookup(
-            &self.home,
-            &key.tool,
-            (&key.principal, &key.principal_digest),
-            &key.args_digest,
-            &key.policy_hash,
-            now,
-        )
+        approval::lookup(&self.home, &key.call(), now)
     }
 
     /// The approvals, with the spends of the trail's intents brought into their caches
@@ -610,6 +637,18 @@ impl State for FileState {
 
     fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
         approval::approve(&self.home, id, now)
+    }
+
+    fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+        approval::deny(&self.home, id, now)
+    }
+
+    fn denial_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError> {
+        approval::denial(&self.home, &key.call(), now)
     }
 
     /// HMAC-SHA-256 with the store's secret (`audit/digest.secret`, made on first use).
@@ -635,15 +674,8 @@ impl State for FileState {
     fn admit(&self, a: &Admission<'_>) -> Result<Admitted, AdmitError> {
         let mut approvals = Vec::with_capacity(a.approvals.len());
         for k in a.approvals {
-            let found = approval::lookup(
-                &self.home,
-                &k.tool,
-                (&k.principal, &k.principal_digest),
-                &k.args_digest,
-                &k.policy_hash,
-                a.now,
-            )
-            .map_err(AdmitError::State)?;
+            let found = approval::lookup(&self.home, &k.call(), a.now)
+                .map_err(AdmitError::State)?;
             let Some(found) = found else {
                 return Err(AdmitError::ApprovalGone);
             };
@@ -749,6 +781,7 @@ mod tests {
             principal_digest: "d".into(),
             args_digest: "a".into(),
             policy_hash: "h".into(),
+            escalation: false,
         }
     }
 

@@ -363,10 +363,13 @@ fn a_hundred_kills_at_every_point_never_leave_damage_or_a_wrong_count() {
             let now = jiff::Timestamp::now();
             let a = approval::request(
                 &home,
-                TOOL,
-                ("agent", "pd"),
-                "ad",
-                "ph",
+                &approval::Call {
+                    tool: TOOL,
+                    principal: ("agent", "pd"),
+                    args_digest: "ad",
+                    policy_hash: "ph",
+                    escalation: false,
+                },
                 BTreeMap::new(),
                 Some(600),
                 now,

@@ -1,5 +1,6 @@
-//! `hcp approve ID` and `hcp approvals`: the owner's side of the runtime policy's
-//! `confirmation` (RUNTIME §7).
+//! `hcp approve ID`, `hcp deny ID` and `hcp approvals`: the owner's side of the runtime
+//! policy's `confirmation`, and of its `escalate` when `config.json` says `"escalation":
+//! "approvals"` (RUNTIME §7). An approval is answered once.
 
 use crate::commands::session::require_owner;
 use crate::error::{CliError, CliResult};
@@ -10,6 +11,13 @@ use std::io::Write;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The approval id a paused call answered with (`apr_…`).
+    id: String,
+}
+
+/// Arguments of `hcp deny`.
+#[derive(Debug, clap::Args)]
+pub struct DenyArgs {
+    /// The id of a pending escalation (`apr_…`, marked `escalation` in `hcp approvals`).
     id: String,
 }
 
@@ -30,9 +38,33 @@ pub fn run(a: Args) -> CliResult {
     let rt = super::exec::runtime()?;
     match rt.state().approve(&a.id, jiff::Timestamp::now()) {
         Ok(ap) => {
+            let what = if ap.escalation {
+                format!(
+                    "the escalation of `{}` for `{}`: the same call passes it once within {} s",
+                    ap.tool, ap.principal, ap.window_s
+                )
+            } else {
+                format!(
+                    "`{}` for `{}`, usable once within {} s",
+                    ap.tool, ap.principal, ap.window_s
+                )
+            };
+            let _ = writeln!(std::io::stdout().lock(), "approved `{}`: {what}", ap.id);
+            Ok(exit::OK)
+        }
+        Err(e) => Err(answer_error(&e)),
+    }
+}
+
+/// Runs `hcp deny ID` (owner only): says no to a pending escalation.
+pub fn run_deny(a: DenyArgs) -> CliResult {
+    require_owner("deny")?;
+    let rt = super::exec::runtime()?;
+    match rt.state().deny(&a.id, jiff::Timestamp::now()) {
+        Ok(ap) => {
             let _ = writeln!(
                 std::io::stdout().lock(),
-                "approved `{}`: `{}` for `{}`, usable once within {} s",
+                "denied `{}`: the escalation of `{}` for `{}`; the same call is refused (escalation_denied) for {} s",
                 ap.id,
                 ap.tool,
                 ap.principal,
@@ -40,11 +72,20 @@ pub fn run(a: Args) -> CliResult {
             );
             Ok(exit::OK)
         }
-        Err(e) => {
-            Err(CliError::new(e.code(), e.to_string())
-                .hint("`hcp approvals` lists the pending ones"))
-        }
+        Err(e) => Err(answer_error(&e)),
     }
+}
+
+fn answer_error(e: &hcp_store::approval::ApprovalError) -> CliError {
+    use hcp_store::approval::ApprovalError as E;
+    let hint = match e {
+        E::NotAnEscalation(_) => {
+            "a confirmation the owner does not approve is never used; it leaves the list after 24 h"
+        }
+        E::Decided { .. } => "an approval is answered once; the call asks anew when it expires",
+        _ => "`hcp approvals` lists the pending ones",
+    };
+    CliError::new(e.code(), e.to_string()).hint(hint)
 }
 
 /// Runs `hcp approvals` (owner only).
@@ -68,6 +109,7 @@ pub fn run_list(a: ListArgs) -> CliResult {
                 let mut j = serde_json::to_value(x).unwrap_or_default();
                 if let Some(o) = j.as_object_mut() {
                     o.insert("state".into(), x.state(now).into());
+                    o.insert("kind".into(), x.kind().into());
                 }
                 j
             })
@@ -96,9 +138,10 @@ pub fn run_list(a: ListArgs) -> CliResult {
             .collect();
         let _ = writeln!(
             out,
-            "{}  {:<8}  {}  {}  requested {}  {}",
+            "{}  {:<8}  {:<12}  {}  {}  requested {}  {}",
             x.id,
             x.state(now),
+            x.kind(),
             x.principal,
             x.tool,
             x.requested_at,

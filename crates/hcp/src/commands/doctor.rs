@@ -177,6 +177,40 @@ fn human(r: &Report) -> String {
             }
         }
     }
+    let rp = &r.runtime_policy;
+    if rp.file.is_some() || rp.lock.present {
+        line("runtime policy".into());
+        if let Some(f) = &rp.file {
+            line(format!(
+                "  policy                `{}`: {}",
+                f.display(),
+                rp.content_hash
+                    .as_deref()
+                    .unwrap_or("does not load, see below")
+            ));
+        }
+        if let Some(c) = &rp.cache {
+            line(format!("  compiled cache        {c}"));
+        }
+        if let Some(c) = &rp.cache_last_rebuilt {
+            line(format!("  cache last rebuilt    {c}"));
+        }
+        if rp.lock.present {
+            line(format!(
+                "  tool lock             {}",
+                match &rp.lock.error {
+                    Some(_) => "does not read, see below".to_owned(),
+                    None => format!(
+                        "{} verbs locked; {} changed, {} not locked, {} stale",
+                        rp.lock.locked,
+                        rp.lock.drifted.len(),
+                        rp.lock.unlocked.len(),
+                        rp.lock.stale.len()
+                    ),
+                }
+            ));
+        }
+    }
     if r.problems.is_empty() {
         line("no problems found".into());
     } else {

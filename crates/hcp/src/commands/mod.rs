@@ -77,9 +77,11 @@ enum Command {
     /// Check, hash and try the operator's Histos runtime policy (RUNTIME §7).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
-    /// Grant a call paused for confirmation by the runtime policy (owner only).
+    /// Grant a call paused for confirmation or escalation by the runtime policy (owner only).
     Approve(approve::Args),
-    /// List calls paused for confirmation by the runtime policy (owner only).
+    /// Deny a call paused for escalation by the runtime policy (owner only).
+    Deny(approve::DenyArgs),
+    /// List calls paused for confirmation or escalation by the runtime policy (owner only).
     Approvals(approve::ListArgs),
 }
 
@@ -106,6 +108,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Doctor(a) => doctor::run(a),
         Command::Policy(c) => policy::run(c),
         Command::Approve(a) => approve::run(a),
+        Command::Deny(a) => approve::run_deny(a),
         Command::Approvals(a) => approve::run_list(a),
     }
 }

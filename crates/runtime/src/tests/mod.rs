@@ -2,7 +2,11 @@
 //! without the `hcp` binary: packs whose bin is a small shell script inside the pack
 //! (`bin/tp`), installed through [`crate::install`], called through [`crate::pipeline`].
 
+mod cache;
+mod escalate;
+mod lock;
 mod pipeline;
+mod resolve;
 mod spending;
 mod table;
 

@@ -180,6 +180,12 @@ impl State for Racing {
     fn approve(&self, id: &str, t: Timestamp) -> Result<Approval, ApprovalError> {
         self.0.approve(id, t)
     }
+    fn deny(&self, id: &str, t: Timestamp) -> Result<Approval, ApprovalError> {
+        self.0.deny(id, t)
+    }
+    fn denial_lookup(&self, k: &ApprovalKey, t: Timestamp) -> Result<Option<Approval>, StoreError> {
+        self.0.denial_lookup(k, t)
+    }
     fn args_digest(&self, a: &[(&str, &ArgValue)]) -> Result<String, StoreError> {
         self.0.args_digest(a)
     }

@@ -699,10 +699,13 @@ fn caches_are_rebuilt_from_the_trail_after_a_reboot_or_damage() {
 fn approved(home: &Home, now: Timestamp) -> ApprovalSpend {
     let a = crate::approval::request(
         home,
-        "transit.find",
-        ("agent", "pd"),
-        "ad",
-        "ph",
+        &crate::approval::Call {
+            tool: "transit.find",
+            principal: ("agent", "pd"),
+            args_digest: "ad",
+            policy_hash: "ph",
+            escalation: false,
+        },
         BTreeMap::new(),
         Some(60),
         now,

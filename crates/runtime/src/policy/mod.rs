@@ -1,28 +1,48 @@
 //! Step 7 of RUNTIME §5: the operator's Histos runtime policy (RUNTIME §7) around one
-//! call of a session principal, and its output controls after the run.
+//! call of a session principal, and its output controls after the run; and what the
+//! owner's `hcp policy` commands build from the packs.
 //!
 //! The engine (`histos`) is pure; this module supplies what it consults: the principal
-//! from the session, the call counters and the owner's approvals of the [`State`]. The
-//! pre-gate here is **dry**: counters are only checked and an approval only looked up;
-//! what the call would spend ([`PolicyPass::counters`], [`PolicyPass::approval`]) is
-//! taken later by [`State::admit`], once every other check passed. Tool names are
-//! `PACK_ID.VERB_KEY` (`PACK_ID.REF` for a stimulus). The owner's own calls answer to the
-//! pack policy alone, but a policy that does not load stops every call, the owner's too
-//! (fail closed). [`load`] is the one loader of the runtime policy (exec, sense, MCP's
-//! catalog).
+//! from the session, the call counters and the owner's approvals of the [`State`], the
+//! resource resolvers of `config.json` ([`resolve`]) and the owner's approval queue as the
+//! escalation tier ([`escalate`]). The pre-gate here is **dry**: counters are only
+//! checked and approvals only looked up; what the call would spend
+//! ([`PolicyPass::counters`], [`PolicyPass::approvals`]) is taken later by
+//! [`State::admit`], once every other check passed. Tool names are `PACK_ID.VERB_KEY`
+//! (`PACK_ID.REF` for a stimulus). The owner's own calls answer to the pack policy alone,
+//! but a policy that does not load stops every call, the owner's too (fail closed).
+//!
+//! - [`source`]: the one loader of the runtime policy (exec, sense, MCP's catalog,
+//!   `hcp policy coverage`), with the compiled policy cache;
+//! - [`contracts`]: each active verb as a tool definition (the `inputSchema` `hcp mcp`
+//!   shows), its projected contract, `hcp policy init` and `hcp policy coverage`;
+//! - [`lock`]: `tools.lock.json`, `hcp policy lock` and the `tool_drift` check;
+//! - [`teach`]: policy errors as a fault and a hint;
+//! - [`health`]: what `hcp doctor` says of them.
+
+pub mod contracts;
+pub mod escalate;
+pub mod health;
+pub mod lock;
+pub mod resolve;
+pub mod source;
+pub mod teach;
 
 use hcp_model::{ArgValue, Code};
-use hcp_store::Home;
 use hcp_store::audit;
 use hcp_store::counter::{Limits, Verdict};
 use hcp_store::session::Session;
 use hcp_store::state::{ApprovalKey, ApprovalRequest, CounterSlot, State};
 use histos::engine::Args;
-use histos::{Effect, Engine, LimitKey, LimitSpec, LimitStore, LimitVerdict, Policy, Value};
+use histos::{
+    Effect, Engine, LimitKey, LimitSpec, LimitStore, LimitVerdict, Policy, ResourceResolver, Value,
+};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+
+pub use source::{CacheUse, POLICY_FILES, load};
 
 /// The rolling window of `rate_limit`, in milliseconds (the reference's default).
 pub const RATE_WINDOW_MS: u64 = 60_000;
@@ -32,6 +52,10 @@ pub const RATE_WINDOW_MS: u64 = 60_000;
 pub struct RuntimePolicy {
     /// The policy.
     pub policy: Policy,
+    /// The file it was loaded from.
+    pub file: PathBuf,
+    /// What the load did with the compiled cache.
+    pub cache: CacheUse,
 }
 
 impl RuntimePolicy {
@@ -42,7 +66,7 @@ impl RuntimePolicy {
 }
 
 /// Why step 7 refuses: code (a Histos RUNTIME rule or POLICY code), message, hint, and an
-/// approval id for a call paused for confirmation.
+/// approval id for a call paused for confirmation or escalation.
 #[derive(Debug, Clone)]
 pub struct PolicyRefusal {
     /// The code.
@@ -55,46 +79,21 @@ pub struct PolicyRefusal {
     pub approval_id: Option<String>,
 }
 
-/// The names the runtime policy may live under, in `$HCP_HOME`.
-pub const POLICY_FILES: [&str; 2] = ["policy.json", "policy.yaml"];
-
-/// Loads `$HCP_HOME/policy.json` or `policy.yaml` (RUNTIME §3, §7); `None` when neither
-/// exists. Costs two `stat`s when there is none.
-///
-/// # Errors
-/// A [`PolicyRefusal`] carrying the POLICY code when the file does not load, or
-/// `policy_conflict` when both files exist.
-pub fn load(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal> {
-    let found: Vec<PathBuf> = POLICY_FILES
-        .iter()
-        .map(|n| home.root().join(n))
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect();
-    let path = match found.as_slice() {
-        [] => return Ok(None),
-        [one] => one.clone(),
-        _ => {
-            return Err(PolicyRefusal {
-                code: Code::PolicyConflict,
-                message: "both `policy.json` and `policy.yaml` are in the store; the runtime policy must be one file".into(),
-                hint: Some("remove one of them".into()),
-                approval_id: None,
-            });
-        }
-    };
-    match Policy::load_path(&path) {
-        Ok(policy) => Ok(Some(RuntimePolicy { policy })),
-        Err(e) => Err(PolicyRefusal {
-            code: crate::refusal::code_of(e.code.as_str()),
-            message: format!(
-                "the runtime policy `{}` does not load: {}{}",
-                path.display(),
-                e.message,
-                e.location.as_deref().map(|l| format!(" (at {l})")).unwrap_or_default()
-            ),
-            hint: Some("fix it, then check it with `hcp policy check FILE`; every call is refused until it loads".into()),
+impl PolicyRefusal {
+    /// A refusal with `code` and `message`, no hint.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            hint: None,
             approval_id: None,
-        }),
+        }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
     }
 }
 
@@ -160,7 +159,10 @@ fn cli_typed(v: &ArgValue, ty: histos::model::FieldType) -> Option<Value> {
 }
 
 /// The digest an approval is bound to: the call's arguments after binding.
-fn bound_digest(state: &dyn State, args: &Args<'_>) -> Result<String, hcp_store::StoreError> {
+pub(crate) fn bound_digest(
+    state: &dyn State,
+    args: &Args<'_>,
+) -> Result<String, hcp_store::StoreError> {
     let m: Vec<(String, ArgValue)> = args
         .iter()
         .filter_map(|(k, v)| to_arg(v).map(|a| (k.to_owned(), a)))
@@ -231,6 +233,10 @@ struct DryApprovals<'a> {
     policy_hash: &'a str,
     now: Timestamp,
     found: std::cell::RefCell<Option<(String, ApprovalKey)>>,
+    /// The escalation tier of the same call: while its answer is pending, no
+    /// confirmation approval may stand in for it (the engine asks the callback of every
+    /// paused call, the escalation's too).
+    tier: &'a escalate::ApprovalTier<'a>,
 }
 
 impl histos::Confirmer for DryApprovals<'_> {
@@ -240,8 +246,11 @@ impl histos::Confirmer for DryApprovals<'_> {
         args: &Args<'_>,
         principal: &histos::Principal,
     ) -> Result<bool, String> {
+        if self.tier.pending() {
+            return Ok(false);
+        }
         let digest = bound_digest(self.state, args).map_err(|e| e.to_string())?;
-        let key = approval_key(tool, principal, &digest, self.policy_hash);
+        let key = approval_key(tool, principal, &digest, self.policy_hash, false);
         match self.state.approval_lookup(&key, self.now) {
             Ok(Some(a)) => {
                 *self.found.borrow_mut() = Some((a.id, key));
@@ -263,8 +272,30 @@ pub struct PolicyPass {
     pub rule: String,
     /// The counter slots the call takes at admission.
     pub counters: Vec<CounterSlot>,
-    /// The approval the call uses at admission: its id as looked up, and its key.
-    pub approval: Option<(String, ApprovalKey)>,
+    /// The approvals the call uses at admission, each its id as looked up and its key:
+    /// the escalation's (when the owner's queue answered `escalate`), then the
+    /// confirmation's.
+    pub approvals: Vec<(String, ApprovalKey)>,
+}
+
+/// What answers the policy's `resource` constraints and `escalate` for one call
+/// (`config.json`'s `resolvers` and `escalation`, RUNTIME §7). Unwired, the answers are
+/// `no_resource_resolver` and `no_escalation_tier`.
+#[derive(Clone, Copy, Default)]
+pub struct Wiring<'a> {
+    /// The resolver of this tool's resource, when `resolvers` names one.
+    pub resolver: Option<&'a dyn ResourceResolver>,
+    /// Whether the owner's approval queue answers `escalate` (`"escalation": "approvals"`).
+    pub escalation: bool,
+}
+
+impl std::fmt::Debug for Wiring<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wiring")
+            .field("resolver", &self.resolver.is_some())
+            .field("escalation", &self.escalation)
+            .finish()
+    }
 }
 
 /// The dry pre-gate for one call of a session principal (RUNTIME §7): nothing is spent.
@@ -272,8 +303,9 @@ pub struct PolicyPass {
 /// # Errors
 /// A [`PolicyRefusal`] with the engine's rule as code; a paused call gets
 /// `requires_confirmation` and a pending approval id (recording the request is not
-/// spending).
-#[allow(clippy::too_many_arguments)]
+/// spending), marked as an escalation when the owner's queue is asked to answer
+/// `escalate`.
+#[allow(clippy::too_many_arguments, clippy::too_many_lines)]
 pub fn pre(
     state: &dyn State,
     rp: &RuntimePolicy,
@@ -282,6 +314,7 @@ pub fn pre(
     values: &BTreeMap<String, ArgValue>,
     cli_face: bool,
     now: Timestamp,
+    wiring: Wiring<'_>,
 ) -> Result<PolicyPass, PolicyRefusal> {
     let principal = principal_of(session);
     let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
@@ -305,23 +338,28 @@ pub fn pre(
         failed: std::sync::atomic::AtomicBool::new(false),
         checked: Mutex::new(Vec::new()),
     };
+    let tier = escalate::ApprovalTier::new(state, rp.hash(), now);
     let approvals = DryApprovals {
         state,
         policy_hash: rp.hash(),
         now,
         found: std::cell::RefCell::new(None),
+        tier: &tier,
     };
     let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
     let ctx = histos::Context {
         limits: Some(&limits),
         now_ms,
-        tier: None,
+        tier: wiring
+            .escalation
+            .then_some(&tier as &dyn histos::EscalationTier),
         confirm: Some(&approvals),
         mode: histos::Mode::Enforce,
         consume_limits: false,
     };
-    let d = Engine::pre(&rp.policy, Some(&principal), None, &call, &ctx);
+    let d = Engine::pre(&rp.policy, Some(&principal), wiring.resolver, &call, &ctx);
     let rule = d.rule.as_str().to_owned();
+    let refused = |e: hcp_store::StoreError| PolicyRefusal::new(e.code(), e.to_string());
     match d.effect {
         Effect::Allow => {
             let mut bound = call.args.clone();
@@ -329,63 +367,70 @@ pub fn pre(
             let mut out = BTreeMap::new();
             for (k, v) in bound.iter() {
                 let Some(a) = to_arg(v) else {
-                    return Err(PolicyRefusal {
-                        code: Code::ArgBindingUnresolved,
-                        message: format!("bound argument `{k}` is not a string, number or boolean"),
-                        hint: None,
-                        approval_id: None,
-                    });
+                    return Err(PolicyRefusal::new(
+                        Code::ArgBindingUnresolved,
+                        format!("bound argument `{k}` is not a string, number or boolean"),
+                    ));
                 };
                 out.insert(k.clone(), a);
             }
+            let mut taken: Vec<(String, ApprovalKey)> = tier.approved().into_iter().collect();
+            taken.extend(approvals.found.into_inner());
             Ok(PolicyPass {
                 values: out,
                 rule,
                 counters: limits.checked.into_inner().unwrap_or_default(),
-                approval: approvals.found.into_inner(),
+                approvals: taken,
             })
         }
         Effect::RequireConfirmation => {
             let mut bound = call.args.clone();
             d.apply_bindings(&mut bound);
-            let digest = match bound_digest(state, &Args::plain(&bound)) {
-                Ok(d) => d,
-                Err(e) => {
-                    return Err(PolicyRefusal {
-                        code: e.code(),
-                        message: e.to_string(),
-                        hint: None,
-                        approval_id: None,
-                    });
-                }
-            };
+            let digest = bound_digest(state, &Args::plain(&bound)).map_err(refused)?;
             let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
-            let window = rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in);
+            // The owner's queue was asked to answer `escalate` and has no answer yet: the
+            // call waits for that; otherwise it waits for its confirmation.
+            let escalation = tier.pending();
+            let window = if escalation {
+                None
+            } else {
+                rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in)
+            };
             let request = ApprovalRequest {
-                key: approval_key(tool, &principal, &digest, rp.hash()),
+                key: approval_key(tool, &principal, &digest, rp.hash(), escalation),
                 summary,
                 window_s: window,
             };
-            match state.approval_request(&request, now) {
-                Ok(a) => Err(PolicyRefusal {
-                    code: Code::RequiresConfirmation,
-                    message: format!(
+            let a = state.approval_request(&request, now).map_err(refused)?;
+            let (message, hint) = if escalation {
+                (
+                    format!(
+                        "`{tool}` needs the owner's answer to its escalation, which the agent cannot give itself: approval `{}` is pending",
+                        a.id
+                    ),
+                    format!(
+                        "the owner reviews it with `hcp approvals` and answers with `hcp approve {0}` or `hcp deny {0}`; then the same call is asked again",
+                        a.id
+                    ),
+                )
+            } else {
+                (
+                    format!(
                         "`{tool}` needs an approval the agent cannot give itself: approval `{}` is pending",
                         a.id
                     ),
-                    hint: Some(format!(
+                    format!(
                         "the owner reviews it with `hcp approvals` and grants it with `hcp approve {}`; then the same call passes once",
                         a.id
-                    )),
-                    approval_id: Some(a.id),
-                }),
-                Err(e) => Err(PolicyRefusal {
-                    code: e.code(),
-                    message: e.to_string(),
-                    hint: None,
-                    approval_id: None,
-                }),
-            }
+                    ),
+                )
+            };
+            Err(PolicyRefusal {
+                code: Code::RequiresConfirmation,
+                message,
+                hint: Some(hint),
+                approval_id: Some(a.id),
+            })
         }
         _ => {
             let failed = limits.failed.load(std::sync::atomic::Ordering::Relaxed);
@@ -404,10 +449,22 @@ pub fn pre(
             if let Some(f) = &d.field {
                 message.push_str(&format!(" (field `{f}`)"));
             }
+            let hint = match code {
+                Code::EscalationDenied if wiring.escalation => Some(
+                    "the owner denied this call's escalation; the same call is refused until the denial lapses".to_owned(),
+                ),
+                Code::NoEscalationTier => Some(
+                    "the operator wires the owner's approval queue as the tier with `\"escalation\": \"approvals\"` in `config.json`".to_owned(),
+                ),
+                Code::NoResourceResolver => Some(format!(
+                    "the operator names a `read` verb whose JSON stdout is the resource in `config.json`: `\"resolvers\": {{\"{tool}\": \"PACK.VERB\"}}`"
+                )),
+                _ => None,
+            };
             Err(PolicyRefusal {
                 code,
                 message,
-                hint: None,
+                hint,
                 approval_id: None,
             })
         }
@@ -531,11 +588,12 @@ fn write_json(v: &Value, out: &mut String) {
 /// The key of the approval of a call: the tool, the principal's identity and a digest of
 /// its role, attributes and `can_view` (so another session of the same id with other
 /// facts cannot use it, HISTOS-ENGINE §6), the digest of the bound arguments, the policy.
-fn approval_key(
+pub(crate) fn approval_key(
     tool: &str,
     p: &histos::Principal,
     args_digest: &str,
     policy_hash: &str,
+    escalation: bool,
 ) -> ApprovalKey {
     let attrs: serde_json::Map<String, serde_json::Value> = p
         .attributes
@@ -556,5 +614,6 @@ fn approval_key(
         principal_digest: audit::sha256_tagged(&audit::canonical_json(&facts)),
         args_digest: args_digest.to_owned(),
         policy_hash: policy_hash.to_owned(),
+        escalation,
     }
 }

@@ -1,5 +1,11 @@
 //! `hcp policy check|hash|decide FILE`: the operator's Histos runtime policy on its own
-//! (RUNTIME §7, HISTOS-ENGINE §1–§3), to try a policy before putting it in the store.
+//! (RUNTIME §7, HISTOS-ENGINE §1–§3), to try a policy before putting it in the store; and
+//! `hcp policy init|coverage|lock` (`store.rs`): contracts from the installed packs.
+//!
+//! A policy that does not load is refused with its POLICY code; an unknown key's message
+//! is the fault and its `hint:` the keys allowed there and the nearest one.
+
+mod store;
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
@@ -32,18 +38,32 @@ pub enum PolicyCommand {
         /// The policy file.
         file: PathBuf,
     },
+    /// Print a starting policy for the active packs (or the named ones) as YAML: one tool
+    /// per verb, `args` from its schema, nothing granted unless `--role`.
+    Init(store::InitArgs),
+    /// Exit 1 naming each active verb the runtime policy (or FILE) does not mention.
+    Coverage(store::CoverageArgs),
+    /// Write `$HCP_HOME/tools.lock.json` for the active verbs (owner only), or `--check`
+    /// the store against it.
+    Lock(store::LockArgs),
 }
 
 fn load(file: &std::path::Path) -> Result<Policy, CliError> {
     Policy::load_path(file).map_err(|e| policy_error(file, &e))
 }
 
-fn policy_error(file: &std::path::Path, e: &PolicyError) -> CliError {
-    let mut msg = format!("policy `{}` does not load: {}", file.display(), e.message);
-    if let Some(l) = &e.location {
-        msg.push_str(&format!(" (at {l})"));
+/// A policy that does not load: its POLICY code, the fault as the message (with its
+/// place), the lesson (`did you mean …`, the keys allowed there) as the hint.
+pub(crate) fn policy_error(file: &std::path::Path, e: &PolicyError) -> CliError {
+    let t = hcp_runtime::policy::teach::split(e);
+    let err = CliError::new(
+        hcp_runtime::refusal::code_of(e.code.as_str()),
+        format!("policy `{}` does not load: {}", file.display(), t.message),
+    );
+    match t.hint {
+        Some(h) => err.hint(h),
+        None => err,
     }
-    CliError::new(hcp_runtime::refusal::code_of(e.code.as_str()), msg)
 }
 
 /// Runs `hcp policy …`.
@@ -71,9 +91,10 @@ pub fn run(c: PolicyCommand) -> CliResult {
                 Ok(exit::OK)
             }
             Err(e) if json => {
+                let t = hcp_runtime::policy::teach::split(&e);
                 let v = serde_json::json!({
                     "ok": false, "file": file, "code": e.code.as_str(),
-                    "message": e.message, "location": e.location,
+                    "message": e.message, "location": e.location, "hint": t.hint,
                 });
                 let _ = writeln!(out, "{v}");
                 Ok(exit::REFUSED)
@@ -92,6 +113,9 @@ pub fn run(c: PolicyCommand) -> CliResult {
             let _ = writeln!(out, "{d}");
             Ok(exit::OK)
         }
+        PolicyCommand::Init(a) => store::init(&a),
+        PolicyCommand::Coverage(a) => store::coverage(&a),
+        PolicyCommand::Lock(a) => store::lock(&a),
     }
 }
 
