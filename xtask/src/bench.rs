@@ -2,9 +2,10 @@
 //!
 //! One module per benchmark: `gate` ([`crate::bench_gate`], the Histos engine in process),
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
-//! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor).
+//! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor) and `agent`
+//! ([`crate::bench_agent`], an agent's call against the owner's).
 
-use crate::{bench_exec, bench_gate, bench_store};
+use crate::{bench_agent, bench_exec, bench_gate, bench_store};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -24,6 +25,9 @@ enum Which {
     /// `hcp exec` on a trivial verb against the bin alone and a minimal spawn-and-wait
     /// program, with 1 and with many installed packs; peak RSS.
     Exec(bench_exec::Args),
+    /// An agent's call (session, grants, runtime policy, counters) against the owner's
+    /// call of the same verb on the same store, with 1 and many packs, JSON and YAML policy.
+    Agent(bench_agent::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -44,6 +48,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         Which::Store(s) => bench_store::run(s),
         Which::Exec(e) => bench_exec::run(&e),
+        Which::Agent(a) => bench_agent::run(&a),
     }
 }
 

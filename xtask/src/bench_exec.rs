@@ -75,9 +75,9 @@ pub struct Args {
 }
 
 /// Warm-up runs of each arm before timing.
-const WARMUP: usize = 20;
+pub(crate) const WARMUP: usize = 20;
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
@@ -100,7 +100,7 @@ pub fn release_dir() -> Result<PathBuf> {
 }
 
 /// Builds `hcp` and the example bins in release, and the two floors with the same rustc.
-fn build(root: &Path, release: &Path) -> Result<()> {
+pub(crate) fn build(root: &Path, release: &Path) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(&cargo)
         .args(["build", "--release", "-p", "hcp", "-p", "hcp-examples"])
@@ -159,7 +159,7 @@ fn build_floor(root: &Path, src: &str, out: &Path, extra: &[&str]) -> Result<()>
 
 /// A lint-clean composite pack `id` with one verb, `ID.say`, wrapping the same bin as
 /// `echo.say`, in `local` land.
-fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
+pub(crate) fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
     write_fixture_in(root, id, "local")
 }
 
@@ -193,26 +193,26 @@ fn write_fixture_in(root: &Path, id: &str, land: &str) -> Result<PathBuf> {
 }
 
 /// The fixed environment of every run, so that no arm sees more than another.
-struct Setup {
-    hcp: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) hcp: PathBuf,
     /// The `--baseline` hcp, when given.
-    baseline: Option<PathBuf>,
-    bin: PathBuf,
-    floor: PathBuf,
-    floor_static: PathBuf,
-    durable: PathBuf,
-    durable_static: PathBuf,
+    pub(crate) baseline: Option<PathBuf>,
+    pub(crate) bin: PathBuf,
+    pub(crate) floor: PathBuf,
+    pub(crate) floor_static: PathBuf,
+    pub(crate) durable: PathBuf,
+    pub(crate) durable_static: PathBuf,
     /// The file the durable floors append to (beside the stores, on their disk).
-    record: PathBuf,
-    path_var: OsString,
+    pub(crate) record: PathBuf,
+    pub(crate) path_var: OsString,
     /// `HOME` of every run, apart from `work`: a sandbox may not hold the caller's home.
-    home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The working directory of every run.
-    work: PathBuf,
+    pub(crate) work: PathBuf,
 }
 
 impl Setup {
-    fn command(&self, program: &Path) -> Command {
+    pub(crate) fn command(&self, program: &Path) -> Command {
         let mut c = Command::new(program);
         c.env_clear()
             .env("PATH", &self.path_var)
@@ -222,7 +222,7 @@ impl Setup {
         c
     }
 
-    fn hcp(&self, home: &Path, args: &[&str]) -> Command {
+    pub(crate) fn hcp(&self, home: &Path, args: &[&str]) -> Command {
         self.hcp_of(&self.hcp, home, args)
     }
 
@@ -232,7 +232,7 @@ impl Setup {
         c
     }
 
-    fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    pub(crate) fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
         self.hcp_ok_of(&self.hcp, home, args)
     }
 
@@ -367,7 +367,7 @@ impl Arm {
 
 /// One timed run: wall time, `ru_maxrss` in KiB, and CPU time (user + system, of the
 /// process and the children it waited for).
-fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
+pub(crate) fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let t = Instant::now();
     let child = cmd.spawn().context("cannot spawn")?;
@@ -407,7 +407,7 @@ fn timed(mut cmd: Command) -> Result<(Duration, i64, Duration)> {
 }
 
 /// A small xorshift generator for the order of arms in each round.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -417,7 +417,7 @@ impl Rng {
         self.0
     }
 
-    fn shuffle<T>(&mut self, v: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = usize::try_from(self.next() % (i as u64 + 1)).unwrap_or(0);
             v.swap(i, j);
@@ -428,15 +428,15 @@ impl Rng {
 /// Median, p10, p90 and minimum wall time of one arm, and its mean CPU time, in
 /// milliseconds.
 #[derive(Debug, Clone, Copy)]
-struct Stats {
-    cpu: f64,
-    median: f64,
-    p10: f64,
-    p90: f64,
-    min: f64,
+pub(crate) struct Stats {
+    pub(crate) cpu: f64,
+    pub(crate) median: f64,
+    pub(crate) p10: f64,
+    pub(crate) p90: f64,
+    pub(crate) min: f64,
 }
 
-fn stats(times: &mut [Duration], cpu: &[Duration]) -> Stats {
+pub(crate) fn stats(times: &mut [Duration], cpu: &[Duration]) -> Stats {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let at = |q: usize| ms(times[(times.len() * q / 100).min(times.len() - 1)]);
@@ -702,7 +702,7 @@ fn peak_rss(s: &Setup, arms: &[Arm], stores: &Stores, scratch: &Path) -> Result<
     Ok(Some(peaks))
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))

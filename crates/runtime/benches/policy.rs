@@ -39,7 +39,10 @@ fn store(dir: &Path, ext: &str, text: &str) -> Home {
 fn load(c: &mut Criterion) {
     let d = tempfile::tempdir().unwrap();
     let mut g = c.benchmark_group("runtime_policy_load");
-    for (ext, file) in [("json", "policy-12-tools.json"), ("yaml", "policy-12-tools.yaml")] {
+    for (ext, file) in [
+        ("json", "policy-12-tools.json"),
+        ("yaml", "policy-12-tools.yaml"),
+    ] {
         let home = store(d.path(), ext, &histos_bench(file));
         g.bench_function(format!("{ext}_compiled_cache"), |b| {
             b.iter(|| black_box(source::load(&home).unwrap()))
@@ -58,7 +61,11 @@ fn write_pack(root: &Path, id: &str) -> PathBuf {
     let verbs = ["list", "show", "count", "find", "peek"];
     let sv: Vec<String> = verbs
         .iter()
-        .map(|v| format!(r#""{v}": {{"description": "{v} things.", "cli": ["cat", "--", "{{{{file}}}}"]}}"#))
+        .map(|v| {
+            format!(
+                r#""{v}": {{"description": "{v} things.", "cli": ["cat", "--", "{{{{file}}}}"]}}"#
+            )
+        })
         .collect();
     let pv: Vec<String> = verbs
         .iter()
@@ -74,7 +81,10 @@ fn write_pack(root: &Path, id: &str) -> PathBuf {
     .unwrap();
     std::fs::write(
         dir.join("policy.json"),
-        format!(r#"{{"surface_id": "{id}", "version": 1, "verbs": {{{}}}}}"#, pv.join(",")),
+        format!(
+            r#"{{"surface_id": "{id}", "version": 1, "verbs": {{{}}}}}"#,
+            pv.join(",")
+        ),
     )
     .unwrap();
     std::fs::write(

@@ -21,8 +21,7 @@ use crate::snapshot::{Snapshot, Subject};
 use crate::steps::{
     PolicyStep, SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities,
     content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, principal_of,
-    record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record,
-    tool_lock,
+    record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record, tool_lock,
 };
 use hcp_adapter::{Invocation, Limits};
 use hcp_gate::{Context, Decision, Face, PackView, Principal};

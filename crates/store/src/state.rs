@@ -674,8 +674,8 @@ impl State for FileState {
     fn admit(&self, a: &Admission<'_>) -> Result<Admitted, AdmitError> {
         let mut approvals = Vec::with_capacity(a.approvals.len());
         for k in a.approvals {
-            let found = approval::lookup(&self.home, &k.call(), a.now)
-                .map_err(AdmitError::State)?;
+            let found =
+                approval::lookup(&self.home, &k.call(), a.now).map_err(AdmitError::State)?;
             let Some(found) = found else {
                 return Err(AdmitError::ApprovalGone);
             };

@@ -107,8 +107,9 @@ mod index {
     }
 
     fn sha(s: &str) -> bool {
-        s.strip_prefix("sha256:")
-            .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        s.strip_prefix("sha256:").is_some_and(|h| {
+            h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
     }
 
     /// The lock indexed for `lock_digest`, when the index is whole and this hcp's.

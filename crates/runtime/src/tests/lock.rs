@@ -158,7 +158,11 @@ fn the_lock_index_is_only_a_speed_up() {
     let last = lines[1].pop().unwrap();
     lines[1].push(if last == '0' { '1' } else { '0' });
     let tampered = format!("{}\n", lines.join("\n"));
-    for bad in [tampered, good[..good.len() / 2].to_owned(), String::from("x")] {
+    for bad in [
+        tampered,
+        good[..good.len() / 2].to_owned(),
+        String::from("x"),
+    ] {
         std::fs::write(&index, &bad).unwrap();
         assert_eq!(code(&w.say(&c, "x")), (None, 0));
         assert_eq!(std::fs::read_to_string(&index).unwrap(), good);
