@@ -258,7 +258,7 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     let token_many = make_store(s, &stores[2].home, &probe, &src, args.packs)?;
     copy_store(&stores[2].home, &stores[3].home)?;
     for (i, st) in stores.iter().enumerate() {
-        let (name, text) = if i % 2 == 0 {
+        let (name, text) = if i.is_multiple_of(2) {
             ("policy.json", &json)
         } else {
             ("policy.yaml", &yaml)
@@ -277,7 +277,7 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     let command = |arm: usize| {
         let st = &stores[arm / 2];
         let mut c = s.hcp(&st.home, &EXEC_ARGS);
-        if arm % 2 == 1 {
+        if !arm.is_multiple_of(2) {
             c.env("HCP_SESSION", tokens[arm / 2]);
         }
         c
@@ -286,7 +286,11 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     let label = |arm: usize| {
         format!(
             "{}, {}",
-            if arm % 2 == 0 { "owner" } else { "agent" },
+            if arm.is_multiple_of(2) {
+                "owner"
+            } else {
+                "agent"
+            },
             stores[arm / 2].label
         )
     };
