@@ -8,6 +8,11 @@
 //!
 //! Random delays only choose where a kill lands; nothing is synchronised by sleeping (a
 //! named point is reached by the process itself, an exit is waited for).
+//!
+//! Both campaigns run in CI (`cargo test --workspace`) and are bounded in time: every
+//! `hcp` process they start is waited for with a deadline (`audit_common::wait_bounded`),
+//! past which it is killed and the test fails, so a hang cannot stall the run; each
+//! campaign prints how long it took.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +22,7 @@ mod exec_common;
 
 use audit_common::{
     Census, Rng, interrupted, killed, mark_digest, policy_world, sigkill, spawn_exec, verify_in,
+    wait_bounded,
 };
 use hcp_store::Home;
 use hcp_store::approval;
@@ -122,7 +128,7 @@ fn a_hundred_kills_of_hcp_exec_leave_a_sound_trail_and_exact_counts() {
         &["walprobe.mark", "--path", "warm", "--text", "x"],
         None,
     );
-    let out = c.wait_with_output().unwrap();
+    let out = wait_bounded(c);
     assert!(out.status.success(), "{}", w.render(&out));
     let call_us = u64::try_from(t.elapsed().as_micros()).unwrap();
     let mut expected: BTreeSet<String> = BTreeSet::new();
@@ -139,9 +145,7 @@ fn a_hundred_kills_of_hcp_exec_leave_a_sound_trail_and_exact_counts() {
         let args = [verb, "--path", path.as_str(), "--text", "x"];
         if approval_run {
             // Paused first, then granted by the owner: the killed call takes it.
-            let out = spawn_exec(&w, Some(&token), &args, None)
-                .wait_with_output()
-                .unwrap();
+            let out = wait_bounded(spawn_exec(&w, Some(&token), &args, None));
             let v: Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["code"], "requires_confirmation", "{}", w.render(&out));
             let id = v["approval_id"].as_str().unwrap().to_owned();
@@ -157,12 +161,12 @@ fn a_hundred_kills_of_hcp_exec_leave_a_sound_trail_and_exact_counts() {
             mkfifo(&w.work.join(&path));
         }
         let before = Census::of(&w.hcp_home);
-        let mut child = spawn_exec(&w, Some(&token), &args, point.map(|p| p.0));
+        let child = spawn_exec(&w, Some(&token), &args, point.map(|p| p.0));
         if point.is_none() {
             std::thread::sleep(Duration::from_micros(rng.below(call_us + call_us / 2)));
             sigkill(child.id());
         }
-        let out = child.wait_with_output().unwrap();
+        let out = wait_bounded(child);
         let was_killed = killed(&out.status);
         kills += usize::from(was_killed);
         if fifo {
@@ -276,13 +280,13 @@ fn eight_processes_times_two_hundred_execs_with_random_kills_lose_no_call_that_r
                     for i in 0..CALLS {
                         let path = format!("c-{p}-{i}");
                         let args = ["walprobe.mark", "--path", path.as_str(), "--text", "x"];
-                        let mut child = spawn_exec(w, None, &args, None);
+                        let child = spawn_exec(w, None, &args, None);
                         // About one call in eight is killed, at a random instant.
                         if rng.below(8) == 0 {
                             std::thread::sleep(Duration::from_micros(rng.below(40_000)));
                             sigkill(child.id());
                         }
-                        let out = child.wait_with_output().unwrap();
+                        let out = wait_bounded(child);
                         if killed(&out.status) {
                             me.kills += 1;
                         } else {

@@ -14,8 +14,10 @@ use hcp_store::Home;
 use hcp_store::audit::DigestKey;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// The runtime policy of the crash tests: `walprobe.mark` counted (`rate_limit` and
 /// `budget`, both far above what the tests spend, so that every intent must count
@@ -106,6 +108,57 @@ pub fn sigkill(pid: u32) {
     unsafe {
         libc::kill(pid as libc::pid_t, libc::SIGKILL);
     }
+}
+
+/// How long one `hcp` process of the campaigns may take: past it the process is killed
+/// and the test fails (a hang, which must not stall CI; no call takes a tenth of it).
+pub const CALL_BOUND: Duration = Duration::from_secs(60);
+
+/// `child.wait_with_output()`, bounded by [`CALL_BOUND`]: a watchdog waits on the child's
+/// pidfd (readable when it exits) and SIGKILLs it through that pidfd when it has not
+/// exited in time, which cannot hit another process; the test then fails.
+pub fn wait_bounded(child: Child) -> Output {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: pidfd_open(2) with integers, for our child not yet reaped.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+    // SAFETY: a new descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(i32::try_from(fd).unwrap()) };
+    let watchdog = std::thread::spawn(move || {
+        let ms = i32::try_from(CALL_BOUND.as_millis()).unwrap();
+        loop {
+            let mut p = libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            match unsafe { libc::poll(&mut p, 1, ms) } {
+                0 => break,
+                n if n > 0 => return false,
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => panic!("poll: {}", std::io::Error::last_os_error()),
+            }
+        }
+        // SAFETY: pidfd_send_signal(2) on our pidfd, no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        }
+        true
+    });
+    let out = child.wait_with_output().unwrap();
+    let hung = watchdog.join().unwrap();
+    assert!(
+        !hung,
+        "an `hcp` process did not end within {CALL_BOUND:?}: killed"
+    );
+    out
 }
 
 /// Whether `status` is a death by SIGKILL.
