@@ -14,7 +14,9 @@ use exec_common::{exec_json_env, grant, session, status};
 use serde_json::{Value, json};
 use std::process::Output;
 
-const GOLD: [&str; 6] = ["transit", "echo", "ledger", "mail", "hcp-cli", "git"];
+const GOLD: [&str; 7] = [
+    "transit", "echo", "ledger", "mail", "hcp-cli", "git", "tasks",
+];
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -59,7 +61,9 @@ fn init_on_the_gold_packs_is_the_checked_in_example_and_stable() {
          examples/policy.yaml` on a store holding the gold packs (the demo's agent runs under it)"
     );
     // stable from run to run, whatever the order the packs were installed in
-    let w2 = exec_common::world(&["git", "hcp-cli", "mail", "ledger", "echo", "transit"]);
+    let w2 = exec_common::world(&[
+        "tasks", "git", "hcp-cli", "mail", "ledger", "echo", "transit",
+    ]);
     assert_eq!(
         ok(&w2, &w2.run(&["policy", "init", "--role", "agent"])),
         first
@@ -71,10 +75,17 @@ fn init_on_the_gold_packs_is_the_checked_in_example_and_stable() {
         &w,
         &w.run(&["policy", "check", &file.display().to_string()]),
     );
-    assert!(out.contains("is valid: 34 tools, 1 roles"), "{out}");
+    assert!(out.contains("is valid: 40 tools, 1 roles"), "{out}");
     assert!(first.contains(
         "  # ledger.ledger.post: pack ledger (Ledger), verb ledger.post; write, confirm-gated."
     ));
+    // a `kind: openapi` verb's arguments come from its operation, typed and bounded
+    assert!(
+        first.contains(
+            "  tasks.list:\n    access: read\n    args:\n      limit: {type: integer, required: false, minimum: 1, maximum: 100}\n"
+        ),
+        "{first}"
+    );
     // without a role nothing is granted
     let bare = ok(&w, &w.run(&["policy", "init"]));
     assert!(bare.contains("\nroles: {}\n"), "{bare}");

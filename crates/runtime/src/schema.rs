@@ -29,13 +29,7 @@ pub fn input_schema(args: &[(String, bool)], confirm: bool) -> JsonObject {
         }
     }
     if confirm {
-        props.insert(
-            "confirm".into(),
-            json!({
-                "type": "boolean",
-                "description": "true to run this write; without it the call is refused with `confirm required` (HCP §4.5)"
-            }),
-        );
+        props.insert("confirm".into(), confirm_property());
     }
     let mut schema = JsonObject::new();
     schema.insert("type".into(), json!("object"));
@@ -45,6 +39,40 @@ pub fn input_schema(args: &[(String, bool)], confirm: bool) -> JsonObject {
     }
     schema.insert("additionalProperties".into(), json!(false));
     schema
+}
+
+/// The `inputSchema` of verb `verb_key` of `pack` (`confirm` where its policy sets it):
+/// its placeholders ([`input_schema`]), or for a `kind: openapi` verb its operation's
+/// parameters and body properties, typed and bounded by the document
+/// (`hcp_openapi::Operation::input_schema`, from the pinned copy: RUNTIME §1.3). `None`
+/// when the verb cannot be planned or its operation read.
+pub fn verb_input_schema(
+    pack: &hcp_store::pack::InstalledPack,
+    verb_key: &str,
+    confirm: bool,
+) -> Option<JsonObject> {
+    if pack.manifest.kind != hcp_model::Kind::Openapi {
+        let plan = pack.manifest.plan_verb(verb_key).ok()?;
+        return Some(input_schema(
+            &hcp_model::manifest::arguments(&plan),
+            confirm,
+        ));
+    }
+    let op = hcp_store::pack::openapi::pinned_operation(pack, verb_key).ok()?;
+    let Value::Object(mut schema) = op.input_schema() else {
+        return None;
+    };
+    if confirm && let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert("confirm".into(), confirm_property());
+    }
+    Some(schema)
+}
+
+fn confirm_property() -> Value {
+    json!({
+        "type": "boolean",
+        "description": "true to run this write; without it the call is refused with `confirm required` (HCP §4.5)"
+    })
 }
 
 /// Narrows a verb's input schema by the runtime policy's argument contract (HISTOS-ENGINE

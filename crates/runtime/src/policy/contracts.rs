@@ -5,16 +5,16 @@
 //!
 //! A verb's definition is `{"name": "PACK_ID.VERB_KEY", "description", "inputSchema",
 //! "_meta": {"hcp": {"operation", "land", "confirm"}}}`: the description is the
-//! manifest's, the input schema [`crate::schema::input_schema`] of its placeholders
-//! (never refined by a runtime policy), and `_meta` what the pack's policy says of it, so
-//! a reinstall that turns a read into a write, moves it to another land or drops its
-//! confirm changes the definition, and a tool lock sees it (`schema_sha256`).
+//! manifest's, the input schema [`crate::schema::verb_input_schema`] (its placeholders,
+//! or a `kind: openapi` verb's operation arguments; never refined by a runtime policy),
+//! and `_meta` what the pack's policy says of it, so a reinstall that turns a read into a
+//! write, moves it to another land or drops its confirm changes the definition, and a
+//! tool lock sees it (`schema_sha256`).
 //!
 //! Control-plane packs are left out: no session ever calls them (`control_plane`), and
 //! the runtime policy governs session calls only.
 
 use crate::refusal::Refusal;
-use hcp_model::manifest::arguments;
 use hcp_model::{Code, Operation, Plane};
 use hcp_store::Home;
 use hcp_store::pack::{self, InstalledPack, PackError};
@@ -47,13 +47,13 @@ pub fn valid_tool_name(name: &str) -> bool {
 }
 
 /// The tool definition of `verb_key` of `pack` (see the module docs); `None` when the
-/// pack has no such verb, no policy entry for it, or cannot plan it.
+/// pack has no such verb, no policy entry for it, or cannot plan it (a `kind: openapi`
+/// verb: when its pinned operation cannot be read).
 pub fn definition(pack: &InstalledPack, verb_key: &str) -> Option<Value> {
     let spec = pack.manifest.verbs.get(verb_key)?;
     let entry = pack.policy.verbs.get(verb_key)?;
-    let plan = pack.manifest.plan_verb(verb_key).ok()?;
     let confirm = entry.confirm == Some(true);
-    let schema = crate::schema::input_schema(&arguments(&plan), confirm);
+    let schema = crate::schema::verb_input_schema(pack, verb_key, confirm)?;
     Some(json!({
         "name": format!("{}.{verb_key}", pack.id),
         "description": spec.description.trim(),
