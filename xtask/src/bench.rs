@@ -3,9 +3,10 @@
 //! One module per benchmark: `gate` ([`crate::bench_gate`], the Histos engine in process),
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
-//! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server).
+//! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
+//! `agent` ([`crate::bench_agent`], an agent's call against the owner's).
 
-use crate::{bench_exec, bench_gate, bench_openapi, bench_store};
+use crate::{bench_agent, bench_exec, bench_gate, bench_openapi, bench_store};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -28,6 +29,9 @@ enum Which {
     /// `hcp exec` of a `kind: openapi` verb against a loopback server, pairwise with a CLI
     /// verb (and `curl` of the same request) in one run.
     Openapi(bench_openapi::Args),
+    /// An agent's call (session, grants, runtime policy, counters) against the owner's
+    /// call of the same verb on the same store, with 1 and many packs, JSON and YAML policy.
+    Agent(bench_agent::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -49,6 +53,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Store(s) => bench_store::run(s),
         Which::Exec(e) => bench_exec::run(&e),
         Which::Openapi(o) => bench_openapi::run(&o),
+        Which::Agent(a) => bench_agent::run(&a),
     }
 }
 

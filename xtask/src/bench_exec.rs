@@ -89,7 +89,7 @@ pub enum StateArg {
 }
 
 /// Warm-up runs of each arm before timing.
-const WARMUP: usize = 20;
+pub(crate) const WARMUP: usize = 20;
 
 pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -173,7 +173,7 @@ fn build_floor(root: &Path, src: &str, out: &Path, extra: &[&str]) -> Result<()>
 
 /// A lint-clean composite pack `id` with one verb, `ID.say`, wrapping the same bin as
 /// `echo.say`, in `local` land.
-fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
+pub(crate) fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
     write_fixture_in(root, id, "local")
 }
 
@@ -207,26 +207,26 @@ fn write_fixture_in(root: &Path, id: &str, land: &str) -> Result<PathBuf> {
 }
 
 /// The fixed environment of every run, so that no arm sees more than another.
-struct Setup {
-    hcp: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) hcp: PathBuf,
     /// The `--baseline` hcp, when given.
-    baseline: Option<PathBuf>,
-    bin: PathBuf,
-    floor: PathBuf,
-    floor_static: PathBuf,
-    durable: PathBuf,
-    durable_static: PathBuf,
+    pub(crate) baseline: Option<PathBuf>,
+    pub(crate) bin: PathBuf,
+    pub(crate) floor: PathBuf,
+    pub(crate) floor_static: PathBuf,
+    pub(crate) durable: PathBuf,
+    pub(crate) durable_static: PathBuf,
     /// The file the durable floors append to (beside the stores, on their disk).
-    record: PathBuf,
-    path_var: OsString,
+    pub(crate) record: PathBuf,
+    pub(crate) path_var: OsString,
     /// `HOME` of every run, apart from `work`: a sandbox may not hold the caller's home.
-    home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The working directory of every run.
-    work: PathBuf,
+    pub(crate) work: PathBuf,
 }
 
 impl Setup {
-    fn command(&self, program: &Path) -> Command {
+    pub(crate) fn command(&self, program: &Path) -> Command {
         let mut c = Command::new(program);
         c.env_clear()
             .env("PATH", &self.path_var)
@@ -236,7 +236,7 @@ impl Setup {
         c
     }
 
-    fn hcp(&self, home: &Path, args: &[&str]) -> Command {
+    pub(crate) fn hcp(&self, home: &Path, args: &[&str]) -> Command {
         self.hcp_of(&self.hcp, home, args)
     }
 
@@ -246,7 +246,7 @@ impl Setup {
         c
     }
 
-    fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    pub(crate) fn hcp_ok(&self, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
         self.hcp_ok_of(&self.hcp, home, args)
     }
 
@@ -719,7 +719,7 @@ fn peak_rss(s: &Setup, arms: &[Arm], stores: &Stores, scratch: &Path) -> Result<
     Ok(Some(peaks))
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))

@@ -635,8 +635,9 @@ fn openapi(
             exec(&["tasks.remove", "t-1", "--confirm"], Expect::Ok).agent(),
             step("hcp", &["audit", "verify"], Expect::Ok),
         ];
+        let mut vars = BTreeMap::new();
         for s in &steps {
-            run_step(demo, s, agent, out, sum)?;
+            run_step(demo, s, agent, &mut vars, out, sum)?;
         }
         Ok(())
     })();

@@ -7,6 +7,7 @@
 //! a match arm in [`main`].
 
 mod bench;
+mod bench_agent;
 mod bench_exec;
 mod bench_exec_state;
 mod bench_gate;
@@ -32,7 +33,7 @@ enum Command {
     Generate(generate::Args),
     /// Build, install the gold packs into a fresh store and run a scripted agent.
     Demo(demo::Args),
-    /// Run a benchmark (`gate`, `store`, `exec`); figures go to BENCHMARKS.md.
+    /// Run a benchmark (`gate`, `store`, `exec`, `agent`); figures go to BENCHMARKS.md.
     Bench(bench::Args),
 }
 

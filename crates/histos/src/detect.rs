@@ -184,33 +184,69 @@ static PAN_RE: LazyLock<regex::Regex> = LazyLock::new(|| re(r"\b[0-9][0-9 -]{10,
 static IBAN_RE: LazyLock<regex::Regex> = LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"));
 static JWT_RE: LazyLock<regex::Regex> =
     LazyLock::new(|| re(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\b"));
-static STRUCTURAL: LazyLock<Vec<(SecretKind, regex::Regex)>> = LazyLock::new(|| {
-    vec![
-        (
-            SecretKind::AwsKey,
-            re(r"\b(?:AKIA|ASIA|AIDA|AROA)[A-Z0-9]{16}\b"),
-        ),
-        (
-            SecretKind::GithubToken,
-            re(r"\bgh[opusr]_[A-Za-z0-9]{36,}\b"),
-        ),
-        (
-            SecretKind::SlackToken,
-            re(r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b"),
-        ),
-        (
-            SecretKind::StripeKey,
-            re(r"\bsk_(?:live|test)_[A-Za-z0-9]{16,}\b"),
-        ),
-        (SecretKind::GoogleApiKey, re(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-        (
-            SecretKind::PemPrivateKey,
+/// One structural detector: its kind, the literals every match holds (a text without any
+/// of them cannot match, so the pattern is not even compiled for it) and its pattern,
+/// compiled on first use.
+struct Structural {
+    kind: SecretKind,
+    literals: &'static [&'static str],
+    re: LazyLock<regex::Regex>,
+}
+
+impl Structural {
+    /// Whether `text` holds one of the literals every match of the pattern starts with (or,
+    /// for GitHub's `gh?_`, holds at offsets 0, 1 and 3).
+    fn may_match(&self, text: &[u8]) -> bool {
+        if self.kind == SecretKind::GithubToken {
+            return text
+                .windows(4)
+                .any(|w| w[0] == b'g' && w[1] == b'h' && b"opusr".contains(&w[2]) && w[3] == b'_');
+        }
+        self.literals
+            .iter()
+            .any(|l| memmem::find(text, l.as_bytes()).is_some())
+    }
+}
+
+/// The structural detectors (HISTOS-ENGINE §7), in the order their spans are reported.
+/// Compiling all six patterns costs more than a whole call of a trivial verb, so each is
+/// compiled only for a text that holds its literal prefix.
+static STRUCTURAL: [Structural; 6] = [
+    Structural {
+        kind: SecretKind::AwsKey,
+        literals: &["AKIA", "ASIA", "AIDA", "AROA"],
+        re: LazyLock::new(|| re(r"\b(?:AKIA|ASIA|AIDA|AROA)[A-Z0-9]{16}\b")),
+    },
+    Structural {
+        kind: SecretKind::GithubToken,
+        literals: &["gh"],
+        re: LazyLock::new(|| re(r"\bgh[opusr]_[A-Za-z0-9]{36,}\b")),
+    },
+    Structural {
+        kind: SecretKind::SlackToken,
+        literals: &["xox"],
+        re: LazyLock::new(|| re(r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b")),
+    },
+    Structural {
+        kind: SecretKind::StripeKey,
+        literals: &["sk_live_", "sk_test_"],
+        re: LazyLock::new(|| re(r"\bsk_(?:live|test)_[A-Za-z0-9]{16,}\b")),
+    },
+    Structural {
+        kind: SecretKind::GoogleApiKey,
+        literals: &["AIza"],
+        re: LazyLock::new(|| re(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    },
+    Structural {
+        kind: SecretKind::PemPrivateKey,
+        literals: &["-----BEGIN "],
+        re: LazyLock::new(|| {
             re(
                 r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-            ),
-        ),
-    ]
-});
+            )
+        }),
+    },
+];
 
 fn luhn(d: &[u8]) -> bool {
     let mut sum = 0u32;
@@ -418,10 +454,13 @@ pub fn find_checksum_secret(text: &str) -> Option<SecretKind> {
 pub fn all_spans(text: &str) -> Vec<Span> {
     let mut v = Vec::new();
     checksum_spans(text, &mut v, false);
-    for (kind, r) in STRUCTURAL.iter() {
-        for m in r.find_iter(text) {
+    for d in &STRUCTURAL {
+        if !d.may_match(text.as_bytes()) {
+            continue;
+        }
+        for m in d.re.find_iter(text) {
             v.push(Span {
-                kind: *kind,
+                kind: d.kind,
                 start: m.start(),
                 end: m.end(),
             });
@@ -465,6 +504,51 @@ pub(crate) fn redact_secrets(text: &mut String, found: &mut Vec<String>) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// The literal prefilter of each structural detector never hides a match: over
+    /// samples of every kind, each embedded in other text and cut at every byte, a
+    /// detector whose pattern matches always says it may match.
+    #[test]
+    fn structural_prefilter_never_hides_a_match() {
+        let samples = [
+            "AKIAABCDEFGHIJKLMNOP",
+            "ASIAABCDEFGHIJKLMNOP",
+            "AIDAABCDEFGHIJKLMNOP",
+            "AROAABCDEFGHIJKLMNOP",
+            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            "gho_abcdefghijklmnopqrstuvwxyz0123456789AB",
+            "ghs_abcdefghijklmnopqrstuvwxyz0123456789",
+            "xoxb-1234567890-abcdef",
+            "xoxp-abcdefghijkl",
+            "sk_live_abcdefghijklmnop1234",
+            "sk_test_abcdefghijklmnop1234",
+            "AIzaSyA1234567890abcdefghijklmnopqrstu",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+            "-----BEGIN PRIVATE KEY-----\nMIIE",
+        ];
+        for sample in samples {
+            let found: Vec<SecretKind> = all_spans(sample).iter().map(|s| s.kind).collect();
+            assert!(!found.is_empty(), "{sample:?} is found");
+            for text in [
+                sample.to_owned(),
+                format!("{{\"token\": \"{sample}\"}}"),
+                format!("before {sample} after"),
+            ] {
+                for cut in (0..=text.len()).filter(|&c| text.is_char_boundary(c)) {
+                    let part = &text[..cut];
+                    for d in &STRUCTURAL {
+                        if d.re.is_match(part) {
+                            assert!(d.may_match(part.as_bytes()), "{:?} in {part:?}", d.kind);
+                        }
+                    }
+                }
+            }
+        }
+        for text in ["{\"text\":\"hi\"}", "", "plain words, no secret"] {
+            assert!(STRUCTURAL.iter().all(|d| !d.may_match(text.as_bytes())));
+            assert!(all_spans(text).is_empty());
+        }
+    }
 
     #[test]
     fn canary_normalisation_catches_spacing_fullwidth_and_zero_width() {

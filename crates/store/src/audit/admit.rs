@@ -249,10 +249,7 @@ impl Caches {
         if !self.files.values().any(|(_, _, d)| *d) {
             return Ok(());
         }
-        if !self.counters.dir.is_dir() {
-            std::fs::create_dir_all(&self.counters.dir)
-                .map_err(|e| StoreError::io("create", &self.counters.dir, e))?;
-        }
+        // The key's lock makes the directory when it is missing.
         for (key, (path, rec, dirty)) in &self.files {
             if !*dirty {
                 continue;
