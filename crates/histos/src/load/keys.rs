@@ -2,16 +2,20 @@
 //! place and the nearest one (`maxLength` → `max_length`, a `limits:` block → the
 //! tool's `rate_limit` and `budget`). The code stays `unknown_key` (HISTOS-ENGINE §2).
 
+use crate::doc::Node;
 use crate::error::{PolicyCode as C, PolicyError};
-use crate::value::Map;
 
 use super::{Loc, err, shown};
 
 /// Refuses the first key of `m` not in `allowed`, with the keys allowed there and, when
 /// one is close, a suggestion.
-pub(super) fn check_keys(m: &Map, allowed: &[&str], loc: &Loc<'_>) -> Result<(), PolicyError> {
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
+pub(super) fn check_keys<'d>(
+    m: impl Node<'d>,
+    allowed: &[&str],
+    loc: &Loc<'_>,
+) -> Result<(), PolicyError> {
+    for (k, _) in m.entries() {
+        if !allowed.contains(&k) {
             return Err(unknown_key(shown(k), allowed, loc));
         }
     }
