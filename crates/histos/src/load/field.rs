@@ -8,8 +8,9 @@ use crate::model::*;
 use crate::pattern::Pattern;
 use crate::value::{NON_STRING_KEY_PREFIX, Value};
 
+use super::keys::take_keys;
 use super::tool::is_json_value;
-use super::{Loc, check_keys, err};
+use super::{Loc, err};
 
 pub(super) fn load_schema<'d, N: Node<'d>>(
     v: Option<N>,
@@ -97,10 +98,30 @@ fn load_field<'d, N: Node<'d>>(
         };
         return Err(err(C::InvalidField, msg, loc));
     };
-    check_keys(m, &FIELD_KEYS, loc)?;
+    // One pass over the field's keys (each value is then at hand, not looked up).
+    let [
+        f_type,
+        f_required,
+        f_nullable,
+        f_enum,
+        f_min_length,
+        f_max_length,
+        f_pattern,
+        f_minimum,
+        f_maximum,
+        f_exclusive_minimum,
+        f_exclusive_maximum,
+        f_multiple_of,
+        f_min_items,
+        f_max_items,
+        f_unique_items,
+        f_item_type,
+        f_item_enum,
+        f_sensitive,
+    ] = take_keys(m, &FIELD_KEYS, loc)?;
     let bad = |k: &str, msg: &str| err(C::InvalidField, msg.to_string(), &loc.key(k));
-    let ty_of = |k: &str| -> Result<Option<FieldType>, PolicyError> {
-        match m.get(k).map(Node::kind) {
+    let ty_of = |k: &str, v: Option<N>| -> Result<Option<FieldType>, PolicyError> {
+        match v.map(Node::kind) {
             None | Some(Kind::Null) => Ok(None),
             Some(Kind::Str(s)) => FieldType::parse(s)
                 .map(Some)
@@ -108,20 +129,20 @@ fn load_field<'d, N: Node<'d>>(
             Some(_) => Err(bad(k, "a type must be a string")),
         }
     };
-    let ty = ty_of("type")?.unwrap_or(FieldType::String);
-    let item_type = ty_of("item_type")?;
-    let flag = |k: &str, d: bool| -> Result<bool, PolicyError> {
-        match m.get(k).map(Node::kind) {
+    let ty = ty_of("type", f_type)?.unwrap_or(FieldType::String);
+    let item_type = ty_of("item_type", f_item_type)?;
+    let flag = |k: &str, v: Option<N>, d: bool| -> Result<bool, PolicyError> {
+        match v.map(Node::kind) {
             None => Ok(d),
             Some(Kind::Bool(b)) => Ok(b),
             Some(_) => Err(bad(k, "must be true or false")),
         }
     };
-    let required = flag("required", true)?;
-    let nullable = flag("nullable", false)?;
-    let unique_items = flag("unique_items", false)?;
-    let list = |k: &str| -> Result<Option<Vec<Value>>, PolicyError> {
-        match m.get(k).map(|l| (l, l.kind())) {
+    let required = flag("required", f_required, true)?;
+    let nullable = flag("nullable", f_nullable, false)?;
+    let unique_items = flag("unique_items", f_unique_items, false)?;
+    let list = |k: &str, v: Option<N>| -> Result<Option<Vec<Value>>, PolicyError> {
+        match v.map(|l| (l, l.kind())) {
             None | Some((_, Kind::Null)) => Ok(None),
             Some((l, Kind::List)) if l.len() == 0 => Err(bad(k, "must not be empty")),
             Some((l, Kind::List)) => {
@@ -138,22 +159,22 @@ fn load_field<'d, N: Node<'d>>(
             )),
         }
     };
-    let enum_values = list("enum")?;
-    let item_enum = list("item_enum")?;
-    let count = |k: &str| -> Result<Option<u64>, PolicyError> {
-        match m.get(k).map(Node::kind) {
+    let enum_values = list("enum", f_enum)?;
+    let item_enum = list("item_enum", f_item_enum)?;
+    let count = |k: &str, v: Option<N>| -> Result<Option<u64>, PolicyError> {
+        match v.map(Node::kind) {
             None | Some(Kind::Null) => Ok(None),
             Some(Kind::Int(i)) if i >= 0 => Ok(Some(i as u64)),
             Some(Kind::Big(s)) if !s.starts_with('-') => Ok(Some(u64::MAX)),
             Some(_) => Err(bad(k, "must be a non-negative integer")),
         }
     };
-    let min_length = count("min_length")?;
-    let max_length = count("max_length")?;
-    let min_items = count("min_items")?;
-    let max_items = count("max_items")?;
-    let bound = |k: &str| -> Result<Option<Value>, PolicyError> {
-        match m.get(k).map(|v| (v, v.kind())) {
+    let min_length = count("min_length", f_min_length)?;
+    let max_length = count("max_length", f_max_length)?;
+    let min_items = count("min_items", f_min_items)?;
+    let max_items = count("max_items", f_max_items)?;
+    let bound = |k: &str, v: Option<N>| -> Result<Option<Value>, PolicyError> {
+        match v.map(|v| (v, v.kind())) {
             None | Some((_, Kind::Null)) => Ok(None),
             Some((v, n @ (Kind::Int(_) | Kind::Big(_) | Kind::Float(_)))) => {
                 let f = n.as_f64().unwrap_or(f64::INFINITY);
@@ -166,18 +187,18 @@ fn load_field<'d, N: Node<'d>>(
             Some(_) => Err(bad(k, "must be a number")),
         }
     };
-    let minimum = bound("minimum")?;
-    let maximum = bound("maximum")?;
-    let exclusive_minimum = bound("exclusive_minimum")?;
-    let exclusive_maximum = bound("exclusive_maximum")?;
-    let multiple_of = bound("multiple_of")?;
-    let sensitive = match m.get("sensitive").map(Node::kind) {
+    let minimum = bound("minimum", f_minimum)?;
+    let maximum = bound("maximum", f_maximum)?;
+    let exclusive_minimum = bound("exclusive_minimum", f_exclusive_minimum)?;
+    let exclusive_maximum = bound("exclusive_maximum", f_exclusive_maximum)?;
+    let multiple_of = bound("multiple_of", f_multiple_of)?;
+    let sensitive = match f_sensitive.map(Node::kind) {
         None | Some(Kind::Null) => None,
         Some(Kind::Str("pii")) => Some(Sensitive::Pii),
         Some(Kind::Str("secret")) => Some(Sensitive::Secret),
         Some(_) => return Err(bad("sensitive", "must be pii or secret")),
     };
-    let pattern_src = match m.get("pattern").map(Node::kind) {
+    let pattern_src = match f_pattern.map(Node::kind) {
         None | Some(Kind::Null) => None,
         Some(Kind::Str(s)) => Some(s),
         Some(_) => return Err(bad("pattern", "must be a string")),

@@ -4,6 +4,7 @@
 
 use crate::doc::Node;
 use crate::error::{PolicyCode as C, PolicyError};
+use crate::value::fast_eq;
 
 use super::{Loc, err, shown};
 
@@ -20,6 +21,24 @@ pub(super) fn check_keys<'d>(
         }
     }
     Ok(())
+}
+
+/// The value of each key of `allowed` in `m` (by position), refusing the first key of
+/// `m` not in `allowed` as [`check_keys`] does: one pass over the mapping in place of a
+/// lookup per key.
+pub(super) fn take_keys<'d, N: Node<'d>, const K: usize>(
+    m: N,
+    allowed: &[&str; K],
+    loc: &Loc<'_>,
+) -> Result<[Option<N>; K], PolicyError> {
+    let mut out = [None; K];
+    for (k, v) in m.entries() {
+        match allowed.iter().position(|a| fast_eq(a, k)) {
+            Some(i) => out[i] = Some(v),
+            None => return Err(unknown_key(shown(k), allowed, loc)),
+        }
+    }
+    Ok(out)
 }
 
 /// The `unknown_key` error for `key` at `loc`.

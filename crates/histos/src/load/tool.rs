@@ -10,16 +10,17 @@ use crate::pattern::Pattern;
 use crate::value::NON_STRING_KEY_PREFIX;
 
 use super::field::load_schema;
+use super::keys::take_keys;
 use super::{Loc, check_keys, err};
 
 fn bool_field<'d>(
-    m: impl Node<'d>,
+    v: Option<impl Node<'d>>,
     key: &str,
     default: bool,
     code: C,
     loc: &Loc<'_>,
 ) -> Result<bool, PolicyError> {
-    match m.get(key).map(Node::kind) {
+    match v.map(Node::kind) {
         None => Ok(default),
         Some(Kind::Bool(b)) => Ok(b),
         Some(_) => Err(err(
@@ -52,7 +53,20 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
     let Some(m) = body.map() else {
         return Err(err(C::NotAMapping, "a tool must be a mapping", loc));
     };
-    check_keys(
+    let [
+        t_access,
+        t_args,
+        t_bind,
+        t_budget,
+        t_confirmation,
+        t_deny_secret_args,
+        t_escalate,
+        t_output,
+        t_rate_limit,
+        t_resource,
+        t_returns,
+        t_sensitivity,
+    ] = take_keys(
         m,
         &[
             "access",
@@ -70,7 +84,7 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
         ],
         loc,
     )?;
-    let access = match m.get("access").map(Node::kind) {
+    let access = match t_access.map(Node::kind) {
         None => "read".to_string(),
         Some(Kind::Str(s @ ("read" | "write"))) => s.to_string(),
         Some(_) => {
@@ -81,7 +95,7 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
             ));
         }
     };
-    let sensitivity = match m.get("sensitivity").map(Node::kind) {
+    let sensitivity = match t_sensitivity.map(Node::kind) {
         None => "low".to_string(),
         Some(Kind::Str(s)) if ["low", "medium", "high", "critical"].contains(&s) => s.to_string(),
         Some(_) => {
@@ -92,11 +106,11 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
             ));
         }
     };
-    let rate_limit = positive_int(m.get("rate_limit"), &loc.key("rate_limit"))?;
-    let budget = positive_int(m.get("budget"), &loc.key("budget"))?;
-    let args = load_schema(m.get("args"), &loc.key("args"), patterns)?;
-    let returns = load_schema(m.get("returns"), &loc.key("returns"), patterns)?;
-    let (requires_confirmation, confirmation_expires_in) = match m.get("confirmation") {
+    let rate_limit = positive_int(t_rate_limit, &loc.key("rate_limit"))?;
+    let budget = positive_int(t_budget, &loc.key("budget"))?;
+    let args = load_schema(t_args, &loc.key("args"), patterns)?;
+    let returns = load_schema(t_returns, &loc.key("returns"), patterns)?;
+    let (requires_confirmation, confirmation_expires_in) = match t_confirmation {
         None => (false, None),
         Some(v) => {
             let l = loc.key("confirmation");
@@ -111,14 +125,14 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
                     &l,
                 ));
             }
-            let req = bool_field(c, "required", false, C::InvalidField, &l)?;
+            let req = bool_field(c.get("required"), "required", false, C::InvalidField, &l)?;
             (
                 req,
                 positive_int(c.get("expires_in"), &l.key("expires_in"))?,
             )
         }
     };
-    let requires_escalation = match m.get("escalate") {
+    let requires_escalation = match t_escalate {
         None => false,
         Some(v) => {
             let l = loc.key("escalate");
@@ -129,12 +143,12 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
             if !c.contains_key("required") {
                 return Err(err(C::MissingKey, "`escalate.required` is required", &l));
             }
-            bool_field(c, "required", false, C::InvalidField, &l)?
+            bool_field(c.get("required"), "required", false, C::InvalidField, &l)?
         }
     };
     let (mut project, mut strict, mut on_violation, mut scan_canary, mut redact_secrets) =
         (false, false, OnViolation::RedactAll, true, true);
-    if let Some(v) = m.get("output") {
+    if let Some(v) = t_output {
         let l = loc.key("output");
         let Some(o) = v.map() else {
             return Err(err(C::NotAMapping, "`output` must be a mapping", &l));
@@ -150,10 +164,22 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
             ],
             &l,
         )?;
-        project = bool_field(o, "project", false, C::InvalidField, &l)?;
-        strict = bool_field(o, "strict", false, C::InvalidField, &l)?;
-        scan_canary = bool_field(o, "scan_canary", true, C::InvalidField, &l)?;
-        redact_secrets = bool_field(o, "redact_secrets", true, C::InvalidField, &l)?;
+        project = bool_field(o.get("project"), "project", false, C::InvalidField, &l)?;
+        strict = bool_field(o.get("strict"), "strict", false, C::InvalidField, &l)?;
+        scan_canary = bool_field(
+            o.get("scan_canary"),
+            "scan_canary",
+            true,
+            C::InvalidField,
+            &l,
+        )?;
+        redact_secrets = bool_field(
+            o.get("redact_secrets"),
+            "redact_secrets",
+            true,
+            C::InvalidField,
+            &l,
+        )?;
         on_violation = match o.get("on_violation").map(Node::kind) {
             None => OnViolation::RedactAll,
             Some(Kind::Str("redact_all")) => OnViolation::RedactAll,
@@ -168,9 +194,15 @@ pub(super) fn load_tool<'d, N: Node<'d>>(
             }
         };
     }
-    let deny_secret_args = bool_field(m, "deny_secret_args", true, C::InvalidField, loc)?;
-    let bindings = load_bind(m.get("bind"), &loc.key("bind"))?;
-    let constraints = load_resource(m.get("resource"), &loc.key("resource"))?;
+    let deny_secret_args = bool_field(
+        t_deny_secret_args,
+        "deny_secret_args",
+        true,
+        C::InvalidField,
+        loc,
+    )?;
+    let bindings = load_bind(t_bind, &loc.key("bind"))?;
+    let constraints = load_resource(t_resource, &loc.key("resource"))?;
     Ok(Tool {
         name: name.to_string(),
         args,
