@@ -23,6 +23,7 @@
 pub mod cache;
 pub mod decision;
 pub mod detect;
+mod doc;
 pub mod engine;
 pub mod error;
 mod fasthash;

@@ -2,22 +2,24 @@
 
 use std::collections::HashMap;
 
+use crate::doc::{Kind, Node};
 use crate::error::{PolicyCode as C, PolicyError};
 use crate::model::*;
 use crate::pattern::Pattern;
 use crate::value::{NON_STRING_KEY_PREFIX, Value};
 
+use super::keys::take_keys;
 use super::tool::is_json_value;
-use super::{Loc, check_keys, err};
+use super::{Loc, err};
 
-pub(super) fn load_schema(
-    v: Option<&Value>,
+pub(super) fn load_schema<'d, N: Node<'d>>(
+    v: Option<N>,
     loc: &Loc<'_>,
     patterns: &mut HashMap<String, Pattern>,
 ) -> Result<Option<Schema>, PolicyError> {
-    let m = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Map(m)) => m,
+    let m = match v.map(|v| (v, v.kind())) {
+        None | Some((_, Kind::Null)) => return Ok(None),
+        Some((m, Kind::Map)) => m,
         Some(_) => {
             return Err(err(
                 C::NotAMapping,
@@ -34,10 +36,11 @@ pub(super) fn load_schema(
         ));
     }
     let mut schema = Schema::default();
-    for (k, body) in m.iter() {
+    schema.fields.reserve(m.len());
+    for (k, body) in m.entries() {
         if k == "$allow_extra" {
-            match body {
-                Value::Bool(b) => schema.allow_extra = *b,
+            match body.kind() {
+                Kind::Bool(b) => schema.allow_extra = b,
                 _ => {
                     return Err(err(
                         C::PolicyInvalid,
@@ -78,13 +81,13 @@ const FIELD_KEYS: [&str; 18] = [
     "sensitive",
 ];
 
-fn load_field(
+fn load_field<'d, N: Node<'d>>(
     name: &str,
-    body: &Value,
+    body: N,
     loc: &Loc<'_>,
     patterns: &mut HashMap<String, Pattern>,
 ) -> Result<Field, PolicyError> {
-    let Value::Map(m) = body else {
+    let Some(m) = body.map() else {
         let msg = match name {
             "properties" | "required" | "additionalProperties" | "type" | "$schema" => format!(
                 "a field must be a mapping; `{name}` reads like JSON Schema, but `args` and \
@@ -95,36 +98,56 @@ fn load_field(
         };
         return Err(err(C::InvalidField, msg, loc));
     };
-    check_keys(m, &FIELD_KEYS, loc)?;
+    // One pass over the field's keys (each value is then at hand, not looked up).
+    let [
+        f_type,
+        f_required,
+        f_nullable,
+        f_enum,
+        f_min_length,
+        f_max_length,
+        f_pattern,
+        f_minimum,
+        f_maximum,
+        f_exclusive_minimum,
+        f_exclusive_maximum,
+        f_multiple_of,
+        f_min_items,
+        f_max_items,
+        f_unique_items,
+        f_item_type,
+        f_item_enum,
+        f_sensitive,
+    ] = take_keys(m, &FIELD_KEYS, loc)?;
     let bad = |k: &str, msg: &str| err(C::InvalidField, msg.to_string(), &loc.key(k));
-    let ty_of = |k: &str| -> Result<Option<FieldType>, PolicyError> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Str(s)) => FieldType::parse(s)
+    let ty_of = |k: &str, v: Option<N>| -> Result<Option<FieldType>, PolicyError> {
+        match v.map(Node::kind) {
+            None | Some(Kind::Null) => Ok(None),
+            Some(Kind::Str(s)) => FieldType::parse(s)
                 .map(Some)
                 .ok_or_else(|| bad(k, "unknown type")),
             Some(_) => Err(bad(k, "a type must be a string")),
         }
     };
-    let ty = ty_of("type")?.unwrap_or(FieldType::String);
-    let item_type = ty_of("item_type")?;
-    let flag = |k: &str, d: bool| -> Result<bool, PolicyError> {
-        match m.get(k) {
+    let ty = ty_of("type", f_type)?.unwrap_or(FieldType::String);
+    let item_type = ty_of("item_type", f_item_type)?;
+    let flag = |k: &str, v: Option<N>, d: bool| -> Result<bool, PolicyError> {
+        match v.map(Node::kind) {
             None => Ok(d),
-            Some(Value::Bool(b)) => Ok(*b),
+            Some(Kind::Bool(b)) => Ok(b),
             Some(_) => Err(bad(k, "must be true or false")),
         }
     };
-    let required = flag("required", true)?;
-    let nullable = flag("nullable", false)?;
-    let unique_items = flag("unique_items", false)?;
-    let list = |k: &str| -> Result<Option<Vec<Value>>, PolicyError> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::List(l)) if l.is_empty() => Err(bad(k, "must not be empty")),
-            Some(Value::List(l)) => {
-                if l.iter().all(is_json_value) {
-                    Ok(Some(l.clone()))
+    let required = flag("required", f_required, true)?;
+    let nullable = flag("nullable", f_nullable, false)?;
+    let unique_items = flag("unique_items", f_unique_items, false)?;
+    let list = |k: &str, v: Option<N>| -> Result<Option<Vec<Value>>, PolicyError> {
+        match v.map(|l| (l, l.kind())) {
+            None | Some((_, Kind::Null)) => Ok(None),
+            Some((l, Kind::List)) if l.len() == 0 => Err(bad(k, "must not be empty")),
+            Some((l, Kind::List)) => {
+                if l.items().all(is_json_value) {
+                    Ok(Some(l.items().map(Node::to_value).collect()))
                 } else {
                     Err(bad(k, "values must be JSON values"))
                 }
@@ -136,48 +159,48 @@ fn load_field(
             )),
         }
     };
-    let enum_values = list("enum")?;
-    let item_enum = list("item_enum")?;
-    let count = |k: &str| -> Result<Option<u64>, PolicyError> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Int(i)) if *i >= 0 => Ok(Some(*i as u64)),
-            Some(Value::BigInt(s)) if !s.starts_with('-') => Ok(Some(u64::MAX)),
+    let enum_values = list("enum", f_enum)?;
+    let item_enum = list("item_enum", f_item_enum)?;
+    let count = |k: &str, v: Option<N>| -> Result<Option<u64>, PolicyError> {
+        match v.map(Node::kind) {
+            None | Some(Kind::Null) => Ok(None),
+            Some(Kind::Int(i)) if i >= 0 => Ok(Some(i as u64)),
+            Some(Kind::Big(s)) if !s.starts_with('-') => Ok(Some(u64::MAX)),
             Some(_) => Err(bad(k, "must be a non-negative integer")),
         }
     };
-    let min_length = count("min_length")?;
-    let max_length = count("max_length")?;
-    let min_items = count("min_items")?;
-    let max_items = count("max_items")?;
-    let bound = |k: &str| -> Result<Option<Value>, PolicyError> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v @ (Value::Int(_) | Value::BigInt(_) | Value::Float(_))) => {
-                let f = v.as_f64().unwrap_or(f64::INFINITY);
+    let min_length = count("min_length", f_min_length)?;
+    let max_length = count("max_length", f_max_length)?;
+    let min_items = count("min_items", f_min_items)?;
+    let max_items = count("max_items", f_max_items)?;
+    let bound = |k: &str, v: Option<N>| -> Result<Option<Value>, PolicyError> {
+        match v.map(|v| (v, v.kind())) {
+            None | Some((_, Kind::Null)) => Ok(None),
+            Some((v, n @ (Kind::Int(_) | Kind::Big(_) | Kind::Float(_)))) => {
+                let f = n.as_f64().unwrap_or(f64::INFINITY);
                 if !f.is_finite() || f.abs() > 1e308 {
                     Err(bad(k, "must be a finite number"))
                 } else {
-                    Ok(Some(v.clone()))
+                    Ok(Some(v.to_value()))
                 }
             }
             Some(_) => Err(bad(k, "must be a number")),
         }
     };
-    let minimum = bound("minimum")?;
-    let maximum = bound("maximum")?;
-    let exclusive_minimum = bound("exclusive_minimum")?;
-    let exclusive_maximum = bound("exclusive_maximum")?;
-    let multiple_of = bound("multiple_of")?;
-    let sensitive = match m.get("sensitive") {
-        None | Some(Value::Null) => None,
-        Some(Value::Str(s)) if s == "pii" => Some(Sensitive::Pii),
-        Some(Value::Str(s)) if s == "secret" => Some(Sensitive::Secret),
+    let minimum = bound("minimum", f_minimum)?;
+    let maximum = bound("maximum", f_maximum)?;
+    let exclusive_minimum = bound("exclusive_minimum", f_exclusive_minimum)?;
+    let exclusive_maximum = bound("exclusive_maximum", f_exclusive_maximum)?;
+    let multiple_of = bound("multiple_of", f_multiple_of)?;
+    let sensitive = match f_sensitive.map(Node::kind) {
+        None | Some(Kind::Null) => None,
+        Some(Kind::Str("pii")) => Some(Sensitive::Pii),
+        Some(Kind::Str("secret")) => Some(Sensitive::Secret),
         Some(_) => return Err(bad("sensitive", "must be pii or secret")),
     };
-    let pattern_src = match m.get("pattern") {
-        None | Some(Value::Null) => None,
-        Some(Value::Str(s)) => Some(s.clone()),
+    let pattern_src = match f_pattern.map(Node::kind) {
+        None | Some(Kind::Null) => None,
+        Some(Kind::Str(s)) => Some(s),
         Some(_) => return Err(bad("pattern", "must be a string")),
     };
     // Applicability (a keyword the declared type never consults is refused).
@@ -264,11 +287,11 @@ fn load_field(
     }
     let pattern = match pattern_src {
         None => None,
-        Some(src) => match patterns.get(&src) {
+        Some(src) => match patterns.get(src) {
             Some(p) => Some(p.clone()),
             None => {
-                let p = Pattern::new(&src).map_err(|e| e.at(loc.key("pattern").render()))?;
-                patterns.insert(src, p.clone());
+                let p = Pattern::new(src).map_err(|e| e.at(loc.key("pattern").render()))?;
+                patterns.insert(src.to_string(), p.clone());
                 Some(p)
             }
         },

@@ -2,20 +2,43 @@
 //! place and the nearest one (`maxLength` → `max_length`, a `limits:` block → the
 //! tool's `rate_limit` and `budget`). The code stays `unknown_key` (HISTOS-ENGINE §2).
 
+use crate::doc::Node;
 use crate::error::{PolicyCode as C, PolicyError};
-use crate::value::Map;
+use crate::value::fast_eq;
 
 use super::{Loc, err, shown};
 
 /// Refuses the first key of `m` not in `allowed`, with the keys allowed there and, when
 /// one is close, a suggestion.
-pub(super) fn check_keys(m: &Map, allowed: &[&str], loc: &Loc<'_>) -> Result<(), PolicyError> {
-    for k in m.keys() {
-        if !allowed.contains(&k.as_str()) {
+pub(super) fn check_keys<'d>(
+    m: impl Node<'d>,
+    allowed: &[&str],
+    loc: &Loc<'_>,
+) -> Result<(), PolicyError> {
+    for (k, _) in m.entries() {
+        if !allowed.contains(&k) {
             return Err(unknown_key(shown(k), allowed, loc));
         }
     }
     Ok(())
+}
+
+/// The value of each key of `allowed` in `m` (by position), refusing the first key of
+/// `m` not in `allowed` as [`check_keys`] does: one pass over the mapping in place of a
+/// lookup per key.
+pub(super) fn take_keys<'d, N: Node<'d>, const K: usize>(
+    m: N,
+    allowed: &[&str; K],
+    loc: &Loc<'_>,
+) -> Result<[Option<N>; K], PolicyError> {
+    let mut out = [None; K];
+    for (k, v) in m.entries() {
+        match allowed.iter().position(|a| fast_eq(a, k)) {
+            Some(i) => out[i] = Some(v),
+            None => return Err(unknown_key(shown(k), allowed, loc)),
+        }
+    }
+    Ok(out)
 }
 
 /// The `unknown_key` error for `key` at `loc`.

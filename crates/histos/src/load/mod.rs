@@ -11,6 +11,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::detect::CanaryMatcher;
+use crate::doc::{Kind, Node};
 use crate::error::{PolicyCode as C, PolicyError};
 use crate::model::*;
 use crate::pattern::Pattern;
@@ -20,7 +21,7 @@ mod keys;
 mod loc;
 mod tool;
 
-use crate::value::{Map, NON_STRING_KEY_PREFIX, Value};
+use crate::value::{NON_STRING_KEY_PREFIX, Value};
 use keys::check_keys;
 pub(crate) use loc::Loc;
 use tool::load_tool;
@@ -70,7 +71,9 @@ impl Policy {
         if text.len() > MAX_POLICY_BYTES {
             return Err(too_large(text.len()));
         }
-        Policy::from_document(crate::json::parse(text)?)
+        // The zero-copy reader: strings stay in `text` (HISTOS-ENGINE §3.5).
+        let tape = crate::json::tape(text)?;
+        load_doc(tape.root())
     }
 
     /// Loads a YAML policy (YAML 1.1 scalars as the reference resolves them, §3.5).
@@ -81,7 +84,7 @@ impl Policy {
         if text.len() > MAX_POLICY_BYTES {
             return Err(too_large(text.len()));
         }
-        Policy::from_document(crate::yaml::parse(text)?)
+        load_doc(&crate::yaml::parse(text)?)
     }
 
     /// Loads a policy file: `.json` as JSON, anything else as YAML. The size is checked
@@ -132,14 +135,19 @@ impl Policy {
     /// # Errors
     /// A [`PolicyError`] with the reference's POLICY code.
     pub fn from_document(doc: Value) -> Result<Policy, PolicyError> {
-        let Value::Map(top) = doc else {
-            return Err(PolicyError::new(
-                C::NotAnObject,
-                "a policy document must be a mapping",
-            ));
-        };
-        load_top(&top)
+        load_doc(&doc)
     }
+}
+
+/// Loads a parsed document of either reader.
+fn load_doc<'d, N: Node<'d>>(doc: N) -> Result<Policy, PolicyError> {
+    let Some(top) = doc.map() else {
+        return Err(PolicyError::new(
+            C::NotAnObject,
+            "a policy document must be a mapping",
+        ));
+    };
+    load_top(top)
 }
 
 fn too_large(n: usize) -> PolicyError {
@@ -149,7 +157,7 @@ fn too_large(n: usize) -> PolicyError {
     )
 }
 
-fn load_top(top: &Map) -> Result<Policy, PolicyError> {
+fn load_top<'d, N: Node<'d>>(top: N) -> Result<Policy, PolicyError> {
     const TOP: [&str; 8] = [
         "canaries",
         "created_at",
@@ -161,9 +169,9 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
         "version",
     ];
     check_keys(top, &TOP, &Loc::Root)?;
-    let schema_version = match top.get("schema_version") {
+    let schema_version = match top.get("schema_version").map(Node::kind) {
         None => SCHEMA_VERSION.to_string(),
-        Some(Value::Str(s)) if s == SCHEMA_VERSION => s.clone(),
+        Some(Kind::Str(SCHEMA_VERSION)) => SCHEMA_VERSION.to_string(),
         Some(_) => {
             return Err(err(
                 C::UnsupportedVersion,
@@ -173,10 +181,9 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
         }
     };
     let features = load_requires(top.get("requires"))?;
-    let empty = Map::new();
     let tools_map = match top.get("tools") {
-        None => &empty,
-        Some(Value::Map(m)) => m,
+        None => None,
+        Some(m) if m.kind() == Kind::Map => Some(m),
         Some(_) => {
             return Err(err(
                 C::ToolsNotAMapping,
@@ -185,11 +192,11 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
             ));
         }
     };
-    let mut tools = Vec::with_capacity(tools_map.len());
+    let mut tools = Vec::with_capacity(tools_map.map_or(0, Node::len));
     // Identical pattern sources compile once per load.
     let mut patterns: HashMap<String, Pattern> = HashMap::new();
     let tools_loc = Loc::top("tools");
-    for (name, body) in tools_map.iter() {
+    for (name, body) in tools_map.into_iter().flat_map(Node::entries) {
         let loc = tools_loc.key(name);
         if !valid_tool_name(name) {
             return Err(err(
@@ -203,9 +210,9 @@ fn load_top(top: &Map) -> Result<Policy, PolicyError> {
     let roles = load_roles(top.get("roles"))?;
     let canaries = load_canaries(top.get("canaries"))?;
     let meta = |k: &str| -> Result<Option<String>, PolicyError> {
-        match top.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Str(s)) => Ok(Some(s.clone())),
+        match top.get(k).map(Node::kind) {
+            None | Some(Kind::Null) => Ok(None),
+            Some(Kind::Str(s)) => Ok(Some(s.to_string())),
             Some(_) => Err(err(
                 C::PolicyInvalid,
                 format!("`{k}` must be a string"),
@@ -326,10 +333,10 @@ pub(crate) fn valid_tool_name(n: &str) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
-fn load_requires(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
+fn load_requires<'d, N: Node<'d>>(v: Option<N>) -> Result<Vec<String>, PolicyError> {
     let m = match v {
         None => return Ok(Vec::new()),
-        Some(Value::Map(m)) => m,
+        Some(m) if m.kind() == Kind::Map => m,
         Some(_) => {
             return Err(err(
                 C::PolicyInvalid,
@@ -341,7 +348,7 @@ fn load_requires(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
     check_keys(m, &["features"], &Loc::top("requires"))?;
     let list = match m.get("features") {
         None => return Ok(Vec::new()),
-        Some(Value::List(l)) => l,
+        Some(l) if l.kind() == Kind::List => l,
         Some(_) => {
             return Err(err(
                 C::PolicyInvalid,
@@ -351,22 +358,22 @@ fn load_requires(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
         }
     };
     let mut out: Vec<String> = Vec::new();
-    for f in list {
-        let Value::Str(s) = f else {
+    for f in list.items() {
+        let Some(s) = f.str() else {
             return Err(err(
                 C::PolicyInvalid,
                 "a feature must be a string",
                 &Loc::top("requires").key("features"),
             ));
         };
-        if out.contains(s) {
+        if out.iter().any(|o| o == s) {
             return Err(err(
                 C::PolicyInvalid,
                 format!("feature `{s}` listed twice"),
                 &Loc::top("requires").key("features"),
             ));
         }
-        out.push(s.clone());
+        out.push(s.to_string());
     }
     for s in &out {
         if !FEATURES.contains(&s.as_str()) {
@@ -380,10 +387,10 @@ fn load_requires(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
     Ok(out)
 }
 
-fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
+fn load_roles<'d, N: Node<'d>>(v: Option<N>) -> Result<Vec<Role>, PolicyError> {
     let m = match v {
         None => return Ok(Vec::new()),
-        Some(Value::Map(m)) => m,
+        Some(m) if m.kind() == Kind::Map => m,
         Some(_) => {
             return Err(err(
                 C::NotAMapping,
@@ -392,9 +399,9 @@ fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
             ));
         }
     };
-    let mut roles = Vec::new();
+    let mut roles = Vec::with_capacity(m.len());
     let roles_loc = Loc::top("roles");
-    for (name, body) in m.iter() {
+    for (name, body) in m.entries() {
         let loc = roles_loc.key(name);
         if name.is_empty() || name.starts_with(NON_STRING_KEY_PREFIX) {
             return Err(err(
@@ -403,30 +410,30 @@ fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
                 &loc,
             ));
         }
-        let Value::Map(b) = body else {
+        let Some(b) = body.map() else {
             return Err(err(C::NotAMapping, "a role must be a mapping", &loc));
         };
         check_keys(b, &["allow", "inherits"], &loc)?;
         let mut allow: Vec<String> = Vec::new();
         match b.get("allow") {
             None => {}
-            Some(Value::List(l)) => {
-                for g in l {
-                    let Value::Str(s) = g else {
+            Some(l) if l.kind() == Kind::List => {
+                for g in l.items() {
+                    let Some(s) = g.str() else {
                         return Err(err(
                             C::InvalidGrant,
                             "a grant must be a tool name string",
                             &loc.key("allow"),
                         ));
                     };
-                    if allow.contains(s) {
+                    if allow.iter().any(|a| a == s) {
                         return Err(err(
                             C::PolicyInvalid,
                             format!("tool `{s}` granted twice"),
                             &loc.key("allow"),
                         ));
                     }
-                    allow.push(s.clone());
+                    allow.push(s.to_string());
                 }
             }
             Some(_) => {
@@ -437,9 +444,9 @@ fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
                 ));
             }
         }
-        let inherits = match b.get("inherits") {
+        let inherits = match b.get("inherits").map(Node::kind) {
             None => None,
-            Some(Value::Str(s)) if !s.is_empty() => Some(s.clone()),
+            Some(Kind::Str(s)) if !s.is_empty() => Some(s.to_string()),
             Some(_) => {
                 return Err(err(
                     C::PolicyInvalid,
@@ -449,7 +456,7 @@ fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
             }
         };
         roles.push(Role {
-            name: name.clone(),
+            name: name.to_string(),
             allow,
             inherits,
         });
@@ -457,10 +464,10 @@ fn load_roles(v: Option<&Value>) -> Result<Vec<Role>, PolicyError> {
     Ok(roles)
 }
 
-fn load_canaries(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
+fn load_canaries<'d, N: Node<'d>>(v: Option<N>) -> Result<Vec<String>, PolicyError> {
     let l = match v {
         None => return Ok(Vec::new()),
-        Some(Value::List(l)) => l,
+        Some(l) if l.kind() == Kind::List => l,
         Some(_) => {
             return Err(err(
                 C::NotAList,
@@ -470,9 +477,11 @@ fn load_canaries(v: Option<&Value>) -> Result<Vec<String>, PolicyError> {
         }
     };
     let mut out: Vec<String> = Vec::new();
-    for c in l {
-        match c {
-            Value::Str(s) if s.chars().count() >= 6 && !out.contains(s) => out.push(s.clone()),
+    for c in l.items() {
+        match c.str() {
+            Some(s) if s.chars().count() >= 6 && !out.iter().any(|o| o == s) => {
+                out.push(s.to_string())
+            }
             _ => {
                 return Err(err(
                     C::InvalidCanary,

@@ -3,24 +3,26 @@
 
 use std::collections::HashMap;
 
+use crate::doc::{Kind, Node};
 use crate::error::{PolicyCode as C, PolicyError};
 use crate::model::*;
 use crate::pattern::Pattern;
-use crate::value::{Map, NON_STRING_KEY_PREFIX, Value};
+use crate::value::NON_STRING_KEY_PREFIX;
 
 use super::field::load_schema;
+use super::keys::take_keys;
 use super::{Loc, check_keys, err};
 
-fn bool_field(
-    m: &Map,
+fn bool_field<'d>(
+    v: Option<impl Node<'d>>,
     key: &str,
     default: bool,
     code: C,
     loc: &Loc<'_>,
 ) -> Result<bool, PolicyError> {
-    match m.get(key) {
+    match v.map(Node::kind) {
         None => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
+        Some(Kind::Bool(b)) => Ok(b),
         Some(_) => Err(err(
             code,
             format!("`{key}` must be true or false"),
@@ -29,11 +31,11 @@ fn bool_field(
     }
 }
 
-fn positive_int(v: Option<&Value>, loc: &Loc<'_>) -> Result<Option<u64>, PolicyError> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Int(i)) if *i >= 1 => Ok(Some(*i as u64)),
-        Some(Value::BigInt(s)) if !s.starts_with('-') => Ok(Some(u64::MAX)),
+fn positive_int<'d>(v: Option<impl Node<'d>>, loc: &Loc<'_>) -> Result<Option<u64>, PolicyError> {
+    match v.map(Node::kind) {
+        None | Some(Kind::Null) => Ok(None),
+        Some(Kind::Int(i)) if i >= 1 => Ok(Some(i as u64)),
+        Some(Kind::Big(s)) if !s.starts_with('-') => Ok(Some(u64::MAX)),
         Some(_) => Err(err(
             C::InvalidContract,
             "must be a positive integer (`10`, not `10.0`)",
@@ -42,16 +44,29 @@ fn positive_int(v: Option<&Value>, loc: &Loc<'_>) -> Result<Option<u64>, PolicyE
     }
 }
 
-pub(super) fn load_tool(
+pub(super) fn load_tool<'d, N: Node<'d>>(
     name: &str,
-    body: &Value,
+    body: N,
     loc: &Loc<'_>,
     patterns: &mut HashMap<String, Pattern>,
 ) -> Result<Tool, PolicyError> {
-    let Value::Map(m) = body else {
+    let Some(m) = body.map() else {
         return Err(err(C::NotAMapping, "a tool must be a mapping", loc));
     };
-    check_keys(
+    let [
+        t_access,
+        t_args,
+        t_bind,
+        t_budget,
+        t_confirmation,
+        t_deny_secret_args,
+        t_escalate,
+        t_output,
+        t_rate_limit,
+        t_resource,
+        t_returns,
+        t_sensitivity,
+    ] = take_keys(
         m,
         &[
             "access",
@@ -69,9 +84,9 @@ pub(super) fn load_tool(
         ],
         loc,
     )?;
-    let access = match m.get("access") {
+    let access = match t_access.map(Node::kind) {
         None => "read".to_string(),
-        Some(Value::Str(s)) if s == "read" || s == "write" => s.clone(),
+        Some(Kind::Str(s @ ("read" | "write"))) => s.to_string(),
         Some(_) => {
             return Err(err(
                 C::PolicyInvalid,
@@ -80,11 +95,9 @@ pub(super) fn load_tool(
             ));
         }
     };
-    let sensitivity = match m.get("sensitivity") {
+    let sensitivity = match t_sensitivity.map(Node::kind) {
         None => "low".to_string(),
-        Some(Value::Str(s)) if ["low", "medium", "high", "critical"].contains(&s.as_str()) => {
-            s.clone()
-        }
+        Some(Kind::Str(s)) if ["low", "medium", "high", "critical"].contains(&s) => s.to_string(),
         Some(_) => {
             return Err(err(
                 C::InvalidField,
@@ -93,15 +106,15 @@ pub(super) fn load_tool(
             ));
         }
     };
-    let rate_limit = positive_int(m.get("rate_limit"), &loc.key("rate_limit"))?;
-    let budget = positive_int(m.get("budget"), &loc.key("budget"))?;
-    let args = load_schema(m.get("args"), &loc.key("args"), patterns)?;
-    let returns = load_schema(m.get("returns"), &loc.key("returns"), patterns)?;
-    let (requires_confirmation, confirmation_expires_in) = match m.get("confirmation") {
+    let rate_limit = positive_int(t_rate_limit, &loc.key("rate_limit"))?;
+    let budget = positive_int(t_budget, &loc.key("budget"))?;
+    let args = load_schema(t_args, &loc.key("args"), patterns)?;
+    let returns = load_schema(t_returns, &loc.key("returns"), patterns)?;
+    let (requires_confirmation, confirmation_expires_in) = match t_confirmation {
         None => (false, None),
         Some(v) => {
             let l = loc.key("confirmation");
-            let Value::Map(c) = v else {
+            let Some(c) = v.map() else {
                 return Err(err(C::NotAMapping, "`confirmation` must be a mapping", &l));
             };
             check_keys(c, &["required", "expires_in"], &l)?;
@@ -112,32 +125,32 @@ pub(super) fn load_tool(
                     &l,
                 ));
             }
-            let req = bool_field(c, "required", false, C::InvalidField, &l)?;
+            let req = bool_field(c.get("required"), "required", false, C::InvalidField, &l)?;
             (
                 req,
                 positive_int(c.get("expires_in"), &l.key("expires_in"))?,
             )
         }
     };
-    let requires_escalation = match m.get("escalate") {
+    let requires_escalation = match t_escalate {
         None => false,
         Some(v) => {
             let l = loc.key("escalate");
-            let Value::Map(c) = v else {
+            let Some(c) = v.map() else {
                 return Err(err(C::NotAMapping, "`escalate` must be a mapping", &l));
             };
             check_keys(c, &["required"], &l)?;
             if !c.contains_key("required") {
                 return Err(err(C::MissingKey, "`escalate.required` is required", &l));
             }
-            bool_field(c, "required", false, C::InvalidField, &l)?
+            bool_field(c.get("required"), "required", false, C::InvalidField, &l)?
         }
     };
     let (mut project, mut strict, mut on_violation, mut scan_canary, mut redact_secrets) =
         (false, false, OnViolation::RedactAll, true, true);
-    if let Some(v) = m.get("output") {
+    if let Some(v) = t_output {
         let l = loc.key("output");
-        let Value::Map(o) = v else {
+        let Some(o) = v.map() else {
             return Err(err(C::NotAMapping, "`output` must be a mapping", &l));
         };
         check_keys(
@@ -151,15 +164,27 @@ pub(super) fn load_tool(
             ],
             &l,
         )?;
-        project = bool_field(o, "project", false, C::InvalidField, &l)?;
-        strict = bool_field(o, "strict", false, C::InvalidField, &l)?;
-        scan_canary = bool_field(o, "scan_canary", true, C::InvalidField, &l)?;
-        redact_secrets = bool_field(o, "redact_secrets", true, C::InvalidField, &l)?;
-        on_violation = match o.get("on_violation") {
+        project = bool_field(o.get("project"), "project", false, C::InvalidField, &l)?;
+        strict = bool_field(o.get("strict"), "strict", false, C::InvalidField, &l)?;
+        scan_canary = bool_field(
+            o.get("scan_canary"),
+            "scan_canary",
+            true,
+            C::InvalidField,
+            &l,
+        )?;
+        redact_secrets = bool_field(
+            o.get("redact_secrets"),
+            "redact_secrets",
+            true,
+            C::InvalidField,
+            &l,
+        )?;
+        on_violation = match o.get("on_violation").map(Node::kind) {
             None => OnViolation::RedactAll,
-            Some(Value::Str(s)) if s == "redact_all" => OnViolation::RedactAll,
-            Some(Value::Str(s)) if s == "deny" => OnViolation::Deny,
-            Some(Value::Str(s)) if s == "allow" => OnViolation::Allow,
+            Some(Kind::Str("redact_all")) => OnViolation::RedactAll,
+            Some(Kind::Str("deny")) => OnViolation::Deny,
+            Some(Kind::Str("allow")) => OnViolation::Allow,
             Some(_) => {
                 return Err(err(
                     C::PolicyInvalid,
@@ -169,9 +194,15 @@ pub(super) fn load_tool(
             }
         };
     }
-    let deny_secret_args = bool_field(m, "deny_secret_args", true, C::InvalidField, loc)?;
-    let bindings = load_bind(m.get("bind"), &loc.key("bind"))?;
-    let constraints = load_resource(m.get("resource"), &loc.key("resource"))?;
+    let deny_secret_args = bool_field(
+        t_deny_secret_args,
+        "deny_secret_args",
+        true,
+        C::InvalidField,
+        loc,
+    )?;
+    let bindings = load_bind(t_bind, &loc.key("bind"))?;
+    let constraints = load_resource(t_resource, &loc.key("resource"))?;
     Ok(Tool {
         name: name.to_string(),
         args,
@@ -204,55 +235,64 @@ fn binding_attr(s: &str) -> Option<&str> {
     .then_some(a)
 }
 
-fn load_bind(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<(String, String)>, PolicyError> {
+fn load_bind<'d>(
+    v: Option<impl Node<'d>>,
+    loc: &Loc<'_>,
+) -> Result<Vec<(String, String)>, PolicyError> {
     let m = match v {
         None => return Ok(Vec::new()),
-        Some(Value::Map(m)) => m,
-        Some(_) => return Err(err(C::InvalidBinding, "`bind` must be a mapping", loc)),
+        Some(m) => m
+            .map()
+            .ok_or_else(|| err(C::InvalidBinding, "`bind` must be a mapping", loc))?,
     };
-    let mut out = Vec::new();
-    for (arg, src) in m.iter() {
-        let attr = src.as_str().and_then(binding_attr).ok_or_else(|| {
+    let mut out = Vec::with_capacity(m.len());
+    for (arg, src) in m.entries() {
+        let attr = src.str().and_then(binding_attr).ok_or_else(|| {
             err(
                 C::InvalidBinding,
                 "a binding must be exactly `principal.<attr>`",
                 &loc.key(arg),
             )
         })?;
-        out.push((arg.clone(), attr.to_string()));
+        out.push((arg.to_string(), attr.to_string()));
     }
     Ok(out)
 }
 
-pub(super) fn is_json_value(v: &Value) -> bool {
-    match v {
-        Value::Float(f) => f.is_finite(),
-        Value::Timestamp(_) => false,
-        Value::List(l) => l.iter().all(is_json_value),
-        Value::Map(m) => m
-            .iter()
+pub(super) fn is_json_value<'d, N: Node<'d>>(v: N) -> bool {
+    match v.kind() {
+        Kind::Float(f) => f.is_finite(),
+        Kind::Timestamp(_) => false,
+        Kind::List => v.items().all(is_json_value),
+        Kind::Map => v
+            .entries()
             .all(|(k, v)| !k.starts_with(NON_STRING_KEY_PREFIX) && is_json_value(v)),
         _ => true,
     }
 }
 
-fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, PolicyError> {
+fn load_resource<'d, N: Node<'d>>(
+    v: Option<N>,
+    loc: &Loc<'_>,
+) -> Result<Vec<Constraint>, PolicyError> {
     let m = match v {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Map(m)) => m,
-        Some(_) => return Err(err(C::NotAMapping, "`resource` must be a mapping", loc)),
+        None => return Ok(Vec::new()),
+        Some(v) if v.kind() == Kind::Null => return Ok(Vec::new()),
+        Some(v) => v
+            .map()
+            .ok_or_else(|| err(C::NotAMapping, "`resource` must be a mapping", loc))?,
     };
     check_keys(m, &["owns", "where"], loc)?;
     let mut out = Vec::new();
-    match m.get("owns") {
+    match m.get("owns").map(|o| (o, o.kind())) {
         None => {}
-        Some(Value::Str(s)) => out.push(Constraint {
-            field: s.clone(),
+        Some((_, Kind::Str(s))) => out.push(Constraint {
+            field: s.to_string(),
             op: Op::Eq,
             value: None,
-            principal_attr: Some(s.clone()),
+            principal_attr: Some(s.to_string()),
         }),
-        Some(Value::Map(o)) => {
+        Some((o, Kind::Map)) => {
             let l = loc.key("owns");
             for k in ["field", "principal_attr"] {
                 if !o.contains_key(k) {
@@ -260,16 +300,17 @@ fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, Po
                 }
             }
             check_keys(o, &["field", "principal_attr"], &l)?;
-            let (Some(Value::Str(f)), Some(Value::Str(a))) =
-                (o.get("field"), o.get("principal_attr"))
-            else {
+            let (Some(f), Some(a)) = (
+                o.get("field").and_then(Node::str),
+                o.get("principal_attr").and_then(Node::str),
+            ) else {
                 return Err(err(C::PolicyInvalid, "`owns` names must be strings", &l));
             };
             out.push(Constraint {
-                field: f.clone(),
+                field: f.to_string(),
                 op: Op::Eq,
                 value: None,
-                principal_attr: Some(a.clone()),
+                principal_attr: Some(a.to_string()),
             });
         }
         Some(_) => {
@@ -280,13 +321,13 @@ fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, Po
             ));
         }
     }
-    match m.get("where") {
+    match m.get("where").map(|w| (w, w.kind())) {
         None => {}
-        Some(Value::List(items)) => {
+        Some((items, Kind::List)) => {
             let wloc = loc.key("where");
-            for (i, it) in items.iter().enumerate() {
+            for (i, it) in items.items().enumerate() {
                 let l = wloc.index(i);
-                let Value::Map(c) = it else {
+                let Some(c) = it.map() else {
                     return Err(err(C::NotAMapping, "a condition must be a mapping", &l));
                 };
                 check_keys(c, &["field", "op", "value", "principal_attr"], &l)?;
@@ -295,10 +336,10 @@ fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, Po
                         return Err(err(C::MissingKey, format!("`{k}` is required"), &l));
                     }
                 }
-                let Some(Value::Str(field)) = c.get("field") else {
+                let Some(field) = c.get("field").and_then(Node::str) else {
                     return Err(err(C::PolicyInvalid, "`field` must be a string", &l));
                 };
-                let op = match c.get("op").and_then(Value::as_str) {
+                let op = match c.get("op").and_then(Node::str) {
                     Some("eq") => Op::Eq,
                     Some("ne") => Op::Ne,
                     Some("in") => Op::In,
@@ -320,9 +361,9 @@ fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, Po
                         if !is_json_value(v) {
                             return Err(err(C::PolicyInvalid, "`value` must be a JSON value", &l));
                         }
-                        (Some(v.clone()), None)
+                        (Some(v.to_value()), None)
                     }
-                    (None, Some(Value::Str(a))) => (None, Some(a.clone())),
+                    (None, Some(a)) if a.str().is_some() => (None, a.str().map(str::to_string)),
                     _ => {
                         return Err(err(
                             C::PolicyInvalid,
@@ -332,7 +373,7 @@ fn load_resource(v: Option<&Value>, loc: &Loc<'_>) -> Result<Vec<Constraint>, Po
                     }
                 };
                 out.push(Constraint {
-                    field: field.clone(),
+                    field: field.to_string(),
                     op,
                     value,
                     principal_attr: attr,

@@ -5,6 +5,9 @@
 use crate::error::{PolicyCode, PolicyError};
 use crate::value::{Map, Value};
 
+mod tape;
+pub(crate) use tape::tape;
+
 /// Maximum nesting depth of a document (containers), beyond which it is `unparseable`.
 pub(crate) const MAX_DEPTH: usize = 512;
 
@@ -71,9 +74,13 @@ impl Parser<'_> {
     }
 
     fn lit(&mut self, word: &str, v: Value) -> Result<Value, PolicyError> {
+        self.word(word).map(|()| v)
+    }
+
+    fn word(&mut self, word: &str) -> Result<(), PolicyError> {
         if self.s[self.i..].starts_with(word.as_bytes()) {
             self.i += word.len();
-            Ok(v)
+            Ok(())
         } else {
             Err(self.err(PolicyCode::Unparseable, "expected a value"))
         }
@@ -153,8 +160,23 @@ impl Parser<'_> {
     }
 
     fn string(&mut self) -> Result<String, PolicyError> {
-        self.i += 1;
         let mut out = String::new();
+        Ok(match self.string_into(&mut out)? {
+            // The common case, no escape: one exact allocation.
+            Some((a, b)) => self.text[a..b].to_string(),
+            None => out,
+        })
+    }
+
+    /// Reads the string at `self.i` (its opening quote). Without escapes it returns the
+    /// byte range of its text in the source and writes nothing; otherwise it appends the
+    /// decoded text to `out` and returns `None`.
+    pub(super) fn string_into(
+        &mut self,
+        out: &mut String,
+    ) -> Result<Option<(usize, usize)>, PolicyError> {
+        self.i += 1;
+        let mut decoded = false;
         loop {
             let start = self.i;
             let rest = self.s.get(self.i..).unwrap_or_default();
@@ -162,17 +184,17 @@ impl Parser<'_> {
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
                 .unwrap_or(rest.len());
-            if out.is_empty() && self.s.get(self.i) == Some(&b'"') {
-                // The common case, no escape: one exact allocation.
+            if !decoded && self.s.get(self.i) == Some(&b'"') {
                 self.i += 1;
-                return Ok(self.text[start..self.i - 1].to_string());
+                return Ok(Some((start, self.i - 1)));
             }
+            decoded = true;
             out.push_str(&self.text[start..self.i]);
             match self.s.get(self.i) {
                 None => return Err(self.err(PolicyCode::Unparseable, "unterminated string")),
                 Some(b'"') => {
                     self.i += 1;
-                    return Ok(out);
+                    return Ok(None);
                 }
                 Some(b'\\') => {
                     self.i += 1;
