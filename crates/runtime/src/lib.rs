@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 
 pub mod call;
+pub mod confirm;
 pub mod connect;
 pub mod decide;
 mod degraded;

@@ -9,6 +9,7 @@
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
+use crate::confirm;
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -37,7 +38,22 @@ use std::os::fd::BorrowedFd;
 /// when the call must end. The adapter then ends the child's process group, and the run is
 /// answered and recorded with code `cancelled`.
 pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
-    execute(rt, caller, &call, cancel, false).0
+    execute(rt, caller, &call, cancel, false, None).0
+}
+
+/// [`exec`] for a call the person confirmed (RUNTIME §10, [`crate::confirm`]): the gate
+/// counts it as confirmed — its arguments, and so its audit digest, stay as sent — and
+/// after child preparation it is refused (`confirm_required`, nothing spent) unless the
+/// command it is about to run has `digest`, the [`crate::confirm::Preview::digest`] the
+/// person accepted. Its record says `"confirm": "elicitation"`.
+pub fn exec_confirmed(
+    rt: &Runtime,
+    caller: &Caller,
+    call: Call,
+    cancel: Option<BorrowedFd<'_>>,
+    digest: &str,
+) -> Answer {
+    execute(rt, caller, &call, cancel, false, Some(digest)).0
 }
 
 /// Runs the connect verb of a pack for `hcp connect` (RUNTIME §8), the one path on which a
@@ -46,7 +62,7 @@ pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd
 /// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
 /// principal was resolved.
 pub fn connect_verb(rt: &Runtime, caller: &Caller, call: Call) -> (Answer, Option<String>) {
-    execute(rt, caller, &call, None, true)
+    execute(rt, caller, &call, None, true, None)
 }
 
 fn execute(
@@ -55,9 +71,10 @@ fn execute(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
+    confirmed: Option<&str>,
 ) -> (Answer, Option<String>) {
     let mut facts = Facts::start(rt);
-    let answer = match steps(rt, caller, call, cancel, via_connect, &mut facts) {
+    let answer = match steps(rt, caller, call, cancel, via_connect, confirmed, &mut facts) {
         Ok(a) => a,
         Err(s) => {
             let audit_id = if s.recorded {
@@ -79,6 +96,7 @@ fn steps(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
+    confirmed: Option<&str>,
     facts: &mut Facts,
 ) -> Result<Answer, Stop> {
     let now = Timestamp::now();
@@ -145,9 +163,31 @@ fn steps(
         cwd: &caller.cwd,
         project: caller.project.as_deref(),
     };
-    let allowed = match hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))) {
+    let gated = match confirmed {
+        Some(_) => confirm::with_confirm(&args),
+        None => args.clone(),
+    };
+    let allowed = match hcp_gate::check(&ctx, gated.iter().map(|(k, v)| (k, v))) {
         Decision::Allow(a) => a,
-        Decision::Deny(r) => return Err(stop(Refusal::from_gate(&r))),
+        Decision::Deny(r) => {
+            if r.code == Code::ConfirmRequired && call.face == Face::Mcp {
+                // What would run once confirmed, for the face to show the person.
+                let of = confirm::PreviewOf {
+                    pack: &pack,
+                    verb_key: &verb_key,
+                    args: &args,
+                    policy: runtime_policy
+                        .as_ref()
+                        .ok()
+                        .and_then(Option::as_ref)
+                        .map(|p| &p.policy),
+                    session: session.as_ref(),
+                    principal: principal.id(),
+                };
+                facts.preview = confirm::preview(&ctx, &of).map(Box::new);
+            }
+            return Err(stop(Refusal::from_gate(&r)));
+        }
     };
     facts.project.clone_from(&allowed.project);
 
@@ -206,6 +246,27 @@ fn steps(
         config: &config,
     };
     let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
+    if let Some(accepted) = confirmed {
+        // The person accepted one command: this call runs that one or nothing.
+        let pin = crate::pins::pin_of(&pack, &allowed.plan.program).map_err(stop)?;
+        let about_to_run = confirm::digest(
+            pack.id.as_str(),
+            &verb_key,
+            &pin,
+            &child.argv0,
+            &child.args,
+            &child.cwd,
+        );
+        if about_to_run != accepted {
+            if let Some(tmp) = child.private_tmp.take() {
+                let _ = tmp.remove();
+            }
+            return Err(stop(confirm::changed()));
+        }
+        facts
+            .audit_extra
+            .insert("confirm".into(), Value::String("elicitation".into()));
+    }
     if let Some(s) = &child.sandbox {
         facts.audit_extra.insert("sandbox".into(), s.clone().into());
         facts
@@ -389,6 +450,7 @@ fn steps(
         exit,
         stdout,
         stderr: outcome.stderr,
+        preview: None,
     })
 }
 

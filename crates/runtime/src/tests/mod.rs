@@ -2,6 +2,7 @@
 //! without the `hcp` binary: packs whose bin is a small shell script inside the pack
 //! (`bin/tp`), installed through [`crate::install`], called through [`crate::pipeline`].
 
+mod confirm;
 mod pipeline;
 mod spending;
 mod table;
@@ -158,6 +159,7 @@ impl World {
         let mut surface = serde_json::json!({
             "id": id, "name": "Test", "kind": "wrap", "cliBin": "tp",
             "binding": {"mode": mode}, "wrap": {"bin": "bin/tp"}, "verbs": sverbs,
+            "transports": ["cli", "json_exec", "mcp"],
         });
         if !triggers.is_empty() {
             surface["stimulusTriggers"] = triggers.into();
