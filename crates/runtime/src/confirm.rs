@@ -7,19 +7,27 @@
 //! working directory — without verifying the bin, spending or running anything, and
 //! hands it back with the refusal ([`Preview`], `Answer::preview`). `hcp mcp` shows it to
 //! the person (an elicitation); on an accept it calls again with the preview's
-//! [`Preview::digest`] ([`crate::pipeline::exec_confirmed`]): the gate then counts the call
+//! [`Preview::digest`] ([`crate::pipeline::exec_answered`]): the gate then counts the call
 //! as confirmed, and after child preparation the runtime refuses it (`confirm_required`,
 //! nothing spent) unless the command it is about to run has that very digest.
+//!
+//! A call the runtime policy paused for `confirmation` may be put to the person the same
+//! way when the operator opts in (`config.json` `"mcp": {"approve_by_elicitation": true}`):
+//! [`ApprovalPrompt`] shows the pending approval, [`approve`] grants exactly that one
+//! through [`hcp_store::state::State::approve`], as `hcp approve` does.
 //!
 //! The answer of the person is checked here too ([`accepted`]): an accept counts only with
 //! exactly the content asked for.
 
+use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_adapter::SessionValues;
 use hcp_gate::{Context, Decision};
 use hcp_model::{ArgValue, Code, Land, Operation};
+use hcp_store::approval::Approval;
 use hcp_store::pack::InstalledPack;
 use hcp_store::session::Session;
+use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -27,8 +35,17 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// The property of the elicitation's form the person sets to run the command.
+/// The property of the elicitation's form the person sets to go ahead.
 pub const RUN_KEY: &str = "run";
+
+/// What the person answered through the face for one call ([`crate::pipeline::exec_answered`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answered {
+    /// The [`Preview::digest`] of the command they accepted at the confirm gate.
+    pub command: Option<String>,
+    /// The approval they granted ([`approve`]).
+    pub approval: Option<String>,
+}
 
 /// What a confirm-gated call would run: shown to the person before it runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -242,6 +259,115 @@ pub fn elicitation(message: &str, title: &str, meta: Value) -> Value {
 pub fn accepted(result: &Value) -> bool {
     result.get("action") == Some(&json!("accept"))
         && result.get("content") == Some(&json!({ RUN_KEY: true }))
+}
+
+/// A pending approval of the runtime policy put to the person (`approve_by_elicitation`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalPrompt {
+    /// The approval as it was shown.
+    pub approval: Approval,
+}
+
+impl ApprovalPrompt {
+    /// The approval `id` a call of `tool` by `principal` was just paused with, when it is
+    /// still pending at `now` and is that call's (same tool and principal): what the person
+    /// is shown. `None` otherwise (then nobody is asked).
+    pub fn load(
+        rt: &Runtime,
+        id: &str,
+        tool: &str,
+        principal: &str,
+        now: Timestamp,
+    ) -> Option<Self> {
+        let approval = rt
+            .state()
+            .approvals_list()
+            .ok()?
+            .into_iter()
+            .find(|a| a.id == id)?;
+        (approval.state(now) == "pending"
+            && approval.tool == tool
+            && approval.principal == principal)
+            .then_some(Self { approval })
+    }
+
+    /// What the person reads: the tool, who asks, the arguments (as `hcp approvals`
+    /// summarises them) and the window.
+    pub fn message(&self) -> String {
+        let a = &self.approval;
+        let args: Vec<String> = a
+            .summary
+            .iter()
+            .map(|(k, v)| format!("    {k} = {}", shell_word(v)))
+            .collect();
+        format!(
+            "The runtime policy asks for your approval: `{who}` calls `{tool}` with\n\n{args}\n\nApproval {id} (policy {policy}). Accept approves exactly this call, once, within {window} s, as `hcp approve {id}` would; decline or cancel leaves it pending.",
+            who = a.principal,
+            tool = a.tool,
+            args = if args.is_empty() {
+                "    (no arguments)".to_owned()
+            } else {
+                args.join("\n")
+            },
+            id = a.id,
+            policy = a.policy_hash,
+            window = a.window_s,
+        )
+    }
+
+    /// The `elicitation/create` params: the message and the one required boolean
+    /// [`RUN_KEY`]; the approval in `_meta.hcp`.
+    pub fn elicitation(&self) -> Value {
+        let a = &self.approval;
+        elicitation(
+            &self.message(),
+            "Approve this call",
+            json!({ "approval": {
+                "id": a.id, "tool": a.tool, "principal": a.principal,
+                "args_digest": a.args_digest, "policy_hash": a.policy_hash,
+                "summary": a.summary, "window_s": a.window_s,
+            }}),
+        )
+    }
+}
+
+/// Grants the approval the person accepted, once, through the one store path of `hcp
+/// approve` ([`hcp_store::state::State::approve`]), if it is still pending and still the
+/// call shown (tool, principal and its facts, arguments, policy hash).
+///
+/// # Errors
+/// `requires_confirmation` when it changed, was used, expired or went; the store's code
+/// when it cannot be granted.
+pub fn approve(rt: &Runtime, shown: &ApprovalPrompt, now: Timestamp) -> Result<Approval, Refusal> {
+    let s = &shown.approval;
+    let gone = || {
+        Refusal::new(
+            Code::RequiresConfirmation,
+            format!(
+                "approval `{}` is no longer the pending approval the person was shown",
+                s.id
+            ),
+        )
+    };
+    let now_pending =
+        ApprovalPrompt::load(rt, &s.id, &s.tool, &s.principal, now).ok_or_else(gone)?;
+    let a = &now_pending.approval;
+    if (
+        &a.principal_digest,
+        &a.args_digest,
+        &a.policy_hash,
+        a.requested_at,
+    ) != (
+        &s.principal_digest,
+        &s.args_digest,
+        &s.policy_hash,
+        s.requested_at,
+    ) {
+        return Err(gone());
+    }
+    rt.state()
+        .approve(&s.id, now)
+        .map_err(|e| Refusal::new(e.code(), e.to_string()))
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ pub mod decide;
 mod degraded;
 pub mod doctor;
 pub mod install;
+pub mod mcp;
 pub mod pins;
 pub mod pipeline;
 pub mod policy;

@@ -9,7 +9,7 @@
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
-use crate::confirm;
+use crate::confirm::{self, Answered};
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -41,19 +41,21 @@ pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd
     execute(rt, caller, &call, cancel, false, None).0
 }
 
-/// [`exec`] for a call the person confirmed (RUNTIME §10, [`crate::confirm`]): the gate
-/// counts it as confirmed — its arguments, and so its audit digest, stay as sent — and
-/// after child preparation it is refused (`confirm_required`, nothing spent) unless the
-/// command it is about to run has `digest`, the [`crate::confirm::Preview::digest`] the
-/// person accepted. Its record says `"confirm": "elicitation"`.
-pub fn exec_confirmed(
+/// [`exec`] for a call the person answered through the face (RUNTIME §10,
+/// [`crate::confirm`]). With [`Answered::command`], the gate counts the call as confirmed —
+/// its arguments, and so its audit digest, stay as sent — and after child preparation it
+/// is refused (`confirm_required`, nothing spent) unless the command it is about to run
+/// has that digest, the [`crate::confirm::Preview::digest`] the person accepted; its
+/// record says `"confirm": "elicitation"`. With [`Answered::approval`], a record that
+/// takes that approval says `"approved_by": "elicitation"`.
+pub fn exec_answered(
     rt: &Runtime,
     caller: &Caller,
     call: Call,
     cancel: Option<BorrowedFd<'_>>,
-    digest: &str,
+    answered: &Answered,
 ) -> Answer {
-    execute(rt, caller, &call, cancel, false, Some(digest)).0
+    execute(rt, caller, &call, cancel, false, Some(answered)).0
 }
 
 /// Runs the connect verb of a pack for `hcp connect` (RUNTIME §8), the one path on which a
@@ -71,10 +73,10 @@ fn execute(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
-    confirmed: Option<&str>,
+    answered: Option<&Answered>,
 ) -> (Answer, Option<String>) {
     let mut facts = Facts::start(rt);
-    let answer = match steps(rt, caller, call, cancel, via_connect, confirmed, &mut facts) {
+    let answer = match steps(rt, caller, call, cancel, via_connect, answered, &mut facts) {
         Ok(a) => a,
         Err(s) => {
             let audit_id = if s.recorded {
@@ -96,7 +98,7 @@ fn steps(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
-    confirmed: Option<&str>,
+    answered: Option<&Answered>,
     facts: &mut Facts,
 ) -> Result<Answer, Stop> {
     let now = Timestamp::now();
@@ -163,6 +165,7 @@ fn steps(
         cwd: &caller.cwd,
         project: caller.project.as_deref(),
     };
+    let confirmed = answered.and_then(|a| a.command.as_deref());
     let gated = match confirmed {
         Some(_) => confirm::with_confirm(&args),
         None => args.clone(),
@@ -313,6 +316,11 @@ fn steps(
         facts
             .audit_extra
             .insert("approval_id".into(), id.clone().into());
+        if answered.and_then(|a| a.approval.as_ref()) == Some(id) {
+            facts
+                .audit_extra
+                .insert("approved_by".into(), Value::String("elicitation".into()));
+        }
     }
 
     // ── 9c. The adapter runs the child. ─────────────────────────────────────────────────

@@ -26,7 +26,11 @@ fn mcp(w: &World, c: &Caller, target: &str, args: &[(&str, ArgValue)]) -> Answer
 }
 
 fn confirmed(w: &World, c: &Caller, args: &[(&str, ArgValue)], digest: &str) -> Answer {
-    crate::pipeline::exec_confirmed(&w.rt, c, call(Face::Mcp, "tp.put", args), None, digest)
+    let answered = crate::confirm::Answered {
+        command: Some(digest.to_owned()),
+        approval: None,
+    };
+    crate::pipeline::exec_answered(&w.rt, c, call(Face::Mcp, "tp.put", args), None, &answered)
 }
 
 fn with_attrs(w: &World, principal: &str, role: &str, attrs: &[&str]) -> Caller {

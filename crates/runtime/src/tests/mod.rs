@@ -3,6 +3,7 @@
 //! (`bin/tp`), installed through [`crate::install`], called through [`crate::pipeline`].
 
 mod confirm;
+mod mcp;
 mod pipeline;
 mod spending;
 mod table;
