@@ -519,16 +519,28 @@ mod tests {
         let c = parse(r#"{"mcp": {"elicitation_timeout_s": 5}}"#).unwrap();
         assert_eq!(c.mcp.elicitation_timeout_s, 5);
         for (text, needle) in [
-            (r#"{"mcp": {"approve_by_elicitation": "yes"}}"#, "invalid type"),
+            (
+                r#"{"mcp": {"approve_by_elicitation": "yes"}}"#,
+                "invalid type",
+            ),
             (r#"{"mcp": {"approve_by_elicitation": 1}}"#, "invalid type"),
-            (r#"{"mcp": {"approve_by_elicitaton": true}}"#, "unknown field"),
+            (
+                r#"{"mcp": {"approve_by_elicitaton": true}}"#,
+                "unknown field",
+            ),
             (
                 r#"{"mcp": {"approve_by_elicitation": true, "approve_by_elicitation": false}}"#,
                 "duplicate",
             ),
             (r#"{"mcp": true}"#, "invalid type"),
-            (r#"{"mcp": {"elicitation_timeout_s": 0}}"#, "must be 1 to 86400"),
-            (r#"{"mcp": {"elicitation_timeout_s": 86401}}"#, "must be 1 to 86400"),
+            (
+                r#"{"mcp": {"elicitation_timeout_s": 0}}"#,
+                "must be 1 to 86400",
+            ),
+            (
+                r#"{"mcp": {"elicitation_timeout_s": 86401}}"#,
+                "must be 1 to 86400",
+            ),
             (r#"{"mcp": {"elicitation_timeout_s": -1}}"#, "invalid value"),
         ] {
             let e = parse(text).unwrap_err();

@@ -130,3 +130,12 @@ pub fn result(a: &Answer, output_schema: Option<&JsonObject>) -> Value {
 fn text(t: &str) -> Value {
     json!({ "type": "text", "text": t })
 }
+
+/// `config.json`'s `mcp` key, as `hcp mcp` uses it when it may ask the person: the
+/// defaults (nothing approved by elicitation) when the file does not parse — a call is
+/// then refused with `bad_config` anyway, once it reaches child preparation.
+pub fn config(rt: &crate::Runtime) -> hcp_store::config::McpConfig {
+    hcp_store::config::RuntimeConfig::load(rt.home().root())
+        .map(|c| c.mcp)
+        .unwrap_or_default()
+}
