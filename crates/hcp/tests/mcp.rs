@@ -5,172 +5,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mcp_common;
 
 use common::World;
+use mcp_common::{Raw, last_audit, refusal_code, world_command, world_with};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Skips (saying why where a plain `cargo test` shows it) outside CI, fails in CI.
 fn skip_or_fail(reason: &str) {
     common::skip::skip(reason);
-}
-
-fn world_with(packs: &[&str]) -> World {
-    common::example_bins();
-    let w = World::new();
-    for p in packs {
-        let out = w.run(&["install", common::gold_pack(p).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", w.render(&out));
-        let out = w.run(&["activate", p]);
-        assert!(out.status.success(), "{}", w.render(&out));
-    }
-    w
-}
-
-/// A command with the world's environment (as `World::hcp` sets it).
-fn world_command(w: &World, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = Command::new(program);
-    c.env_clear()
-        .env("HOME", &w.home)
-        .env("HCP_HOME", &w.hcp_home)
-        .env("PATH", w.path_var())
-        .env("LANG", "C")
-        .env("NO_COLOR", "1")
-        .current_dir(&w.work);
-    c
-}
-
-/// A raw JSON-RPC client over the server's stdio.
-struct Raw {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Raw {
-    fn start(w: &World, session: Option<&str>) -> Self {
-        let mut c = world_command(w, common::hcp_bin());
-        c.arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(s) = session {
-            c.env("HCP_SESSION", s);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut raw = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 0,
-        };
-        let init = raw.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "raw", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "hcp", "{init}");
-        raw.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        raw
-    }
-
-    fn send(&mut self, msg: &Value) {
-        self.send_raw(&msg.to_string());
-    }
-
-    /// Sends one line as it is.
-    fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line).unwrap();
-        assert!(n > 0, "the server closed stdout");
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Sends a request; returns the notifications seen before its response, and the
-    /// response.
-    fn request_seeing(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        let mut notes = Vec::new();
-        loop {
-            let m = self.read();
-            if m.get("id") == Some(&json!(id)) {
-                return (notes, m);
-            }
-            notes.push(m);
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.request_seeing(method, params).1
-    }
-
-    fn call(&mut self, name: &str, args: Value) -> Value {
-        self.request("tools/call", json!({ "name": name, "arguments": args }))
-    }
-
-    fn tool_names(&mut self) -> Vec<String> {
-        let r = self.request("tools/list", json!({}));
-        r["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// Closes stdin and waits for the server to exit.
-    fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        self.child.wait().unwrap()
-    }
-
-    /// Goes away as a client that dies does: closes both its ends (stdin and the reading
-    /// end of stdout), then waits for the server to exit.
-    fn vanish(self) -> std::process::ExitStatus {
-        let Self {
-            mut child,
-            stdin,
-            stdout,
-            ..
-        } = self;
-        drop(stdout);
-        drop(stdin);
-        child.wait().unwrap()
-    }
-}
-
-/// The code of a refusal result (`isError` with the refusal object as structured content).
-fn refusal_code(resp: &Value) -> String {
-    assert_eq!(resp["result"]["isError"], true, "{resp}");
-    resp["result"]["structuredContent"]["code"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no code in {resp}"))
-        .to_owned()
-}
-
-fn last_audit(w: &World) -> Value {
-    let out = w.run(&["audit", "tail", "-n", "1", "--json"]);
-    assert!(out.status.success(), "{}", w.render(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0].clone()
 }
 
 #[test]
