@@ -21,10 +21,9 @@ fn skip_or_fail(reason: &str) {
     common::skip::skip(reason);
 }
 
-#[test]
-fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
-    let w = world_with(&["transit", "echo"]);
-    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+/// The interpreter with the official Python SDK, or `None` after a visible skip (a
+/// failure under `CI=true`).
+fn python_with_the_sdk(w: &World, script: &Path) -> Option<String> {
     // The interpreter on the caller's PATH (a pyenv shim needs the caller's HOME to find
     // it), then run with the world's environment.
     let python = match Command::new("python3")
@@ -33,27 +32,44 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
         Ok(o) => {
-            return skip_or_fail(&format!(
+            skip_or_fail(&format!(
                 "python3 fails: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
+            return None;
         }
-        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+        Err(e) => {
+            skip_or_fail(&format!("python3 cannot run: {e}"));
+            return None;
+        }
     };
-    let probe = world_command(&w, &python)
-        .arg(&script)
+    match world_command(w, &python)
+        .arg(script)
         .arg("--probe")
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
+        .output()
+    {
+        Ok(o) if o.status.success() => Some(python),
         Ok(o) => {
-            return skip_or_fail(&format!(
+            skip_or_fail(&format!(
                 "the python package `mcp` is missing (`pip install mcp`): {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
+            None
         }
-        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+        Err(e) => {
+            skip_or_fail(&format!("python3 cannot run: {e}"));
+            None
+        }
     }
+}
+
+#[test]
+fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
     let out = world_command(&w, &python)
         .arg(&script)
         .arg(common::hcp_bin())
@@ -77,6 +93,92 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     assert_eq!(v["write_confirmed"]["isError"], false);
     assert_eq!(v["file_after_confirm"], "hello");
     assert_eq!(v["unknown_tool"]["code"], -32602);
+}
+
+/// The official Python SDK as an agent's client whose person is asked (its
+/// `elicitation_callback` accepts the first question and declines the second): the session
+/// sees only the tools its grants and the runtime policy give it, `confirm` is not offered,
+/// the accepted command runs once, the declined one is `confirm required`, the SDK checks
+/// the structured result against the `outputSchema` from the policy's `returns`, and a tool
+/// not listed is refused by the gate when called by name.
+#[test]
+fn python_sdk_client_asks_the_person_and_sees_only_its_tools() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
+    std::fs::write(
+        w.hcp_home.join("policy.json"),
+        json!({
+            "schema_version": "histos.policy/0.1",
+            "tools": {
+                "echo.echo.say": {"args": {"text": {"type": "string"}},
+                                  "returns": {"text": {"type": "string", "max_length": 100}}},
+                "echo.echo.write": {"access": "write",
+                                    "args": {"name": {"type": "string"}, "text": {"type": "string"}}}
+            },
+            "roles": {"agent": {"allow": ["echo.echo.say", "echo.echo.write"]}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = w.run(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-1",
+        "--role",
+        "agent",
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    for args in [
+        [
+            "grant",
+            "agent-1",
+            "echo",
+            "verb.exec.read",
+            "verb.exec.write",
+        ]
+        .as_slice(),
+        &["grant", "agent-1", "transit", "verb.exec.read"],
+    ] {
+        let out = w.run(args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let out = world_command(&w, &python)
+        .env("HCP_SESSION", &token)
+        .arg(&script)
+        .arg("--person")
+        .arg(common::hcp_bin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    insta::assert_snapshot!(
+        "python_sdk_person",
+        w.filter(
+            &serde_json::to_string_pretty(&v)
+                .unwrap()
+                .replace(common::bin_dir().to_str().unwrap(), "[BIN]")
+        )
+    );
+    assert_eq!(v["protocol"], "2025-11-25");
+    assert_eq!(v["tools"], json!(["echo.echo.say", "echo.echo.write"]));
+    assert_eq!(v["write properties"], json!(["name", "text"]));
+    assert_eq!(v["say"]["structured"], json!({"text": "hi"}));
+    assert_eq!(v["write accepted"]["isError"], false);
+    assert_eq!(v["a.txt"], "accepted");
+    assert_eq!(v["write declined"]["text"][0], "confirm required");
+    assert_eq!(v["b.txt exists"], false);
+    assert_eq!(v["unlisted"]["code"], "unknown_tool");
+    assert_eq!(v["asked"].as_array().unwrap().len(), 2);
+    assert_eq!(last_audit(&w)["code"], "unknown_tool");
 }
 
 /// The MCP inspector's CLI mode lists the tools and meets the confirm gate, run as the
@@ -200,6 +302,47 @@ fn inspector_cli_lists_and_calls() {
         String::from_utf8_lossy(&ran.stdout)
     );
     assert_eq!(std::fs::read_to_string(w.work.join("n.txt")).unwrap(), "hi");
+    // An agent's session sees only what it may call. The inspector will not call a tool
+    // it was not shown (the raw and Python clients check that the gate refuses one called
+    // by name).
+    let out = w.run(&["session", "start", "--principal", "agent-1"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let out = w.run(&["grant", "agent-1", "echo", "verb.exec.read"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let session = format!("HCP_SESSION={token}");
+    let listed = inspector(&["-e", &session, "--method", "tools/list"]).unwrap();
+    let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"echo.echo.say"), "{names:?}");
+    assert!(!names.contains(&"echo.echo.write"), "{names:?}");
+    let refused = inspector(&[
+        "-e",
+        &session,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo.echo.write",
+        "--tool-arg",
+        "name=m.txt",
+        "--tool-arg",
+        "text=hi",
+        "--tool-arg",
+        "confirm=true",
+    ])
+    .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("tool_not_found"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!w.work.join("m.txt").exists());
 }
 
 /// Whether the `node` on `PATH` is at least MAJOR.MINOR.
