@@ -8,6 +8,8 @@
 //! [`EXIT_USAGE`] for a malformed command line, [`EXIT_REFUSED`] when a gate of the CLI's
 //! own refused (a missing `--confirm`, a missing binding token).
 
+pub mod api;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;

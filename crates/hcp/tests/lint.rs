@@ -152,6 +152,8 @@ fn command_shape_errors() {
     case("reserved_placeholder--confirm", 1);
     case("bad_binding", 1);
     case("bad_binding--control", 1);
+    case("bad_openapi", 1);
+    case("unknown_operation", 1);
 }
 
 #[test]
@@ -164,7 +166,6 @@ fn warnings_alone_exit_0() {
         "absolute_path_in_skill",
         "extra_file",
         "pass_through_present",
-        "unsupported_kind",
     ] {
         case(f, 0);
     }

@@ -80,6 +80,66 @@ pub(crate) struct Ctx<'a> {
     pub policy: Parsed<PolicyFile>,
     /// `HARNESS.md`, lossily UTF-8, when read.
     pub skill: Option<String>,
+    /// The OpenAPI document beside a `kind: openapi` pack, loaded (RUNTIME §1.3).
+    pub document: Option<Loaded>,
+}
+
+/// The OpenAPI document beside the pack, as far as it got.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// Its path in the pack.
+    pub rel: String,
+    /// Its text when it is UTF-8 (for locating pointers).
+    pub text: Option<String>,
+    /// The document, or why it cannot be used.
+    pub doc: Result<hcp_openapi::Document, DocFault>,
+}
+
+/// Why the document beside the pack cannot be used.
+#[derive(Debug)]
+pub(crate) enum DocFault {
+    /// It could not be read.
+    Unreadable(String),
+    /// It was read and refused.
+    Refused(hcp_openapi::BadOpenapi),
+}
+
+impl Loaded {
+    fn new(d: &crate::source::SpecDocument) -> Self {
+        let (text, doc) = match &d.bytes {
+            Err(e) => (None, Err(DocFault::Unreadable(e.clone()))),
+            Ok(b) => (
+                std::str::from_utf8(b).ok().map(str::to_owned),
+                hcp_openapi::Document::parse(b).map_err(DocFault::Refused),
+            ),
+        };
+        Self {
+            rel: d.rel.clone(),
+            text,
+            doc,
+        }
+    }
+
+    /// Places `d` in the document at JSON `pointer` (line and column when the document
+    /// is JSON and the pointer is found).
+    pub(crate) fn at(&self, d: Diagnostic, pointer: &str) -> Diagnostic {
+        let d = d.in_file(self.rel.clone());
+        let tokens: Vec<String> = pointer
+            .split('/')
+            .skip(1)
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        let path: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        match self
+            .text
+            .as_deref()
+            .filter(|t| t.trim_start().starts_with('{'))
+            .and_then(|t| hcp_model::span::locate(t, &path))
+        {
+            Some(loc) if !path.is_empty() => d.at(loc.line, loc.column),
+            _ => d,
+        }
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -92,6 +152,7 @@ impl<'a> Ctx<'a> {
             skill: source
                 .file(SKILL_FILE)
                 .map(|b| String::from_utf8_lossy(b).into_owned()),
+            document: source.document.as_ref().map(Loaded::new),
         }
     }
 

@@ -11,12 +11,15 @@
 //! why it matters and an example; [`rules::RULES`] lists them in the order they run, and
 //! `docs/rules.md` is generated from their documentation (`cargo xtask generate`).
 //!
+//! [`promote`] rewrites a `pass_through` pack into named verbs (`hcp pack promote`).
+//!
 //! It does not install, run or resolve anything.
 
 #![deny(missing_docs)]
 
 mod context;
 pub mod diagnostic;
+pub mod promote;
 pub mod render;
 pub mod rules;
 pub mod source;
@@ -25,7 +28,7 @@ mod testing;
 
 pub use diagnostic::{Diagnostic, Level, Report};
 pub use rules::{RULES, Rule};
-pub use source::{EntryKind, PackEntry, PackSource, read_pack};
+pub use source::{EntryKind, PackEntry, PackSource, SpecDocument, read_pack};
 
 /// Runs every rule of [`RULES`] over `source` (RUNTIME §2) and returns the findings sorted
 /// by file (the pack as a whole, then `surface.json`, `policy.json`, `HARNESS.md`, then

@@ -47,6 +47,19 @@ pub struct PackSource {
     pub files: Vec<(String, Vec<u8>)>,
     /// Whether the walk stopped at [`MAX_ENTRIES`].
     pub truncated: bool,
+    /// The OpenAPI document of a `kind: openapi` pack whose `openapi.spec` is a path
+    /// inside the pack (RUNTIME §1.3), read like the pack files (no symlink followed), up
+    /// to [`hcp_openapi::MAX_DOCUMENT_BYTES`]. `None` for other packs and URL specs.
+    pub document: Option<SpecDocument>,
+}
+
+/// The OpenAPI document beside a pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecDocument {
+    /// Its path relative to the pack directory, as `openapi.spec` writes it.
+    pub rel: String,
+    /// Its bytes, or why they could not be read (lowercase).
+    pub bytes: Result<Vec<u8>, String>,
 }
 
 impl PackSource {
@@ -91,6 +104,7 @@ pub fn read_pack(dir: &Path) -> std::io::Result<PackSource> {
         entries: Vec::new(),
         files: Vec::new(),
         truncated: false,
+        document: None,
     };
     walk(dir, &mut src)?;
     src.entries.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -100,15 +114,43 @@ pub fn read_pack(dir: &Path) -> std::io::Result<PackSource> {
         };
         if e.kind == EntryKind::File
             && e.size <= MAX_FILE_BYTES
-            && let Ok(bytes) = read_no_follow(&dir.join(name))
+            && let Ok(bytes) = read_no_follow(&dir.join(name), MAX_FILE_BYTES)
         {
             src.files.push((name.to_owned(), bytes));
         }
     }
+    src.document = read_document(dir, &src);
     Ok(src)
 }
 
-fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+/// Reads the document `openapi.spec` names when it is a path inside the pack.
+fn read_document(dir: &Path, src: &PackSource) -> Option<SpecDocument> {
+    let text = std::str::from_utf8(src.file(hcp_model::MANIFEST_FILE)?).ok()?;
+    let m = hcp_model::parse_manifest(text).ok()?;
+    if m.kind != hcp_model::Kind::Openapi {
+        return None;
+    }
+    let Ok(hcp_model::SpecSource::Path(rel)) = m.openapi.as_ref()?.source() else {
+        return None;
+    };
+    let max = hcp_openapi::MAX_DOCUMENT_BYTES as u64;
+    let bytes = match src.entries.iter().find(|e| e.rel == rel) {
+        None => Err("there is no such file in the pack".to_owned()),
+        Some(e) if e.kind == EntryKind::Symlink => Err("it is a symbolic link".to_owned()),
+        Some(e) if e.kind != EntryKind::File => Err("it is not a regular file".to_owned()),
+        Some(e) if e.size > max => Err(format!(
+            "it is {} bytes, more than the {max} bytes (16 MiB) hcp reads",
+            e.size
+        )),
+        Some(_) => read_no_follow(&dir.join(rel), max).map_err(|e| format!("cannot read it: {e}")),
+    };
+    Some(SpecDocument {
+        rel: rel.to_owned(),
+        bytes,
+    })
+}
+
+fn read_no_follow(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -116,8 +158,8 @@ fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     let mut buf = Vec::new();
-    f.by_ref().take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX_FILE_BYTES {
+    f.by_ref().take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "file too large",

@@ -48,6 +48,7 @@ pub(crate) fn source(
         entries,
         files,
         truncated: false,
+        document: None,
     }
 }
 

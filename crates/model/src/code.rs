@@ -327,6 +327,7 @@ codes! {
     BadBinding => "bad_binding", Pack, REFUSED, REFUSED, "`mothership` outside the control plane, or the reverse.";
     BadOpenapi => "bad_openapi", Pack, REFUSED, REFUSED, "An OpenAPI document install cannot use.";
     UnknownOperation => "unknown_operation", Pack, REFUSED, REFUSED, "An `operation` that is no `operationId` of the document.";
+    NothingToPromote => "nothing_to_promote", Pack, REFUSED, REFUSED, "`hcp pack promote` of a pack without `pass_through`, or whose program cannot be told.";
     SkillCollision => "skill_collision", Pack, REFUSED, REFUSED, "A skill of the same name that hcp did not write.";
     SkillExportUnusable => "skill_export_unusable", Pack, REFUSED, REFUSED, "A `skills.export` folder that cannot be used.";
     ConfirmNotMirrored => "confirm_not_mirrored", Pack, REFUSED, REFUSED, "Warning: `confirm` not mirrored in the skill.";

@@ -28,7 +28,8 @@ pub use code::{Code, Step, exit};
 pub use exec::{ArgValue, Envelope, ExecResult};
 pub use id::{PackId, validate_pack_id};
 pub use manifest::{
-    Binding, BindingMode, Kind, Manifest, Plane, Transport, Trigger, VerbSpec, Wrap,
+    Binding, BindingMode, Kind, Manifest, OpenapiRef, PassThrough, Plane, SpecSource, Transport,
+    Trigger, VerbSpec, Wrap,
 };
 pub use policy::{Land, Operation, PolicyEntry, PolicyFile, Privacy};
 pub use span::{Location, locate};

@@ -1,6 +1,6 @@
 //! `surface.json`, the manifest (RUNTIME §1.1, Pack concept).
 
-use crate::strict::{StrictMap, StrictValue};
+use crate::strict::StrictMap;
 use crate::template::{Element, TemplateError, parse_template};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,12 +38,13 @@ pub struct Manifest {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub stimulus_triggers: Vec<Trigger>,
-    /// Bootstrap pass-through (lint warns `pass_through_present`).
+    /// Bootstrap pass-through (lint warns `pass_through_present`; exec never runs it,
+    /// `pass_through_unsupported`; `hcp pack promote` turns it into named verbs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pass_through: Option<StrictValue>,
-    /// The OpenAPI document reference of `kind: openapi`.
+    pub pass_through: Option<PassThrough>,
+    /// The OpenAPI document of `kind: openapi` (RUNTIME §1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub openapi: Option<StrictValue>,
+    pub openapi: Option<OpenapiRef>,
     /// A hosted copy of the skill.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skill_url: Option<String>,
@@ -64,8 +65,76 @@ pub enum Kind {
     Wrap,
     /// Each verb's `cli[0]` is its own bin.
     Composite,
-    /// Parsed and linted; exec answers `kind_unsupported`.
+    /// Each verb is one operation of an HTTP API described by an OpenAPI document
+    /// (RUNTIME §1.3).
     Openapi,
+}
+
+/// `openapi` of a `kind: openapi` manifest (RUNTIME §1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpenapiRef {
+    /// The OpenAPI 3.0 or 3.1 document: an `https://` or `http://` URL, or a path relative
+    /// to the pack directory (read at install, then not kept as a pack file).
+    pub spec: String,
+}
+
+/// Where an [`OpenapiRef::spec`] points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecSource<'a> {
+    /// An `http://` or `https://` URL.
+    Url(&'a str),
+    /// A relative path inside the pack directory, `/`-separated, without `.`, `..` or
+    /// empty components.
+    Path(&'a str),
+}
+
+impl OpenapiRef {
+    /// Where the document is.
+    ///
+    /// # Errors
+    /// Why `spec` is neither an `http(s)` URL nor a plain relative path inside the pack
+    /// (an absolute path, `..`, a backslash, another URL scheme, a control character),
+    /// lowercase.
+    pub fn source(&self) -> Result<SpecSource<'_>, String> {
+        let s = self.spec.as_str();
+        let lower = s.to_ascii_lowercase();
+        if lower.starts_with("https://") || lower.starts_with("http://") {
+            return Ok(SpecSource::Url(s));
+        }
+        if s.is_empty() {
+            return Err("`openapi.spec` is empty".into());
+        }
+        if let Some((scheme, _)) = s.split_once(':')
+            && !scheme.is_empty()
+            && scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        {
+            return Err(format!(
+                "`openapi.spec` has scheme `{scheme}`; use an `https://` or `http://` URL or a path inside the pack"
+            ));
+        }
+        if s.starts_with('/') || s.contains('\\') || s.chars().any(char::is_control) {
+            return Err("`openapi.spec` must be a relative path inside the pack directory".into());
+        }
+        if s.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            return Err(
+                "`openapi.spec` may not hold empty, `.` or `..` components: it must stay inside the pack directory"
+                    .into(),
+            );
+        }
+        Ok(SpecSource::Path(s))
+    }
+}
+
+/// `pass_through`: a bootstrap allow-list of raw subcommands (RUNTIME §1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PassThrough {
+    /// The subcommands of the bin it would let through.
+    #[serde(rename = "allowedSubcommands")]
+    pub allowed_subcommands: Vec<String>,
 }
 
 /// The plane of a pack (Pack concept, "Planes").
@@ -147,6 +216,9 @@ pub struct VerbSpec {
     /// or the bin (`composite`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cli: Option<Vec<String>>,
+    /// The `operationId` this verb calls, for `kind: openapi` (RUNTIME §1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
 }
 
 /// A stimulus trigger.
@@ -180,7 +252,8 @@ pub enum PlanError {
     /// No such verb or trigger.
     #[error("no verb `{0}`")]
     NoSuchVerb(String),
-    /// `kind: openapi` is parsed but not executed (`kind_unsupported`).
+    /// A `kind: openapi` verb runs no command: it is an HTTP request (`hcp-openapi`).
+    /// Until exec sends it, exec answers `kind_unsupported`.
     #[error("kind `openapi` is not executed by this runtime")]
     KindUnsupported,
     /// `wrap` pack without `wrap`, composite verb without `cli`, or `cli[0]` ≠ `cliBin`.
@@ -215,6 +288,19 @@ impl Manifest {
             .keys()
             .find(|k| k.ends_with(".connect"))
             .map(String::as_str)
+    }
+
+    /// The `operationId` verb `verb_key` calls (`kind: openapi`).
+    pub fn operation_id(&self, verb_key: &str) -> Option<&str> {
+        self.verbs.get(verb_key)?.operation.as_deref()
+    }
+
+    /// Whether `pass_through` lists `sub`: a target naming it is answered
+    /// `pass_through_unsupported`, not `unknown_verb` (RUNTIME §1.3).
+    pub fn pass_through_allows(&self, sub: &str) -> bool {
+        self.pass_through
+            .as_ref()
+            .is_some_and(|p| p.allowed_subcommands.iter().any(|s| s == sub))
     }
 
     /// The binding family (`binding.family`, else the pack id).
@@ -406,6 +492,60 @@ mod tests {
         let m = parse_manifest(&TRANSIT.replace("[\"transit\", \"find\"", "[\"tram\", \"find\""))
             .unwrap();
         assert!(matches!(m.plan_verb("find"), Err(PlanError::Shape(_))));
+    }
+
+    const TASKS: &str = r#"{
+  "id": "tasks", "name": "Tasks", "kind": "openapi",
+  "binding": { "mode": "user" },
+  "openapi": { "spec": "openapi.json" },
+  "verbs": { "list": { "description": "List.", "operation": "listTasks" } }
+}"#;
+
+    #[test]
+    fn openapi_verbs_name_operations() {
+        let m = parse_manifest(TASKS).unwrap();
+        assert_eq!(m.operation_id("list"), Some("listTasks"));
+        let spec = m.openapi.as_ref().unwrap();
+        assert_eq!(spec.source(), Ok(SpecSource::Path("openapi.json")));
+        assert!(matches!(
+            m.plan_verb("list"),
+            Err(PlanError::KindUnsupported)
+        ));
+        let e = parse_manifest(&TASKS.replace("\"spec\"", "\"url\"")).unwrap_err();
+        assert_eq!(e.code, crate::ParseCode::UnknownField);
+        assert_eq!((e.line, e.column), (4, 20));
+    }
+
+    #[test]
+    fn spec_sources() {
+        let src = |s: &str| OpenapiRef { spec: s.to_owned() }.source().map(|_| ());
+        let r = OpenapiRef {
+            spec: "https://x.example/o.json".into(),
+        };
+        assert_eq!(r.source(), Ok(SpecSource::Url("https://x.example/o.json")));
+        assert_eq!(src("api/o.yaml"), Ok(()));
+        for bad in [
+            "/etc/o.json",
+            "../o.json",
+            "a/../../o.json",
+            "file:///o.json",
+            "ftp://x/o",
+            "",
+            "a//b",
+            "a\\b",
+        ] {
+            assert!(src(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn pass_through_is_typed() {
+        let m = parse_manifest(&TRANSIT.replace(
+            "\"verbs\":",
+            "\"pass_through\": { \"allowedSubcommands\": [\"log\"] },\n  \"verbs\":",
+        ))
+        .unwrap();
+        assert!(m.pass_through_allows("log") && !m.pass_through_allows("push"));
     }
 
     #[test]

@@ -77,7 +77,14 @@ pub fn install(
     }
     let files = hcp_model::PACK_FILES.map(|n| src.file(n).unwrap_or_default().to_vec());
     let checked = match CheckedPack::parse(files, source_dir) {
-        Ok(c) => c,
+        // A `kind: openapi` document beside the pack: the very bytes lint read.
+        Ok(c) => CheckedPack {
+            document: src.document.map(|d| pack::openapi::BesideDocument {
+                rel: d.rel,
+                bytes: d.bytes,
+            }),
+            ..c
+        },
         Err(r) => {
             // Lint's rules cover these; should a rule set miss one, say it as lint would.
             if !report.diagnostics.iter().any(|d| d.code == r.code.as_str()) {
@@ -127,6 +134,9 @@ pub fn pack_refusal(e: &PackError) -> crate::Refusal {
             r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
         }
         PackError::Export(x) => r.hint(x.hint()),
+        PackError::Openapi(_) => {
+            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
+        }
         _ => r,
     }
 }

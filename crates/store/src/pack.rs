@@ -24,6 +24,7 @@ use std::path::PathBuf;
 pub mod bins;
 pub(crate) mod fsops;
 mod install;
+pub mod openapi;
 mod read;
 pub mod record;
 
@@ -85,6 +86,10 @@ pub enum PackError {
     /// A store failure (`store_unusable`, `store_io`, `store_damaged`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// `bad_openapi` or `unknown_operation`: a `kind: openapi` pack's document cannot be
+    /// used (RUNTIME §1.3).
+    #[error(transparent)]
+    Openapi(Box<openapi::OpenapiRefusal>),
     /// `skill_collision`, `skill_export_unusable` or `bad_config`: a skill cannot be
     /// exported where `config.json` says (RUNTIME §10); nothing was changed.
     #[error(transparent)]
@@ -102,6 +107,7 @@ impl PackError {
             Self::BinUnsafe { code, .. } => *code,
             Self::Store(e) => e.code(),
             Self::Export(e) => e.code(),
+            Self::Openapi(e) => e.code(),
         }
     }
 }

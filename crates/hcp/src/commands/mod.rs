@@ -14,6 +14,7 @@ pub mod install;
 pub mod lint;
 pub mod list;
 pub mod mcp;
+pub mod pack;
 pub mod policy;
 pub mod sense;
 pub mod session;
@@ -36,6 +37,9 @@ pub struct Cli {
 enum Command {
     /// Check pack directories (RUNTIME §2).
     Lint(lint::Args),
+    /// Work on a pack directory: `promote` a `pass_through` pack to named verbs.
+    #[command(subcommand)]
+    Pack(pack::PackCommand),
     /// Lint a pack and install it into the store.
     Install(install::InstallArgs),
     /// Remove an installed pack, its skill and its bindings.
@@ -83,6 +87,7 @@ enum Command {
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Lint(a) => lint::run(a),
+        Command::Pack(c) => pack::run(c),
         Command::Install(a) => install::run_install(a),
         Command::Uninstall(a) => install::run_uninstall(a),
         Command::List(a) => list::run(a),

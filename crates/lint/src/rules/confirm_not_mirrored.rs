@@ -4,7 +4,8 @@
 //! ## What it does
 //! For each policy verb with `"confirm": true`, looks at the command the verb runs (its
 //! `cli`, else `wrap.argv_template`) and warns when no element is `--confirm` or `--apply`
-//! (or `--confirm=…`, `--apply=…`).
+//! (or `--confirm=…`, `--apply=…`). A `kind: openapi` verb runs no command, so it is not
+//! checked.
 //!
 //! ## Why is this bad?
 //! A pack SHOULD mirror `confirm` on the CLI face (seeds §4.5.4): the runtime's gate
@@ -31,6 +32,10 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
         return;
     };
+    // An HTTP request has no CLI flag to mirror the confirm gate with.
+    if m.kind == hcp_model::Kind::Openapi {
+        return;
+    }
     for (key, entry) in &p.verbs {
         // On a read, `confirm` is already the error `confirm_on_read`.
         if !entry.needs_confirm() || entry.operation != hcp_model::Operation::Write {

@@ -5,7 +5,8 @@
 //! `policy.json` and `HARNESS.md` — a binary, a `families/` folder, a `README.md` — once
 //! per entry (a directory is reported once, not file by file). A `.git` directory is
 //! ignored, and so are entries that `secret_file`, `symlink_in_pack` or `unsafe_path`
-//! already refuse. Also warns when the pack holds so many entries that the walk stopped.
+//! already refuse, and the OpenAPI document `openapi.spec` names (install reads it and
+//! keeps it in the store, RUNTIME §1.3). Also warns when the pack holds so many entries that the walk stopped.
 //!
 //! ## Why is this bad?
 //! Install copies only the three files, so anything else is silently left behind — a
@@ -26,7 +27,15 @@ use crate::diagnostic::Diagnostic;
 use crate::source::EntryKind;
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
+    let document_top = cx
+        .source
+        .document
+        .as_ref()
+        .map(|d| d.rel.split('/').next().unwrap_or(""));
     for e in &cx.source.entries {
+        if document_top == Some(e.rel.as_str()) && e.kind != EntryKind::Symlink {
+            continue;
+        }
         if e.rel.contains('/')
             || hcp_model::PACK_FILES.contains(&e.rel.as_str())
             || e.rel == ".git"

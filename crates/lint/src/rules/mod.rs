@@ -94,6 +94,8 @@ rules! {
     symlink_in_pack: Error, "a symbolic link inside the pack";
     unsafe_path: Error, "an entry whose name holds `..`, a control character or an absolute path";
     bad_binding: Error, "a binding that does not fit the plane or names no usable connect verb";
+    bad_openapi: Error, "the OpenAPI document, or how the manifest uses it, is refused";
+    unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document";
     confirm_not_mirrored: Warning, "a confirmed write whose command has no `--confirm` or `--apply` flag";
     verb_count: Warning, "fewer than 5 or more than 12 verbs";
     skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)";
@@ -101,7 +103,7 @@ rules! {
     absolute_path_in_skill: Warning, "a host-absolute path in `HARNESS.md`";
     extra_file: Warning, "an entry beside the three pack files";
     pass_through_present: Warning, "the manifest keeps the bootstrap `pass_through`";
-    unsupported_kind: Warning, "`kind: openapi`, which this runtime does not execute";
+    unsupported_kind: Warning, "a `kind` this runtime parses but does not execute";
 }
 
 /// The rule with `code`.
@@ -178,6 +180,8 @@ mod tests {
             "symlink_in_pack",
             "unsafe_path",
             "bad_binding",
+            "bad_openapi",
+            "unknown_operation",
         ];
         let warnings = [
             "confirm_not_mirrored",

@@ -1,38 +1,26 @@
-//! `unsupported_kind` (warning): `kind: openapi`, which this runtime does not execute.
+//! `unsupported_kind` (warning): a `kind` this runtime parses but does not execute.
 //!
 //! ## What it does
-//! Warns when the manifest's `kind` is `openapi`.
+//! Warns when the manifest's `kind` is one this runtime reads and lints but whose verbs
+//! it does not run. Every kind of RUNTIME §1.1 runs today: `wrap` and `composite` run a
+//! program, `openapi` sends one HTTP request per call (§1.3), so nothing raises it now;
+//! the code stays for a kind a later manifest version adds before the runtime runs it.
 //!
 //! ## Why is this bad?
-//! An `openapi` pack is parsed and linted, but `hcp exec` answers `kind_unsupported` for
-//! each of its verbs (RUNTIME §1.1): it installs, and then nothing runs.
+//! Such a pack installs, and then each call answers `kind_unsupported`.
 //!
 //! ## Example
-//! ```json
-//! { "id": "weather", "kind": "openapi", "openapi": "https://api.example.com/openapi.json" }
-//! ```
+//! A manifest of a newer version whose `kind` this runtime knows by name only.
 
-use crate::context::{Ctx, in_manifest};
+use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
-pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((m, text)) = cx.manifest() else {
+pub(crate) fn run(cx: &Ctx<'_>, _out: &mut Vec<Diagnostic>) {
+    let Some((m, _)) = cx.manifest() else {
         return;
     };
-    if m.kind == Kind::Openapi {
-        out.push(
-            in_manifest(
-                Diagnostic::warning(
-                    "unsupported_kind",
-                    "kind `openapi` is not executed by this runtime",
-                ),
-                text,
-                &["kind"],
-            )
-            .hint(
-                "exec answers `kind_unsupported`; wrap the API's CLI with `kind: wrap` to run it",
-            ),
-        );
+    match m.kind {
+        Kind::Wrap | Kind::Composite | Kind::Openapi => {}
     }
 }

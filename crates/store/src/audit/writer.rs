@@ -139,6 +139,11 @@ impl AuditLog {
             reason,
         })?;
         if seq.is_some() {
+            // Another appender may have made the anchor after this one looked and before
+            // it read the trail: records with `seq` are only ever written under an anchor.
+            if let Ok(f) = self.open_anchor() {
+                return Ok(f);
+            }
             return Err(contradicted(
                 Fault::MissingAnchor,
                 format!(

@@ -103,6 +103,9 @@ pub struct CheckedPack {
     pub files: [Vec<u8>; 3],
     /// The pack directory, absolute and canonical.
     pub source_dir: PathBuf,
+    /// The OpenAPI document beside a `kind: openapi` pack whose `openapi.spec` is a path,
+    /// as the caller read it with the pack (RUNTIME §1.3); a URL spec is read by install.
+    pub document: Option<super::openapi::BesideDocument>,
 }
 
 /// Why [`CheckedPack::parse`] refuses: a file that is not UTF-8 or does not parse, an id
@@ -170,6 +173,7 @@ impl CheckedPack {
             policy,
             files,
             source_dir,
+            document: None,
         })
     }
 }
@@ -196,7 +200,9 @@ pub struct Installed {
 /// [`StoreLock`].
 ///
 /// # Errors
-/// [`PackError::BinMissing`], [`PackError::BinUnsafe`] before the store is touched;
+/// [`PackError::BinMissing`], [`PackError::BinUnsafe`], [`PackError::Openapi`] (a
+/// `kind: openapi` document that cannot be read or used, or a verb naming no operation of
+/// it) before the store is touched;
 /// [`PackError::AlreadyInstalled`] without `force`; [`PackError::Store`] for an unusable
 /// home or an I/O failure.
 pub fn install(
@@ -222,6 +228,9 @@ pub fn install(
     for program in manifest.programs() {
         pins.push(bins::pin(&program, source_dir, &opts.lookup)?);
     }
+    // `kind: openapi`: the document is read, checked and compiled before anything is
+    // written; its digest joins the rug-pull guard's notion of content.
+    let openapi = super::openapi::prepare(manifest, pack.document.as_ref(), source_dir)?;
 
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
@@ -250,8 +259,14 @@ pub fn install(
         None
     };
     let now = jiff::Timestamp::now().to_string();
+    let doc_digest = openapi.as_ref().map(|p| p.pin.sha256.as_str());
     let (content_changed, content_changed_at) = match (&old, exists) {
-        (Some(o), _) if o.files_digest == digest => (false, o.content_changed_at.clone()),
+        (Some(o), _)
+            if o.files_digest == digest
+                && o.openapi.as_ref().map(|p| p.sha256.as_str()) == doc_digest =>
+        {
+            (false, o.content_changed_at.clone())
+        }
         // A damaged or missing old record: treat the content as changed (fail closed).
         (_, true) => (true, Some(now.clone())),
         (_, false) => (false, None),
@@ -271,6 +286,7 @@ pub fn install(
             kind: kind_str(manifest).to_owned(),
             verb_count: manifest.verbs.len(),
         },
+        openapi: openapi.as_ref().map(|p| p.pin.clone()),
     };
 
     let stage = staging.join(format!("{id}.{}", uuid::Uuid::now_v7().simple()));
@@ -288,6 +304,15 @@ pub fn install(
     }
     let rdir = stage.join(RECORD_DIR);
     std::fs::create_dir(&rdir).map_err(io("create", &rdir))?;
+    if let Some(p) = &openapi {
+        for (name, bytes) in [
+            (super::openapi::DOCUMENT_FILE, &p.document),
+            (super::openapi::VERBS_FILE, &p.verbs),
+        ] {
+            let path = rdir.join(name);
+            fsops::write_new_synced(&path, bytes).map_err(io("write", &path))?;
+        }
+    }
     let rpath = rdir.join(RECORD_FILE);
     fsops::write_new_synced(&rpath, &record.to_bytes()).map_err(io("write", &rpath))?;
     fsops::sync_dir(&rdir).map_err(io("sync", &rdir))?;

@@ -40,6 +40,9 @@ pub struct InstallRecord {
     /// What `hcp list` shows, copied from the manifest so that listing reads only the
     /// records.
     pub summary: PackSummaryFields,
+    /// The pinned OpenAPI document of a `kind: openapi` pack (RUNTIME §1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openapi: Option<super::openapi::PinnedDocument>,
 }
 
 /// Manifest facts copied into the record for listing.
