@@ -6,6 +6,9 @@
 //! scratch root), so a test can run it against already built bins. Every step says what it
 //! expects (`ok`, or `refused` with a code); a step that answers otherwise fails the demo.
 
+#[path = "demo_person.rs"]
+mod person;
+
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::ffi::OsString;
@@ -442,7 +445,26 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             ],
         ),
     ];
+    let mut sections = sections;
+    let audit = sections.pop();
     for (title, steps) in sections {
+        say(out, &format!("\n# {title}"))?;
+        for s in &steps {
+            run_step(demo, s, agent, out, &mut sum)?;
+        }
+    }
+    say(
+        out,
+        "\n# the person in the loop: over MCP, a confirm-gated write asks the agent's person (elicitation)",
+    )?;
+    let grant = step(
+        "hcp",
+        &["grant", AGENT, "echo", "verb.exec.write"],
+        Expect::Ok,
+    );
+    run_step(demo, &grant, agent, out, &mut sum)?;
+    person::person_in_the_loop(demo, &token, out, &mut sum)?;
+    if let Some((title, steps)) = audit {
         say(out, &format!("\n# {title}"))?;
         for s in &steps {
             run_step(demo, s, agent, out, &mut sum)?;
@@ -583,7 +605,14 @@ mod tests {
         let mut transcript = Vec::new();
         let sum = script(&demo, &mut transcript).unwrap();
         let text = String::from_utf8(transcript).unwrap();
-        assert_eq!(sum, Summary { ok: 23, refused: 8 }, "{text}");
+        assert_eq!(sum, Summary { ok: 25, refused: 9 }, "{text}");
+        assert!(text.contains("→ the person answers `accept`"), "{text}");
+        assert!(
+            text.contains("refused · confirm_required: confirm required"),
+            "{text}"
+        );
+        assert!(demo.work.join("approved.txt").exists());
+        assert!(!demo.work.join("declined.txt").exists());
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
         assert!(!demo.work.join("pwned").exists());
