@@ -162,6 +162,37 @@ fn anything_but_an_exact_accept_is_confirm_required_and_runs_nothing() {
 }
 
 #[test]
+fn the_models_confirm_does_not_replace_the_person() {
+    let w = world_with(&["echo"]);
+    let mut s = Raw::start_with(&w, None, &asking());
+    // `confirm: true` from the model: the person is asked all the same.
+    let id = s.send_request(
+        "tools/call",
+        json!({ "name": "echo.echo.write",
+                "arguments": { "name": "m.txt", "text": "x", "confirm": true } }),
+    );
+    let (_, ask) = s.read_request("elicitation/create");
+    s.answer(&ask, json!({ "action": "decline" }));
+    let (_, r) = s.read_response(id);
+    assert_eq!(refusal_code(&r), "confirm_required", "{r}");
+    let hint = r["result"]["structuredContent"]["hint"].as_str().unwrap();
+    assert!(hint.contains("the person did not accept"), "{hint}");
+    assert!(!hint.contains("confirm: true"), "{hint}");
+    // And after the decline, the model's own confirm changes nothing.
+    let id = s.send_request(
+        "tools/call",
+        json!({ "name": "echo.echo.write",
+                "arguments": { "name": "m.txt", "text": "x", "apply": true } }),
+    );
+    let (_, ask) = s.read_request("elicitation/create");
+    s.answer(&ask, json!({ "action": "cancel" }));
+    let (_, r) = s.read_response(id);
+    assert_eq!(refusal_code(&r), "confirm_required", "{r}");
+    assert!(!w.work.join("m.txt").exists());
+    assert!(s.finish().success());
+}
+
+#[test]
 fn an_answer_after_the_timeout_is_ignored() {
     let w = world_with(&["echo"]);
     std::fs::write(

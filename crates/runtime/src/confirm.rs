@@ -261,6 +261,25 @@ pub fn accepted(result: &Value) -> bool {
         && result.get("content") == Some(&json!({ RUN_KEY: true }))
 }
 
+/// The arguments of a call from a client that asks its person: without `confirm` and
+/// `apply` (`hcp_gate::args::CONFIRM_NAMES`), so the model cannot confirm in the person's
+/// place (or after the person declined); the gate then asks for confirmation and the face
+/// puts the question to the person.
+pub fn for_the_person(args: Vec<(String, ArgValue)>) -> Vec<(String, ArgValue)> {
+    args.into_iter()
+        .filter(|(k, _)| !hcp_gate::args::CONFIRM_NAMES.contains(&k.as_str()))
+        .collect()
+}
+
+/// Marks a `confirm_required` answer the person did not accept (declined, cancelled, other
+/// content, no answer in time): its hint says so instead of inviting `confirm: true`.
+pub fn not_accepted(answer: &mut crate::Answer) {
+    answer.result.hint = Some(
+        "the person did not accept this command (declined, cancelled, or no answer in time); it did not run. Ask them before calling again"
+            .into(),
+    );
+}
+
 /// A pending approval of the runtime policy put to the person (`approve_by_elicitation`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalPrompt {

@@ -86,7 +86,7 @@ pub enum ConfirmBy {
     /// `confirm: true` among the arguments (RUNTIME §5): a client without elicitation.
     Argument,
     /// The person, asked through the client's elicitation (RUNTIME §10): `confirm` is not
-    /// offered (the gate still honours it).
+    /// offered (and not counted: the server drops it, `confirm::for_the_person`).
     Person,
 }
 

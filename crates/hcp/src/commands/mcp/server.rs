@@ -196,6 +196,7 @@ impl Server {
         let mut answered = Answered::default();
         if let Some(p) = answer.preview.take() {
             if !self.ask(p.elicitation(), timeout, context).await? {
+                confirm::not_accepted(&mut answer);
                 return Ok(answer);
             }
             answered.command = Some(p.digest.clone());
@@ -395,8 +396,18 @@ impl ServerHandler for Server {
                 Some(json!({ "code": Code::UnknownVerb })),
             ));
         };
+        let asks = context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form);
         let answer = match face::arguments(request.arguments) {
             Ok(args) => {
+                // A client that asks its person: the model's `confirm` does not count.
+                let args = if asks {
+                    confirm::for_the_person(args)
+                } else {
+                    args
+                };
                 let call = Call {
                     pack_id: Some(pack_id),
                     target: verb_key,
