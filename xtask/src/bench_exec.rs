@@ -1,6 +1,6 @@
 //! `cargo xtask bench exec`: what `hcp exec` adds to running the bin it wraps.
 //!
-//! Seven arms, interleaved in one run (each round runs every arm once, in a shuffled
+//! Eight arms, interleaved in one run (each round runs every arm once, in a shuffled
 //! order, so that load from other processes falls on all of them alike):
 //!
 //! * `bare`: the wrapped bin run directly (`hcp-example-echo say --json -- hi`);
@@ -14,7 +14,10 @@
 //!   running the bin: the floor of a durably audited exec (RUNTIME §6 writes the intent
 //!   durably before the child starts), the reference of the 1.25× goal;
 //! * `floor_durable_static`: the same linked as hcp is;
-//! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack;
+//! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack (and the
+//!   one below): a `local`-land verb, whose child hcp confines to its sandbox;
+//! * `hcp_personal`: `hcp exec benchp.say hi`, the same bin as a `personal`-land verb
+//!   of a fixture pack in that store, for the record;
 //! * `hcp_many`: the same on a store holding `echo` and `--packs` more active packs;
 //! * `baseline` (with `--baseline PATH`): `PATH exec echo.say hi`, another build of hcp
 //!   (an older commit's release `hcp`) on its own store holding only `echo`, installed by
@@ -155,8 +158,13 @@ fn build_floor(root: &Path, src: &str, out: &Path, extra: &[&str]) -> Result<()>
 }
 
 /// A lint-clean composite pack `id` with one verb, `ID.say`, wrapping the same bin as
-/// `echo.say`.
+/// `echo.say`, in `local` land.
 fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
+    write_fixture_in(root, id, "local")
+}
+
+/// [`write_fixture`] with the verb in `land`.
+fn write_fixture_in(root: &Path, id: &str, land: &str) -> Result<PathBuf> {
     let dir = root.join(id);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
     let files = [
@@ -169,7 +177,7 @@ fn write_fixture(root: &Path, id: &str) -> Result<PathBuf> {
         (
             "policy.json",
             format!(
-                r#"{{"surface_id": "{id}", "version": 1, "verbs": {{"{id}.say": {{"operation": "read", "privacy": {{"land": "local"}}}}}}}}"#
+                r#"{{"surface_id": "{id}", "version": 1, "verbs": {{"{id}.say": {{"operation": "read", "privacy": {{"land": "{land}"}}}}}}}}"#
             ),
         ),
         (
@@ -255,10 +263,11 @@ enum Arm {
     FloorDurableStatic,
     Hcp,
     HcpMany,
+    HcpPersonal,
     Baseline,
 }
 
-const ARMS: [Arm; 7] = [
+const ARMS: [Arm; 8] = [
     Arm::Bare,
     Arm::Floor,
     Arm::FloorStatic,
@@ -266,11 +275,14 @@ const ARMS: [Arm; 7] = [
     Arm::FloorDurableStatic,
     Arm::Hcp,
     Arm::HcpMany,
+    Arm::HcpPersonal,
 ];
 /// The bin's arguments after its path: the call `hcp exec echo.say hi` makes.
 const BIN_ARGS: [&str; 4] = ["say", "--json", "--", "hi"];
 /// The verb and its value.
 const EXEC_ARGS: [&str; 3] = ["exec", "echo.say", "hi"];
+/// The same bin and value as a `personal`-land verb.
+const EXEC_PERSONAL_ARGS: [&str; 3] = ["exec", "benchp.say", "hi"];
 
 struct Stores {
     one: PathBuf,
@@ -295,6 +307,7 @@ impl Arm {
             }
             Arm::Hcp => "`hcp exec echo.say hi`, 1 pack installed".into(),
             Arm::HcpMany => format!("`hcp exec echo.say hi`, {} packs installed", packs + 1),
+            Arm::HcpPersonal => "`hcp exec benchp.say hi` (`personal` land), 2 packs".into(),
             Arm::Baseline => "baseline: `--baseline` hcp, `exec echo.say hi`, 1 pack".into(),
         }
     }
@@ -308,6 +321,7 @@ impl Arm {
             Arm::FloorDurableStatic => "floor_durable_static",
             Arm::Hcp => "hcp",
             Arm::HcpMany => "hcp_many",
+            Arm::HcpPersonal => "hcp_personal",
             Arm::Baseline => "baseline",
         }
     }
@@ -341,6 +355,7 @@ impl Arm {
             }
             Arm::Hcp => s.hcp(&stores.one, &EXEC_ARGS),
             Arm::HcpMany => s.hcp(&stores.many, &EXEC_ARGS),
+            Arm::HcpPersonal => s.hcp(&stores.one, &EXEC_PERSONAL_ARGS),
             Arm::Baseline => s.hcp_of(
                 s.baseline.as_deref().unwrap_or(&s.hcp),
                 &stores.base,
@@ -530,6 +545,9 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     let src = scratch.join("src");
     eprintln!("store of 1 pack: `{}`", stores.one.display());
     fill_store(s, &stores.one, &echo, &src, 0)?;
+    let personal = write_fixture_in(&src, "benchp", "personal")?;
+    let personal = personal.to_str().context("non-UTF-8 path")?;
+    s.hcp_ok(&stores.one, &["install", personal, "--activate"])?;
     if let Some(b) = &s.baseline {
         // The baseline's own store of one pack, installed by the baseline.
         eprintln!("baseline store of 1 pack: `{}`", stores.base.display());
@@ -570,7 +588,11 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
         }
         let cached = homes
             .iter()
-            .all(|h| h.join("packs/echo/.hcp/fingerprints.json").is_file());
+            .all(|h| h.join("packs/echo/.hcp/fingerprints.json").is_file())
+            && stores
+                .one
+                .join("packs/benchp/.hcp/fingerprints.json")
+                .is_file();
         if cached {
             break;
         }
@@ -713,7 +735,8 @@ fn report(args: &Args, r: &Report) {
         durable_static,
         hcp,
         many,
-    ] = [st[0], st[1], st[2], st[3], st[4], st[5], st[6]];
+        personal,
+    ] = [st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7]];
     let sync = st[r.arms.len()];
     let base = r
         .arms
@@ -779,6 +802,11 @@ fn report(args: &Args, r: &Report) {
     line!(
         "- hcp exec / durable floor linked as hcp is (medians): {ratio_durable_static:.3}; p10: {:.3}",
         hcp.p10 / durable_static.p10
+    );
+    line!(
+        "- hcp exec of a `personal`-land verb / durable floor (medians): {:.3}; / hcp exec of the `local` one: {:.3} (what confining the child to its sandbox costs)",
+        personal.median / durable.median,
+        hcp.median / personal.median
     );
     line!(
         "- hcp exec − durable floor (medians): {:.3} ms; by CPU time: {:.3} ms",
@@ -861,6 +889,7 @@ fn report(args: &Args, r: &Report) {
             "ratio_hcp_to_floor": ratio_floor,
             "ratio_hcp_to_durable_floor": ratio_durable,
             "ratio_hcp_to_durable_floor_static": ratio_durable_static,
+            "ratio_personal_to_durable_floor": personal.median / durable.median,
             "ratio_hcp_to_floor_static": ratio_floor_static,
             "hcp_over_bare_ms": over_bare,
             "ratio_many_to_one": ratio_packs,

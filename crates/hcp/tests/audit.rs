@@ -355,7 +355,7 @@ fn admit(w: &World, principal: &str) -> Admitted {
         pack_id: "transit".into(),
         verb_key: "find".into(),
         operation: Operation::Read,
-        land: Land::Local,
+        land: Some(Land::Local),
         args_digest: DigestKey::load_or_create(&Home::open(&w.hcp_home).unwrap())
             .unwrap()
             .args_digest([]),

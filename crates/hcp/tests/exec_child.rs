@@ -497,8 +497,12 @@ fn signals_to_hcp_cancel_the_call_and_are_audited() {
             Vec::<u32>::new(),
             "signal {sig}: the group is left"
         );
-        let records = audit_records(&w);
-        assert_eq!(records.len(), i + 1, "signal {sig}: one record a call");
+        let records = audit_calls(&w);
+        assert_eq!(
+            records.len(),
+            i + 1,
+            "signal {sig}: one intent and outcome a call"
+        );
         assert_eq!(records[i]["code"], json!("cancelled"), "signal {sig}");
     }
     // Ignored by the caller: SIGHUP changes nothing, SIGTERM still cancels.

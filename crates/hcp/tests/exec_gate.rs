@@ -314,12 +314,18 @@ fn every_decision_is_audited_with_a_digest_not_the_values() {
     assert_eq!(status(&out), 0, "a find with no match still answers");
     let (out, _) = exec_json(&w, &["transit.find", secret, "--tenant", "x"]);
     assert_eq!(status(&out), 65);
+    // The run: its intent, then its outcome; the refusal: one record.
     let recs = audit_records(&w);
-    assert_eq!(recs.len(), 2);
+    assert_eq!(recs.len(), 3);
     assert_eq!(
-        (&recs[0]["decision"], &recs[0]["exit_code"]),
-        (&json!("allow"), &json!(0))
+        (&recs[0]["kind"], &recs[0]["decision"], &recs[1]["kind"]),
+        (&json!("intent"), &json!("allow"), &json!("outcome"))
     );
+    assert_eq!(
+        (&recs[1]["intent"], &recs[1]["exit_code"]),
+        (&recs[0]["id"], &json!(0))
+    );
+    let recs = audit_calls(&w);
     assert_eq!(
         (&recs[1]["decision"], &recs[1]["code"]),
         (&json!("deny"), &json!("tenant_in_args"))

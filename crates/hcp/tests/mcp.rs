@@ -737,7 +737,10 @@ fn a_client_that_goes_away_mid_call_ends_the_child_and_the_call_is_audited() {
     // Every call that started was audited as cancelled; the one still waiting never ran.
     let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
     let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let naps: Vec<&Value> = all.iter().filter(|r| r["verb_key"] == "nap").collect();
+    let naps: Vec<&Value> = all
+        .iter()
+        .filter(|r| r["verb_key"] == "nap" && r["kind"] == "outcome")
+        .collect();
     assert_eq!(naps.len(), hcp_slots(), "{naps:?}");
     assert!(naps.iter().all(|r| r["code"] == "cancelled"), "{naps:?}");
     let out = w.run(&["audit", "verify"]);

@@ -16,8 +16,8 @@ mod exec_common;
 
 use common::World;
 use exec_common::{
-    assert_audit_clean, assert_refused, audit_records, envelope_env, exec_json, exec_json_env,
-    grant, last_audit, session, status,
+    assert_audit_clean, assert_refused, audit_calls, audit_records, envelope_env, exec_json,
+    exec_json_env, grant, last_audit, session, status,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -459,7 +459,7 @@ fn four_parallel_processes_racing_a_rate_limit_of_5_get_exactly_5() {
     }
     assert_eq!((allowed.len(), limited), (5, 7), "allowed: {allowed:?}");
     // the audit agrees, and the concurrent appends kept the chain linear
-    let recs: Vec<Value> = audit_records(&w)
+    let recs: Vec<Value> = audit_calls(&w)
         .into_iter()
         .filter(|r| r["verb_key"] == json!("count"))
         .collect();
@@ -840,11 +840,17 @@ fn audit_records_carry_the_policy_hash_and_the_rule() {
         &["polprobe.pair", "--first", "a", "--second", "b"],
     );
     assert_eq!(status(&out), 77);
-    let out = w.run(&["audit", "tail", "-n", "3", "--json"]);
+    // The run is an intent (policy hash, rule) and an outcome (the post-gate's rule).
+    let out = w.run(&["audit", "tail", "-n", "4", "--json"]);
     assert!(out.status.success(), "{}", w.render(&out));
     let tail: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(tail.len(), 3, "{tail:?}");
-    let seen: Vec<(&str, &str, &str)> = tail
+    assert_eq!(tail.len(), 4, "{tail:?}");
+    assert_eq!(
+        (&tail[1]["kind"], &tail[1]["intent"], &tail[1]["post_rule"]),
+        (&json!("outcome"), &tail[0]["id"], &json!("allow"))
+    );
+    let calls = [&tail[0], &tail[2], &tail[3]];
+    let seen: Vec<(&str, &str, &str)> = calls
         .iter()
         .map(|r| {
             assert_eq!(r["policy_hash"], json!(hash), "{r}");
@@ -863,7 +869,6 @@ fn audit_records_carry_the_policy_hash_and_the_rule() {
             ("deny", "arg_schema", "pair"),
         ]
     );
-    assert_eq!(tail[0]["post_rule"], json!("allow"));
     // raw argument values never reach the audit
     let all = std::fs::read_to_string(w.hcp_home.join("audit").join("audit.jsonl")).unwrap();
     assert!(!all.contains("\"hi\""), "raw values in the audit");

@@ -280,6 +280,54 @@ fn relays_json_lines_and_drops_the_rest() {
     assert!(text(&o).contains("sandbox_unavailable") && o.stdout.is_empty());
 }
 
+/// The records of the trail.
+fn audit_records(w: &World) -> Vec<Value> {
+    std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_sense_is_an_intent_then_an_outcome_with_its_events() {
+    common::example_bins();
+    let w = World::new();
+    trigger_pack(&w);
+    std::fs::write(w.work.join("events.txt"), "{\"a\": 1}\nnot json\n[2]\n").unwrap();
+    let before = audit_records(&w).len();
+    let o = w.run(&["sense", "feed", "lines"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let o2 = w.run(&["sense", "feed", "fails"]);
+    assert_eq!(code(&o2), 3, "{}", w.render(&o2));
+    let recs = audit_records(&w);
+    let recs = &recs[before..];
+    assert_eq!(recs.len(), 4, "{recs:#?}");
+    // each sense: its intent (durable before a trigger starts), then its outcome
+    for (pair, events, exit, stdout) in
+        [(&recs[0..2], 2, 0, o.stdout.len()), (&recs[2..4], 0, 3, 0)]
+    {
+        let (intent, outcome) = (&pair[0], &pair[1]);
+        assert_eq!(
+            (&intent["kind"], &intent["decision"], &intent["face"]),
+            (&json!("intent"), &json!("allow"), &json!("sense")),
+            "{intent}"
+        );
+        assert_eq!(intent["pack_id"], "feed");
+        assert_eq!(outcome["kind"], "outcome", "{outcome}");
+        assert_eq!(
+            outcome["intent"], intent["id"],
+            "the outcome names its intent"
+        );
+        assert_eq!(outcome["events"], events, "{outcome}");
+        assert_eq!(outcome["exit_code"], exit, "{outcome}");
+        assert_eq!(outcome["stdout_bytes"], stdout as u64, "{outcome}");
+        assert_eq!(outcome["truncated"], false, "{outcome}");
+    }
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+}
+
 #[test]
 fn stops_when_its_reader_goes_away_or_on_sigint() {
     let w = mail_world();

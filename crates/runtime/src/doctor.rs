@@ -86,13 +86,71 @@ pub struct ConfigHealth {
 /// The audit trail.
 #[derive(Debug, Serialize)]
 pub struct AuditHealth {
-    /// The records of the intact chain.
+    /// The records of the intact chains.
     pub records: u64,
-    /// Whether the chain verifies.
+    /// Whether every chain verifies.
     pub sound: bool,
+    /// The first fault's code (`truncated`, `hash_mismatch` …), when one does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// Calls with an intent and no outcome: hcp was killed while they ran (or they
+    /// still run). Not damage.
+    pub interrupted: usize,
+    /// Audit files and the directory whose modes grant anything to group or others
+    /// (RUNTIME §6: the owner's only), as `PATH (MODE)`.
+    pub loose_modes: Vec<String>,
     /// Why it cannot be read, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The audit part of the examination: every chain verified, interrupted calls counted,
+/// and (file store) the modes of `audit/` and its files.
+fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
+    let mut h = AuditHealth {
+        records: 0,
+        sound: false,
+        fault: None,
+        interrupted: 0,
+        loose_modes: Vec::new(),
+        error: None,
+    };
+    match rt.state().audit_verify(None) {
+        Ok(v) => {
+            h.records = v.records();
+            h.sound = v.is_clean();
+            h.interrupted = v.interrupted();
+            if let Some(c) = v.first_broken()
+                && let Some(b) = &c.report.broken
+            {
+                h.fault = Some(b.fault.as_str().to_owned());
+                problems.push(format!(
+                    "the audit trail is broken ({}): see `hcp audit verify`",
+                    b.fault.as_str()
+                ));
+            }
+        }
+        Err(e) => {
+            problems.push(format!("cannot verify the audit trail: {e}"));
+            h.error = Some(e.to_string());
+        }
+    }
+    if rt.state().backend() == "file" {
+        match hcp_store::audit::AuditLog::new(rt.home()).loose_modes() {
+            Ok(loose) => {
+                for (path, mode) in loose {
+                    let shown = format!("{} ({mode:04o})", path.display());
+                    problems.push(format!(
+                        "`{}` has mode {mode:04o}: the audit is the owner's only (0700 directory, 0600 files); `chmod go-rwx` it",
+                        path.display()
+                    ));
+                    h.loose_modes.push(shown);
+                }
+            }
+            Err(e) => problems.push(format!("cannot read the audit directory's modes: {e}")),
+        }
+    }
+    h
 }
 
 /// What the kernel's confinement gives `local` verbs here.
@@ -178,26 +236,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     };
 
     let listing = pack::list(home).map_err(|e| Refusal::store(&e))?;
-    let audit = match rt.state().audit_verify() {
-        Ok(v) => {
-            if !v.is_clean() {
-                problems.push("the audit trail is broken (see `hcp audit verify`)".into());
-            }
-            AuditHealth {
-                records: v.records,
-                sound: v.is_clean(),
-                error: None,
-            }
-        }
-        Err(e) => {
-            problems.push(format!("cannot verify the audit trail: {e}"));
-            AuditHealth {
-                records: 0,
-                sound: false,
-                error: Some(e.to_string()),
-            }
-        }
-    };
+    let audit = audit_health(rt, &mut problems);
 
     let support = LandlockSupport::probe();
     let abi = support.abi();

@@ -21,11 +21,12 @@
 //!  9a prepare ........ prepare.rs    bin (pins.rs), argv, env layers, config.json
 //!    │                               limits, local sandbox + TMPDIR, audit ready
 //!  9b ADMIT .......... State::admit  THE spending step: counter slots, approval
-//!    │                               (and the intent record): all or nothing
+//!    │                               and the durable intent record: all or nothing
 //!  9c run ............ hcp-adapter   no shell, clean env, bounds     timeout cancelled
 //!  post-gate ......... pipeline.rs   credential redaction (redact.rs), output
 //!    │                 policy.rs     controls                         output_withheld
-//!  outcome record .... State::record audit (RUNTIME §6)
+//!  outcome record .... State::record_outcome  audit (RUNTIME §6); after admission
+//!                                    every end (a spawn that failed too) is an outcome
 //! ```
 //!
 //! The refusals the pipeline's own steps raise (2, 8, 9b) and what a call spends are in
@@ -57,7 +58,9 @@ pub mod record;
 pub mod redact;
 pub mod refusal;
 pub mod schema;
+pub mod seam;
 pub mod sense;
+mod sense_audit;
 mod sense_relay;
 pub mod signature;
 pub mod snapshot;
@@ -80,19 +83,30 @@ use std::sync::Arc;
 pub struct Runtime {
     home: Home,
     state: Arc<dyn State>,
+    seam: seam::Seam,
 }
 
 impl Runtime {
     /// The runtime of `home` with the embedded file state. (Choosing the backend from
     /// `config.json`'s `"state"` is the PostgreSQL backend's to add: RUNTIME §9.)
     pub fn open(home: Home) -> Self {
-        let state = Arc::new(FileState::new(&home));
-        Self { home, state }
+        let seam = seam::Seam::from_env();
+        let state = Arc::new(file_state(&home, &seam));
+        Self { home, state, seam }
     }
 
     /// The runtime of `home` with `state` as its backend.
     pub fn with_state(home: Home, state: Arc<dyn State>) -> Self {
-        Self { home, state }
+        Self {
+            home,
+            state,
+            seam: seam::Seam::from_env(),
+        }
+    }
+
+    /// The crash-test seam (debug builds: `HCP_TEST_ABORT_AT`).
+    pub(crate) fn seam(&self) -> &seam::Seam {
+        &self.seam
     }
 
     /// The store.
@@ -103,5 +117,15 @@ impl Runtime {
     /// The state backend.
     pub fn state(&self) -> &dyn State {
         self.state.as_ref()
+    }
+}
+
+/// The embedded file state of `home`, its audit trail given the crash-test seam's hook
+/// when the seam names a step of the trail's write path.
+fn file_state(home: &Home, seam: &seam::Seam) -> FileState {
+    let state = FileState::new(home);
+    match seam.store_hook() {
+        Some(hook) => state.with_step_hook(hook),
+        None => state,
     }
 }

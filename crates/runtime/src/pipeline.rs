@@ -5,7 +5,9 @@
 //!
 //! Every refusal from step 2 on is recorded (RUNTIME §6); a target miss too, under the
 //! principal the session names. Nothing single-use is spent before `State::admit`
-//! (step 9b), and everything that can refuse without spending runs before it.
+//! (step 9b), and everything that can refuse without spending runs before it. Admission
+//! writes the call's durable `intent`; from then on every end of the call — a run, a
+//! timeout, a cancel, a spawn that failed — is its `outcome` record, not a refusal.
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
@@ -14,12 +16,13 @@ use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
 use crate::redact::Redactor;
-use crate::refusal::{Refusal, code_of};
+use crate::refusal::Refusal;
+use crate::seam::Point;
 use crate::snapshot::{Snapshot, Subject};
 use crate::steps::{
     SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities, content_changed_at,
-    grants_view, mint_refusal, policy_refusal, principal_of, runtime_policy_pre, session_refusal,
-    signal_name, stop,
+    grants_view, mint_refusal, policy_refusal, principal_of, record_outcome, runtime_policy_pre,
+    session_refusal, signal_name, stop, stop_record,
 };
 use hcp_adapter::{Invocation, Limits};
 use hcp_gate::{Context, Decision, Face, PackView, Principal};
@@ -79,12 +82,7 @@ fn execute(
     let answer = match steps(rt, caller, call, cancel, via_connect, answered, &mut facts) {
         Ok(a) => a,
         Err(s) => {
-            let audit_id = if s.recorded {
-                let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
-                rt.state().record(&entry).ok().map(|a| a.id)
-            } else {
-                None
-            };
+            let audit_id = stop_record(rt, &mut facts, &s);
             facts.refusal_answer(s.refusal, audit_id)
         }
     };
@@ -251,20 +249,26 @@ fn steps(
     let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
     if let Some(accepted) = confirmed {
         // The person accepted one command: this call runs that one or nothing.
-        let pin = crate::pins::pin_of(&pack, &allowed.plan.program).map_err(stop)?;
-        let about_to_run = confirm::digest(
-            pack.id.as_str(),
-            &verb_key,
-            &pin,
-            &child.argv0,
-            &child.args,
-            &child.cwd,
-        );
-        if about_to_run != accepted {
+        let about_to_run = crate::pins::pin_of(&pack, &allowed.plan.program).map(|pin| {
+            confirm::digest(
+                pack.id.as_str(),
+                &verb_key,
+                &pin,
+                &child.argv0,
+                &child.args,
+                &child.cwd,
+            )
+        });
+        let refused = match about_to_run {
+            Ok(d) if d == accepted => None,
+            Ok(_) => Some(confirm::changed()),
+            Err(r) => Some(r),
+        };
+        if let Some(r) = refused {
             if let Some(tmp) = child.private_tmp.take() {
                 let _ = tmp.remove();
             }
-            return Err(stop(confirm::changed()));
+            return Err(stop(r));
         }
         facts
             .audit_extra
@@ -294,8 +298,11 @@ fn steps(
         });
     }
 
-    // ── 9b. Admission: the one step that spends (counter slots, the approval). ─────────
-    let intent = facts.entry(Logged::Allow, None, None);
+    // ── 9b. Admission: the one step that spends (counter slots, the approval) and makes
+    //       the call's intent record durable; nothing runs without it. ─────────────────
+    facts.operation = Some(allowed.operation);
+    facts.land = Some(allowed.land);
+    let intent = facts.intent();
     let capabilities = checked_capabilities(&pack, &verb_key, allowed.operation, &principal);
     let admitted = rt
         .state()
@@ -312,6 +319,8 @@ fn steps(
             remove_tmp(&mut child);
             admit_stop(e, &tool, facts)
         })?;
+    facts.admitted(admitted.intent.id.clone(), intent);
+    rt.seam().reach(Point::Admitted);
     if let Some(id) = admitted.approval_ids.first() {
         facts
             .audit_extra
@@ -338,7 +347,9 @@ fn steps(
         confine: Some(&child.confinement),
         cancel,
     };
+    rt.seam().watch_child();
     let run = hcp_adapter::run(&inv);
+    rt.seam().reach(Point::ChildExited);
     remove_tmp(&mut child);
     let mut outcome = run.map_err(|e| stop(Refusal::adapter(&e)))?;
     let duration_ms = facts.elapsed_ms();
@@ -411,22 +422,7 @@ fn steps(
     };
 
     // ── Outcome record. ────────────────────────────────────────────────────────────────
-    let mut entry = facts.entry(
-        Logged::Allow,
-        code.map(Code::as_str),
-        Some(outcome.exit_code),
-    );
-    entry.operation = Some(allowed.operation);
-    entry.land = Some(allowed.land);
-    entry.duration_ms = duration_ms;
-    let audit_id = rt.state().record(&entry).map_err(|e| Stop {
-        // The child ran; say so, and say the audit failed.
-        refusal: Refusal::new(
-            code_of(e.code()),
-            format!("the verb ran, but its audit record could not be written: {e}"),
-        ),
-        recorded: false,
-    })?;
+    let audit_id = record_outcome(rt, facts, code, &outcome, duration_ms)?;
 
     // ── The answer. ────────────────────────────────────────────────────────────────────
     let stdout_text = String::from_utf8_lossy(&stdout).into_owned();
@@ -450,7 +446,7 @@ fn steps(
         data,
         truncated,
         duration_ms,
-        audit_id: Some(audit_id.id),
+        audit_id: Some(audit_id),
         extra: std::mem::take(&mut facts.result_extra),
     };
     Ok(Answer {
@@ -484,6 +480,9 @@ pub struct SenseAdmitted {
     /// Why the triggers do not run when every ref was asked for and the binding could
     /// not be minted (`binding_required` …): the recorded stimuli still flow.
     pub unbound: Option<Code>,
+    /// The sense's intent record, for its outcome when the relay stops
+    /// ([`crate::sense::run`]).
+    pub audit: crate::sense::SenseAudit,
 }
 
 /// Why a sense did not start (recorded when a principal was resolved).
@@ -496,7 +495,8 @@ pub struct SenseRefused {
 /// Admits `hcp sense PACK [REF]`: the pack, its refs, the principal, steps 1–6 for every
 /// ref (`hcp_gate::check_stimulus`), the runtime policy for every ref (tool
 /// `PACK_ID.REF`), binding mint for the triggers that run, their preparation, then
-/// admission and the allow record. Refusals of the target (before a principal is known)
+/// admission, which writes the sense's intent (its outcome follows when the relay stops:
+/// [`crate::sense::run`]). Refusals of the target (before a principal is known)
 /// are not recorded; every later one is, with `"face": "sense"` and `verb_key` the ref
 /// (`*` for all).
 ///

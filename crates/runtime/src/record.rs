@@ -1,9 +1,11 @@
-//! What a call learned so far ([`Facts`]), and the audit entries and answers made of it.
+//! What a call learned so far ([`Facts`]), and the audit records and answers made of it:
+//! the one record of a refusal ([`Facts::entry`]), the `intent` of an allowed call
+//! ([`Facts::intent`]) and, once admitted, its `outcome` ([`Facts::outcome`]).
 
 use crate::call::Answer;
 use crate::refusal::Refusal;
 use hcp_model::{ExecResult, Land, Operation};
-use hcp_store::audit::{Decision, Entry};
+use hcp_store::audit::{Decision, Entry, Intent, Outcome};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -34,6 +36,10 @@ pub struct Facts {
     pub result_extra: serde_json::Map<String, Value>,
     /// What a call refused at the confirm gate would run (the MCP face).
     pub preview: Option<Box<crate::confirm::Preview>>,
+    /// The admitted call's intent record (its `id` is the `audit_id`) and the extra
+    /// fields it carries, until the outcome is written: then a stop is an outcome, not a
+    /// refusal (RUNTIME §6: every intent gets an outcome unless hcp dies).
+    pub admitted: Option<(String, BTreeMap<String, Value>)>,
 }
 
 impl Facts {
@@ -59,6 +65,7 @@ impl Facts {
             audit_extra: BTreeMap::new(),
             result_extra: serde_json::Map::new(),
             preview: None,
+            admitted: None,
         }
     }
 
@@ -84,6 +91,61 @@ impl Facts {
             duration_ms: self.elapsed_ms(),
             extra: self.audit_extra.clone(),
         }
+    }
+
+    /// The `intent` record of the call about to be admitted: what is known now, the
+    /// additive fields among it (`policy_hash`, `rule`, `approval_id`, `sandbox`, `face`).
+    pub fn intent(&self) -> Intent {
+        Intent {
+            principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
+            project: self.project.clone(),
+            pack_id: self.pack_id.clone().unwrap_or_default(),
+            verb_key: self.verb_key.clone().unwrap_or_default(),
+            operation: self.operation.unwrap_or(Operation::Read),
+            land: self.land,
+            args_digest: self.args_digest.clone().unwrap_or_default(),
+            extra: self.audit_extra.clone(),
+        }
+    }
+
+    /// Notes that `intent` was admitted as record `audit_id`.
+    pub fn admitted(&mut self, audit_id: String, intent: Intent) {
+        self.admitted = Some((audit_id, intent.extra));
+    }
+
+    /// The `outcome` record of the admitted call (`None` before admission, or once taken):
+    /// `code` for a run that did not end on its own or never started (`timeout`,
+    /// `cancelled`, `output_withheld`, `spawn_failed`, `bin_changed` …), the child's exit
+    /// code, the bytes read from its streams (kept or not) and whether either was cut at
+    /// its cap; extra: the additive fields learned after admission (`signal`,
+    /// `post_rule`, `approved_by` …). Taking it means a later stop writes no second one.
+    pub fn outcome(
+        &mut self,
+        code: Option<&str>,
+        exit_code: Option<i32>,
+        bytes: (u64, u64),
+        truncated: bool,
+    ) -> Option<Outcome> {
+        let (intent, at_admission) = self.admitted.take()?;
+        let extra = self
+            .audit_extra
+            .iter()
+            .filter(|(k, v)| at_admission.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Some(Outcome {
+            intent,
+            principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
+            pack_id: self.pack_id.clone().unwrap_or_default(),
+            verb_key: self.verb_key.clone().unwrap_or_default(),
+            code: code.map(str::to_owned),
+            exit_code,
+            duration_ms: self.elapsed_ms(),
+            stdout_bytes: bytes.0,
+            stderr_bytes: bytes.1,
+            truncated,
+            extra,
+        })
     }
 
     /// The answer of a refusal, with the audit id of its record when it was written.

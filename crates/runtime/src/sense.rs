@@ -18,6 +18,7 @@ use hcp_store::pack::InstalledPack;
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+pub use crate::sense_audit::{SenseAudit, run};
 pub use crate::sense_relay::{Sinks, relay};
 
 /// The longest line a trigger may print, in bytes (1 MiB); a longer one is dropped.

@@ -166,7 +166,63 @@ pub(crate) fn policy_refusal(r: PolicyRefusal) -> Refusal {
     }
 }
 
-/// A call admission refused: nothing was spent. Recorded unless the audit is what failed.
+/// The record of a call that stopped (RUNTIME §6): the outcome of an admitted call (its
+/// code the stop's, nothing ran or the run failed: a spawn refused after admission, a
+/// changed bin), else the refusal's one record when the stop is recorded. Answers the
+/// call's `audit_id` (an admitted call's is its intent's, whatever became of the outcome).
+pub(crate) fn stop_record(rt: &Runtime, facts: &mut Facts, s: &Stop) -> Option<String> {
+    if let Some(o) = facts.outcome(Some(s.refusal.code.as_str()), None, (0, 0), false) {
+        let _ = rt.state().record_outcome(&o);
+        return Some(o.intent);
+    }
+    if !s.recorded {
+        return None;
+    }
+    let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
+    rt.state().record(&entry).ok().map(|a| a.id)
+}
+
+/// The outcome record of an admitted call that ran (RUNTIME §6): `code` when the run did
+/// not end on its own (`timeout`, `cancelled`, `output_withheld`), the exit code, the
+/// bytes read from each stream and whether either was cut. Answers the call's `audit_id`
+/// (its intent's `id`). Written without a sync of its own: the next durable record
+/// carries it.
+pub(crate) fn record_outcome(
+    rt: &Runtime,
+    facts: &mut Facts,
+    code: Option<Code>,
+    run: &hcp_adapter::Outcome,
+    duration_ms: u64,
+) -> Result<String, Stop> {
+    let bytes = (run.stdout_total, run.stderr_total);
+    let Some(mut o) = facts.outcome(
+        code.map(Code::as_str),
+        Some(run.exit_code),
+        bytes,
+        run.truncated(),
+    ) else {
+        return Err(Stop {
+            refusal: Refusal::new(Code::InternalError, "a run without an admission"),
+            recorded: false,
+        });
+    };
+    o.duration_ms = duration_ms;
+    match rt.state().record_outcome(&o) {
+        Ok(_) => Ok(o.intent),
+        Err(e) => Err(Stop {
+            // The child ran; say so, and say the audit failed (its intent stands: the
+            // call shows as interrupted).
+            refusal: Refusal::new(
+                crate::refusal::code_of(e.code()),
+                format!("the verb ran, but its outcome record could not be written: {e}"),
+            ),
+            recorded: false,
+        }),
+    }
+}
+
+/// A call admission refused: nothing was spent. Recorded unless the audit or the state
+/// backend is what failed.
 pub(crate) fn admit_stop(e: AdmitError, tool: &str, facts: &mut Facts) -> Stop {
     let code = e.code();
     if code.is_runtime_policy() {
@@ -184,11 +240,21 @@ pub(crate) fn admit_stop(e: AdmitError, tool: &str, facts: &mut Facts) -> Stop {
         AdmitError::Audit(inner) => {
             format!("the audit trail cannot be written, so nothing runs: {inner}")
         }
+        AdmitError::State(inner) => {
+            format!("the state backend failed, so nothing runs: {inner}")
+        }
+        AdmitError::Session(b) => format!("bad session: {b}"),
         other => format!("{other}; the call is refused"),
     };
+    let mut refusal = Refusal::new(code, message);
+    if let AdmitError::Audit(inner) = &e
+        && let Some(h) = inner.hint()
+    {
+        refusal = refusal.hint(h);
+    }
     Stop {
-        recorded: !matches!(e, AdmitError::Audit(_)),
-        refusal: Refusal::new(code, message),
+        recorded: !matches!(e, AdmitError::Audit(_) | AdmitError::State(_)),
+        refusal,
     }
 }
 
@@ -266,7 +332,7 @@ pub(crate) fn admit_sense(
             ),
         });
     }
-    let intent = facts.entry(Logged::Allow, None, None);
+    let intent = facts.intent();
     let tool = format!("{}.{}", pack.id, refs.join(","));
     let capabilities = match principal {
         Principal::Owner => Vec::new(),
@@ -287,6 +353,7 @@ pub(crate) fn admit_sense(
                     .audit_extra
                     .insert("approval_id".into(), id.clone().into());
             }
+            facts.admitted(a.intent.id, intent);
         }
         Err(e) => {
             let s = admit_stop(e, &tool, &mut facts);
@@ -297,8 +364,9 @@ pub(crate) fn admit_sense(
             return Err(SenseRefused { refusal: s.refusal });
         }
     }
-    let _ = rt.state().record(&facts.entry(Logged::Allow, None, None));
+    rt.seam().reach(crate::seam::Point::Admitted);
     Ok(SenseAdmitted {
+        audit: crate::sense_audit::SenseAudit::new(facts),
         unbound,
         principal: principal.id().to_owned(),
         redactor: secret.as_ref().map(Redactor::new).unwrap_or_default(),

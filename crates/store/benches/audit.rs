@@ -62,7 +62,7 @@ fn admission(counter: bool) -> Admission {
             pack_id: "transit".into(),
             verb_key: "status".into(),
             operation: Operation::Read,
-            land: Land::Personal,
+            land: Some(Land::Personal),
             args_digest: key().args_digest([("stop", &v)]),
             extra: BTreeMap::from([("sandbox".into(), "landlock abi 6".into())]),
         },

@@ -42,6 +42,7 @@ mod fields;
 mod follow;
 mod fsutil;
 mod record;
+mod report;
 mod scan;
 mod verify;
 mod writer;
@@ -50,11 +51,12 @@ pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend,
 pub use anchor::{ANCHOR_FILE, Anchor, Point};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
 pub use fields::{CounterKey, Intent, Outcome, Spends};
-pub use follow::Follower;
+pub use follow::{FileFollow, Follower};
 pub use record::{
     CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,
     sha256_tagged,
 };
+pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{Broken, Interrupted, RepairNote, VerifyReport};
 
 use crate::error::StoreError;
@@ -97,6 +99,9 @@ pub enum Fault {
     OrphanOutcome,
     /// A second outcome for one intent.
     DuplicateOutcome,
+    /// A record in one machine's chain that names another machine (a database backend's
+    /// chains, RUNTIME §9).
+    MachineMismatch,
 }
 
 impl Fault {
@@ -115,6 +120,7 @@ impl Fault {
             Self::CheckpointMismatch => "checkpoint_mismatch",
             Self::OrphanOutcome => "orphan_outcome",
             Self::DuplicateOutcome => "duplicate_outcome",
+            Self::MachineMismatch => "machine_mismatch",
         }
     }
 }
@@ -150,16 +156,30 @@ pub enum AuditError {
         /// The key.
         key: String,
     },
-    /// The disk refused (full, read-only, gone) or a file could not be read.
+    /// The disk refused (full, read-only, gone) or a file could not be read; or the
+    /// state backend that keeps the records cannot be reached
+    /// ([`StoreError::StateUnavailable`], code `state_unavailable`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// What the backend does not offer (`hcp audit checkpoint` of a database's chains).
+    #[error("the `{backend}` state backend does not offer {what}")]
+    Unsupported {
+        /// The backend (`postgresql`).
+        backend: &'static str,
+        /// What, as a noun phrase.
+        what: &'static str,
+    },
 }
 
 impl AuditError {
-    /// The stable code: `audit_bad_entry` for a reserved field, else `audit_unavailable`.
+    /// The stable code: `audit_bad_entry` for a reserved field, `state_unavailable` when
+    /// the state backend keeping the records cannot be reached, `usage` for what the
+    /// backend does not offer, else `audit_unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ReservedField { .. } => "audit_bad_entry",
+            Self::Store(StoreError::StateUnavailable { .. }) => "state_unavailable",
+            Self::Unsupported { .. } => "usage",
             _ => "audit_unavailable",
         }
     }
@@ -171,8 +191,9 @@ impl AuditError {
                 "`hcp audit verify` names the fault; keep the trail as evidence and move \
                  `audit/audit.jsonl` and `audit/audit.anchor` aside to start a new one",
             ),
+            Self::Store(StoreError::StateUnavailable { .. }) => None,
             Self::Store(_) => Some("the audit directory must be writable and its disk not full"),
-            Self::ReservedField { .. } => None,
+            Self::ReservedField { .. } | Self::Unsupported { .. } => None,
         }
     }
 
@@ -183,6 +204,7 @@ impl AuditError {
             Self::Contradicted { fault, .. } => fault.as_str(),
             Self::ReservedField { .. } => "audit_bad_entry",
             Self::Store(e) => e.code().as_str(),
+            Self::Unsupported { .. } => "usage",
         }
     }
 }
@@ -517,6 +539,49 @@ impl AuditLog {
             .map_err(|e| StoreError::io("read", &self.path, e))?
             .len();
         Ok(scan::last_lines(&file, len, n).map_err(|e| StoreError::io("read", &self.path, e))?)
+    }
+
+    /// The [`AuditFollow`] of this trail: after its last `n` records, woken by inotify.
+    ///
+    /// # Errors
+    /// [`AuditError::Store`] when the trail cannot be read.
+    pub fn follow_records(&self, n: usize) -> Result<FileFollow, AuditError> {
+        FileFollow::new(self.path.clone(), self.dir.clone(), n)
+            .map_err(|e| AuditError::Store(StoreError::io("read", &self.path, e)))
+    }
+
+    /// The audit directory and files whose modes grant anything to group or others
+    /// (RUNTIME §6: the owner's only; `hcp doctor` reports them): each path with its
+    /// mode (`0o7777` bits). New files are made 0600 in a 0700 directory; a trail
+    /// adopted from before is tightened on its next append.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the directory exists and cannot be read.
+    pub fn loose_modes(&self) -> Result<Vec<(PathBuf, u32)>, StoreError> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut out = Vec::new();
+        let meta = match std::fs::metadata(&self.dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(StoreError::io("read", &self.dir, e)),
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            out.push((self.dir.clone(), mode));
+        }
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|e| StoreError::io("read", &self.dir, e))?;
+        let mut files: Vec<(PathBuf, u32)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let m = std::fs::symlink_metadata(e.path()).ok()?;
+                let mode = m.permissions().mode() & 0o7777;
+                (m.is_file() && mode & 0o077 != 0).then(|| (e.path(), mode))
+            })
+            .collect();
+        files.sort();
+        out.extend(files);
+        Ok(out)
     }
 
     /// A reader of records as they are appended ([`Follower`]), starting after the last

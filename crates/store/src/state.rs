@@ -17,20 +17,33 @@
 //!
 //! Reads ([`State::counter_check`], [`State::approval_lookup`]) spend nothing. The one
 //! spending step is [`State::admit`]: it re-checks and takes every counter slot of the
-//! call, takes the approval it uses, and (once the audit trail is write-ahead) makes the
-//! call's intent record durable — all or nothing: when it fails, nothing was spent and
-//! nothing runs. Everything that can refuse a call without spending runs before it.
+//! call, takes the approval it uses, and makes the call's `intent` record durable — all
+//! or nothing: when it fails, nothing was spent and nothing runs. Everything that can
+//! refuse a call without spending runs before it.
+//!
+//! # Audit (RUNTIME §6)
+//!
+//! A refusal is one record ([`State::record`]). An allowed call is two: its `intent`,
+//! written by [`State::admit`] before anything runs, and its `outcome`
+//! ([`State::record_outcome`]) when it ends, whatever the end (a run, a timeout, a
+//! cancel, a spawn that failed after admission). A call without outcome is
+//! `interrupted` (hcp was killed), never damage.
 
 use crate::StoreError;
 use crate::approval::{self, Approval, ApprovalError};
-use crate::audit::{Appended, AuditError, AuditLog, Entry, TailLine, VerifyReport};
+use crate::audit::checkpoint::Checkpoint;
+use crate::audit::{
+    self, Appended, AuditError, AuditFollow, AuditLog, AuditReport, DigestKey, Entry, Intent,
+    Outcome, StepHook,
+};
 use crate::counter::{Counters, Limits, Verdict};
 use crate::grant::{self, Grant, Grants, HeldCapability, PackScope};
 use crate::home::Home;
-use crate::session::{self, NewSession, PrincipalId, Session, SessionError, Token};
+use crate::session::{self, BadSession, NewSession, PrincipalId, Session, SessionError, Token};
 use hcp_model::{ArgValue, Capability, Code, PackId};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 /// The call an approval is bound to (RUNTIME §7): tool, principal (its id and a digest of
 /// its other facts), the digest of the bound arguments and the policy's `content_hash`.
@@ -84,9 +97,8 @@ pub struct Admission<'a> {
     pub pack: &'a PackId,
     /// The capabilities the gate checked for a session principal (none for the owner).
     pub capabilities: &'a [Capability],
-    /// The call, as its audit record says it (the intent record, once the audit trail is
-    /// write-ahead; today's file backend writes one record after the run instead).
-    pub intent: &'a Entry,
+    /// The call's `intent` record (RUNTIME §6), made durable by the admission.
+    pub intent: &'a Intent,
     /// The counter slots to take, each re-checked.
     pub counters: &'a [CounterSlot],
     /// The approvals to take, as the dry pre-gate found them (one per tool that needed
@@ -96,16 +108,25 @@ pub struct Admission<'a> {
     pub now: Timestamp,
 }
 
-/// What an admitted call spent.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// An admitted call: its durable intent record and what it spent.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Admitted {
+    /// The intent record. Its `id` is the call's `audit_id`, which its outcome names
+    /// ([`Outcome::intent`]).
+    pub intent: Appended,
     /// The approvals taken, in the order of [`Admission::approvals`].
     pub approval_ids: Vec<String>,
-    /// The intent record, when the backend writes one at admission.
-    pub intent: Option<Appended>,
 }
 
-/// Why a call is not admitted. Nothing was spent.
+impl Admitted {
+    /// The call's `audit_id`: its intent record's `id`.
+    pub fn audit_id(&self) -> &str {
+        &self.intent.id
+    }
+}
+
+/// Why a call is not admitted. Nothing was spent and no intent was written: the call does
+/// not run.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmitError {
     /// A counter slot was taken by another call since the dry check (`rate_limit`,
@@ -117,19 +138,29 @@ pub enum AdmitError {
         /// What refused.
         verdict: Verdict,
     },
-    /// The approval was used by another call since the dry check
+    /// The approval was used by another call since the dry check, or expired
     /// (`requires_confirmation`).
     #[error("the approval of this call was used by another call")]
     ApprovalGone,
-    /// The counters cannot be read or written (`limit_store_unavailable`).
-    #[error("the call counters cannot be read or written")]
-    Counter(#[source] StoreError),
-    /// The approvals cannot be read or written (`confirm_error`).
-    #[error("the approvals cannot be read or written")]
-    Approval(#[source] StoreError),
-    /// The call's record cannot be made durable (`audit_unavailable`).
+    /// The session ended or expired since the snapshot (`bad_session`). A backend that
+    /// re-checks the session at admission answers it (the file backend relies on its
+    /// snapshot).
+    #[error(transparent)]
+    Session(BadSession),
+    /// A grant the gate found was revoked, or suspended by a change of the pack's
+    /// content, since the snapshot (`missing_grant`).
+    #[error("the grant of `{capability}` was revoked or suspended since the call was checked")]
+    Grant {
+        /// The capability (`verb.exec.read` …).
+        capability: String,
+    },
+    /// The call's intent record cannot be made durable (`audit_unavailable`, or the
+    /// record's own code: [`AuditError::code`]).
     #[error("the audit trail cannot be written")]
     Audit(#[source] AuditError),
+    /// The backend failed (unreachable: `state_unavailable`; or the store's code).
+    #[error("the state backend failed")]
+    State(#[source] StoreError),
 }
 
 fn limit_word(v: Verdict) -> &'static str {
@@ -149,9 +180,10 @@ impl AdmitError {
             } => Code::Budget,
             Self::Limit { .. } => Code::RateLimit,
             Self::ApprovalGone => Code::RequiresConfirmation,
-            Self::Counter(_) => Code::LimitStoreUnavailable,
-            Self::Approval(_) => Code::ConfirmError,
-            Self::Audit(_) => Code::AuditUnavailable,
+            Self::Session(_) => Code::BadSession,
+            Self::Grant { .. } => Code::MissingGrant,
+            Self::Audit(e) => Code::parse(e.code()).unwrap_or(Code::AuditUnavailable),
+            Self::State(e) => e.code(),
         }
     }
 }
@@ -321,9 +353,10 @@ pub trait State: Send + Sync + std::fmt::Debug {
 
     // Admission: the one spending step.
 
-    /// Admits a call: re-checks and takes every counter slot of `a`, takes its approval
-    /// and makes its intent record durable (once the audit is write-ahead). All or
-    /// nothing.
+    /// Admits a call: re-checks and takes every counter slot of `a`, takes its approvals
+    /// and makes its intent record durable (RUNTIME §6: before the child starts). All or
+    /// nothing: when it fails, nothing was spent and the call must not run. A backend that
+    /// keeps sessions and grants for several machines re-checks them too.
     ///
     /// # Errors
     /// [`AdmitError`]; then nothing was spent.
@@ -331,49 +364,135 @@ pub trait State: Send + Sync + std::fmt::Debug {
 
     // Audit (RUNTIME §6).
 
-    /// Appends one record: a refusal, or a call's outcome.
+    /// Appends a one-record decision, durable on return: a refusal (`deny`), or an
+    /// allowed decision that runs nothing (a binding stored or removed: an `event`).
     ///
     /// # Errors
     /// [`AuditError`].
     fn record(&self, entry: &Entry) -> Result<Appended, AuditError>;
 
-    /// Whether a record could be appended now, checked before a call is prepared so that
-    /// nothing single-use is spent on a call that could not be recorded.
+    /// Appends the `outcome` of an admitted call (RUNTIME §6): what became of it (exit
+    /// code, duration, byte counts, `truncated`, a code for a timeout, a cancel, a spawn
+    /// that failed after admission …), naming its intent. It need not be durable on its
+    /// own: the next durable record carries it (a crash before that leaves the call
+    /// `interrupted`, never a broken chain).
+    ///
+    /// # Errors
+    /// [`AuditError`].
+    fn record_outcome(&self, outcome: &Outcome) -> Result<Appended, AuditError>;
+
+    /// Whether a record could be appended now: a cheap look before a call is prepared,
+    /// so that a call that could not be recorded stops early. [`State::admit`] makes
+    /// every check again.
     ///
     /// # Errors
     /// [`AuditError`].
     fn audit_ready(&self) -> Result<(), AuditError>;
 
-    /// Walks the chain and names the first broken record.
+    /// Walks every chain the backend keeps (the file store: one; a database: one per
+    /// machine) and names the first fault of each; with `checkpoint`, also whether the
+    /// chain extends it.
     ///
     /// # Errors
-    /// [`AuditError`] when the trail cannot be read.
-    fn audit_verify(&self) -> Result<VerifyReport, AuditError>;
+    /// [`AuditError`] when the records cannot be read; [`AuditError::Unsupported`] for a
+    /// checkpoint the backend cannot check.
+    fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError>;
 
-    /// The last `n` records, oldest first, and the length of a torn tail in bytes.
+    /// The last `n` records, oldest first, each one JSON object (the file store: the line
+    /// as stored), and the length in bytes of a torn last line (0 when there is none).
     ///
     /// # Errors
-    /// [`AuditError`] when the trail cannot be read.
-    fn audit_tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError>;
+    /// [`AuditError`] when the records cannot be read.
+    fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError>;
+
+    /// A reader of the records appended from now on, after the last `n`
+    /// (`hcp audit tail --follow`).
+    ///
+    /// # Errors
+    /// [`AuditError`] when the records cannot be read; [`AuditError::Unsupported`] by
+    /// default.
+    fn audit_follow(&self, n: usize) -> Result<Box<dyn AuditFollow>, AuditError> {
+        let _ = n;
+        Err(AuditError::Unsupported {
+            backend: self.backend(),
+            what: "following the audit records",
+        })
+    }
+
+    /// Signs a checkpoint of `count` records ending with `head` at `now` (`hcp audit
+    /// checkpoint`); the caller verified the chain first.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the key cannot be read or made; [`AuditError::Unsupported`]
+    /// by default.
+    fn audit_checkpoint(
+        &self,
+        count: u64,
+        head: &str,
+        now: Timestamp,
+    ) -> Result<Checkpoint, AuditError> {
+        let _ = (count, head, now);
+        Err(AuditError::Unsupported {
+            backend: self.backend(),
+            what: "signed checkpoints",
+        })
+    }
 }
 
 /// The embedded backend: `$HCP_HOME`'s state files, as [`crate::session`],
 /// [`crate::grant`], [`crate::approval`], [`crate::counter`] and [`crate::audit`] keep
-/// them.
-#[derive(Debug, Clone)]
+/// them. Its audit is write-ahead: [`State::admit`] is [`AuditLog::admit`] (the intent
+/// record is the spend of its counter slots and approval), [`State::record_outcome`] is
+/// [`AuditLog::outcome`]. The argument digest is keyed by the store's [`DigestKey`],
+/// read once per `FileState`.
+#[derive(Clone)]
 pub struct FileState {
     home: Home,
+    log: AuditLog,
+    key: Arc<OnceLock<DigestKey>>,
+}
+
+impl std::fmt::Debug for FileState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileState")
+            .field("home", &self.home.root())
+            .finish_non_exhaustive()
+    }
 }
 
 impl FileState {
     /// The state of `home`. Does no I/O.
     pub fn new(home: &Home) -> Self {
-        Self { home: home.clone() }
+        Self {
+            home: home.clone(),
+            log: AuditLog::new(home),
+            key: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Calls `hook` at each step of the audit trail's write path (crash tests:
+    /// [`crate::audit::abort_hook`]).
+    pub fn with_step_hook(mut self, hook: StepHook) -> Self {
+        self.log = self.log.step_hook(hook);
+        self
     }
 
     /// The home.
     pub fn home(&self) -> &Home {
         &self.home
+    }
+
+    /// The audit trail.
+    pub fn audit_log(&self) -> &AuditLog {
+        &self.log
+    }
+
+    fn digest_key(&self) -> Result<&DigestKey, StoreError> {
+        if let Some(k) = self.key.get() {
+            return Ok(k);
+        }
+        let k = DigestKey::load_or_create(&self.home)?;
+        Ok(self.key.get_or_init(|| k))
     }
 }
 
@@ -482,7 +601,10 @@ impl State for FileState {
         )
     }
 
+    /// The approvals, with the spends of the trail's intents brought into their caches
+    /// first (best effort: a trail that cannot be written leaves the caches as they are).
     fn approvals_list(&self) -> Result<Vec<Approval>, StoreError> {
+        let _ = self.log.reconcile();
         approval::list(&self.home)
     }
 
@@ -490,10 +612,9 @@ impl State for FileState {
         approval::approve(&self.home, id, now)
     }
 
-    /// Today the unkeyed `sha256:` digest ([`crate::audit::args_digest`]); the keyed one
-    /// (a per-store secret) replaces it with the write-ahead audit.
+    /// HMAC-SHA-256 with the store's secret (`audit/digest.secret`, made on first use).
     fn args_digest(&self, args: &[(&str, &ArgValue)]) -> Result<String, StoreError> {
-        Ok(crate::audit::args_digest(args.iter().copied()))
+        Ok(self.digest_key()?.args_digest(args.iter().copied()))
     }
 
     fn counter_check(
@@ -506,86 +627,99 @@ impl State for FileState {
         Counters::new(&self.home).check(identity, tool, limits, now_ms)
     }
 
-    /// The file backend's admission: the trail must open for append; every counter slot is
-    /// held under its key's lock (in a fixed order) and re-checked; then the approval is
-    /// taken under the store lock; then the slots are written. A failure before the last
-    /// step spends nothing; a counter that cannot be written after the approval was taken
-    /// gives the approval back. (Until the audit trail is write-ahead, a crash between the
-    /// approval and the counters can leave the approval used: the intent record will name
-    /// what a call spends.)
+    /// [`AuditLog::admit`]: under the trail's lock, the counters are re-checked at the
+    /// intent's time, the approvals (found again by their binding) re-checked, and the
+    /// intent naming them written and synced: the one durable step. The session and the
+    /// grant are those of the call's snapshot (one machine: nothing but the owner's own
+    /// commands ends them between the snapshot and this step).
     fn admit(&self, a: &Admission<'_>) -> Result<Admitted, AdmitError> {
-        AuditLog::new(&self.home)
-            .ensure_writable()
-            .map_err(AdmitError::Audit)?;
-        let counters = Counters::new(&self.home);
-        let mut order: Vec<&CounterSlot> = a.counters.iter().collect();
-        order.sort_by(|x, y| (&x.identity, &x.tool).cmp(&(&y.identity, &y.tool)));
-        order.dedup_by(|x, y| x.identity == y.identity && x.tool == y.tool);
-        let mut held = Vec::with_capacity(order.len());
-        for slot in order {
-            match counters
-                .hold(&slot.identity, &slot.tool, slot.limits, slot.now_ms)
-                .map_err(AdmitError::Counter)?
-            {
-                Ok(h) => held.push(h),
-                Err(verdict) => {
-                    return Err(AdmitError::Limit {
-                        tool: slot.tool.clone(),
-                        verdict,
-                    });
-                }
-            }
-        }
-        let mut admitted = Admitted::default();
-        let give_back = |ids: &[String]| {
-            for id in ids {
-                let _ = approval::restore(&self.home, id);
-            }
-        };
+        let mut approvals = Vec::with_capacity(a.approvals.len());
         for k in a.approvals {
-            let taken = approval::take(
+            let found = approval::lookup(
                 &self.home,
                 &k.tool,
                 (&k.principal, &k.principal_digest),
                 &k.args_digest,
                 &k.policy_hash,
                 a.now,
-            );
-            match taken {
-                Ok(Some(t)) => admitted.approval_ids.push(t.id),
-                Ok(None) => {
-                    give_back(&admitted.approval_ids);
-                    return Err(AdmitError::ApprovalGone);
-                }
-                Err(e) => {
-                    give_back(&admitted.approval_ids);
-                    return Err(AdmitError::Approval(e));
-                }
-            }
+            )
+            .map_err(AdmitError::State)?;
+            let Some(found) = found else {
+                return Err(AdmitError::ApprovalGone);
+            };
+            approvals.push(audit::ApprovalSpend {
+                id: found.id,
+                tool: k.tool.clone(),
+                principal: k.principal.clone(),
+                principal_digest: k.principal_digest.clone(),
+                args_digest: k.args_digest.clone(),
+                policy_hash: k.policy_hash.clone(),
+            });
         }
-        for h in held {
-            if let Err(e) = h.commit() {
-                give_back(&admitted.approval_ids);
-                return Err(AdmitError::Counter(e));
+        let approval_ids: Vec<String> = approvals.iter().map(|x| x.id.clone()).collect();
+        let admission = audit::Admission {
+            intent: a.intent.clone(),
+            counters: a
+                .counters
+                .iter()
+                .map(|c| audit::CounterSpend {
+                    identity: c.identity.clone(),
+                    tool: c.tool.clone(),
+                    limits: c.limits,
+                })
+                .collect(),
+            approvals,
+        };
+        match self.log.admit(&admission) {
+            Ok(x) => Ok(Admitted {
+                intent: x.into(),
+                approval_ids,
+            }),
+            Err(audit::AdmitError::Limit { tool, verdict, .. }) => {
+                Err(AdmitError::Limit { tool, verdict })
             }
+            Err(audit::AdmitError::Approval { .. }) => Err(AdmitError::ApprovalGone),
+            Err(audit::AdmitError::Unavailable(e)) => Err(AdmitError::Audit(e)),
         }
-        Ok(admitted)
     }
 
     fn record(&self, entry: &Entry) -> Result<Appended, AuditError> {
-        AuditLog::new(&self.home).append(entry)
+        self.log.append(entry)
     }
 
+    fn record_outcome(&self, outcome: &Outcome) -> Result<Appended, AuditError> {
+        self.log.outcome(outcome)
+    }
+
+    /// [`AuditLog::probe_writable`]: the trail and its anchor open for writing (no lock;
+    /// the admission checks the rest).
     fn audit_ready(&self) -> Result<(), AuditError> {
-        AuditLog::new(&self.home).ensure_writable()
+        self.log.probe_writable()
     }
 
-    fn audit_verify(&self) -> Result<VerifyReport, AuditError> {
-        AuditLog::new(&self.home).verify()
+    fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
+        let r = match checkpoint {
+            Some(c) => self.log.verify_against(c)?,
+            None => self.log.verify()?,
+        };
+        Ok(AuditReport::single(r))
     }
 
-    fn audit_tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
-        AuditLog::new(&self.home).tail(n)
+    fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
+        self.log.tail_lines(n)
+    }
+
+    fn audit_follow(&self, n: usize) -> Result<Box<dyn AuditFollow>, AuditError> {
+        Ok(Box::new(self.log.follow_records(n)?))
+    }
+
+    fn audit_checkpoint(
+        &self,
+        count: u64,
+        head: &str,
+        now: Timestamp,
+    ) -> Result<Checkpoint, AuditError> {
+        Ok(audit::checkpoint::sign(&self.log, count, head, now)?)
     }
 }
 
@@ -593,21 +727,17 @@ impl State for FileState {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::audit::Decision;
+    use hcp_model::{Land, Operation};
 
-    fn entry() -> Entry {
-        Entry {
+    fn intent(state: &dyn State) -> Intent {
+        Intent {
             principal: "agent".into(),
             project: None,
-            pack_id: Some("p".into()),
+            pack_id: "p".into(),
             verb_key: "v".into(),
-            operation: None,
-            land: None,
-            decision: Decision::Allow,
-            code: None,
-            args_digest: crate::audit::args_digest(std::iter::empty()),
-            exit_code: None,
-            duration_ms: 0,
+            operation: Operation::Read,
+            land: Some(Land::Personal),
+            args_digest: state.args_digest(&[]).unwrap(),
             extra: BTreeMap::new(),
         }
     }
@@ -642,7 +772,8 @@ mod tests {
             limits,
             now_ms: 1_000,
         };
-        let e = entry();
+        let e = intent(state.as_ref());
+        assert!(e.args_digest.starts_with("hmac-sha256:"), "a keyed digest");
         // A pending approval that nobody granted: admission refuses and spends the slot not.
         let request = ApprovalRequest {
             key: key(),
@@ -672,7 +803,34 @@ mod tests {
         state.approve(&a.id, t(2)).unwrap();
         assert!(state.approval_lookup(&key(), t(3)).unwrap().is_some());
         assert!(state.approval_lookup(&key(), t(3)).unwrap().is_some());
-        assert_eq!(state.admit(&adm).unwrap().approval_ids, vec![a.id.clone()]);
+        let admitted = state.admit(&adm).unwrap();
+        assert_eq!(admitted.approval_ids, vec![a.id.clone()]);
+        // The intent is written and names its spends; the call is interrupted until its
+        // outcome comes.
+        let v = state.audit_verify(None).unwrap();
+        assert!(v.is_clean());
+        assert_eq!(v.interrupted(), 1);
+        let outcome = Outcome {
+            intent: admitted.audit_id().to_owned(),
+            principal: "agent".into(),
+            pack_id: "p".into(),
+            verb_key: "v".into(),
+            code: None,
+            exit_code: Some(0),
+            duration_ms: 1,
+            stdout_bytes: 2,
+            stderr_bytes: 0,
+            truncated: false,
+            extra: BTreeMap::new(),
+        };
+        state.record_outcome(&outcome).unwrap();
+        let v = state.audit_verify(None).unwrap();
+        assert_eq!((v.is_clean(), v.interrupted(), v.records()), (true, 0, 2));
+        let (lines, torn) = state.audit_tail(2).unwrap();
+        assert_eq!(torn, 0);
+        let first: serde_json::Value = serde_json::from_slice(&lines[0]).unwrap();
+        assert_eq!(first["kind"], "intent");
+        assert_eq!(first["spends"]["approvals"][0], a.id.as_str());
         assert_eq!(
             state.counter_check("agent", "p.v", limits, 1_000).unwrap(),
             Verdict::RateLimit

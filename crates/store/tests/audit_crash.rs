@@ -88,7 +88,7 @@ fn driver() {
                 pack_id: "transit".into(),
                 verb_key: "find".into(),
                 operation: Operation::Read,
-                land: Land::Local,
+                land: Some(Land::Local),
                 args_digest: key.args_digest([]),
                 extra: BTreeMap::from([("n".into(), i.into())]),
             },

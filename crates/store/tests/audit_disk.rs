@@ -52,7 +52,7 @@ fn spend() -> Admission {
             pack_id: "transit".into(),
             verb_key: "find".into(),
             operation: Operation::Read,
-            land: Land::Local,
+            land: Some(Land::Local),
             args_digest: DigestKey::from_bytes([3; 32]).args_digest([]),
             extra: BTreeMap::new(),
         },

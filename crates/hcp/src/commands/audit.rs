@@ -1,13 +1,16 @@
 //! `hcp audit verify | tail | checkpoint` (RUNTIME §6), owner only: the trail records
-//! every principal's calls, so it is the owner's to read.
+//! every principal's calls, so it is the owner's to read. Every subcommand reads the
+//! records through the state backend (`hcp_store::state::State`): the file store's one
+//! trail, or a database's chains, one per machine (RUNTIME §9).
 
 mod follow;
 
-use super::session::{open_home, print, require_owner, with_causes};
+use super::session::{print, require_owner, with_causes};
 use crate::error::{CliError, CliResult};
 use crate::exit;
-use hcp_store::audit::checkpoint::{self, Checkpoint};
-use hcp_store::audit::{AuditError, AuditLog, Kind, Record, TailLine, VerifyReport};
+use hcp_store::audit::checkpoint::Checkpoint;
+use hcp_store::audit::{AuditError, AuditReport, Kind, Record, TailLine, VerifyReport};
+use hcp_store::state::State;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -52,21 +55,23 @@ pub struct TailArgs {
 /// Runs `hcp audit …`.
 pub fn run(c: AuditCommand) -> CliResult {
     require_owner("audit")?;
-    let log = AuditLog::new(&open_home()?);
+    let rt = super::exec::runtime()?;
+    let state = rt.state();
     match c {
-        AuditCommand::Verify(a) => verify(&log, a),
-        AuditCommand::Tail(a) if a.follow => follow::run(&log, a.n),
-        AuditCommand::Tail(a) => tail(&log, a),
-        AuditCommand::Checkpoint => make_checkpoint(&log),
+        AuditCommand::Verify(a) => verify(state, a),
+        AuditCommand::Tail(a) if a.follow => follow::run(state, a.n),
+        AuditCommand::Tail(a) => tail(state, a),
+        AuditCommand::Checkpoint => make_checkpoint(state),
     }
 }
 
-fn audit_error(e: &AuditError) -> CliError {
-    let mut err = with_causes(
+/// An audit failure: its code (`audit_unavailable`, `state_unavailable`, `usage` …) and
+/// that code's exit status (74, 64).
+pub(crate) fn audit_error(e: &AuditError) -> CliError {
+    let err = with_causes(
         CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string()),
         e,
     );
-    err.exit = exit::EX_IOERR;
     match e.hint() {
         Some(h) => err.hint(h),
         None => err,
@@ -192,21 +197,45 @@ fn read_checkpoint(path: &std::path::Path) -> Result<Checkpoint, CliError> {
     })
 }
 
-fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
-    let cp = a.checkpoint.as_deref().map(read_checkpoint).transpose()?;
-    let r = match &cp {
-        Some(c) => log.verify_against(c),
-        None => log.verify(),
+/// The JSON of `hcp audit verify --json`: the one trail's report (the file store) with
+/// `ok`; for several chains, `{"ok", "records", "interrupted", "chains": [{"machine", …}]}`.
+fn verify_json(r: &AuditReport) -> Value {
+    let mut v = match r.chains.as_slice() {
+        [one] if one.machine.is_none() => serde_json::to_value(&one.report),
+        _ => serde_json::to_value(r).map(|mut v| {
+            if let Value::Object(m) = &mut v {
+                m.insert("records".into(), json!(r.records()));
+                m.insert("interrupted".into(), json!(r.interrupted()));
+            }
+            v
+        }),
     }
-    .map_err(|e| audit_error(&e))?;
+    .unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        m.insert("ok".into(), Value::Bool(r.is_clean()));
+    }
+    v
+}
+
+fn verify(state: &dyn State, a: VerifyArgs) -> CliResult {
+    let cp = a.checkpoint.as_deref().map(read_checkpoint).transpose()?;
+    let r = state
+        .audit_verify(cp.as_ref())
+        .map_err(|e| audit_error(&e))?;
     if a.json {
-        let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
-        if let Value::Object(m) = &mut v {
-            m.insert("ok".into(), Value::Bool(r.is_clean()));
-        }
-        print(&format!("{v}\n"));
+        print(&format!("{}\n", verify_json(&r)));
     } else {
-        print(&render_verify(&r));
+        let mut out = String::new();
+        for c in &r.chains {
+            if let Some(m) = &c.machine {
+                out.push_str(&format!("machine `{}`:\n", safe(m)));
+            }
+            out.push_str(&render_verify(&c.report));
+        }
+        if r.chains.is_empty() {
+            out.push_str(&render_verify(&VerifyReport::default()));
+        }
+        print(&out);
     }
     Ok(if r.is_clean() {
         exit::OK
@@ -215,9 +244,11 @@ fn verify(log: &AuditLog, a: VerifyArgs) -> CliResult {
     })
 }
 
-fn make_checkpoint(log: &AuditLog) -> CliResult {
-    let r = log.verify().map_err(|e| audit_error(&e))?;
-    if let Some(b) = &r.broken {
+fn make_checkpoint(state: &dyn State) -> CliResult {
+    let r = state.audit_verify(None).map_err(|e| audit_error(&e))?;
+    if let Some(c) = r.first_broken()
+        && let Some(b) = &c.report.broken
+    {
         return Err(CliError::new(
             hcp_runtime::refusal::code_of(b.fault.as_str()),
             format!(
@@ -227,8 +258,19 @@ fn make_checkpoint(log: &AuditLog) -> CliResult {
         )
         .hint("`hcp audit verify` says more"));
     }
-    let c = checkpoint::sign(log, r.records, &r.head, jiff::Timestamp::now())
-        .map_err(|e| with_causes(CliError::new(e.code(), e.to_string()), &e))?;
+    let (records, head) = match r.chains.as_slice() {
+        [one] => (one.report.records, one.report.head.clone()),
+        [] => (0, hcp_store::audit::GENESIS.to_owned()),
+        _ => {
+            return Err(audit_error(&AuditError::Unsupported {
+                backend: state.backend(),
+                what: "one checkpoint of several chains",
+            }));
+        }
+    };
+    let c = state
+        .audit_checkpoint(records, &head, jiff::Timestamp::now())
+        .map_err(|e| audit_error(&e))?;
     print(&c.to_line());
     Ok(exit::OK)
 }
@@ -303,9 +345,9 @@ fn render_record(r: &Record, interrupted: bool) -> String {
     )
 }
 
-fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
+fn tail(state: &dyn State, a: TailArgs) -> CliResult {
+    let (lines, torn) = state.audit_tail(a.n).map_err(|e| audit_error(&e))?;
     if a.json {
-        let (lines, torn) = log.tail_lines(a.n).map_err(|e| audit_error(&e))?;
         let v: Vec<Value> = lines
             .iter()
             .map(|l| match serde_json::from_slice::<Value>(l) {
@@ -317,7 +359,15 @@ fn tail(log: &AuditLog, a: TailArgs) -> CliResult {
         warn_torn(torn);
         return Ok(exit::OK);
     }
-    let (lines, torn) = log.tail(a.n).map_err(|e| audit_error(&e))?;
+    let lines: Vec<TailLine> = lines
+        .iter()
+        .map(|l| match serde_json::from_slice::<Record>(l) {
+            Ok(r) => TailLine::Record(Box::new(r)),
+            Err(e) => TailLine::Unparseable {
+                reason: e.to_string(),
+            },
+        })
+        .collect();
     {
         // An intent shown without a later outcome among the lines shown (which run to
         // the end of the trail) has none: its call was interrupted, or still runs.

@@ -73,13 +73,25 @@ fn human(r: &Report) -> String {
         "  packs                 {} installed, {} active",
         r.store.packs_installed, r.store.packs_active
     ));
+    let audit = &r.store.audit;
     line(format!(
-        "  audit trail           {} records, {}",
-        r.store.audit.records,
-        if r.store.audit.sound {
-            "sound"
+        "  audit trail           {} records, {}{}{}",
+        audit.records,
+        match (&audit.error, &audit.fault, audit.sound) {
+            (Some(_), _, _) => "unreadable, see below".to_owned(),
+            (None, Some(f), _) => format!("broken ({f})"),
+            (None, None, true) => "sound".to_owned(),
+            (None, None, false) => "broken".to_owned(),
+        },
+        match audit.interrupted {
+            0 => String::new(),
+            1 => ", 1 interrupted call (hcp killed while it ran)".to_owned(),
+            n => format!(", {n} interrupted calls (hcp killed while they ran)"),
+        },
+        if audit.loose_modes.is_empty() {
+            ""
         } else {
-            "broken"
+            ", modes too open, see below"
         }
     ));
     let sb = &r.sandbox;

@@ -33,7 +33,7 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let rt = runtime()?;
     let caller = caller()?;
-    let admitted = hcp_runtime::pipeline::sense(&rt, &caller, &a.pack, a.reference.as_deref())
+    let mut admitted = hcp_runtime::pipeline::sense(&rt, &caller, &a.pack, a.reference.as_deref())
         .map_err(|r| CliError::from(r.refusal))?;
     if let Some(code) = admitted.unbound {
         let _ = writeln!(
@@ -50,5 +50,6 @@ pub fn run(a: Args) -> CliResult {
         stop: signals.read.as_fd(),
         events_fd: Some(stdout.as_fd()),
     };
-    hcp_runtime::sense::relay(&rt, &admitted, a.count, sinks).map_err(CliError::from)
+    // The relay, then the sense's outcome record (its intent was written at admission).
+    hcp_runtime::sense::run(&rt, &mut admitted, a.count, sinks).map_err(CliError::from)
 }

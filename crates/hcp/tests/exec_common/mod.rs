@@ -157,9 +157,52 @@ pub fn audit_records(w: &World) -> Vec<Value> {
         .collect()
 }
 
-/// The latest audit record.
+/// The latest call's audit: a refusal's one record, or an allowed call's `intent` with
+/// its `outcome`'s fields over it (the intent's `id`, the call's `audit_id`, stays;
+/// `outcome_id` is the outcome's).
 pub fn last_audit(w: &World) -> Value {
-    audit_records(w).pop().expect("an audit record")
+    call_view(&audit_records(w)).expect("an audit record")
+}
+
+/// The last call of `records` as one object (see [`last_audit`]).
+pub fn call_view(records: &[Value]) -> Option<Value> {
+    let last = records.last()?;
+    if last["kind"] != "outcome" {
+        return Some(last.clone());
+    }
+    let mut view = records
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "intent" && r["id"] == last["intent"])
+        .cloned()
+        .expect("the outcome's intent");
+    for (k, v) in last.as_object().unwrap() {
+        if !matches!(k.as_str(), "id" | "ts" | "seq" | "kind" | "prev" | "hash") {
+            view[k] = v.clone();
+        }
+    }
+    view["outcome_id"] = last["id"].clone();
+    Some(view)
+}
+
+/// Every call's audit, oldest first: refusals, events and each allowed call as
+/// [`last_audit`] shows it (an intent without outcome as it is).
+pub fn audit_calls(w: &World) -> Vec<Value> {
+    let records = audit_records(w);
+    let mut out: Vec<Value> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        match r["kind"].as_str() {
+            Some("outcome") => {
+                let view = call_view(&records[..=i]).unwrap();
+                if let Some(slot) = out.iter_mut().find(|c| c["id"] == view["id"]) {
+                    *slot = view;
+                }
+            }
+            Some("recovery") => {}
+            _ => out.push(r.clone()),
+        }
+    }
+    out
 }
 
 /// `hcp audit verify`: asserts it is clean and returns its line.

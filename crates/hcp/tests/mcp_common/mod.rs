@@ -162,11 +162,27 @@ pub fn refusal_code(resp: &Value) -> String {
         .to_owned()
 }
 
+/// The last call's audit: a refusal's record, or an allowed call's intent with its
+/// outcome's fields over it (the intent's `id` is the call's `audit_id`).
 pub fn last_audit(w: &World) -> Value {
-    let out = w.run(&["audit", "tail", "-n", "1", "--json"]);
+    let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
     assert!(out.status.success(), "{}", w.render(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0].clone()
+    let v: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let last = v.last().unwrap().clone();
+    if last["kind"] != "outcome" {
+        return last;
+    }
+    let mut view = v
+        .iter()
+        .find(|r| r["kind"] == "intent" && r["id"] == last["intent"])
+        .unwrap()
+        .clone();
+    for (k, x) in last.as_object().unwrap() {
+        if !matches!(k.as_str(), "id" | "ts" | "seq" | "kind" | "prev" | "hash") {
+            view[k] = x.clone();
+        }
+    }
+    view
 }
 
 impl Raw {

@@ -263,8 +263,10 @@ impl World {
             .collect()
     }
 
+    /// The last call's record: a refusal's one record, or an allowed call's `intent` with
+    /// its `outcome`'s fields over it (the intent's `id`, the call's `audit_id`, stays).
     pub fn last_record(&self) -> Value {
-        self.records().pop().unwrap_or(Value::Null)
+        call_view(&self.records())
     }
 }
 
@@ -275,4 +277,27 @@ pub(crate) fn s(v: &str) -> ArgValue {
 /// The code and exit status of an answer (`None` for a run without a code).
 pub(crate) fn code(a: &Answer) -> (Option<&'static str>, u8) {
     (a.result.code.map(hcp_model::Code::as_str), a.exit)
+}
+
+/// The last call of `records` as one object (see [`World::last_record`]).
+pub(crate) fn call_view(records: &[Value]) -> Value {
+    let Some(last) = records.last() else {
+        return Value::Null;
+    };
+    if last["kind"] != "outcome" {
+        return last.clone();
+    }
+    let mut view = records
+        .iter()
+        .rev()
+        .find(|r| r["kind"] == "intent" && r["id"] == last["intent"])
+        .cloned()
+        .expect("the outcome's intent");
+    for (k, v) in last.as_object().unwrap() {
+        if !matches!(k.as_str(), "id" | "ts" | "seq" | "kind" | "prev" | "hash") {
+            view[k] = v.clone();
+        }
+    }
+    view["outcome_id"] = last["id"].clone();
+    view
 }

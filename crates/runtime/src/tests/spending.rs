@@ -9,7 +9,8 @@ use hcp_model::PackId;
 use hcp_model::{ArgValue, Capability};
 use hcp_store::StoreError;
 use hcp_store::approval::{Approval, ApprovalError};
-use hcp_store::audit::{Appended, AuditError, Entry, TailLine, VerifyReport};
+use hcp_store::audit::checkpoint::Checkpoint;
+use hcp_store::audit::{Appended, AuditError, AuditReport, Entry, Outcome};
 use hcp_store::counter::{Counters, Limits, Verdict};
 use hcp_store::grant::{Grant, HeldCapability, PackScope};
 use hcp_store::session::{NewSession, PrincipalId, Session, SessionError, Token};
@@ -198,10 +199,13 @@ impl State for Racing {
     fn audit_ready(&self) -> Result<(), AuditError> {
         self.0.audit_ready()
     }
-    fn audit_verify(&self) -> Result<VerifyReport, AuditError> {
-        self.0.audit_verify()
+    fn record_outcome(&self, o: &Outcome) -> Result<Appended, AuditError> {
+        self.0.record_outcome(o)
     }
-    fn audit_tail(&self, n: usize) -> Result<(Vec<TailLine>, u64), AuditError> {
+    fn audit_verify(&self, c: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
+        self.0.audit_verify(c)
+    }
+    fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
         self.0.audit_tail(n)
     }
 }

@@ -21,8 +21,8 @@ pub struct Intent {
     pub verb_key: String,
     /// The verb's operation.
     pub operation: Operation,
-    /// The verb's land.
-    pub land: Land,
+    /// The verb's land; `None` for a call of several (`hcp sense PACK` of every stimulus).
+    pub land: Option<Land>,
     /// The keyed digest of the (bound) arguments ([`super::DigestKey::args_digest`]).
     pub args_digest: String,
     /// Further fields (`policy_hash`, `rule`, `sandbox`, `face` …), covered by the hash.
@@ -32,8 +32,8 @@ pub struct Intent {
 
 impl Intent {
     /// The intent of a call described as an [`Entry`] (its decision, code, exit code and
-    /// duration are not part of an intent); `None` when the entry names no pack,
-    /// operation or land (a call that resolved no verb cannot be admitted).
+    /// duration are not part of an intent); `None` when the entry names no pack or
+    /// operation (a call that resolved no verb cannot be admitted).
     pub fn from_entry(e: &Entry) -> Option<Self> {
         Some(Self {
             principal: e.principal.clone(),
@@ -41,10 +41,30 @@ impl Intent {
             pack_id: e.pack_id.clone()?,
             verb_key: e.verb_key.clone(),
             operation: e.operation?,
-            land: e.land?,
+            land: e.land,
             args_digest: e.args_digest.clone(),
             extra: e.extra.clone(),
         })
+    }
+
+    /// The fields of its record as this store writes them (without `ts`, `id`, `seq`,
+    /// `kind`, `spends`, `prev`, `hash`): what another backend's record carries too.
+    ///
+    /// # Errors
+    /// [`AuditError::ReservedField`].
+    pub fn to_fields(&self) -> Result<Map<String, Value>, AuditError> {
+        intent_fields(self, &Spends::default())
+    }
+}
+
+impl Outcome {
+    /// The fields of its record as this store writes them (without `ts`, `id`, `seq`,
+    /// `kind`, `prev`, `hash`).
+    ///
+    /// # Errors
+    /// [`AuditError::ReservedField`].
+    pub fn to_fields(&self) -> Result<Map<String, Value>, AuditError> {
+        outcome_fields(self)
     }
 }
 
@@ -159,7 +179,7 @@ pub(crate) fn intent_fields(i: &Intent, spends: &Spends) -> Result<Map<String, V
         "operation".into(),
         Value::String(i.operation.as_str().into()),
     );
-    m.insert("land".into(), Value::String(i.land.as_str().into()));
+    m.insert("land".into(), opt(&i.land.map(|l| l.as_str().to_owned())));
     m.insert("decision".into(), Value::String("allow".into()));
     m.insert("args_digest".into(), Value::String(i.args_digest.clone()));
     if !spends.is_empty() {

@@ -1,11 +1,16 @@
 //! Following the trail as it grows (`hcp audit tail --follow`, RUNTIME §6): complete new
 //! lines, as stored, for a log shipper.
 
+use super::AuditError;
+use super::report::AuditFollow;
 use super::scan;
+use crate::error::StoreError;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Reads the lines appended to the trail since the last call. Only complete lines are
 /// returned (a line being written, or a torn one, waits for its `\n`). When the path
@@ -102,6 +107,115 @@ impl Follower {
         }
         self.offset += last_nl as u64 + 1;
         Ok(())
+    }
+}
+
+/// The file store's [`AuditFollow`]: a [`Follower`] of the trail woken by an inotify watch
+/// of the audit directory (an append, a file moved in or out, as a rotation does); without
+/// inotify it looks again when `wait` runs out.
+#[derive(Debug)]
+pub struct FileFollow {
+    follower: Follower,
+    dir: PathBuf,
+    inotify: Option<OwnedFd>,
+}
+
+impl FileFollow {
+    /// Follows the trail at `path` in `dir` after its last `n` records.
+    ///
+    /// # Errors
+    /// When the trail exists and cannot be read.
+    pub fn new(path: PathBuf, dir: PathBuf, n: usize) -> io::Result<Self> {
+        let follower = Follower::new(path, n)?;
+        let inotify = watch(&dir);
+        Ok(Self {
+            follower,
+            dir,
+            inotify,
+        })
+    }
+}
+
+impl AuditFollow for FileFollow {
+    fn next(
+        &mut self,
+        wait: Duration,
+        wake: &[BorrowedFd<'_>],
+    ) -> Result<Vec<Vec<u8>>, AuditError> {
+        let path = self.follower.path().to_path_buf();
+        let io = |e| AuditError::Store(StoreError::io("read", &path, e));
+        let lines = self.follower.poll().map_err(io)?;
+        if !lines.is_empty() {
+            return Ok(lines);
+        }
+        if self.inotify.is_none() {
+            // The directory may appear later (a store not used yet).
+            self.inotify = watch(&self.dir);
+        }
+        let mut fds: Vec<libc::pollfd> = wake
+            .iter()
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if let Some(fd) = &self.inotify {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        let ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: `fds` is a live array of initialised pollfd of the given length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        if r > 0
+            && let Some(fd) = &self.inotify
+            && fds.last().is_some_and(|p| p.revents != 0)
+        {
+            drain(fd);
+        }
+        let lines = self.follower.poll().map_err(io)?;
+        Ok(lines)
+    }
+}
+
+/// An inotify watch of `dir` for appends and files moved or created; `None` when the
+/// kernel or the directory does not allow one.
+fn watch(dir: &Path) -> Option<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `inotify_init1` returns a new descriptor or -1; `path` is a valid C string
+    // that outlives the call.
+    unsafe {
+        let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
+        if fd < 0 {
+            return None;
+        }
+        let owned = OwnedFd::from_raw_fd(fd);
+        let mask = libc::IN_MODIFY
+            | libc::IN_CREATE
+            | libc::IN_MOVED_TO
+            | libc::IN_MOVED_FROM
+            | libc::IN_DELETE
+            | libc::IN_CLOSE_WRITE;
+        if libc::inotify_add_watch(fd, path.as_ptr(), mask) < 0 {
+            return None;
+        }
+        Some(owned)
+    }
+}
+
+/// Reads and drops what a non-blocking descriptor holds.
+fn drain(fd: &OwnedFd) {
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: `buf` is a live local buffer of the given length.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
     }
 }
 

@@ -49,7 +49,7 @@ fn intent(principal: &str) -> Intent {
         pack_id: "transit".into(),
         verb_key: "find".into(),
         operation: Operation::Read,
-        land: Land::Local,
+        land: Some(Land::Local),
         args_digest: DigestKey::from_bytes([7; 32]).args_digest([]),
         extra: BTreeMap::new(),
     }
@@ -838,7 +838,7 @@ fn an_intent_from_an_entry_keeps_what_an_intent_says() {
     let i = Intent::from_entry(&e).unwrap();
     assert_eq!(
         (i.pack_id.as_str(), i.operation, i.land),
-        ("mail", Operation::Write, Land::Personal)
+        ("mail", Operation::Write, Some(Land::Personal))
     );
     let mut miss = entry(0);
     miss.pack_id = None;

@@ -310,6 +310,13 @@ impl Walk<'_> {
     }
 }
 
+impl Default for VerifyReport {
+    /// The report of an empty trail.
+    fn default() -> Self {
+        empty_report()
+    }
+}
+
 fn empty_report() -> VerifyReport {
     VerifyReport {
         records: 0,
