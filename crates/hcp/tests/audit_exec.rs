@@ -2,7 +2,8 @@
 //! `intent` then an `outcome` (bytes, `truncated`), a refusal one record; every way of
 //! cutting, wiping, editing or replacing a trail that exec wrote is a fault with its code
 //! and exit 1; a full disk and a read-only audit directory refuse a call with
-//! `audit_unavailable` (74) before anything runs; `hcp doctor` reports loose modes, a
+//! `audit_unavailable` (74) before anything runs and with nothing spent (no budget
+//! counted, the approval still there for the same call); `hcp doctor` reports loose modes, a
 //! broken trail and interrupted calls.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,7 +15,8 @@ mod exec_common;
 use audit_common::{Census, spawn_exec, verify_in};
 use common::World;
 use common::skip::skip;
-use exec_common::{audit_records, exec_json, status};
+use exec_common::{audit_records, exec_json, exec_json_env, status};
+use hcp_store::counter::{Counters, Limits, Verdict};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -286,6 +288,15 @@ fn an_older_copy_of_trail_and_anchor_is_caught_by_a_checkpoint() {
 /// Runs `script` with `sh` in a private mount namespace (so that what it mounts vanishes
 /// with it); `None` when this machine does not allow one.
 fn in_mount_namespace(w: &World, script: &str) -> Option<std::process::Output> {
+    in_mount_namespace_env(w, script, &[])
+}
+
+/// [`in_mount_namespace`] with more environment variables for `script`.
+fn in_mount_namespace_env(
+    w: &World,
+    script: &str,
+    env: &[(&str, &str)],
+) -> Option<std::process::Output> {
     let probe = Command::new("unshare")
         .args(["--mount", "--propagation", "private", "true"])
         .output();
@@ -302,6 +313,7 @@ fn in_mount_namespace(w: &World, script: &str) -> Option<std::process::Output> {
         .env("WORK", &w.work)
         .env("HCP_HOME", &w.hcp_home)
         .env("ROOT", w.root())
+        .envs(env.iter().copied())
         .current_dir(&w.work)
         .output()
         .unwrap();
@@ -382,18 +394,25 @@ fn a_full_disk_refuses_with_audit_unavailable_before_anything_runs() {
 
 #[test]
 fn a_read_only_audit_directory_refuses_with_audit_unavailable_before_anything_runs() {
-    let w = audit_common::world();
-    let (out, _) = exec_json(&w, &["walprobe.argv", "first"]);
-    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    // A session under the runtime policy: the call counts toward `budget` and takes the
+    // owner's approval, so a refusal that spent either would show.
+    let (w, token) = audit_common::policy_world();
+    let args = ["walprobe.markc", "--path", "ro-marker", "--text", "x"];
+    let as_agent = [("HCP_SESSION", token.as_str())];
+    let (out, v) = exec_json_env(&w, &args, &as_agent);
+    assert_eq!(v["code"], "requires_confirmation", "{}", w.render(&out));
+    let id = v["approval_id"].as_str().unwrap().to_owned();
+    let o = w.run(&["approve", &id]);
+    assert!(o.status.success(), "{}", w.render(&o));
     let before = audit_records(&w).len();
-    let run = |w: &World| {
-        let (out, v) = exec_json(w, &["walprobe.mark", "--path", "ro-marker", "--text", "x"]);
+    let refused = |out: &std::process::Output, v: &Value| {
         assert_eq!(
-            (status(&out), v["code"].as_str()),
+            (status(out), v["code"].as_str()),
             (74, Some("audit_unavailable")),
             "{}",
-            w.render(&out)
+            w.render(out)
         );
+        assert!(v["exit_code"].is_null(), "{v}");
         assert!(!w.work.join("ro-marker").exists(), "the child ran");
     };
     // SAFETY: getuid(2) has no preconditions.
@@ -404,31 +423,68 @@ fn a_read_only_audit_directory_refuses_with_audit_unavailable_before_anything_ru
             std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o400)).unwrap();
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o500)).unwrap();
-        run(&w);
+        let (out, v) = exec_json_env(&w, &args, &as_agent);
+        refused(&out, &v);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        for f in ["audit.jsonl", "audit.anchor"] {
+            std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
     } else {
         // Root writes whatever the modes say: a read-only bind mount.
         let script = r#"
             mount --bind "$HCP_HOME/audit" "$HCP_HOME/audit"
             mount -o remount,ro,bind "$HCP_HOME/audit"
             set +e
-            "$HCP" exec --json walprobe.mark --path ro-marker --text x > "$ROOT/out.json"
+            HCP_SESSION="$TOKEN" "$HCP" exec --json walprobe.markc --path ro-marker --text x > "$ROOT/out.json"
             echo $? > "$ROOT/status"
         "#;
-        let Some(ns) = in_mount_namespace(&w, script) else {
+        let Some(ns) = in_mount_namespace_env(&w, script, &[("TOKEN", &token)]) else {
             skip("running as root without a private mount namespace for a read-only mount");
             return;
         };
         assert!(ns.status.success(), "{}", w.render(&ns));
-        let v: Value =
-            serde_json::from_slice(&std::fs::read(w.root().join("out.json")).unwrap()).unwrap();
-        let code = std::fs::read_to_string(w.root().join("status")).unwrap();
+        let v = read_json(&w.root().join("out.json"));
+        let code = read_status(&w.root().join("status"));
         assert_eq!(
-            (code.trim(), v["code"].as_str()),
+            (code.as_str(), v["code"].as_str()),
             ("74", Some("audit_unavailable")),
             "{v}"
         );
+        assert!(v["exit_code"].is_null(), "{v}");
         assert!(!w.work.join("ro-marker").exists(), "the child ran");
     }
     assert_eq!(audit_records(&w).len(), before, "nothing was written");
+    // Nothing spent: no budget counted, the approval not taken ...
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    hcp_store::audit::AuditLog::new(&home).reconcile().unwrap();
+    let one = Limits {
+        rate_limit: None,
+        budget: Some(1),
+        window_ms: 1,
+    };
+    let counters = Counters::new(&home);
+    assert_eq!(
+        counters.check("agent", "walprobe.markc", one, 0).unwrap(),
+        Verdict::Ok
+    );
+    assert!(
+        hcp_store::approval::get(&home, &id)
+            .unwrap()
+            .unwrap()
+            .used_at
+            .is_none()
+    );
+    // ... so once the directory takes writes again the same call runs on that approval.
+    let (out, v) = exec_json_env(&w, &args, &as_agent);
+    assert_eq!(
+        (status(&out), &v["ok"]),
+        (0, &json!(true)),
+        "{}",
+        w.render(&out)
+    );
+    assert!(w.work.join("ro-marker").exists());
+    assert_eq!(
+        counters.check("agent", "walprobe.markc", one, 0).unwrap(),
+        Verdict::Budget
+    );
 }

@@ -16,8 +16,8 @@ mod exec_common;
 
 use common::World;
 use exec_common::{
-    assert_audit_clean, assert_refused, audit_calls, audit_records, envelope_env, exec_json,
-    exec_json_env, grant, last_audit, session, status,
+    assert_audit_clean, assert_refused, audit_calls, envelope_env, exec_json, exec_json_env, grant,
+    last_audit, session, status,
 };
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -71,6 +71,7 @@ impl Seam {
         Self::default()
     }
 
+    #[cfg(any(debug_assertions, test))]
     fn parse(spec: &str) -> Self {
         let (step, n) = match spec.split_once(':') {
             Some((s, n)) => (s, n.parse::<usize>().unwrap_or(0)),
