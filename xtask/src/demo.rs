@@ -8,6 +8,9 @@
 //! scratch root), so a test can run it against already built bins. Every step says what it
 //! expects (`ok`, or `refused` with a code); a step that answers otherwise fails the demo.
 
+#[path = "demo_person.rs"]
+mod person;
+
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -519,6 +522,8 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             ],
         ),
     ];
+    let mut sections = sections;
+    let audit = sections.pop();
     for (title, steps) in sections {
         say(out, &format!("\n# {title}"))?;
         for s in &steps {
@@ -526,6 +531,23 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
         }
     }
     openapi(demo, agent, out, &mut sum)?;
+    say(
+        out,
+        "\n# the person in the loop: over MCP, a confirm-gated write asks the agent's person (elicitation)",
+    )?;
+    let grant = step(
+        "hcp",
+        &["grant", AGENT, "echo", "verb.exec.write"],
+        Expect::Ok,
+    );
+    run_step(demo, &grant, agent, &mut vars, out, &mut sum)?;
+    person::person_in_the_loop(demo, &token, out, &mut sum)?;
+    if let Some((title, steps)) = audit {
+        say(out, &format!("\n# {title}"))?;
+        for s in &steps {
+            run_step(demo, s, agent, &mut vars, out, &mut sum)?;
+        }
+    }
     Ok(sum)
 }
 
@@ -790,6 +812,7 @@ fn shown_output(stdout: &str) -> String {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use std::io::Write as _;
 
     #[test]
     fn quoting_for_the_shell_line() {
@@ -802,14 +825,21 @@ mod tests {
 
     /// Runs the whole script against the bins built next to this test (`cargo test
     /// --workspace` builds them; `cargo test -p xtask` alone may not, and then this test
-    /// says so and does nothing).
+    /// says so where a plain `cargo test` shows it and does nothing; under `CI=true` that
+    /// is a failure).
     #[test]
     fn the_script_answers_as_scripted_against_the_built_bins() {
         let bins = profile_dir().unwrap();
         if !bins.join("hcp").is_file() || !bins.join("hcp-example-transit").is_file() {
-            eprintln!(
-                "skipped: no built `hcp` and example bins in {}",
-                bins.display()
+            let reason = format!("no built `hcp` and example bins in {}", bins.display());
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true and the demo cannot run: {reason}"
+            );
+            // Straight to the process's stderr: the test harness does not capture it.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "skipped: the_script_answers_as_scripted_against_the_built_bins: {reason}"
             );
             return;
         }
@@ -822,8 +852,8 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 39,
-                refused: 15
+                ok: 41,
+                refused: 16
             },
             "{text}"
         );
@@ -832,6 +862,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("refused · arg_invalid (exit 65)"), "{text}");
+        assert!(text.contains("→ the person answers `accept`"), "{text}");
+        assert!(
+            text.contains("refused · confirm_required: confirm required"),
+            "{text}"
+        );
+        assert!(demo.work.join("approved.txt").exists());
+        assert!(!demo.work.join("declined.txt").exists());
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
         assert!(!demo.work.join("pwned").exists());

@@ -5,13 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod mcp_common;
 
 use common::World;
+use mcp_common::{Raw, last_audit, refusal_code, world_command, world_with};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Skips (saying why where a plain `cargo test` shows it) outside CI, fails in CI.
@@ -19,183 +21,9 @@ fn skip_or_fail(reason: &str) {
     common::skip::skip(reason);
 }
 
-fn world_with(packs: &[&str]) -> World {
-    common::example_bins();
-    let w = World::new();
-    for p in packs {
-        let out = w.run(&["install", common::gold_pack(p).to_str().unwrap()]);
-        assert!(out.status.success(), "{}", w.render(&out));
-        let out = w.run(&["activate", p]);
-        assert!(out.status.success(), "{}", w.render(&out));
-    }
-    if packs.contains(&"mail") {
-        w.grant_mail_root();
-    }
-    w
-}
-
-/// A command with the world's environment (as `World::hcp` sets it).
-fn world_command(w: &World, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut c = Command::new(program);
-    c.env_clear()
-        .env("HOME", &w.home)
-        .env("HCP_HOME", &w.hcp_home)
-        .env("PATH", w.path_var())
-        .env("LANG", "C")
-        .env("NO_COLOR", "1")
-        .current_dir(&w.work);
-    c
-}
-
-/// A raw JSON-RPC client over the server's stdio.
-struct Raw {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    next_id: u64,
-}
-
-impl Raw {
-    fn start(w: &World, session: Option<&str>) -> Self {
-        let mut c = world_command(w, common::hcp_bin());
-        c.arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(s) = session {
-            c.env("HCP_SESSION", s);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut raw = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 0,
-        };
-        let init = raw.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": { "name": "raw", "version": "0" }
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "hcp", "{init}");
-        raw.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        raw
-    }
-
-    fn send(&mut self, msg: &Value) {
-        self.send_raw(&msg.to_string());
-    }
-
-    /// Sends one line as it is.
-    fn send_raw(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line).unwrap();
-        assert!(n > 0, "the server closed stdout");
-        serde_json::from_str(&line).unwrap()
-    }
-
-    /// Sends a request; returns the notifications seen before its response, and the
-    /// response.
-    fn request_seeing(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        let mut notes = Vec::new();
-        loop {
-            let m = self.read();
-            if m.get("id") == Some(&json!(id)) {
-                return (notes, m);
-            }
-            notes.push(m);
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.request_seeing(method, params).1
-    }
-
-    fn call(&mut self, name: &str, args: Value) -> Value {
-        self.request("tools/call", json!({ "name": name, "arguments": args }))
-    }
-
-    fn tool_names(&mut self) -> Vec<String> {
-        let r = self.request("tools/list", json!({}));
-        r["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    /// Closes stdin and waits for the server to exit.
-    fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        self.child.wait().unwrap()
-    }
-
-    /// Goes away as a client that dies does: closes both its ends (stdin and the reading
-    /// end of stdout), then waits for the server to exit.
-    fn vanish(self) -> std::process::ExitStatus {
-        let Self {
-            mut child,
-            stdin,
-            stdout,
-            ..
-        } = self;
-        drop(stdout);
-        drop(stdin);
-        child.wait().unwrap()
-    }
-}
-
-/// The code of a refusal result (`isError` with the refusal object as structured content).
-fn refusal_code(resp: &Value) -> String {
-    assert_eq!(resp["result"]["isError"], true, "{resp}");
-    resp["result"]["structuredContent"]["code"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no code in {resp}"))
-        .to_owned()
-}
-
-/// The last call's audit: a refusal's record, or an allowed call's intent with its
-/// outcome's fields over it (the intent's `id` is the call's `audit_id`).
-fn last_audit(w: &World) -> Value {
-    let out = w.run(&["audit", "tail", "-n", "100", "--json"]);
-    assert!(out.status.success(), "{}", w.render(&out));
-    let v: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let last = v.last().unwrap().clone();
-    if last["kind"] != "outcome" {
-        return last;
-    }
-    let mut view = v
-        .iter()
-        .find(|r| r["kind"] == "intent" && r["id"] == last["intent"])
-        .unwrap()
-        .clone();
-    for (k, x) in last.as_object().unwrap() {
-        if !matches!(k.as_str(), "id" | "ts" | "seq" | "kind" | "prev" | "hash") {
-            view[k] = x.clone();
-        }
-    }
-    view
-}
-
-#[test]
-fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
-    let w = world_with(&["transit", "echo"]);
-    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+/// The interpreter with the official Python SDK, or `None` after a visible skip (a
+/// failure under `CI=true`).
+fn python_with_the_sdk(w: &World, script: &Path) -> Option<String> {
     // The interpreter on the caller's PATH (a pyenv shim needs the caller's HOME to find
     // it), then run with the world's environment.
     let python = match Command::new("python3")
@@ -204,27 +32,44 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap().trim().to_owned(),
         Ok(o) => {
-            return skip_or_fail(&format!(
+            skip_or_fail(&format!(
                 "python3 fails: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
+            return None;
         }
-        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+        Err(e) => {
+            skip_or_fail(&format!("python3 cannot run: {e}"));
+            return None;
+        }
     };
-    let probe = world_command(&w, &python)
-        .arg(&script)
+    match world_command(w, &python)
+        .arg(script)
         .arg("--probe")
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
+        .output()
+    {
+        Ok(o) if o.status.success() => Some(python),
         Ok(o) => {
-            return skip_or_fail(&format!(
+            skip_or_fail(&format!(
                 "the python package `mcp` is missing (`pip install mcp`): {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
+            None
         }
-        Err(e) => return skip_or_fail(&format!("python3 cannot run: {e}")),
+        Err(e) => {
+            skip_or_fail(&format!("python3 cannot run: {e}"));
+            None
+        }
     }
+}
+
+#[test]
+fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
     let out = world_command(&w, &python)
         .arg(&script)
         .arg(common::hcp_bin())
@@ -248,6 +93,92 @@ fn python_sdk_client_lists_calls_and_meets_the_confirm_gate() {
     assert_eq!(v["write_confirmed"]["isError"], false);
     assert_eq!(v["file_after_confirm"], "hello");
     assert_eq!(v["unknown_tool"]["code"], -32602);
+}
+
+/// The official Python SDK as an agent's client whose person is asked (its
+/// `elicitation_callback` accepts the first question and declines the second): the session
+/// sees only the tools its grants and the runtime policy give it, `confirm` is not offered,
+/// the accepted command runs once, the declined one is `confirm required`, the SDK checks
+/// the structured result against the `outputSchema` from the policy's `returns`, and a tool
+/// not listed is refused by the gate when called by name.
+#[test]
+fn python_sdk_client_asks_the_person_and_sees_only_its_tools() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
+    std::fs::write(
+        w.hcp_home.join("policy.json"),
+        json!({
+            "schema_version": "histos.policy/0.1",
+            "tools": {
+                "echo.echo.say": {"args": {"text": {"type": "string"}},
+                                  "returns": {"text": {"type": "string", "max_length": 100}}},
+                "echo.echo.write": {"access": "write",
+                                    "args": {"name": {"type": "string"}, "text": {"type": "string"}}}
+            },
+            "roles": {"agent": {"allow": ["echo.echo.say", "echo.echo.write"]}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = w.run(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-1",
+        "--role",
+        "agent",
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    for args in [
+        [
+            "grant",
+            "agent-1",
+            "echo",
+            "verb.exec.read",
+            "verb.exec.write",
+        ]
+        .as_slice(),
+        &["grant", "agent-1", "transit", "verb.exec.read"],
+    ] {
+        let out = w.run(args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    let out = world_command(&w, &python)
+        .env("HCP_SESSION", &token)
+        .arg(&script)
+        .arg("--person")
+        .arg(common::hcp_bin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    insta::assert_snapshot!(
+        "python_sdk_person",
+        w.filter(
+            &serde_json::to_string_pretty(&v)
+                .unwrap()
+                .replace(common::bin_dir().to_str().unwrap(), "[BIN]")
+        )
+    );
+    assert_eq!(v["protocol"], "2025-11-25");
+    assert_eq!(v["tools"], json!(["echo.echo.say", "echo.echo.write"]));
+    assert_eq!(v["write properties"], json!(["name", "text"]));
+    assert_eq!(v["say"]["structured"], json!({"text": "hi"}));
+    assert_eq!(v["write accepted"]["isError"], false);
+    assert_eq!(v["a.txt"], "accepted");
+    assert_eq!(v["write declined"]["text"][0], "confirm required");
+    assert_eq!(v["b.txt exists"], false);
+    assert_eq!(v["unlisted"]["code"], "unknown_tool");
+    assert_eq!(v["asked"].as_array().unwrap().len(), 2);
+    assert_eq!(last_audit(&w)["code"], "unknown_tool");
 }
 
 /// The MCP inspector's CLI mode lists the tools and meets the confirm gate, run as the
@@ -371,6 +302,47 @@ fn inspector_cli_lists_and_calls() {
         String::from_utf8_lossy(&ran.stdout)
     );
     assert_eq!(std::fs::read_to_string(w.work.join("n.txt")).unwrap(), "hi");
+    // An agent's session sees only what it may call. The inspector will not call a tool
+    // it was not shown (the raw and Python clients check that the gate refuses one called
+    // by name).
+    let out = w.run(&["session", "start", "--principal", "agent-1"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let out = w.run(&["grant", "agent-1", "echo", "verb.exec.read"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let session = format!("HCP_SESSION={token}");
+    let listed = inspector(&["-e", &session, "--method", "tools/list"]).unwrap();
+    let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"echo.echo.say"), "{names:?}");
+    assert!(!names.contains(&"echo.echo.write"), "{names:?}");
+    let refused = inspector(&[
+        "-e",
+        &session,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "echo.echo.write",
+        "--tool-arg",
+        "name=m.txt",
+        "--tool-arg",
+        "text=hi",
+        "--tool-arg",
+        "confirm=true",
+    ])
+    .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("tool_not_found"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(!w.work.join("m.txt").exists());
 }
 
 /// Whether the `node` on `PATH` is at least MAJOR.MINOR.

@@ -1,7 +1,9 @@
 """An MCP client that no one here wrote -- the official Python SDK (PyPI `mcp`) -- driving
 `hcp mcp` over stdio. crates/hcp/tests/mcp.rs runs it with the test world's environment:
 
-    python3 mcp_client.py HCP_BIN
+    python3 mcp_client.py HCP_BIN            # the owner, a client without elicitation
+    python3 mcp_client.py --person HCP_BIN   # an agent's session, a client whose person
+                                             # accepts the first question and declines the next
 
 It prints one JSON object on stdout: what the server answered at each step, for the Rust
 test to assert on. `python3 mcp_client.py --probe` exits 0 when the SDK is importable.
@@ -84,6 +86,54 @@ async def drive(hcp: str) -> dict:
     return out
 
 
+async def person(hcp: str) -> dict:
+    """An agent's session (HCP_SESSION in the environment) through a client that declares
+    elicitation: the SDK's callback plays the person, accepting once and declining once.
+    The SDK checks every successful result against the tool's outputSchema itself."""
+    import mcp.types as t
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    answers = iter(["accept", "decline"])
+    seen: list = []
+
+    async def on_elicit(context, params):
+        seen.append({"mode": params.mode, "message": params.message, "schema": params.requested_schema})
+        action = next(answers, "cancel")
+        if action == "accept":
+            return t.ElicitResult(action="accept", content={"run": True})
+        return t.ElicitResult(action=action)
+
+    out: dict = {}
+    params = StdioServerParameters(command=hcp, args=["mcp"], env=dict(os.environ), cwd=os.getcwd())
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+            init = await session.initialize()
+            out["protocol"] = init.protocol_version
+            listed = await session.list_tools()
+            out["tools"] = [x.name for x in listed.tools]
+            by_name = {x.name: x for x in listed.tools}
+            say = by_name.get("echo.echo.say")
+            out["say outputSchema"] = say.output_schema if say else None
+            wr = by_name.get("echo.echo.write")
+            out["write properties"] = sorted((wr.input_schema.get("properties") or {}).keys()) if wr else None
+
+            r = await session.call_tool("echo.echo.say", {"text": "hi"})
+            out["say"] = {"isError": r.is_error, "structured": r.structured_content}
+            r = await session.call_tool("echo.echo.write", {"name": "a.txt", "text": "accepted"})
+            out["write accepted"] = {"isError": r.is_error, "text": texts(r)[:1]}
+            out["a.txt"] = open("a.txt").read() if os.path.exists("a.txt") else None
+            r = await session.call_tool("echo.echo.write", {"name": "b.txt", "text": "declined"})
+            out["write declined"] = {"isError": r.is_error, "text": texts(r)[:1],
+                                     "code": (r.structured_content or {}).get("code")}
+            out["b.txt exists"] = os.path.exists("b.txt")
+            # Not listed for this session: refused by the gate when called by name.
+            r = await session.call_tool("transit.find", {"query": "central"})
+            out["unlisted"] = {"isError": r.is_error, "code": (r.structured_content or {}).get("code")}
+    out["asked"] = seen
+    return out
+
+
 def bench(hcp: str, n: int) -> dict:
     """Sequential calls of `echo.echo.say` through one `hcp mcp` (raw JSON-RPC, so no SDK
     cost is counted), and the same verb through `hcp exec --json` (one process a call).
@@ -137,11 +187,14 @@ def bench(hcp: str, n: int) -> dict:
 def main() -> int:
     if len(sys.argv) == 2 and sys.argv[1] == "--probe":
         return probe()
+    if len(sys.argv) == 3 and sys.argv[1] == "--person":
+        print(json.dumps(asyncio.run(person(sys.argv[2])), sort_keys=True))
+        return 0
     if len(sys.argv) == 4 and sys.argv[1] == "--bench":
         print(json.dumps(bench(sys.argv[2], int(sys.argv[3])), sort_keys=True))
         return 0
     if len(sys.argv) != 2:
-        print("usage: mcp_client.py HCP_BIN | --probe", file=sys.stderr)
+        print("usage: mcp_client.py HCP_BIN | --person HCP_BIN | --probe", file=sys.stderr)
         return 2
     out = asyncio.run(drive(sys.argv[1]))
     print(json.dumps(out, sort_keys=True))

@@ -109,6 +109,9 @@ pub struct Answer {
     pub stdout: Vec<u8>,
     /// Raw child stderr.
     pub stderr: Vec<u8>,
+    /// With a `confirm_required` refusal of the MCP face: the command the call would run
+    /// once the person confirms it (RUNTIME §10, [`crate::confirm`]).
+    pub preview: Option<Box<crate::confirm::Preview>>,
 }
 
 /// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the

@@ -44,12 +44,14 @@
 
 pub mod backend;
 pub mod call;
+pub mod confirm;
 pub mod connect;
 pub mod decide;
 mod degraded;
 pub mod doctor;
 pub mod http;
 pub mod install;
+pub mod mcp;
 pub mod pins;
 pub mod pipeline;
 pub mod policy;

@@ -12,6 +12,7 @@
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
 use crate::http::Work;
+use crate::confirm::{self, Answered};
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -41,7 +42,24 @@ use std::os::fd::BorrowedFd;
 /// when the call must end. The adapter then ends the child's process group, and the run is
 /// answered and recorded with code `cancelled`.
 pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
-    execute(rt, caller, &call, cancel, false).0
+    execute(rt, caller, &call, cancel, false, None).0
+}
+
+/// [`exec`] for a call the person answered through the face (RUNTIME §10,
+/// [`crate::confirm`]). With [`Answered::command`], the gate counts the call as confirmed —
+/// its arguments, and so its audit digest, stay as sent — and after child preparation it
+/// is refused (`confirm_required`, nothing spent) unless the command it is about to run
+/// has that digest, the [`crate::confirm::Preview::digest`] the person accepted; its
+/// record says `"confirm": "elicitation"`. With [`Answered::approval`], a record that
+/// takes that approval says `"approved_by": "elicitation"`.
+pub fn exec_answered(
+    rt: &Runtime,
+    caller: &Caller,
+    call: Call,
+    cancel: Option<BorrowedFd<'_>>,
+    answered: &Answered,
+) -> Answer {
+    execute(rt, caller, &call, cancel, false, Some(answered)).0
 }
 
 /// Runs the connect verb of a pack for `hcp connect` (RUNTIME §8), the one path on which a
@@ -50,7 +68,7 @@ pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd
 /// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
 /// principal was resolved.
 pub fn connect_verb(rt: &Runtime, caller: &Caller, call: Call) -> (Answer, Option<String>) {
-    execute(rt, caller, &call, None, true)
+    execute(rt, caller, &call, None, true, None)
 }
 
 fn execute(
@@ -59,6 +77,7 @@ fn execute(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
+    answered: Option<&Answered>,
 ) -> (Answer, Option<String>) {
     // A state that cannot be used refuses before anything is read (RUNTIME §9): no
     // refusal could be recorded, and nothing falls back to the files.
@@ -66,7 +85,7 @@ fn execute(
         return (crate::record::early_refusal(Refusal::store(&e)), None);
     }
     let mut facts = Facts::start(rt);
-    let answer = match steps(rt, caller, call, cancel, via_connect, &mut facts) {
+    let answer = match steps(rt, caller, call, cancel, via_connect, answered, &mut facts) {
         Ok(a) => a,
         Err(s) => {
             let audit_id = stop_record(rt, &mut facts, &s);
@@ -83,6 +102,7 @@ fn steps(
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
+    answered: Option<&Answered>,
     facts: &mut Facts,
 ) -> Result<Answer, Stop> {
     let now = Timestamp::now();
@@ -157,13 +177,36 @@ fn steps(
         cwd: &caller.cwd,
         project: caller.project.as_deref(),
     };
+    let confirmed = answered.and_then(|a| a.command.as_deref());
+    let gated = match confirmed {
+        Some(_) => confirm::with_confirm(&args),
+        None => args.clone(),
+    };
     let decision = match &operation {
-        Some(op) => hcp_gate::check_operation(&ctx, op, args.iter().map(|(k, v)| (k, v))),
-        None => hcp_gate::check(&ctx, args.iter().map(|(k, v)| (k, v))),
+        Some(op) => hcp_gate::check_operation(&ctx, op, gated.iter().map(|(k, v)| (k, v))),
+        None => hcp_gate::check(&ctx, gated.iter().map(|(k, v)| (k, v))),
     };
     let allowed = match decision {
         Decision::Allow(a) => a,
-        Decision::Deny(r) => return Err(stop(Refusal::from_gate(&r))),
+        Decision::Deny(r) => {
+            if r.code == Code::ConfirmRequired && call.face == Face::Mcp {
+                // What would run once confirmed, for the face to show the person.
+                let of = confirm::PreviewOf {
+                    pack: &pack,
+                    verb_key: &verb_key,
+                    args: &args,
+                    policy: runtime_policy
+                        .as_ref()
+                        .ok()
+                        .and_then(Option::as_ref)
+                        .map(|p| &p.policy),
+                    session: session.as_ref(),
+                    principal: principal.id(),
+                };
+                facts.preview = confirm::preview(&ctx, &of).map(Box::new);
+            }
+            return Err(stop(Refusal::from_gate(&r)));
+        }
     };
     facts.project.clone_from(&allowed.project);
 
@@ -238,6 +281,36 @@ fn steps(
         )),
         Some(op) => Work::Http(crate::http::prepare(op, &spec).map_err(stop)?),
     };
+    if let Some(accepted) = confirmed {
+        // The person accepted one command: this call runs that one or nothing. A request
+        // of a `kind: openapi` verb has no preview to accept (confirm::preview renders
+        // commands only), so an answer for one is refused.
+        let about_to_run = match &child {
+            Work::Child(c) => crate::pins::pin_of(&pack, &allowed.plan.program).map(|pin| {
+                confirm::digest(
+                    pack.id.as_str(),
+                    &verb_key,
+                    &pin,
+                    &c.argv0,
+                    &c.args,
+                    &c.cwd,
+                )
+            }),
+            Work::Http(_) => Err(confirm::changed()),
+        };
+        let refused = match about_to_run {
+            Ok(d) if d == accepted => None,
+            Ok(_) => Some(confirm::changed()),
+            Err(r) => Some(r),
+        };
+        if let Some(r) = refused {
+            child.clean_up();
+            return Err(stop(r));
+        }
+        facts
+            .audit_extra
+            .insert("confirm".into(), Value::String("elicitation".into()));
+    }
     if let Some(s) = child.sandbox() {
         facts.audit_extra.insert("sandbox".into(), s.clone());
         facts.result_extra.insert("sandbox".into(), s);
@@ -282,6 +355,11 @@ fn steps(
         facts
             .audit_extra
             .insert("approval_id".into(), id.clone().into());
+        if answered.and_then(|a| a.approval.as_ref()) == Some(id) {
+            facts
+                .audit_extra
+                .insert("approved_by".into(), Value::String("elicitation".into()));
+        }
     }
 
     // ── 9c. The adapter runs the child (or hcp sends the request: http.rs). ─────────────
@@ -396,6 +474,7 @@ fn steps(
         exit,
         stdout,
         stderr: outcome.stderr,
+        preview: None,
     })
 }
 

@@ -34,6 +34,8 @@ pub struct Facts {
     pub audit_extra: BTreeMap<String, Value>,
     /// Extra result fields (`approval_id`, `sandbox`, `signal`, `signal_name`).
     pub result_extra: serde_json::Map<String, Value>,
+    /// What a call refused at the confirm gate would run (the MCP face).
+    pub preview: Option<Box<crate::confirm::Preview>>,
     /// The admitted call's intent record (its `id` is the `audit_id`) and the extra
     /// fields it carries, until the outcome is written: then a stop is an outcome, not a
     /// refusal (RUNTIME §6: every intent gets an outcome unless hcp dies).
@@ -62,6 +64,7 @@ impl Facts {
             args_digest: None,
             audit_extra: BTreeMap::new(),
             result_extra: serde_json::Map::new(),
+            preview: None,
             admitted: None,
         }
     }
@@ -146,7 +149,7 @@ impl Facts {
     }
 
     /// The answer of a refusal, with the audit id of its record when it was written.
-    pub fn refusal_answer(&self, r: Refusal, audit_id: Option<String>) -> Answer {
+    pub fn refusal_answer(&mut self, r: Refusal, audit_id: Option<String>) -> Answer {
         let exit = r.exit();
         let result = ExecResult {
             ok: false,
@@ -171,6 +174,7 @@ impl Facts {
             exit,
             stdout: Vec::new(),
             stderr: Vec::new(),
+            preview: self.preview.take(),
         }
     }
 }

@@ -22,6 +22,7 @@
 //!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
 //!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
 //!   "escalation": "approvals",
+//!   "mcp": { "approve_by_elicitation": false, "elicitation_timeout_s": 300 },
 //!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" }
 //! }
 //! ```
@@ -92,6 +93,8 @@ pub struct RuntimeConfig {
     /// answer is `no_escalation_tier`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalation: Option<EscalationMode>,
+    /// How `hcp mcp` asks the person (RUNTIME §10).
+    pub mcp: McpConfig,
 }
 
 impl RuntimeConfig {
@@ -280,6 +283,37 @@ impl StateConfig {
                 ),
             )),
             _ => None,
+        }
+    }
+}
+
+/// Default `mcp.elicitation_timeout_s`: how long `hcp mcp` waits for the person to answer
+/// an elicitation, 300 s (the default window of a runtime-policy approval).
+pub const DEFAULT_ELICITATION_TIMEOUT_S: u64 = 300;
+
+/// The longest `mcp.elicitation_timeout_s` accepted: one day.
+pub const MAX_ELICITATION_TIMEOUT_S: u64 = 86_400;
+
+/// `mcp`: how `hcp mcp` puts the person in the loop (RUNTIME §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// `approve_by_elicitation` (default `false`): a call the runtime policy pauses for
+    /// `confirmation` is put to the person through the MCP client's elicitation, and an
+    /// accept approves that pending approval as `hcp approve` would. Off, the owner answers
+    /// with `hcp approve` only.
+    pub approve_by_elicitation: bool,
+    /// `elicitation_timeout_s` (default [`DEFAULT_ELICITATION_TIMEOUT_S`], 1 to
+    /// [`MAX_ELICITATION_TIMEOUT_S`]): seconds `hcp mcp` waits for the person's answer; an
+    /// answer after that is ignored and the call is refused as if declined.
+    pub elicitation_timeout_s: u64,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            approve_by_elicitation: false,
+            elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S,
         }
     }
 }
@@ -585,6 +619,15 @@ impl RuntimeConfig {
                 return Err(located(&["state", key], message));
             }
             st.url_at = hcp_model::locate(text, &["state", "url"]).unwrap_or_default();
+        }
+        let timeout = config.mcp.elicitation_timeout_s;
+        if !(1..=MAX_ELICITATION_TIMEOUT_S).contains(&timeout) {
+            return Err(located(
+                &["mcp", "elicitation_timeout_s"],
+                format!(
+                    "`mcp.elicitation_timeout_s` must be 1 to {MAX_ELICITATION_TIMEOUT_S} seconds, not {timeout}"
+                ),
+            ));
         }
         let n = config.sandbox.protect.len();
         for i in 0..n {
@@ -1044,5 +1087,54 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (2, 4));
+    }
+
+    #[test]
+    fn the_mcp_key_is_read_strictly() {
+        let c = parse(r#"{"mcp": {"approve_by_elicitation": true}}"#).unwrap();
+        assert_eq!(
+            c.mcp,
+            McpConfig {
+                approve_by_elicitation: true,
+                elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S
+            }
+        );
+        assert!(!RuntimeConfig::default().mcp.approve_by_elicitation);
+        let c = parse(r#"{"mcp": {"elicitation_timeout_s": 5}}"#).unwrap();
+        assert_eq!(c.mcp.elicitation_timeout_s, 5);
+        for (text, needle) in [
+            (
+                r#"{"mcp": {"approve_by_elicitation": "yes"}}"#,
+                "invalid type",
+            ),
+            (r#"{"mcp": {"approve_by_elicitation": 1}}"#, "invalid type"),
+            (
+                r#"{"mcp": {"approve_by_elicitaton": true}}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"mcp": {"approve_by_elicitation": true, "approve_by_elicitation": false}}"#,
+                "duplicate",
+            ),
+            (r#"{"mcp": true}"#, "invalid type"),
+            (
+                r#"{"mcp": {"elicitation_timeout_s": 0}}"#,
+                "must be 1 to 86400",
+            ),
+            (
+                r#"{"mcp": {"elicitation_timeout_s": 86401}}"#,
+                "must be 1 to 86400",
+            ),
+            (r#"{"mcp": {"elicitation_timeout_s": -1}}"#, "invalid value"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let e = parse("{\"mcp\": {\n  \"elicitation_timeout_s\": 0}}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (2, 3));
     }
 }

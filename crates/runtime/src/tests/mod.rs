@@ -6,6 +6,8 @@ mod bootstrap;
 mod cache;
 mod escalate;
 mod lock;
+mod confirm;
+mod mcp;
 mod pipeline;
 mod resolve;
 mod spending;
@@ -163,6 +165,7 @@ impl World {
         let mut surface = serde_json::json!({
             "id": id, "name": "Test", "kind": "wrap", "cliBin": "tp",
             "binding": {"mode": mode}, "wrap": {"bin": "bin/tp"}, "verbs": sverbs,
+            "transports": ["cli", "json_exec", "mcp"],
         });
         if !triggers.is_empty() {
             surface["stimulusTriggers"] = triggers.into();

@@ -1,14 +1,18 @@
 //! `hcp mcp`: the active packs as MCP tools over stdio (newline-delimited JSON-RPC), through
 //! the same gate as `hcp exec --envelope`.
 //!
-//! - The protocol layer is the official Rust SDK (`rmcp`); this module only maps packs to
-//!   tools ([`catalog`]) and calls to the runtime's pipeline (`hcp_runtime::pipeline::exec`)
-//!   with `Face::Mcp` ([`server`]). stdout is the protocol: logs go to stderr only.
+//! - The protocol layer is the official Rust SDK (`rmcp`); the mapping of packs to tools,
+//!   of answers to results and who is shown what is the runtime's (`hcp_runtime::mcp`);
+//!   this module hands calls to the runtime's pipeline with `Face::Mcp` ([`server`]) and
+//!   puts questions to the person through the client's elicitation. stdout is the
+//!   protocol: logs go to stderr only.
 //! - The principal is the server process's: `HCP_SESSION` is read once at startup, and
 //!   nothing in a request (arguments, `_meta`) changes it. A bad token makes every call
 //!   answer `bad_session`; it never falls back to the owner.
-//! - The tool list changes only when the owner changes the active packs or reinstalls one
-//!   ([`catalog::Signature`]); the server then sends `notifications/tools/list_changed`.
+//! - The tool list shows the tools the principal may call (grants, runtime policy); it
+//!   changes when the owner changes the active packs, reinstalls one or edits the runtime
+//!   policy (`hcp_runtime::signature::Signature`), or the principal's grants change; the
+//!   server then sends `notifications/tools/list_changed`.
 //! - hcp reads the client's lines itself ([`intake`]): a line that is not JSON is answered
 //!   with -32700, params that do not fit with -32602, a repeated key is refused, requests
 //!   are bounded ([`intake::MAX_REQUEST_BYTES`]). When the client goes away (the reading end
@@ -20,7 +24,6 @@
 //!   one the client asks for among those rmcp 3.11 serves with the `initialize` handshake;
 //!   a client asking for 2026-07-28 is answered with 2025-11-25.
 
-pub mod catalog;
 pub mod intake;
 pub mod server;
 

@@ -1,62 +1,77 @@
-//! The MCP server of `hcp mcp`: `tools/list` from the [`Catalog`], `tools/call` through
-//! the runtime's pipeline (`hcp_runtime::pipeline::exec`) with [`Face::Mcp`], the same path
-//! as `hcp exec --envelope`.
+//! The MCP server of `hcp mcp`: `tools/list` from the runtime's catalog, filtered for the
+//! server's principal (`hcp_runtime::mcp`), `tools/call` through the runtime's pipeline
+//! with [`Face::Mcp`], the same path as `hcp exec --envelope`, and the person asked
+//! through the client's elicitation where the call needs them (`hcp_runtime::confirm`).
 //!
 //! Errors are split as the MCP specification splits them: an unknown tool or a malformed
 //! request is a JSON-RPC error; everything the gate or the verb answers (a refusal with its
 //! code, a failed run) is a tool result with `isError: true`.
 
-use super::catalog::{Catalog, Signature};
 use super::intake::KNOWN_METHODS;
-use hcp_model::{ArgValue, Code};
-use hcp_runtime::record::early_refusal;
-use hcp_runtime::{Answer, Call, CallArgs, Caller, Face, Refusal, Runtime};
+use hcp_model::Code;
+use hcp_runtime::confirm::{self, Answered, ApprovalPrompt};
+use hcp_runtime::mcp::{self as face, Catalog, ConfirmBy, Viewer};
+use hcp_runtime::signature::Signature;
+use hcp_runtime::{Answer, Call, CallArgs, Caller, Face, Runtime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
+    ElicitRequestParams, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::PipeWriter;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// The longest value one argument may hold, in bytes: Linux's limit for one argv element
-/// (`MAX_ARG_STRLEN`, 128 KiB with its NUL).
-pub const MAX_VALUE_BYTES: usize = 128 * 1024 - 1;
+use std::time::Duration;
 
 /// How many verbs run at once; further calls wait their turn (a client cannot make the
-/// server fork without bound).
+/// server fork without bound). A call waiting for the person holds no slot.
 pub const MAX_CONCURRENT_CALLS: usize = 8;
 
-/// The server: the process facts read once at startup (`HCP_SESSION` among them), the
-/// catalog, and the calls in flight.
+/// What the server shows: the catalog of the store's signature, who looks, and the names
+/// it was last shown (a change is announced with `notifications/tools/list_changed`).
+struct View {
+    catalog: Catalog,
+    viewer: Viewer,
+    names: Vec<String>,
+}
+
+/// The server: the process facts read once at startup (`HCP_SESSION` among them), what
+/// it shows, and the calls in flight.
 #[derive(Clone)]
 pub struct Server {
     rt: Arc<Runtime>,
     caller: Arc<Caller>,
-    catalog: Arc<Mutex<Catalog>>,
+    view: Arc<Mutex<View>>,
     inflight: Arc<Inflight>,
     slots: Arc<tokio::sync::Semaphore>,
+}
+
+fn warn_all(catalog: &Catalog) {
+    for w in &catalog.warnings {
+        tracing::warn!("{w}");
+    }
 }
 
 impl Server {
     /// A server over `rt` for `caller`, its catalog built from the store as it is now.
     pub fn new(rt: Runtime, caller: Caller) -> Self {
         let signature = Signature::read(rt.home()).unwrap_or_default();
-        let catalog = Catalog::build(
-            rt.home(),
-            signature,
-            &Catalog::default(),
-            caller.session_token.is_none(),
-        );
+        let catalog = Catalog::build(rt.home(), signature, &Catalog::default());
+        warn_all(&catalog);
+        let viewer = Viewer::load(&rt, &caller, catalog.pack_ids(), jiff::Timestamp::now());
+        let names = catalog.names(&viewer);
         Self {
             rt: Arc::new(rt),
             caller: Arc::new(caller),
-            catalog: Arc::new(Mutex::new(catalog)),
+            view: Arc::new(Mutex::new(View {
+                catalog,
+                viewer,
+                names,
+            })),
             inflight: Arc::new(Inflight::default()),
             slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS)),
         }
@@ -67,28 +82,29 @@ impl Server {
         self.inflight.clone()
     }
 
-    fn catalog(&self) -> MutexGuard<'_, Catalog> {
-        self.catalog.lock().unwrap_or_else(|p| p.into_inner())
+    fn view(&self) -> MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Re-reads the signature; when the owner changed the active packs or their install
-    /// records, rebuilds the catalog and answers true.
+    /// Re-reads the store's signature and who looks (the session, its grants); rebuilds
+    /// the catalog when the owner changed the active packs, their install records or the
+    /// runtime policy; answers true when the tools shown changed.
     pub fn refresh(&self) -> bool {
         let Ok(signature) = Signature::read(self.rt.home()) else {
             return false;
         };
-        let mut cat = self.catalog();
-        if cat.signature == signature {
-            return false;
+        let mut view = self.view();
+        let rebuilt = view.catalog.signature != signature;
+        if rebuilt {
+            view.catalog = Catalog::build(self.rt.home(), signature, &view.catalog);
+            warn_all(&view.catalog);
         }
-        let next = Catalog::build(
-            self.rt.home(),
-            signature,
-            &cat,
-            self.caller.session_token.is_none(),
-        );
-        *cat = next;
-        true
+        let now = jiff::Timestamp::now();
+        view.viewer = Viewer::load(&self.rt, &self.caller, view.catalog.pack_ids(), now);
+        let names = view.catalog.names(&view.viewer);
+        let changed = rebuilt || names != view.names;
+        view.names = names;
+        changed
     }
 
     /// [`Self::refresh`], then `notifications/tools/list_changed` when something changed.
@@ -97,6 +113,132 @@ impl Server {
             && let Err(e) = peer.notify_tool_list_changed().await
         {
             tracing::warn!("cannot send tools/list_changed: {e}");
+        }
+    }
+
+    /// Runs one call in a slot, abandoned when the client cancels it or goes away.
+    async fn run(
+        &self,
+        call: Call,
+        answered: Option<Answered>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Answer, McpError> {
+        let acquire = self.slots.clone().acquire_owned();
+        let slot = tokio::select! {
+            s = acquire => s.map_err(failed)?,
+            () = context.ct.cancelled() => return Err(cancelled()),
+        };
+        let (reader, writer) = std::io::pipe().map_err(|e| {
+            McpError::internal_error(format!("cannot make the cancel pipe: {e}"), None)
+        })?;
+        let Some(guard) = self.inflight.register(writer) else {
+            // The client went away while the call waited for a slot: it never starts.
+            return Err(cancelled());
+        };
+        let (rt, caller) = (self.rt.clone(), self.caller.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            let cancel = Some(reader.as_fd());
+            let answer = match &answered {
+                None => hcp_runtime::pipeline::exec(&rt, &caller, call, cancel),
+                Some(a) => hcp_runtime::pipeline::exec_answered(&rt, &caller, call, cancel, a),
+            };
+            drop(slot);
+            answer
+        });
+        let answer = tokio::select! {
+            joined = task => joined.map_err(failed)?,
+            () = context.ct.cancelled() => {
+                // Closing the pipe ends the child's group; the engine audits the run.
+                drop(guard);
+                return Err(cancelled());
+            }
+        };
+        drop(guard);
+        Ok(answer)
+    }
+
+    /// Puts a question to the person through the client's elicitation (form mode), with
+    /// no call slot held: true only for an accept of exactly what was asked. A decline, a
+    /// cancel, other content, an answer after `timeout` or none: false.
+    async fn ask(
+        &self,
+        params: Value,
+        timeout: Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<bool, McpError> {
+        let params: ElicitRequestParams = serde_json::from_value(params).map_err(failed)?;
+        let answer = context
+            .peer
+            .create_elicitation_with_timeout(params, Some(timeout));
+        tokio::select! {
+            r = answer => Ok(r.ok().and_then(|r| serde_json::to_value(r).ok()).is_some_and(|v| confirm::accepted(&v))),
+            () = context.ct.cancelled() => Err(cancelled()),
+        }
+    }
+
+    /// The person in the loop (RUNTIME §10), for a client that declared form elicitation:
+    /// a `confirm_required` refusal that carries the command is put to them, and only an
+    /// accept runs that command, once; with `"mcp": {"approve_by_elicitation": true}`, a
+    /// call the runtime policy paused for `confirmation` is put to them too, and an accept
+    /// approves that pending approval, then the call runs once more.
+    async fn with_the_person(
+        &self,
+        call: Call,
+        mut answer: Answer,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Answer, McpError> {
+        let modes = context.peer.supported_elicitation_modes();
+        if !modes.contains(&ElicitationMode::Form) {
+            return Ok(answer);
+        }
+        let config = face::config(&self.rt);
+        let timeout = Duration::from_secs(config.elicitation_timeout_s);
+        let mut answered = Answered::default();
+        if let Some(p) = answer.preview.take() {
+            if !self.ask(p.elicitation(), timeout, context).await? {
+                confirm::not_accepted(&mut answer);
+                return Ok(answer);
+            }
+            answered.command = Some(p.digest.clone());
+            answer = self
+                .run(call.clone(), Some(answered.clone()), context)
+                .await?;
+        }
+        let paused = answer.result.code == Some(Code::RequiresConfirmation);
+        let id = answer
+            .result
+            .extra
+            .get("approval_id")
+            .and_then(Value::as_str);
+        let principal = match &self.view().viewer {
+            Viewer::Session(s) => Some(s.principal.clone()),
+            _ => None,
+        };
+        let (true, true, Some(id), Some(principal)) =
+            (config.approve_by_elicitation, paused, id, principal)
+        else {
+            return Ok(answer);
+        };
+        let tool = format!("{}.{}", call.pack_id.as_deref().unwrap_or(""), call.target);
+        let now = jiff::Timestamp::now();
+        let Some(prompt) = ApprovalPrompt::load(&self.rt, id, &tool, &principal, now) else {
+            return Ok(answer);
+        };
+        if !self.ask(prompt.elicitation(), timeout, context).await? {
+            return Ok(answer);
+        }
+        match confirm::approve(&self.rt, &prompt, jiff::Timestamp::now()) {
+            Ok(a) => {
+                answered.approval = Some(a.id);
+                self.run(call, Some(answered), context).await
+            }
+            Err(r) => {
+                tracing::warn!(
+                    "the approval the person accepted is not granted: {}",
+                    r.message
+                );
+                Ok(answer)
+            }
         }
     }
 }
@@ -169,97 +311,6 @@ impl Drop for InflightGuard {
     }
 }
 
-/// The call's arguments as the envelope face takes them: a JSON object of strings,
-/// numbers and booleans, each string at most [`MAX_VALUE_BYTES`].
-///
-/// # Errors
-/// The refusal answer (not audited, like a bad envelope): `bad_envelope` for a value of
-/// another type, `arg_invalid` for a value too long for argv.
-pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Box<Answer>> {
-    let mut out = Vec::new();
-    for (name, v) in args.unwrap_or_default() {
-        let value = match v {
-            Value::String(s) => {
-                if s.len() > MAX_VALUE_BYTES {
-                    return Err(Box::new(early_refusal(Refusal::new(
-                        Code::ArgInvalid,
-                        format!(
-                            "argument `{name}` is {} bytes; a value may be at most {MAX_VALUE_BYTES} bytes (one argv element)",
-                            s.len()
-                        ),
-                    ))));
-                }
-                ArgValue::String(s)
-            }
-            Value::Number(n) => ArgValue::Number(n),
-            Value::Bool(b) => ArgValue::Bool(b),
-            other => {
-                let kind = match other {
-                    Value::Null => "null",
-                    Value::Array(_) => "an array",
-                    _ => "an object",
-                };
-                return Err(Box::new(early_refusal(
-                    Refusal::new(
-                        Code::BadEnvelope,
-                        format!(
-                            "argument `{name}` is {kind}; a value is a string, a number or a boolean"
-                        ),
-                    )
-                    .hint("the tool's inputSchema lists its arguments"),
-                )));
-            }
-        };
-        out.push((name, value));
-    }
-    Ok(out)
-}
-
-/// The tool result of an answer. A refusal: `isError`, the message as text (exactly
-/// `confirm required` for the confirm gate), the code and hint as a second text, and the
-/// refusal object of RUNTIME §5 as `structuredContent`. A run: the child's stdout as text
-/// (stderr as a second text when not empty), its JSON object as `structuredContent` when
-/// it printed one, `isError` unless it exited 0; the run's facts (exit code, audit id…) in
-/// `_meta.hcp`.
-pub fn tool_result(a: &Answer) -> CallToolResult {
-    let r = &a.result;
-    let mut facts = serde_json::to_value(r).unwrap_or(Value::Null);
-    if r.exit_code.is_none() {
-        let message = r.error.clone().unwrap_or_else(|| "refused".into());
-        let mut detail = format!("code: {}", r.code.map_or("refused", Code::as_str));
-        if let Some(h) = &r.hint {
-            detail.push_str(&format!("\nhint: {h}"));
-        }
-        let mut res = CallToolResult::error(vec![
-            ContentBlock::text(message),
-            ContentBlock::text(detail),
-        ]);
-        res.structured_content = Some(facts);
-        return res;
-    }
-    let mut content = vec![ContentBlock::text(String::from_utf8_lossy(&a.stdout))];
-    if !a.stderr.is_empty() {
-        content.push(ContentBlock::text(String::from_utf8_lossy(&a.stderr)));
-    }
-    let mut res = if r.ok {
-        CallToolResult::success(content)
-    } else {
-        CallToolResult::error(content)
-    };
-    if r.data.is_object() {
-        res.structured_content = Some(r.data.clone());
-    }
-    if let Value::Object(m) = &mut facts {
-        for k in ["stdout", "stderr", "data"] {
-            m.remove(k);
-        }
-    }
-    let mut meta = JsonObject::new();
-    meta.insert("hcp".into(), facts);
-    res.meta = Some(MetaObject(meta));
-    res
-}
-
 fn failed(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(format!("the call failed: {e}"), None)
 }
@@ -280,8 +331,9 @@ impl ServerHandler for Server {
         .with_instructions(
             "each tool is a verb of an active hcp pack, named PACK.VERB, run through hcp's \
              gate (session, grants, arguments, confirm) and audited. a refusal is a result \
-             with isError and its code; a write marked confirm runs only with `confirm: true` among \
-             its arguments.",
+             with isError and its code; a write marked confirm runs once the person accepts \
+             the exact command (elicitation), or with `confirm: true` among its arguments \
+             for a client that cannot ask.",
         )
     }
 
@@ -304,7 +356,24 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         self.refresh_and_notify(&context.peer).await;
-        let tools = self.catalog().tools().map(|e| e.tool.clone()).collect();
+        let by = if context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            ConfirmBy::Person
+        } else {
+            ConfirmBy::Argument
+        };
+        let listed = {
+            let view = self.view();
+            view.catalog.listed(&view.viewer, by)
+        };
+        let tools = listed
+            .into_iter()
+            .map(serde_json::from_value::<Tool>)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(failed)?;
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -314,9 +383,11 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         self.refresh_and_notify(&context.peer).await;
-        // `_meta` (a tenant in it or not) is never read: the principal is the server's.
+        // `_meta` (a tenant in it or not) is never read: the principal is the server's. A
+        // tool not shown to it is still called: the gate refuses it with its code.
         let Some((pack_id, verb_key)) = self
-            .catalog()
+            .view()
+            .catalog
             .get(&request.name)
             .map(|e| (e.pack_id.clone(), e.verb_key.clone()))
         else {
@@ -325,45 +396,40 @@ impl ServerHandler for Server {
                 Some(json!({ "code": Code::UnknownVerb })),
             ));
         };
-        let args = match arguments(request.arguments) {
-            Ok(a) => a,
-            Err(answer) => return Ok(tool_result(&answer).into()),
-        };
-        let acquire = self.slots.clone().acquire_owned();
-        let slot = tokio::select! {
-            s = acquire => s.map_err(failed)?,
-            () = context.ct.cancelled() => return Err(cancelled()),
-        };
-        let (reader, writer) = std::io::pipe().map_err(|e| {
-            McpError::internal_error(format!("cannot make the cancel pipe: {e}"), None)
-        })?;
-        let Some(guard) = self.inflight.register(writer) else {
-            // The client went away while the call waited for a slot: it never starts.
-            return Err(cancelled());
-        };
-        let call = Call {
-            pack_id: Some(pack_id),
-            target: verb_key,
-            args: CallArgs::Named(args),
-            face: Face::Mcp,
-            timeout: None,
-        };
-        let (rt, caller) = (self.rt.clone(), self.caller.clone());
-        let task = tokio::task::spawn_blocking(move || {
-            let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(reader.as_fd()));
-            drop(slot);
-            answer
-        });
-        let answer = tokio::select! {
-            joined = task => joined.map_err(failed)?,
-            () = context.ct.cancelled() => {
-                // Closing the pipe ends the child's group; the engine audits the run.
-                drop(guard);
-                return Err(cancelled());
+        let asks = context
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form);
+        let answer = match face::arguments(request.arguments) {
+            Ok(args) => {
+                // A client that asks its person: the model's `confirm` does not count.
+                let args = if asks {
+                    confirm::for_the_person(args)
+                } else {
+                    args
+                };
+                let call = Call {
+                    pack_id: Some(pack_id),
+                    target: verb_key,
+                    args: CallArgs::Named(args),
+                    face: Face::Mcp,
+                    timeout: None,
+                };
+                let first = self.run(call.clone(), None, &context).await?;
+                self.with_the_person(call, first, &context).await?
             }
+            Err(answer) => *answer,
         };
-        drop(guard);
-        Ok(tool_result(&answer).into())
+        let result = {
+            let view = self.view();
+            let schema = view
+                .catalog
+                .get(&request.name)
+                .and_then(|e| view.catalog.output_schema(e, &view.viewer));
+            face::result(&answer, schema.as_ref())
+        };
+        let result: CallToolResult = serde_json::from_value(result).map_err(failed)?;
+        Ok(result.into())
     }
 
     async fn on_custom_request(

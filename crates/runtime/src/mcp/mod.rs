@@ -1,0 +1,141 @@
+//! The MCP face's mapping (RUNTIME §10), without the protocol: which tools a principal is
+//! shown ([`catalog`], [`visible`]), a call's arguments from `tools/call`
+//! ([`arguments`]), and the tool result of an answer ([`result`]), as JSON the `hcp mcp`
+//! server hands its SDK. The person in the loop (elicitation) is [`crate::confirm`].
+
+pub mod catalog;
+pub mod visible;
+
+pub use catalog::{Catalog, ConfirmBy, Entry, PolicyState};
+pub use visible::{SessionViewer, Viewer, visible};
+
+use crate::call::Answer;
+use crate::record::early_refusal;
+use crate::refusal::Refusal;
+use crate::schema::{JsonObject, conforms};
+use hcp_model::{ArgValue, Code};
+use serde_json::{Value, json};
+
+/// The longest value one argument may hold, in bytes: Linux's limit for one argv element
+/// (`MAX_ARG_STRLEN`, 128 KiB with its NUL).
+pub const MAX_VALUE_BYTES: usize = 128 * 1024 - 1;
+
+/// The call's arguments as the envelope face takes them: a JSON object of strings,
+/// numbers and booleans, each string at most [`MAX_VALUE_BYTES`].
+///
+/// # Errors
+/// The refusal answer (not audited, like a bad envelope): `bad_envelope` for a value of
+/// another type, `arg_invalid` for a value too long for argv.
+pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Box<Answer>> {
+    let mut out = Vec::new();
+    for (name, v) in args.unwrap_or_default() {
+        let value = match v {
+            Value::String(s) if s.len() > MAX_VALUE_BYTES => {
+                return Err(Box::new(early_refusal(Refusal::new(
+                    Code::ArgInvalid,
+                    format!(
+                        "argument `{name}` is {} bytes; a value may be at most {MAX_VALUE_BYTES} bytes (one argv element)",
+                        s.len()
+                    ),
+                ))));
+            }
+            Value::String(s) => ArgValue::String(s),
+            Value::Number(n) => ArgValue::Number(n),
+            Value::Bool(b) => ArgValue::Bool(b),
+            other => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                };
+                return Err(Box::new(early_refusal(
+                    Refusal::new(
+                        Code::BadEnvelope,
+                        format!(
+                            "argument `{name}` is {kind}; a value is a string, a number or a boolean"
+                        ),
+                    )
+                    .hint("the tool's inputSchema lists its arguments"),
+                )));
+            }
+        };
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// The `tools/call` result of an answer (a `CallToolResult` as JSON).
+///
+/// - A refusal: `isError`, its message as text (exactly `confirm required` for the confirm
+///   gate), its code and hint as a second text, and the refusal object of RUNTIME §5 as
+///   `structuredContent`.
+/// - A run: the child's stdout as text (stderr as a second text when not empty),
+///   `isError` unless it exited 0, the run's facts (exit code, audit id…) in `_meta.hcp`.
+///   Its JSON object, when it printed one, is `structuredContent` (MCP's structured
+///   content is an object: a JSON array or scalar is text only). With `output_schema`
+///   (the tool's `outputSchema`), a successful run's stdout must be a JSON object that
+///   fits it; one that does not is answered as an error result saying why, its text
+///   following, never as a result that breaks the schema.
+pub fn result(a: &Answer, output_schema: Option<&JsonObject>) -> Value {
+    let r = &a.result;
+    let mut facts = serde_json::to_value(r).unwrap_or(Value::Null);
+    if r.exit_code.is_none() {
+        let message = r.error.clone().unwrap_or_else(|| "refused".into());
+        let mut detail = format!("code: {}", r.code.map_or("refused", Code::as_str));
+        if let Some(h) = &r.hint {
+            detail.push_str(&format!("\nhint: {h}"));
+        }
+        return json!({
+            "content": [text(&message), text(&detail)],
+            "isError": true,
+            "structuredContent": facts,
+        });
+    }
+    let stdout = String::from_utf8_lossy(&a.stdout).into_owned();
+    let mut content = vec![text(&stdout)];
+    if !a.stderr.is_empty() {
+        content.push(text(&String::from_utf8_lossy(&a.stderr)));
+    }
+    let mut is_error = !r.ok;
+    let mut structured = r.data.is_object().then(|| r.data.clone());
+    if let (true, Some(schema)) = (r.ok, output_schema) {
+        // The schema is an object's: stdout that is no JSON object does not fit either.
+        if let Err(why) = conforms(schema, &r.data) {
+            is_error = true;
+            structured = None;
+            content.insert(
+                0,
+                text(&format!(
+                    "the verb ran, but its output does not fit the tool's outputSchema: {why}"
+                )),
+            );
+        }
+    }
+    if let Value::Object(m) = &mut facts {
+        for k in ["stdout", "stderr", "data"] {
+            m.remove(k);
+        }
+    }
+    let mut out = json!({
+        "content": content,
+        "isError": is_error,
+        "_meta": { "hcp": facts },
+    });
+    if let Some(s) = structured {
+        out["structuredContent"] = s;
+    }
+    out
+}
+
+fn text(t: &str) -> Value {
+    json!({ "type": "text", "text": t })
+}
+
+/// `config.json`'s `mcp` key, as `hcp mcp` uses it when it may ask the person: the
+/// defaults (nothing approved by elicitation) when the file does not parse — a call is
+/// then refused with `bad_config` anyway, once it reaches child preparation.
+pub fn config(rt: &crate::Runtime) -> hcp_store::config::McpConfig {
+    hcp_store::config::RuntimeConfig::load(rt.home().root())
+        .map(|c| c.mcp)
+        .unwrap_or_default()
+}
