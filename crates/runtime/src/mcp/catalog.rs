@@ -4,9 +4,8 @@
 //! order (pack id, then the manifest's order of verbs).
 
 use super::visible::{Viewer, visible};
-use crate::schema::{JsonObject, input_schema, output_schema, refine};
+use crate::schema::{JsonObject, output_schema, refine};
 use crate::signature::{RecordMark, Signature};
-use hcp_model::manifest::arguments;
 use hcp_model::{Code, Land, Operation, Plane, Transport};
 use hcp_store::Home;
 use hcp_store::pack::{self, InstalledPack};
