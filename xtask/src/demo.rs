@@ -613,6 +613,8 @@ fn openapi(
         let steps = vec![
             step("hcp", &["install", "--activate", &tasks], Expect::Ok),
             step("hcp", &["show", "tasks"], Expect::Ok).full(),
+            // The owner reviewed the new pack: its verbs join the tool lock.
+            step("hcp", &["policy", "lock"], Expect::Ok),
             exec(&["tasks.list"], Expect::Refused("missing_grant")).agent(),
             step(
                 "hcp",
@@ -654,6 +656,14 @@ fn openapi(
                 Expect::Refused("confirm_required"),
             )
             .agent(),
+            // The starting policy puts a confirmed write to the owner as well.
+            exec(
+                &["tasks.remove", "t-1", "--confirm", "--json"],
+                Expect::Refused("requires_confirmation"),
+            )
+            .agent()
+            .capture("APPROVAL"),
+            step("hcp", &["approve", "$APPROVAL"], Expect::Ok),
             exec(&["tasks.remove", "t-1", "--confirm"], Expect::Ok).agent(),
             step("hcp", &["audit", "verify"], Expect::Ok),
         ];
@@ -852,8 +862,8 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 41,
-                refused: 16
+                ok: 43,
+                refused: 17
             },
             "{text}"
         );

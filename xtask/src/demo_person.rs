@@ -69,6 +69,20 @@ pub fn person_in_the_loop(
     let w = |out: &mut dyn Write, text: &str| -> Result<()> {
         writeln!(out, "{text}").context("cannot write the transcript")
     };
+    // The agent runs under the starting policy, which also puts a confirmed write to the
+    // owner: the operator lets the person answer that approval through the client too.
+    let config_path = demo.hcp_home.join("config.json");
+    let mut config: serde_json::Value = match std::fs::read_to_string(&config_path) {
+        Ok(t) => serde_json::from_str(&t).context("the demo's config.json")?,
+        Err(_) => json!({}),
+    };
+    config["mcp"]["approve_by_elicitation"] = json!(true);
+    std::fs::write(&config_path, config.to_string())
+        .with_context(|| format!("cannot write `{}`", config_path.display()))?;
+    w(
+        out,
+        "$ # config.json: \"mcp\": {\"approve_by_elicitation\": true}",
+    )?;
     w(
         out,
         "$ HCP_SESSION=$AGENT hcp mcp    # an MCP client that asks its person (scripted: accept, then decline)",
@@ -121,11 +135,8 @@ pub fn person_in_the_loop(
                 json!({ "action": action })
             }
         })?;
-        if asked.len() != 1 {
-            bail!(
-                "`{name}`: the person was asked {} times, not once",
-                asked.len()
-            );
+        if asked.is_empty() {
+            bail!("`{name}`: the person was never asked");
         }
         let command = asked[0]["_meta"]["hcp"]["command"]["args"]
             .as_array()

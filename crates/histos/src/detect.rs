@@ -522,7 +522,7 @@ mod tests {
             "xoxp-abcdefghijkl",
             "sk_live_abcdefghijklmnop1234",
             "sk_test_abcdefghijklmnop1234",
-            "AIzaSyA1234567890abcdefghijklmnopqrstu",
+            "AIzaSyA1234567890abcdefghijklmnopqrstuv",
             "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
             "-----BEGIN PRIVATE KEY-----\nMIIE",
         ];
