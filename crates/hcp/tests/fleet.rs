@@ -173,6 +173,75 @@ fn an_approval_given_once_and_the_call_made_from_both_machines_at_once_runs_once
     a.assert_sound();
 }
 
+const ESCALATE: &str = "schema_version: histos.policy/0.1
+tools:
+  polprobe.argv:
+    args:
+      value: {type: string}
+    escalate:
+      required: true
+roles:
+  r:
+    allow: [polprobe.argv]
+";
+
+#[test]
+fn an_escalation_denied_on_one_machine_is_refused_on_every_machine_and_answered_once() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("escalate", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    for (m, u) in [(a, &ua), (b, &ub)] {
+        m.policy(ESCALATE);
+        let cfg = json!({"state": {"url": u, "schema": schema}, "escalation": "approvals"});
+        std::fs::write(m.w.hcp_home.join("config.json"), cfg.to_string()).unwrap();
+    }
+    let token = session(a, "agent", "r");
+    a.ok(&["grant", "agent", "polprobe", "verb.exec.read"]);
+    let call = |v: &'static str| ["polprobe.argv", "--value", v];
+    // Paused on A as an escalation; the same call on B is the same request.
+    let (s, v) = a.exec(Some(&token), &call("x"));
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("requires_confirmation")),
+        "{v}"
+    );
+    let id = v["approval_id"].as_str().unwrap().to_owned();
+    assert_eq!(b.exec(Some(&token), &call("x")).1["approval_id"], json!(id));
+    let listed: Vec<Value> = serde_json::from_str(&a.ok(&["approvals", "--json"])).unwrap();
+    assert_eq!(
+        (listed.len(), &listed[0]["kind"]),
+        (1, &json!("escalation")),
+        "{listed:?}"
+    );
+    // Denied on B: A's call is refused; the answer is given once, on either machine.
+    assert!(b.ok(&["deny", &id]).starts_with(&format!("denied `{id}`")));
+    let (s, v) = a.exec(Some(&token), &call("x"));
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("escalation_denied")),
+        "{v}"
+    );
+    for (m, verb) in [(a, "approve"), (b, "approve"), (a, "deny")] {
+        let out = m.run(&[verb, &id]);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{verb}: {said}");
+        assert!(said.contains("approval_decided"), "{verb}: {said}");
+    }
+    // Another call: approved on A, it runs once on B.
+    let (_, v) = b.exec(Some(&token), &call("y"));
+    let other = v["approval_id"].as_str().unwrap().to_owned();
+    a.ok(&["approve", &other]);
+    assert_eq!(b.exec(Some(&token), &call("y")).0, 0);
+    let (s, v) = a.exec(Some(&token), &call("y"));
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("requires_confirmation")),
+        "{v}"
+    );
+    assert_ne!(v["approval_id"], json!(other), "{v}");
+    a.assert_sound();
+}
+
 #[test]
 fn a_revoke_on_machine_a_while_machine_b_loops_stops_every_call_started_after_it() {
     let Some((ua, ub)) = urls() else { return };
@@ -452,13 +521,12 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     // One schema version behind (as an hcp one release older left it): refused with the
     // hint to migrate; `hcp state migrate` brings it back.
     server.psql(&format!(
-        "DELETE FROM {schema}.schema_version WHERE version = 2; \
-         DROP FUNCTION {schema}.hcp_admit; DROP FUNCTION {schema}.hcp_append; \
-         DROP FUNCTION {schema}.hcp_snapshot"
+        "DELETE FROM {schema}.schema_version WHERE version = 3; \
+         DROP FUNCTION {schema}.hcp_admit; DROP FUNCTION {schema}.hcp_snapshot"
     ));
     assert_code(&b, "state_unavailable", "hcp state migrate");
     let said = b.ok(&["state", "migrate"]);
-    assert!(said.contains("applied migration 2"), "{said}");
+    assert!(said.contains("applied migration 3"), "{said}");
     assert_eq!(b.exec(Some(&token), &argv).0, 0);
     assert_eq!(a.exec(Some(&token), &argv).0, 0);
     let v = b.assert_sound();
@@ -521,13 +589,13 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
     let again = ms[1].ok(&["state", "migrate"]);
     assert_eq!(
         again.trim(),
-        format!("schema `{schema}` is current (version 2)"),
+        format!("schema `{schema}` is current (version 3)"),
         "{again}"
     );
     let v: Value = serde_json::from_str(&ms[0].ok(&["state", "migrate", "--json"])).unwrap();
     assert_eq!(
         (&v["backend"], &v["from"], &v["to"], &v["applied"]),
-        (&json!("postgresql"), &json!(2), &json!(2), &json!([])),
+        (&json!("postgresql"), &json!(3), &json!(3), &json!([])),
         "{v}"
     );
     // Doctor names the backend, this machine, the server's and the schema's versions.
@@ -545,8 +613,8 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         (
             &json!("postgresql"),
             &json!(schema),
-            &json!(2),
-            &json!(2),
+            &json!(3),
+            &json!(3),
             &json!(true),
             &json!(ms[0].id())
         ),
@@ -563,7 +631,7 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         "{text}"
     );
     assert!(
-        text.contains("  schema version        2 (this hcp: 2)"),
+        text.contains("  schema version        3 (this hcp: 3)"),
         "{text}"
     );
     assert!(text.contains("  reachable             yes"), "{text}");

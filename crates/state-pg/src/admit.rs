@@ -49,6 +49,9 @@ pub struct ApprovalTake<'a> {
     pub args_digest: &'a str,
     /// The runtime policy's `content_hash`.
     pub policy_hash: &'a str,
+    /// Whether the approval to take answers the tool's `escalate` (else its
+    /// `confirmation`): only an approval of that kind is taken.
+    pub escalation: bool,
 }
 
 /// Everything one call spends, and its intent record.
@@ -203,10 +206,12 @@ impl PgState {
         let a_pd: Vec<&str> = apr.iter().map(|x| x.principal_digest).collect();
         let a_args: Vec<&str> = apr.iter().map(|x| x.args_digest).collect();
         let a_policy: Vec<&str> = apr.iter().map(|x| x.policy_hash).collect();
+        let a_escalation: Vec<bool> = apr.iter().map(|x| x.escalation).collect();
         let row = self.with(|c| {
             Ok(c.query_typed_one(
                 "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
-                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                     $18)",
                 &[
                     (&self.machine().as_str(), Type::TEXT),
                     (&body, Type::TEXT),
@@ -225,6 +230,7 @@ impl PgState {
                     (&a_pd, Type::TEXT_ARRAY),
                     (&a_args, Type::TEXT_ARRAY),
                     (&a_policy, Type::TEXT_ARRAY),
+                    (&a_escalation, Type::BOOL_ARRAY),
                 ],
             )?)
         })?;

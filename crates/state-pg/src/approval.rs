@@ -7,6 +7,7 @@
 use crate::PgState;
 use crate::error::{PgError, PgResult};
 use crate::time::Ts;
+use hcp_store::approval::Call;
 use hcp_store::session::Timestamp;
 use jiff::SignedDuration;
 use postgres::types::Type;
@@ -29,9 +30,9 @@ pub enum ApprovalState {
     Approved,
     /// Used by a call (single use).
     Taken,
-    /// Denied by the owner (an escalation: `escalation_denied`).
+    /// Denied by the owner (an escalation: `escalation_denied`), within its window.
     Denied,
-    /// Past its window (approved) or its wait (pending).
+    /// Past its window (approved or denied) or its wait (pending).
     Expired,
 }
 
@@ -85,17 +86,25 @@ pub struct Approval {
 }
 
 impl Approval {
-    /// The state at `now` (taken, then denied, then approved or expired, then pending or
-    /// expired).
+    /// The state at `now`, as the file store's: taken; then denied or expired (a denial
+    /// stands for the approval's window after it was given); then approved or expired;
+    /// then pending or expired.
     pub fn state(&self, now: Timestamp) -> ApprovalState {
-        if self.taken_at.is_some() {
-            ApprovalState::Taken
-        } else if self.denied_at.is_some() {
-            ApprovalState::Denied
-        } else if let Some(at) = self.approved_at {
+        let within = |at: Timestamp| {
             let window =
                 SignedDuration::from_secs(i64::try_from(self.window_s).unwrap_or(i64::MAX / 2));
-            if at.checked_add(window).is_ok_and(|end| now < end) {
+            at.checked_add(window).is_ok_and(|end| now < end)
+        };
+        if self.taken_at.is_some() {
+            ApprovalState::Taken
+        } else if let Some(at) = self.denied_at {
+            if within(at) {
+                ApprovalState::Denied
+            } else {
+                ApprovalState::Expired
+            }
+        } else if let Some(at) = self.approved_at {
+            if within(at) {
                 ApprovalState::Approved
             } else {
                 ApprovalState::Expired
@@ -141,7 +150,8 @@ pub enum ApprovalError {
     /// Too late (code `approval_expired`).
     #[error("approval `{0}` has expired")]
     Expired(String),
-    /// Approving a denied one, or denying an approved one (code `approval_decided`).
+    /// Answered already: approved or denied (code `approval_decided`). An answer is
+    /// given once.
     #[error("approval `{id}` was {state} already")]
     Decided {
         /// The id.
@@ -149,20 +159,27 @@ pub enum ApprovalError {
         /// `approved` or `denied`.
         state: &'static str,
     },
+    /// Denying a confirmation: only an escalation can be denied (code
+    /// `not_an_escalation`).
+    #[error(
+        "approval `{0}` is a confirmation, not an escalation; only an escalation can be denied"
+    )]
+    NotAnEscalation(String),
     /// The database failed.
     #[error(transparent)]
     State(#[from] PgError),
 }
 
 impl ApprovalError {
-    /// `unknown_approval`, `approval_used`, `approval_expired`, `approval_decided`, or the
-    /// database's code.
+    /// `unknown_approval`, `approval_used`, `approval_expired`, `approval_decided`,
+    /// `not_an_escalation`, or the database's code.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unknown(_) => "unknown_approval",
             Self::Used(_) => "approval_used",
             Self::Expired(_) => "approval_expired",
             Self::Decided { .. } => "approval_decided",
+            Self::NotAnEscalation(_) => "not_an_escalation",
             Self::State(e) => e.code(),
         }
     }
@@ -288,36 +305,55 @@ impl PgState {
         })
     }
 
-    /// The approved, unused, unexpired approval of exactly this call, if any, spending
-    /// nothing (the dry pre-gate). One round trip.
+    /// The approved, unused, unexpired approval of exactly this call (of its kind:
+    /// escalation or confirmation), if any, spending nothing (the dry pre-gate). One
+    /// round trip.
     ///
     /// # Errors
     /// [`PgError`].
-    pub fn approval_lookup(
-        &self,
-        tool: &str,
-        principal: (&str, &str),
-        args_digest: &str,
-        policy_hash: &str,
-        now: Timestamp,
-    ) -> PgResult<Option<Approval>> {
+    pub fn approval_lookup(&self, call: &Call<'_>, now: Timestamp) -> PgResult<Option<Approval>> {
+        self.find(
+            call,
+            now,
+            "approved_at IS NOT NULL AND taken_at IS NULL AND denied_at IS NULL
+             AND $7 < approved_at + make_interval(secs => window_s)
+             ORDER BY approved_at, id",
+        )
+    }
+
+    /// A denial of exactly this call (of its kind) still in force — denied, not taken,
+    /// `now` within the approval's window after the denial — the latest, if any. Spends
+    /// and changes nothing. One round trip.
+    ///
+    /// # Errors
+    /// [`PgError`].
+    pub fn denial_lookup(&self, call: &Call<'_>, now: Timestamp) -> PgResult<Option<Approval>> {
+        self.find(
+            call,
+            now,
+            "denied_at IS NOT NULL AND taken_at IS NULL
+             AND $7 < denied_at + make_interval(secs => window_s)
+             ORDER BY denied_at DESC, id",
+        )
+    }
+
+    fn find(&self, call: &Call<'_>, now: Timestamp, when: &str) -> PgResult<Option<Approval>> {
         let now = Ts(Ts::micros(now));
         self.with(|c| {
             c.query_typed_opt(
                 &format!(
                     "SELECT {COLUMNS} FROM @.approvals
                      WHERE tool = $1 AND principal = $2 AND principal_digest = $3
-                       AND args_digest = $4 AND policy_hash = $5
-                       AND approved_at IS NOT NULL AND taken_at IS NULL AND denied_at IS NULL
-                       AND $6 < approved_at + make_interval(secs => window_s)
-                     ORDER BY approved_at, id LIMIT 1"
+                       AND args_digest = $4 AND policy_hash = $5 AND escalation = $6
+                       AND {when} LIMIT 1"
                 ),
                 &[
-                    (&tool, Type::TEXT),
-                    (&principal.0, Type::TEXT),
-                    (&principal.1, Type::TEXT),
-                    (&args_digest, Type::TEXT),
-                    (&policy_hash, Type::TEXT),
+                    (&call.tool, Type::TEXT),
+                    (&call.principal.0, Type::TEXT),
+                    (&call.principal.1, Type::TEXT),
+                    (&call.args_digest, Type::TEXT),
+                    (&call.policy_hash, Type::TEXT),
+                    (&call.escalation, Type::BOOL),
                     (&now, Type::TIMESTAMPTZ),
                 ],
             )?
@@ -340,18 +376,21 @@ impl PgState {
         })
     }
 
-    /// The owner approves `id` at `now` (again: no change).
+    /// The owner approves pending `id` at `now`. An approval is answered once: approving
+    /// it again, or after a denial, is refused.
     ///
     /// # Errors
-    /// [`ApprovalError`].
+    /// [`ApprovalError`]: unknown, used, expired, decided already, or the database's.
     pub fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
         self.decide(id, now, true)
     }
 
-    /// The owner denies `id` at `now` (again: no change).
+    /// The owner denies pending escalation `id` at `now`: the same call is then refused
+    /// (`escalation_denied`) for the approval's window ([`PgState::denial_lookup`]).
     ///
     /// # Errors
-    /// [`ApprovalError`].
+    /// [`ApprovalError`]: unknown, a confirmation ([`ApprovalError::NotAnEscalation`]),
+    /// used, expired, decided already, or the database's.
     pub fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
         self.decide(id, now, false)
     }
@@ -371,21 +410,22 @@ impl PgState {
                 return Ok(Err(ApprovalError::Unknown(id.to_owned())));
             };
             let a = from_row(&row)?;
-            let refusal = match (a.state(now), approve) {
-                (ApprovalState::Taken, _) => Some(ApprovalError::Used(a.id.clone())),
-                (ApprovalState::Expired, _) => Some(ApprovalError::Expired(a.id.clone())),
-                (ApprovalState::Approved, true) | (ApprovalState::Denied, false) => {
-                    return Ok(Ok(a));
+            let refusal = if !approve && !a.escalation {
+                Some(ApprovalError::NotAnEscalation(a.id.clone()))
+            } else {
+                match a.state(now) {
+                    ApprovalState::Pending => None,
+                    ApprovalState::Taken => Some(ApprovalError::Used(a.id.clone())),
+                    ApprovalState::Expired => Some(ApprovalError::Expired(a.id.clone())),
+                    ApprovalState::Approved => Some(ApprovalError::Decided {
+                        id: a.id.clone(),
+                        state: "approved",
+                    }),
+                    ApprovalState::Denied => Some(ApprovalError::Decided {
+                        id: a.id.clone(),
+                        state: "denied",
+                    }),
                 }
-                (ApprovalState::Denied, true) => Some(ApprovalError::Decided {
-                    id: a.id.clone(),
-                    state: "denied",
-                }),
-                (ApprovalState::Approved, false) => Some(ApprovalError::Decided {
-                    id: a.id.clone(),
-                    state: "approved",
-                }),
-                (ApprovalState::Pending, _) => None,
             };
             if let Some(e) = refusal {
                 return Ok(Err(e));

@@ -12,10 +12,10 @@ use crate::sql;
 use postgres::error::SqlState;
 
 /// The schema version this code reads and writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Every migration: its version, a one-line description, and its SQL.
-pub(crate) const MIGRATIONS: [(i32, &str, &str); 2] = [
+pub(crate) const MIGRATIONS: [(i32, &str, &str); 3] = [
     (
         1,
         "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record, fleet_secret",
@@ -25,6 +25,11 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 2] = [
         2,
         "functions: hcp_append, hcp_admit (one statement per spending step), hcp_snapshot",
         sql::V2_FUNCTIONS,
+    ),
+    (
+        3,
+        "approvals of a kind: hcp_snapshot and hcp_admit match escalation or confirmation",
+        sql::V3_APPROVAL_KINDS,
     ),
 ];
 

@@ -28,9 +28,9 @@ pub struct SnapshotQuery<'a> {
     pub counters: &'a [(&'a str, &'a str, Limits)],
     /// The callers' time for the counters, in milliseconds since the Unix epoch.
     pub now_ms: u64,
-    /// Approvals: tool, principal digest, args digest, policy hash (principal: the
-    /// session's).
-    pub approvals: &'a [(&'a str, &'a str, &'a str, &'a str)],
+    /// Approvals: tool, principal digest, args digest, policy hash, and whether it is
+    /// the escalation (else the confirmation) of the call (principal: the session's).
+    pub approvals: &'a [(&'a str, &'a str, &'a str, &'a str, bool)],
     /// The call's time (session expiry, approval windows).
     pub now: Timestamp,
 }
@@ -51,7 +51,7 @@ pub struct CallSnapshot {
 }
 
 const SQL: &str =
-    "SELECT * FROM @.hcp_snapshot($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+    "SELECT * FROM @.hcp_snapshot($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
 
 impl PgState {
     /// Reads what one call needs (see the module docs) in one round trip. For the owner
@@ -80,6 +80,7 @@ impl PgState {
         let a_pd: Vec<&str> = q.approvals.iter().map(|a| a.1).collect();
         let a_args: Vec<&str> = q.approvals.iter().map(|a| a.2).collect();
         let a_policy: Vec<&str> = q.approvals.iter().map(|a| a.3).collect();
+        let a_escalation: Vec<bool> = q.approvals.iter().map(|a| a.4).collect();
         let now = Ts(Ts::micros(q.now));
         // The principal when no session row matched: the owner's reserved id, or for a
         // refused token one that no principal has.
@@ -105,6 +106,7 @@ impl PgState {
                     (&a_args, Type::TEXT_ARRAY),
                     (&a_policy, Type::TEXT_ARRAY),
                     (&fallback, Type::TEXT),
+                    (&a_escalation, Type::BOOL_ARRAY),
                 ],
             )?)
         })?;

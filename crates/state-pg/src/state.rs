@@ -86,10 +86,24 @@ pub fn approval(a: approval::Approval) -> Approval {
         args_digest: a.args_digest,
         policy_hash: a.policy_hash,
         summary: a.summary,
+        escalation: a.escalation,
         requested_at: a.requested_at,
         window_s: a.window_s,
         approved_at: a.approved_at,
         used_at: a.taken_at,
+        denied_at: a.denied_at,
+    }
+}
+
+/// The database's refusal of approve or deny as the store's (the same codes).
+fn approval_error(e: PgApprovalError) -> ApprovalError {
+    match e {
+        PgApprovalError::Unknown(id) => ApprovalError::Unknown(id),
+        PgApprovalError::Used(id) => ApprovalError::Used(id),
+        PgApprovalError::Expired(id) => ApprovalError::Expired(id),
+        PgApprovalError::Decided { id, state } => ApprovalError::Decided { id, state },
+        PgApprovalError::NotAnEscalation(id) => ApprovalError::NotAnEscalation(id),
+        PgApprovalError::State(e) => ApprovalError::Store(store_error(e)),
     }
 }
 
@@ -228,7 +242,7 @@ impl State for PgState {
             args_digest: k.args_digest.clone(),
             policy_hash: k.policy_hash.clone(),
             summary: request.summary.clone(),
-            escalation: false,
+            escalation: k.escalation,
             window_s: request.window_s,
         };
         PgState::approval_request(self, &r, now)
@@ -241,16 +255,9 @@ impl State for PgState {
         key: &ApprovalKey,
         now: Timestamp,
     ) -> Result<Option<Approval>, StoreError> {
-        PgState::approval_lookup(
-            self,
-            &key.tool,
-            (&key.principal, &key.principal_digest),
-            &key.args_digest,
-            &key.policy_hash,
-            now,
-        )
-        .map(|a| a.map(approval))
-        .map_err(store_error)
+        PgState::approval_lookup(self, &key.call(), now)
+            .map(|a| a.map(approval))
+            .map_err(store_error)
     }
 
     fn approvals_list(&self) -> Result<Vec<Approval>, StoreError> {
@@ -262,14 +269,23 @@ impl State for PgState {
     fn approve(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
         PgState::approve(self, id, now)
             .map(approval)
-            .map_err(|e| match e {
-                PgApprovalError::Unknown(id) => ApprovalError::Unknown(id),
-                PgApprovalError::Used(id) => ApprovalError::Used(id),
-                PgApprovalError::Expired(id) | PgApprovalError::Decided { id, .. } => {
-                    ApprovalError::Expired(id)
-                }
-                PgApprovalError::State(e) => ApprovalError::Store(store_error(e)),
-            })
+            .map_err(approval_error)
+    }
+
+    fn deny(&self, id: &str, now: Timestamp) -> Result<Approval, ApprovalError> {
+        PgState::deny(self, id, now)
+            .map(approval)
+            .map_err(approval_error)
+    }
+
+    fn denial_lookup(
+        &self,
+        key: &ApprovalKey,
+        now: Timestamp,
+    ) -> Result<Option<Approval>, StoreError> {
+        PgState::denial_lookup(self, &key.call(), now)
+            .map(|a| a.map(approval))
+            .map_err(store_error)
     }
 
     /// The keyed digest under the fleet's secret (read with the connection's first round
@@ -311,6 +327,7 @@ impl State for PgState {
                 principal_digest: &k.principal_digest,
                 args_digest: &k.args_digest,
                 policy_hash: &k.policy_hash,
+                escalation: k.escalation,
             })
             .collect();
         let mut intent = a.intent.to_fields().map_err(AdmitError::Audit)?;

@@ -11,6 +11,7 @@ use hcp_state_pg::{
     GrantCheck, MachineId, PgError, PgState, SCHEMA_VERSION, SnapshotQuery, StateConfig,
     chain_hash,
 };
+use hcp_store::approval::Call;
 use hcp_store::counter::{Limits, Verdict};
 use hcp_store::grant::{GrantStatus, PackScope};
 use hcp_store::session::{BadSession, PrincipalId};
@@ -61,14 +62,17 @@ fn migrate_creates_then_reports_current_and_connect_checks_the_version() {
     );
     assert_eq!(
         e.to_string(),
-        "the state database's schema is version 1, older than this hcp's 2"
+        "the state database's schema is version 1, older than this hcp's 3"
     );
 
     let two = PgState::migrate(&cfg).unwrap();
     assert_eq!((two.from, two.to), (Some(1), SCHEMA_VERSION));
-    assert_eq!(two.applied.iter().map(|a| a.0).collect::<Vec<_>>(), vec![2]);
+    assert_eq!(
+        two.applied.iter().map(|a| a.0).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
     let lines = two.lines(cfg.schema().unwrap());
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines.len(), 3, "{lines:?}");
     let again = PgState::migrate(&cfg).unwrap();
     assert!(again.applied.is_empty());
     assert_eq!(
@@ -243,6 +247,17 @@ fn grants_revokes_and_the_fleet_wide_rug_pull_guard() {
     assert!(a.grants_list().unwrap().is_empty());
 }
 
+/// The call `r` is of, as the lookups take it.
+fn call(r: &ApprovalRequest) -> Call<'_> {
+    Call {
+        tool: &r.tool,
+        principal: (&r.principal, &r.principal_digest),
+        args_digest: &r.args_digest,
+        policy_hash: &r.policy_hash,
+        escalation: r.escalation,
+    }
+}
+
 fn request(tool: &str) -> ApprovalRequest {
     ApprovalRequest {
         tool: tool.into(),
@@ -271,25 +286,20 @@ fn approvals_pending_approved_taken_once_and_expired() {
         "one per call"
     );
     assert_eq!(first.state(t(1)), ApprovalState::Pending);
-    let lookup = |s: &PgState, now| {
-        s.approval_lookup(
-            &r.tool,
-            ("alice", "sha256:pd"),
-            "sha256:args",
-            "sha256:policy",
-            now,
-        )
-        .unwrap()
-    };
+    let lookup = |s: &PgState, now| s.approval_lookup(&call(&r), now).unwrap();
     assert!(lookup(&a, t(2)).is_none());
     let approved = b.approve(&first.id, t(3)).unwrap();
     assert_eq!(approved.state(t(4)), ApprovalState::Approved);
     assert_eq!(lookup(&a, t(4)).unwrap().id, first.id);
     assert_eq!(lookup(&a, t(63)), None, "the window is 60 s");
-    assert_eq!(b.approve(&first.id, t(5)).unwrap().approved_at, Some(t(3)));
+    // An answer is given once (the file store's semantics): approving again is refused.
+    assert_eq!(
+        b.approve(&first.id, t(5)).unwrap_err().code(),
+        "approval_decided"
+    );
     assert_eq!(
         b.deny(&first.id, t(5)).unwrap_err().code(),
-        "approval_decided"
+        "not_an_escalation"
     );
     assert_eq!(
         a.approve("apr_nope", t(5)).unwrap_err().code(),
@@ -416,6 +426,7 @@ fn admit_takes_slots_and_the_approval_with_the_intent_or_nothing() {
                 principal_digest: "sha256:pd",
                 args_digest: "sha256:args",
                 policy_hash: "sha256:policy",
+                escalation: false,
             }],
             intent: &body,
         })
@@ -700,6 +711,7 @@ fn the_digest_secret_is_one_per_fleet_and_two_approvals_are_taken_together() {
         principal_digest: "sha256:pd",
         args_digest: "sha256:args",
         policy_hash: "sha256:policy",
+        escalation: false,
     };
     let keys = [take("probe.one"), take("probe.two")];
     let body = intent("owner");
@@ -870,8 +882,27 @@ fn one_round_trip_snapshot_agrees_with_the_single_reads() {
         ("alice", "probe.other", limits),
     ];
     let approvals = [
-        ("probe.say", "sha256:pd", "sha256:args", "sha256:policy"),
-        ("probe.say", "sha256:pd", "sha256:other", "sha256:policy"),
+        (
+            "probe.say",
+            "sha256:pd",
+            "sha256:args",
+            "sha256:policy",
+            false,
+        ),
+        (
+            "probe.say",
+            "sha256:pd",
+            "sha256:other",
+            "sha256:policy",
+            false,
+        ),
+        (
+            "probe.say",
+            "sha256:pd",
+            "sha256:args",
+            "sha256:policy",
+            true,
+        ),
     ];
     let q = SnapshotQuery {
         token: Some(tok.as_str()),
@@ -900,7 +931,11 @@ fn one_round_trip_snapshot_agrees_with_the_single_reads() {
         a.counter_check("alice", "probe.say", limits, now_ms + 1)
             .unwrap()
     );
-    assert_eq!(snap.approvals, vec![Some(apr.id.clone()), None]);
+    assert_eq!(
+        snap.approvals,
+        vec![Some(apr.id.clone()), None, None],
+        "an approved confirmation is no escalation's"
+    );
 
     // Refused tokens, and the owner.
     for (token, want) in [
@@ -925,5 +960,5 @@ fn one_round_trip_snapshot_agrees_with_the_single_reads() {
     let owner = a.snapshot(&SnapshotQuery { token: None, ..q }).unwrap();
     assert_eq!(owner.session, None);
     assert!(owner.grants.is_empty());
-    assert_eq!(owner.approvals, vec![None, None]);
+    assert_eq!(owner.approvals, vec![None, None, None]);
 }

@@ -201,6 +201,12 @@ impl State for Unusable {
     fn approve(&self, _: &str, _: Timestamp) -> Result<Approval, ApprovalError> {
         Err(ApprovalError::Store(self.error()))
     }
+    fn deny(&self, _: &str, _: Timestamp) -> Result<Approval, ApprovalError> {
+        Err(ApprovalError::Store(self.error()))
+    }
+    fn denial_lookup(&self, _: &ApprovalKey, _: Timestamp) -> Result<Option<Approval>, StoreError> {
+        Err(self.error())
+    }
     fn args_digest(&self, _: &[(&str, &ArgValue)]) -> Result<String, StoreError> {
         Err(self.error())
     }

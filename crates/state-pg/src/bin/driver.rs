@@ -142,6 +142,7 @@ fn main() -> ExitCode {
             principal_digest: "sha256:pd",
             args_digest: "sha256:args",
             policy_hash: "sha256:policy",
+            escalation: false,
         }];
         let approvals: &[ApprovalTake<'_>] = if args.approval { &key } else { &[] };
         let r = state.admit(&Admission {
