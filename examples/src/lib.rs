@@ -9,6 +9,7 @@
 //! own refused (a missing `--confirm`, a missing binding token).
 
 pub mod api;
+pub mod hostile;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -159,6 +159,7 @@ impl Confinement {
         policy: &CallPolicy,
     ) -> Result<(Self, SandboxReport), AdapterError> {
         let local = call.land == Land::Local;
+        let limits = policy.limits.effective();
         let network = policy.network.unwrap_or(Network::default_for(call.land));
         let deny = network == Network::Deny;
         let root = crate::limits::running_as_root();
@@ -191,10 +192,13 @@ impl Confinement {
         }
         candidates.extend(call.protect.iter().cloned());
         candidates.extend(call.other_sandboxes.iter().cloned());
+        // What killed calls left beside our `TMPDIR` is removed; other calls' private
+        // `TMPDIR`s there (the same user's, so readable by the permission bits: another
+        // principal's files in flight) are hidden. One directory read.
+        let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
+        let (_, others) = crate::tmp::PrivateTmp::sweep_listing(base, Some(call.tmpdir));
         if !local {
-            // Other calls' private `TMPDIR`s beside ours (the same user's, so readable
-            // by the permission bits): another principal's files in flight.
-            candidates.extend(hide::other_private_tmps(call.tmpdir));
+            candidates.extend(others);
         }
         match call.bootstrap {
             None => candidates.push(call.hcp_home.to_owned()),
@@ -203,7 +207,7 @@ impl Confinement {
         let readable: Vec<PathBuf> = if local {
             let mut r: Vec<PathBuf> = SYSTEM_READ_ONLY
                 .iter()
-                .map(|p| canon(Path::new(p)))
+                .map(|p| crate::workdir::resolve_system(Path::new(p)))
                 .collect();
             r.extend([call.bin, call.workdir, call.tmpdir].map(canon));
             r.extend(
@@ -252,13 +256,13 @@ impl Confinement {
             ProcessMechanism::Subreaper(_) => (Namespaces::default(), None),
         };
 
-        let mut c = Confinement::with_limits(&policy.limits);
+        let mut c = Confinement::with_effective_limits(&limits);
         c.ns = ns;
         c.id_maps = id_maps;
         c.drop_caps = root;
         if ns.mount {
             let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
-            let covers = Covers::create_in(base).map_err(|e| AdapterError::SandboxFailed {
+            let covers = Covers::shared(base).map_err(|e| AdapterError::SandboxFailed {
                 path: base.to_owned(),
                 reason: "cannot make what covers the hidden paths".into(),
                 source: Some(e),
@@ -353,13 +357,17 @@ impl Confinement {
         if root {
             match &support.pids_cgroup {
                 Ok(Some(base)) => {
-                    crate::cgroup::sweep(base);
-                    let cg = CallCgroup::create(base, policy.limits.effective().processes)
-                        .map_err(|e| AdapterError::SandboxFailed {
+                    let subreaper = matches!(support.processes, ProcessMechanism::Subreaper(_));
+                    if subreaper {
+                        crate::cgroup::sweep(base);
+                    }
+                    let cg = CallCgroup::claim(base, limits.processes, subreaper).map_err(|e| {
+                        AdapterError::SandboxFailed {
                             path: base.clone(),
                             reason: "cannot make the call's pids cgroup".into(),
                             source: Some(e),
-                        })?;
+                        }
+                    })?;
                     c.cgroup = Some(Arc::new(cg));
                 }
                 Ok(None) => {}
@@ -387,7 +395,7 @@ impl Confinement {
                 processes,
             },
             scoped: abi >= SCOPE_LANDLOCK_ABI,
-            limits: policy.limits.effective(),
+            limits,
             reason: (abi == 0).then(|| {
                 support
                     .landlock
@@ -510,6 +518,9 @@ mod timing {
             let base = crate::cgroup::pids_cgroup_base().unwrap();
             t("cgroup create+drop", &mut || {
                 drop(CallCgroup::create(&base, 100))
+            });
+            t("cgroup claim+drop (pooled)", &mut || {
+                drop(CallCgroup::claim(&base, 100, false))
             });
             t("cgroup sweep", &mut || {
                 let _ = crate::cgroup::sweep(&base);

@@ -2,13 +2,16 @@
 //! **Processes**).
 //!
 //! `RLIMIT_NPROC` binds every user but root: the kernel exempts uid 0 of the initial
-//! user namespace. A `pids` cgroup's `pids.max` binds root too. As root, each call gets
-//! a cgroup of its own, `hcp-<pid>-<n>` beneath the cgroup `hcp` runs in, with
-//! `pids.max` = the call's `processes` limit; the child enters it between `clone` and
-//! `execve`, and it is removed after the call, when it is empty ([`CallCgroup`]). (On
-//! cgroup v1 the call cgroups lie directly under the `pids` hierarchy's root.) What a
-//! killed `hcp` left is ended and removed by the next call of a root `hcp`
-//! ([`sweep`]). Where the pids controller is on cgroup v1 (a `pids` hierarchy) that one
+//! user namespace. A `pids` cgroup's `pids.max` binds root too. As root, each call holds
+//! a cgroup of its own while it runs, with `pids.max` = the call's `processes` limit; the
+//! child enters it between `clone` and `execve` ([`CallCgroup`]). The cgroups are pooled,
+//! `hcp-pool-<k>` beneath the cgroup `hcp` runs in (on cgroup v1 directly under the
+//! `pids` hierarchy's root), each held by one call at a time under an exclusive `flock` of
+//! its directory and kept after it: making and removing a cgroup per call was most of
+//! its cost. In a PID namespace nothing of a call outlives it; without one, a call empties
+//! the pooled cgroup it takes and every idle one, so what a killed `hcp` left ends with
+//! the next call. Cgroups of the older per-call naming (`hcp-<pid>-<n>`) that a
+//! killed `hcp` left are removed by [`sweep`]. Where the pids controller is on cgroup v1 (a `pids` hierarchy) that one
 //! is used, else cgroup v2 when the pids controller is enabled for the children of
 //! `hcp`'s cgroup ([`pids_cgroup_base`]).
 
@@ -89,17 +92,90 @@ fn writable(dir: PathBuf) -> Result<PathBuf, String> {
 
 const PREFIX: &str = "hcp-";
 
-/// One call's cgroup: made before the spawn, removed on drop (after its processes are
-/// gone; any still there are killed first).
+/// The start of a pooled call cgroup's name, followed by its slot number.
+const POOL_PREFIX: &str = "hcp-pool-";
+
+/// How many pooled cgroups a base holds at most: more calls at once than this each make a
+/// cgroup of their own.
+pub const POOL_SLOTS: usize = 64;
+
+/// One call's cgroup: a pooled one ([`CallCgroup::claim`]) held under an exclusive `flock`
+/// of its directory until drop, or one made for the call (`hcp-<pid>-<n>`, removed on
+/// drop after its processes are gone; any still there are killed first).
 #[derive(Debug)]
 pub struct CallCgroup {
     dir: PathBuf,
     /// `<dir>/cgroup.procs`, which the child writes `0` to.
     pub(crate) procs: CString,
+    /// The pooled cgroup's directory, locked (`flock`) while the call holds it; `None`
+    /// for a cgroup made for the call.
+    lock: Option<std::fs::File>,
 }
 
 impl CallCgroup {
-    /// Makes `hcp-<pid>-<n>` under `base` with `pids.max` = `max`.
+    /// A call cgroup under `base` with `pids.max` = `max`: the first free pooled one,
+    /// `hcp-pool-<k>` (made on first use and kept: a `mkdir` and an `rmdir` of a cgroup
+    /// cost more than the rest of a call's cgroup work), taken with a non-blocking
+    /// exclusive `flock` of its directory. With `leftovers` (no PID namespace, so a killed
+    /// call's descendants can survive it) it is emptied of what a killed call left in it,
+    /// and so is every idle pooled cgroup; in a PID namespace nothing of a call outlives
+    /// it. When all [`POOL_SLOTS`] are taken, one is made for the call
+    /// ([`create`](Self::create)).
+    ///
+    /// # Errors
+    /// The OS error of `mkdir`, `open` or of writing `pids.max`.
+    pub fn claim(base: &Path, max: u64, leftovers: bool) -> io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        let mut claimed = None;
+        for k in 0..POOL_SLOTS {
+            let dir = base.join(format!("{POOL_PREFIX}{k}"));
+            let f = match std::fs::File::open(&dir) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if claimed.is_some() {
+                        break;
+                    }
+                    match std::fs::create_dir(&dir) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(e),
+                    }
+                    std::fs::File::open(&dir)?
+                }
+                Err(e) => return Err(e),
+            };
+            // SAFETY: flock on a descriptor we own.
+            let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            if !locked {
+                continue;
+            }
+            if claimed.is_none() {
+                claimed = Some((dir, f));
+                if !leftovers {
+                    break;
+                }
+            } else {
+                // An idle slot: end what a killed call may have left in it.
+                kill_members(&dir);
+            }
+        }
+        let Some((dir, f)) = claimed else {
+            return Self::create(base, max);
+        };
+        if leftovers {
+            kill_members(&dir);
+        }
+        let made = Self {
+            procs: CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+            dir,
+            lock: Some(f),
+        };
+        std::fs::write(made.dir.join("pids.max"), max.to_string())?;
+        Ok(made)
+    }
+
+    /// Makes `hcp-<pid>-<n>` under `base` with `pids.max` = `max`, for this call alone.
     ///
     /// # Errors
     /// The OS error of `mkdir` or of writing `pids.max`.
@@ -119,6 +195,7 @@ impl CallCgroup {
             procs: CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
                 .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
             dir,
+            lock: None,
         };
         std::fs::write(made.dir.join("pids.max"), max.to_string())?;
         Ok(made)
@@ -128,10 +205,19 @@ impl CallCgroup {
     pub fn path(&self) -> &Path {
         &self.dir
     }
+
+    /// Whether it is a pooled one (kept after the call).
+    pub fn pooled(&self) -> bool {
+        self.lock.is_some()
+    }
 }
 
 impl Drop for CallCgroup {
     fn drop(&mut self) {
+        if self.lock.is_some() {
+            // Pooled: kept, and released with its lock (the next holder empties it).
+            return;
+        }
         if std::fs::remove_dir(&self.dir).is_err() {
             kill_members(&self.dir);
             let _ = std::fs::remove_dir(&self.dir);
@@ -142,6 +228,7 @@ impl Drop for CallCgroup {
 /// Kills every process in the cgroup at `dir` until it is empty (bounded).
 fn kill_members(dir: &Path) {
     for _ in 0..100 {
+        // One `read` of an empty file in the common case.
         let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         let pids: Vec<i32> = procs
             .split_whitespace()
@@ -186,4 +273,52 @@ pub fn sweep(base: &Path) -> usize {
         }
     }
     removed
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooled_cgroups_are_held_by_one_call_at_a_time_and_kept() {
+        use std::io::Write;
+        // Straight to stderr, which the test harness does not capture: a visible skip.
+        let skip = |why: &str| {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "skipped: cgroup::tests::pooled_cgroups_are_held_by_one_call_at_a_time_and_kept: {why}"
+            );
+        };
+        if !crate::limits::running_as_root() {
+            skip("only root makes call cgroups (an ordinary user is bound by RLIMIT_NPROC)");
+            return;
+        }
+        let base = match pids_cgroup_base() {
+            Ok(base) => base,
+            Err(why) => {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "CI=true and root has no pids cgroup: {why}"
+                );
+                skip(&why);
+                return;
+            }
+        };
+        let a = CallCgroup::claim(&base, 50, false).unwrap();
+        let b = CallCgroup::claim(&base, 60, false).unwrap();
+        assert!(a.pooled() && b.pooled());
+        assert_ne!(a.path(), b.path(), "one holder per pooled cgroup");
+        assert_eq!(
+            std::fs::read_to_string(b.path().join("pids.max"))
+                .unwrap()
+                .trim(),
+            "60"
+        );
+        let kept = a.path().to_owned();
+        drop(a);
+        assert!(kept.is_dir(), "a pooled cgroup is kept");
+        let c = CallCgroup::claim(&base, 70, true).unwrap();
+        assert_eq!(c.path(), kept, "the first free one is taken again");
+    }
 }

@@ -204,8 +204,14 @@ impl Confinement {
     /// under ([`ResourceLimits::effective`]), no core dumps, and
     /// [`die_with_parent`](Self::die_with_parent).
     pub fn with_limits(limits: &ResourceLimits) -> Self {
+        Self::with_effective_limits(&limits.effective())
+    }
+
+    /// [`with_limits`](Self::with_limits) of limits already lowered by
+    /// [`ResourceLimits::effective`].
+    pub(crate) fn with_effective_limits(limits: &ResourceLimits) -> Self {
         let mut c = Self::new().die_with_parent();
-        for l in limits.effective().rlimits() {
+        for l in limits.rlimits() {
             c = c.rlimit(l);
         }
         c

@@ -141,26 +141,6 @@ where
     out
 }
 
-/// The other private temporary directories beside `tmpdir` (`hcp-exec-*` entries of its
-/// parent but `tmpdir` itself): other calls', possibly of other principals. One
-/// directory read.
-pub(crate) fn other_private_tmps(tmpdir: &Path) -> Vec<PathBuf> {
-    let (Some(base), Some(own)) = (tmpdir.parent(), tmpdir.file_name()) else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(base) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name();
-            n.as_bytes().starts_with(b"hcp-exec-") && n != own
-        })
-        .map(|e| e.path())
-        .collect()
-}
-
 /// The block devices holding data (`/proc/partitions`): root reads a raw disk by its
 /// permission bits alone, and with it every hidden file on it, so a root child that may
 /// read `/dev` gets them hidden too. Other users are kept out by the bits (`0660 root
@@ -268,41 +248,109 @@ pub(crate) fn hidden(
     out
 }
 
-/// What hidden entries are covered with, made by the parent for one call (removed on
-/// drop): an empty directory (mode `000`) for directories and a socket inode (opening it
-/// fails with `ENXIO`, for reading and for writing) for files, in a directory
-/// `hcp-exec-<pid>-hide-XXXXXX` beside the private `TMPDIR`, so that what a killed `hcp`
-/// leaves is swept with it ([`PrivateTmp::sweep`](crate::PrivateTmp::sweep)). Binding
-/// these costs a few microseconds a mount; a fresh tmpfs per call cost more to make and
-/// to tear down.
+/// What hidden entries are covered with: an empty directory (mode `000`) for
+/// directories and a socket inode (opening it fails with `ENXIO`, for reading and for
+/// writing) for files. Made once per user and kept ([`Covers::shared`]):
+/// `hcp-covers-<euid>` beside the private `TMPDIR`s, mode `0700`, which no child may
+/// write (it lies outside its `TMPDIR`); a call binds them, so they must exist only while
+/// its child starts. Where that directory is not as hcp makes it (another owner, another
+/// mode), the call makes its own, `hcp-exec-<pid>-hide-XXXXXX`, removed on drop and swept
+/// with the private `TMPDIR`s ([`Covers::create_in`]). Binding these costs a few
+/// microseconds a mount; a fresh tmpfs per call cost more to make and to tear down.
 #[derive(Debug)]
 pub(crate) struct Covers {
+    /// A directory of this call's own, removed on drop; `None` for the shared one.
     dir: Option<tempfile::TempDir>,
     empty: CString,
     socket: CString,
 }
 
+/// The start of the shared covers' name, followed by the effective uid.
+const SHARED_PREFIX: &str = "hcp-covers-";
+
+fn cstring(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+}
+
+/// Makes `empty` (a directory, mode `000`) and `socket` (a socket inode) in `dir`.
+fn fill(dir: &Path) -> std::io::Result<(CString, CString)> {
+    use std::os::unix::fs::PermissionsExt;
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty)?;
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o000))?;
+    let socket = cstring(&dir.join("socket"))?;
+    // SAFETY: a NUL-terminated path; a socket inode needs no privilege.
+    if unsafe { libc::mknod(socket.as_ptr(), libc::S_IFSOCK | 0o600, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((cstring(&empty)?, socket))
+}
+
+/// Whether `dir` is the shared covers as hcp makes them: a directory (not a symlink)
+/// owned by the effective user, mode `0700`, holding `empty` (a directory, mode `000`) and
+/// `socket` (a socket), both the user's. Three `lstat`s.
+fn is_ours(dir: &Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let ok = |p: &Path, want: &dyn Fn(&std::fs::FileType) -> bool, mode: u32| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| want(&m.file_type()) && m.uid() == uid && m.mode() & 0o7777 == mode)
+    };
+    ok(dir, &|t| t.is_dir(), 0o700)
+        && ok(&dir.join("empty"), &|t| t.is_dir(), 0o000)
+        && ok(&dir.join("socket"), &|t| t.is_socket(), 0o600)
+}
+
 impl Covers {
-    /// Makes them under `base`.
+    /// The user's shared covers under `base`, made on first use (in a temporary name,
+    /// then renamed into place, so that concurrent calls see them whole); a call's own
+    /// ([`create_in`](Self::create_in)) where the shared ones are not as hcp makes them.
+    pub(crate) fn shared(base: &Path) -> std::io::Result<Self> {
+        // SAFETY: geteuid cannot fail.
+        let dir = base.join(format!("{SHARED_PREFIX}{}", unsafe { libc::geteuid() }));
+        let found = |dir: &Path| -> std::io::Result<Self> {
+            Ok(Self {
+                dir: None,
+                empty: cstring(&dir.join("empty"))?,
+                socket: cstring(&dir.join("socket"))?,
+            })
+        };
+        if is_ours(&dir) {
+            return found(&dir);
+        }
+        if std::fs::symlink_metadata(&dir).is_err() {
+            use std::os::unix::fs::PermissionsExt;
+            let tmp = tempfile::Builder::new()
+                .prefix(&format!("hcp-exec-{}-hide-", std::process::id()))
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(base)?;
+            fill(tmp.path())?;
+            if std::fs::rename(tmp.path(), &dir).is_ok() {
+                let _ = tmp.keep();
+            } else {
+                // Another call made them first; ours go with `tmp`.
+                let _ = std::fs::set_permissions(
+                    tmp.path().join("empty"),
+                    std::fs::Permissions::from_mode(0o700),
+                );
+            }
+            if is_ours(&dir) {
+                return found(&dir);
+            }
+        }
+        Self::create_in(base)
+    }
+
+    /// A call's own covers under `base`, removed on drop.
     pub(crate) fn create_in(base: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
             .prefix(&format!("hcp-exec-{}-hide-", std::process::id()))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(base)?;
-        let empty = dir.path().join("empty");
-        std::fs::create_dir(&empty)?;
-        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o000))?;
-        let socket = dir.path().join("socket");
-        let c = |p: &Path| {
-            CString::new(p.as_os_str().as_bytes())
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
-        };
-        let (empty, socket) = (c(&empty)?, c(&socket)?);
-        // SAFETY: a NUL-terminated path; a socket inode needs no privilege.
-        if unsafe { libc::mknod(socket.as_ptr(), libc::S_IFSOCK | 0o600, 0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let (empty, socket) = fill(dir.path())?;
         Ok(Self {
             dir: Some(dir),
             empty,
@@ -330,8 +378,8 @@ pub(crate) struct MountPlan {
     /// Make every mount a slave first (a mount namespace of the same user namespace
     /// shares propagation with the parent's; one of a new user namespace does not).
     pub slave_root: bool,
-    /// Directories: the first gets a read-only bind of the empty directory, the rest a
-    /// bind of the first.
+    /// Directories: each gets a bind of the empty directory, made a read-only mount
+    /// first.
     pub dirs: Vec<CString>,
     /// Files: a bind of the socket inode.
     pub files: Vec<CString>,
@@ -399,29 +447,36 @@ impl MountPlan {
         {
             return errno();
         }
-        if let Some(first) = self.dirs.first() {
+        // The empty directory becomes a read-only mount of its own first, and every
+        // hidden directory a bind of it (a bind keeps the source's read-only flag). Not a
+        // bind of the first hidden directory: that one may be another call's private
+        // `TMPDIR`, whose removal there detaches its mounts here too.
+        if !self.dirs.is_empty() {
             let ro = libc::MS_REMOUNT
                 | libc::MS_BIND
                 | libc::MS_RDONLY
                 | libc::MS_NOSUID
                 | libc::MS_NODEV
                 | libc::MS_NOEXEC;
-            if bind(&self.empty, first) != 0
+            if bind(&self.empty, &self.empty) != 0
                 // SAFETY: as above.
                 || unsafe {
-                    libc::mount(std::ptr::null(), first.as_ptr(), std::ptr::null(), ro, std::ptr::null())
+                    libc::mount(std::ptr::null(), self.empty.as_ptr(), std::ptr::null(), ro, std::ptr::null())
                 } != 0
             {
                 return errno();
             }
-            for d in &self.dirs[1..] {
-                if bind(first, d) != 0 {
-                    return errno();
-                }
+        }
+        // A target gone since the parent planned the mounts (another call's private
+        // `TMPDIR` removed meanwhile) is skipped: there is nothing left there to reach.
+        let gone = |e: i32| e == libc::ENOENT;
+        for d in &self.dirs {
+            if bind(&self.empty, d) != 0 && !gone(errno()) {
+                return errno();
             }
         }
         for f in &self.files {
-            if bind(&self.socket, f) != 0 {
+            if bind(&self.socket, f) != 0 && !gone(errno()) {
                 return errno();
             }
         }
@@ -520,6 +575,29 @@ mod tests {
         assert!(h[0].dir && !h[1].dir);
         // Outside what the child can read: nothing to hide.
         assert!(hidden(&cand, &[r.join("elsewhere")], &[]).is_empty());
+    }
+
+    #[test]
+    fn shared_covers_are_made_once_and_only_trusted_as_made() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let a = Covers::shared(base.path()).unwrap();
+        assert!(a.dir.is_none(), "shared");
+        let b = Covers::shared(base.path()).unwrap();
+        assert_eq!((&a.empty, &a.socket), (&b.empty, &b.socket));
+        drop(a);
+        // SAFETY: geteuid cannot fail.
+        let shared = base
+            .path()
+            .join(format!("hcp-covers-{}", unsafe { libc::geteuid() }));
+        assert!(is_ours(&shared), "kept after the call");
+        // Not as hcp makes them (a wider mode): the call makes its own.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let c = Covers::shared(base.path()).unwrap();
+        assert!(c.dir.is_some(), "a call's own");
+        let own = c.dir.as_ref().unwrap().path().to_owned();
+        drop(c);
+        assert!(!own.exists());
     }
 
     #[test]

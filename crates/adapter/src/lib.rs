@@ -8,6 +8,7 @@
 //!   a stat fast path instead of hashing on every exec;
 //! - [`run`]: one child, never through a shell, with null stdin, its own process group,
 //!   a timeout that ends the whole group, capped and concurrently drained output;
+//!   [`start`]: the same child with its output streamed to the caller (`hcp sense`);
 //! - [`Confinement`]: kernel confinement applied in the child before `execve`, for every
 //!   land ([`Confinement::for_call`], with its [`SandboxReport`]): Landlock, the hidden
 //!   paths, seccomp, a PID namespace, resource limits, a pids cgroup as root; and a
@@ -38,6 +39,7 @@ mod ruleset;
 mod run;
 mod seccomp;
 mod spawn;
+mod stream;
 mod tmp;
 mod workdir;
 
@@ -69,5 +71,6 @@ pub use run::{
     Outcome, run,
 };
 pub use seccomp::{MARK_ERRNO, PROBE_ARG, PROBE_OPTION, inside_non_owner_call, seccomp_available};
+pub use stream::{Started, start};
 pub use tmp::PrivateTmp;
 pub use workdir::{NOT_A_SANDBOX, SHARED_ROOTS, SandboxPaths};

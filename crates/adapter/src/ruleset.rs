@@ -5,8 +5,8 @@
 
 use crate::AdapterError;
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    Scope,
 };
 use std::io;
 use std::os::fd::OwnedFd;
@@ -149,7 +149,13 @@ pub(crate) fn build_ruleset(
     if abi_n >= SCOPE_LANDLOCK_ABI {
         rs = rs.scope(Scope::from_all(abi)).map_err(ll)?;
     }
-    let mut created = rs.create().map_err(ll)?;
+    let created = rs.create().map_err(ll)?;
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| AdapterError::SandboxFailed {
+        path: PathBuf::new(),
+        reason: "the kernel gave no landlock ruleset".into(),
+        source: None,
+    })?;
     for rule in rules {
         let access = match rule.grant {
             Grant::Read => read,
@@ -157,44 +163,96 @@ pub(crate) fn build_ruleset(
             Grant::All => all,
             Grant::Device => AccessFs::from_file(abi) & !exec,
         };
-        // The kernel takes no rule on a socket or a FIFO: an optional one (in a
-        // complement) is left out, and so denied.
-        if rule.required.is_none()
-            && std::fs::metadata(rule.path).is_ok_and(|m| {
-                use std::os::unix::fs::FileTypeExt;
-                m.file_type().is_socket() || m.file_type().is_fifo()
-            })
-        {
-            continue;
-        }
-        let fd = match (PathFd::new(rule.path), rule.required) {
-            (Ok(fd), _) => fd,
-            (Err(_), None) => continue,
-            (Err(e), Some(what)) => {
+        // One `open(O_PATH)` and one `fstat` a rule (the crate's `PathFd` and two `stat`s
+        // cost twice that, on every call).
+        let beneath = match open_path(rule.path) {
+            Ok(b) => b,
+            Err(_) if rule.required.is_none() => continue,
+            Err(e) => {
                 return Err(AdapterError::SandboxFailed {
                     path: rule.path.to_owned(),
-                    reason: what.to_owned(),
-                    source: Some(io::Error::other(e.to_string())),
+                    reason: rule.required.unwrap_or_default().to_owned(),
+                    source: Some(e),
                 });
             }
         };
-        created = created
-            .add_rule(PathBeneath::new(fd, fit(rule.path, access, abi)))
-            .map_err(ll)?;
+        let fmt = beneath.mode & libc::S_IFMT;
+        // The kernel takes no rule on a socket or a FIFO: an optional one (in a
+        // complement) is left out, and so denied.
+        if rule.required.is_none() && (fmt == libc::S_IFSOCK || fmt == libc::S_IFIFO) {
+            continue;
+        }
+        let access = if fmt == libc::S_IFDIR {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        add_rule(&fd, &beneath.fd, access.bits()).map_err(|e| AdapterError::SandboxFailed {
+            path: rule.path.to_owned(),
+            reason: "the kernel refused a landlock rule".into(),
+            source: Some(e),
+        })?;
     }
-    let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| AdapterError::SandboxFailed {
-        path: PathBuf::new(),
-        reason: "the kernel gave no landlock ruleset".into(),
-        source: None,
+    Ok(fd)
+}
+
+/// A path opened `O_PATH` and its file type.
+struct Beneath {
+    fd: OwnedFd,
+    mode: libc::mode_t,
+}
+
+fn open_path(path: &Path) -> io::Result<Beneath> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated path; the descriptor is ours.
+    let raw = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned by nothing else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: fstat writes into a zeroed local.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a descriptor we own and a local to write.
+    if unsafe { libc::fstat(raw, &raw mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Beneath {
+        fd,
+        mode: st.st_mode,
     })
 }
 
-/// Keeps only the rights that apply to a file when `path` is not a directory.
-fn fit(path: &Path, access: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> {
-    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
-        access
+/// `struct landlock_path_beneath_attr` (packed: 8 + 4 bytes).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, …)`.
+fn add_rule(ruleset: &OwnedFd, beneath: &OwnedFd, access: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: beneath.as_raw_fd(),
+    };
+    // SAFETY: the kernel reads the attribute struct, which lives on this stack frame.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            1u32, // LANDLOCK_RULE_PATH_BENEATH
+            &raw const attr,
+            0u32,
+        )
+    };
+    if r == 0 {
+        Ok(())
     } else {
-        access & AccessFs::from_file(abi)
+        Err(io::Error::last_os_error())
     }
 }

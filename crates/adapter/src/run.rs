@@ -316,7 +316,7 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
 /// Starts the child ([`spawn::spawn`]). An ELF bin is executed through its verified
 /// descriptor (`execveat`); a `#!` script, or any bin where the kernel lacks `execveat`
 /// (Linux before 3.19), by its pinned path (see the pin module's docs).
-fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
+pub(crate) fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
     check_exec_size(inv)?;
     let first = if bin.script {
@@ -420,7 +420,7 @@ fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
 
 /// After the spawn: the file must still have the status it had when verified (a write in
 /// between changes its ctime). A script is checked by path, since that is what ran.
-fn check_unchanged(bin: &VerifiedBin) -> Result<(), AdapterError> {
+pub(crate) fn check_unchanged(bin: &VerifiedBin) -> Result<(), AdapterError> {
     let now = if bin.script {
         std::fs::metadata(&bin.path)
     } else {
@@ -478,7 +478,7 @@ impl Drop for Reaper {
 
 /// Waits (bounded by [`GROUP_EXIT_WAIT`]) until no process of the group is left. The
 /// common case, a child without grandchildren, returns after one `kill(-pgid, 0)`.
-fn wait_group_gone(pgid: Pid) {
+pub(crate) fn wait_group_gone(pgid: Pid) {
     let start = Instant::now();
     let mut pause = Duration::from_micros(50);
     while kill(Pid::from_raw(-pgid.as_raw()), None) != Err(Errno::ESRCH) {

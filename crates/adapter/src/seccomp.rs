@@ -5,7 +5,7 @@
 //!
 //! One program per call (installing a filter costs about 1.7 µs per instruction here,
 //! as the kernel converts and compiles it, so one short program rather than one per
-//! concern: about 40 instructions, built by [`build`], not by a general rule compiler),
+//! concern: about 25 instructions, built by [`build`], not by a general rule compiler),
 //! with three parts:
 //!
 //! - the base, every call: `EPERM` for `ptrace` (within the call's own Landlock domain,
@@ -71,22 +71,18 @@ pub(crate) struct Filter {
 /// Landlock refuses `mount`, `umount` and `pivot_root` and scopes `ptrace` and
 /// `process_vm_*` to the call's domain. Each refused call costs one instruction, and
 /// each instruction about 1.7 µs at every call's install.)
-const BASE: [i64; 6] = [
-    libc::SYS_ptrace,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_bpf,
-    libc::SYS_userfaultfd,
-];
+const BASE: [i64; 3] = [libc::SYS_ptrace, libc::SYS_bpf, libc::SYS_userfaultfd];
+
+/// The keyring calls (`add_key`, `request_key`, `keyctl`), refused with `EPERM` too: their
+/// numbers are consecutive, so one range check (two instructions) covers them.
+const KEYRINGS: (i64, i64) = (libc::SYS_add_key, libc::SYS_keyctl);
 
 /// System calls `network: deny` refuses with `EACCES`.
-const NETWORK: [i64; 4] = [
-    libc::SYS_socket,
-    libc::SYS_io_uring_setup,
-    libc::SYS_io_uring_enter,
-    libc::SYS_io_uring_register,
-];
+const NETWORK: [i64; 1] = [libc::SYS_socket];
+
+/// io_uring (`io_uring_setup`, `io_uring_enter`, `io_uring_register`, consecutive), refused
+/// with `EACCES` under `network: deny`: one range check.
+const IO_URING: (i64, i64) = (libc::SYS_io_uring_setup, libc::SYS_io_uring_register);
 
 /// `AUDIT_ARCH_*` of this architecture.
 #[cfg(target_arch = "x86_64")]
@@ -107,6 +103,7 @@ pub(crate) struct SockFilter {
 const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 const RET_ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
@@ -116,6 +113,8 @@ const RET_ERRNO: u32 = 0x0005_0000;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum To {
     Next,
+    /// Over the next instruction.
+    Over,
     Allow,
     Eperm,
     Eacces,
@@ -127,7 +126,8 @@ enum To {
 /// system call numbers would mean other calls: killed), x32 numbers refused on x86_64,
 /// then one comparison per refused system call, each jumping to a shared return.
 /// Installing a filter costs about 1.7 µs per instruction here (the kernel converts and
-/// compiles it), so the program is one, and short: about 40 instructions.
+/// compiles it), so the program is one, and short: at most 26 instructions (consecutive
+/// system call numbers share one range check).
 pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     let mut code: Vec<(u16, To, To, u32)> = vec![
         (LD_W_ABS, To::Next, To::Next, 4), // arch
@@ -138,13 +138,20 @@ pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     code.push((LD_W_ABS, To::Next, To::Next, 0)); // nr
     #[cfg(target_arch = "x86_64")]
     code.push((JGE_K, To::Enosys, To::Next, 0x4000_0000));
+    // `lo <= nr <= hi` → `to`, in two instructions.
+    let range = |code: &mut Vec<(u16, To, To, u32)>, (lo, hi): (i64, i64), to| {
+        code.push((JGE_K, To::Next, To::Over, lo as u32));
+        code.push((JGT_K, To::Next, to, hi as u32));
+    };
     for nr in BASE {
         code.push((JEQ_K, To::Eperm, To::Next, nr as u32));
     }
+    range(&mut code, KEYRINGS, To::Eperm);
     if filter.network_deny {
         for nr in NETWORK {
             code.push((JEQ_K, To::Eacces, To::Next, nr as u32));
         }
+        range(&mut code, IO_URING, To::Eacces);
     }
     if filter.marker {
         code.push((JEQ_K, To::Prctl, To::Next, libc::SYS_prctl as u32));
@@ -176,6 +183,7 @@ pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     let offset = |at: usize, to: To| -> u8 {
         match to {
             To::Next => 0,
+            To::Over => 1,
             _ => u8::try_from(labels[&(to as u8)] - at - 1).unwrap_or(u8::MAX),
         }
     };
@@ -272,6 +280,14 @@ mod tests {
             }
             assert_eq!(p.last().map(|i| i.code), Some(RET_K));
         }
+    }
+
+    #[test]
+    fn the_ranges_are_consecutive_numbers() {
+        assert_eq!(libc::SYS_request_key, libc::SYS_add_key + 1);
+        assert_eq!(libc::SYS_keyctl, libc::SYS_add_key + 2);
+        assert_eq!(libc::SYS_io_uring_enter, libc::SYS_io_uring_setup + 1);
+        assert_eq!(libc::SYS_io_uring_register, libc::SYS_io_uring_setup + 2);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The private temporary directory of a `local` exec (RUNTIME §5 "The child"): one per
-//! call, `hcp-exec-<pid>-XXXXXX`, mode `0700`, the child's `TMPDIR`, removed after the
-//! run; what a killed `hcp` left is removed by the next call ([`PrivateTmp::sweep`]).
+//! The private temporary directory of every call (RUNTIME §5 "The child"): one per call,
+//! `hcp-exec-<pid>-XXXXXX`, mode `0700`, the child's `TMPDIR`, removed after the run; what
+//! a killed `hcp` left is removed by the next call ([`PrivateTmp::sweep`], which
+//! [`Confinement::for_call`](crate::Confinement::for_call) runs on the directory's base).
 //!
 //! Where: [`PrivateTmp::default_base`] prefers a memory filesystem. On a journaled disk
 //! filesystem, making and removing a directory for every call costs tens of
@@ -24,7 +25,7 @@ fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {
     }
 }
 
-/// A fresh private temporary directory for one exec (RUNTIME §5): `hcp-exec-XXXXXX`
+/// A fresh private temporary directory for one call (RUNTIME §5): `hcp-exec-<pid>-XXXXXX`
 /// under the given base (the system temporary directory), mode `0700`, removed with
 /// everything in it by [`remove`](Self::remove) after the run (or on drop). The child
 /// gets it read-write and as `TMPDIR`.
@@ -56,10 +57,21 @@ impl PrivateTmp {
     /// then). Best effort, returns how many were removed. A reused pid keeps a leftover
     /// until that process ends too.
     pub fn sweep(base: &Path) -> usize {
+        Self::sweep_listing(base, None).0
+    }
+
+    /// [`sweep`](Self::sweep) of `base` in the same directory read that lists the live
+    /// private temporary directories there other than `own` (other calls', for
+    /// [`Confinement::for_call`](crate::Confinement::for_call) to hide; the calls' own
+    /// covers, `hcp-exec-*-hide-*`, are left out: they hold nothing). Returns how many were
+    /// removed, and that list.
+    pub(crate) fn sweep_listing(base: &Path, own: Option<&Path>) -> (usize, Vec<PathBuf>) {
         use std::os::unix::fs::MetadataExt;
+        let mut others = Vec::new();
         let Ok(entries) = std::fs::read_dir(base) else {
-            return 0;
+            return (0, others);
         };
+        let own = own.and_then(Path::file_name);
         // SAFETY: geteuid takes no argument and cannot fail.
         let uid = unsafe { libc::geteuid() };
         let mut removed = 0;
@@ -76,8 +88,15 @@ impl PrivateTmp {
             };
             let dead = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
                 == Err(nix::errno::Errno::ESRCH);
+            if !dead {
+                let hide = name.as_encoded_bytes().windows(6).any(|w| w == b"-hide-");
+                if !hide && Some(name.as_os_str()) != own {
+                    others.push(e.path());
+                }
+                continue;
+            }
             let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
-            if dead && ours {
+            if ours {
                 let path = e.path();
                 if std::fs::remove_dir_all(&path).is_err() {
                     open_up(&path);
@@ -86,7 +105,7 @@ impl PrivateTmp {
                 removed += usize::from(!path.exists());
             }
         }
-        removed
+        (removed, others)
     }
 
     /// Where `hcp exec` makes private temporary directories: the system temporary

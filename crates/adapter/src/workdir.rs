@@ -58,7 +58,7 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
     let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
     let shared: Vec<PathBuf> = SHARED_ROOTS
         .iter()
-        .map(|p| resolve(&PathBuf::from(p)))
+        .map(|p| resolve_system(Path::new(p)))
         .collect();
     if let Some(root) = shared.iter().find(|r| **r == work) {
         return Err(AdapterError::SandboxUnavailable {
@@ -71,7 +71,7 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
     let in_var_tmp = shared
         .iter()
         .any(|r| r.ends_with("var/tmp") && work.starts_with(r));
-    for system in NOT_A_SANDBOX.iter().map(|p| resolve(&PathBuf::from(p))) {
+    for system in NOT_A_SANDBOX.iter().map(|p| resolve_system(Path::new(p))) {
         if work.starts_with(&system) && !in_var_tmp {
             return Err(AdapterError::SandboxUnavailable {
                 reason: format!(
@@ -137,6 +137,22 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
     Ok(())
 }
 
+/// `path` with symlinks resolved, for a system path such as `/usr` or `/var/tmp`: one
+/// `readlink` a component that is not a symlink (the common case), `canonicalize` from
+/// the first that is; a path that does not exist is kept as written.
+pub(crate) fn resolve_system(path: &Path) -> PathBuf {
+    let mut at = PathBuf::from("/");
+    for c in path.components().skip(1) {
+        at.push(c);
+        match std::fs::read_link(&at) {
+            Ok(_) => return path.canonicalize().unwrap_or_else(|_| path.to_owned()),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(_) => return path.to_owned(),
+        }
+    }
+    at
+}
+
 pub(crate) fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {
     AdapterError::SandboxFailed {
         path: path.to_owned(),
@@ -161,6 +177,23 @@ mod tests {
         file_size_bytes: 1 << 20,
         processes: 100,
     };
+
+    #[test]
+    fn system_paths_resolve_like_canonicalize() {
+        for p in [
+            "/usr",
+            "/bin",
+            "/lib64",
+            "/var/tmp",
+            "/etc",
+            "/nonexistent-hcp/x",
+        ] {
+            let want = Path::new(p)
+                .canonicalize()
+                .unwrap_or_else(|_| PathBuf::from(p));
+            assert_eq!(resolve_system(Path::new(p)), want, "{p}");
+        }
+    }
 
     #[test]
     fn overrides_only_tighten() {

@@ -30,6 +30,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // RUNTIME §4: the owner is never reachable from inside a call. Before anything reads
+    // the store or the command line.
+    if let Some(e) = nested_call() {
+        error::render(&e);
+        return ExitCode::from(e.exit);
+    }
     // `hcp exec` is the hot path: parse it without building every other subcommand.
     let result = match commands::exec::fast_parse() {
         Some(args) => commands::exec::run(args),
@@ -42,4 +48,22 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit)
         }
     }
+}
+
+/// `nested_call` (77) for an `hcp` without a session that descends from the child of a
+/// non-owner call (RUNTIME §4): whatever its environment (`env -u HCP_SESSION`), however
+/// it got there (a CLI's shell escape, `setsid`, a double fork, a dead parent), the
+/// call's seccomp marker answers (`hcp_adapter::inside_non_owner_call`, one system
+/// call). With a session it is that session's principal, as everywhere.
+fn nested_call() -> Option<error::CliError> {
+    if std::env::var_os(env::HCP_SESSION).is_some() || !hcp_adapter::inside_non_owner_call() {
+        return None;
+    }
+    Some(
+        error::CliError::call(
+            hcp_model::Code::NestedCall,
+            "`hcp` was run without a session from inside an agent's call; it does not act as the owner there",
+        )
+        .hint("a call's child runs `hcp` only as its caller: give it the caller's `HCP_SESSION`"),
+    )
 }

@@ -61,6 +61,7 @@ fn mail_world() -> World {
         "--activate",
     ]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
+    w.grant_mail_root();
     w
 }
 

@@ -28,6 +28,9 @@ fn world_with(packs: &[&str]) -> World {
         let out = w.run(&["activate", p]);
         assert!(out.status.success(), "{}", w.render(&out));
     }
+    if packs.contains(&"mail") {
+        w.grant_mail_root();
+    }
     w
 }
 

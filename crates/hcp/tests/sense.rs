@@ -50,6 +50,7 @@ fn mail_world() -> World {
         "--activate",
     ]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
+    w.grant_mail_root();
     w
 }
 
@@ -274,10 +275,24 @@ fn relays_json_lines_and_drops_the_rest() {
     // a trigger that fails: its status, and a note
     let o = w.run(&["sense", "feed", "fails"]);
     snapshot!(w, "sense_trigger_fails", &o);
-    // `local` land cannot be confined by sense yet: refused, nothing runs
+    // a `local` trigger runs confined like a `local` verb, in its sandbox (RUNTIME §5)
     let o = w.run(&["sense", "feed", "here"]);
-    assert_eq!(code(&o), 77, "{}", w.render(&o));
-    assert!(text(&o).contains("sandbox_unavailable") && o.stdout.is_empty());
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"pack_id": "feed", "ref": "here", "event": {"cwd": w.work.display().to_string()}})
+    );
+    // …and the allow record says how each trigger was confined
+    let rec = w.run(&["audit", "tail", "-n", "1", "--json"]);
+    let rec: Value =
+        serde_json::from_str(String::from_utf8_lossy(&rec.stdout).lines().last().unwrap()).unwrap();
+    let rec = if rec.is_array() { rec[0].clone() } else { rec };
+    assert_eq!(
+        rec["sandbox"]["here"]["filesystem"],
+        json!("enforced"),
+        "{rec}"
+    );
 }
 
 /// The records of the trail.

@@ -355,7 +355,7 @@ codes! {
     // Owner commands.
     OwnerOnly => "owner_only", Command, EX_NOPERM, EX_NOPERM, "An owner-only command called with `HCP_SESSION` set.";
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
-    BadValue => "bad_value", Command, USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed.";
+    BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
     BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";

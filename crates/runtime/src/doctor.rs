@@ -1,20 +1,23 @@
-//! `hcp doctor`'s examination (RUNTIME §3, §5 "The child", §10): store health, the
-//! Landlock ABI, which confinements and resource limits hold, whether each installed
+//! `hcp doctor`'s examination (RUNTIME §3, §5 "The child" and "Confinement of every
+//! land", §10): store health, the Landlock ABI, seccomp, which mechanism keeps processes
+//! from outliving a call, whether fork bombs are bounded, which resource limits hold, whether each installed
 //! pack's bins still match their pins (the one bin verifier, [`crate::pins::check`]),
 //! which stored credentials are too open, and the skill export folders with any missing,
 //! stale or foreign skill in them. The binary prints the [`Report`].
 //!
 //! `ok` is false when something is wrong (a bin changed or missing, a damaged record or
 //! audit trail, an invalid configuration, `sandbox.require` on a kernel without
-//! Landlock). A kernel without Landlock is reported, not a failure, unless required.
+//! Landlock, `network: deny` without seccomp). A weaker mechanism (no Landlock, hcp as
+//! subreaper instead of a PID namespace, an unbounded root fork bomb) is a note, not a
+//! failure.
 
 use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_adapter::{
-    LandlockSupport, NETWORK_LANDLOCK_ABI, Network, ResourceLimits, SCOPE_LANDLOCK_ABI,
+    KernelSupport, LandlockSupport, ProcessMechanism, ResourceLimits, SCOPE_LANDLOCK_ABI, Status,
     TESTED_LANDLOCK_ABI,
 };
-use hcp_store::config::RuntimeConfig;
+use hcp_store::config::{NetworkMode, RuntimeConfig};
 use hcp_store::pack;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -26,7 +29,7 @@ pub struct Report {
     pub ok: bool,
     /// The store.
     pub store: StoreHealth,
-    /// What the kernel's confinement gives `local` verbs here.
+    /// What the kernel's confinement gives every call's child here.
     pub sandbox: Sandbox,
     /// The resource limits of every child.
     pub limits: Vec<Limit>,
@@ -41,6 +44,9 @@ pub struct Report {
     pub runtime_policy: crate::policy::health::PolicyHealth,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
+    /// What holds less than it could on this machine (a weaker mechanism), one sentence
+    /// each; not a failure.
+    pub notes: Vec<String>,
 }
 
 /// A stored credential's file (never its value): who, which family, its mode.
@@ -155,7 +161,8 @@ fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
     h
 }
 
-/// What the kernel's confinement gives `local` verbs here.
+/// What the kernel's confinement gives every call's child here (RUNTIME §5
+/// "Confinement of every land"), from `hcp_adapter::KernelSupport::probe`.
 #[derive(Debug, Serialize)]
 pub struct Sandbox {
     /// `available`, `not_enabled` or `not_implemented`.
@@ -164,16 +171,36 @@ pub struct Sandbox {
     pub landlock_abi: u32,
     /// The ABI hcp will use: the kernel's, at most the tested one.
     pub used_abi: u32,
-    /// Whether filesystem rules hold.
+    /// Whether filesystem rules hold (Landlock).
     pub filesystem: bool,
-    /// `sandbox.network`: `allow` or `deny`.
+    /// How the store, the secrets and other principals' sandboxes are hidden:
+    /// `mount namespace` (a cover over each) or `landlock rules` (their complement),
+    /// `none` without Landlock nor namespaces.
+    pub hidden_paths: &'static str,
+    /// Whether the kernel has seccomp filters: `network: deny` and the nested-call marker
+    /// need them.
+    pub seccomp: bool,
+    /// `sandbox.network` as configured: `allow`, `deny`, or `land default` (`deny` for
+    /// `local`, `allow` for `personal` and `brain`).
     pub network: &'static str,
-    /// Whether the ABI can enforce `deny` (TCP rules).
+    /// Whether a `deny` can be enforced here (seccomp).
     pub network_deny_enforceable: bool,
-    /// Whether signals and abstract sockets are scoped.
+    /// Whether signals and abstract sockets are scoped to the call (Landlock ABI ≥ 6).
     pub scoped: bool,
+    /// Which mechanism keeps descendants from outliving a call: a PID namespace, a user
+    /// and PID namespace, or `hcp` as child subreaper (and why).
+    pub processes: String,
+    /// Whether a descendant ends within a second also when `hcp` itself is killed (a PID
+    /// namespace); else the call's end alone ends them.
+    pub descendants_end_with_killed_hcp: bool,
+    /// `bounded` (`RLIMIT_NPROC` for an ordinary user, a pids cgroup for root), or why a
+    /// fork bomb is not.
+    pub fork_bombs: String,
     /// `sandbox.require`.
     pub require: bool,
+    /// What a call gets here: `confined`, `unconfined` (no filesystem rules) or
+    /// `refused`; `local` verbs apart, since their default is `network: deny`.
+    pub calls: &'static str,
     /// What a `local` verb gets here: `confined`, `unconfined` or `refused`.
     pub local_verbs: &'static str,
 }
@@ -227,6 +254,7 @@ pub struct BinHealth {
 pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     let home = rt.home();
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     let root = home.root().to_owned();
     let config_path = RuntimeConfig::path(&root);
     let (config, config_error) = match RuntimeConfig::load(&root) {
@@ -240,62 +268,27 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     let listing = pack::list(home).map_err(|e| Refusal::store(&e))?;
     let audit = audit_health(rt, &mut problems);
 
-    let support = LandlockSupport::probe();
-    let abi = support.abi();
-    let used = abi.min(TESTED_LANDLOCK_ABI);
-    let policy = crate::prepare::sandbox_policy(&config);
-    let deny = policy.network == Network::Deny;
-    let local_verbs = if used == 0 && (policy.require || deny) {
-        problems.push(match support.missing_reason() {
-            Some(r) if policy.require => {
-                format!("{r}, and `sandbox.require` is set: local verbs are refused")
-            }
-            Some(r) => format!("{r}, and `sandbox.network` is `deny`: local verbs are refused"),
-            None => "local verbs are refused".into(),
-        });
-        "refused"
-    } else if deny && used < NETWORK_LANDLOCK_ABI {
-        problems.push(format!(
-            "`sandbox.network` is `deny` but landlock abi {used} has no tcp rules: local verbs are refused"
-        ));
-        "refused"
-    } else if used == 0 {
-        "unconfined"
-    } else {
-        "confined"
-    };
-    let sandbox = Sandbox {
-        landlock: match support {
-            LandlockSupport::Abi(_) => "available",
-            LandlockSupport::NotEnabled => "not_enabled",
-            LandlockSupport::NotImplemented => "not_implemented",
-        },
-        landlock_abi: abi,
-        used_abi: used,
-        filesystem: used > 0,
-        network: if deny { "deny" } else { "allow" },
-        network_deny_enforceable: used >= NETWORK_LANDLOCK_ABI,
-        scoped: used >= SCOPE_LANDLOCK_ABI,
-        require: policy.require,
-        local_verbs,
-    };
-
-    let effective = policy.limits.effective();
+    let sandbox = sandbox(&config, &mut problems, &mut notes);
+    let limits_config = crate::prepare::resource_limits(&config.limits);
+    let effective = limits_config.effective();
     let root_user = hcp_adapter::running_as_root();
+    let cgroup = matches!(KernelSupport::probe().pids_cgroup, Ok(Some(_)));
     let limits = config
         .limits
         .named()
         .into_iter()
         .zip(resource_limits_named(&effective))
         .map(|((name, configured), effective)| {
-            let nproc_root = name == "processes" && root_user;
+            let nproc_root = name == "processes" && root_user && !cgroup;
             Limit {
                 name,
                 configured,
                 effective,
                 enforced: !nproc_root,
                 note: if nproc_root {
-                    Some("the kernel does not apply it to root")
+                    Some("the kernel does not apply it to root, and there is no pids cgroup")
+                } else if name == "processes" && root_user {
+                    Some("bound for root by a pids cgroup per call")
                 } else if effective < configured {
                     Some("lowered to the hard limit hcp runs under")
                 } else {
@@ -396,7 +389,104 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         skill_exports,
         runtime_policy,
         problems,
+        notes,
     })
+}
+
+/// The sandbox section: what `KernelSupport::probe` offers against what `config.json`
+/// asks. A requirement the kernel cannot meet is a problem; a weaker mechanism is a note.
+fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<String>) -> Sandbox {
+    let k = KernelSupport::probe();
+    let abi = k.landlock.abi();
+    let used = abi.min(TESTED_LANDLOCK_ABI);
+    let require = config.sandbox.require;
+    let network = config.sandbox.network;
+    let deny_somewhere = network == Some(NetworkMode::Deny)
+        || config
+            .packs
+            .iter()
+            .any(|(_, p)| p.network == Some(NetworkMode::Deny));
+    let verdict = |deny: bool| {
+        if (used == 0 && require) || (deny && !k.seccomp) {
+            "refused"
+        } else if used == 0 {
+            "unconfined"
+        } else {
+            "confined"
+        }
+    };
+    // `local` defaults to `deny`; other lands to `allow`.
+    let local_deny = network != Some(NetworkMode::Allow);
+    let calls = verdict(network == Some(NetworkMode::Deny));
+    let local_verbs = verdict(local_deny);
+    if used == 0 && require {
+        problems.push(format!(
+            "{}, and `sandbox.require` is set: every call is refused",
+            k.landlock
+                .missing_reason()
+                .unwrap_or("landlock is not available")
+        ));
+    }
+    if !k.seccomp && (local_deny || deny_somewhere) {
+        problems.push(
+            "the kernel has no seccomp filters, so `network: deny` (the default of `local` land) cannot be enforced: those calls are refused"
+                .into(),
+        );
+    }
+    if !k.seccomp {
+        notes.push(
+            "no seccomp: a nested `hcp` inside an agent's call is not told apart from the owner's (the store stays hidden from it)"
+                .into(),
+        );
+    }
+    if used == 0 {
+        notes.push(format!(
+            "{}: children get no filesystem rules (the hidden paths are still covered where a mount namespace can be made)",
+            k.landlock.missing_reason().unwrap_or("landlock is not available")
+        ));
+    }
+    if !k.processes.survives_sigkill_of_hcp() {
+        notes.push(format!("processes: {}", k.processes.describe()));
+    }
+    let fork_bombs = match k.fork_bombs() {
+        Status::Enforced => "bounded".to_owned(),
+        other => {
+            notes.push(other.as_str().to_owned());
+            other.as_str().to_owned()
+        }
+    };
+    let mount_ns = !matches!(k.processes, ProcessMechanism::Subreaper(_));
+    Sandbox {
+        landlock: match k.landlock {
+            LandlockSupport::Abi(_) => "available",
+            LandlockSupport::NotEnabled => "not_enabled",
+            LandlockSupport::NotImplemented => "not_implemented",
+        },
+        landlock_abi: abi,
+        used_abi: used,
+        filesystem: used > 0,
+        hidden_paths: if mount_ns {
+            "mount namespace"
+        } else if used > 0 {
+            "landlock rules"
+        } else {
+            "none"
+        },
+        seccomp: k.seccomp,
+        network: match network {
+            None => "land default",
+            Some(NetworkMode::Allow) => "allow",
+            Some(NetworkMode::Deny) => "deny",
+        },
+        network_deny_enforceable: k.seccomp,
+        scoped: used >= SCOPE_LANDLOCK_ABI,
+        processes: k.processes.describe(),
+        descendants_end_with_killed_hcp: k.processes.survives_sigkill_of_hcp(),
+        fork_bombs,
+        require,
+        calls,
+        local_verbs,
+    }
 }
 
 fn resource_limits_named(l: &ResourceLimits) -> [u64; 5] {

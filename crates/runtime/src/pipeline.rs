@@ -97,6 +97,7 @@ fn steps(
         lock,
         config,
         credential,
+        sandboxes,
     } = snap;
 
     // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
@@ -212,15 +213,16 @@ fn steps(
         owner: principal == Principal::Owner,
         secret: credential.as_ref().map(|c| &c.secret),
         config: &config,
+        sandboxes: &sandboxes,
     };
     let mut child = prepare::child(rt.home(), caller, &spec).map_err(stop)?;
     if let Some(s) = &child.sandbox {
-        facts.audit_extra.insert("sandbox".into(), s.clone().into());
-        facts
-            .result_extra
-            .insert("sandbox".into(), s.clone().into());
+        facts.audit_extra.insert("sandbox".into(), s.clone());
+        facts.result_extra.insert("sandbox".into(), s.clone());
     }
     let remove_tmp = |child: &mut prepare::Child| {
+        // The confinement first: its cgroup and covers go with it.
+        drop(std::mem::take(&mut child.confinement));
         if let Some(tmp) = child.private_tmp.take() {
             // Best effort: a leftover directory is private (0700) and holds nothing of hcp's.
             let _ = tmp.remove();
@@ -469,6 +471,7 @@ pub fn sense(
         lock: _,
         config,
         credential,
+        sandboxes,
     } = snap;
 
     // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
@@ -591,11 +594,24 @@ pub fn sense(
 
     // ── 9a. Trigger preparation. ──────────────────────────────────────────────────────
     let mut planned = Vec::new();
+    let world = crate::sense::World {
+        home: rt.home(),
+        caller,
+        config: &config,
+        sandboxes: &sandboxes,
+    };
     for (r, a) in running {
-        match crate::sense::plan(&pack, &principal, r, a, caller, secret.as_ref()) {
+        match crate::sense::plan(&world, &pack, &principal, r, a, secret.as_ref()) {
             Ok(p) => planned.push(p),
             Err(x) => return Err(record_refusal(&facts, x)),
         }
+    }
+    if !planned.is_empty() {
+        let by_ref: serde_json::Map<String, Value> = planned
+            .iter()
+            .map(|p| (p.reference.clone(), p.sandbox.clone()))
+            .collect();
+        facts.audit_extra.insert("sandbox".into(), by_ref.into());
     }
     let c = SenseCall {
         session: session.map(|s| s.token_sha256),

@@ -51,7 +51,17 @@ impl Refusal {
 
     /// An adapter failure, with its code (the adapter spells it; the table knows it).
     pub fn adapter(e: &hcp_adapter::AdapterError) -> Self {
-        let mut r = Self::new(code_of(e.code()), e.to_string());
+        let mut message = e.to_string();
+        if matches!(
+            e,
+            hcp_adapter::AdapterError::SpawnFailed { .. }
+                | hcp_adapter::AdapterError::SandboxFailed { .. }
+        ) && let Some(cause) = std::error::Error::source(e)
+        {
+            // The OS error is what tells a spawn or sandbox failure apart.
+            message = format!("{message}: {cause}");
+        }
+        let mut r = Self::new(code_of(e.code()), message);
         if matches!(e, hcp_adapter::AdapterError::ArgTooLong { .. }) {
             r.hint = Some("pass large content through a file in the working directory".into());
         }

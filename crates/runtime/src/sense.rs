@@ -2,20 +2,25 @@
 //! triggers' preparation and the relay of their JSON lines and of the recorded stimuli,
 //! `{"pack_id", "ref", "event"}` one a line, until stopped.
 //!
-//! A trigger runs with the hygiene of exec (pinned and verified bin, no shell, cleared
-//! environment plus the allow-list, `agent_env`, `HCP_*`, the binding in its environment
-//! only, null stdin, its own process group) but with no timeout and streamed output. The
-//! relay stops, ending each trigger's process group (`SIGTERM`, then `SIGKILL` after
-//! [`STOP_GRACE`]), when the stop descriptor becomes readable (a signal), its output is
-//! closed, after `--count` events, or when every trigger it runs has exited.
+//! A trigger runs with the hygiene and the confinement of exec (pinned and verified bin,
+//! no shell, cleared environment plus the allow-list, `agent_env`, `HCP_*`, the binding in
+//! its environment only, null stdin, its own process group, the kernel confinement of its
+//! land with a private `TMPDIR`: [`crate::prepare::confine`]) but with no timeout and
+//! streamed output (`hcp_adapter::start`). The relay stops, ending each trigger's process
+//! group (`SIGTERM`, then `SIGKILL` after [`STOP_GRACE`]), when the stop descriptor becomes
+//! readable (a signal), its output is closed, after `--count` events, or when every
+//! trigger it runs has exited.
 
 use crate::call::Caller;
 use crate::refusal::Refusal;
-use hcp_adapter::{BinPin, ChildEnv, SessionValues};
+use hcp_adapter::{ChildEnv, Confinement, PrivateTmp, SessionValues, VerifiedBin};
 use hcp_gate::{Principal, StimulusAllowed};
 use hcp_model::{Code, Land};
+use hcp_store::Home;
+use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
 use serde_json::{Map, Value};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::sense_audit::{SenseAudit, run};
@@ -40,11 +45,29 @@ pub struct Planned {
     /// The exact environment.
     pub env: ChildEnv,
     /// The working directory.
-    pub workdir: std::path::PathBuf,
-    /// The pin, checked again right after the spawn.
-    pub pin: BinPin,
-    /// The path the bin was verified at.
-    pub path: std::path::PathBuf,
+    pub workdir: PathBuf,
+    /// The verified, open bin (checked again right after the spawn).
+    pub bin: VerifiedBin,
+    /// The kernel confinement of its land (dropped when the trigger ends).
+    pub confinement: Confinement,
+    /// Its private `TMPDIR`, removed when the trigger ends.
+    pub private_tmp: Option<PrivateTmp>,
+    /// Its `sandbox` field (RUNTIME §5): `{"filesystem", "network", "processes"}`.
+    pub sandbox: Value,
+}
+
+/// What planning a trigger reads besides the pack and the gate's answer: the store, the
+/// caller, and what the snapshot read.
+#[derive(Debug, Clone, Copy)]
+pub struct World<'a> {
+    /// The store.
+    pub home: &'a Home,
+    /// The caller.
+    pub caller: &'a Caller,
+    /// `config.json`.
+    pub config: &'a Result<RuntimeConfig, ConfigError>,
+    /// Every session's working directory with its principal.
+    pub sandboxes: &'a Result<Vec<(String, PathBuf)>, Refusal>,
 }
 
 /// The refs of `hcp sense PACK [REF]`: `REF` when the pack declares it, else every ref.
@@ -87,18 +110,19 @@ fn known(declared: &[String]) -> String {
     )
 }
 
-/// The preparation of trigger `reference` (allowed by the gate as `a`): its land (a
-/// `local` trigger is refused: its kernel confinement is applied only by the adapter's own
-/// run, which does not stream), its verified bin, argv and environment.
+/// The preparation of trigger `reference` (allowed by the gate as `a`), in every land:
+/// its verified bin, argv, environment and kernel confinement
+/// ([`crate::prepare::confine`]).
 ///
 /// # Errors
-/// `sandbox_unavailable` for `local` land; the pin's and the adapter's refusals.
+/// The pin's and the adapter's refusals (`sandbox_unavailable`, `sandbox_failed` …),
+/// `bad_config`, the state's when the sessions could not be listed.
 pub fn plan(
+    world: &World<'_>,
     pack: &InstalledPack,
     principal: &Principal,
     reference: &str,
     a: &StimulusAllowed,
-    caller: &Caller,
     secret: Option<&Map<String, Value>>,
 ) -> Result<Planned, Refusal> {
     let Some(plan) = &a.plan else {
@@ -107,18 +131,7 @@ pub fn plan(
             format!("trigger `{reference}` has no command"),
         ));
     };
-    if a.land == Land::Local {
-        // RUNTIME §5: `local` land children are confined by the kernel; the adapter's
-        // confinement is applied only by its own run, which does not stream. Fail closed.
-        return Err(Refusal::new(
-            Code::SandboxUnavailable,
-            format!(
-                "trigger `{reference}` works in `local` land, which `hcp sense` cannot confine yet"
-            ),
-        ));
-    }
-    let pin = crate::pins::pin_of(pack, &plan.program)?;
-    let verified = crate::pins::verify_pin(pack, &pin)?;
+    let bin = crate::pins::verify(pack, &plan.program)?;
     let session_values = SessionValues {
         principal_id: principal.id().to_owned(),
         project_id: a.project.clone(),
@@ -136,7 +149,29 @@ pub fn plan(
         project: a.project.clone(),
         confirmed: false,
     };
-    let env = ChildEnv::from_parent(caller.parent_env.iter().cloned());
+    let config = crate::prepare::config_of(world.config)?;
+    let sandboxes = world.sandboxes.as_ref().map_err(Clone::clone)?;
+    let owner = *principal == Principal::Owner;
+    let confined = crate::prepare::confine(
+        world.home,
+        world.caller,
+        &crate::prepare::ConfineSpec {
+            land: a.land,
+            owner,
+            principal_id: principal.id(),
+            workdir: &a.workdir,
+            bin: bin.path(),
+            bootstrap: false,
+            pack_id: pack.id.as_str(),
+            config,
+            sandboxes,
+        },
+    )?;
+    let mut env =
+        ChildEnv::from_parent(world.caller.parent_env.iter().cloned()).tmpdir(confined.tmp.path());
+    if a.land == Land::Local {
+        env = env.home(&a.workdir);
+    }
     let env = crate::prepare::layer_env(env, pack, reference, principal.id(), &allowed, secret)
         .map_err(|e| Refusal::adapter(&e))?;
     Ok(Planned {
@@ -149,7 +184,9 @@ pub fn plan(
         args,
         env,
         workdir: a.workdir.clone(),
-        path: verified.path().to_path_buf(),
-        pin,
+        bin,
+        sandbox: confined.report.field_json(),
+        confinement: confined.confinement,
+        private_tmp: Some(confined.tmp),
     })
 }

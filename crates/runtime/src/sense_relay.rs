@@ -10,110 +10,100 @@ use hcp_model::{Code, exit};
 use hcp_store::stimulus;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One running trigger.
 struct Running {
     reference: String,
-    child: Option<Child>,
-    pgid: Pid,
+    child: Option<hcp_adapter::Started>,
     out: Option<OwnedFd>,
     err: Option<OwnedFd>,
     out_buf: Vec<u8>,
     err_buf: Vec<u8>,
     out_skipping: bool,
     exit_code: Option<i32>,
+    /// Held until the trigger ends: its confinement (cgroup, covers) and `TMPDIR`.
+    confinement: Option<hcp_adapter::Confinement>,
+    private_tmp: Option<hcp_adapter::PrivateTmp>,
 }
 
 impl Running {
     /// Ends the group (TERM, then KILL after [`STOP_GRACE`]) and reaps the child.
     fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        let _ = killpg(self.pgid, Signal::SIGTERM);
-        let until = Instant::now() + STOP_GRACE;
-        while Instant::now() < until && !exited(self.pgid) {
-            std::thread::sleep(Duration::from_millis(5));
+        if let Some(mut c) = self.child.take() {
+            self.exit_code = c.stop(STOP_GRACE);
         }
-        let _ = killpg(self.pgid, Signal::SIGKILL);
-        if let Ok(st) = c.wait() {
-            self.exit_code = st.code();
+        self.release();
+    }
+
+    /// After the direct child exited: ends the rest of its group and reaps it.
+    fn finish(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            self.exit_code = Some(c.finish().unwrap_or(128));
+        }
+        self.release();
+    }
+
+    /// Drops the confinement, then removes the private `TMPDIR` (best effort: a leftover
+    /// is private and swept by a later call).
+    fn release(&mut self) {
+        drop(self.confinement.take());
+        if let Some(t) = self.private_tmp.take() {
+            let _ = t.remove();
         }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = killpg(self.pgid, Signal::SIGKILL);
-            let _ = c.wait();
-        }
+        // Dropping the started child kills its group and reaps it.
+        drop(self.child.take());
+        self.release();
     }
 }
 
-/// Whether the unreaped child `pid` has exited (it stays unreaped, so its pid keeps
-/// naming its group).
-fn exited(pid: Pid) -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    !matches!(
-        waitid(Id::Pid(pid), flags),
-        Ok(WaitStatus::StillAlive) | Err(Errno::EINTR)
-    )
-}
-
-fn spawn(p: &Planned) -> Result<Running, Refusal> {
-    let child = Command::new(&p.path)
-        .arg0(&p.argv0)
-        .args(&p.args)
-        .env_clear()
-        .envs(p.env.iter())
-        .current_dir(&p.workdir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            Refusal::new(
-                Code::SpawnFailed,
-                format!("trigger `{}` could not be started: {e}", p.reference),
-            )
-        })?;
-    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let mut running = Running {
+fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
+    let inv = hcp_adapter::Invocation {
+        bin: &p.bin,
+        argv0: p.argv0.clone().into(),
+        args: p.args.clone(),
+        env: &p.env,
+        cwd: p.workdir.clone(),
+        limits: hcp_adapter::Limits::default(),
+        confine: Some(&p.confinement),
+        cancel: None,
+    };
+    let mut child = hcp_adapter::start(&inv).map_err(|e| {
+        let r = Refusal::adapter(&e);
+        Refusal {
+            message: format!(
+                "trigger `{}` could not be started: {}",
+                p.reference, r.message
+            ),
+            ..r
+        }
+    })?;
+    let out = child.take_stdout();
+    let err = child.take_stderr();
+    for fd in [&out, &err].into_iter().flatten() {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let _ = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+    }
+    Ok(Running {
         reference: p.reference.clone(),
         child: Some(child),
-        pgid,
-        out: None,
-        err: None,
+        out,
+        err,
         out_buf: Vec::new(),
         err_buf: Vec::new(),
         out_skipping: false,
         exit_code: None,
-    };
-    // What ran must still be the pinned file (the adapter's post-spawn check).
-    if let Err(e) = hcp_adapter::verify_bin(&p.pin) {
-        running.stop();
-        return Err(Refusal::adapter(&e));
-    }
-    if let Some(c) = running.child.as_mut() {
-        running.out = c.stdout.take().map(OwnedFd::from);
-        running.err = c.stderr.take().map(OwnedFd::from);
-    }
-    for fd in [&running.out, &running.err].into_iter().flatten() {
-        use nix::fcntl::{FcntlArg, OFlag, fcntl};
-        let _ = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
-    }
-    Ok(running)
+        confinement: Some(std::mem::take(&mut p.confinement)),
+        private_tmp: p.private_tmp.take(),
+    })
 }
 
 /// Why the loop ended.
@@ -184,7 +174,7 @@ impl Relay<'_, '_> {
 /// (`supervise_failed`); the triggers already started are stopped first.
 pub fn relay(
     rt: &Runtime,
-    admitted: &SenseAdmitted,
+    admitted: &mut SenseAdmitted,
     count: Option<u64>,
     sinks: Sinks<'_>,
 ) -> Result<u8, Refusal> {
@@ -197,7 +187,7 @@ pub fn relay(
     let pack = &admitted.pack;
     let principal = admitted.principal.as_str();
     let refs = &admitted.refs;
-    let planned = &admitted.triggers;
+    let planned = &mut admitted.triggers;
     let mut relay = Relay {
         pack_id: pack.id.as_str(),
         redact: &admitted.redactor,
@@ -207,7 +197,8 @@ pub fn relay(
         notes,
     };
     let mut running = Vec::new();
-    for p in planned {
+    let n_planned = planned.len();
+    for p in planned.iter_mut() {
         match spawn(p) {
             Ok(r) => running.push(r),
             Err(e) => {
@@ -232,7 +223,7 @@ pub fn relay(
             }
             next_recorded = Instant::now() + RECORDED_POLL;
         }
-        if !planned.is_empty() && running.iter().all(|r| r.child.is_none()) {
+        if n_planned > 0 && running.iter().all(|r| r.child.is_none()) {
             break 'main Stop::Done;
         }
         let mut fds: Vec<PollFd<'_>> = Vec::new();
@@ -292,19 +283,18 @@ pub fn relay(
             }
         }
         for r in &mut running {
-            if r.child.is_some() && (r.out.is_none() && r.err.is_none() || exited(r.pgid)) {
-                // The direct child is done: end the rest of its group (like exec), relay
-                // what is already written, reap it.
-                let _ = killpg(r.pgid, Signal::SIGKILL);
+            let exited = r
+                .child
+                .as_ref()
+                .is_some_and(hcp_adapter::Started::has_exited);
+            if r.child.is_some() && (r.out.is_none() && r.err.is_none() || exited) {
+                // The direct child is done: relay what is already written, then end the
+                // rest of its group (like exec) and reap it.
                 if read_events(r, &mut relay).is_err() {
                     break 'main Stop::Asked;
                 }
                 read_stderr(r, &mut relay);
-                if let Some(mut c) = r.child.take()
-                    && let Ok(st) = c.wait()
-                {
-                    r.exit_code = Some(st.code().unwrap_or(128));
-                }
+                r.finish();
                 r.out = None;
                 r.err = None;
             }

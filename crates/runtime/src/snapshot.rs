@@ -35,6 +35,10 @@ pub struct Snapshot {
     pub config: Result<RuntimeConfig, ConfigError>,
     /// The principal's credential, for a `user` pack's verb other than its connect verb.
     pub credential: Option<Result<Credential, MintError>>,
+    /// Every session's working directory with its principal (`State::session_list`, one
+    /// listing per call): the child's confinement hides other principals' (RUNTIME §5).
+    /// Empty when the target did not resolve.
+    pub sandboxes: Result<Vec<(String, std::path::PathBuf)>, Refusal>,
 }
 
 /// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
@@ -95,6 +99,11 @@ impl Snapshot {
             _ => None,
         };
         let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
+        let sandboxes = if target.is_ok() {
+            sandboxes(rt)
+        } else {
+            Ok(Vec::new())
+        };
         Self {
             session,
             target,
@@ -104,6 +113,7 @@ impl Snapshot {
             lock,
             config: RuntimeConfig::load(home.root()),
             credential,
+            sandboxes,
         }
     }
 
@@ -116,4 +126,13 @@ impl Snapshot {
             Some(Err(_)) => "unknown".into(),
         }
     }
+}
+
+/// Every session's working directory, with its principal.
+fn sandboxes(rt: &Runtime) -> Result<Vec<(String, std::path::PathBuf)>, Refusal> {
+    let sessions = rt.state().session_list().map_err(|e| Refusal::store(&e))?;
+    Ok(sessions
+        .into_iter()
+        .filter_map(|s| s.workdir.map(|w| (s.principal.as_str().to_owned(), w)))
+        .collect())
 }

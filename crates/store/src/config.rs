@@ -1,11 +1,16 @@
-//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child", §7, §10):
-//! how `local` land children are sandboxed, the resource limits of every child, the
-//! folders where activation also writes each active pack's skill, and what the runtime
-//! policy's `resource` constraints and `escalate` are answered by.
+//! The runtime configuration, `$HCP_HOME/config.json` (RUNTIME §5 "The child",
+//! "Confinement of every land", §7, §10): how every call's child is confined, the
+//! resource limits of every child, what each pack's children may read and write beyond
+//! their land's defaults, the folders where activation also writes each active pack's
+//! skill, and what the runtime policy's `resource` constraints and `escalate` are
+//! answered by.
 //!
 //! ```json
 //! {
-//!   "sandbox": { "require": false, "network": "allow", "tmpdir": "memory" },
+//!   "sandbox": { "require": false, "tmpdir": "memory", "protect": ["~/.password-store"] },
+//!   "packs": {
+//!     "mail": { "write": ["/home/me/.hcp-example-mail"], "network": "deny" }
+//!   },
 //!   "limits": {
 //!     "cpu_seconds": 60,
 //!     "address_space_bytes": 4294967296,
@@ -19,15 +24,18 @@
 //! }
 //! ```
 //!
-//! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); a
-//! missing file is the defaults. Reading is strict: an unknown or repeated key, a wrong
-//! type, a zero limit or an export folder that is neither absolute nor `~/…` is a
-//! [`ConfigError`] naming the file, line and column, and
+//! Every key is optional and takes the default shown ([`RuntimeConfig::default`]);
+//! `sandbox.network` has none of its own: absent, each land has its default (`deny` for
+//! `local`, `allow` for `personal` and `brain`). A missing file is the defaults. Reading
+//! is strict: an unknown or repeated key, a wrong type, a zero limit, an export folder or
+//! protected path that is neither absolute nor `~/…`, a `read`/`write` grant that is not
+//! absolute, a path holding `..` or listed twice, or a key of `packs` that is not a pack
+//! id is a [`ConfigError`] naming the file, line and column, and
 //! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
 //! understand. The per-exec overrides of the limits can only tighten them
 //! (`hcp_adapter::ResourceLimits::tightened`).
 
-use hcp_model::strict::{ParseError, parse_strict};
+use hcp_model::strict::{ParseError, StrictMap, parse_strict};
 use hcp_model::{Code, Location};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
@@ -55,7 +63,7 @@ pub const DEFAULT_PROCESSES: u64 = 4096;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
-    /// The sandbox of `local` land.
+    /// The confinement of every call's child.
     pub sandbox: SandboxConfig,
     /// The resource limits of every child.
     pub limits: LimitsConfig,
@@ -70,6 +78,117 @@ pub struct RuntimeConfig {
     /// answer is `no_escalation_tier`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub escalation: Option<EscalationMode>,
+    /// `packs`: per pack id, what its children may read and write beyond their land's
+    /// defaults, and their network (RUNTIME §5 "Confinement of every land").
+    pub packs: StrictMap<PackConfig>,
+}
+
+impl RuntimeConfig {
+    /// The entry of `packs` for `pack_id`, or the empty one.
+    pub fn pack(&self, pack_id: &str) -> &PackConfig {
+        static NONE: PackConfig = PackConfig {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: None,
+        };
+        self.packs.get(pack_id).unwrap_or(&NONE)
+    }
+
+    /// The network of a child of `pack_id`: the pack's `network`, else `sandbox.network`;
+    /// `None`: the land's default.
+    pub fn network_for(&self, pack_id: &str) -> Option<NetworkMode> {
+        self.pack(pack_id).network.or(self.sandbox.network)
+    }
+}
+
+/// One pack's entry of `packs` (RUNTIME §5 "Confinement of every land").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PackConfig {
+    /// `read`: absolute paths the pack's children may read (and execute) although they
+    /// lie in a protected path (`~/.aws` for a cloud CLI) or, in `local` land, outside the
+    /// sandbox.
+    pub read: Vec<ConfigPath>,
+    /// `write`: absolute paths the pack's children may also write (`personal` and `brain`
+    /// write only their private `TMPDIR` otherwise).
+    pub write: Vec<ConfigPath>,
+    /// `network`: `allow` or `deny` for this pack's children, over `sandbox.network`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
+}
+
+/// A path of `sandbox.protect` or of a pack's `read` / `write`, as written, with its place
+/// in the file. `~` and `~/…` are allowed in `sandbox.protect` only
+/// ([`ConfigPath::resolve_in`]); grants are absolute, since `~` would follow the caller's
+/// `HOME`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConfigPath {
+    /// The text of the entry.
+    pub raw: String,
+    /// Where the entry is in `config.json` (0:0 for one not read from a file).
+    #[serde(skip)]
+    pub at: Location,
+}
+
+impl ConfigPath {
+    /// The path, with trailing `/` and `.` components dropped; an entry starting with `~`
+    /// is expanded once per home in `homes` (RUNTIME §5: `~` is both `$HOME` and the
+    /// password database's home), so that a changed `HOME` never narrows what is
+    /// protected.
+    pub fn resolve_in(&self, homes: &[PathBuf]) -> Vec<PathBuf> {
+        let raw = self.raw.as_str();
+        if raw == "~" || raw.starts_with("~/") {
+            let rest = raw.trim_start_matches('~').trim_start_matches('/');
+            homes
+                .iter()
+                .filter(|h| h.is_absolute())
+                .map(|h| h.join(rest).components().collect())
+                .collect()
+        } else {
+            vec![Path::new(raw).components().collect()]
+        }
+    }
+
+    /// The path of an absolute entry (a grant), trailing `/` and `.` dropped.
+    pub fn path(&self) -> PathBuf {
+        Path::new(&self.raw).components().collect()
+    }
+
+    /// Why the entry is refused when the file is read, if it is. `tilde`: `~/…` allowed.
+    fn fault(&self, tilde: bool) -> Option<String> {
+        let raw = self.raw.as_str();
+        if raw.is_empty() {
+            return Some("a path may not be empty".into());
+        }
+        if raw.contains('\0') {
+            return Some("a path may not hold a NUL".into());
+        }
+        if tilde && raw.starts_with('~') && raw != "~" && !raw.starts_with("~/") {
+            return Some(format!(
+                "`{raw}`: only `~` and `~/…` are expanded; write the path in full"
+            ));
+        }
+        let absolute = raw.starts_with('/') || (tilde && raw.starts_with('~'));
+        if !absolute {
+            return Some(if tilde {
+                format!("`{raw}` is relative; a protected path is absolute or starts with `~/`")
+            } else if raw.starts_with('~') {
+                format!(
+                    "`{raw}`: a grant is an absolute path (`~` would follow the caller's `HOME`)"
+                )
+            } else {
+                format!("`{raw}` is relative; a grant is an absolute path")
+            });
+        }
+        if Path::new(raw)
+            .components()
+            .any(|c| c == Component::ParentDir)
+        {
+            return Some(format!("`{raw}` holds `..`; name the path itself"));
+        }
+        None
+    }
 }
 
 /// `escalation`: the semantic tier of the runtime policy's `escalate` (RUNTIME §7).
@@ -183,18 +302,23 @@ impl ExportDir {
     }
 }
 
-/// `sandbox`: the kernel confinement of `local` land children.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `sandbox`: the kernel confinement of every call's child.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
-    /// `require` (default `false`): refuse `local` verbs (`sandbox_unavailable`) where the
-    /// kernel has no Landlock, instead of running them unconfined.
+    /// `require` (default `false`): refuse calls (`sandbox_unavailable`) where the kernel
+    /// has no Landlock, instead of running them without filesystem rules.
     pub require: bool,
-    /// `network` (default `allow`): `deny` forbids TCP `bind`/`connect` to `local`
-    /// children (Landlock ABI 4 or later; refused where the kernel cannot enforce it).
-    pub network: NetworkMode,
-    /// `tmpdir` (default `memory`): where the private `TMPDIR` of a `local` call is made.
+    /// `network`: `allow` or `deny` for every pack without its own; absent (the default),
+    /// each land's default: `deny` for `local`, `allow` for `personal` and `brain`.
+    /// `deny` is total: no socket but a `socketpair`, no io_uring (seccomp).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkMode>,
+    /// `tmpdir` (default `memory`): where the private `TMPDIR` of every call is made.
     pub tmpdir: TmpdirMode,
+    /// `protect` (default none): more paths no child may read or write, beside the
+    /// built-in secrets (`~/.ssh`, `~/.aws` …, `/etc/shadow`); absolute or `~/…`.
+    pub protect: Vec<ConfigPath>,
 }
 
 /// `sandbox.tmpdir`.
@@ -362,6 +486,49 @@ impl RuntimeConfig {
             }
             config.skills.export[i].at = hcp_model::locate(text, &p).unwrap_or_default();
         }
+        let n = config.sandbox.protect.len();
+        for i in 0..n {
+            let idx = i.to_string();
+            let p = ["sandbox", "protect", idx.as_str()];
+            let entry = &config.sandbox.protect[i];
+            if let Some(fault) = entry.fault(true) {
+                return Err(located(&p, format!("`sandbox.protect[{i}]`: {fault}")));
+            }
+            if config.sandbox.protect[..i]
+                .iter()
+                .any(|e| e.raw == entry.raw)
+            {
+                return Err(located(
+                    &p,
+                    format!("`sandbox.protect[{i}]` `{}` is listed twice", entry.raw),
+                ));
+            }
+            config.sandbox.protect[i].at = hcp_model::locate(text, &p).unwrap_or_default();
+        }
+        for (id, pack) in &mut config.packs.0 {
+            if let Err(why) = hcp_model::PackId::parse(id) {
+                return Err(located(
+                    &["packs", id.as_str()],
+                    format!("`packs.{id}`: not a pack id: {why}"),
+                ));
+            }
+            for (key, list) in [("read", &mut pack.read), ("write", &mut pack.write)] {
+                for i in 0..list.len() {
+                    let idx = i.to_string();
+                    let p = ["packs", id.as_str(), key, idx.as_str()];
+                    if let Some(fault) = list[i].fault(false) {
+                        return Err(located(&p, format!("`packs.{id}.{key}[{i}]`: {fault}")));
+                    }
+                    if list[..i].iter().any(|e| e.raw == list[i].raw) {
+                        return Err(located(
+                            &p,
+                            format!("`packs.{id}.{key}[{i}]` `{}` is listed twice", list[i].raw),
+                        ));
+                    }
+                    list[i].at = hcp_model::locate(text, &p).unwrap_or_default();
+                }
+            }
+        }
         for (tool, verb) in &config.resolvers {
             if let Some(fault) =
                 tool_fault("tool", tool).or_else(|| tool_fault("resolver verb", verb))
@@ -416,8 +583,9 @@ mod tests {
             RuntimeConfig {
                 sandbox: SandboxConfig {
                     require: false,
-                    network: NetworkMode::Deny,
+                    network: Some(NetworkMode::Deny),
                     tmpdir: TmpdirMode::Memory,
+                    protect: Vec::new(),
                 },
                 limits: LimitsConfig {
                     processes: 64,
@@ -428,6 +596,84 @@ mod tests {
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
+        assert_eq!(RuntimeConfig::default().sandbox.network, None);
+    }
+
+    #[test]
+    fn protected_paths_and_pack_grants_are_read_with_their_place() {
+        let c = parse(
+            "{\"sandbox\": {\"protect\": [\"~/.password-store\", \"/srv/keys/\"]},\n \"packs\": {\"mail\": {\"write\": [\"/h/.hcp-example-mail\"],\n   \"read\": [\"/h/.aws\"], \"network\": \"deny\"}, \"git\": {}}}",
+        )
+        .unwrap();
+        let homes = [PathBuf::from("/home/u"), PathBuf::from("/root")];
+        assert_eq!(
+            c.sandbox.protect[0].resolve_in(&homes),
+            [
+                PathBuf::from("/home/u/.password-store"),
+                PathBuf::from("/root/.password-store")
+            ]
+        );
+        assert_eq!(
+            c.sandbox.protect[1].resolve_in(&homes),
+            [PathBuf::from("/srv/keys")]
+        );
+        let mail = c.pack("mail");
+        assert_eq!(mail.write[0].path(), PathBuf::from("/h/.hcp-example-mail"));
+        assert_eq!((mail.write[0].at.line, mail.write[0].at.column), (2, 31));
+        assert_eq!(mail.read[0].path(), PathBuf::from("/h/.aws"));
+        assert_eq!(c.network_for("mail"), Some(NetworkMode::Deny));
+        assert_eq!(c.network_for("git"), None);
+        assert_eq!(c.network_for("absent"), None);
+        assert!(c.pack("absent").write.is_empty());
+        let c = parse(r#"{"sandbox": {"network": "allow"}, "packs": {"a": {"network": "deny"}}}"#)
+            .unwrap();
+        assert_eq!(c.network_for("a"), Some(NetworkMode::Deny));
+        assert_eq!(c.network_for("b"), Some(NetworkMode::Allow));
+    }
+
+    #[test]
+    fn bad_protected_paths_and_grants_are_refused_at_their_place() {
+        for (text, needle) in [
+            (r#"{"sandbox": {"protect": ["keys"]}}"#, "is relative"),
+            (r#"{"sandbox": {"protect": [""]}}"#, "may not be empty"),
+            (
+                r#"{"sandbox": {"protect": ["~bob/x"]}}"#,
+                "only `~` and `~/…`",
+            ),
+            (r#"{"sandbox": {"protect": ["/a/../b"]}}"#, "holds `..`"),
+            (r#"{"sandbox": {"protect": ["/a", "/a"]}}"#, "listed twice"),
+            (r#"{"sandbox": {"protect": "/a"}}"#, "invalid type"),
+            (
+                r#"{"packs": {"mail": {"write": ["~/.mail"]}}}"#,
+                "follow the caller's `HOME`",
+            ),
+            (
+                r#"{"packs": {"mail": {"read": ["rel"]}}}"#,
+                "a grant is an absolute path",
+            ),
+            (
+                r#"{"packs": {"mail": {"write": ["/a", "/a"]}}}"#,
+                "listed twice",
+            ),
+            (r#"{"packs": {"mail": {"write": ["/a\u0000"]}}}"#, "NUL"),
+            (r#"{"packs": {"mail": {"writ": []}}}"#, "unknown field"),
+            (
+                r#"{"packs": {"mail": {"network": "maybe"}}}"#,
+                "unknown variant",
+            ),
+            (r#"{"packs": {"Bad_Id": {}}}"#, "not a pack id"),
+            (r#"{"packs": {"mail": {}, "mail": {}}}"#, "duplicate"),
+            (r#"{"packs": []}"#, "invalid type"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let e = parse("{\"packs\": {\"mail\": {\"write\": [\"/ok\",\n   \"rel\"]}}}").unwrap_err();
+        let ConfigError::Invalid { line, column, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (2, 4));
     }
 
     #[test]

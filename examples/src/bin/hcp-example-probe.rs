@@ -14,6 +14,8 @@
 //! probe read PATH           print PATH's bytes as they are
 //! probe exit N              exit with status N (0 to 255), printing nothing
 //! probe big N [--stderr]    print exactly N bytes of `x` (to stderr with --stderr)
+//! probe try COMMAND …       a hostile attempt (`hcp_examples::hostile`): `ok …` or
+//!                           `denied ERRNO`, exit 0 or 1
 //! ```
 //!
 //! No option parsing beyond what each subcommand says: `argv` echoes everything verbatim.
@@ -26,13 +28,28 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 const USAGE: &str = "usage: probe env | argv ARG... | cwd | stdin | sleep SECS | spew
-       | fork-hold [SECS] | write PATH TEXT | read PATH | exit N | big N [--stderr]";
+       | fork-hold [SECS] | write PATH TEXT | read PATH | exit N | big N [--stderr]
+       | try COMMAND...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // `try …` prints its own line and sets its own status.
+    if let Some((cmd, rest)) = args.split_first()
+        && cmd == "try"
+    {
+        let Some((what, rest)) = rest.split_first() else {
+            return run(USAGE, |_| Err(Failure::usage("try takes a COMMAND")));
+        };
+        return match hcp_examples::hostile::dispatch(what, rest) {
+            Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            None => run(USAGE, |_| {
+                Err(Failure::usage(format!("unknown hostile command `{what}`")))
+            }),
+        };
+    }
     // `exit N` must control the status itself, so it is handled before `run`.
     if let [cmd, n] = args.as_slice()
         && cmd == "exit"

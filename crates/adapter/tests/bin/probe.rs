@@ -2,24 +2,8 @@
 //! (RUNTIME §4, §5 "Confinement of every land"). Not part of hcp.
 //!
 //! As a child, each subcommand tries one thing and prints `ok …` (exit 0) or
-//! `denied <errno name>` (exit 1):
-//!
-//! ```text
-//! read PATH | head PATH (512 bytes) | write PATH | list DIR
-//! umount PATH | open-tree DIR REL  undo a covering mount, or reach beneath it
-//! udp HOST PORT | tcp HOST PORT | resolve NAME | raw | netlink | packet | vsock | inet6
-//! io-uring | unix-connect PATH | abstract NAME | socketpair
-//! marker                       nested-call probe: `inside` or `outside`
-//! detached-marker FIFO         setsid, double fork, wait for the parent to be gone, run
-//!                              `marker` with an empty environment into FIFO; then sleep
-//! daemon TOKEN FIFO [stay]     setsid + double fork a sleeper (argv holds TOKEN) that writes
-//!                              `ready` to FIFO; the child itself exits (with `stay`: sleeps)
-//! setsid-sleep TOKEN FIFO      the same without the double fork: the child setsids, forks
-//!                              the sleeper and then sleeps itself
-//! kill PID                     kill(PID, SIGKILL)
-//! fork-bomb N                  fork up to N sleeping children; print how many forks worked
-//! pid1                         print the pid, ppid and uid the child sees
-//! ```
+//! `denied <errno name>` (exit 1); the commands are `examples/src/hostile.rs`'s (the same
+//! file `hcp-example-probe try …` runs; see it for the list).
 //!
 //! As the driver (`drive [OPTIONS] -- PROGRAM ARGS…`), it confines PROGRAM with
 //! `Confinement::for_call` and `run`, as `hcp exec` does, and prints one JSON object:
@@ -27,9 +11,13 @@
 //! `{"error", "code"}`.
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The hostile commands, shared with `hcp-example-probe try …` (one copy of the code).
+#[path = "../../../../examples/src/hostile.rs"]
+#[allow(dead_code)]
+mod hostile;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,297 +25,15 @@ fn main() {
         eprintln!("usage: hcp-confine-probe COMMAND …");
         std::process::exit(2);
     };
-    let a = |i: usize| args.get(i).cloned().unwrap_or_default();
-    let code = match cmd.as_str() {
-        "drive" => drive(&args[1..]),
-        "read" => {
-            report(std::fs::read(a(1)).map(|b| format!("ok {}", String::from_utf8_lossy(&b))))
-        }
-        "head" => report(std::fs::File::open(a(1)).and_then(|mut f| {
-            use std::io::Read;
-            let mut b = [0u8; 512];
-            let n = f.read(&mut b)?;
-            Ok(format!("ok {n} bytes"))
-        })),
-        "umount" => {
-            let c = std::ffi::CString::new(a(1)).unwrap_or_default();
-            // SAFETY: a NUL-terminated path.
-            let r = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            report(if r == 0 {
-                Ok("ok".to_owned())
-            } else {
-                Err(std::io::Error::last_os_error())
-            })
-        }
-        "open-tree" => {
-            // A detached, non-recursive clone of the mount holding DIR, then FILE read
-            // through it: what lies under a covering mount would show.
-            let c = std::ffi::CString::new(a(1)).unwrap_or_default();
-            // SAFETY: a NUL-terminated path; flags only.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_open_tree,
-                    libc::AT_FDCWD,
-                    c.as_ptr(),
-                    1u32 | libc::O_CLOEXEC as u32,
-                )
-            };
-            if fd < 0 {
-                report(Err(std::io::Error::last_os_error()))
-            } else {
-                let rel = std::ffi::CString::new(a(2)).unwrap_or_default();
-                // SAFETY: a descriptor we hold and a NUL-terminated relative path.
-                let f = unsafe { libc::openat(fd as i32, rel.as_ptr(), libc::O_RDONLY) };
-                report(if f >= 0 {
-                    Ok("ok opened".to_owned())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                })
-            }
-        }
-        "write" => report(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(a(1))
-                .and_then(|mut f| f.write_all(b"evil\n"))
-                .map(|()| "ok".to_owned()),
-        ),
-        "list" => report(std::fs::read_dir(a(1)).map(|d| {
-            let mut n: Vec<String> = d
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            n.sort();
-            format!("ok {}", n.join(" "))
-        })),
-        "udp" => {
-            let addr = format!("{}:{}", a(1), a(2));
-            report(
-                std::net::UdpSocket::bind("0.0.0.0:0")
-                    .and_then(|s| s.send_to(b"x", addr.as_str()))
-                    .map(|n| format!("ok sent {n}")),
-            )
-        }
-        "tcp" => report(
-            std::net::TcpStream::connect(format!("{}:{}", a(1), a(2))).map(|_| "ok".to_owned()),
-        ),
-        "resolve" => {
-            use std::net::ToSocketAddrs;
-            report(
-                (a(1).as_str(), 53)
-                    .to_socket_addrs()
-                    .map(|mut it| format!("ok {:?}", it.next())),
-            )
-        }
-        "raw" => sock(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
-        "netlink" => sock(libc::AF_NETLINK, libc::SOCK_RAW, 0),
-        "packet" => sock(libc::AF_PACKET, libc::SOCK_RAW, 0),
-        "vsock" => sock(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
-        "inet6" => sock(libc::AF_INET6, libc::SOCK_DGRAM, 0),
-        "io-uring" => {
-            let mut params = [0u8; 120];
-            // SAFETY: io_uring_setup writes at most sizeof(struct io_uring_params) (120).
-            let r = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
-            report(if r >= 0 {
-                Ok("ok".to_owned())
-            } else {
-                Err(std::io::Error::last_os_error())
-            })
-        }
-        "unix-connect" => report(
-            std::os::unix::net::UnixStream::connect(a(1))
-                .and_then(|mut s| s.write_all(b"x"))
-                .map(|()| "ok".to_owned()),
-        ),
-        "abstract" => {
-            use std::os::linux::net::SocketAddrExt;
-            report(
-                std::os::unix::net::SocketAddr::from_abstract_name(a(1).as_bytes())
-                    .and_then(|addr| std::os::unix::net::UnixStream::connect_addr(&addr))
-                    .map(|_| "ok".to_owned()),
-            )
-        }
-        "socketpair" => report(std::os::unix::net::UnixStream::pair().map(|_| "ok".to_owned())),
-        "marker" => {
-            println!(
-                "{}",
-                if hcp_adapter::inside_non_owner_call() {
-                    "inside"
-                } else {
-                    "outside"
-                }
-            );
-            0
-        }
-        "detached-marker" => detached_marker(&a(1)),
-        "daemon" => daemon(&a(2), true, a(3) == "stay"),
-        "setsid-sleep" => daemon(&a(2), false, true),
-        "kill" => {
-            let pid: i32 = a(1).parse().unwrap_or(0);
-            // SAFETY: integers only.
-            let r = unsafe { libc::kill(pid, libc::SIGKILL) };
-            report(if r == 0 {
-                Ok("ok".to_owned())
-            } else {
-                Err(std::io::Error::last_os_error())
-            })
-        }
-        "fork-bomb" => fork_bomb(a(1).parse().unwrap_or(100)),
-        "pid1" => {
-            // SAFETY: getters that cannot fail.
-            let (p, pp, u) = unsafe { (libc::getpid(), libc::getppid(), libc::getuid()) };
-            println!("pid {p} ppid {pp} uid {u}");
-            0
-        }
-        _ => {
-            eprintln!("unknown command `{cmd}`");
-            2
-        }
+    let code = if cmd == "drive" {
+        drive(&args[1..])
+    } else if let Some(code) = hostile::dispatch(cmd, &args[1..]) {
+        code
+    } else {
+        eprintln!("unknown command `{cmd}`");
+        2
     };
     std::process::exit(code);
-}
-
-fn errno_name(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EACCES) => "EACCES".into(),
-        Some(libc::EPERM) => "EPERM".into(),
-        Some(libc::ENOENT) => "ENOENT".into(),
-        Some(libc::EROFS) => "EROFS".into(),
-        Some(libc::ENOSYS) => "ENOSYS".into(),
-        Some(libc::EAGAIN) => "EAGAIN".into(),
-        Some(libc::ECONNREFUSED) => "ECONNREFUSED".into(),
-        Some(libc::EAFNOSUPPORT) => "EAFNOSUPPORT".into(),
-        Some(n) => format!("errno {n}"),
-        None => e.to_string(),
-    }
-}
-
-fn report(r: std::io::Result<String>) -> i32 {
-    match r {
-        Ok(s) => {
-            println!("{s}");
-            0
-        }
-        Err(e) => {
-            println!("denied {}", errno_name(&e));
-            1
-        }
-    }
-}
-
-fn sock(domain: i32, ty: i32, proto: i32) -> i32 {
-    // SAFETY: integers only; the descriptor is leaked to exit.
-    let fd = unsafe { libc::socket(domain, ty, proto) };
-    report(if fd >= 0 {
-        Ok("ok".to_owned())
-    } else {
-        Err(std::io::Error::last_os_error())
-    })
-}
-
-fn fork() -> i32 {
-    // SAFETY: this program is single-threaded; the child only makes system calls.
-    unsafe { libc::fork() }
-}
-
-fn sleep_forever() -> ! {
-    loop {
-        std::thread::sleep(Duration::from_secs(3600));
-    }
-}
-
-/// Writes `what` to the FIFO (opened for writing: waits for the reader).
-fn tell(fifo: &str, what: &str) {
-    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(fifo) {
-        let _ = f.write_all(what.as_bytes());
-    }
-}
-
-fn daemon(fifo: &str, double_fork: bool, stay: bool) -> i32 {
-    if fork() == 0 {
-        // SAFETY: setsid takes nothing.
-        unsafe { libc::setsid() };
-        if double_fork && fork() != 0 {
-            // SAFETY: ends the intermediate at once.
-            unsafe { libc::_exit(0) };
-        }
-        if !double_fork {
-            // The setsid'd process forks the sleeper and sleeps itself.
-            if fork() == 0 {
-                tell(fifo, "ready\n");
-                sleep_forever();
-            }
-            sleep_forever();
-        }
-        tell(fifo, "ready\n");
-        sleep_forever();
-    }
-    let mut st = 0;
-    // SAFETY: reaps the first child.
-    unsafe { libc::wait(&mut st) };
-    println!("ok daemonised");
-    let _ = std::io::stdout().flush();
-    if stay { sleep_forever() } else { 0 }
-}
-
-fn detached_marker(fifo: &str) -> i32 {
-    if fork() == 0 {
-        // SAFETY: setsid and getpid take nothing.
-        let intermediate = unsafe {
-            libc::setsid();
-            libc::getpid()
-        };
-        if fork() != 0 {
-            // SAFETY: ends the intermediate at once.
-            unsafe { libc::_exit(0) };
-        }
-        // Wait until the parent (the intermediate) is gone: the parent is then whoever
-        // reaps orphans (a subreaper or an init).
-        let mut tries = 0;
-        // SAFETY: getppid cannot fail.
-        while unsafe { libc::getppid() } == intermediate && tries < 1000 {
-            tries += 1;
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        // A fresh program with an empty environment asks, its answer into the FIFO.
-        let answer = std::fs::OpenOptions::new()
-            .write(true)
-            .open(fifo)
-            .and_then(|f| {
-                std::process::Command::new("/proc/self/exe")
-                    .arg("marker")
-                    .env_clear()
-                    .stdout(f)
-                    .status()
-            });
-        // SAFETY: done.
-        unsafe { libc::_exit(i32::from(answer.is_err())) };
-    }
-    let mut st = 0;
-    // SAFETY: reaps the first child (the intermediate exits at once).
-    unsafe { libc::wait(&mut st) };
-    println!("ok");
-    let _ = std::io::stdout().flush();
-    // Keep the call alive while the detached process asks (the call's timeout ends it).
-    sleep_forever()
-}
-
-fn fork_bomb(n: usize) -> i32 {
-    let mut made = 0;
-    let mut failed = None;
-    for _ in 0..n {
-        match fork() {
-            0 => sleep_forever(),
-            p if p > 0 => made += 1,
-            _ => {
-                failed = Some(errno_name(&std::io::Error::last_os_error()));
-                break;
-            }
-        }
-    }
-    println!("forked {made} {}", failed.unwrap_or_else(|| "all".into()));
-    0
 }
 
 /// The driver: `drive [--land L] [--agent] [--deny|--allow] [--workdir D] [--tmp D]

@@ -1,7 +1,8 @@
 //! `hcp doctor [--json]`: what this machine and store can enforce (RUNTIME §3, §5 "The
-//! child", §10), as the runtime examines it (`hcp_runtime::doctor`), printed: store
-//! health, the Landlock ABI, the limits, the bins against their pins, the credentials'
-//! modes and the skill export folders.
+//! child", "Confinement of every land", §10), as the runtime examines it
+//! (`hcp_runtime::doctor`), printed: store health, the Landlock ABI, seccomp, the process
+//! mechanism, whether fork bombs are bounded, the limits, the bins against their pins,
+//! the credentials' modes and the skill export folders.
 //!
 //! Exit 0 when nothing is wrong, 1 when something is.
 
@@ -95,7 +96,7 @@ fn human(r: &Report) -> String {
         }
     ));
     let sb = &r.sandbox;
-    line("sandbox (local land)".into());
+    line("sandbox (every call)".into());
     line(format!(
         "  landlock              {}",
         match sb.landlock {
@@ -105,14 +106,25 @@ fn human(r: &Report) -> String {
         }
     ));
     line(format!("  filesystem rules      {}", yes(sb.filesystem)));
+    line(format!("  hidden paths          {}", sb.hidden_paths));
+    line(format!("  seccomp               {}", yes(sb.seccomp)));
     line(format!(
         "  network               {} (deny enforceable: {})",
         sb.network,
         yes(sb.network_deny_enforceable)
     ));
     line(format!("  signal scoping        {}", yes(sb.scoped)));
+    line(format!(
+        "  processes             {} (end with a killed hcp: {})",
+        sb.processes,
+        yes(sb.descendants_end_with_killed_hcp)
+    ));
+    line(format!("  fork bombs            {}", sb.fork_bombs));
     line(format!("  require               {}", yes(sb.require)));
-    line(format!("  local verbs           {}", sb.local_verbs));
+    line(format!(
+        "  calls                 {} (local verbs: {})",
+        sb.calls, sb.local_verbs
+    ));
     line("limits (every child)".into());
     for l in &r.limits {
         line(format!(
@@ -210,6 +222,9 @@ fn human(r: &Report) -> String {
                 }
             ));
         }
+    }
+    for n in &r.notes {
+        line(format!("note: {n}"));
     }
     if r.problems.is_empty() {
         line("no problems found".into());

@@ -103,6 +103,21 @@ impl World {
         self.hcp().args(args).output().unwrap()
     }
 
+    /// Gives the `mail` gold pack the one place it writes, `$HOME/.hcp-example-mail`:
+    /// `personal` and `brain` children write only their private `TMPDIR` and the paths
+    /// `config.json` grants the pack (RUNTIME §5). Makes the directory (a grant of a path
+    /// that does not exist when the call starts grants nothing) and writes `config.json`.
+    pub fn grant_mail_root(&self) {
+        let root = self.home.join(".hcp-example-mail");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&self.hcp_home).unwrap();
+        std::fs::write(
+            self.hcp_home.join("config.json"),
+            serde_json::json!({"packs": {"mail": {"write": [root]}}}).to_string(),
+        )
+        .unwrap();
+    }
+
     /// Copies a gold pack into the temporary root (so a test may change it) and returns
     /// the copy.
     pub fn copy_pack(&self, id: &str) -> PathBuf {

@@ -25,12 +25,25 @@ pub fn source(id: &str) -> PathBuf {
     if f.is_dir() { f } else { common::gold_pack(id) }
 }
 
+/// Whether a call's child is the init of a PID namespace of its own here (RUNTIME §5:
+/// then every descendant ends with it). As an init it gets only the signals it handles,
+/// and from the kernel only `SIGKILL`: a timeout's `SIGTERM` reaches it only if it handles
+/// it (the `SIGKILL` after the grace always does: exit 137), and a resource limit's
+/// `SIGXFSZ` or `SIGXCPU` is not delivered (the write fails with `EFBIG`; the CPU limit's
+/// hard `SIGKILL` still ends it).
+pub fn child_is_init() -> bool {
+    hcp_adapter::process_mechanism().survives_sigkill_of_hcp()
+}
+
 /// A fresh world with `packs` (gold or fixture ids) installed and active.
 pub fn world(packs: &[&str]) -> World {
     common::example_bins();
     let w = World::new();
     for id in packs {
         install(&w, &source(id));
+    }
+    if packs.contains(&"mail") {
+        w.grant_mail_root();
     }
     w
 }

@@ -2,6 +2,7 @@
 //! without the `hcp` binary: packs whose bin is a small shell script inside the pack
 //! (`bin/tp`), installed through [`crate::install`], called through [`crate::pipeline`].
 
+mod bootstrap;
 mod cache;
 mod escalate;
 mod lock;

@@ -145,9 +145,7 @@ pub fn caller() -> Result<Caller, CliError> {
     })?;
     Ok(Caller {
         session_token: std::env::var_os(env::HCP_SESSION),
-        project: std::env::var(env::HCP_PROJECT)
-            .ok()
-            .filter(|p| !p.is_empty()),
+        project: project()?,
         cwd,
         parent_env: std::env::vars_os().collect(),
         limit_overrides: match std::env::var_os(env::HCP_LIMITS) {
@@ -156,6 +154,29 @@ pub fn caller() -> Result<Caller, CliError> {
                 .map_err(|m| CliError::call(Code::Usage, m).hint(LIMITS_HINT))?,
         },
     })
+}
+
+/// `HCP_PROJECT`, when set and not empty, checked like a session's project names
+/// (RUNTIME §4): a value such as `-rf` never reaches `{{@project_id}}`.
+///
+/// # Errors
+/// `bad_value` (64) for a value that is not UTF-8 or not a project name.
+fn project() -> Result<Option<String>, CliError> {
+    let Some(v) = std::env::var_os(env::HCP_PROJECT).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let bad = |shown: &str, why: &str| {
+        CliError::call(
+            Code::BadValue,
+            format!("`HCP_PROJECT` `{shown}` is not a project name: {why}"),
+        )
+        .hint("name one of the session's projects (ASCII letters, digits, `.`, `_`, `@`, `-`, starting with a letter or digit), or unset `HCP_PROJECT`")
+    };
+    let Some(p) = v.to_str() else {
+        return Err(bad(&v.to_string_lossy(), "it is not UTF-8"));
+    };
+    hcp_store::session::validate_name(p).map_err(|why| bad(p, &why))?;
+    Ok(Some(p.to_owned()))
 }
 
 const LIMITS_HINT: &str = "HCP_LIMITS=cpu_seconds=N,address_space_bytes=N,open_files=N,file_size_bytes=N,processes=N (any subset)";
