@@ -283,11 +283,18 @@ fn relays_json_lines_and_drops_the_rest() {
         v,
         json!({"pack_id": "feed", "ref": "here", "event": {"cwd": w.work.display().to_string()}})
     );
-    // …and the allow record says how each trigger was confined
-    let rec = w.run(&["audit", "tail", "-n", "1", "--json"]);
-    let rec: Value =
-        serde_json::from_str(String::from_utf8_lossy(&rec.stdout).lines().last().unwrap()).unwrap();
-    let rec = if rec.is_array() { rec[0].clone() } else { rec };
+    // …and the sense's intent says how each trigger was confined (its outcome follows)
+    let tail = w.run(&["audit", "tail", "-n", "2", "--json"]);
+    let tail = String::from_utf8_lossy(&tail.stdout).into_owned();
+    let rec: Value = tail
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .flat_map(|v| match v {
+            Value::Array(a) => a,
+            v => vec![v],
+        })
+        .find(|r| r["kind"] == "intent")
+        .unwrap_or_else(|| panic!("no intent in {tail}"));
     assert_eq!(
         rec["sandbox"]["here"]["filesystem"],
         json!("enforced"),
