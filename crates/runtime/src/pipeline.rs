@@ -11,8 +11,8 @@
 
 use crate::Runtime;
 use crate::call::{Answer, Call, Caller};
-use crate::http::Work;
 use crate::confirm::{self, Answered};
+use crate::http::Work;
 use crate::policy;
 use crate::prepare::{self, ChildSpec};
 use crate::record::Facts;
@@ -287,14 +287,7 @@ fn steps(
         // commands only), so an answer for one is refused.
         let about_to_run = match &child {
             Work::Child(c) => crate::pins::pin_of(&pack, &allowed.plan.program).map(|pin| {
-                confirm::digest(
-                    pack.id.as_str(),
-                    &verb_key,
-                    &pin,
-                    &c.argv0,
-                    &c.args,
-                    &c.cwd,
-                )
+                confirm::digest(pack.id.as_str(), &verb_key, &pin, &c.argv0, &c.args, &c.cwd)
             }),
             Work::Http(_) => Err(confirm::changed()),
         };

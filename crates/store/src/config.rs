@@ -318,7 +318,6 @@ impl Default for McpConfig {
     }
 }
 
-
 /// `escalation`: the semantic tier of the runtime policy's `escalate` (RUNTIME §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

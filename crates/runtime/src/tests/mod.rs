@@ -4,9 +4,9 @@
 
 mod bootstrap;
 mod cache;
+mod confirm;
 mod escalate;
 mod lock;
-mod confirm;
 mod mcp;
 mod pipeline;
 mod resolve;
