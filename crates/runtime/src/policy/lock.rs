@@ -69,9 +69,18 @@ pub fn refusal_of(e: &LockError) -> PolicyRefusal {
 /// A [`PolicyRefusal`] with the lock's code when the file exists and does not read.
 pub fn read(home: &Home) -> Result<Option<Lock>, PolicyRefusal> {
     let path = lock_path(home);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) if b.len() as u64 <= histos::lock::MAX_LOCK_BYTES => b,
+    let bytes = match crate::policy::source::read_regular(&path, histos::lock::MAX_LOCK_BYTES) {
+        Ok(Some(b)) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+            return Err(PolicyRefusal::new(
+                code_of(LockCode::Unparseable),
+                format!("the tool lock `{LOCK_FILE}` does not read: {e}"),
+            )
+            .with_hint(
+                "every session call is refused until the owner writes it again with `hcp policy lock` (or removes it)",
+            ));
+        }
         // Too large or unreadable: the engine's reader says which, with its code.
         _ => return read_strict(home).map(Some),
     };

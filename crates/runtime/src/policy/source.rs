@@ -137,6 +137,17 @@ fn load_file(home: &Home, path: &Path) -> Result<RuntimePolicy, PolicyRefusal> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if let Err(e) = read_regular(path, 0)
+        && e.kind() == std::io::ErrorKind::InvalidInput
+    {
+        return Err(PolicyRefusal::new(
+            Code::Unparseable,
+            format!(
+                "the runtime policy `{}` cannot be read: {e}",
+                path.display()
+            ),
+        ));
+    }
     let Some(bytes) = read_bounded(path) else {
         // Missing, unreadable or too large: the engine's own reader says which, with its
         // POLICY code (it never reaches the cache).
@@ -211,11 +222,31 @@ pub fn load_uncached(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal
 /// The file's bytes, or `None` when it cannot be read or holds more than the engine
 /// loads.
 fn read_bounded(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
-    let limit = histos::MAX_POLICY_BYTES as u64;
+    read_regular(path, histos::MAX_POLICY_BYTES as u64).ok()?
+}
+
+/// The bytes of the regular file at `path` (symlinks followed), or `Ok(None)` when it holds
+/// more than `limit` bytes. It is opened without blocking and read at most `limit + 1`
+/// bytes, so a FIFO, a device (`/dev/zero`) or a socket put in its place neither hangs a
+/// call nor fills its memory.
+///
+/// # Errors
+/// The open's or the read's; `InvalidInput` for a path that is not a regular file.
+pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
     let mut buf = Vec::new();
-    file.take(limit + 1).read_to_end(&mut buf).ok()?;
-    (buf.len() as u64 <= limit).then_some(buf)
+    file.take(limit + 1).read_to_end(&mut buf)?;
+    Ok((buf.len() as u64 <= limit).then_some(buf))
 }
 
 /// Parses the bytes of `path` as `Policy::load_path` would (JSON for `.json`, else YAML).
@@ -301,4 +332,31 @@ fn write(path: &Path, name: &str, compiled: &[u8]) -> Result<(), String> {
     bytes.extend_from_slice(name.as_bytes());
     bytes.extend_from_slice(compiled);
     hcp_store::atomic::write_atomic(path, &bytes).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::read_regular;
+    use std::io::ErrorKind;
+
+    /// A FIFO, a device or a directory in place of the policy or the lock is refused at
+    /// once (no open that waits for a writer, no read without end); a regular file is read
+    /// up to its limit.
+    #[test]
+    fn only_a_regular_file_is_read_and_never_past_its_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        for p in [fifo.as_path(), std::path::Path::new("/dev/zero"), d.path()] {
+            let e = read_regular(p, 16).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{}", p.display());
+        }
+        let f = d.path().join("f");
+        std::fs::write(&f, b"0123456789").unwrap();
+        assert_eq!(read_regular(&f, 10).unwrap().unwrap(), b"0123456789");
+        assert_eq!(read_regular(&f, 9).unwrap(), None);
+        let gone = read_regular(&d.path().join("gone"), 9).unwrap_err();
+        assert_eq!(gone.kind(), ErrorKind::NotFound);
+    }
 }
