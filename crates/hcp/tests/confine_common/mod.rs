@@ -40,12 +40,37 @@ pub fn root() -> bool {
 /// skipped, and failed under `CI=true`, without `setpriv`).
 pub fn users() -> Vec<As> {
     if root() {
-        if Path::new("/usr/bin/setpriv").exists() {
+        if !Path::new("/usr/bin/setpriv").exists() {
+            common::skip::skip(
+                "running as root without `setpriv`: not testing as an ordinary user",
+            );
+        } else if !nobody_reaches(&common::hcp_bin()) || !nobody_reaches(&common::gold_pack("echo"))
+        {
+            // `nobody` runs the built `hcp`, the example CLIs and the gold packs where they
+            // are: every directory above the checkout must let others pass (`o+x`).
+            common::skip::skip(
+                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user",
+            );
+        } else {
             return vec![As::Me, As::Nobody];
         }
-        common::skip::skip("running as root without `setpriv`: not testing as an ordinary user");
     }
     vec![As::Me]
+}
+
+/// Whether `nobody` can reach `path` (every directory above it searchable by others).
+fn nobody_reaches(path: &Path) -> bool {
+    Command::new("/usr/bin/setpriv")
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            "test",
+            "-r",
+        ])
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// A confinement world: a [`World`] whose every `hcp` runs as `user`.
