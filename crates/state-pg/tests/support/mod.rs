@@ -84,7 +84,7 @@ pub fn session(principal: &str, now: Timestamp) -> (Token, Session) {
         projects: vec!["p1".into()],
         attributes: BTreeMap::from([("team".to_owned(), "blue".to_owned())]),
         can_view: vec![],
-        workdir: Some(std::ffi::OsStr::from_bytes(b"/srv/work/\xff").into()),
+        workdir: Some(std::ffi::OsStr::from_bytes(b"/srv/sandbox/\xff").into()),
         created_at: now,
         expires_at: now + jiff::SignedDuration::from_hours(1),
         ended_at: None,
