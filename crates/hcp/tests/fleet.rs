@@ -521,12 +521,12 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     // One schema version behind (as an hcp one release older left it): refused with the
     // hint to migrate; `hcp state migrate` brings it back.
     server.psql(&format!(
-        "DELETE FROM {schema}.schema_version WHERE version = 3; \
-         DROP FUNCTION {schema}.hcp_admit; DROP FUNCTION {schema}.hcp_snapshot"
+        "DELETE FROM {schema}.schema_version WHERE version = 4; \
+         DROP FUNCTION {schema}.hcp_call_reads"
     ));
     assert_code(&b, "state_unavailable", "hcp state migrate");
     let said = b.ok(&["state", "migrate"]);
-    assert!(said.contains("applied migration 3"), "{said}");
+    assert!(said.contains("applied migration 4"), "{said}");
     assert_eq!(b.exec(Some(&token), &argv).0, 0);
     assert_eq!(a.exec(Some(&token), &argv).0, 0);
     let v = b.assert_sound();
@@ -589,13 +589,13 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
     let again = ms[1].ok(&["state", "migrate"]);
     assert_eq!(
         again.trim(),
-        format!("schema `{schema}` is current (version 3)"),
+        format!("schema `{schema}` is current (version 4)"),
         "{again}"
     );
     let v: Value = serde_json::from_str(&ms[0].ok(&["state", "migrate", "--json"])).unwrap();
     assert_eq!(
         (&v["backend"], &v["from"], &v["to"], &v["applied"]),
-        (&json!("postgresql"), &json!(3), &json!(3), &json!([])),
+        (&json!("postgresql"), &json!(4), &json!(4), &json!([])),
         "{v}"
     );
     // Doctor names the backend, this machine, the server's and the schema's versions.
@@ -613,8 +613,8 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         (
             &json!("postgresql"),
             &json!(schema),
-            &json!(3),
-            &json!(3),
+            &json!(4),
+            &json!(4),
             &json!(true),
             &json!(ms[0].id())
         ),
@@ -631,7 +631,7 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         "{text}"
     );
     assert!(
-        text.contains("  schema version        3 (this hcp: 3)"),
+        text.contains("  schema version        4 (this hcp: 4)"),
         "{text}"
     );
     assert!(text.contains("  reachable             yes"), "{text}");

@@ -79,13 +79,34 @@ fn execute(
     via_connect: bool,
     answered: Option<&Answered>,
 ) -> (Answer, Option<String>) {
-    // A state that cannot be used refuses before anything is read (RUNTIME §9): no
-    // refusal could be recorded, and nothing falls back to the files.
-    if let Err(e) = crate::backend::ready(rt) {
+    // A state that cannot be used refuses before any step (RUNTIME §9): no refusal
+    // could be recorded, and nothing falls back to the files. A database's connection
+    // is opened, and its schema checked, by the snapshot's reads (one round trip).
+    if let Err(e) = crate::backend::ready_to_read(rt) {
         return (crate::record::early_refusal(Refusal::store(&e)), None);
     }
+    let now = Timestamp::now();
+
+    // ── 0. Snapshot: every read of the store and the state, up front. ──────────────────
+    let subject = Subject::Verb {
+        pack_id: call.pack_id.as_deref(),
+        target: &call.target,
+    };
+    let mut snap = Snapshot::load(rt, caller, subject, now);
+    if let Some(r) = snap.unavailable.take() {
+        return (crate::record::early_refusal(r), None);
+    }
     let mut facts = Facts::start(rt);
-    let answer = match steps(rt, caller, call, cancel, via_connect, answered, &mut facts) {
+    let answer = match steps(
+        rt,
+        caller,
+        snap,
+        call,
+        cancel,
+        via_connect,
+        answered,
+        &mut facts,
+    ) {
         Ok(a) => a,
         Err(s) => {
             let audit_id = stop_record(rt, &mut facts, &s);
@@ -95,26 +116,22 @@ fn execute(
     (answer, facts.principal)
 }
 
-#[allow(clippy::too_many_lines)]
+/// Steps 1–10 of RUNTIME §5 on the call's snapshot: one function, read top to bottom, so
+/// it takes the call's every input.
+#[allow(clippy::too_many_lines, clippy::too_many_arguments)]
 fn steps(
     rt: &Runtime,
     caller: &Caller,
+    snap: Snapshot,
     call: &Call,
     cancel: Option<BorrowedFd<'_>>,
     via_connect: bool,
     answered: Option<&Answered>,
     facts: &mut Facts,
 ) -> Result<Answer, Stop> {
-    let now = Timestamp::now();
-
-    // ── 0. Snapshot: every read of the store and the state, up front. ──────────────────
-    let subject = Subject::Verb {
-        pack_id: call.pack_id.as_deref(),
-        target: &call.target,
-    };
-    let snap = Snapshot::load(rt, caller, subject, now);
     facts.principal = Some(snap.principal_label());
     let Snapshot {
+        now,
         session,
         target,
         active,
@@ -125,6 +142,7 @@ fn steps(
         credential,
         operation,
         sandboxes,
+        unavailable: _,
     } = snap;
 
     // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
@@ -543,6 +561,7 @@ pub fn sense(
     let snap = Snapshot::load(rt, caller, subject, now);
     let label = snap.principal_label();
     let Snapshot {
+        now: _,
         session,
         target: found,
         active,
@@ -553,7 +572,11 @@ pub fn sense(
         credential,
         operation: _,
         sandboxes,
+        unavailable,
     } = snap;
+    if let Some(r) = unavailable {
+        return Err(refused(r));
+    }
 
     // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
     let (pack, _) = found.map_err(refused)?;

@@ -8,16 +8,20 @@ use crate::Runtime;
 use crate::call::Caller;
 use crate::policy::{self, PolicyRefusal, RuntimePolicy};
 use crate::refusal::Refusal;
+use hcp_store::StoreError;
 use hcp_store::binding::{self, Credential, MintError};
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::grant::HeldCapability;
 use hcp_store::pack::{self, InstalledPack};
 use hcp_store::session::{Session, SessionError};
+use hcp_store::state::CallReads;
 use jiff::Timestamp;
 
 /// What a call reads, each part as found.
 #[derive(Debug)]
 pub struct Snapshot {
+    /// The call's time, at which everything was read (sessions' expiry, windows).
+    pub now: Timestamp,
     /// The session of `HCP_SESSION`; `None` for the owner.
     pub session: Option<Result<Session, SessionError>>,
     /// The pack and verb key (or stimulus ref) the call names.
@@ -39,10 +43,14 @@ pub struct Snapshot {
     /// install kept (RUNTIME §1.3); `None` for other kinds, stimuli and a target that did
     /// not resolve.
     pub operation: Option<Result<hcp_openapi::Operation, Refusal>>,
-    /// Every session's working directory with its principal (`State::session_list`, one
+    /// Every session's working directory with its principal (`State::call_reads`, one
     /// listing per call): the child's confinement hides other principals' (RUNTIME §5).
     /// Empty when the target did not resolve.
     pub sandboxes: Result<Vec<(String, std::path::PathBuf)>, Refusal>,
+    /// The state's failure to answer at all (`state_unavailable`, RUNTIME §9), from any
+    /// part of [`State::call_reads`](hcp_store::State::call_reads): the call is refused
+    /// before any step, as when the state cannot be reached.
+    pub unavailable: Option<Refusal>,
 }
 
 /// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
@@ -68,10 +76,6 @@ impl Snapshot {
     /// Reads everything a call of `subject` by `caller` may need, at `now`.
     pub fn load(rt: &Runtime, caller: &Caller, subject: Subject<'_>, now: Timestamp) -> Self {
         let home = rt.home();
-        let session = caller
-            .session_token
-            .as_ref()
-            .map(|t| rt.state().session_resolve(&t.to_string_lossy(), now));
         let target = match subject {
             Subject::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
             Subject::Stimulus { pack_id, reference } => pack::load(home, pack_id)
@@ -81,12 +85,34 @@ impl Snapshot {
         let active = target
             .as_ref()
             .is_ok_and(|(p, _)| pack::is_active(home, p.id.as_str()));
-        let grants = match (&session, &target) {
-            (Some(Ok(s)), Ok((p, _))) => rt
-                .state()
-                .grants_held(&s.principal, &p.id)
+        let operation = match (&target, subject) {
+            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
+                Some(
+                    pack::openapi::pinned_operation(p, key)
+                        .map_err(|e| crate::install::pack_refusal(&e)),
+                )
+            }
+            _ => None,
+        };
+        // The state's part in one request (one round trip for a database).
+        let token = caller.session_token.as_ref().map(|t| t.to_string_lossy());
+        let reads = rt.state().call_reads(
+            token.as_deref(),
+            target.as_ref().ok().map(|(p, _)| &p.id),
+            now,
+        );
+        let unavailable = unavailable(&reads);
+        let session = reads.session;
+        let grants = reads.grants.map_err(|e| Refusal::store(&e));
+        let sandboxes = match reads.sandboxes {
+            None => Ok(Vec::new()),
+            Some(r) => r
+                .map(|v| {
+                    v.into_iter()
+                        .map(|(p, w)| (p.as_str().to_owned(), w))
+                        .collect()
+                })
                 .map_err(|e| Refusal::store(&e)),
-            _ => Ok(Vec::new()),
         };
         let principal = match &session {
             None => Some(hcp_store::session::OWNER),
@@ -102,22 +128,9 @@ impl Snapshot {
             }
             _ => None,
         };
-        let operation = match (&target, subject) {
-            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
-                Some(
-                    pack::openapi::pinned_operation(p, key)
-                        .map_err(|e| crate::install::pack_refusal(&e)),
-                )
-            }
-            _ => None,
-        };
-        let sandboxes = if target.is_ok() {
-            sandboxes(rt)
-        } else {
-            Ok(Vec::new())
-        };
         let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
         Self {
+            now,
             operation,
             session,
             target,
@@ -128,6 +141,7 @@ impl Snapshot {
             config: RuntimeConfig::load(home.root()),
             credential,
             sandboxes,
+            unavailable,
         }
     }
 
@@ -142,11 +156,17 @@ impl Snapshot {
     }
 }
 
-/// Every session's working directory, with its principal.
-fn sandboxes(rt: &Runtime) -> Result<Vec<(String, std::path::PathBuf)>, Refusal> {
-    let sessions = rt.state().session_list().map_err(|e| Refusal::store(&e))?;
-    Ok(sessions
+/// The first part of `reads` the state could not answer (`state_unavailable`).
+fn unavailable(reads: &CallReads) -> Option<Refusal> {
+    let session = match &reads.session {
+        Some(Err(SessionError::Store(e))) => Some(e),
+        _ => None,
+    };
+    let grants = reads.grants.as_ref().err();
+    let sandboxes = reads.sandboxes.as_ref().and_then(|r| r.as_ref().err());
+    [session, grants, sandboxes]
         .into_iter()
-        .filter_map(|s| s.workdir.map(|w| (s.principal.as_str().to_owned(), w)))
-        .collect())
+        .flatten()
+        .find(|e| matches!(e, StoreError::StateUnavailable { .. }))
+        .map(Refusal::store)
 }

@@ -33,6 +33,7 @@ mod counter;
 mod error;
 mod grant;
 mod machine;
+mod reads;
 pub mod schema;
 mod session;
 mod snapshot;
@@ -55,6 +56,7 @@ pub use config::{
 };
 pub use error::{EXIT_STATE_UNAVAILABLE, Failure, PgError, PgResult, STATE_UNAVAILABLE};
 pub use machine::{MACHINE_ID_FILE, MachineId};
+pub use reads::PgCallReads;
 pub use schema::{MigrateReport, SCHEMA_VERSION};
 pub use session::SessionLookupError;
 pub use snapshot::{CallSnapshot, SnapshotQuery};
@@ -86,12 +88,20 @@ pub struct PgState {
     schema: String,
     url: String,
     machine: MachineId,
-    conn: Mutex<Option<postgres::Client>>,
+    conn: Mutex<Option<Live>>,
     secret: std::sync::OnceLock<[u8; 32]>,
     /// The last slow failure to connect and when, answered again without a new attempt
     /// for [`RETRY_AFTER`] (a call touches the state several times; a host that does not
     /// answer would make each wait for the connect time limit).
     failed: Mutex<Option<(std::time::Instant, Remembered)>>,
+}
+
+/// An open connection, and whether the schema's version was checked on it yet: a new
+/// connection's check rides on its first statement when that statement can carry it
+/// ([`PgState::call_reads`]), else it is a round trip of its own before the first one.
+struct Live {
+    client: postgres::Client,
+    checked: bool,
 }
 
 /// How long a slow failure to connect is answered again before the next attempt.
@@ -149,8 +159,8 @@ impl PgState {
     /// absent, older or newer than [`SCHEMA_VERSION`].
     pub fn connect(cfg: &StateConfig, machine: MachineId) -> PgResult<Self> {
         let state = Self::unchecked(cfg, machine)?;
-        let client = state.reconnect()?;
-        *state.lock()? = Some(client);
+        let live = state.reconnect(true)?;
+        *state.lock()? = Some(live);
         Ok(state)
     }
 
@@ -290,9 +300,10 @@ impl PgState {
         Ok(*self.secret.get_or_init(|| secret))
     }
 
-    /// A new connection, its schema checked and the fleet's secret read with it (one
-    /// round trip after the start-up); a failure is remembered for [`RETRY_AFTER`].
-    fn reconnect(&self) -> PgResult<postgres::Client> {
+    /// A new connection; with `check`, its schema checked and the fleet's secret read
+    /// with it (one round trip after the start-up). A failure is remembered for
+    /// [`RETRY_AFTER`].
+    fn reconnect(&self, check: bool) -> PgResult<Live> {
         let mut failed = self.failed.lock().map_err(|_| {
             PgError::unavailable(Failure::ConnectionLost, "a call panicked mid-way")
         })?;
@@ -303,16 +314,18 @@ impl PgState {
         }
         let started = std::time::Instant::now();
         let attempt = config::open(&self.target).and_then(|mut client| {
-            let secret = schema::check_reading_secret(&mut client, &self.schema)?;
-            Ok((client, secret))
+            if check {
+                self.check(&mut client)?;
+            }
+            Ok(client)
         });
         match attempt {
-            Ok((client, secret)) => {
+            Ok(client) => {
                 *failed = None;
-                if let Some(s) = secret {
-                    let _ = self.secret.set(s);
-                }
-                Ok(client)
+                Ok(Live {
+                    client,
+                    checked: check,
+                })
             }
             Err(e) => {
                 // Only a slow failure (a host that does not answer) is worth not repeating;
@@ -325,37 +338,108 @@ impl PgState {
         }
     }
 
-    fn lock(&self) -> PgResult<MutexGuard<'_, Option<postgres::Client>>> {
+    /// The schema's version checked on `client`, the fleet's secret kept (one round trip).
+    fn check(&self, client: &mut postgres::Client) -> PgResult<()> {
+        if let Some(s) = schema::check_reading_secret(client, &self.schema)? {
+            let _ = self.secret.set(s);
+        }
+        Ok(())
+    }
+
+    /// What the first statement of a connection found of the schema, when it carried the
+    /// check itself ([`PgState::with_first`]): the version must be [`SCHEMA_VERSION`];
+    /// the secret is kept (a missing one is said by [`PgState::digest_secret`]).
+    ///
+    /// # Errors
+    /// [`PgError::Schema`] for any other version.
+    pub(crate) fn checked_by(&self, version: Option<i32>, secret: Option<Vec<u8>>) -> PgResult<()> {
+        if version != Some(SCHEMA_VERSION) {
+            return Err(PgError::Schema {
+                found: version,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        if let Some(s) = secret.and_then(|s| <[u8; 32]>::try_from(s).ok()) {
+            let _ = self.secret.set(s);
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> PgResult<MutexGuard<'_, Option<Live>>> {
         self.conn
             .lock()
             .map_err(|_| PgError::unavailable(Failure::ConnectionLost, "a call panicked mid-way"))
     }
 
-    /// Runs `f` on the connection, opening it again first when it broke. A call is never
-    /// retried: a step whose answer was lost may have committed, and only the caller
-    /// knows whether repeating it is safe.
+    /// Runs `f` on the connection, opening it again first when it broke (and checking a
+    /// new connection's schema before `f`). A call is never retried: a step whose answer
+    /// was lost may have committed, and only the caller knows whether repeating it is
+    /// safe.
     pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T>,
     ) -> PgResult<T> {
+        self.run(true, |c, _| f(c))
+    }
+
+    /// As [`PgState::with`], for a read-only statement that carries the schema check
+    /// itself: on a connection not checked yet, `f` is told so (`true`) and must check
+    /// what its statement read with [`PgState::checked_by`] before it uses anything
+    /// else. When that statement fails on a connection not checked yet (a schema of
+    /// another version may lack what it reads), the check runs on its own and its
+    /// error, if any, is the answer.
+    pub(crate) fn with_first<T>(
+        &self,
+        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T>,
+    ) -> PgResult<T> {
+        self.run(false, f)
+    }
+
+    fn run<T>(
+        &self,
+        check_first: bool,
+        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T>,
+    ) -> PgResult<T> {
         let mut guard = self.lock()?;
-        if guard.as_ref().is_none_or(postgres::Client::is_closed) {
+        if guard.as_ref().is_none_or(|l| l.client.is_closed()) {
             *guard = None;
-            *guard = Some(self.reconnect()?);
+            *guard = Some(self.reconnect(check_first)?);
         }
-        let Some(client) = guard.as_mut() else {
+        let Some(live) = guard.as_mut() else {
             return Err(PgError::unavailable(
                 Failure::ConnectionLost,
                 "no connection",
             ));
         };
-        let out = f(&mut conn::Conn {
-            client: &mut *client,
-            schema: &self.schema,
-        });
+        if check_first && !live.checked {
+            if let Err(e) = self.check(&mut live.client) {
+                *guard = None;
+                return Err(e);
+            }
+            live.checked = true;
+        }
+        let unchecked = !live.checked;
+        let mut out = f(
+            &mut conn::Conn {
+                client: &mut live.client,
+                schema: &self.schema,
+            },
+            unchecked,
+        );
+        if unchecked {
+            match &out {
+                Ok(_) => live.checked = true,
+                Err(_) if !live.client.is_closed() => {
+                    if let Err(e) = self.check(&mut live.client) {
+                        out = Err(e);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
         // After any failure the connection is opened again by the next call: one the
         // server ended (a restart, a terminated backend) is not always seen as closed yet.
-        if out.is_err() || client.is_closed() {
+        if out.is_err() || live.client.is_closed() {
             *guard = None;
         }
         out

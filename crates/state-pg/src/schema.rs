@@ -12,10 +12,10 @@ use crate::sql;
 use postgres::error::SqlState;
 
 /// The schema version this code reads and writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Every migration: its version, a one-line description, and its SQL.
-pub(crate) const MIGRATIONS: [(i32, &str, &str); 3] = [
+pub(crate) const MIGRATIONS: [(i32, &str, &str); 4] = [
     (
         1,
         "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record, fleet_secret",
@@ -30,6 +30,11 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 3] = [
         3,
         "approvals of a kind: hcp_snapshot and hcp_admit match escalation or confirmation",
         sql::V3_APPROVAL_KINDS,
+    ),
+    (
+        4,
+        "functions: hcp_call_reads (a call's session, grants and sandboxes in one statement), hcp_append (one statement fewer)",
+        sql::V4_CALL_READS,
     ),
 ];
 
@@ -252,6 +257,8 @@ pub fn grant_statements(schema: &str, role: &str) -> PgResult<Vec<String>> {
         ),
         format!("GRANT SELECT, INSERT, UPDATE ON {s}.audit_chain TO {role}"),
         format!("GRANT SELECT, INSERT ON {s}.audit_record TO {role}"),
-        format!("GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit TO {role}"),
+        format!(
+            "GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit, {s}.hcp_call_reads TO {role}"
+        ),
     ])
 }

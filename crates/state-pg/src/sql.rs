@@ -487,3 +487,81 @@ BEGIN
 END
 $fn$;
 "#;
+
+/// Version 4: `hcp_call_reads`, what a call reads of the state before its gate (the
+/// session of its token, what the session's principal holds on the call's pack, every
+/// session's working directory) in one statement whose plan the server
+/// session caches, with the schema's version and the fleet's digest secret, so that a
+/// connection's first call checks the schema in the same round trip (`reads.rs`). And
+/// `hcp_append` (same signature) locks the machine's head row first and makes it only
+/// when it is missing: one statement fewer per record.
+pub(crate) const V4_CALL_READS: &str = r#"
+CREATE OR REPLACE FUNCTION hcp_append(p_machine text, p_body text, p_sync boolean DEFAULT true)
+RETURNS TABLE (o_seq bigint, o_hash text)
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+DECLARE
+    h_seq  bigint;
+    h_hash text;
+    n_hash text;
+BEGIN
+    -- An outcome does not wait for its own WAL flush (the next durable commit carries
+    -- it; a power loss before that shows the call as interrupted, never as damage).
+    IF NOT p_sync THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT c.seq, c.hash INTO h_seq, h_hash FROM audit_chain c
+    WHERE c.machine = p_machine FOR UPDATE;
+    IF NOT FOUND THEN
+        -- The machine's first record: its head row, then the lock on it.
+        INSERT INTO audit_chain (machine, seq, hash)
+        VALUES (p_machine, 0, 'sha256:0000000000000000000000000000000000000000000000000000000000000000')
+        ON CONFLICT (machine) DO NOTHING;
+        SELECT c.seq, c.hash INTO h_seq, h_hash FROM audit_chain c
+        WHERE c.machine = p_machine FOR UPDATE;
+    END IF;
+    n_hash := 'sha256:' || encode(sha256(convert_to(
+        h_hash || E'\n' || (h_seq + 1)::text || E'\n' || p_body, 'UTF8')), 'hex');
+    INSERT INTO audit_record (machine, seq, prev, hash, body)
+    VALUES (p_machine, h_seq + 1, h_hash, n_hash, p_body);
+    UPDATE audit_chain SET seq = h_seq + 1, hash = n_hash WHERE machine = p_machine;
+    PERFORM pg_notify('hcp_audit_' || current_schema(), p_machine);
+    o_seq := h_seq + 1;
+    o_hash := n_hash;
+    RETURN NEXT;
+END
+$fn$;
+
+CREATE FUNCTION hcp_call_reads(p_digest text, p_pack text)
+RETURNS TABLE (token_sha256 text, principal text, role text, projects text[],
+               attributes jsonb, can_view text[], workdir bytea, created_at timestamptz,
+               expires_at timestamptz, ended_at timestamptz, schema_version integer,
+               digest_secret bytea, grant_packs text[], grant_capabilities text[],
+               grant_times timestamptz[], sandbox_principals text[], sandbox_workdirs bytea[])
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $fn$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes, s.can_view, s.workdir,
+       s.created_at, s.expires_at, s.ended_at,
+       (SELECT max(v.version) FROM schema_version v),
+       (SELECT f.value FROM fleet_secret f WHERE f.name = 'args_digest'),
+       g.packs, g.capabilities, g.times, w.principals, w.workdirs
+FROM (SELECT 1) AS one
+LEFT JOIN sessions s ON s.token_sha256 = p_digest
+LEFT JOIN LATERAL (
+    SELECT array_agg(x.pack ORDER BY x.capability, x.pack) AS packs,
+           array_agg(x.capability ORDER BY x.capability, x.pack) AS capabilities,
+           array_agg(x.granted_at ORDER BY x.capability, x.pack) AS times
+    FROM grants x
+    WHERE x.principal = s.principal AND p_pack IS NOT NULL
+      AND (x.pack = p_pack OR x.pack = '*')) g ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(y.principal ORDER BY y.created_at, y.principal, y.token_sha256)
+               AS principals,
+           array_agg(y.workdir ORDER BY y.created_at, y.principal, y.token_sha256)
+               AS workdirs
+    FROM sessions y
+    WHERE p_pack IS NOT NULL AND y.workdir IS NOT NULL) w ON true;
+END
+$fn$;
+"#;

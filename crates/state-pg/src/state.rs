@@ -22,7 +22,9 @@ use hcp_store::config::ConfigError;
 use hcp_store::counter::{Limits, Verdict};
 use hcp_store::grant::{Grant, HeldCapability, PackScope};
 use hcp_store::session::{NewSession, PrincipalId, Session, SessionError, Token};
-use hcp_store::state::{Admission, AdmitError, Admitted, ApprovalKey, ApprovalRequest, State};
+use hcp_store::state::{
+    Admission, AdmitError, Admitted, ApprovalKey, ApprovalRequest, CallReads, State,
+};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
@@ -168,6 +170,15 @@ impl State for PgState {
 
     fn session_list(&self) -> Result<Vec<Session>, StoreError> {
         PgState::session_list(self).map_err(store_error)
+    }
+
+    fn call_reads(&self, token: Option<&str>, pack: Option<&PackId>, now: Timestamp) -> CallReads {
+        let r = PgState::call_reads(self, token, pack, now);
+        CallReads {
+            session: r.session.map(|s| s.map_err(session_error)),
+            grants: r.grants.map_err(store_error),
+            sandboxes: r.sandboxes.map(|s| s.map_err(store_error)),
+        }
     }
 
     fn grants_held(

@@ -275,7 +275,7 @@ fn a_version_2_database_is_refused_then_migrated_to_3_keeping_its_approvals() {
             e,
             PgError::Schema {
                 found: Some(2),
-                expected: 3
+                expected: SCHEMA_VERSION
             }
         ),
         "{e:?}"
@@ -283,12 +283,12 @@ fn a_version_2_database_is_refused_then_migrated_to_3_keeping_its_approvals() {
     assert_eq!(e.code(), "state_unavailable");
     assert_eq!(
         e.to_string(),
-        "the state database's schema is version 2, older than this hcp's 3"
+        format!("the state database's schema is version 2, older than this hcp's {SCHEMA_VERSION}")
     );
     assert!(e.hint().unwrap().contains("hcp state migrate"));
 
-    let three = PgState::migrate(&cfg).unwrap();
-    assert_eq!((three.from, three.to, SCHEMA_VERSION), (Some(2), 3, 3));
+    let three = PgState::migrate_to(&cfg, 3).unwrap();
+    assert_eq!((three.from, three.to), (Some(2), 3));
     assert_eq!(
         three.lines(&schema),
         vec![
@@ -298,7 +298,8 @@ fn a_version_2_database_is_refused_then_migrated_to_3_keeping_its_approvals() {
             format!("schema `{schema}` is at version 3 (was 2)"),
         ]
     );
-    assert!(PgState::migrate(&cfg).unwrap().applied.is_empty());
+    let current = PgState::migrate(&cfg).unwrap();
+    assert_eq!((current.from, current.to), (Some(3), SCHEMA_VERSION));
 
     // The old approval is a confirmation: found and taken as one, never as an escalation.
     let a = machine(&cfg);

@@ -62,17 +62,17 @@ fn migrate_creates_then_reports_current_and_connect_checks_the_version() {
     );
     assert_eq!(
         e.to_string(),
-        "the state database's schema is version 1, older than this hcp's 3"
+        format!("the state database's schema is version 1, older than this hcp's {SCHEMA_VERSION}")
     );
 
     let two = PgState::migrate(&cfg).unwrap();
     assert_eq!((two.from, two.to), (Some(1), SCHEMA_VERSION));
     assert_eq!(
         two.applied.iter().map(|a| a.0).collect::<Vec<_>>(),
-        vec![2, 3]
+        (2..=SCHEMA_VERSION).collect::<Vec<_>>()
     );
     let lines = two.lines(cfg.schema().unwrap());
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.len(), two.applied.len() + 1, "{lines:?}");
     let again = PgState::migrate(&cfg).unwrap();
     assert!(again.applied.is_empty());
     assert_eq!(
@@ -961,4 +961,170 @@ fn one_round_trip_snapshot_agrees_with_the_single_reads() {
     assert_eq!(owner.session, None);
     assert!(owner.grants.is_empty());
     assert_eq!(owner.approvals, vec![None, None, None]);
+}
+
+/// A session lookup as text: the session, or the error's code and message.
+fn shown(r: &Result<hcp_store::session::Session, hcp_state_pg::SessionLookupError>) -> String {
+    match r {
+        Ok(s) => format!("{s:?}"),
+        Err(e) => format!("{}: {e}", e.code()),
+    }
+}
+
+#[test]
+fn a_calls_reads_in_one_statement_answer_as_the_separate_reads_do() {
+    use Capability::*;
+    let Some(cfg) = fresh("reads") else { return };
+    let a = machine(&cfg);
+    let notes = pack("notes");
+    let (live, s1) = session("agent-1", t(0));
+    a.session_insert(&s1).unwrap();
+    let (bare, mut s2) = session("agent-2", t(1));
+    s2.workdir = None;
+    a.session_insert(&s2).unwrap();
+    let (ended, s3) = session("agent-3", t(2));
+    a.session_insert(&s3).unwrap();
+    a.session_end(ended.as_str(), t(3)).unwrap();
+    a.grant(
+        &p("agent-1"),
+        &PackScope::Pack(notes.clone()),
+        &[VerbExecRead],
+        t(4),
+    )
+    .unwrap();
+    a.grant(
+        &p("agent-1"),
+        &PackScope::All,
+        &[VerbExecWrite, SenseEnable],
+        t(5),
+    )
+    .unwrap();
+    a.grant(
+        &p("agent-1"),
+        &PackScope::Pack(pack("mail")),
+        &[PackConnect],
+        t(6),
+    )
+    .unwrap();
+    a.grant(
+        &p("agent-2"),
+        &PackScope::Pack(notes.clone()),
+        &[VerbExecRead],
+        t(7),
+    )
+    .unwrap();
+    let unknown = hcp_store::session::Token::generate().unwrap();
+
+    // Live, without a working directory, ended, expired (an hour after), unknown,
+    // malformed, and no token (the owner); with the pack and without.
+    let tokens: [(Option<&str>, i64); 7] = [
+        (Some(live.as_str()), 10),
+        (Some(bare.as_str()), 10),
+        (Some(ended.as_str()), 10),
+        (Some(live.as_str()), 3_600),
+        (Some(unknown.as_str()), 10),
+        (Some("hcp_not-a-token"), 10),
+        (None, 10),
+    ];
+    for (token, at) in tokens {
+        for pk in [Some(&notes), None] {
+            let now = t(at);
+            let got = a.call_reads(token, pk, now);
+            let case = format!("token {token:?} at {at}, pack {pk:?}");
+            let want = token.map(|tk| a.session_resolve(tk, now));
+            assert_eq!(
+                got.session.as_ref().map(shown),
+                want.as_ref().map(shown),
+                "{case}"
+            );
+            let want_grants = match (&want, pk) {
+                (Some(Ok(s)), Some(pk)) => a.grants_held(&s.principal, pk).unwrap(),
+                _ => Vec::new(),
+            };
+            assert_eq!(got.grants.unwrap(), want_grants, "{case}");
+            let want_dirs = pk.map(|_| {
+                a.session_list()
+                    .unwrap()
+                    .into_iter()
+                    .filter_map(|s| s.workdir.map(|w| (s.principal, w)))
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(got.sandboxes.map(Result::unwrap), want_dirs, "{case}");
+        }
+    }
+    // The live session with the pack: its own grant and the `*` ones, not `mail`'s.
+    let r = a.call_reads(Some(live.as_str()), Some(&notes), t(10));
+    let held: Vec<(Capability, String)> = r
+        .grants
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.capability, h.scope.to_string()))
+        .collect();
+    assert_eq!(
+        held,
+        vec![
+            (SenseEnable, "*".to_owned()),
+            (VerbExecRead, "notes".to_owned()),
+            (VerbExecWrite, "*".to_owned()),
+        ]
+    );
+    // Two sessions have a working directory, oldest first; the ended one's is still hidden.
+    let dirs = r.sandboxes.unwrap().unwrap();
+    assert_eq!(
+        dirs.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["agent-1", "agent-3"]
+    );
+}
+
+#[test]
+fn a_calls_reads_check_a_new_connections_schema_in_the_same_statement() {
+    let Some(url) = support::url() else { return };
+    let notes = pack("notes");
+    let (token, _) = session("agent-1", t(0));
+    let refused = |state: &PgState, found: Option<i32>| {
+        for (tk, pk) in [
+            (Some(token.as_str()), Some(&notes)),
+            (None, Some(&notes)),
+            (None, None),
+        ] {
+            let r = state.call_reads(tk, pk, t(1));
+            let e = r.grants.unwrap_err();
+            assert!(
+                matches!(&e, PgError::Schema { found: f, expected } if *f == found && *expected == SCHEMA_VERSION),
+                "{e:?}"
+            );
+            assert_eq!(e.code(), "state_unavailable");
+            if pk.is_some() {
+                assert!(matches!(r.sandboxes, Some(Err(PgError::Schema { .. }))));
+            }
+            match r.session {
+                None => assert!(tk.is_none()),
+                Some(s) => assert_eq!(s.unwrap_err().code(), "state_unavailable"),
+            }
+        }
+    };
+
+    // No schema at all; then one version behind (it lacks the statement's function);
+    // then one version ahead (the statement runs: its version column refuses it).
+    let cfg = StateConfig::new(&url).with_schema(support::schema_name("reads_v"));
+    let state = PgState::open(&cfg, MachineId::generate().unwrap()).unwrap();
+    refused(&state, None);
+    PgState::migrate_to(&cfg, SCHEMA_VERSION - 1).unwrap();
+    refused(&state, Some(SCHEMA_VERSION - 1));
+    PgState::migrate(&cfg).unwrap();
+    let ok = state.call_reads(Some(token.as_str()), Some(&notes), t(1));
+    assert_eq!(ok.session.unwrap().unwrap_err().code(), "bad_session");
+    assert_eq!(ok.grants.unwrap(), vec![]);
+    let schema = cfg.schema().unwrap();
+    psql(
+        &url,
+        &format!(
+            "INSERT INTO {schema}.schema_version (version, description) VALUES ({}, 'later')",
+            SCHEMA_VERSION + 1
+        ),
+    );
+    // The open connection was checked already; a new one (another machine) is refused.
+    assert!(state.call_reads(None, Some(&notes), t(1)).grants.is_ok());
+    let other = PgState::open(&cfg, MachineId::generate().unwrap()).unwrap();
+    refused(&other, Some(SCHEMA_VERSION + 1));
 }

@@ -206,6 +206,19 @@ impl AdmitError {
     }
 }
 
+/// What [`State::call_reads`] read, each part as found.
+#[derive(Debug)]
+pub struct CallReads {
+    /// The session of the token; `None` when the call gave none (the owner).
+    pub session: Option<Result<Session, SessionError>>,
+    /// What the session's principal holds on the pack, its own grants and the `*`
+    /// ones: empty for the owner, for a refused session and when no pack was given.
+    pub grants: Result<Vec<HeldCapability>, StoreError>,
+    /// Every session's working directory with its principal (ended and expired
+    /// sessions too), oldest session first; `None` when no pack was given.
+    pub sandboxes: Option<Result<Vec<(PrincipalId, std::path::PathBuf)>, StoreError>>,
+}
+
 /// Sessions, grants, approvals, counters and the audit records of one store (see the
 /// module docs). Chosen once per call; every method is one step of RUNTIME §4–§7.
 pub trait State: Send + Sync + std::fmt::Debug {
@@ -252,6 +265,36 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`StoreError`].
     fn session_list(&self) -> Result<Vec<Session>, StoreError>;
+
+    /// The state a call reads before its gate (RUNTIME §5 steps 2–4, and the sessions
+    /// whose working directories the child's confinement hides): the session of `token`
+    /// (`None`: no token, the owner), what its principal holds on `pack`, and, when
+    /// `pack` is given (the call's target resolved), every session's working directory.
+    /// Spends and writes nothing.
+    ///
+    /// The default asks [`State::session_resolve`], [`State::grants_held`] and
+    /// [`State::session_list`] in turn; a backend across a network answers in one round
+    /// trip. Each part keeps its own failure (see [`CallReads`]).
+    fn call_reads(&self, token: Option<&str>, pack: Option<&PackId>, now: Timestamp) -> CallReads {
+        let session = token.map(|t| self.session_resolve(t, now));
+        let grants = match (&session, pack) {
+            (Some(Ok(s)), Some(p)) => self.grants_held(&s.principal, p),
+            _ => Ok(Vec::new()),
+        };
+        let sandboxes = pack.map(|_| {
+            self.session_list().map(|sessions| {
+                sessions
+                    .into_iter()
+                    .filter_map(|s| s.workdir.map(|w| (s.principal, w)))
+                    .collect()
+            })
+        });
+        CallReads {
+            session,
+            grants,
+            sandboxes,
+        }
+    }
 
     // Grants (RUNTIME §4) and the rug-pull guard (§3).
 

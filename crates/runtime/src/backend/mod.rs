@@ -136,6 +136,20 @@ pub fn ready(rt: &Runtime) -> Result<(), StoreError> {
     }
 }
 
+/// As [`ready`], for a step whose first use of the state is the snapshot's
+/// [`State::call_reads`](hcp_store::State::call_reads): a database is not asked here,
+/// since those reads open its connection and check its schema in their own round trip
+/// (a failure there refuses the call as `state_unavailable` before any step).
+///
+/// # Errors
+/// [`ready`]'s for a state that could not be set up (`bad_config`, `store_io`).
+pub fn ready_to_read(rt: &Runtime) -> Result<(), StoreError> {
+    match rt.backend() {
+        Backend::File | Backend::Postgres { .. } => Ok(()),
+        Backend::Unusable(u) => Err(u.error()),
+    }
+}
+
 /// What `hcp state migrate` did (RUNTIME §9).
 #[derive(Debug, Serialize)]
 pub struct Migrated {

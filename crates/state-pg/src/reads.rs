@@ -1,0 +1,171 @@
+//! What a call reads of the state before its gate (RUNTIME §5 steps 2–4), in one
+//! statement and one round trip: the session of its token, what that session's principal
+//! holds on the call's pack, and every session's working directory (the child's confinement
+//! hides other principals'). On a connection just opened, the same statement also reads
+//! the schema's version and the fleet's digest secret, so the version check costs no
+//! round trip of its own (see [`PgState::with_first`]).
+//!
+//! It spends nothing and locks nothing: [`PgState::admit`] re-checks the session and the
+//! grant under locks when the call spends.
+
+use crate::PgState;
+use crate::error::{Failure, PgError, PgResult};
+use crate::session::{SessionLookupError, check_live, from_row};
+use crate::time::Ts;
+use hcp_model::{Capability, PackId};
+use hcp_store::grant::{HeldCapability, PackScope};
+use hcp_store::session::{
+    BadSession, PrincipalId, Session, Timestamp, is_token_shape, token_digest,
+};
+use postgres::types::Type;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// What [`PgState::call_reads`] read, each part as found.
+#[derive(Debug)]
+pub struct PgCallReads {
+    /// The session of the token; `None` when the call gave none (the owner).
+    pub session: Option<Result<Session, SessionLookupError>>,
+    /// The session principal's own grants on the pack and its `*` grants, by capability
+    /// then pack: empty for the owner, for a refused session and without a pack.
+    pub grants: PgResult<Vec<HeldCapability>>,
+    /// Every session's working directory with its principal, oldest session first;
+    /// `None` without a pack.
+    pub sandboxes: Option<PgResult<Vec<(PrincipalId, PathBuf)>>>,
+}
+
+/// Columns 0–9: the session (as [`crate::session::COLUMNS`]), NULL when no row matches;
+/// 10: the schema's version; 11: the digest secret; 12–14: the grants (pack, capability,
+/// granted_at; NULL: none); 15–16: the sessions' working directories (principal, workdir;
+/// NULL: none or not asked). `$1` the token's tagged digest (NULL: none), `$2` the pack
+/// (NULL: none; the directories are listed with a pack). The function is schema version
+/// 4's (`sql::V4_CALL_READS`).
+const SQL: &str = "SELECT * FROM @.hcp_call_reads($1, $2)";
+
+fn damaged(what: &str, e: impl std::fmt::Display) -> PgError {
+    PgError::damaged(format!("{what}: {e}"))
+}
+
+/// The parts of one row as found.
+struct Found {
+    session: Option<Session>,
+    grants: Vec<HeldCapability>,
+    sandboxes: Vec<(PrincipalId, PathBuf)>,
+}
+
+fn decode(row: &postgres::Row) -> PgResult<Found> {
+    let session = match row.try_get::<_, Option<String>>(0)? {
+        None => None,
+        Some(_) => Some(from_row(row)?),
+    };
+    let packs: Vec<String> = row.try_get::<_, Option<_>>(12)?.unwrap_or_default();
+    let caps: Vec<String> = row.try_get::<_, Option<_>>(13)?.unwrap_or_default();
+    let times: Vec<Ts> = row.try_get::<_, Option<_>>(14)?.unwrap_or_default();
+    if packs.len() != caps.len() || caps.len() != times.len() {
+        return Err(PgError::damaged("the grants' columns differ in length"));
+    }
+    let grants = packs
+        .iter()
+        .zip(&caps)
+        .zip(&times)
+        .map(|((pack, cap), at)| {
+            Ok(HeldCapability {
+                capability: Capability::from_str(cap)
+                    .map_err(|e| damaged("grant row: capability", e))?,
+                scope: PackScope::parse(pack).map_err(|e| damaged("grant row: pack", e))?,
+                granted_at: at.0,
+            })
+        })
+        .collect::<PgResult<Vec<_>>>()?;
+    let principals: Vec<String> = row.try_get::<_, Option<_>>(15)?.unwrap_or_default();
+    let workdirs: Vec<Vec<u8>> = row.try_get::<_, Option<_>>(16)?.unwrap_or_default();
+    if principals.len() != workdirs.len() {
+        return Err(PgError::damaged("the sessions' columns differ in length"));
+    }
+    let sandboxes = principals
+        .iter()
+        .zip(workdirs)
+        .map(|(p, w)| {
+            Ok((
+                PrincipalId::parse(p).map_err(|e| damaged("session row: principal", e))?,
+                PathBuf::from(std::ffi::OsString::from_vec(w)),
+            ))
+        })
+        .collect::<PgResult<Vec<_>>>()?;
+    Ok(Found {
+        session,
+        grants,
+        sandboxes,
+    })
+}
+
+/// The same failure again, for each part that depends on one statement.
+fn again(e: &PgError) -> PgError {
+    match e {
+        PgError::Unavailable {
+            failure, reason, ..
+        } => PgError::unavailable(*failure, reason.clone()),
+        PgError::Schema { found, expected } => PgError::Schema {
+            found: *found,
+            expected: *expected,
+        },
+        other => PgError::unavailable(Failure::Server, other.to_string()),
+    }
+}
+
+impl PgState {
+    /// Reads the session of `token`, what its principal holds on `pack` (its own grants
+    /// and the `*` ones) and, with a pack, every session's working directory, in one
+    /// statement (see the module docs). A token of the wrong shape is refused without
+    /// being looked up; a database failure is the failure of every part. Spends nothing.
+    pub fn call_reads(
+        &self,
+        token: Option<&str>,
+        pack: Option<&PackId>,
+        now: Timestamp,
+    ) -> PgCallReads {
+        let shaped = token.filter(|t| is_token_shape(t));
+        let mut out = PgCallReads {
+            session: token.map(|_| Err(BadSession::Malformed.into())),
+            grants: Ok(Vec::new()),
+            sandboxes: None,
+        };
+        // Asked even when there is nothing to read (the owner naming no installed pack):
+        // the statement is also the connection's first, which checks the schema, so a
+        // state that cannot be used refuses every call before any step (RUNTIME §9).
+        let digest = shaped.map(|t| format!("sha256:{}", token_digest(t)));
+        let pack_id = pack.map(PackId::as_str);
+        let found = self.with_first(|c, unchecked| {
+            let row = c.query_typed_one(SQL, &[(&digest, Type::TEXT), (&pack_id, Type::TEXT)])?;
+            if unchecked {
+                self.checked_by(row.try_get(10)?, row.try_get(11)?)?;
+            }
+            decode(&row)
+        });
+        let listed = pack.is_some();
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                out.grants = Err(again(&e));
+                out.sandboxes = listed.then(|| Err(again(&e)));
+                if shaped.is_some() {
+                    out.session = Some(Err(e.into()));
+                }
+                return out;
+            }
+        };
+        if shaped.is_some() {
+            let session = found
+                .session
+                .ok_or(BadSession::Unknown)
+                .and_then(|s| check_live(&s, now).map(|()| s));
+            if session.is_ok() {
+                out.grants = Ok(found.grants);
+            }
+            out.session = Some(session.map_err(SessionLookupError::from));
+        }
+        out.sandboxes = listed.then(|| Ok(found.sandboxes));
+        out
+    }
+}
