@@ -13,7 +13,11 @@
 //!   pooler's, which keeps the server's connections open;
 //! * `bare`: the bin alone, for scale.
 //!
-//! The arms run interleaved (each round every arm once, in a shuffled order). Then the
+//! The arms run interleaved (each round every arm once, in a shuffled order). Each round
+//! also measures the floor of a connection per process: PostgreSQL's own connection
+//! start with one `SELECT 1`, direct and through pgbouncer, as `pgbench -C` reports it
+//! (its "average connection time", `pgbench` of the server's binaries; skipped when it
+//! is not found). Then the
 //! parallel figure: rounds of 8 `hcp` processes started at once on one store ("8 callers
 //! on one machine") for each backend, and 8 on each of two stores of one database (two
 //! machines); each round is timed from the first spawn to the last exit.
@@ -41,6 +45,8 @@ const WARMUP: usize = 20;
 struct Server {
     direct: String,
     pool: String,
+    /// The server's binaries (`pgbench`), when known.
+    bin: Option<PathBuf>,
     /// The directory of a server this run started (stopped at the end).
     started: Option<PathBuf>,
 }
@@ -56,6 +62,7 @@ impl Server {
             return Ok(Self {
                 direct: d,
                 pool: p,
+                bin: std::env::var_os("HCP_TEST_PG_BIN").map(PathBuf::from),
                 started: None,
             });
         }
@@ -78,6 +85,7 @@ impl Server {
         Ok(Self {
             direct: get("HCP_TEST_PG_URL")?,
             pool: get("HCP_TEST_PG_POOL_URL")?,
+            bin: vars.get("HCP_TEST_PG_BIN").map(PathBuf::from),
             started: Some(get("HCP_TEST_PG_DIR")?.into()),
         })
     }
@@ -87,6 +95,25 @@ impl Server {
             let _ = Command::new(root.join(".ci/pg-stop")).arg(dir).status();
         }
     }
+}
+
+/// `pgbench -C`'s "average connection time" (ms) over `n` connections to `url`, each
+/// running one `SELECT 1`; `None` when pgbench cannot run.
+fn connection_start(bin: &Path, script: &Path, url: &str, n: usize) -> Option<f64> {
+    let out = Command::new(bin.join("pgbench"))
+        .args(["-n", "-C", "-t", &n.to_string(), "-f"])
+        .arg(script)
+        .arg(url)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("average connection time = "))
+        .and_then(|v| v.trim_end_matches(" ms").trim().parse().ok())
 }
 
 /// `export NAME=VALUE` lines as `printf %q` prints them (backslash escapes only).
@@ -351,6 +378,16 @@ fn measure(
     let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len()];
     let mut cpu: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.runs); ARMS.len()];
     let mut order: Vec<usize> = (0..ARMS.len()).collect();
+    let script = scratch.join("select-1.sql");
+    std::fs::write(&script, "SELECT 1;\n").context("cannot write the pgbench script")?;
+    let pgbench = server
+        .bin
+        .clone()
+        .filter(|b| connection_start(b, &script, &server.direct, 1).is_some());
+    if pgbench.is_none() {
+        eprintln!("no pgbench of the server: the connection-start floor is not measured");
+    }
+    let mut floors: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     eprintln!("{} interleaved rounds…", args.runs);
     let load_before = load_average();
     for _ in 0..args.runs {
@@ -359,6 +396,11 @@ fn measure(
             let (wall, _, used) = timed(command(ARMS[i])).with_context(|| ARMS[i].label())?;
             times[i].push(wall);
             cpu[i].push(used);
+        }
+        if let Some(b) = &pgbench {
+            for (f, url) in floors.iter_mut().zip([&server.direct, &server.pool]) {
+                f.extend(connection_start(b, &script, url, 3));
+            }
         }
     }
     let rounds = (args.runs / 10).max(10);
@@ -392,7 +434,18 @@ fn measure(
         .collect();
     let none = vec![Duration::ZERO; rounds];
     let pst: Vec<Stats> = par.iter_mut().map(|t| stats(t, &none)).collect();
-    report(args, &st, &pst, rounds, (&load_before, &load_after));
+    let floors = floors.map(|mut v| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    });
+    report(
+        args,
+        &st,
+        &pst,
+        &floors,
+        rounds,
+        (&load_before, &load_after),
+    );
     Ok(())
 }
 
@@ -403,7 +456,14 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn report(args: &Args, st: &[Stats], pst: &[Stats], rounds: usize, load: (&str, &str)) {
+fn report(
+    args: &Args,
+    st: &[Stats],
+    pst: &[Stats],
+    floors: &[Option<f64>; 2],
+    rounds: usize,
+    load: (&str, &str),
+) {
     let mut lines = String::new();
     macro_rules! line {
         ($($t:tt)*) => {{
@@ -451,6 +511,11 @@ fn report(args: &Args, st: &[Stats], pst: &[Stats], rounds: usize, load: (&str, 
         direct.median / file.median,
         pool.median / file.median
     );
+    if let [Some(d), Some(p)] = floors {
+        line!(
+            "- floor of a connection per process (`pgbench -C`, one `SELECT 1`, median of the rounds' \"average connection time\"): direct {d:.3} ms, pgbouncer {p:.3} ms"
+        );
+    }
     line!("\nparallel callers: wall time of a round, all started at once, {rounds} rounds (ms)\n");
     line!("| callers | median | p10 | p90 | calls/s (median round) |");
     line!("|---|---|---|---|---|");
@@ -499,6 +564,7 @@ fn report(args: &Args, st: &[Stats], pst: &[Stats], rounds: usize, load: (&str, 
                 "callers_per_machine": CALLERS,
                 "pg_direct_over_file_ms": add_direct,
                 "pg_pool_over_file_ms": add_pool,
+                "connection_start_ms": {"direct": floors[0], "pgbouncer": floors[1]},
                 "load_before": load.0,
                 "load_after": load.1,
             })
