@@ -35,13 +35,32 @@ pub struct PgCallReads {
     pub sandboxes: Option<PgResult<Vec<(PrincipalId, PathBuf)>>>,
 }
 
-/// Columns 0–9: the session (as [`crate::session::COLUMNS`]), NULL when no row matches;
-/// 10: the schema's version; 11: the digest secret; 12–14: the grants (pack, capability,
+/// Columns 0–9: the session (as `session::COLUMNS`), NULL when no row matches; 10: the
+/// schema's version; 11: the digest secret; 12–14: the grants (pack, capability,
 /// granted_at; NULL: none); 15–16: the sessions' working directories (principal, workdir;
 /// NULL: none or not asked). `$1` the token's tagged digest (NULL: none), `$2` the pack
-/// (NULL: none; the directories are listed with a pack). The function is schema version
-/// 4's (`sql::V4_CALL_READS`).
-const SQL: &str = "SELECT * FROM @.hcp_call_reads($1, $2)";
+/// (NULL: none; the directories are listed with a pack). Only tables of schema version 1:
+/// on a schema of another version it still runs, and its version column refuses it.
+const SQL: &str = "SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes,
+       s.can_view, s.workdir, s.created_at, s.expires_at, s.ended_at,
+       (SELECT max(v.version) FROM @.schema_version v),
+       (SELECT f.value FROM @.fleet_secret f WHERE f.name = 'args_digest'),
+       g.packs, g.capabilities, g.times, w.principals, w.workdirs
+FROM (SELECT 1) AS one
+LEFT JOIN @.sessions s ON s.token_sha256 = $1
+LEFT JOIN LATERAL (
+    SELECT array_agg(x.pack ORDER BY x.capability, x.pack) AS packs,
+           array_agg(x.capability ORDER BY x.capability, x.pack) AS capabilities,
+           array_agg(x.granted_at ORDER BY x.capability, x.pack) AS times
+    FROM @.grants x
+    WHERE x.principal = s.principal AND $2::text IS NOT NULL
+      AND (x.pack = $2 OR x.pack = '*')) g ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(y.principal ORDER BY y.created_at, y.principal, y.token_sha256)
+               AS principals,
+           array_agg(y.workdir ORDER BY y.created_at, y.principal, y.token_sha256) AS workdirs
+    FROM @.sessions y
+    WHERE $2::text IS NOT NULL AND y.workdir IS NOT NULL) w ON true";
 
 fn damaged(what: &str, e: impl std::fmt::Display) -> PgError {
     PgError::damaged(format!("{what}: {e}"))

@@ -33,8 +33,8 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 4] = [
     ),
     (
         4,
-        "functions: hcp_call_reads (a call's session, grants and sandboxes in one statement), hcp_append (one statement fewer)",
-        sql::V4_CALL_READS,
+        "functions: hcp_append locks the chain's head first (one statement fewer per record)",
+        sql::V4_APPEND,
     ),
 ];
 
@@ -257,8 +257,6 @@ pub fn grant_statements(schema: &str, role: &str) -> PgResult<Vec<String>> {
         ),
         format!("GRANT SELECT, INSERT, UPDATE ON {s}.audit_chain TO {role}"),
         format!("GRANT SELECT, INSERT ON {s}.audit_record TO {role}"),
-        format!(
-            "GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit, {s}.hcp_call_reads TO {role}"
-        ),
+        format!("GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit TO {role}"),
     ])
 }

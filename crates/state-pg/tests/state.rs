@@ -1104,8 +1104,8 @@ fn a_calls_reads_check_a_new_connections_schema_in_the_same_statement() {
         }
     };
 
-    // No schema at all; then one version behind (it lacks the statement's function);
-    // then one version ahead (the statement runs: its version column refuses it).
+    // No schema at all (the statement fails; the check on its own names it); one version
+    // behind and one ahead (the statement runs: its version column refuses it).
     let cfg = StateConfig::new(&url).with_schema(support::schema_name("reads_v"));
     let state = PgState::open(&cfg, MachineId::generate().unwrap()).unwrap();
     refused(&state, None);
