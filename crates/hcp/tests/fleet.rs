@@ -14,6 +14,7 @@
 mod common;
 mod exec_common;
 mod fleet_support;
+mod mcp_common;
 
 use fleet_support::{Machine, Server, count_kind, fleet, parallel, pool_url, psql, tally, url};
 use serde_json::{Value, json};
@@ -634,4 +635,37 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         "{text}"
     );
     assert!(text.contains("  reachable             yes"), "{text}");
+}
+
+#[test]
+fn an_agents_mcp_server_lists_and_calls_its_tools_on_the_fleet_and_refuses_a_schema_behind() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("mcp", &[&ua, &ub], &["polprobe"]);
+    let token = session(&ms[0], "agent", "r");
+    ms[0].ok(&["grant", "agent", "polprobe", "verb.exec.read"]);
+    // RUNTIME §10 on both machines (direct and through the pooler): the session's tools,
+    // a call of one, its record in the machine's chain. The server's async runtime and
+    // the database client's blocking calls do not meet on one thread.
+    for m in &ms {
+        let mut s = mcp_common::Raw::start(&m.w, Some(&token));
+        let names = s.tool_names();
+        assert!(names.contains(&"polprobe.argv".to_owned()), "{names:?}");
+        let r = s.call("polprobe.argv", json!({ "value": "x" }));
+        assert_eq!(r["result"]["isError"], false, "{}: {r}", m.name);
+        assert!(s.finish().success());
+    }
+    assert_eq!(count_kind(&ua, &schema, "intent"), 2);
+    for m in &ms {
+        m.assert_sound();
+    }
+    // One version behind: the agent's server answers the call `state_unavailable`.
+    psql(
+        &ua,
+        &format!("DELETE FROM {schema}.schema_version WHERE version = 4"),
+    );
+    let mut s = mcp_common::Raw::start(&ms[1].w, Some(&token));
+    let r = s.call("polprobe.argv", json!({ "value": "x" }));
+    assert_eq!(mcp_common::refusal_code(&r), "state_unavailable", "{r}");
+    assert!(s.finish().success());
+    assert_eq!(count_kind(&ua, &schema, "intent"), 2);
 }

@@ -375,9 +375,9 @@ impl PgState {
     /// new connection's schema before `f`). A call is never retried: a step whose answer
     /// was lost may have committed, and only the caller knows whether repeating it is
     /// safe.
-    pub(crate) fn with<T>(
+    pub(crate) fn with<T: Send>(
         &self,
-        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T>,
+        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T> + Send,
     ) -> PgResult<T> {
         self.run(true, |c, _| f(c))
     }
@@ -388,14 +388,32 @@ impl PgState {
     /// else. When that statement fails on a connection not checked yet (a schema of
     /// another version may lack what it reads), the check runs on its own and its
     /// error, if any, is the answer.
-    pub(crate) fn with_first<T>(
+    pub(crate) fn with_first<T: Send>(
         &self,
-        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T>,
+        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T> + Send,
     ) -> PgResult<T> {
         self.run(false, f)
     }
 
-    fn run<T>(
+    /// The client blocks on an async runtime of its own, which tokio refuses on a thread
+    /// inside another (an `hcp mcp` server's): there the step runs on a thread of its own,
+    /// and this one waits for it.
+    fn run<T: Send>(
+        &self,
+        check_first: bool,
+        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T> + Send,
+    ) -> PgResult<T> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.run_here(check_first, f);
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| self.run_here(check_first, f))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    fn run_here<T>(
         &self,
         check_first: bool,
         f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T>,
