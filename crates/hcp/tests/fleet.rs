@@ -658,14 +658,26 @@ fn an_agents_mcp_server_lists_and_calls_its_tools_on_the_fleet_and_refuses_a_sch
     for m in &ms {
         m.assert_sound();
     }
-    // One version behind: the agent's server answers the call `state_unavailable`.
+    // The schema moves one version behind while a server runs: its next call, and a new
+    // server's, answer `state_unavailable`; so do `connect` and `disconnect` of a pack
+    // that is not there (every call that needs state, RUNTIME §9).
+    let mut running = mcp_common::Raw::start(&ms[1].w, Some(&token));
+    let r = running.call("polprobe.argv", json!({ "value": "x" }));
+    assert_eq!(r["result"]["isError"], false, "{r}");
     psql(
         &ua,
         &format!("DELETE FROM {schema}.schema_version WHERE version = 4"),
     );
+    let r = running.call("polprobe.argv", json!({ "value": "x" }));
+    assert_eq!(mcp_common::refusal_code(&r), "state_unavailable", "{r}");
+    assert!(running.finish().success());
     let mut s = mcp_common::Raw::start(&ms[1].w, Some(&token));
     let r = s.call("polprobe.argv", json!({ "value": "x" }));
     assert_eq!(mcp_common::refusal_code(&r), "state_unavailable", "{r}");
     assert!(s.finish().success());
-    assert_eq!(count_kind(&ua, &schema, "intent"), 2);
+    for args in [["connect", "nopack"], ["disconnect", "nopack"]] {
+        let out = ms[1].run(&args);
+        assert_eq!(out.status.code(), Some(74), "{}", ms[1].w.render(&out));
+    }
+    assert_eq!(count_kind(&ua, &schema, "intent"), 3);
 }

@@ -39,11 +39,13 @@ pub struct Connected {
     pub stored: Option<(String, String)>,
 }
 
-/// Loads pack `id` and checks that it has a `user` binding and a connect verb.
+/// Loads pack `id` and checks that it has a `user` binding and a connect verb. A state
+/// that cannot be used refuses first (RUNTIME §9), as for every call that needs state.
 ///
 /// # Errors
-/// The pack's (`not_installed` …), `not_connectable` (66).
+/// `state_unavailable` (74), the pack's (`not_installed` …), `not_connectable` (66).
 pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
+    crate::backend::ready(rt).map_err(|e| Refusal::store(&e))?;
     let pack = pack::load(rt.home(), id).map_err(|e| crate::install::pack_refusal(&e))?;
     if pack.manifest.binding.mode != BindingMode::User {
         return Err(Refusal::new(

@@ -205,6 +205,11 @@ pub(crate) fn classify(e: &postgres::Error) -> Failure {
         return Failure::ConnectionLost;
     }
     let text = describe(e);
+    // A column the client cannot decode (a NULL in an array, a time out of range): a
+    // row changed outside hcp, not a server that went away.
+    if text.contains("error deserializing column") {
+        return Failure::Damaged;
+    }
     if text.contains("password") || text.contains("authentication") {
         Failure::Credentials
     } else if text.contains("timeout") || text.contains("timed out") {

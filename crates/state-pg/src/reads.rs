@@ -155,11 +155,11 @@ impl PgState {
         // state that cannot be used refuses every call before any step (RUNTIME §9).
         let digest = shaped.map(|t| format!("sha256:{}", token_digest(t)));
         let pack_id = pack.map(PackId::as_str);
-        let found = self.with_first(|c, unchecked| {
+        let found = self.with_first(|c, _| {
             let row = c.query_typed_one(SQL, &[(&digest, Type::TEXT), (&pack_id, Type::TEXT)])?;
-            if unchecked {
-                self.checked_by(row.try_get(10)?, row.try_get(11)?)?;
-            }
+            // Every call's reads check the version they return, not only a new
+            // connection's: a long-lived process (`hcp mcp`) sees a schema that moved.
+            self.checked_by(row.try_get(10)?, row.try_get(11)?)?;
             decode(&row)
         });
         let listed = pack.is_some();

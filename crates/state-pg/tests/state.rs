@@ -1123,8 +1123,33 @@ fn a_calls_reads_check_a_new_connections_schema_in_the_same_statement() {
             SCHEMA_VERSION + 1
         ),
     );
-    // The open connection was checked already; a new one (another machine) is refused.
-    assert!(state.call_reads(None, Some(&notes), t(1)).grants.is_ok());
+    // Every call's reads check the version: the open connection (a long-lived process)
+    // and a new one (another machine) are refused alike.
+    refused(&state, Some(SCHEMA_VERSION + 1));
     let other = PgState::open(&cfg, MachineId::generate().unwrap()).unwrap();
     refused(&other, Some(SCHEMA_VERSION + 1));
+}
+
+#[test]
+fn a_column_the_client_cannot_decode_is_damage_not_an_unreachable_server() {
+    let Some(cfg) = fresh("undecodable") else {
+        return;
+    };
+    let a = machine(&cfg);
+    let (token, s) = session("agent-1", t(0));
+    a.session_insert(&s).unwrap();
+    let url = support::url().unwrap();
+    let schema = cfg.schema().unwrap();
+    psql(
+        &url,
+        &format!("UPDATE {schema}.sessions SET projects = '{{NULL}}'"),
+    );
+    let r = a.call_reads(Some(token.as_str()), Some(&pack("notes")), t(1));
+    let e = match r.session.unwrap().unwrap_err() {
+        hcp_state_pg::SessionLookupError::State(e) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(e.failure(), Some(hcp_state_pg::Failure::Damaged), "{e:?}");
+    assert_eq!(e.code(), "state_unavailable");
+    assert!(!e.hint().unwrap().contains("running"), "{:?}", e.hint());
 }
