@@ -145,7 +145,9 @@ pub fn dispatch(cmd: &str, args: &[String]) -> Option<i32> {
             daemonise(&a(2), true);
             let line = kill_line(a(0).parse().unwrap_or(0));
             if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(a(2)) {
-                let _ = writeln!(f, "kill: {line}");
+                // One write (atomic on a FIFO): `writeln!` on a `File` writes each piece,
+                // and the daemon's `ready` could land between them.
+                let _ = f.write_all(format!("kill: {line}\n").as_bytes());
                 std::mem::forget(f);
             }
             println!("{line}");
