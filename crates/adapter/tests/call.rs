@@ -166,8 +166,14 @@ impl World {
         let path = self.r.join("tmp/ready");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            // An end of file before any line is a writer of an earlier call that was
+            // still closing (a dying process leaves /proc's view of it before it closes
+            // its files): open again for the writer awaited.
             let mut line = String::new();
-            if let Ok(f) = std::fs::File::open(path) {
+            while line.is_empty() {
+                let Ok(f) = std::fs::File::open(&path) else {
+                    break;
+                };
                 let _ = std::io::BufReader::new(f).read_line(&mut line);
             }
             let _ = tx.send(line);
