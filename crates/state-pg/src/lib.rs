@@ -139,6 +139,15 @@ impl Remembered {
     }
 }
 
+/// The same failure again (a [`PgError`] holds its cause once): for each part of a call's
+/// reads that one statement answered.
+pub(crate) fn again(e: &PgError) -> PgError {
+    Remembered::of(e).map_or_else(
+        || PgError::unavailable(Failure::Server, e.to_string()),
+        |r| r.error(),
+    )
+}
+
 impl std::fmt::Debug for PgState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgState")
@@ -346,9 +355,9 @@ impl PgState {
         Ok(())
     }
 
-    /// What the first statement of a connection found of the schema, when it carried the
-    /// check itself ([`PgState::with_first`]): the version must be [`SCHEMA_VERSION`];
-    /// the secret is kept (a missing one is said by [`PgState::digest_secret`]).
+    /// What a statement that carries the schema check ([`PgState::with_first`]) found:
+    /// the version must be [`SCHEMA_VERSION`]; the secret is kept (a missing one is said
+    /// by [`PgState::digest_secret`]).
     ///
     /// # Errors
     /// [`PgError::Schema`] for any other version.
@@ -379,18 +388,18 @@ impl PgState {
         &self,
         f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T> + Send,
     ) -> PgResult<T> {
-        self.run(true, |c, _| f(c))
+        self.run(true, f)
     }
 
     /// As [`PgState::with`], for a read-only statement that carries the schema check
-    /// itself: on a connection not checked yet, `f` is told so (`true`) and must check
-    /// what its statement read with [`PgState::checked_by`] before it uses anything
-    /// else. When that statement fails on a connection not checked yet (a schema of
-    /// another version may lack what it reads), the check runs on its own and its
-    /// error, if any, is the answer.
+    /// itself: `f` must check what its statement read with [`PgState::checked_by`]
+    /// before it uses anything else, so a new connection runs no check of its own. When
+    /// that statement fails on a connection not checked yet (a schema of another version
+    /// may lack what it reads), the check runs on its own and its error, if any, is the
+    /// answer.
     pub(crate) fn with_first<T: Send>(
         &self,
-        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T> + Send,
+        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T> + Send,
     ) -> PgResult<T> {
         self.run(false, f)
     }
@@ -401,7 +410,7 @@ impl PgState {
     fn run<T: Send>(
         &self,
         check_first: bool,
-        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T> + Send,
+        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T> + Send,
     ) -> PgResult<T> {
         if tokio::runtime::Handle::try_current().is_err() {
             return self.run_here(check_first, f);
@@ -416,7 +425,7 @@ impl PgState {
     fn run_here<T>(
         &self,
         check_first: bool,
-        f: impl FnOnce(&mut conn::Conn<'_>, bool) -> PgResult<T>,
+        f: impl FnOnce(&mut conn::Conn<'_>) -> PgResult<T>,
     ) -> PgResult<T> {
         let mut guard = self.lock()?;
         if guard.as_ref().is_none_or(|l| l.client.is_closed()) {
@@ -437,13 +446,10 @@ impl PgState {
             live.checked = true;
         }
         let unchecked = !live.checked;
-        let mut out = f(
-            &mut conn::Conn {
-                client: &mut live.client,
-                schema: &self.schema,
-            },
-            unchecked,
-        );
+        let mut out = f(&mut conn::Conn {
+            client: &mut live.client,
+            schema: &self.schema,
+        });
         if unchecked {
             match &out {
                 Ok(_) => live.checked = true,

@@ -9,7 +9,7 @@
 //! grant under locks when the call spends.
 
 use crate::PgState;
-use crate::error::{Failure, PgError, PgResult};
+use crate::error::{PgError, PgResult};
 use crate::session::{SessionLookupError, check_live, from_row};
 use crate::time::Ts;
 use hcp_model::{Capability, PackId};
@@ -119,20 +119,6 @@ fn decode(row: &postgres::Row) -> PgResult<Found> {
     })
 }
 
-/// The same failure again, for each part that depends on one statement.
-fn again(e: &PgError) -> PgError {
-    match e {
-        PgError::Unavailable {
-            failure, reason, ..
-        } => PgError::unavailable(*failure, reason.clone()),
-        PgError::Schema { found, expected } => PgError::Schema {
-            found: *found,
-            expected: *expected,
-        },
-        other => PgError::unavailable(Failure::Server, other.to_string()),
-    }
-}
-
 impl PgState {
     /// Reads the session of `token`, what its principal holds on `pack` (its own grants
     /// and the `*` ones) and, with a pack, every session's working directory, in one
@@ -155,7 +141,7 @@ impl PgState {
         // state that cannot be used refuses every call before any step (RUNTIME §9).
         let digest = shaped.map(|t| format!("sha256:{}", token_digest(t)));
         let pack_id = pack.map(PackId::as_str);
-        let found = self.with_first(|c, _| {
+        let found = self.with_first(|c| {
             let row = c.query_typed_one(SQL, &[(&digest, Type::TEXT), (&pack_id, Type::TEXT)])?;
             // Every call's reads check the version they return, not only a new
             // connection's: a long-lived process (`hcp mcp`) sees a schema that moved.
@@ -166,8 +152,8 @@ impl PgState {
         let found = match found {
             Ok(f) => f,
             Err(e) => {
-                out.grants = Err(again(&e));
-                out.sandboxes = listed.then(|| Err(again(&e)));
+                out.grants = Err(crate::again(&e));
+                out.sandboxes = listed.then(|| Err(crate::again(&e)));
                 if shaped.is_some() {
                     out.session = Some(Err(e.into()));
                 }
