@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod confine_common;
 mod exec_common;
 mod fleet_support;
 mod mcp_common;
@@ -680,4 +681,54 @@ fn an_agents_mcp_server_lists_and_calls_its_tools_on_the_fleet_and_refuses_a_sch
         assert_eq!(out.status.code(), Some(74), "{}", ms[1].w.render(&out));
     }
     assert_eq!(count_kind(&ua, &schema, "intent"), 3);
+}
+
+/// The Unix socket a `host=DIR port=PORT …` URL names.
+fn socket_of(url: &str) -> std::path::PathBuf {
+    let word = |k: &str| {
+        url.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(str::to_owned)
+    };
+    let dir = word("host=").expect("a host=DIR url");
+    let port = word("port=").unwrap_or_else(|| "5432".into());
+    std::path::Path::new(&dir).join(format!(".s.PGSQL.{port}"))
+}
+
+#[test]
+fn a_calls_child_never_reaches_the_state_databases_socket() {
+    let Some((ua, ub)) = urls() else { return };
+    let (_, ms) = fleet("socket", &[&ua, &ub], &[]);
+    for m in &ms {
+        exec_common::install(&m.w, &confine_common::hostile_pack(&m.w));
+    }
+    let token = session(&ms[0], "agent", "r");
+    ms[0].ok(&["grant", "agent", "hostile", "verb.exec.read"]);
+    // A `personal` call has the network, and connects to a Unix socket of the caller's;
+    // the database's (direct on A, the pooler's on B) is hidden from it: the fleet's
+    // state is the store, its role the owner's (RUNTIME §5, §9).
+    for (m, url) in ms.iter().zip([&ua, &ub]) {
+        let other = m.w.root().join("other.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&other).unwrap();
+        let (_, v) = m.exec(
+            Some(&token),
+            &[
+                "hostile.personal.try",
+                "unix-connect",
+                &other.display().to_string(),
+            ],
+        );
+        confine_common::assert_ok(&v, &format!("{}: a socket of the caller's", m.name));
+        let db = socket_of(url);
+        assert!(db.exists(), "{}", db.display());
+        let (_, v) = m.exec(
+            Some(&token),
+            &[
+                "hostile.personal.try",
+                "unix-connect",
+                &db.display().to_string(),
+            ],
+        );
+        confine_common::assert_denied(&v, &format!("{}: the database's socket", m.name));
+    }
 }

@@ -203,8 +203,9 @@ pub struct Confined {
 /// every land"), from `config.json` and what the snapshot read: a fresh private `TMPDIR`,
 /// then `hcp_adapter::Confinement::for_call` (which sweeps what killed calls left beside
 /// it) with the store hidden (the bootstrap pack: [`BOOTSTRAP_HIDDEN`]), the caller's homes'
-/// secrets, other principals' session working directories, `sandbox.protect` and the
-/// agent and bus sockets the caller's environment names; the pack's `read` and `write`
+/// secrets, other principals' session working directories, `sandbox.protect`, the
+/// agent and bus sockets the caller's environment names and the Unix sockets of a fleet's
+/// state database (`state.url`); the pack's `read` and `write`
 /// grants; its network (`packs.ID.network`, else `sandbox.network`, else the land's);
 /// the limits tightened by `HCP_LIMITS`.
 ///
@@ -240,6 +241,11 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
     protect.extend(hcp_adapter::session_sockets(
         caller.parent_env.iter().map(|(k, v)| (k, v)),
     ));
+    // A fleet's state database on a Unix socket: the child never reaches it, whatever
+    // its network (the database is the store of RUNTIME §9; its role is the owner's).
+    if let Some(state) = &config.state {
+        protect.extend(crate::backend::pg_config(state).sockets());
+    }
     let others = other_sandboxes(s.sandboxes, s.principal_id, s.owner, s.workdir);
     let pack = config.pack(s.pack_id);
     let read: Vec<PathBuf> = pack.read.iter().map(|p| p.path()).collect();

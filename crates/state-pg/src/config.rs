@@ -36,6 +36,38 @@ pub struct StateConfig {
 }
 
 impl StateConfig {
+    /// The Unix sockets the URL names (`host=/path` with its `port`, a `host` query
+    /// parameter, each host of a list): `DIR/.s.PGSQL.PORT`, what a call's child must not
+    /// reach, since the database behind them is the fleet's state (RUNTIME §5, §9). Empty
+    /// for a URL that does not parse (such a state refuses every call) or names only TCP
+    /// hosts.
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        let Ok(split) = conninfo::split(&self.url) else {
+            return Vec::new();
+        };
+        let Ok(config) = postgres::Config::from_str(&split.rest) else {
+            return Vec::new();
+        };
+        let ports = config.get_ports();
+        config
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| match h {
+                Host::Unix(dir) => {
+                    // libpq's rule: one port for every host, or one port per host.
+                    let port = match ports {
+                        [] => 5432,
+                        [one] => *one,
+                        many => many.get(i).copied().unwrap_or(5432),
+                    };
+                    Some(dir.join(format!(".s.PGSQL.{port}")))
+                }
+                Host::Tcp(_) => None,
+            })
+            .collect()
+    }
+
     /// A configuration of `url` in the default schema.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
@@ -192,6 +224,28 @@ mod tests {
 
     fn t(url: &str) -> PgResult<Target> {
         target(&StateConfig::new(url))
+    }
+
+    #[test]
+    fn the_sockets_of_a_url() {
+        let sockets = |u: &str| StateConfig::new(u).sockets();
+        assert_eq!(
+            sockets("host=/run/pg port=6432 dbname=x"),
+            vec![PathBuf::from("/run/pg/.s.PGSQL.6432")]
+        );
+        assert_eq!(
+            sockets("postgresql:///hcp?host=/var/run/postgresql"),
+            vec![PathBuf::from("/var/run/postgresql/.s.PGSQL.5432")]
+        );
+        assert_eq!(
+            sockets("host=/a,db.example,/b port=1,2,3 dbname=x"),
+            vec![
+                PathBuf::from("/a/.s.PGSQL.1"),
+                PathBuf::from("/b/.s.PGSQL.3")
+            ]
+        );
+        assert!(sockets("postgresql://db.example/x").is_empty());
+        assert!(sockets("not a url").is_empty());
     }
 
     #[test]
