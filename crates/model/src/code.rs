@@ -380,6 +380,13 @@ codes! {
     DuplicateOutcome => "duplicate_outcome", Audit, REFUSED, REFUSED, "Two outcome records for one intent.";
     MachineMismatch => "machine_mismatch", Audit, REFUSED, REFUSED, "A record in one machine's chain that names another machine (RUNTIME §9).";
     BadCheckpoint => "bad_checkpoint", Audit, USAGE, USAGE, "A checkpoint file that cannot be read, is not a checkpoint, or whose signature fails.";
+
+    // Stores made on purpose, the keyed chain and its witnesses (RUNTIME §4, §5.4, §6).
+    NoStore => "no_store", Store, EX_NOINPUT, EX_NOINPUT, "`HCP_HOME` names no store (missing, or without its marker `store.json`): `hcp init` makes one.";
+    WitnessUnavailable => "witness_unavailable", Store, EX_IOERR, EX_IOERR, "The audit witness (`audit.witness`) cannot take a checkpoint, so no act of authority happens.";
+    OutcomeDeferred => "outcome_deferred", Run, EX_IOERR, EX_IOERR, "A mark on a result, not a refusal: the verb ran and its outcome record could not be written (an I/O error); the call answers with the child's own status.";
+    Rollback => "rollback", Audit, REFUSED, REFUSED, "The trail holds fewer records than its newest witnessed checkpoint: it was rolled back (a store restored from an older copy).";
+    MissingChainKey => "missing_chain_key", Audit, REFUSED, REFUSED, "The store's chain key `audit/chain.key` is gone while its marker or keyed anchor says it was made.";
 }
 
 impl Code {

@@ -113,6 +113,12 @@ pub struct AuditHealth {
     /// Why it cannot be read, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The audit's reserve and the disk's free space (RUNTIME §5.4; the file store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<hcp_store::audit::reserve::ReserveReport>,
+    /// The witness of the trail's checkpoints (`audit.witness`, RUNTIME §6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub witness: Option<String>,
 }
 
 /// The audit part of the examination: every chain verified, interrupted calls counted,
@@ -125,6 +131,8 @@ fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
         interrupted: 0,
         loose_modes: Vec::new(),
         error: None,
+        reserve: None,
+        witness: rt.state().audit_witness(),
     };
     match rt.state().audit_verify(None) {
         Ok(v) => {
@@ -160,6 +168,7 @@ fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
             }
             Err(e) => problems.push(format!("cannot read the audit directory's modes: {e}")),
         }
+        h.reserve = crate::trail::reserve_health(rt.home(), problems);
     }
     h
 }

@@ -68,6 +68,7 @@ pub mod signature;
 pub mod snapshot;
 mod steps;
 pub mod target;
+pub mod trail;
 
 #[cfg(test)]
 mod tests;
@@ -99,13 +100,24 @@ impl Runtime {
     /// to the other. Reads `config.json` (and for PostgreSQL the machine id) once.
     pub fn open(home: Home) -> Self {
         let seam = seam::Seam::from_env();
-        let (backend, state) = backend::choose(&home, || Arc::new(file_state(&home, &seam)));
+        let (backend, state) =
+            backend::choose(&home, |witness| Arc::new(file_state(&home, &seam, witness)));
         Self {
             home,
             state,
             backend,
             seam,
         }
+    }
+
+    /// After a call has answered (RUNTIME §6, off the call path): the witness's
+    /// checkpoint when one of this call's records was a multiple of 100. A failure is
+    /// reported on stderr by the caller; the call's answer stands.
+    ///
+    /// # Errors
+    /// The witness's or the trail's.
+    pub fn after_answer(&self) -> Result<(), hcp_store::audit::AuditError> {
+        self.state.witness_after_call().map(|_| ())
     }
 
     /// The runtime of `home` with `state` as its backend.
@@ -139,10 +151,17 @@ impl Runtime {
     }
 }
 
-/// The embedded file state of `home`, its audit trail given the crash-test seam's hook
-/// when the seam names a step of the trail's write path.
-fn file_state(home: &Home, seam: &seam::Seam) -> FileState {
-    let state = FileState::new(home);
+/// The embedded file state of `home` with its witness, its audit trail given the
+/// crash-test seam's hook when the seam names a step of the trail's write path.
+fn file_state(
+    home: &Home,
+    seam: &seam::Seam,
+    witness: Option<Arc<dyn hcp_store::audit::witness::Witness>>,
+) -> FileState {
+    let mut state = FileState::new(home).with_audit_log(|l| seam.audit_log(l));
+    if let Some(w) = witness {
+        state = state.with_witness(w);
+    }
     match seam.store_hook() {
         Some(hook) => state.with_step_hook(hook),
         None => state,

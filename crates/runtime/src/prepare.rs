@@ -22,12 +22,14 @@ use std::path::{Path, PathBuf};
 
 /// What the bootstrap pack (`hcp-cli`, whose pinned bin is the running `hcp`) may not read
 /// of the store it otherwise reads (RUNTIME §5): the credentials, the sessions, the audit
-/// trail's args-digest secret and its checkpoint signing key, the operator's runtime
+/// trail's keys (`hcp_store::audit::KEY_FILES`: chain key, args-digest secret, checkpoint
+/// signing key), the operator's runtime
 /// policy (RUNTIME §7: its canaries and rules are not the agent's to read) and its
 /// compiled cache. Relative to `$HCP_HOME`.
-pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
+pub const BOOTSTRAP_HIDDEN: [&str; 8] = [
     "state/bindings",
     "state/sessions",
+    "audit/chain.key",
     "audit/digest.secret",
     "audit/checkpoint.key",
     "policy.json",
@@ -405,14 +407,8 @@ mod tests {
 
     #[test]
     fn the_bootstrap_pack_never_reads_the_audit_secrets() {
-        for f in [
-            hcp_store::audit::DIGEST_SECRET_FILE,
-            hcp_store::audit::checkpoint::KEY_FILE,
-        ] {
-            assert!(
-                BOOTSTRAP_HIDDEN.contains(&format!("audit/{f}").as_str()),
-                "{f}"
-            );
+        for f in hcp_store::audit::KEY_FILES {
+            assert!(BOOTSTRAP_HIDDEN.contains(&f), "{f}");
         }
     }
 

@@ -18,6 +18,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The environment variable (the same one `hcp install`'s crash tests use).
 pub const HCP_TEST_ABORT_AT: &str = "HCP_TEST_ABORT_AT";
+/// Debug builds: `KIND_write` (`outcome_write` …) makes every write of that kind of
+/// record fail with `EIO` (the tests of `outcome_deferred`, RUNTIME §6).
+pub const HCP_TEST_FAIL_AT: &str = "HCP_TEST_FAIL_AT";
+/// Debug builds: the audit's reserve in bytes instead of 1 MiB (the tests that exhaust it
+/// on a small disk, RUNTIME §5.4).
+pub const HCP_TEST_RESERVE_BYTES: &str = "HCP_TEST_RESERVE_BYTES";
 
 /// A point of a call where the seam can kill hcp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +52,8 @@ impl Point {
 pub struct Seam {
     at: Option<(String, usize)>,
     seen: Arc<AtomicUsize>,
+    fail_at: Option<String>,
+    reserve: Option<u64>,
 }
 
 impl std::fmt::Debug for Seam {
@@ -65,10 +73,32 @@ impl Seam {
     /// The seam `HCP_TEST_ABORT_AT` names, in debug builds; none otherwise.
     pub fn from_env() -> Self {
         #[cfg(debug_assertions)]
-        if let Ok(spec) = std::env::var(HCP_TEST_ABORT_AT) {
-            return Self::parse(&spec);
+        {
+            let mut s = match std::env::var(HCP_TEST_ABORT_AT) {
+                Ok(spec) => Self::parse(&spec),
+                Err(_) => Self::default(),
+            };
+            s.fail_at = std::env::var(HCP_TEST_FAIL_AT).ok();
+            s.reserve = std::env::var(HCP_TEST_RESERVE_BYTES)
+                .ok()
+                .and_then(|v| v.parse().ok());
+            s
         }
+        #[cfg(not(debug_assertions))]
         Self::default()
+    }
+
+    /// The file state's trail as the seam asks: a failing write (`HCP_TEST_FAIL_AT`), a
+    /// reserve of another size (`HCP_TEST_RESERVE_BYTES`). Unchanged in release builds.
+    pub fn audit_log(&self, log: hcp_store::audit::AuditLog) -> hcp_store::audit::AuditLog {
+        let log = match self.reserve {
+            Some(n) => log.with_reserve(n),
+            None => log,
+        };
+        match &self.fail_at {
+            Some(spec) => log.clone().failing_at(spec).unwrap_or(log),
+            None => log,
+        }
     }
 
     #[cfg(any(debug_assertions, test))]
@@ -80,6 +110,8 @@ impl Seam {
         Self {
             at: (n > 0).then(|| (step.to_owned(), n)),
             seen: Arc::new(AtomicUsize::new(0)),
+            fail_at: None,
+            reserve: None,
         }
     }
 

@@ -290,15 +290,8 @@ pub(crate) fn record_outcome(
     o.duration_ms = duration_ms;
     match rt.state().record_outcome(&o) {
         Ok(_) => Ok(o.intent),
-        Err(e) => Err(Stop {
-            // The child ran; say so, and say the audit failed (its intent stands: the
-            // call shows as interrupted).
-            refusal: Refusal::new(
-                crate::refusal::code_of(e.code()),
-                format!("the verb ran, but its outcome record could not be written: {e}"),
-            ),
-            recorded: false,
-        }),
+        // The child ran: its result is the answer, marked (RUNTIME §6 `outcome_deferred`).
+        Err(e) => Ok(crate::trail::defer_outcome(facts, o.intent, &e)),
     }
 }
 

@@ -207,33 +207,93 @@ impl PgState {
         let a_args: Vec<&str> = apr.iter().map(|x| x.args_digest).collect();
         let a_policy: Vec<&str> = apr.iter().map(|x| x.policy_hash).collect();
         let a_escalation: Vec<bool> = apr.iter().map(|x| x.escalation).collect();
-        let row = self.with(|c| {
-            Ok(c.query_typed_one(
-                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
-                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                     $18)",
-                &[
-                    (&self.machine().as_str(), Type::TEXT),
-                    (&body, Type::TEXT),
-                    (&now, Type::TIMESTAMPTZ),
-                    (&a.session, Type::TEXT),
-                    (&a.principal, Type::TEXT),
-                    (&pack, Type::TEXT),
-                    (&capabilities, Type::TEXT_ARRAY),
-                    (&identities, Type::TEXT_ARRAY),
-                    (&tools, Type::TEXT_ARRAY),
-                    (&rates, Type::INT8_ARRAY),
-                    (&budgets, Type::INT8_ARRAY),
-                    (&windows, Type::INT8_ARRAY),
-                    (&now_ms, Type::INT8),
-                    (&a_tools, Type::TEXT_ARRAY),
-                    (&a_pd, Type::TEXT_ARRAY),
-                    (&a_args, Type::TEXT_ARRAY),
-                    (&a_policy, Type::TEXT_ARRAY),
-                    (&a_escalation, Type::BOOL_ARRAY),
-                ],
-            )?)
-        })?;
+        let key = self.chain_key().cloned();
+        let mut row = None;
+        for _ in 0..crate::keyed::MAX_STALE {
+            let head = self.head_guess();
+            let prev_seq = head
+                .as_ref()
+                .map(|(s, _)| i64::try_from(*s).unwrap_or(i64::MAX));
+            let prev_hash = head.as_ref().map(|(_, h)| h.clone());
+            let hash = match (&key, &head) {
+                (Some(k), Some((s, h))) => Some(crate::keyed_chain_hash(k, h, s + 1, &body)),
+                _ => None,
+            };
+            let r = self.with(|c| {
+                if key.is_none() {
+                    // A state without this machine's store (the crate's own tests): the
+                    // server's unkeyed chain of schema 4.
+                    return Ok(c.query_typed_one(
+                        "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
+                             $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                             $18)",
+                        &[
+                            (&self.machine().as_str(), Type::TEXT),
+                            (&body, Type::TEXT),
+                            (&now, Type::TIMESTAMPTZ),
+                            (&a.session, Type::TEXT),
+                            (&a.principal, Type::TEXT),
+                            (&pack, Type::TEXT),
+                            (&capabilities, Type::TEXT_ARRAY),
+                            (&identities, Type::TEXT_ARRAY),
+                            (&tools, Type::TEXT_ARRAY),
+                            (&rates, Type::INT8_ARRAY),
+                            (&budgets, Type::INT8_ARRAY),
+                            (&windows, Type::INT8_ARRAY),
+                            (&now_ms, Type::INT8),
+                            (&a_tools, Type::TEXT_ARRAY),
+                            (&a_pd, Type::TEXT_ARRAY),
+                            (&a_args, Type::TEXT_ARRAY),
+                            (&a_policy, Type::TEXT_ARRAY),
+                            (&a_escalation, Type::BOOL_ARRAY),
+                        ],
+                    )?);
+                }
+                Ok(c.query_typed_one(
+                    "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit_keyed(
+                         $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                         $18, $19, $20, $21)",
+                    &[
+                        (&self.machine().as_str(), Type::TEXT),
+                        (&body, Type::TEXT),
+                        (&now, Type::TIMESTAMPTZ),
+                        (&a.session, Type::TEXT),
+                        (&a.principal, Type::TEXT),
+                        (&pack, Type::TEXT),
+                        (&capabilities, Type::TEXT_ARRAY),
+                        (&identities, Type::TEXT_ARRAY),
+                        (&tools, Type::TEXT_ARRAY),
+                        (&rates, Type::INT8_ARRAY),
+                        (&budgets, Type::INT8_ARRAY),
+                        (&windows, Type::INT8_ARRAY),
+                        (&now_ms, Type::INT8),
+                        (&a_tools, Type::TEXT_ARRAY),
+                        (&a_pd, Type::TEXT_ARRAY),
+                        (&a_args, Type::TEXT_ARRAY),
+                        (&a_policy, Type::TEXT_ARRAY),
+                        (&a_escalation, Type::BOOL_ARRAY),
+                        (&prev_seq, Type::INT8),
+                        (&prev_hash, Type::TEXT),
+                        (&hash, Type::TEXT),
+                    ],
+                )?)
+            })?;
+            let status: String = r.try_get(0).map_err(PgError::from)?;
+            if status == "stale" {
+                let seq: i64 = r.try_get(3).map_err(PgError::from)?;
+                let h: String = r.try_get(4).map_err(PgError::from)?;
+                self.set_head(u64::try_from(seq).unwrap_or(0), h);
+                continue;
+            }
+            row = Some(r);
+            break;
+        }
+        let Some(row) = row else {
+            return Err(PgError::damaged(
+                "the chain's head kept moving: another process appends without end",
+            )
+            .into());
+        };
         let status: String = row.try_get(0).map_err(PgError::from)?;
         let detail: Option<String> = row.try_get(1).map_err(PgError::from)?;
         let at: Option<Ts> = row.try_get(2).map_err(PgError::from)?;
@@ -264,11 +324,15 @@ impl PgState {
             return Err(r.into());
         }
         let seq: i64 = row.try_get(3).map_err(PgError::from)?;
+        let seq = u64::try_from(seq).unwrap_or(0);
+        let hash: String = row.try_get(4).map_err(PgError::from)?;
+        self.set_head(seq, hash.clone());
+        self.noted(seq);
         Ok(Admitted {
             audit_id: id,
             ts,
-            seq: u64::try_from(seq).unwrap_or(0),
-            hash: row.try_get(4).map_err(PgError::from)?,
+            seq,
+            hash,
             approval_ids: row
                 .try_get::<_, Option<Vec<String>>>(5)
                 .map_err(PgError::from)?

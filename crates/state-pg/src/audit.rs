@@ -253,6 +253,13 @@ pub struct ChainReport {
     pub interrupted: Vec<OpenIntent>,
     /// The first fault, `None` when the chain is sound.
     pub fault: Option<Fault>,
+    /// Whether the chain holds keyed records (`hmac-sha256:`).
+    pub keyed: bool,
+    /// Keyed records whose hash was not checked: another machine's chain, whose key only
+    /// that machine holds (`not_checked`).
+    pub not_checked: bool,
+    /// The checkpoint it was checked against: its count, and the records past it.
+    pub checkpoint: Option<(u64, u64)>,
 }
 
 /// Every chain of the database, by machine.
@@ -304,6 +311,10 @@ struct ChainWalk {
     expect_prev: String,
     expect_seq: u64,
     open: Vec<OpenIntent>,
+    /// The chain key, for this machine's own chain.
+    key: Option<hcp_store::audit::ChainKey>,
+    /// The witnessed checkpoint to check against: its count and head.
+    checkpoint: Option<(u64, String)>,
 }
 
 impl ChainWalk {
@@ -315,10 +326,66 @@ impl ChainWalk {
                 head: None,
                 interrupted: Vec::new(),
                 fault: None,
+                keyed: false,
+                not_checked: false,
+                checkpoint: None,
             },
             expect_prev: GENESIS.to_owned(),
             expect_seq: 1,
             open: Vec::new(),
+            key: None,
+            checkpoint: None,
+        }
+    }
+
+    /// Whether `hash` holds for the record: the server's plain hash before the keyed part,
+    /// the machine's keyed hash in it (checked with the key when this is this machine's
+    /// chain). Records a fault when not.
+    fn hash_holds(
+        &mut self,
+        seq: u64,
+        prev: &str,
+        hash: &str,
+        body: &str,
+        id: &Option<String>,
+    ) -> bool {
+        let machine = self.report.machine.clone();
+        if hash.starts_with(hcp_store::audit::KEYED_PREFIX) {
+            self.report.keyed = true;
+            match &self.key {
+                Some(k) if crate::keyed_chain_hash(k, prev, seq, body) != hash => {
+                    self.fault(
+                        "hash_mismatch",
+                        Some(seq),
+                        id.clone(),
+                        format!("record {seq} of machine `{machine}` was changed, or its chain recomputed without the machine's key: its keyed hash does not hold"),
+                    );
+                    false
+                }
+                Some(_) => true,
+                None => {
+                    self.report.not_checked = true;
+                    true
+                }
+            }
+        } else if self.report.keyed {
+            self.fault(
+                "hash_mismatch",
+                Some(seq),
+                id.clone(),
+                format!("record {seq} of machine `{machine}` has a plain hash after the keyed part of its chain: it was not written by the machine"),
+            );
+            false
+        } else if chain_hash(prev, seq, body) != hash {
+            self.fault(
+                "hash_mismatch",
+                Some(seq),
+                id.clone(),
+                format!("record {seq} of machine `{machine}` was changed: its hash does not match its content"),
+            );
+            false
+        } else {
+            true
         }
     }
 
@@ -355,12 +422,18 @@ impl ChainWalk {
             self.fault("prev_mismatch", Some(seq), id, reason);
             return false;
         }
-        if chain_hash(prev, seq, body) != hash {
+        if !self.hash_holds(seq, prev, hash, body, &id) {
+            return false;
+        }
+        if let Some((count, head)) = &self.checkpoint
+            && *count == seq
+            && head != hash
+        {
             self.fault(
-                "hash_mismatch",
+                "checkpoint_mismatch",
                 Some(seq),
                 id,
-                format!("record {seq} of machine `{machine}` was changed: its hash does not match its content"),
+                format!("record {seq} of machine `{machine}` is not the one its witnessed checkpoint names: the chain was rewritten since"),
             );
             return false;
         }
@@ -411,6 +484,23 @@ impl ChainWalk {
     }
 
     fn finish(mut self, anchor: Option<(u64, String)>) -> ChainReport {
+        if self.report.fault.is_none()
+            && let Some((count, _)) = &self.checkpoint
+        {
+            let last = self.expect_seq - 1;
+            if *count > last {
+                let machine = self.report.machine.clone();
+                let count = *count;
+                self.fault(
+                    "rollback",
+                    Some(last + 1),
+                    None,
+                    format!("machine `{machine}`'s chain holds {last} records and its witnessed checkpoint names {count}: records were removed or the database restored"),
+                );
+            } else {
+                self.report.checkpoint = Some((*count, last - count));
+            }
+        }
         if self.report.fault.is_none() {
             let last = self.expect_seq - 1;
             let machine = self.report.machine.clone();
@@ -488,6 +578,11 @@ impl PgState {
         sync: bool,
     ) -> Result<PgAppended, AuditError> {
         let Stamped { ts, id, body } = stamp(self.machine(), fields, now)?;
+        if let Some(key) = self.chain_key() {
+            let (seq, hash) = self.append_keyed(key, &body, sync)?;
+            self.noted(seq);
+            return Ok(PgAppended { id, ts, seq, hash });
+        }
         let (seq, hash) = self.with(|c| {
             let row = c.query_typed_one(
                 "SELECT o_seq, o_hash FROM @.hcp_append($1, $2, $3)",
@@ -507,6 +602,49 @@ impl PgState {
         })
     }
 
+    /// Appends `body` keyed by this machine's chain key, computed on the head it knows,
+    /// again on the head the server answers while another process of the machine moved it
+    /// (see `keyed`).
+    fn append_keyed(
+        &self,
+        key: &hcp_store::audit::ChainKey,
+        body: &str,
+        sync: bool,
+    ) -> Result<(u64, String), AuditError> {
+        for _ in 0..crate::keyed::MAX_STALE {
+            let head = self.head_guess();
+            let prev_seq = head
+                .as_ref()
+                .map(|(s, _)| i64::try_from(*s).unwrap_or(i64::MAX));
+            let prev_hash = head.as_ref().map(|(_, h)| h.clone());
+            let hash = head
+                .as_ref()
+                .map(|(s, h)| crate::keyed_chain_hash(key, h, s + 1, body));
+            let (status, seq, h): (String, i64, String) = self.with(|c| {
+                let row = c.query_typed_one(
+                    "SELECT o_status, o_seq, o_hash FROM @.hcp_append_keyed($1, $2, $3, $4, $5, $6)",
+                    &[
+                        (&self.machine().as_str(), Type::TEXT),
+                        (&body, Type::TEXT),
+                        (&sync, Type::BOOL),
+                        (&prev_seq, Type::INT8),
+                        (&prev_hash, Type::TEXT),
+                        (&hash, Type::TEXT),
+                    ],
+                )?;
+                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+            })?;
+            let seq = u64::try_from(seq).unwrap_or(0);
+            self.set_head(seq, h.clone());
+            if status == "appended" {
+                return Ok((seq, h));
+            }
+        }
+        Err(AuditError::State(PgError::damaged(
+            "the chain's head kept moving: another process appends without end",
+        )))
+    }
+
     /// [`PgState::record`] of a file-store [`Entry`].
     ///
     /// # Errors
@@ -521,6 +659,20 @@ impl PgState {
     /// # Errors
     /// [`PgError`] when the database fails; a broken chain is a [`Fault`], not an error.
     pub fn audit_verify(&self) -> PgResult<VerifyReport> {
+        self.audit_verify_against(&BTreeMap::new())
+    }
+
+    /// [`PgState::audit_verify`], each machine's chain also checked against the witnessed
+    /// checkpoint `checkpoints` names for it (its count and head).
+    ///
+    /// # Errors
+    /// As [`PgState::audit_verify`].
+    pub fn audit_verify_against(
+        &self,
+        checkpoints: &BTreeMap<String, (u64, String)>,
+    ) -> PgResult<VerifyReport> {
+        let own = self.machine().as_str().to_owned();
+        let key = self.chain_key().cloned();
         self.with(|conn| {
             // One snapshot: an append racing the walk can neither make an anchor look
             // behind its records nor a record appear after its anchor was read.
@@ -545,6 +697,10 @@ impl PgState {
             let mut out = VerifyReport::default();
             for m in machines {
                 let mut walk = ChainWalk::new(&m);
+                if m == own {
+                    walk.key.clone_from(&key);
+                }
+                walk.checkpoint = checkpoints.get(&m).cloned();
                 let mut rows = c.query_typed_raw(
                     &format!(
                         "SELECT {RECORD_COLUMNS} FROM @.audit_record WHERE machine = $1 ORDER BY seq"

@@ -32,6 +32,7 @@ mod conninfo;
 mod counter;
 mod error;
 mod grant;
+mod keyed;
 mod machine;
 mod reads;
 pub mod schema;
@@ -55,6 +56,7 @@ pub use config::{
     CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, StateConfig,
 };
 pub use error::{EXIT_STATE_UNAVAILABLE, Failure, PgError, PgResult, STATE_UNAVAILABLE};
+pub use keyed::{WitnessChoice, keyed_chain_hash};
 pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use reads::PgCallReads;
 pub use schema::{MigrateReport, SCHEMA_VERSION};
@@ -94,6 +96,15 @@ pub struct PgState {
     /// for [`RETRY_AFTER`] (a call touches the state several times; a host that does not
     /// answer would make each wait for the connect time limit).
     failed: Mutex<Option<(std::time::Instant, Remembered)>>,
+    /// This machine's own store: its chain key, checkpoint key and id ([`keyed`]).
+    local: Option<keyed::Local>,
+    /// The head of this machine's chain as last seen (seq, hash): what the next record's
+    /// keyed hash is computed on.
+    head: Mutex<Option<(u64, String)>>,
+    /// Where checkpoints are witnessed.
+    witness: WitnessChoice,
+    /// A record of this process's was a multiple of 100 in its chain.
+    due: std::sync::atomic::AtomicBool,
 }
 
 /// An open connection, and whether the schema's version was checked on it yet: a new
@@ -192,6 +203,10 @@ impl PgState {
             machine,
             conn: Mutex::new(None),
             secret: std::sync::OnceLock::new(),
+            local: None,
+            head: Mutex::new(None),
+            witness: WitnessChoice::None,
+            due: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -248,6 +263,10 @@ impl PgState {
             conn: Mutex::new(None),
             secret: std::sync::OnceLock::new(),
             failed: Mutex::new(None),
+            local: self.local.clone(),
+            head: Mutex::new(None),
+            witness: self.witness.clone(),
+            due: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

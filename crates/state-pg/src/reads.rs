@@ -38,14 +38,18 @@ pub struct PgCallReads {
 /// Columns 0–9: the session (as `session::COLUMNS`), NULL when no row matches; 10: the
 /// schema's version; 11: the digest secret; 12–14: the grants (pack, capability,
 /// granted_at; NULL: none); 15–16: the sessions' working directories (principal, workdir;
-/// NULL: none or not asked). `$1` the token's tagged digest (NULL: none), `$2` the pack
-/// (NULL: none; the directories are listed with a pack). Only tables of schema version 1:
+/// NULL: none or not asked); 17–18: the head of this machine's chain (seq, hash; NULL: it
+/// has none yet), on which its next record's keyed hash is computed (`keyed`). `$1` the
+/// token's tagged digest (NULL: none), `$2` the pack (NULL: none; the directories are
+/// listed with a pack), `$3` this machine. Only tables of schema version 1:
 /// on a schema of another version it still runs, and its version column refuses it.
 const SQL: &str = "SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes,
        s.can_view, s.workdir, s.created_at, s.expires_at, s.ended_at,
        (SELECT max(v.version) FROM @.schema_version v),
        (SELECT f.value FROM @.fleet_secret f WHERE f.name = 'args_digest'),
-       g.packs, g.capabilities, g.times, w.principals, w.workdirs
+       g.packs, g.capabilities, g.times, w.principals, w.workdirs,
+       (SELECT c.seq FROM @.audit_chain c WHERE c.machine = $3),
+       (SELECT c.hash FROM @.audit_chain c WHERE c.machine = $3)
 FROM (SELECT 1) AS one
 LEFT JOIN @.sessions s ON s.token_sha256 = $1
 LEFT JOIN LATERAL (
@@ -142,10 +146,25 @@ impl PgState {
         let digest = shaped.map(|t| format!("sha256:{}", token_digest(t)));
         let pack_id = pack.map(PackId::as_str);
         let found = self.with_first(|c| {
-            let row = c.query_typed_one(SQL, &[(&digest, Type::TEXT), (&pack_id, Type::TEXT)])?;
+            let machine = self.machine().as_str();
+            let row = c.query_typed_one(
+                SQL,
+                &[
+                    (&digest, Type::TEXT),
+                    (&pack_id, Type::TEXT),
+                    (&machine, Type::TEXT),
+                ],
+            )?;
             // Every call's reads check the version they return, not only a new
             // connection's: a long-lived process (`hcp mcp`) sees a schema that moved.
             self.checked_by(row.try_get(10)?, row.try_get(11)?)?;
+            let seq: Option<i64> = row.try_get(17)?;
+            let hash: Option<String> = row.try_get(18)?;
+            match (seq, hash) {
+                (Some(s), Some(h)) => self.set_head(u64::try_from(s).unwrap_or(0), h),
+                // No head row yet: the server makes it as seq 0 with the genesis hash.
+                _ => self.set_head(0, hcp_store::audit::GENESIS.to_owned()),
+            }
             decode(&row)
         });
         let listed = pack.is_some();

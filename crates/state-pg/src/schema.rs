@@ -12,10 +12,10 @@ use crate::sql;
 use postgres::error::SqlState;
 
 /// The schema version this code reads and writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Every migration: its version, a one-line description, and its SQL.
-pub(crate) const MIGRATIONS: [(i32, &str, &str); 4] = [
+pub(crate) const MIGRATIONS: [(i32, &str, &str); 5] = [
     (
         1,
         "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record, fleet_secret",
@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 4] = [
         4,
         "functions: hcp_append locks the chain's head first (one statement fewer per record)",
         sql::V4_APPEND,
+    ),
+    (
+        5,
+        "keyed chains and the witness: hcp_append_keyed, hcp_admit_keyed take the machine's hash; audit_witness",
+        sql::V5_KEYED,
     ),
 ];
 
@@ -228,7 +233,8 @@ pub fn migrate_to(
 /// The privileges a fleet's machines need, for a PostgreSQL role `role` that does not own
 /// the schema: everything `hcp` does, and no more on the audit — records can be appended
 /// (`INSERT`), never changed or removed (no `UPDATE`, `DELETE` or `TRUNCATE` on
-/// `audit_record`). Run them as the schema's owner after [`migrate_to`]. `role` must match
+/// `audit_record`), and checkpoints can be witnessed (`INSERT` on `audit_witness`), never
+/// rewritten. Run them as the schema's owner after [`migrate_to`]. `role` must match
 /// `^[a-z_][a-z0-9_]{0,62}$` (it is written into the SQL unquoted).
 ///
 /// # Errors
@@ -257,6 +263,10 @@ pub fn grant_statements(schema: &str, role: &str) -> PgResult<Vec<String>> {
         ),
         format!("GRANT SELECT, INSERT, UPDATE ON {s}.audit_chain TO {role}"),
         format!("GRANT SELECT, INSERT ON {s}.audit_record TO {role}"),
-        format!("GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit TO {role}"),
+        format!("GRANT SELECT, INSERT ON {s}.audit_witness TO {role}"),
+        format!(
+            "GRANT EXECUTE ON FUNCTION {s}.hcp_append, {s}.hcp_admit, {s}.hcp_append_keyed, \
+             {s}.hcp_admit_keyed, {s}.hcp_head TO {role}"
+        ),
     ])
 }

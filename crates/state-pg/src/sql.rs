@@ -528,3 +528,211 @@ BEGIN
 END
 $fn$;
 "#;
+
+/// Version 5: keyed chains and the witness (RUNTIME §6). A record's hash is computed by
+/// its machine (HMAC-SHA-256 under the machine's chain key, which never reaches the
+/// database): `hcp_append_keyed` and `hcp_admit_keyed` take the hash and the head the machine
+/// computed it on, and append only when that is still the chain's head (under the head
+/// row's lock); else they answer `stale` with the head, and the machine computes again.
+/// `hcp_admit_keyed` is `hcp_admit` that locks the head row first, so a stale head spends
+/// nothing. (`hcp_append` and `hcp_admit` stay, for a state without a machine's store:
+/// the server's plain chain of schema 4.) `audit_witness`
+/// keeps the machines' signed checkpoints; their role may only insert into it.
+pub(crate) const V5_KEYED: &str = r#"
+CREATE TABLE audit_witness (
+    gid        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    machine    text NOT NULL,
+    store      text NOT NULL,
+    count      bigint NOT NULL,
+    head       text NOT NULL,
+    key        text NOT NULL,
+    checkpoint text NOT NULL,
+    taken_at   timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX audit_witness_machine ON audit_witness (machine, count);
+
+CREATE FUNCTION hcp_head(p_machine text) RETURNS TABLE (h_seq bigint, h_hash text)
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+BEGIN
+    RETURN QUERY SELECT c.seq, c.hash FROM audit_chain c
+        WHERE c.machine = p_machine FOR UPDATE;
+    IF NOT FOUND THEN
+        -- The machine's first record: its head row, then the lock on it.
+        INSERT INTO audit_chain (machine, seq, hash)
+        VALUES (p_machine, 0, 'sha256:0000000000000000000000000000000000000000000000000000000000000000')
+        ON CONFLICT (machine) DO NOTHING;
+        RETURN QUERY SELECT c.seq, c.hash FROM audit_chain c
+            WHERE c.machine = p_machine FOR UPDATE;
+    END IF;
+END
+$fn$;
+
+CREATE FUNCTION hcp_append_keyed(p_machine text, p_body text, p_sync boolean,
+    p_prev_seq bigint, p_prev_hash text, p_hash text)
+RETURNS TABLE (o_status text, o_seq bigint, o_hash text)
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+DECLARE
+    h record;
+BEGIN
+    IF NOT p_sync THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT * INTO h FROM hcp_head(p_machine);
+    IF p_prev_seq IS DISTINCT FROM h.h_seq OR p_prev_hash IS DISTINCT FROM h.h_hash THEN
+        RETURN QUERY SELECT 'stale'::text, h.h_seq, h.h_hash;
+        RETURN;
+    END IF;
+    INSERT INTO audit_record (machine, seq, prev, hash, body)
+    VALUES (p_machine, h.h_seq + 1, h.h_hash, p_hash, p_body);
+    UPDATE audit_chain SET seq = h.h_seq + 1, hash = p_hash WHERE machine = p_machine;
+    PERFORM pg_notify('hcp_audit_' || current_schema(), p_machine);
+    RETURN QUERY SELECT 'appended'::text, h.h_seq + 1, p_hash;
+END
+$fn$;
+
+CREATE FUNCTION hcp_admit_keyed(
+    p_machine text, p_body text, p_now timestamptz,
+    p_session text, p_principal text, p_pack text, p_capabilities text[],
+    p_c_identity text[], p_c_tool text[], p_c_rate bigint[], p_c_budget bigint[],
+    p_c_window bigint[], p_now_ms bigint,
+    p_a_tool text[], p_a_principal_digest text[], p_a_args text[], p_a_policy text[],
+    p_a_escalation boolean[], p_prev_seq bigint, p_prev_hash text, p_hash text)
+RETURNS TABLE (o_status text, o_detail text, o_at timestamptz,
+               o_seq bigint, o_hash text, o_approvals text[])
+LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+DECLARE
+    h       record;
+    s       record;
+    g       record;
+    g_max   timestamptz;
+    g_maxes timestamptz[] := '{}';
+    cap     text;
+    changed timestamptz;
+    c       record;
+    n       bigint;
+    apr     text;
+    aprs    text[] := '{}';
+    i       int;
+    k       int := coalesce(array_length(p_c_identity, 1), 0);
+    na      int := coalesce(array_length(p_a_tool, 1), 0);
+BEGIN
+    -- 0. the chain's head first: a hash computed on another head spends nothing
+    SELECT * INTO h FROM hcp_head(p_machine);
+    IF p_prev_seq IS DISTINCT FROM h.h_seq OR p_prev_hash IS DISTINCT FROM h.h_hash THEN
+        RETURN QUERY SELECT 'stale', NULL::text, NULL::timestamptz, h.h_seq, h.h_hash,
+            NULL::text[];
+        RETURN;
+    END IF;
+    -- 1. the session: present, not ended, not expired (an end waits for this lock)
+    IF p_session IS NOT NULL THEN
+        SELECT x.principal, x.ended_at, x.expires_at INTO s FROM sessions x
+        WHERE x.token_sha256 = p_session FOR SHARE;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'bad_session', 'unknown', NULL::timestamptz,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+        IF s.ended_at IS NOT NULL THEN
+            RETURN QUERY SELECT 'bad_session', 'ended', s.ended_at,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+        IF p_now >= s.expires_at THEN
+            RETURN QUERY SELECT 'bad_session', 'expired', s.expires_at,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+        IF s.principal <> p_principal THEN
+            RETURN QUERY SELECT 'bad_session', 'principal', NULL::timestamptz,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+    END IF;
+    -- 2. the grants, then the rug-pull guard
+    IF p_capabilities IS NOT NULL THEN
+        FOREACH cap IN ARRAY p_capabilities LOOP
+            g_max := NULL;
+            FOR g IN SELECT x.granted_at FROM grants x
+                     WHERE x.principal = p_principal AND x.pack IN (p_pack, '*')
+                       AND x.capability = cap
+                     FOR SHARE LOOP
+                IF g_max IS NULL OR g.granted_at > g_max THEN
+                    g_max := g.granted_at;
+                END IF;
+            END LOOP;
+            g_maxes := array_append(g_maxes, g_max);
+        END LOOP;
+        SELECT x.content_changed_at INTO changed FROM pack_state x WHERE x.pack_id = p_pack;
+        FOR i IN 1 .. coalesce(array_length(p_capabilities, 1), 0) LOOP
+            IF g_maxes[i] IS NULL THEN
+                RETURN QUERY SELECT 'missing_grant', p_capabilities[i], NULL::timestamptz,
+                    NULL::bigint, NULL::text, NULL::text[];
+                RETURN;
+            END IF;
+            IF changed IS NOT NULL AND g_maxes[i] < changed THEN
+                RETURN QUERY SELECT 'suspended', p_capabilities[i], changed,
+                    NULL::bigint, NULL::text, NULL::text[];
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+    -- 3. the counters, in the caller's (sorted) order: locked, then checked
+    FOR i IN 1 .. k LOOP
+        INSERT INTO counters (identity, tool) VALUES (p_c_identity[i], p_c_tool[i])
+        ON CONFLICT (identity, tool) DO NOTHING;
+        SELECT x.total, x.recent INTO c FROM counters x
+        WHERE x.identity = p_c_identity[i] AND x.tool = p_c_tool[i] FOR UPDATE;
+        IF p_c_budget[i] IS NOT NULL AND c.total >= p_c_budget[i] THEN
+            RETURN QUERY SELECT 'budget', p_c_tool[i], NULL::timestamptz,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+        IF p_c_rate[i] IS NOT NULL THEN
+            SELECT count(*) INTO n FROM unnest(c.recent) t WHERE t >= p_now_ms - p_c_window[i];
+            IF n >= least(p_c_rate[i], 100000) THEN
+                RETURN QUERY SELECT 'rate_limit', p_c_tool[i], NULL::timestamptz,
+                    NULL::bigint, NULL::text, NULL::text[];
+                RETURN;
+            END IF;
+        END IF;
+    END LOOP;
+    -- 4. each approval of its kind
+    FOR i IN 1 .. na LOOP
+        apr := NULL;
+        SELECT x.id INTO apr FROM approvals x
+        WHERE x.tool = p_a_tool[i] AND x.principal = p_principal
+          AND x.principal_digest = p_a_principal_digest[i] AND x.args_digest = p_a_args[i]
+          AND x.policy_hash = p_a_policy[i] AND x.escalation = p_a_escalation[i]
+          AND x.approved_at IS NOT NULL
+          AND x.taken_at IS NULL AND x.denied_at IS NULL
+          AND p_now < x.approved_at + make_interval(secs => x.window_s)
+          AND NOT (x.id = ANY (aprs))
+        ORDER BY x.approved_at, x.id LIMIT 1 FOR UPDATE;
+        IF apr IS NULL THEN
+            RETURN QUERY SELECT 'approval_gone', p_a_tool[i], NULL::timestamptz,
+                NULL::bigint, NULL::text, NULL::text[];
+            RETURN;
+        END IF;
+        aprs := aprs || apr;
+    END LOOP;
+    -- 5. every check passed: spend, then the intent record with the machine's hash
+    FOR i IN 1 .. k LOOP
+        UPDATE counters x SET
+            total = x.total + 1,
+            recent = CASE WHEN p_c_rate[i] IS NULL THEN '{}'::bigint[] ELSE
+                array(SELECT t FROM unnest(x.recent) t
+                      WHERE t >= p_now_ms - p_c_window[i] ORDER BY t DESC LIMIT 99999)
+                || p_now_ms END
+        WHERE x.identity = p_c_identity[i] AND x.tool = p_c_tool[i];
+    END LOOP;
+    IF na > 0 THEN
+        UPDATE approvals SET taken_at = p_now, taken_machine = p_machine WHERE id = ANY (aprs);
+    END IF;
+    INSERT INTO audit_record (machine, seq, prev, hash, body)
+    VALUES (p_machine, h.h_seq + 1, h.h_hash, p_hash, p_body);
+    UPDATE audit_chain SET seq = h.h_seq + 1, hash = p_hash WHERE machine = p_machine;
+    PERFORM pg_notify('hcp_audit_' || current_schema(), p_machine);
+    RETURN QUERY SELECT 'admitted', NULL::text, NULL::timestamptz, h.h_seq + 1, p_hash, aprs;
+END
+$fn$;
+"#;

@@ -14,9 +14,11 @@ use hcp_model::{ArgValue, Capability, PackId};
 use hcp_store::StoreError;
 use hcp_store::approval::{Approval, ApprovalError};
 use hcp_store::audit::checkpoint::Checkpoint;
+use hcp_store::audit::witness::Newest;
 use hcp_store::audit::{
-    Appended, AuditError, AuditFollow, AuditReport, Broken, ChainVerify, DigestKey, Entry, Fault,
-    GENESIS, Interrupted, Outcome, VerifyReport,
+    Appended, AuditError, AuditFollow, AuditReport, Authority, Broken, ChainCheck, ChainVerify,
+    CheckpointNote, CheckpointSource, DigestKey, Entry, Fault, GENESIS, Interrupted, Outcome,
+    VerifyReport,
 };
 use hcp_store::config::ConfigError;
 use hcp_store::counter::{Limits, Verdict};
@@ -27,6 +29,7 @@ use hcp_store::state::{
 };
 use jiff::Timestamp;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// The backend's name in messages and `hcp doctor`.
 pub const BACKEND: &str = "postgresql";
@@ -398,6 +401,54 @@ impl State for PgState {
             .map_err(audit_error)
     }
 
+    /// A record of kind `authority` on this machine's chain, durable when it returns, then
+    /// the witness's checkpoint of that chain (the witness asked first).
+    fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
+        self.witness_ready()?;
+        let mut fields = act.to_fields();
+        fields.insert(audit::KIND_FIELD.into(), Value::String("authority".into()));
+        let a = PgState::record(self, &fields, Timestamp::now()).map_err(audit_error)?;
+        if self.witness_name().is_some() {
+            let c = self.chain_checkpoint(a.seq, &a.hash, a.ts)?;
+            self.witness_take(&c)?;
+        }
+        Ok(appended(a))
+    }
+
+    /// The checkpoint of this machine's chain at its head, when one of this process's
+    /// records was a multiple of 100 and a witness is configured.
+    fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
+        if self.witness_name().is_none() || !self.take_due() {
+            return Ok(None);
+        }
+        let Some((seq, hash)) = self.head_guess() else {
+            return Ok(None);
+        };
+        let c = self.chain_checkpoint(seq, &hash, Timestamp::now())?;
+        self.witness_take(&c)?;
+        Ok(Some(c))
+    }
+
+    fn audit_witness(&self) -> Option<String> {
+        self.witness_name()
+    }
+
+    fn machine(&self) -> Option<String> {
+        Some(PgState::machine(self).as_str().to_owned())
+    }
+
+    /// A checkpoint of this machine's chain (RUNTIME §6, docs/DESIGN.md "Checkpoints of a
+    /// fleet"): the caller verified the chains first and names this machine's count and
+    /// head.
+    fn audit_checkpoint(
+        &self,
+        count: u64,
+        head: &str,
+        now: Timestamp,
+    ) -> Result<Checkpoint, AuditError> {
+        self.chain_checkpoint(count, head, now)
+    }
+
     /// The connection is open and its schema checked (no round trip when it is).
     fn audit_ready(&self) -> Result<(), AuditError> {
         self.with(|_| Ok(()))
@@ -406,15 +457,99 @@ impl State for PgState {
 
     /// Every machine's chain, read in one snapshot. A signed checkpoint covers one
     /// file trail; it is not offered for a fleet's chains.
+    /// Every machine's chain, read in one snapshot, each against the checkpoint of its
+    /// machine: `checkpoint` when given (a checkpoint of one machine's chain), else the
+    /// witness's newest.
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
-        if checkpoint.is_some() {
-            return Err(AuditError::Unsupported {
-                backend: BACKEND,
-                what: "checking a signed checkpoint",
+        let mut against: BTreeMap<String, (u64, String)> = BTreeMap::new();
+        let mut faults: BTreeMap<String, (Fault, String)> = BTreeMap::new();
+        let mut source = CheckpointSource::File;
+        match checkpoint {
+            Some(c) => {
+                let Some(m) = &c.machine else {
+                    return Err(AuditError::Unsupported {
+                        backend: BACKEND,
+                        what: "checking a checkpoint of a file store's trail",
+                    });
+                };
+                if m == self.machine().as_str() {
+                    let ours = self.chain_checkpoint(0, GENESIS, Timestamp::now())?.key;
+                    if ours != c.key {
+                        faults.insert(
+                            m.clone(),
+                            (
+                                Fault::CheckpointMismatch,
+                                "the checkpoint was signed by another key than this machine's"
+                                    .into(),
+                            ),
+                        );
+                    }
+                }
+                against.insert(m.clone(), (c.count, c.head.clone()));
+            }
+            None => {
+                if let Some(name) = self.witness_name() {
+                    source = CheckpointSource::Witness(name);
+                    match self.witness_newest() {
+                        Ok(found) => {
+                            for (m, n) in found {
+                                match n {
+                                    Newest::Checkpoint(c) => {
+                                        against.insert(m, (c.count, c.head));
+                                    }
+                                    Newest::Forged { reason } => {
+                                        faults.insert(m, (Fault::CheckpointMismatch, reason));
+                                    }
+                                    Newest::None => {}
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            faults.insert(
+                                self.machine().as_str().to_owned(),
+                                (Fault::WitnessUnavailable, e.to_string()),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let r = PgState::audit_verify_against(self, &against)
+            .map_err(|e| AuditError::Store(store_error(e)))?;
+        let mut report = audit_report(&r, &source);
+        for c in &mut report.chains {
+            if let Some(m) = &c.machine
+                && let Some((fault, detail)) = faults.remove(m)
+                && c.report.broken.is_none()
+            {
+                c.report.broken = Some(Broken {
+                    fault,
+                    line: 0,
+                    id: None,
+                    expected: None,
+                    found: None,
+                    detail,
+                });
+            }
+        }
+        // A fault of a machine with no chain (a witness of a machine whose records are gone).
+        for (m, (fault, detail)) in faults {
+            report.chains.push(ChainVerify {
+                machine: Some(m),
+                report: VerifyReport {
+                    broken: Some(Broken {
+                        fault,
+                        line: 0,
+                        id: None,
+                        expected: None,
+                        found: None,
+                        detail,
+                    }),
+                    ..VerifyReport::default()
+                },
             });
         }
-        let r = PgState::audit_verify(self).map_err(|e| AuditError::Store(store_error(e)))?;
-        Ok(audit_report(&r))
+        Ok(report)
     }
 
     /// The last `n` records of the fleet, by arrival, each with `machine`, `seq`, `prev`
@@ -481,13 +616,15 @@ fn fault_of(code: &str) -> Fault {
         "missing_log" => Fault::MissingLog,
         "anchor_mismatch" => Fault::AnchorMismatch,
         "machine_mismatch" => Fault::MachineMismatch,
+        "checkpoint_mismatch" => Fault::CheckpointMismatch,
+        "rollback" => Fault::Rollback,
         _ => Fault::HashMismatch,
     }
 }
 
 /// Every machine's chain as the store's report: one [`ChainVerify`] per machine, `line`
 /// meaning `seq`.
-fn audit_report(r: &audit::VerifyReport) -> AuditReport {
+fn audit_report(r: &audit::VerifyReport, source: &CheckpointSource) -> AuditReport {
     AuditReport {
         chains: r
             .chains
@@ -517,6 +654,20 @@ fn audit_report(r: &audit::VerifyReport) -> AuditReport {
                         expected: None,
                         found: None,
                         detail: f.reason.clone(),
+                    }),
+                    chain: if c.not_checked {
+                        ChainCheck::NotChecked
+                    } else if c.keyed {
+                        ChainCheck::Checked
+                    } else {
+                        ChainCheck::Legacy
+                    },
+                    checkpoint: c.checkpoint.map(|(n, _)| n),
+                    against: c.checkpoint.map(|(count, past)| CheckpointNote {
+                        source: source.clone(),
+                        count,
+                        time: String::new(),
+                        past,
                     }),
                     ..VerifyReport::default()
                 },

@@ -37,27 +37,37 @@
 mod admit;
 mod anchor;
 pub mod checkpoint;
+mod create;
 mod digest;
 mod fields;
 mod follow;
 mod fsutil;
+pub mod key;
 mod record;
 mod report;
+pub mod reserve;
 mod scan;
 mod verify;
+pub mod witness;
 mod writer;
 
 pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend, CounterSpend};
-pub use anchor::{ANCHOR_FILE, Anchor, Point};
+pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
+pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
-pub use fields::{CounterKey, Intent, Outcome, Spends};
+pub use fields::{Actor, Authority, CounterKey, Intent, Outcome, Spends};
 pub use follow::{FileFollow, Follower};
+pub use fsutil::Boot;
+pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
 pub use record::{
     CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,
     sha256_tagged,
 };
 pub use report::{AuditFollow, AuditReport, ChainVerify};
-pub use verify::{Broken, Interrupted, RepairNote, VerifyReport};
+pub use verify::{
+    Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, Interrupted, RepairNote,
+    VerifyReport,
+};
 
 use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
@@ -65,10 +75,19 @@ use crate::session::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The trail's file name inside `audit/`.
 pub const AUDIT_FILE: &str = "audit.jsonl";
+
+/// The store's keys, relative to `$HCP_HOME` (RUNTIME §5.1, §6): the chain key, the
+/// argument-digest secret and the checkpoint signing key. In no call's view; the
+/// bootstrap pack's child, which reads the store, never sees them either.
+pub const KEY_FILES: [&str; 3] = [
+    "audit/chain.key",
+    "audit/digest.secret",
+    "audit/checkpoint.key",
+];
 
 /// A fault of the trail: the stable codes of `hcp audit verify` (RUNTIME §6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,6 +121,14 @@ pub enum Fault {
     /// A record in one machine's chain that names another machine (a database backend's
     /// chains, RUNTIME §9).
     MachineMismatch,
+    /// The trail holds fewer records than its newest witnessed checkpoint: it was rolled
+    /// back (a store copied back from an older backup).
+    Rollback,
+    /// The chain key is gone while the store's marker or keyed anchor says it was made.
+    MissingChainKey,
+    /// The witness `audit.witness` names cannot be read, so the trail cannot be checked
+    /// against it.
+    WitnessUnavailable,
 }
 
 impl Fault {
@@ -121,6 +148,9 @@ impl Fault {
             Self::OrphanOutcome => "orphan_outcome",
             Self::DuplicateOutcome => "duplicate_outcome",
             Self::MachineMismatch => "machine_mismatch",
+            Self::Rollback => "rollback",
+            Self::MissingChainKey => "missing_chain_key",
+            Self::WitnessUnavailable => "witness_unavailable",
         }
     }
 }
@@ -161,6 +191,24 @@ pub enum AuditError {
     /// ([`StoreError::StateUnavailable`], code `state_unavailable`).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Even the audit's reserve is short (RUNTIME §5.4): the disk is full and the space
+    /// kept for the store's own records does not hold this one beyond the room held for
+    /// the outcomes of calls that run.
+    #[error(
+        "the audit's reserve beside `{path}` is short: {reserved} bytes left, {needed} needed (the disk is full)"
+    )]
+    ReserveShort {
+        /// The trail.
+        path: PathBuf,
+        /// Bytes of the reserve left.
+        reserved: u64,
+        /// Bytes this record needs.
+        needed: u64,
+    },
+    /// The witness cannot take a checkpoint (`witness_unavailable`, 74): no act of
+    /// authority happens.
+    #[error(transparent)]
+    Witness(#[from] witness::WitnessError),
     /// What the backend does not offer (`hcp audit checkpoint` of a database's chains).
     #[error("the `{backend}` state backend does not offer {what}")]
     Unsupported {
@@ -182,6 +230,7 @@ impl AuditError {
                 e.code().as_str()
             }
             Self::Unsupported { .. } => "usage",
+            Self::Witness(_) => "witness_unavailable",
             _ => "audit_unavailable",
         }
     }
@@ -197,6 +246,10 @@ impl AuditError {
                 e.hint()
             }
             Self::Store(_) => Some("the audit directory must be writable and its disk not full"),
+            Self::ReserveShort { .. } => Some(
+                "free space on the store's disk (`hcp doctor` shows it): the reserve is refilled as soon as there is room",
+            ),
+            Self::Witness(e) => Some(e.hint()),
             Self::ReservedField { .. } | Self::Unsupported { .. } => None,
         }
     }
@@ -209,6 +262,8 @@ impl AuditError {
             Self::ReservedField { .. } => "audit_bad_entry",
             Self::Store(e) => e.code().as_str(),
             Self::Unsupported { .. } => "usage",
+            Self::ReserveShort { .. } => "audit_unavailable",
+            Self::Witness(_) => "witness_unavailable",
         }
     }
 }
@@ -300,7 +355,14 @@ pub fn abort_hook(spec: &str) -> Option<StepHook> {
         None => (spec, 1),
     };
     let known = ["locked", "recovered", "caches_updated", "anchor_written"];
-    let kinds = ["intent", "outcome", "refusal", "event", "recovery"];
+    let kinds = [
+        "intent",
+        "outcome",
+        "refusal",
+        "event",
+        "recovery",
+        "authority",
+    ];
     let valid = known.contains(&step)
         || kinds
             .iter()
@@ -328,6 +390,14 @@ pub struct AuditLog {
     dir: PathBuf,
     durable: bool,
     hook: Option<StepHook>,
+    /// The chain key, read once.
+    key: Arc<OnceLock<ChainKey>>,
+    /// The boot the rules use: the running one unless a test says otherwise.
+    boot: Option<Boot>,
+    /// The reserve kept beside the trail, in bytes.
+    reserve: u64,
+    /// `KIND_write`: fail that kind's write with `EIO` (tests of `outcome_deferred`).
+    fail: Option<String>,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -358,6 +428,75 @@ impl AuditLog {
             dir,
             durable: true,
             hook: None,
+            key: Arc::new(OnceLock::new()),
+            boot: None,
+            reserve: reserve::RESERVE_BYTES,
+            fail: None,
+        }
+    }
+
+    /// Takes `boot` for the running boot (tests and simulations of a power cut: the
+    /// anchor's rules of RUNTIME §6 depend on the boot id and when the boot began).
+    pub fn with_boot(mut self, boot: Boot) -> Self {
+        self.boot = Some(boot);
+        self
+    }
+
+    /// Keeps a reserve of `bytes` beside the trail instead of [`reserve::RESERVE_BYTES`]
+    /// (tests that exhaust it on a small disk; the store keeps at least 1 MiB otherwise).
+    pub fn with_reserve(mut self, bytes: u64) -> Self {
+        self.reserve = bytes;
+        self
+    }
+
+    /// Makes every write of a record of the kind `spec` names (`outcome_write`,
+    /// `intent_write` …) fail with `EIO` instead of writing (tests of `outcome_deferred`).
+    /// `None` when `spec` names no kind.
+    pub fn failing_at(mut self, spec: &str) -> Option<Self> {
+        let kind = spec.strip_suffix("_write")?;
+        let known = [
+            "intent",
+            "outcome",
+            "refusal",
+            "event",
+            "recovery",
+            "authority",
+        ];
+        known.contains(&kind).then(|| {
+            self.fail = Some(kind.to_owned());
+            self
+        })
+    }
+
+    pub(crate) fn fails_at(&self, kind: Kind) -> bool {
+        self.fail.as_deref() == Some(kind.as_str())
+    }
+
+    pub(crate) fn boot(&self) -> Boot {
+        self.boot.clone().unwrap_or_else(Boot::current)
+    }
+
+    pub(crate) fn reserve_bytes(&self) -> u64 {
+        self.reserve
+    }
+
+    /// The store's chain key, read once; its absence is `missing_chain_key`: the key is
+    /// made with the store ([`crate::made`]) and never again.
+    pub(crate) fn chain_key(&self) -> Result<ChainKey, AuditError> {
+        if let Some(k) = self.key.get() {
+            return Ok(k.clone());
+        }
+        let path = self.dir.join(key::CHAIN_KEY_FILE);
+        match ChainKey::read(&path)? {
+            KeyRead::Found(k) => Ok(self.key.get_or_init(|| k).clone()),
+            KeyRead::Absent => Err(AuditError::Contradicted {
+                fault: Fault::MissingChainKey,
+                detail: format!(
+                    "`{}` is gone: the trail cannot be extended without the key it is chained with",
+                    path.display()
+                ),
+            }),
+            KeyRead::Unreadable(e) => Err(AuditError::Store(StoreError::io("read", &path, e))),
         }
     }
 
@@ -462,6 +601,79 @@ impl AuditLog {
         })
     }
 
+    /// Appends the record of an act of authority (RUNTIME §6), synced: durable when this
+    /// returns. The caller makes the act only after it returns, and takes the witness's
+    /// checkpoint ([`AuditLog::witness`]) before it answers.
+    ///
+    /// # Errors
+    /// As [`AuditLog::append`].
+    pub fn append_authority(&self, a: &Authority) -> Result<Appended, AuditError> {
+        self.append_fields(Kind::Authority, fields::authority_fields(a), None, true)
+    }
+
+    /// Migrates a trail from before keyed chains onto one (RUNTIME §6; the module docs of
+    /// `create`), recording `act`. The caller holds the store's lock.
+    ///
+    /// # Errors
+    /// [`AuditError`]: the old trail does not match its old anchor, or a file fails.
+    pub fn migrate_trail(&self, act: &Authority) -> Result<Migrated, AuditError> {
+        create::migrate(self, act)
+    }
+
+    /// A signed checkpoint of what the anchor vouches for now (its count and head, read
+    /// under the trail's shared lock and checked under the chain key), at `time`.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the anchor or the keys cannot be read, or the anchor does not
+    /// hold.
+    pub fn checkpoint_now(&self, time: Timestamp) -> Result<checkpoint::Checkpoint, AuditError> {
+        let key = self.chain_key()?;
+        let path = self.anchor_path();
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AuditError::Contradicted {
+                    fault: Fault::MissingAnchor,
+                    detail: format!("`{}` is gone", path.display()),
+                });
+            }
+            Err(e) => return Err(AuditError::Store(StoreError::io("open", &path, e))),
+        };
+        f.lock_shared()
+            .map_err(|e| AuditError::Store(StoreError::io("lock", &path, e)))?;
+        let boot = self.boot();
+        let point = match anchor::read(&f, Some(&key))
+            .map_err(|e| AuditError::Store(StoreError::io("read", &path, e)))?
+        {
+            anchor::AnchorState::Valid(a) => a.trusted(&boot.id).clone(),
+            anchor::AnchorState::SlotFault(sf) => sf.intact.trusted(&boot.id).clone(),
+            anchor::AnchorState::Damaged(why) => {
+                return Err(AuditError::Contradicted {
+                    fault: Fault::BadAnchor,
+                    detail: why,
+                });
+            }
+        };
+        drop(f);
+        Ok(checkpoint::sign(self, point.count, &point.head, time)?)
+    }
+
+    /// Takes a checkpoint of the trail now into `witness` (RUNTIME §6): after an act of
+    /// authority, and after every 100th record.
+    ///
+    /// # Errors
+    /// [`AuditError::Witness`] (`witness_unavailable`) when the witness does not take it;
+    /// as [`AuditLog::checkpoint_now`].
+    pub fn witness(
+        &self,
+        witness: &dyn witness::Witness,
+        time: Timestamp,
+    ) -> Result<checkpoint::Checkpoint, AuditError> {
+        let c = self.checkpoint_now(time)?;
+        witness.take(&c)?;
+        Ok(c)
+    }
+
     /// Checks that a record could be appended now: the trail opens for writing under the
     /// lock and matches its anchor, and a torn tail is recovered. A call is then refused
     /// before it runs rather than run unaudited (a full disk is found only by the append
@@ -495,7 +707,16 @@ impl AuditLog {
     /// [`AuditError::Store`] when a file cannot be read. A broken trail is not an error:
     /// it is [`VerifyReport::broken`].
     pub fn verify(&self) -> Result<VerifyReport, AuditError> {
-        Ok(verify::verify(self, None)?)
+        Ok(verify::verify(self, &Against::Nothing)?)
+    }
+
+    /// [`AuditLog::verify`] against the checkpoint `against` names (a witness's newest,
+    /// a file, the store's last; or the witness's fault).
+    ///
+    /// # Errors
+    /// As [`AuditLog::verify`].
+    pub fn verify_with(&self, against: &Against) -> Result<VerifyReport, AuditError> {
+        Ok(verify::verify(self, against)?)
     }
 
     /// [`AuditLog::verify`], and whether the trail extends `checkpoint` (a
@@ -507,7 +728,10 @@ impl AuditLog {
         &self,
         checkpoint: &checkpoint::Checkpoint,
     ) -> Result<VerifyReport, AuditError> {
-        Ok(verify::verify(self, Some(checkpoint))?)
+        Ok(verify::verify(
+            self,
+            &Against::Checkpoint(checkpoint.clone(), CheckpointSource::File),
+        )?)
     }
 
     /// The last `n` complete lines, oldest first, read from the end, and the length in
@@ -588,6 +812,26 @@ impl AuditLog {
         Ok(out)
     }
 
+    /// The audit's reserve as `hcp doctor` shows it (RUNTIME §5.4): the bytes kept beside
+    /// the trail, what is kept when the disk has room, the disk's free space, and whether
+    /// the file system can keep one at all.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the trail exists and cannot be read.
+    pub fn reserve_report(&self) -> Result<reserve::ReserveReport, StoreError> {
+        let reserved = match std::fs::metadata(&self.path) {
+            Ok(m) => reserve::beyond_end(&m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(StoreError::io("read", &self.path, e)),
+        };
+        Ok(reserve::ReserveReport {
+            reserved,
+            target: self.reserve,
+            free: reserve::free_bytes(&self.dir),
+            cannot_keep: reserve::cannot_keep(&self.dir),
+        })
+    }
+
     /// A reader of records as they are appended ([`Follower`]), starting after the last
     /// `n` complete records.
     ///
@@ -597,6 +841,21 @@ impl AuditLog {
         Follower::new(self.path.clone(), n)
             .map_err(|e| AuditError::Store(StoreError::io("read", &self.path, e)))
     }
+}
+
+/// Makes a new trail in `dir` (RUNTIME §4, §6): the keys, `first` as record 1, its anchor
+/// and the reserve ([`crate::made`] calls it for a store being built). Answers record 1's
+/// hash.
+///
+/// # Errors
+/// [`AuditError`] when a file cannot be made.
+pub(crate) fn create_trail(
+    dir: &Path,
+    first: &Authority,
+    ts: Timestamp,
+    boot: &Boot,
+) -> Result<String, AuditError> {
+    create::create(dir, first, ts, boot, reserve::RESERVE_BYTES)
 }
 
 #[cfg(test)]

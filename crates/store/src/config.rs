@@ -23,7 +23,8 @@
 //!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
 //!   "escalation": "approvals",
 //!   "mcp": { "approve_by_elicitation": false, "elicitation_timeout_s": 300 },
-//!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" }
+//!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" },
+//!   "audit": { "witness": "/srv/hcp-witness" }
 //! }
 //! ```
 //!
@@ -95,6 +96,73 @@ pub struct RuntimeConfig {
     pub escalation: Option<EscalationMode>,
     /// How `hcp mcp` asks the person (RUNTIME §10).
     pub mcp: McpConfig,
+    /// The audit trail's witness (RUNTIME §6).
+    pub audit: AuditConfig,
+}
+
+/// `audit`: where the trail's signed checkpoints are witnessed (RUNTIME §6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// `audit.witness`: an absolute directory, or `"state"` for the fleet's PostgreSQL
+    /// database (needs `state`); absent, no witness. Read through [`AuditConfig::witness`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub witness: Option<String>,
+}
+
+/// The witness `config.json` names, or why it cannot be known.
+pub type WitnessChoice = Result<Option<WitnessConfig>, Box<ConfigError>>;
+
+/// Where checkpoints are witnessed (`audit.witness`, RUNTIME §6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WitnessConfig {
+    /// A directory (absolute), which must exist.
+    Dir(PathBuf),
+    /// The fleet's database (`state`).
+    State,
+}
+
+impl AuditConfig {
+    /// The witness, as configured.
+    pub fn witness(&self) -> Option<WitnessConfig> {
+        self.witness.as_deref().map(|w| {
+            if w == "state" {
+                WitnessConfig::State
+            } else {
+                WitnessConfig::Dir(PathBuf::from(w))
+            }
+        })
+    }
+
+    /// Why `audit.witness` is refused, if it is.
+    fn fault(&self, has_state: bool) -> Option<String> {
+        let w = self.witness.as_deref()?;
+        if w == "state" {
+            return (!has_state).then(|| {
+                "`audit.witness` `state` names the fleet's database, and `state` is not set".into()
+            });
+        }
+        let p = Path::new(w);
+        if !p.is_absolute() {
+            return Some(format!(
+                "`audit.witness` `{w}` is neither `state` nor an absolute directory"
+            ));
+        }
+        if p.components().any(|c| c == Component::ParentDir) || w.contains('\0') {
+            return Some(format!("`audit.witness` `{w}` holds `..` or a NUL"));
+        }
+        None
+    }
+}
+
+impl WitnessConfig {
+    /// The witness `$HCP_HOME/config.json` names; `None` for none (or no file).
+    ///
+    /// # Errors
+    /// As [`RuntimeConfig::load`].
+    pub fn load(home: &Path) -> Result<Option<Self>, ConfigError> {
+        Ok(RuntimeConfig::load(home)?.audit.witness())
+    }
 }
 
 impl RuntimeConfig {
@@ -262,6 +330,31 @@ impl StateConfig {
             Ok(c) => Ok(c.state),
             Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
                 Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => Ok(None),
+                _ => Err(e),
+            },
+        }
+    }
+
+    /// The `state` and the `audit.witness` of `config.json`, read once, for choosing the
+    /// backend and its witness: as [`StateConfig::load`]. When the file does not parse
+    /// and has no `state` key, the state is the files and the witness is that error (an
+    /// act of authority then refuses it: a witness it cannot read is not "none").
+    ///
+    /// # Errors
+    /// As [`StateConfig::load`].
+    pub fn load_with_witness(home: &Path) -> Result<(Option<Self>, WitnessChoice), ConfigError> {
+        let path = RuntimeConfig::path(home);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Ok(None))),
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        };
+        match RuntimeConfig::parse(&text, &path) {
+            Ok(c) => Ok((c.state, Ok(c.audit.witness()))),
+            Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
+                Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => {
+                    Ok((None, Err(Box::new(e))))
+                }
                 _ => Err(e),
             },
         }
@@ -618,6 +711,9 @@ impl RuntimeConfig {
                 return Err(located(&["state", key], message));
             }
             st.url_at = hcp_model::locate(text, &["state", "url"]).unwrap_or_default();
+        }
+        if let Some(message) = config.audit.fault(config.state.is_some()) {
+            return Err(located(&["audit", "witness"], message));
         }
         let timeout = config.mcp.elicitation_timeout_s;
         if !(1..=MAX_ELICITATION_TIMEOUT_S).contains(&timeout) {

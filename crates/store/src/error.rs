@@ -49,6 +49,22 @@ pub enum StoreError {
         /// The parse error.
         reason: String,
     },
+    /// `HCP_HOME` names no store (RUNTIME §4, code `no_store`, 66): it is missing, or a
+    /// directory without the marker `store.json`. Nothing was created.
+    #[error("no store at `{}`: {reason}", .path.display())]
+    NoStore {
+        /// The path `HCP_HOME` (or the platform data directory) names.
+        path: PathBuf,
+        /// Why, lowercase.
+        reason: String,
+    },
+    /// The audit witness cannot take a checkpoint (`witness_unavailable`, 74).
+    #[error(transparent)]
+    Witness(Box<crate::audit::witness::WitnessError>),
+    /// The audit trail refused (a trail that does not match its anchor while a store is
+    /// made or migrated): `audit_unavailable` or the fault's code.
+    #[error(transparent)]
+    Audit(Box<crate::audit::AuditError>),
 }
 
 impl StoreError {
@@ -61,6 +77,9 @@ impl StoreError {
             Self::Damaged { .. } => Code::StoreDamaged,
             Self::StateUnavailable { .. } => Code::StateUnavailable,
             Self::Config(e) => e.code(),
+            Self::NoStore { .. } => Code::NoStore,
+            Self::Witness(_) => Code::WitnessUnavailable,
+            Self::Audit(e) => Code::parse(e.code()).unwrap_or(Code::AuditUnavailable),
         }
     }
 
@@ -69,6 +88,11 @@ impl StoreError {
         match self {
             Self::StateUnavailable { hint, .. } => hint.as_deref(),
             Self::Config(_) => Some("fix `config.json` in the store; `hcp doctor` checks it"),
+            Self::NoStore { .. } => {
+                Some("`hcp init` makes a store there; or set `HCP_HOME` to the store you meant")
+            }
+            Self::Witness(e) => Some(e.hint()),
+            Self::Audit(e) => e.hint(),
             _ => None,
         }
     }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod grant;
 pub mod home;
 pub mod lock;
+pub mod made;
 pub mod pack;
 pub mod session;
 pub mod skill;

@@ -32,9 +32,10 @@
 use crate::StoreError;
 use crate::approval::{self, Approval, ApprovalError};
 use crate::audit::checkpoint::Checkpoint;
+use crate::audit::witness::{Newest, Witness};
 use crate::audit::{
-    self, Appended, AuditError, AuditFollow, AuditLog, AuditReport, DigestKey, Entry, Intent,
-    Outcome, StepHook,
+    self, Against, Appended, AuditError, AuditFollow, AuditLog, AuditReport, Authority,
+    CheckpointSource, DigestKey, Entry, Intent, Outcome, StepHook,
 };
 use crate::counter::{Counters, Limits, Verdict};
 use crate::grant::{self, Grant, Grants, HeldCapability, PackScope};
@@ -43,6 +44,7 @@ use crate::session::{self, BadSession, NewSession, PrincipalId, Session, Session
 use hcp_model::{ArgValue, Capability, Code, PackId};
 use jiff::Timestamp;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The call an approval is bound to (RUNTIME §7): tool, principal (its id and a digest of
@@ -543,6 +545,45 @@ pub trait State: Send + Sync + std::fmt::Debug {
             what: "signed checkpoints",
         })
     }
+
+    // Acts of authority and the witness (RUNTIME §6).
+
+    /// Records an act of authority (RUNTIME §6) — `init`, `install`, `grant`, `session
+    /// start` … — and has the witness (`audit.witness`) take a checkpoint of the trail
+    /// that now holds it. The one path every act of authority goes through, in this order:
+    /// the command checks the act, calls this, and makes the change only when it returns
+    /// `Ok`; an act that cannot be recorded, or witnessed, does not happen (74). The
+    /// witness is looked at first, so a witness that cannot take a checkpoint refuses the
+    /// act before its record is written; one that fails after the record was written
+    /// leaves the record of an act that did not happen (its `changed` says what was
+    /// asked), never an act without a record.
+    ///
+    /// # Errors
+    /// [`AuditError::Witness`] (`witness_unavailable`, 74); any other [`AuditError`]
+    /// (`audit_unavailable`, `state_unavailable`).
+    fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError>;
+
+    /// After a call has answered (off the call path): when one of the records this
+    /// process appended is a multiple of 100 in its chain, has the witness take a
+    /// checkpoint. `Ok(None)` when none is due or no witness is configured.
+    ///
+    /// # Errors
+    /// [`AuditError`]; the call has answered already, so callers report it and go on.
+    fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
+        Ok(None)
+    }
+
+    /// The witness, as `hcp doctor` names it (`directory /srv/w`, `state`); `None` when
+    /// none is configured.
+    fn audit_witness(&self) -> Option<String> {
+        None
+    }
+
+    /// This machine's id in a fleet, whose chain of the audit is its own (RUNTIME §9);
+    /// `None` for the file store's one trail.
+    fn machine(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The embedded backend: `$HCP_HOME`'s state files, as [`crate::session`],
@@ -556,6 +597,14 @@ pub struct FileState {
     home: Home,
     log: AuditLog,
     key: Arc<OnceLock<DigestKey>>,
+    witness: Option<Arc<dyn Witness>>,
+    /// A record this process appended was a multiple of 100 (a checkpoint is due).
+    due: Arc<AtomicBool>,
+}
+
+/// The time of an appended record.
+fn act_time(a: &Appended) -> Timestamp {
+    a.ts
 }
 
 impl std::fmt::Debug for FileState {
@@ -573,7 +622,66 @@ impl FileState {
             home: home.clone(),
             log: AuditLog::new(home),
             key: Arc::new(OnceLock::new()),
+            witness: None,
+            due: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Has `witness` take the trail's checkpoints (`audit.witness`, RUNTIME §6).
+    pub fn with_witness(mut self, witness: Arc<dyn Witness>) -> Self {
+        self.witness = Some(witness);
+        self
+    }
+
+    /// Replaces the audit trail's settings (crash tests, a small reserve, a failing
+    /// write): `f` gets the trail and answers the one to use.
+    pub fn with_audit_log(mut self, f: impl FnOnce(AuditLog) -> AuditLog) -> Self {
+        self.log = f(self.log);
+        self
+    }
+
+    /// The witness, if one is configured.
+    pub fn witness(&self) -> Option<&Arc<dyn Witness>> {
+        self.witness.as_ref()
+    }
+
+    fn note(&self, a: &Appended) {
+        if a.seq
+            .is_multiple_of(crate::audit::witness::CALLS_PER_CHECKPOINT)
+        {
+            self.due.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// What the trail is checked against by default (RUNTIME §6): the witness's newest
+    /// checkpoint; without a witness, the store's own last one; a verifier that cannot
+    /// read the chain key (the bootstrap pack's child) and cannot reach the witness checks
+    /// the store's last one too.
+    fn default_against(&self) -> Against {
+        let last = || match crate::audit::checkpoint::last(&self.log) {
+            Ok(Some(c)) => Against::Checkpoint(c, CheckpointSource::Last),
+            Ok(None) => Against::Nothing,
+            Err(e) => Against::Forged(CheckpointSource::Last, e.to_string()),
+        };
+        let Some(w) = &self.witness else {
+            return last();
+        };
+        let source = CheckpointSource::Witness(w.describe());
+        let store = match crate::made::Marker::read(self.home.root()) {
+            Ok(Some(m)) => m.store_id,
+            _ => return last(),
+        };
+        match w.newest(&store, None) {
+            Ok(Newest::Checkpoint(c)) => Against::Checkpoint(c, source),
+            Ok(Newest::None) => last(),
+            Ok(Newest::Forged { reason }) => Against::Forged(source, reason),
+            Err(_) if !self.log_key_readable() => last(),
+            Err(e) => Against::Unavailable(source, e.to_string()),
+        }
+    }
+
+    fn log_key_readable(&self) -> bool {
+        std::fs::File::open(self.log.dir().join(crate::audit::CHAIN_KEY_FILE)).is_ok()
     }
 
     /// Calls `hook` at each step of the audit trail's write path (crash tests:
@@ -771,10 +879,14 @@ impl State for FileState {
             approvals,
         };
         match self.log.admit(&admission) {
-            Ok(x) => Ok(Admitted {
-                intent: x.into(),
-                approval_ids,
-            }),
+            Ok(x) => {
+                let intent: Appended = x.into();
+                self.note(&intent);
+                Ok(Admitted {
+                    intent,
+                    approval_ids,
+                })
+            }
             Err(audit::AdmitError::Limit { tool, verdict, .. }) => {
                 Err(AdmitError::Limit { tool, verdict })
             }
@@ -784,11 +896,42 @@ impl State for FileState {
     }
 
     fn record(&self, entry: &Entry) -> Result<Appended, AuditError> {
-        self.log.append(entry)
+        let a = self.log.append(entry)?;
+        self.note(&a);
+        Ok(a)
     }
 
     fn record_outcome(&self, outcome: &Outcome) -> Result<Appended, AuditError> {
-        self.log.outcome(outcome)
+        let a = self.log.outcome(outcome)?;
+        self.note(&a);
+        Ok(a)
+    }
+
+    /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness`]; the witness
+    /// is asked first whether it can take a checkpoint at all.
+    fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
+        if let Some(w) = &self.witness {
+            w.ready()?;
+        }
+        let a = self.log.append_authority(act)?;
+        if let Some(w) = &self.witness {
+            self.log.witness(w.as_ref(), act_time(&a))?;
+        }
+        Ok(a)
+    }
+
+    fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
+        let Some(w) = &self.witness else {
+            return Ok(None);
+        };
+        if !self.due.swap(false, Ordering::Relaxed) {
+            return Ok(None);
+        }
+        self.log.witness(w.as_ref(), Timestamp::now()).map(Some)
+    }
+
+    fn audit_witness(&self) -> Option<String> {
+        self.witness.as_ref().map(|w| w.describe())
     }
 
     /// [`AuditLog::probe_writable`]: the trail and its anchor open for writing (no lock;
@@ -797,10 +940,12 @@ impl State for FileState {
         self.log.probe_writable()
     }
 
+    /// Against `checkpoint` when given, else against the witness's newest checkpoint (or
+    /// the store's own last one).
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
         let r = match checkpoint {
             Some(c) => self.log.verify_against(c)?,
-            None => self.log.verify()?,
+            None => self.log.verify_with(&self.default_against())?,
         };
         Ok(AuditReport::single(r))
     }
@@ -860,6 +1005,7 @@ mod tests {
     #[test]
     fn the_state_is_object_safe_and_admit_spends_all_or_nothing() {
         let d = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), crate::audit::Actor::owner(), None).unwrap();
         let home = Home::open(d.path()).unwrap();
         let state: std::sync::Arc<dyn State> = std::sync::Arc::new(FileState::new(&home));
         let limits = Limits {
@@ -926,7 +1072,7 @@ mod tests {
         };
         state.record_outcome(&outcome).unwrap();
         let v = state.audit_verify(None).unwrap();
-        assert_eq!((v.is_clean(), v.interrupted(), v.records()), (true, 0, 2));
+        assert_eq!((v.is_clean(), v.interrupted(), v.records()), (true, 0, 3));
         let (lines, torn) = state.audit_tail(2).unwrap();
         assert_eq!(torn, 0);
         let first: serde_json::Value = serde_json::from_slice(&lines[0]).unwrap();

@@ -9,7 +9,9 @@ use super::session::{print, require_owner, with_causes};
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use hcp_store::audit::checkpoint::Checkpoint;
-use hcp_store::audit::{AuditError, AuditReport, Kind, Record, TailLine, VerifyReport};
+use hcp_store::audit::{
+    AuditError, AuditReport, ChainCheck, CheckpointSource, Kind, Record, TailLine, VerifyReport,
+};
 use hcp_store::state::State;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -40,14 +42,15 @@ pub struct VerifyArgs {
 /// Arguments of `hcp audit tail`.
 #[derive(Debug, clap::Args)]
 pub struct TailArgs {
-    /// How many records.
-    #[arg(short = 'n', long = "lines", value_name = "N", default_value_t = 10)]
-    n: usize,
+    /// How many records (default 10; with `--follow`, 0: only new records).
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    n: Option<usize>,
     /// Print a JSON array of the records as stored (with `--follow`: JSON lines).
     #[arg(long)]
     json: bool,
-    /// After the last N records, print each new record as one JSON line, as stored, until
-    /// SIGINT, SIGTERM or a closed stdout.
+    /// Print each new record as one JSON line, as stored, until SIGINT, SIGTERM or a
+    /// closed stdout; it starts at the end of the trail (after the last N with `-n N`), so
+    /// a log shipper restarted with it gets no record twice.
     #[arg(long, short = 'f')]
     follow: bool,
 }
@@ -59,7 +62,7 @@ pub fn run(c: AuditCommand) -> CliResult {
     let state = rt.state();
     match c {
         AuditCommand::Verify(a) => verify(state, a),
-        AuditCommand::Tail(a) if a.follow => follow::run(state, a.n),
+        AuditCommand::Tail(a) if a.follow => follow::run(state, a.n.unwrap_or(0)),
         AuditCommand::Tail(a) => tail(state, a),
         AuditCommand::Checkpoint => make_checkpoint(state),
     }
@@ -135,11 +138,52 @@ fn render_verify(r: &VerifyReport) -> String {
             records(r.legacy)
         ));
     }
-    if let Some(c) = r.checkpoint {
+    match r.chain {
+        ChainCheck::Checked => {}
+        ChainCheck::NotChecked => out.push_str(
+            "  keyed chain: not_checked (the chain key cannot be read here): the records' structure, links and order, the anchor's content and the checkpoint were checked; their keyed hashes were not\n",
+        ),
+        ChainCheck::Legacy => out.push_str(
+            "  a trail from before keyed chains (plain SHA-256): the next use of the store by this hcp migrates it\n",
+        ),
+    }
+    if let Some(k) = r.keyed_from
+        && k > 1
+    {
         out.push_str(&format!(
-            "  the trail extends the checkpoint of {}\n",
-            records(c)
+            "  lines 1 to {} are from before keyed chains (plain SHA-256); the keyed part begins at line {k}, its `migrate` record\n",
+            k - 1
         ));
+    }
+    if let Some(slot) = r.slot_recovered {
+        out.push_str(&format!(
+            "  slot {slot} of the anchor was torn by a power cut and is recovered from the other (not damage; the next append records it)\n"
+        ));
+    }
+    match &r.against {
+        Some(a) => {
+            let from = match &a.source {
+                CheckpointSource::File => "the checkpoint file".to_owned(),
+                CheckpointSource::Witness(w) => format!("the witness ({w})"),
+                CheckpointSource::Last => {
+                    "the store's last checkpoint (no witness could be read)".to_owned()
+                }
+            };
+            out.push_str(&format!(
+                "  the trail extends {from}: {} at {}; {} past it\n",
+                records(a.count),
+                safe(&a.time),
+                records(a.past)
+            ));
+        }
+        None => {
+            if let Some(c) = r.checkpoint {
+                out.push_str(&format!(
+                    "  the trail extends the checkpoint of {}\n",
+                    records(c)
+                ));
+            }
+        }
     }
     for n in &r.repairs {
         out.push_str(&format!(
@@ -258,15 +302,16 @@ fn make_checkpoint(state: &dyn State) -> CliResult {
         )
         .hint("`hcp audit verify` says more"));
     }
-    let (records, head) = match r.chains.as_slice() {
-        [one] => (one.report.records, one.report.head.clone()),
-        [] => (0, hcp_store::audit::GENESIS.to_owned()),
-        _ => {
-            return Err(audit_error(&AuditError::Unsupported {
-                backend: state.backend(),
-                what: "one checkpoint of several chains",
-            }));
-        }
+    // A fleet's chains are checkpointed one by one, each by its machine (docs/DESIGN.md
+    // "Checkpoints of a fleet"): this machine's.
+    let machine = state.machine();
+    let mine = r
+        .chains
+        .iter()
+        .find(|c| c.machine.is_none() || c.machine.as_deref() == machine.as_deref());
+    let (records, head) = match mine {
+        Some(one) => (one.report.records, one.report.head.clone()),
+        None => (0, hcp_store::audit::GENESIS.to_owned()),
     };
     let c = state
         .audit_checkpoint(records, &head, jiff::Timestamp::now())
@@ -294,6 +339,23 @@ fn opt(s: &Option<String>) -> String {
 }
 
 fn render_record(r: &Record, interrupted: bool) -> String {
+    if r.kind() == Kind::Authority {
+        let text = |k: &str| r.extra.get(k).and_then(Value::as_str).map(safe);
+        let changed = r
+            .extra
+            .get("changed")
+            .map(|c| safe(&c.to_string()))
+            .unwrap_or_default();
+        return format!(
+            "{}  {:<8}  {}  {}  {}  {}\n",
+            safe(&r.ts),
+            "act",
+            text("actor").unwrap_or_else(|| "-".into()),
+            text("act").unwrap_or_else(|| "-".into()),
+            changed,
+            safe(&r.id)
+        );
+    }
     let target = match (&r.pack_id, &r.verb_key) {
         (Some(p), Some(v)) => format!("{}.{}", safe(p), safe(v)),
         (None, Some(v)) => safe(v),
@@ -346,7 +408,9 @@ fn render_record(r: &Record, interrupted: bool) -> String {
 }
 
 fn tail(state: &dyn State, a: TailArgs) -> CliResult {
-    let (lines, torn) = state.audit_tail(a.n).map_err(|e| audit_error(&e))?;
+    let (lines, torn) = state
+        .audit_tail(a.n.unwrap_or(10))
+        .map_err(|e| audit_error(&e))?;
     if a.json {
         let v: Vec<Value> = lines
             .iter()

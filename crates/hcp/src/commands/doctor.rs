@@ -22,7 +22,14 @@ pub struct Args {
 
 /// Runs `hcp doctor`.
 pub fn run(a: Args) -> CliResult {
-    let rt = super::exec::runtime()?;
+    // A missing store is reported, not made (RUNTIME §4): exit 1.
+    let root = super::session::home_root()?;
+    let home = match hcp_store::made::open(&root) {
+        Ok(h) => h,
+        Err(e @ hcp_store::StoreError::NoStore { .. }) => return no_store(&e, a.json),
+        Err(e) => return Err(super::session::store_error(&e)),
+    };
+    let rt = hcp_runtime::Runtime::open(home);
     let report = hcp_runtime::doctor::examine(&rt).map_err(CliError::from)?;
     let mut out = std::io::stdout().lock();
     let r = if a.json {
@@ -39,6 +46,24 @@ pub fn run(a: Args) -> CliResult {
         )),
         _ => Ok(if report.ok { exit::OK } else { exit::REFUSED }),
     }
+}
+
+/// `hcp doctor` where there is no store: says so, with the path and `hcp init`; exit 1.
+fn no_store(e: &hcp_store::StoreError, json: bool) -> CliResult {
+    let hint = e.hint().unwrap_or_default();
+    if json {
+        out!(
+            "{}",
+            serde_json::json!({
+                "ok": false,
+                "store": {"exists": false, "code": Code::NoStore, "message": e.to_string(), "hint": hint},
+                "problems": [e.to_string()],
+            })
+        );
+    } else {
+        out!("store\n  home                  {e}\n  hint                  {hint}\nproblems\n  {e}");
+    }
+    Ok(exit::REFUSED)
 }
 
 fn yes(b: bool) -> &'static str {
@@ -95,6 +120,21 @@ fn human(r: &Report) -> String {
             ", modes too open, see below"
         }
     ));
+    if let Some(w) = &audit.witness {
+        line(format!("  audit witness         {w}"));
+    }
+    if let Some(res) = &audit.reserve {
+        line(format!(
+            "  audit reserve         {} of {} kept beside the trail, {} free on its disk{}",
+            hcp_runtime::trail::bytes(res.reserved),
+            hcp_runtime::trail::bytes(res.target),
+            res.free
+                .map_or("unknown".to_owned(), hcp_runtime::trail::bytes),
+            res.cannot_keep
+                .map(|fs| format!(" ({fs} cannot keep a reserve)"))
+                .unwrap_or_default()
+        ));
+    }
     for l in r.state.lines() {
         line(l);
     }

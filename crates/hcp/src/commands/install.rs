@@ -73,7 +73,7 @@ fn abort_at() -> Option<String> {
 /// (a control-plane one least of all, RUNTIME §8).
 pub fn run_install(a: InstallArgs) -> CliResult {
     super::session::require_owner("install")?;
-    let home = open_home()?;
+    let home = super::init::open_or_init_for(&a.dir)?;
     let abort = abort_at();
     let hook = |s: InstallStep| {
         if abort.as_deref() == Some(s.name()) {

@@ -10,6 +10,7 @@ pub mod connect;
 pub mod doctor;
 pub mod exec;
 pub mod grant;
+pub mod init;
 pub mod install;
 pub mod lint;
 pub mod list;
@@ -36,6 +37,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Make the store `HCP_HOME` names: its marker, keys and first audit record.
+    Init(init::Args),
     /// Check pack directories (RUNTIME §2).
     Lint(lint::Args),
     /// Work on a pack directory: `promote` a `pass_through` pack to named verbs.
@@ -92,6 +95,7 @@ enum Command {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
+        Command::Init(a) => init::run(a),
         Command::Lint(a) => lint::run(a),
         Command::Pack(c) => pack::run(c),
         Command::Install(a) => install::run_install(a),

@@ -97,14 +97,21 @@ pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The store home from `HCP_HOME` or the platform data directory (RUNTIME §3).
-pub(crate) fn open_home() -> Result<Home, CliError> {
-    let root = hcp_store::resolve_home(
+/// The store's directory from `HCP_HOME` or the platform data directory (RUNTIME §3),
+/// without looking at it.
+pub(crate) fn home_root() -> Result<std::path::PathBuf, CliError> {
+    hcp_store::resolve_home(
         std::env::var_os(env::HCP_HOME).as_deref(),
         hcp_store::home::platform_data_dir,
     )
-    .map_err(|e| store_error(&e))?;
-    Home::open(root).map_err(|e| store_error(&e))
+    .map_err(|e| store_error(&e))
+}
+
+/// The store from `HCP_HOME` or the platform data directory (RUNTIME §3, §4): a store
+/// made on purpose (`hcp init`); a missing one, or a directory that is none, is `no_store`
+/// (66) and nothing is created; one of an earlier version is migrated first.
+pub(crate) fn open_home() -> Result<Home, CliError> {
+    hcp_store::made::open(&home_root()?).map_err(|e| store_error(&e))
 }
 
 /// A store error as a CLI error: its code, exit 74, its causes.

@@ -21,9 +21,11 @@ pub use unusable::Unusable;
 
 use crate::Runtime;
 use crate::refusal::Refusal;
+use hcp_state_pg::WitnessChoice;
 use hcp_state_pg::{MachineId, MigrateReport, PgState};
 use hcp_store::audit::AuditError;
-use hcp_store::config::{ConfigError, StateConfig};
+use hcp_store::audit::witness::{DirWitness, UnknownWitness, Witness};
+use hcp_store::config::{ConfigError, StateConfig, WitnessConfig};
 use hcp_store::home::StoreDir;
 use hcp_store::state::State;
 use hcp_store::{Home, StoreError};
@@ -62,32 +64,54 @@ impl Backend {
 /// `file` makes the file state (the runtime gives it its crash-test seam).
 pub(crate) fn choose(
     home: &Home,
-    file: impl FnOnce() -> Arc<dyn State>,
+    file: impl FnOnce(Option<Arc<dyn Witness>>) -> Arc<dyn State>,
 ) -> (Backend, Arc<dyn State>) {
-    let backend = match StateConfig::load(home.root()) {
-        Ok(None) => return (Backend::File, file()),
-        Ok(Some(cfg)) => postgres(home, &cfg),
+    let backend = match StateConfig::load_with_witness(home.root()) {
+        Ok((None, w)) => return (Backend::File, file(file_witness(w))),
+        Ok((Some(cfg), w)) => postgres(
+            home,
+            &cfg,
+            match w {
+                Ok(Some(WitnessConfig::State)) => WitnessChoice::State,
+                Ok(Some(WitnessConfig::Dir(d))) => WitnessChoice::Dir(d),
+                Ok(None) => WitnessChoice::None,
+                Err(e) => WitnessChoice::Unknown(e.to_string()),
+            },
+        ),
         Err(e) => Backend::Unusable(Unusable::config("unknown", &e)),
     };
     let state: Arc<dyn State> = match &backend {
         Backend::Postgres { state, .. } => state.clone(),
         Backend::Unusable(u) => Arc::new(u.clone()),
-        Backend::File => file(),
+        Backend::File => file(None),
     };
     (backend, state)
 }
 
-fn postgres(home: &Home, cfg: &StateConfig) -> Backend {
+/// The witness of a file store: a directory (`audit.witness` `"state"` needs a fleet's
+/// `state`, which `config.json`'s reading refuses without one), or one that refuses every
+/// checkpoint when `config.json` does not parse.
+fn file_witness(w: hcp_store::config::WitnessChoice) -> Option<Arc<dyn Witness>> {
+    match w {
+        Ok(Some(WitnessConfig::Dir(d))) => Some(Arc::new(DirWitness::new(d))),
+        Ok(Some(WitnessConfig::State) | None) => None,
+        Err(e) => Some(Arc::new(UnknownWitness { why: e.to_string() })),
+    }
+}
+
+fn postgres(home: &Home, cfg: &StateConfig, witness: WitnessChoice) -> Backend {
     let pg = pg_config(cfg);
     let machine = match MachineId::load_or_create(&home.dir(StoreDir::State)) {
         Ok(m) => m,
         Err(e) => return Backend::Unusable(Unusable::of(hcp_state_pg::store_error(e))),
     };
-    match PgState::open(&pg, machine) {
-        Ok(state) => Backend::Postgres {
+    // This machine's chain is keyed by its own store's chain key (RUNTIME §6, §9).
+    match PgState::open(&pg, machine).map(|s| s.with_local(home).map(|s| s.with_witness(witness))) {
+        Ok(Ok(state)) => Backend::Postgres {
             state: Arc::new(state),
             config: pg,
         },
+        Ok(Err(e)) => Backend::Unusable(Unusable::of(e)),
         Err(e) => {
             // The URL does not parse: `bad_config` at `state.url`'s place.
             let reason = match e {

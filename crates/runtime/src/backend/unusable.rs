@@ -219,6 +219,9 @@ impl State for Unusable {
     fn record(&self, _: &Entry) -> Result<Appended, AuditError> {
         Err(self.audit())
     }
+    fn record_authority(&self, _: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
+        Err(self.audit())
+    }
     fn audit_ready(&self) -> Result<(), AuditError> {
         Err(self.audit())
     }

@@ -97,6 +97,7 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
     let hidden_files = [
         "state/bindings/agent-9/mail.json",
         "state/sessions/s1.json",
+        "audit/chain.key",
         "audit/digest.secret",
         "audit/checkpoint.key",
         "policy.json",

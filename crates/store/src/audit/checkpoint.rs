@@ -1,18 +1,27 @@
 //! Signed checkpoints of the trail (RUNTIME §6): `hcp audit checkpoint` prints one for
-//! the operator to keep elsewhere; `hcp audit verify --checkpoint FILE` proves the trail
-//! still extends it. A checkpoint is one JSON object:
+//! the operator to keep elsewhere; a witness (`audit.witness`, [`super::witness`]) takes
+//! one after every act of authority and every 100 calls; `hcp audit verify` proves the
+//! trail still extends the newest. A checkpoint is one JSON object:
 //!
 //! ```json
-//! {"format": "hcp-audit-checkpoint/1", "origin": "HOST:HCP_HOME", "count": 102,
-//!  "head": "sha256:…", "time": "2026-12-01T08:00:00.000Z", "key": "ed25519:<hex>",
-//!  "signature": "<hex>"}
+//! {"format": "hcp-audit-checkpoint/2", "origin": "HOST:HCP_HOME", "store": "<store id>",
+//!  "count": 102, "head": "hmac-sha256:…", "time": "2026-12-01T08:00:00.000Z",
+//!  "key": "ed25519:<hex>", "signature": "<hex>"}
 //! ```
 //!
 //! `signature` is Ed25519 (RFC 8032) by the store's key over the [`canonical_json`] of the
 //! object without `signature`. The key is `audit/checkpoint.key` (the 32-byte seed,
-//! 0600), made on first use. A checkpoint proves what the trail held when it was made;
+//! 0600), made with the store; its public half is in the store's marker (`store.json`),
+//! so a reader without the secret (the bootstrap pack's child) can check a checkpoint.
+//! `store` is the store's id (its marker's `store_id`), which names the store's file in a
+//! witness; one machine's chain of a fleet (RUNTIME §9) is named by `machine` as well
+//! (docs/DESIGN.md, "Checkpoints of a fleet"). Format 1 (no `store`, written before
+//! witnesses) is still read. A checkpoint proves what the trail held when it was made;
 //! kept where the trail's writers cannot reach, it catches a trail and anchor replaced
 //! together by an older or forged copy, which nothing inside the store can.
+//!
+//! Each checkpoint the store makes is also kept as `audit/checkpoint.last` (the newest
+//! one this store signed), for a verifier that cannot reach the witness.
 
 use super::AuditLog;
 use super::fsutil::{load_or_create_secret, random_bytes};
@@ -26,7 +35,11 @@ use serde_json::Value;
 /// The key's file name inside `audit/`.
 pub const KEY_FILE: &str = "checkpoint.key";
 /// The `format` of a checkpoint.
-pub const FORMAT: &str = "hcp-audit-checkpoint/1";
+pub const FORMAT: &str = "hcp-audit-checkpoint/2";
+/// The `format` of checkpoints written before witnesses (no `store`, no `machine`).
+pub const FORMAT_1: &str = "hcp-audit-checkpoint/1";
+/// The newest checkpoint the store signed, inside `audit/`.
+pub const LAST_FILE: &str = "checkpoint.last";
 
 /// A signed checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +49,12 @@ pub struct Checkpoint {
     pub format: String,
     /// Which store: the host name and the store's path.
     pub origin: String,
+    /// The store's id (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    /// The machine whose chain of a fleet's database this is (format 2, RUNTIME §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
     /// Records in the trail.
     pub count: u64,
     /// The hash of the last of them.
@@ -91,7 +110,8 @@ fn signing_key(log: &AuditLog) -> Result<SigningKey, StoreError> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-/// The store's public key (`ed25519:<hex>`), `None` while it has made none.
+/// The store's public key (`ed25519:<hex>`): of `audit/checkpoint.key`, or, where that
+/// secret cannot be read, the one the store's marker names; `None` when there is neither.
 ///
 /// # Errors
 /// [`StoreError`] when the key file cannot be read or is damaged.
@@ -110,13 +130,18 @@ pub fn public_key(log: &AuditLog) -> Result<Option<String>, StoreError> {
                 &SigningKey::from_bytes(&seed).verifying_key(),
             )))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io("read", &path, e)),
+        // A reader without the secret (the bootstrap pack's child): the public half the
+        // store's marker names.
+        Err(e) => match crate::made::Marker::read(log.home().root()) {
+            Ok(Some(m)) => Ok(Some(m.checkpoint_key)),
+            _ if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            _ => Err(StoreError::io("read", &path, e)),
+        },
     }
 }
 
 /// Signs a checkpoint of `count` records ending with `head` at `time`, with the store's
-/// key (made on first use).
+/// key, names it with the store's id (`store`) and keeps it as `audit/checkpoint.last`.
 ///
 /// # Errors
 /// [`StoreError`] when the key cannot be read or made.
@@ -126,11 +151,41 @@ pub fn sign(
     head: &str,
     time: Timestamp,
 ) -> Result<Checkpoint, StoreError> {
+    let store = crate::made::Marker::read(log.home().root())?.map(|m| m.store_id);
+    let c = sign_as(
+        log,
+        &format!("{}:{}", hostname(), log.home().root().display()),
+        store,
+        None,
+        count,
+        head,
+        time,
+    )?;
+    // Best effort: the copy is a convenience for readers without the witness.
+    let _ = super::fsutil::replace_unsynced(&log.dir().join(LAST_FILE), c.to_line().as_bytes());
+    Ok(c)
+}
+
+/// Signs a checkpoint with the store's key for `origin`, `store` and `machine` (one
+/// machine's chain of a fleet).
+///
+/// # Errors
+/// [`StoreError`] when the key cannot be read or made.
+pub fn sign_as(
+    log: &AuditLog,
+    origin: &str,
+    store: Option<String>,
+    machine: Option<String>,
+    count: u64,
+    head: &str,
+    time: Timestamp,
+) -> Result<Checkpoint, StoreError> {
     let key = signing_key(log)?;
-    let host = hostname();
     let mut c = Checkpoint {
         format: FORMAT.to_owned(),
-        origin: format!("{host}:{}", log.home().root().display()),
+        origin: origin.to_owned(),
+        store,
+        machine,
         count,
         head: head.to_owned(),
         time: format_ts(time),
@@ -139,6 +194,30 @@ pub fn sign(
     };
     c.signature = hex::encode(key.sign(&signed_bytes(&c)).to_bytes());
     Ok(c)
+}
+
+/// The newest checkpoint this store signed (`audit/checkpoint.last`), if there is one.
+///
+/// # Errors
+/// [`StoreError`] when it exists and cannot be read; a file that is not a checkpoint is
+/// [`StoreError::Damaged`].
+pub fn last(log: &AuditLog) -> Result<Option<Checkpoint>, StoreError> {
+    let path = log.dir().join(LAST_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(t) => Checkpoint::parse(&t)
+            .map(Some)
+            .map_err(|e| StoreError::Damaged {
+                path,
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io("read", &path, e)),
+    }
+}
+
+/// The public key of the seed `seed`, as a checkpoint names it (`ed25519:<hex>`).
+pub fn public_of(seed: &[u8; 32]) -> String {
+    key_text(&SigningKey::from_bytes(seed).verifying_key())
 }
 
 fn hostname() -> String {
@@ -155,10 +234,15 @@ impl Checkpoint {
     pub fn parse(text: &str) -> Result<Self, CheckpointError> {
         let c: Checkpoint = serde_json::from_str(text.trim())
             .map_err(|e| CheckpointError::Malformed(e.to_string()))?;
-        if c.format != FORMAT {
+        if c.format != FORMAT && c.format != FORMAT_1 {
             return Err(CheckpointError::Malformed(format!(
                 "format `{}`, expected `{FORMAT}`",
                 c.format
+            )));
+        }
+        if c.format == FORMAT_1 && (c.store.is_some() || c.machine.is_some()) {
+            return Err(CheckpointError::Malformed(format!(
+                "format `{FORMAT_1}` has no `store` or `machine`"
             )));
         }
         let key: [u8; 32] = c

@@ -214,5 +214,108 @@ pub(crate) fn outcome_fields(o: &Outcome) -> Result<Map<String, Value>, AuditErr
     for (k, v) in &o.extra {
         m.insert(k.clone(), v.clone());
     }
+    let keys: Vec<String> = o.extra.keys().cloned().collect();
+    bound_outcome(&mut m, &keys);
     Ok(m)
+}
+
+/// Who made an act of authority (RUNTIME §6): the owner (the local user, by uid) or a
+/// principal (a session's, for the acts a session may make: `connect`, `disconnect`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actor {
+    /// The owner: the local user.
+    Owner {
+        /// The user's uid.
+        uid: u32,
+    },
+    /// A session's principal.
+    Principal(String),
+}
+
+impl Actor {
+    /// The owner, as the running process's real uid.
+    pub fn owner() -> Self {
+        // SAFETY: getuid cannot fail.
+        Self::Owner {
+            uid: unsafe { libc::getuid() },
+        }
+    }
+}
+
+/// An act of authority, as its record says it (RUNTIME §6): `act` (`init`, `migrate`,
+/// `install`, `grant`, `session start` …), who made it and what it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authority {
+    /// The act: `init`, `migrate`, `install`, `uninstall`, `activate`, `deactivate`,
+    /// `grant`, `revoke`, `session start`, `session end`, `approve`, `deny`, `connect`,
+    /// `disconnect`, `policy lock`, `home rm`, `home --seed`, `config set`,
+    /// `state migrate`, `install --join-family`, a `doctor` repair, `policy changed`,
+    /// `config changed`.
+    pub act: String,
+    /// Who made it.
+    pub actor: Actor,
+    /// What it changed: a JSON object of the act's own facts (the pack and its digest,
+    /// the principal and capabilities, a file's digest …), never a secret.
+    pub changed: Value,
+}
+
+impl Authority {
+    /// The fields of its record as this store writes them (without `ts`, `id`, `seq`,
+    /// `kind`, `prev`, `hash`): what another backend's record carries too.
+    pub fn to_fields(&self) -> Map<String, Value> {
+        authority_fields(self)
+    }
+}
+
+/// The fields of an act of authority's record: `act`, `actor` (`owner` or the principal),
+/// `uid` (the owner's), `changed`.
+pub(crate) fn authority_fields(a: &Authority) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("act".into(), Value::String(a.act.clone()));
+    match &a.actor {
+        Actor::Owner { uid } => {
+            m.insert("actor".into(), Value::String("owner".into()));
+            m.insert("uid".into(), Value::from(*uid));
+        }
+        Actor::Principal(p) => {
+            m.insert("actor".into(), Value::String(p.clone()));
+        }
+    }
+    m.insert("changed".into(), a.changed.clone());
+    m
+}
+
+/// The encoded length past which an outcome's extras are dropped, so that with its
+/// stamps (`ts`, `id`, `seq`, `kind`, `prev`, `hash`: under 400 bytes) a record stays
+/// within [`super::reserve::OUTCOME_MAX`].
+const OUTCOME_FIELDS_MAX: usize = 7 * 1024;
+
+/// Keeps an outcome within its bound (RUNTIME §5.4: outcomes are bounded, 8 KiB): while
+/// its fields encode longer than that, the largest extra is dropped and its key listed in
+/// `dropped`.
+pub(crate) fn bound_outcome(m: &mut Map<String, Value>, extra_keys: &[String]) {
+    let len =
+        |m: &Map<String, Value>| super::record::canonical_json(&Value::Object(m.clone())).len();
+    if len(m) <= OUTCOME_FIELDS_MAX {
+        return;
+    }
+    let mut dropped: Vec<String> = Vec::new();
+    let mut keys: Vec<(usize, String)> = extra_keys
+        .iter()
+        .filter_map(|k| {
+            m.get(k)
+                .map(|v| (super::record::canonical_json(v).len(), k.clone()))
+        })
+        .collect();
+    keys.sort();
+    while len(m) > OUTCOME_FIELDS_MAX {
+        let Some((_, k)) = keys.pop() else { break };
+        m.remove(&k);
+        dropped.push(k);
+        dropped.sort();
+        m.insert(
+            "dropped".into(),
+            Value::Array(dropped.iter().cloned().map(Value::String).collect()),
+        );
+    }
 }

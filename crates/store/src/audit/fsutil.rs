@@ -119,3 +119,53 @@ pub(crate) fn load_or_create_secret(
         Err(e) => Err(StoreError::io("create", path, e.error)),
     }
 }
+
+/// Writes `bytes` as a new file at `path` (0600): a temporary file beside it, synced, then
+/// linked into place without replacing anything, then the directory synced.
+///
+/// # Errors
+/// [`StoreError::Io`]; `AlreadyExists` when `path` exists.
+pub(crate) fn write_new_synced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| StoreError::io("create a temporary file in", dir, e))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| StoreError::io("write", tmp.path().to_path_buf(), e))?;
+    tmp.persist_noclobber(path)
+        .map_err(|e| StoreError::io("create", path, e.error))?;
+    crate::atomic::sync_dir(dir)
+}
+
+/// This boot of the machine as the trail's rules need it: its id and when it began.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Boot {
+    /// `/proc/sys/kernel/random/boot_id`, `""` where there is none.
+    pub id: String,
+    /// When the boot began, in seconds since the Unix epoch (`btime` of `/proc/stat`);
+    /// `None` where it is not known.
+    pub began_s: Option<i64>,
+}
+
+impl Boot {
+    /// The running boot.
+    pub fn current() -> Self {
+        Self {
+            id: boot_id(),
+            began_s: boot_time(),
+        }
+    }
+}
+
+/// When this boot began (`btime` of `/proc/stat`), in seconds since the epoch.
+pub(crate) fn boot_time() -> Option<i64> {
+    static BTIME: std::sync::OnceLock<Option<i64>> = std::sync::OnceLock::new();
+    *BTIME.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        stat.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}

@@ -11,7 +11,7 @@ pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000
 
 /// The keys the store writes itself: the fields of every kind of record. An
 /// [`Entry::extra`] (or [`Intent::extra`], [`Outcome::extra`]) key may not be one of these.
-pub const CORE_FIELDS: [&str; 23] = [
+pub const CORE_FIELDS: [&str; 29] = [
     "ts",
     "id",
     "seq",
@@ -35,6 +35,12 @@ pub const CORE_FIELDS: [&str; 23] = [
     "prev",
     "hash",
     "repair",
+    "anchor_slot",
+    "act",
+    "actor",
+    "uid",
+    "changed",
+    "dropped",
 ];
 
 /// What a record is (RUNTIME §6). Records written before kinds existed have none and
@@ -51,8 +57,12 @@ pub enum Kind {
     /// Any other allowed decision recorded in one record (a stored binding, a sense
     /// stream, an exec recorded after its run by callers that do not write ahead).
     Event,
-    /// A torn tail cut off after a crash: what was cut and where it was saved.
+    /// A torn tail cut off after a crash (what was cut and where it was saved), or an
+    /// anchor slot torn by a power cut and recovered from the other.
     Recovery,
+    /// An act of authority (RUNTIME §6): what the owner (or a principal) changed —
+    /// `init`, `migrate`, `grant`, `install` … — with its actor.
+    Authority,
 }
 
 impl Kind {
@@ -64,6 +74,7 @@ impl Kind {
             Self::Refusal => "refusal",
             Self::Event => "event",
             Self::Recovery => "recovery",
+            Self::Authority => "authority",
         }
     }
 }

@@ -1,8 +1,17 @@
 //! Walking the chain: `hcp audit verify` (RUNTIME §6).
+//!
+//! Records whose `hash` is `sha256:` are the part of a trail written before keyed chains,
+//! checked by that rule ([`record_hash`]); they may only come before the keyed part. The
+//! keyed part (`hmac-sha256:`) begins with the store's `init` record, or with the `migrate`
+//! record that moved an older trail onto the key, and each of its hashes is checked under
+//! the chain key. A verifier without the key (the bootstrap pack's child, which reads the
+//! store without its keys) checks everything else — each record's structure, `prev`,
+//! `seq`, intents and outcomes, the anchor's content — and the newest signed checkpoint, and
+//! reports the keyed chain `not_checked`.
 
-use super::anchor::{self, AnchorState, Point};
+use super::anchor::{self, AnchorState, Point, SlotFault};
 use super::checkpoint::Checkpoint;
-use super::fsutil;
+use super::key::{ChainKey, KEYED_PREFIX, KeyRead};
 use super::record::{GENESIS, Kind, record_hash};
 use super::{AuditLog, Fault, Repair, open_read};
 use crate::error::StoreError;
@@ -10,6 +19,59 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::MetadataExt;
+
+/// How the keyed chain was checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChainCheck {
+    /// Every keyed hash (and the anchor's MACs) checked under the chain key.
+    Checked,
+    /// The chain key cannot be read here (a call's view, a copy without its keys): the
+    /// keyed hashes and the anchor's MACs were not checked; everything else was.
+    NotChecked,
+    /// A trail from before keyed chains, not migrated yet: plain SHA-256 throughout.
+    Legacy,
+}
+
+/// Where the checkpoint a trail was checked against came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointSource {
+    /// `--checkpoint FILE`.
+    File,
+    /// The witness `audit.witness` names (how it is named: `directory …`, `state`).
+    Witness(String),
+    /// The store's own copy of the newest checkpoint it signed (`audit/checkpoint.last`),
+    /// for a verifier without the witness.
+    Last,
+}
+
+/// The checkpoint a trail is checked against, as the caller found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Against {
+    /// None.
+    Nothing,
+    /// A checkpoint whose signature held, from `source`.
+    Checkpoint(Checkpoint, CheckpointSource),
+    /// The witness holds a line that is not a valid checkpoint of this store.
+    Forged(CheckpointSource, String),
+    /// The witness cannot be read.
+    Unavailable(CheckpointSource, String),
+}
+
+/// What the trail was checked against and how far it runs past it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointNote {
+    /// Where it came from.
+    pub source: CheckpointSource,
+    /// Its record count.
+    pub count: u64,
+    /// When it was signed.
+    pub time: String,
+    /// Records of the trail after it.
+    pub past: u64,
+}
 
 /// The first fault of a trail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -89,8 +151,18 @@ pub struct VerifyReport {
     /// Records written before `seq` and `kind` existed (their trail has no anchor until
     /// its next append adopts it).
     pub legacy: u64,
-    /// The checkpoint the trail was checked against and found extended.
+    /// The checkpoint the trail was checked against and found extended (its count).
     pub checkpoint: Option<u64>,
+    /// The checkpoint it was checked against: where from, and how far the trail runs past
+    /// it.
+    pub against: Option<CheckpointNote>,
+    /// How the keyed chain was checked.
+    pub chain: ChainCheck,
+    /// The line where the keyed part begins (its `init` or `migrate` record).
+    pub keyed_from: Option<u64>,
+    /// An anchor slot torn by a power cut, recovered from the other slot (not damage; the
+    /// next append records it): the slot's index.
+    pub slot_recovered: Option<usize>,
     /// The first fault; `None` when the whole trail is sound.
     pub broken: Option<Broken>,
 }
@@ -109,20 +181,78 @@ fn str_field(m: &serde_json::Map<String, Value>, k: &str) -> Option<String> {
 enum AnchorSeen {
     Missing,
     Damaged(String),
-    Trusted(Point),
+    /// A slot fault no power cut explains.
+    Tampered(String),
+    /// A legacy anchor beside the chain key.
+    Replaced(u32),
+    Trusted(Point, Option<usize>),
+}
+
+/// The key a verifier checks with, or why it has none.
+enum KeyMode {
+    Keyed(ChainKey),
+    NotChecked,
+    /// No key and nothing says the store was made with one.
+    Legacy,
+    /// The key is gone from a store that was made with one, and this process could
+    /// write the store (so it is not a view without the keys).
+    Missing,
+}
+
+fn key_mode(log: &AuditLog) -> Result<KeyMode, StoreError> {
+    let path = log.dir().join(super::key::CHAIN_KEY_FILE);
+    let read = ChainKey::read(&path)?;
+    let made_keyed = || {
+        crate::made::Marker::read(log.home().root())
+            .ok()
+            .flatten()
+            .is_some()
+            || std::fs::read(log.anchor_path()).is_ok_and(|b| b.starts_with(br#"{"v":2"#))
+    };
+    Ok(match read {
+        KeyRead::Found(k) => KeyMode::Keyed(k),
+        KeyRead::Unreadable(_) => KeyMode::NotChecked,
+        KeyRead::Absent if !writable(log.dir()) => KeyMode::NotChecked,
+        KeyRead::Absent if made_keyed() => KeyMode::Missing,
+        KeyRead::Absent => KeyMode::Legacy,
+    })
+}
+
+/// Whether this process may write `dir` (a read-only view of the store, or another user,
+/// may not).
+fn writable(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid C string for the duration of the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// Reads the anchor, then the trail's length, so that the anchor never names more than
 /// the length holds except when records were removed.
-fn snapshot(log: &AuditLog) -> Result<(AnchorSeen, Option<std::fs::File>, u64), StoreError> {
+fn snapshot(
+    log: &AuditLog,
+    key: Option<&ChainKey>,
+    keyed: bool,
+) -> Result<(AnchorSeen, Option<std::fs::File>, u64), StoreError> {
     let path = log.anchor_path();
+    let boot = log.boot();
     let seen = match open_read(&path)? {
         None => AnchorSeen::Missing,
         Some(f) => {
             f.lock_shared()
                 .map_err(|e| StoreError::io("lock", &path, e))?;
-            match anchor::read(&f).map_err(|e| StoreError::io("read", &path, e))? {
-                AnchorState::Valid(a) => AnchorSeen::Trusted(a.trusted(&fsutil::boot_id()).clone()),
+            match anchor::read(&f, key).map_err(|e| StoreError::io("read", &path, e))? {
+                AnchorState::Valid(a) if keyed && a.v != anchor::KEYED => AnchorSeen::Replaced(a.v),
+                AnchorState::Valid(a) => AnchorSeen::Trusted(a.trusted(&boot.id).clone(), None),
+                AnchorState::SlotFault(sf) => {
+                    let ctime = f
+                        .metadata()
+                        .map_err(|e| StoreError::io("read", &path, e))?
+                        .ctime();
+                    slot_seen(&sf, ctime, &boot)
+                }
                 AnchorState::Damaged(why) => AnchorSeen::Damaged(why),
             }
         }
@@ -138,15 +268,100 @@ fn snapshot(log: &AuditLog) -> Result<(AnchorSeen, Option<std::fs::File>, u64), 
     Ok((seen, file, len))
 }
 
+fn slot_seen(sf: &SlotFault, ctime: i64, boot: &super::Boot) -> AnchorSeen {
+    if sf.recoverable(ctime, &boot.id, boot.began_s) {
+        AnchorSeen::Trusted(sf.intact.trusted(&boot.id).clone(), Some(sf.slot))
+    } else {
+        AnchorSeen::Tampered(format!(
+            "slot {} of the anchor does not hold ({}), and no power cut explains it: the anchor was changed in this boot",
+            sf.slot, sf.why
+        ))
+    }
+}
+
 struct Walk<'a> {
     report: VerifyReport,
     open: BTreeMap<String, Interrupted>,
     anchor: Option<&'a Point>,
     checkpoint: Option<&'a Checkpoint>,
     seq_seen: bool,
+    key: Option<&'a ChainKey>,
 }
 
 impl Walk<'_> {
+    /// Checks a record's hash by the rule of its part: plain SHA-256 before the keyed
+    /// part, HMAC-SHA-256 under the chain key from its `init` or `migrate` record on.
+    fn hash_holds(
+        &mut self,
+        line: u64,
+        id: &Option<String>,
+        m: &serde_json::Map<String, Value>,
+        hash: &str,
+    ) -> bool {
+        let keyed = hash.starts_with(KEYED_PREFIX);
+        if !keyed && !hash.starts_with("sha256:") {
+            self.fail(
+                Fault::HashMismatch,
+                line,
+                id.clone(),
+                None,
+                Some(hash.to_owned()),
+                "its hash is neither `hmac-sha256:` nor `sha256:`".into(),
+            );
+            return false;
+        }
+        if keyed && self.report.keyed_from.is_none() {
+            let act = m.get("act").and_then(Value::as_str);
+            let opens = m.get("kind").and_then(Value::as_str) == Some(Kind::Authority.as_str())
+                && (act == Some("migrate") || (act == Some("init") && self.report.records == 0));
+            if !opens {
+                self.fail(
+                    Fault::HashMismatch,
+                    line,
+                    id.clone(),
+                    None,
+                    Some(hash.to_owned()),
+                    "the keyed part of the trail does not begin with its `init` or `migrate` record".into(),
+                );
+                return false;
+            }
+            self.report.keyed_from = Some(line);
+        }
+        if !keyed && self.report.keyed_from.is_some() {
+            self.fail(
+                Fault::HashMismatch,
+                line,
+                id.clone(),
+                None,
+                Some(hash.to_owned()),
+                "a record with a plain SHA-256 hash follows the keyed part: it was not written by this store".into(),
+            );
+            return false;
+        }
+        let computed = match (keyed, self.key) {
+            (false, _) => record_hash(m),
+            (true, Some(k)) => k.record_hash(m),
+            (true, None) => return true,
+        };
+        if computed != hash {
+            let detail = if keyed {
+                "its keyed hash does not hold under the store's chain key: the record was edited, or the chain was recomputed without the key"
+            } else {
+                "its hash does not match its content: the record was edited"
+            };
+            self.fail(
+                Fault::HashMismatch,
+                line,
+                id.clone(),
+                Some(computed),
+                Some(hash.to_owned()),
+                detail.into(),
+            );
+            return false;
+        }
+        true
+    }
+
     fn fail(
         &mut self,
         fault: Fault,
@@ -196,16 +411,7 @@ impl Walk<'_> {
             );
             return false;
         };
-        let computed = record_hash(&m);
-        if computed != hash {
-            self.fail(
-                Fault::HashMismatch,
-                line,
-                id,
-                Some(computed),
-                Some(hash),
-                "its hash does not match its content: the record was edited".into(),
-            );
+        if !self.hash_holds(line, &id, &m, &hash) {
             return false;
         }
         if prev != self.report.head {
@@ -301,7 +507,7 @@ impl Walk<'_> {
             && c.head != hash
         {
             self.fail(Fault::CheckpointMismatch, line, id, Some(c.head.clone()), Some(hash),
-                format!("the checkpoint of {position} records names another record here: the trail no longer extends it"));
+                format!("the checkpoint of {position} records names another record here: the trail was rewritten, or replaced by another, since it was signed"));
             return false;
         }
         self.report.records = position;
@@ -327,20 +533,72 @@ fn empty_report() -> VerifyReport {
         anchor: None,
         legacy: 0,
         checkpoint: None,
+        against: None,
+        chain: ChainCheck::Legacy,
+        keyed_from: None,
+        slot_recovered: None,
         broken: None,
     }
 }
 
-/// Walks the trail of `log` against its anchor and, when given, a checkpoint.
-pub(super) fn verify(
-    log: &AuditLog,
-    checkpoint: Option<&Checkpoint>,
-) -> Result<VerifyReport, StoreError> {
-    let (seen, file, len) = snapshot(log)?;
+/// Walks the trail of `log` against its anchor and the checkpoint `against`.
+pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, StoreError> {
+    let mode = key_mode(log)?;
+    let (key, chain) = match &mode {
+        KeyMode::Keyed(k) => (Some(k), ChainCheck::Checked),
+        KeyMode::NotChecked => (None, ChainCheck::NotChecked),
+        KeyMode::Legacy => (None, ChainCheck::Legacy),
+        KeyMode::Missing => {
+            let mut report = empty_report();
+            report.chain = ChainCheck::NotChecked;
+            report.broken = Some(Broken {
+                fault: Fault::MissingChainKey,
+                line: 0,
+                id: None,
+                expected: None,
+                found: None,
+                detail: format!(
+                    "`{}` is gone while the store's marker and its keyed anchor say it was made with one",
+                    log.dir().join(super::key::CHAIN_KEY_FILE).display()
+                ),
+            });
+            return Ok(report);
+        }
+    };
+    let keyed_store = !matches!(mode, KeyMode::Legacy);
+    let (seen, file, len) = snapshot(log, key, keyed_store)?;
+    let (checkpoint, source) = match against {
+        Against::Nothing => (None, None),
+        Against::Checkpoint(c, src) => (Some(c), Some(src.clone())),
+        Against::Forged(src, why) | Against::Unavailable(src, why) => {
+            let mut report = empty_report();
+            report.chain = chain;
+            let fault = if matches!(against, Against::Forged(..)) {
+                Fault::CheckpointMismatch
+            } else {
+                Fault::WitnessUnavailable
+            };
+            let from = match src {
+                CheckpointSource::Witness(w) => format!("the witness ({w})"),
+                CheckpointSource::File => "the checkpoint file".into(),
+                CheckpointSource::Last => format!("`{}`", super::checkpoint::LAST_FILE),
+            };
+            report.broken = Some(Broken {
+                fault,
+                line: 0,
+                id: None,
+                expected: None,
+                found: None,
+                detail: format!("{from}: {why}"),
+            });
+            return Ok(report);
+        }
+    };
     if let Some(c) = checkpoint {
         let ours = super::checkpoint::public_key(log)?;
         if ours.as_deref() != Some(c.key.as_str()) {
             let mut report = empty_report();
+            report.chain = chain;
             report.broken = Some(Broken {
                 fault: Fault::CheckpointMismatch,
                 line: 0,
@@ -348,7 +606,7 @@ pub(super) fn verify(
                 expected: ours.clone(),
                 found: Some(c.key.clone()),
                 detail: match ours {
-                    Some(_) => "the checkpoint was signed by another key than this store's".into(),
+                    Some(_) => "the checkpoint was signed by another key than this store's: it is forged, or another store's".into(),
                     None => {
                         "this store has no checkpoint key: the checkpoint is another store's".into()
                     }
@@ -357,9 +615,9 @@ pub(super) fn verify(
             return Ok(report);
         }
     }
-    let trusted = match &seen {
-        AnchorSeen::Trusted(p) => Some(p.clone()),
-        _ => None,
+    let (trusted, slot_recovered) = match &seen {
+        AnchorSeen::Trusted(p, slot) => (Some(p.clone()), *slot),
+        _ => (None, None),
     };
     let mut w = Walk {
         report: empty_report(),
@@ -367,7 +625,10 @@ pub(super) fn verify(
         anchor: trusted.as_ref(),
         checkpoint,
         seq_seen: false,
+        key,
     };
+    w.report.chain = chain;
+    w.report.slot_recovered = slot_recovered;
     if let Some(file) = &file {
         let mut reader = BufReader::with_capacity(64 * 1024, file.take(len));
         let mut buf = Vec::new();
@@ -414,7 +675,17 @@ pub(super) fn verify(
         });
     };
     match seen {
-        AnchorSeen::Missing if records > report.legacy => fail(
+        AnchorSeen::Missing if keyed_store && file.is_none() => fail(
+            &mut report,
+            Fault::MissingLog,
+            None,
+            None,
+            format!(
+                "`{}` and its anchor are gone while the store's chain key says it wrote a trail",
+                super::AUDIT_FILE
+            ),
+        ),
+        AnchorSeen::Missing if records > report.legacy || (keyed_store && records > 0) => fail(
             &mut report,
             Fault::MissingAnchor,
             None,
@@ -426,7 +697,15 @@ pub(super) fn verify(
         ),
         AnchorSeen::Missing => {}
         AnchorSeen::Damaged(why) => fail(&mut report, Fault::BadAnchor, None, None, why),
-        AnchorSeen::Trusted(p) => {
+        AnchorSeen::Tampered(why) => fail(&mut report, Fault::AnchorMismatch, None, None, why),
+        AnchorSeen::Replaced(v) => fail(
+            &mut report,
+            Fault::BadAnchor,
+            None,
+            None,
+            format!("the anchor is of format {v} beside the store's chain key: it was replaced"),
+        ),
+        AnchorSeen::Trusted(p, _) => {
             if file.is_none() && p.count > 0 {
                 fail(
                     &mut report,
@@ -465,16 +744,22 @@ pub(super) fn verify(
         if c.count > records {
             fail(
                 &mut report,
-                Fault::CheckpointMismatch,
+                Fault::Rollback,
                 Some(format!("{} records", c.count)),
                 Some(format!("{records} records")),
                 format!(
-                    "the trail holds {records} records and the checkpoint names {}: records were removed",
-                    c.count
+                    "the trail holds {records} records and the checkpoint signed at {} names {}: the store was rolled back (restored from an older copy) or its records were removed",
+                    c.time, c.count
                 ),
             );
         } else {
             report.checkpoint = Some(c.count);
+            report.against = source.map(|source| CheckpointNote {
+                source,
+                count: c.count,
+                time: c.time.clone(),
+                past: records - c.count,
+            });
         }
     }
     Ok(report)

@@ -2,17 +2,18 @@
 //! torn tail, write a record (synced or not), move the anchor. See the module docs of
 //! [`super`] for the protocol and what holds when a process is killed at each point.
 
-use super::anchor::{self, Anchor, AnchorState, Point};
-use super::fsutil::{self, FILE_MODE};
-use super::record::{Kind, canonical_json, record_hash, sha256_tagged};
-use super::{AuditError, AuditLog, AuditStep, Fault, Repair, scan};
-use crate::atomic::{sync_dir, write_atomic};
+use super::anchor::{self, Anchor, AnchorState, Point, SlotFault};
+use super::fsutil::Boot;
+use super::key::{ChainKey, KEYED_PREFIX};
+use super::record::{Kind, canonical_json, sha256_tagged};
+use super::{AuditError, AuditLog, AuditStep, Fault, Repair, reserve, scan};
+use crate::atomic::write_atomic;
 use crate::error::StoreError;
 use crate::session::{Timestamp, format_ts};
 use serde_json::{Map, Value};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// The trail opened for writing, its anchor locked exclusively until dropped.
@@ -30,10 +31,16 @@ pub(crate) struct Locked {
     pub(crate) tail: Point,
     /// The last record known synced.
     durable: Point,
-    /// The trail was created by this open: its directory entry still needs a sync.
-    created_log: bool,
     /// The torn tail this open recovered.
     pub(crate) repair: Option<Repair>,
+    /// The chain key.
+    pub(crate) key: ChainKey,
+    /// Outcomes the reserve holds room for (calls admitted and not ended, this boot).
+    pub(crate) held: u64,
+    /// Bytes allocated to the trail beyond its end: the reserve ([`reserve`]).
+    pub(crate) reserved: u64,
+    /// The reserve to keep, in bytes.
+    reserve_target: u64,
 }
 
 /// One record written.
@@ -67,7 +74,7 @@ pub(crate) fn line_facts(line: &[u8]) -> Result<(String, Option<u64>), String> {
     let hash = v
         .get("hash")
         .and_then(Value::as_str)
-        .filter(|h| h.starts_with("sha256:"))
+        .filter(|h| h.starts_with("sha256:") || h.starts_with(KEYED_PREFIX))
         .map(str::to_owned)
         .ok_or_else(|| "it has no `hash` field".to_owned())?;
     Ok((hash, v.get("seq").and_then(Value::as_u64)))
@@ -81,156 +88,64 @@ impl AuditLog {
             .open(self.anchor_path())
     }
 
-    /// Makes the anchor of a trail that has none: `point` in both slots, synced, its
-    /// directory entry synced. Another process making it at the same moment wins the race
-    /// harmlessly (then its file is opened).
-    fn create_anchor(&self, point: Point, boot: &str) -> Result<File, AuditError> {
-        let path = self.anchor_path();
-        let mut a = Anchor::empty(boot);
-        a.point = point.clone();
-        a.durable = point;
-        a.applied = if a.point.count == 0 { Some(0) } else { None };
-        // Made whole beside it, then linked into place: nobody sees a half-written anchor,
-        // and of two processes making it at once one wins and the other opens it.
-        let dir = self.dir();
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-anchor-")
-            .tempfile_in(dir)
-            .map_err(|e| unavailable("create a temporary file in", dir, e))?;
-        tmp.write_all(&anchor::initial_bytes(&a))
-            .and_then(|()| tmp.as_file().sync_all())
-            .map_err(|e| unavailable("write", tmp.path(), e))?;
-        match tmp.persist_noclobber(&path) {
-            Ok(_) => {
-                sync_dir(dir)?;
-                self.open_anchor()
-                    .map_err(|e| unavailable("open", &path, e))
-            }
-            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => self
-                .open_anchor()
-                .map_err(|e| unavailable("open", &path, e)),
-            Err(e) => Err(unavailable("create", &path, e.error)),
-        }
-    }
-
-    /// The anchor of a trail without one: a fresh trail, or one written before anchors
-    /// existed (adopted: counted, its modes tightened); a trail of this format without
-    /// its anchor is refused (`missing_anchor`).
-    fn anchor_for_unanchored(&self, boot: &str) -> Result<File, AuditError> {
-        let log_path = self.path();
-        let log = match File::open(log_path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return self.create_anchor(Point::genesis(), boot);
-            }
-            Err(e) => return Err(unavailable("open", log_path, e)),
-        };
-        let len = log
-            .metadata()
-            .map_err(|e| unavailable("read", log_path, e))?
-            .len();
-        let end = scan::end(&log, len).map_err(|e| unavailable("read", log_path, e))?;
-        let Some((offset, last)) = end.last else {
-            return self.create_anchor(Point::genesis(), boot);
-        };
-        let (head, seq) = line_facts(&last).map_err(|reason| AuditError::Damaged {
-            path: log_path.to_path_buf(),
-            offset,
-            reason,
-        })?;
-        if seq.is_some() {
-            // Another appender may have made the anchor after this one looked and before
-            // it read the trail: records with `seq` are only ever written under an anchor.
-            if let Ok(f) = self.open_anchor() {
-                return Ok(f);
-            }
-            return Err(contradicted(
+    /// Why there is no anchor to open: a trail of this store without its anchor
+    /// (`missing_anchor`), or neither (`missing_log`): a store's trail is made with its
+    /// keys and first record ([`crate::made`]), so a missing anchor is never a fresh trail.
+    fn no_anchor(&self) -> AuditError {
+        if self.path().exists() {
+            contradicted(
                 Fault::MissingAnchor,
                 format!(
                     "`{}` is gone while the trail holds records",
                     self.anchor_path().display()
                 ),
-            ));
+            )
+        } else {
+            contradicted(
+                Fault::MissingLog,
+                format!(
+                    "`{}` and its anchor are gone while the store's chain key says it wrote a trail",
+                    self.path().display()
+                ),
+            )
         }
-        // A trail from before anchors: count its lines once, and adopt it.
-        let count = scan::count_lines(&log, end.complete_end)
-            .map_err(|e| unavailable("read", log_path, e))?;
-        fsutil::tighten(&log, log_path)?;
-        fsutil::tighten_dir(self.dir())?;
-        self.create_anchor(
-            Point {
-                count,
-                head,
-                end: end.complete_end,
-            },
-            boot,
-        )
     }
 
-    /// Opens the anchor (made for a fresh trail) and the trail for writing, without the
-    /// lock: [`AuditLog::probe_writable`].
+    /// Opens the anchor and the trail for writing, without the lock:
+    /// [`AuditLog::probe_writable`].
     pub(crate) fn open_for_writing(&self) -> Result<(), AuditError> {
-        let anchor = match self.open_anchor() {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fsutil::ensure_dir(self.dir())?;
-                self.anchor_for_unanchored(&fsutil::boot_id())?
-            }
+        match self.open_anchor() {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.no_anchor()),
             Err(e) => return Err(unavailable("open", &self.anchor_path(), e)),
-        };
-        drop(anchor);
+        }
         match OpenOptions::new().append(true).open(self.path()) {
             Ok(_) => Ok(()),
-            // A fresh trail: the first append makes it, if its anchor names no record.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // The directory must take the new file.
-                let probe = tempfile::Builder::new()
-                    .prefix(".tmp-probe-")
-                    .tempfile_in(self.dir())
-                    .map_err(|e| unavailable("create a file in", self.dir(), e))?;
-                drop(probe);
-                Ok(())
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(self.no_anchor()),
             Err(e) => Err(unavailable("open", self.path(), e)),
         }
     }
 
     /// Opens the trail for writing under the exclusive lock and checks its end against
-    /// the anchor; recovers a torn tail. See the module docs.
+    /// the anchor; recovers a torn tail and a torn anchor slot; refills the reserve. See
+    /// the module docs.
     pub(crate) fn open_locked(&self) -> Result<Locked, AuditError> {
-        let boot = fsutil::boot_id();
+        let boot = self.boot();
+        let key = self.chain_key()?;
         let anchor_file = match self.open_anchor() {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                fsutil::ensure_dir(self.dir())?;
-                self.anchor_for_unanchored(&boot)?
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(self.no_anchor()),
             Err(e) => return Err(unavailable("open", &self.anchor_path(), e)),
         };
         anchor_file
             .lock()
             .map_err(|e| unavailable("lock", &self.anchor_path(), e))?;
         self.step(AuditStep::Locked);
-        let anchor = match anchor::read(&anchor_file)
-            .map_err(|e| unavailable("read", &self.anchor_path(), e))?
-        {
-            AnchorState::Valid(a) => a,
-            AnchorState::Damaged(why) => return Err(contradicted(Fault::BadAnchor, why)),
-        };
-        let trusted = anchor.trusted(&boot).clone();
+        let (anchor, slot_fault) = self.checked_anchor(&anchor_file, &key, &boot)?;
+        let trusted = anchor.trusted(&boot.id).clone();
         let log_path = self.path().to_path_buf();
-        let (log, created_log) = match OpenOptions::new().read(true).append(true).open(&log_path) {
-            Ok(f) => (f, false),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && trusted.count == 0 => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .append(true)
-                    .create(true)
-                    .mode(FILE_MODE)
-                    .open(&log_path)
-                    .map_err(|e| unavailable("create", &log_path, e))?;
-                (f, true)
-            }
+        let log = match OpenOptions::new().read(true).append(true).open(&log_path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(contradicted(
                     Fault::MissingLog,
@@ -245,20 +160,23 @@ impl AuditLog {
         // The trail's own lock too: what appenders took before the anchor existed, so that
         // an older hcp still running (a long-lived `hcp mcp`) waits for this one.
         log.lock().map_err(|e| unavailable("lock", &log_path, e))?;
-        let len = log
+        let meta = log
             .metadata()
-            .map_err(|e| unavailable("read", &log_path, e))?
-            .len();
+            .map_err(|e| unavailable("read", &log_path, e))?;
+        let len = meta.len();
         let mut locked = Locked {
             anchor_file,
             log,
             log_path,
             durable: anchor.durable.clone(),
             tail: trusted.clone(),
+            held: anchor.held_in(&boot.id),
             anchor,
-            boot,
-            created_log,
+            boot: boot.id,
             repair: None,
+            key,
+            reserved: reserve::beyond_end(&meta),
+            reserve_target: self.reserve_bytes(),
         };
         if !(locked.anchor.same_boot(&locked.boot) && trusted.end == len) {
             locked.find_tail(&trusted, len)?;
@@ -266,7 +184,68 @@ impl AuditLog {
                 self.recover(&mut locked, len)?;
             }
         }
+        if let Some(sf) = slot_fault {
+            self.record_slot_recovery(&mut locked, &sf)?;
+        }
+        locked.refill_if_low();
         Ok(locked)
+    }
+
+    /// The anchor read under `key`: a slot fault is accepted only when a power cut explains
+    /// it (RUNTIME §6), and is then returned for the caller to record.
+    fn checked_anchor(
+        &self,
+        file: &File,
+        key: &ChainKey,
+        boot: &Boot,
+    ) -> Result<(Anchor, Option<SlotFault>), AuditError> {
+        let path = self.anchor_path();
+        match anchor::read(file, Some(key)).map_err(|e| unavailable("read", &path, e))? {
+            AnchorState::Valid(a) if a.v == anchor::KEYED => Ok((a, None)),
+            AnchorState::Valid(a) => Err(contradicted(
+                Fault::BadAnchor,
+                format!(
+                    "the anchor is of format {} beside the store's chain key: it was replaced",
+                    a.v
+                ),
+            )),
+            AnchorState::SlotFault(sf) => {
+                let ctime = file
+                    .metadata()
+                    .map(|m| m.ctime())
+                    .map_err(|e| unavailable("read", &path, e))?;
+                if sf.recoverable(ctime, &boot.id, boot.began_s) {
+                    Ok((sf.intact.clone(), Some(sf)))
+                } else {
+                    Err(contradicted(
+                        Fault::AnchorMismatch,
+                        format!(
+                            "slot {} of the anchor does not hold ({}), and no power cut explains it: the anchor was changed in this boot",
+                            sf.slot, sf.why
+                        ),
+                    ))
+                }
+            }
+            AnchorState::Damaged(why) => Err(contradicted(Fault::BadAnchor, why)),
+        }
+    }
+
+    /// Records that an anchor slot torn by a power cut was recovered from the other slot
+    /// (a `recovery` record naming the slot, synced), then rewrites both slots.
+    fn record_slot_recovery(&self, locked: &mut Locked, sf: &SlotFault) -> Result<(), AuditError> {
+        let mut fields = Map::new();
+        fields.insert(
+            "anchor_slot".into(),
+            serde_json::json!({
+                "slot": sf.slot,
+                "generation": sf.intact.generation,
+                "reason": sf.why,
+            }),
+        );
+        let w = self.write_record(locked, Kind::Recovery, fields, Timestamp::now(), true)?;
+        let applied = locked.applied_after(w.start);
+        locked.rewrite_anchor(applied);
+        Ok(())
     }
 
     /// Cuts a torn tail (from `locked.tail.end` to `len`): saves it beside the trail, then
@@ -328,11 +307,28 @@ impl AuditLog {
         let (line, w) = locked.encode(kind, fields, ts);
         let before = locked.tail.end;
         let path = locked.log_path.clone();
+        // The reserve (RUNTIME §5.4): an outcome uses the room its admission held; any
+        // other record is written only when the reserve holds it beyond that room, and an
+        // intent only when it also holds its call's outcome.
+        if kind != Kind::Outcome && !locked.has_room(line.len() as u64, kind == Kind::Intent) {
+            return Err(AuditError::ReserveShort {
+                path: path.clone(),
+                reserved: locked.reserved,
+                needed: reserve::need(locked.held, line.len() as u64, kind == Kind::Intent),
+            });
+        }
         let undo = |locked: &Locked, action, e| {
             // Best effort: a cut that fails leaves a torn tail, which the next open recovers.
             let _ = locked.log.set_len(before);
             unavailable(action, &path, e)
         };
+        if self.fails_at(kind) {
+            return Err(undo(
+                locked,
+                "append to",
+                std::io::Error::from_raw_os_error(libc::EIO),
+            ));
+        }
         if let Err(e) = (&locked.log).write_all(&line) {
             return Err(undo(locked, "append to", e));
         }
@@ -342,13 +338,15 @@ impl AuditLog {
             if let Err(e) = locked.log.sync_data() {
                 return Err(undo(locked, "sync", e));
             }
-            if locked.created_log {
-                sync_dir(self.dir())?;
-                locked.created_log = false;
-            }
             self.step(AuditStep::Synced(kind));
         }
         locked.advance(&w, before + line.len() as u64, durable);
+        locked.reserved = locked.reserved.saturating_sub(line.len() as u64);
+        match kind {
+            Kind::Intent => locked.held += 1,
+            Kind::Outcome => locked.held = locked.held.saturating_sub(1),
+            _ => {}
+        }
         Ok(w)
     }
 }
@@ -417,26 +415,7 @@ impl Locked {
 
     /// The line of the next record and what it will be once written.
     fn encode(&self, kind: Kind, fields: Map<String, Value>, ts: Timestamp) -> (Vec<u8>, Written) {
-        let id = uuid_v7(ts);
-        let seq = self.tail.count + 1;
-        let mut m = fields;
-        m.insert("ts".into(), Value::String(format_ts(ts)));
-        m.insert("id".into(), Value::String(id.clone()));
-        m.insert("seq".into(), Value::from(seq));
-        m.insert("kind".into(), Value::String(kind.as_str().into()));
-        m.insert("prev".into(), Value::String(self.tail.head.clone()));
-        let hash = record_hash(&m);
-        m.insert("hash".into(), Value::String(hash.clone()));
-        let mut line = canonical_json(&Value::Object(m));
-        line.push(b'\n');
-        let w = Written {
-            id,
-            seq,
-            ts,
-            hash,
-            start: self.tail.end,
-        };
-        (line, w)
+        encode(&self.key, &self.tail, kind, fields, ts)
     }
 
     fn advance(&mut self, w: &Written, end: u64, durable: bool) {
@@ -450,21 +429,71 @@ impl Locked {
         }
     }
 
-    /// Moves the anchor to the trail's last record (one `pwrite`, no sync), with the spend
-    /// watermark `applied`. A failure leaves the anchor lagging, which is not damage, so
-    /// it is not reported.
-    pub(crate) fn write_anchor(&mut self, applied: Option<u64>) {
-        let a = Anchor {
-            v: 1,
+    fn next_anchor(&self, applied: Option<u64>) -> Anchor {
+        Anchor {
+            v: anchor::KEYED,
             generation: self.anchor.generation + 1,
             boot: self.boot.clone(),
             point: self.tail.clone(),
             durable: self.durable.clone(),
             applied,
-        };
-        if anchor::write(&self.anchor_file, &a).is_ok() {
+            held: Some(self.held),
+        }
+    }
+
+    /// Moves the anchor to the trail's last record (one `pwrite`, no sync), with the spend
+    /// watermark `applied`. A failure leaves the anchor lagging, which is not damage, so
+    /// it is not reported.
+    pub(crate) fn write_anchor(&mut self, applied: Option<u64>) {
+        let a = self.next_anchor(applied);
+        if anchor::write(&self.anchor_file, &a, &self.key).is_ok() {
             self.anchor = a;
         }
+    }
+
+    /// [`Locked::write_anchor`] into both slots (one `pwrite` of both: after a torn slot
+    /// was recovered, so that both hold again).
+    fn rewrite_anchor(&mut self, applied: Option<u64>) {
+        let a = self.next_anchor(applied);
+        if self
+            .anchor_file
+            .write_all_at(&anchor::initial_bytes(&a, &self.key), 0)
+            .is_ok()
+        {
+            self.anchor = a;
+        }
+    }
+
+    /// Tops the reserve up when less than half of it is left (one `fallocate`, keeping the
+    /// file's size); a disk that has no room keeps what is left.
+    fn refill_if_low(&mut self) {
+        let want = reserve::target(self.reserve_target, self.held);
+        if self.reserved >= want / 2 {
+            return;
+        }
+        if let Ok(now) = reserve::refill(&self.log, self.tail_len(), want) {
+            self.reserved = now;
+        }
+    }
+
+    /// The trail's length (its complete lines: after the open, nothing else follows).
+    fn tail_len(&self) -> u64 {
+        self.tail.end
+    }
+
+    /// Whether the reserve holds `line` bytes more than the room set aside for the
+    /// outcomes of admitted calls and, for an admission (`admitting`), for this call's
+    /// outcome too; tops it up first when it does not.
+    pub(crate) fn has_room(&mut self, line: u64, admitting: bool) -> bool {
+        let need = reserve::need(self.held, line, admitting);
+        if self.reserved >= need {
+            return true;
+        }
+        let want = reserve::target(self.reserve_target, self.held).max(need);
+        if let Ok(now) = reserve::refill(&self.log, self.tail_len(), want) {
+            self.reserved = now;
+        }
+        self.reserved >= need || reserve::unsupported(&self.log)
     }
 
     /// The spend watermark after a record that spends nothing was appended at `start`:
@@ -474,6 +503,41 @@ impl Locked {
             .applied_in(&self.boot)
             .and_then(|a| (a == start).then_some(self.tail.end).or(Some(a)))
     }
+}
+
+/// The line of the record after `tail`, keyed by `key`, and what it will be once written:
+/// `ts`, `id`, `seq`, `kind` and `prev` added to `fields`, the keyed `hash` over the
+/// canonical JSON of that object, the line the canonical JSON of the whole record.
+pub(crate) fn encode(
+    key: &ChainKey,
+    tail: &Point,
+    kind: Kind,
+    fields: Map<String, Value>,
+    ts: Timestamp,
+) -> (Vec<u8>, Written) {
+    let id = uuid_v7(ts);
+    let seq = tail.count + 1;
+    let mut m = fields;
+    m.insert("ts".into(), Value::String(format_ts(ts)));
+    m.insert("id".into(), Value::String(id.clone()));
+    m.insert("seq".into(), Value::from(seq));
+    m.insert("kind".into(), Value::String(kind.as_str().into()));
+    m.insert("prev".into(), Value::String(tail.head.clone()));
+    let mut m = Value::Object(m);
+    let hash = key.hash_canonical(&canonical_json(&m));
+    if let Value::Object(o) = &mut m {
+        o.insert("hash".into(), Value::String(hash.clone()));
+    }
+    let mut line = canonical_json(&m);
+    line.push(b'\n');
+    let w = Written {
+        id,
+        seq,
+        ts,
+        hash,
+        start: tail.end,
+    };
+    (line, w)
 }
 
 impl Drop for Locked {

@@ -111,7 +111,17 @@ pub fn run(a: Args) -> CliResult {
         };
         (call, parsed.json)
     };
-    let rt = runtime()?;
+    // No store (RUNTIME §4: `no_store`, 66, nothing created): refused before anything,
+    // unrecorded (there is no trail), as the face answers refusals.
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) if json || json_face => {
+            let mut r = Refusal::new(e.code, e.message);
+            r.hint = e.hint;
+            return Ok(print(&hcp_runtime::record::early_refusal(r), true));
+        }
+        Err(e) => return Err(e),
+    };
     let caller = caller()?;
     // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the child's
     // process group and are answered and audited as `cancelled`, rather than leaving the
@@ -119,7 +129,17 @@ pub fn run(a: Args) -> CliResult {
     let signals = crate::signals::arm()?;
     let cancel = std::os::fd::AsFd::as_fd(&signals.read);
     let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(cancel));
-    Ok(print(&answer, json || json_face))
+    let status = print(&answer, json || json_face);
+    let _ = std::io::stdout().flush();
+    // Off the call path (RUNTIME §6): the witness's checkpoint after every 100th record,
+    // taken once the answer is out.
+    if let Err(e) = rt.after_answer() {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "hcp: warning: the audit witness did not take its checkpoint: {e}"
+        );
+    }
+    Ok(status)
 }
 
 fn secs(s: Option<f64>) -> Option<Duration> {
@@ -236,6 +256,9 @@ fn print(answer: &Answer, json: bool) -> u8 {
         }
         if r.truncated {
             let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
+        }
+        if let Some(note) = hcp_runtime::trail::deferred_note(&r.extra) {
+            let _ = writeln!(std::io::stderr().lock(), "{note}");
         }
     }
     render_refusal(r, answer.exit);

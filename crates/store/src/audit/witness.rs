@@ -1,0 +1,366 @@
+//! Witnesses of the trail (RUNTIME §6): signed checkpoints kept outside the store, so a
+//! trail rolled back or rewritten is caught even by someone holding its keys.
+//!
+//! `audit.witness` in `config.json` names one: a directory ([`DirWitness`]), or `"state"`
+//! for the fleet's PostgreSQL database (a table the machines' role may only insert into,
+//! in `hcp-state-pg`). A checkpoint is taken after every act of authority
+//! ([`crate::state::State::record_authority`]) and by the call whose record is a multiple
+//! of 100, after it has answered. `hcp audit verify` checks the trail against the newest
+//! checkpoint the witness holds.
+//!
+//! # A directory
+//! `DIR/<store id>.checkpoints`: one checkpoint a line (the JSON of
+//! [`super::checkpoint::Checkpoint`]), appended with `O_APPEND` under the file's lock and
+//! synced. Only ever appended to, so an operator may make it append-only
+//! (`chattr +a`): then whoever holds the store's keys, but not the witness, cannot roll it
+//! back either. The directory must exist: hcp never makes it (a witness that vanished is
+//! `witness_unavailable`, not a fresh start). The newest checkpoint is the one with the
+//! highest count among the last lines (64 KiB); a line there that is not a checkpoint of
+//! this store, or whose signature fails, is reported rather than skipped.
+
+use super::checkpoint::{Checkpoint, CheckpointError};
+use crate::error::StoreError;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The suffix of a store's file in a witness directory.
+pub const DIR_SUFFIX: &str = ".checkpoints";
+/// How much of the end of a witness file is read for the newest checkpoint, in bytes.
+pub const NEWEST_WINDOW: u64 = 64 * 1024;
+/// A call whose record's `seq` is a multiple of this takes a checkpoint after it answers.
+pub const CALLS_PER_CHECKPOINT: u64 = 100;
+
+/// Why a witness cannot take or give a checkpoint (`witness_unavailable`, 74).
+#[derive(Debug, thiserror::Error)]
+pub enum WitnessError {
+    /// The directory is missing, is not one, or cannot be written or read.
+    #[error("the audit witness `{}` cannot be used: {reason}", .path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// Why, lowercase.
+        reason: String,
+    },
+    /// A file of the witness cannot be written or read.
+    #[error("the audit witness cannot {action} `{}`", .path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state backend that keeps the checkpoints cannot be used.
+    #[error("the audit witness `state` cannot be used: {0}")]
+    State(String),
+    /// The store's signing key cannot be read or made.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A test double told to fail.
+    #[error("the audit witness refuses: {0}")]
+    Refused(String),
+    /// `config.json` does not parse, so which witness it names is not known.
+    #[error("the audit witness is not known: {0}")]
+    Config(String),
+}
+
+/// The witness of a `config.json` that does not parse: it takes nothing (an act of
+/// authority is refused rather than left unwitnessed) and holds nothing.
+#[derive(Debug, Clone)]
+pub struct UnknownWitness {
+    /// Why, as the configuration's error says it.
+    pub why: String,
+}
+
+impl Witness for UnknownWitness {
+    fn describe(&self) -> String {
+        "unknown (`config.json` does not parse)".into()
+    }
+
+    fn ready(&self) -> Result<(), WitnessError> {
+        Err(WitnessError::Config(self.why.clone()))
+    }
+
+    fn take(&self, _c: &Checkpoint) -> Result<(), WitnessError> {
+        self.ready()
+    }
+
+    fn newest(&self, _store: &str, _machine: Option<&str>) -> Result<Newest, WitnessError> {
+        Err(WitnessError::Config(self.why.clone()))
+    }
+}
+
+impl WitnessError {
+    /// What the operator can do.
+    pub fn hint(&self) -> &'static str {
+        "`audit.witness` in `config.json` names where checkpoints go: make sure that directory exists and this user can write it (or that the fleet's database answers), then run the command again"
+    }
+}
+
+/// What a witness holds as its newest checkpoint of a chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Newest {
+    /// None was taken yet.
+    None,
+    /// A checkpoint whose signature holds (its key is checked against the store's by
+    /// the verifier).
+    Checkpoint(Checkpoint),
+    /// A line that is not a checkpoint, or whose signature fails: forged or damaged.
+    Forged {
+        /// What it is, lowercase.
+        reason: String,
+    },
+}
+
+/// A place outside the store that keeps signed checkpoints (see the module docs).
+pub trait Witness: Send + Sync + std::fmt::Debug {
+    /// How `hcp doctor` and messages name it: `directory /srv/witness`, `state`.
+    fn describe(&self) -> String;
+
+    /// Whether a checkpoint could be taken now (a cheap look before an act of authority:
+    /// the act does not happen when it could not be witnessed).
+    ///
+    /// # Errors
+    /// [`WitnessError`].
+    fn ready(&self) -> Result<(), WitnessError>;
+
+    /// Keeps `c` durably.
+    ///
+    /// # Errors
+    /// [`WitnessError`].
+    fn take(&self, c: &Checkpoint) -> Result<(), WitnessError>;
+
+    /// The newest checkpoint of the store `store` (and, for one machine's chain in a
+    /// fleet, `machine`).
+    ///
+    /// # Errors
+    /// [`WitnessError`] when the witness cannot be read.
+    fn newest(&self, store: &str, machine: Option<&str>) -> Result<Newest, WitnessError>;
+}
+
+/// A directory witness (see the module docs).
+#[derive(Debug, Clone)]
+pub struct DirWitness {
+    dir: PathBuf,
+}
+
+impl DirWitness {
+    /// The witness in `dir` (an absolute path; nothing is touched here).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of store `store`.
+    pub fn file(&self, store: &str) -> PathBuf {
+        self.dir.join(format!("{store}{DIR_SUFFIX}"))
+    }
+
+    fn check_dir(&self) -> Result<(), WitnessError> {
+        let bad = |reason: String| WitnessError::Dir {
+            path: self.dir.clone(),
+            reason,
+        };
+        match std::fs::metadata(&self.dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(bad("it is not a directory".into())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(bad("it does not exist".into()));
+            }
+            Err(e) => return Err(bad(format!("it cannot be read: {e}"))),
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(self.dir.as_os_str().as_bytes())
+            .map_err(|_| bad("its path holds a NUL".into()))?;
+        // SAFETY: `c` is a valid C string for the duration of the call.
+        if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+            return Err(bad(format!(
+                "it cannot be written: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Witness for DirWitness {
+    fn describe(&self) -> String {
+        format!("directory {}", self.dir.display())
+    }
+
+    fn ready(&self) -> Result<(), WitnessError> {
+        self.check_dir()
+    }
+
+    fn take(&self, c: &Checkpoint) -> Result<(), WitnessError> {
+        self.check_dir()?;
+        let store = c.store.as_deref().unwrap_or("store");
+        let path = self.file(store);
+        let io = |action, e| WitnessError::Io {
+            action,
+            path: path.clone(),
+            source: e,
+        };
+        let created = !path.exists();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io("open", e))?;
+        f.lock().map_err(|e| io("lock", e))?;
+        f.write_all(c.to_line().as_bytes())
+            .and_then(|()| f.sync_data())
+            .map_err(|e| io("append to", e))?;
+        let _ = f.unlock();
+        if created {
+            crate::atomic::sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    fn newest(&self, store: &str, machine: Option<&str>) -> Result<Newest, WitnessError> {
+        let path = self.file(store);
+        let io = |action, e| WitnessError::Io {
+            action,
+            path: path.clone(),
+            source: e,
+        };
+        match std::fs::metadata(&self.dir) {
+            Ok(m) if m.is_dir() => {}
+            _ => {
+                return Err(WitnessError::Dir {
+                    path: self.dir.clone(),
+                    reason: "it does not exist or is not a directory".into(),
+                });
+            }
+        }
+        let mut f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Newest::None),
+            Err(e) => return Err(io("read", e)),
+        };
+        let len = f.metadata().map_err(|e| io("read", e))?.len();
+        let from = len.saturating_sub(NEWEST_WINDOW);
+        f.seek(SeekFrom::Start(from)).map_err(|e| io("read", e))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).map_err(|e| io("read", e))?;
+        let text = String::from_utf8_lossy(&buf);
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        // A line the window cut, and a last line still being written, are not judged.
+        if from > 0 && !lines.is_empty() {
+            lines.remove(0);
+        }
+        if !text.ends_with('\n') {
+            lines.pop();
+        }
+        Ok(newest_of(
+            lines.into_iter().filter(|l| !l.trim().is_empty()),
+            store,
+            machine,
+        ))
+    }
+}
+
+/// The newest of `lines` (checkpoints as JSON text): the highest count of those of `store`
+/// (and `machine`), or the first line that is not a valid checkpoint.
+pub fn newest_of<'a>(
+    lines: impl Iterator<Item = &'a str>,
+    store: &str,
+    machine: Option<&str>,
+) -> Newest {
+    let mut best: Option<Checkpoint> = None;
+    for l in lines {
+        match Checkpoint::parse(l) {
+            Ok(c) => {
+                if c.store.as_deref() != Some(store) || c.machine.as_deref() != machine {
+                    return Newest::Forged {
+                        reason: format!(
+                            "it holds a checkpoint of another store or machine (`{}`)",
+                            c.origin
+                        ),
+                    };
+                }
+                if best.as_ref().is_none_or(|b| c.count >= b.count) {
+                    best = Some(c);
+                }
+            }
+            Err(e @ (CheckpointError::Malformed(_) | CheckpointError::BadSignature)) => {
+                return Newest::Forged {
+                    reason: format!("a line of it is {e}"),
+                };
+            }
+        }
+    }
+    best.map_or(Newest::None, Newest::Checkpoint)
+}
+
+/// A witness held in memory: the test double of every act of authority (it keeps what it
+/// was given, and can be told to refuse).
+#[derive(Debug, Default)]
+pub struct MemoryWitness {
+    taken: Mutex<Vec<Checkpoint>>,
+    refuse: Mutex<Option<String>>,
+}
+
+impl MemoryWitness {
+    /// An empty witness that takes every checkpoint.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From now on refuses with `reason` (`None`: takes again).
+    pub fn refuse(&self, reason: Option<&str>) {
+        if let Ok(mut r) = self.refuse.lock() {
+            *r = reason.map(str::to_owned);
+        }
+    }
+
+    /// Every checkpoint taken, oldest first.
+    pub fn taken(&self) -> Vec<Checkpoint> {
+        self.taken.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    fn refusal(&self) -> Option<String> {
+        self.refuse.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+impl Witness for MemoryWitness {
+    fn describe(&self) -> String {
+        "memory".into()
+    }
+
+    fn ready(&self) -> Result<(), WitnessError> {
+        match self.refusal() {
+            Some(r) => Err(WitnessError::Refused(r)),
+            None => Ok(()),
+        }
+    }
+
+    fn take(&self, c: &Checkpoint) -> Result<(), WitnessError> {
+        self.ready()?;
+        if let Ok(mut t) = self.taken.lock() {
+            t.push(c.clone());
+        }
+        Ok(())
+    }
+
+    fn newest(&self, store: &str, machine: Option<&str>) -> Result<Newest, WitnessError> {
+        let lines: Vec<String> = self.taken().iter().map(Checkpoint::to_line).collect();
+        Ok(newest_of(
+            lines.iter().map(|l| l.trim_end()),
+            store,
+            machine,
+        ))
+    }
+}

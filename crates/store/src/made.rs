@@ -1,0 +1,357 @@
+//! Stores are made on purpose (RUNTIME §4): `hcp init` (and `hcp install` into a home
+//! that is not a store yet) makes one; every other command refuses a `HCP_HOME` that is
+//! not one (`no_store`, 66), so a typo never makes a store.
+//!
+//! A store is a directory with its marker `store.json` ([`Marker`]: the store's format,
+//! its id, when and how it was made, the public half of its checkpoint key) and its trail
+//! (`audit/`: the keys, the first record `init`, the anchor, the reserve). [`init`] makes
+//! it whole under a temporary name beside `HCP_HOME` and renames it into place, so a crash
+//! leaves either no store or the whole store; into an existing directory that is not a
+//! store yet (one the operator made for its `config.json`), `audit/` is made whole under a
+//! temporary name and renamed into place, and the marker written last.
+//!
+//! A store of an earlier version (a directory with `packs/`, `state/` or `audit/` and no
+//! marker) gains its marker and keys at its first use by this version ([`open`]), and its
+//! trail is migrated onto a keyed chain with a `migrate` record ([`crate::audit`]'s
+//! migration). A directory whose `audit/chain.key` exists but whose marker does not (an
+//! `init` or a migration killed before its last step) is completed: its trail is checked
+//! and the marker written.
+
+use crate::audit::witness::{DirWitness, Witness};
+use crate::audit::{self, Actor, AuditError, AuditLog, Authority, Boot};
+use crate::config::WitnessConfig;
+use crate::error::StoreError;
+use crate::home::{Home, StoreDir};
+use crate::session::{Timestamp, format_ts};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// The marker's file name at the top of a store.
+pub const MARKER_FILE: &str = "store.json";
+/// The store format this hcp makes and reads: 2, the first with a marker (format 1 is a
+/// store of an earlier version: no marker, a trail without a chain key).
+pub const STORE_FORMAT: u32 = 2;
+
+/// `store.json`: what makes a directory a store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Marker {
+    /// The store format ([`STORE_FORMAT`]).
+    pub format: u32,
+    /// The store's id: 32 hex digits, random, made once (a store of an earlier version
+    /// keeps the one in `state/store-id`). Names the store in witnesses and exported skills.
+    pub store_id: String,
+    /// When it was made (RFC 3339 UTC, milliseconds).
+    pub made_at: String,
+    /// `init`, or `migrate` for a store of an earlier version.
+    pub made_by: String,
+    /// The public key of its signed checkpoints (`ed25519:<hex>`).
+    pub checkpoint_key: String,
+}
+
+impl Marker {
+    /// The marker of the store at `root`; `None` when there is none.
+    ///
+    /// # Errors
+    /// [`StoreError::Damaged`] for a marker that does not parse; [`StoreError::Io`].
+    pub fn read(root: &Path) -> Result<Option<Self>, StoreError> {
+        let path = root.join(MARKER_FILE);
+        match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| StoreError::Damaged {
+                    path,
+                    reason: e.to_string(),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(None),
+            Err(e) => Err(StoreError::io("read", &path, e)),
+        }
+    }
+
+    fn write(&self, root: &Path) -> Result<(), StoreError> {
+        let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_default();
+        bytes.push(b'\n');
+        crate::atomic::write_atomic(&root.join(MARKER_FILE), &bytes)
+    }
+}
+
+/// What [`init`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Made {
+    /// A new store, with its `init` record.
+    New {
+        /// Its id.
+        store_id: String,
+    },
+    /// The directory was a store already: nothing changed.
+    Already {
+        /// Its id.
+        store_id: String,
+    },
+    /// A store of an earlier version, migrated (see [`open`]).
+    Migrated {
+        /// Its id.
+        store_id: String,
+        /// Records of its old trail.
+        records: u64,
+    },
+}
+
+/// Whether `root` holds a store of an earlier version: `packs/`, `state/` or `audit/`
+/// without a marker.
+pub fn is_earlier_store(root: &Path) -> bool {
+    [StoreDir::Packs, StoreDir::State, StoreDir::Audit]
+        .iter()
+        .any(|d| root.join(d.name()).is_dir())
+}
+
+fn no_store(root: &Path, reason: &str) -> StoreError {
+    StoreError::NoStore {
+        path: root.to_path_buf(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Opens the store at `root` for a command that needs one (RUNTIME §4): a directory with
+/// its marker; a store of an earlier version is migrated first (its marker, its keys and a
+/// `migrate` record, witnessed when `audit.witness` names a directory).
+///
+/// # Errors
+/// [`StoreError::NoStore`] (`no_store`, 66) when `root` is missing or is a directory that
+/// holds no store (nothing is created); [`StoreError::Unusable`] for a file, or a store of
+/// a newer format; [`StoreError::Damaged`] for a marker that does not parse; a migration's
+/// failure.
+pub fn open(root: &Path) -> Result<Home, StoreError> {
+    let home = Home::open(root)?;
+    match Marker::read(root)? {
+        Some(m) if m.format > STORE_FORMAT => Err(StoreError::Unusable {
+            path: root.to_path_buf(),
+            reason: format!(
+                "it is a store of format {} (this hcp reads format {STORE_FORMAT}): upgrade hcp",
+                m.format
+            ),
+        }),
+        Some(_) => Ok(home),
+        None if !root.exists() => Err(no_store(root, "it does not exist")),
+        None if is_earlier_store(root) => {
+            migrate(&home, Actor::owner(), witness_of(root)?.as_deref())?;
+            Ok(home)
+        }
+        None => Err(no_store(
+            root,
+            "it is a directory without the marker `store.json`",
+        )),
+    }
+}
+
+/// The directory witness `config.json` names, if it names one (a `"state"` witness is the
+/// fleet's database, which this crate does not reach: the runtime takes those).
+///
+/// # Errors
+/// The configuration's error.
+pub fn witness_of(root: &Path) -> Result<Option<Box<dyn Witness>>, StoreError> {
+    Ok(
+        match WitnessConfig::load(root).map_err(|e| StoreError::Config(Box::new(e)))? {
+            Some(WitnessConfig::Dir(d)) => Some(Box::new(DirWitness::new(d))),
+            _ => None,
+        },
+    )
+}
+
+/// Makes a store at `root` (RUNTIME §4, `hcp init`): see the module docs. `witness`, when
+/// given, must be ready before anything is made, and takes the first checkpoint.
+///
+/// # Errors
+/// [`StoreError::Unusable`] for a `root` that is a file or whose parent cannot be
+/// written; [`StoreError::Io`]; [`AuditError`]s as [`StoreError`]s; a witness that cannot
+/// take the checkpoint is `witness_unavailable` ([`StoreError::Witness`]).
+pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<Made, StoreError> {
+    if root.exists() && !root.is_dir() {
+        return Err(StoreError::Unusable {
+            path: root.to_path_buf(),
+            reason: "it is not a directory".into(),
+        });
+    }
+    if let Some(m) = Marker::read(root)? {
+        return Ok(Made::Already {
+            store_id: m.store_id,
+        });
+    }
+    if let Some(w) = witness {
+        w.ready().map_err(|e| StoreError::Witness(Box::new(e)))?;
+    }
+    if root.is_dir() && is_earlier_store(root) {
+        let home = Home::open(root)?;
+        let (store_id, records) = migrate(&home, actor, witness)?;
+        return Ok(Made::Migrated { store_id, records });
+    }
+    let store_id = uuid::Uuid::now_v7().simple().to_string();
+    let now = Timestamp::now();
+    let boot = Boot::current();
+    let first = Authority {
+        act: "init".into(),
+        actor,
+        changed: json!({"store": store_id, "format": STORE_FORMAT}),
+    };
+    if root.is_dir() {
+        // A directory the operator made (for its `config.json`): `audit/` whole under a
+        // temporary name, renamed into place, then the marker.
+        let tmp = tempfile::Builder::new()
+            .prefix(".audit.init-")
+            .tempdir_in(root)
+            .map_err(|e| StoreError::io("create a temporary directory in", root, e))?;
+        build(tmp.path(), root, &store_id, &first, now, &boot, false)?;
+        let audit = root.join(StoreDir::Audit.name());
+        std::fs::rename(tmp.path(), &audit)
+            .map_err(|e| StoreError::io("rename into", &audit, e))?;
+        let _ = tmp.keep();
+        crate::atomic::sync_dir(root)?;
+        finish(root, &store_id, now, "init")?;
+    } else {
+        let parent = root.parent().unwrap_or(Path::new("/"));
+        std::fs::create_dir_all(parent).map_err(|e| StoreError::Unusable {
+            path: parent.to_path_buf(),
+            reason: format!("cannot create it: {e}"),
+        })?;
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "hcp".into());
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}.init-"))
+            .tempdir_in(parent)
+            .map_err(|e| StoreError::Unusable {
+                path: parent.to_path_buf(),
+                reason: format!("cannot make a directory in it: {e}"),
+            })?;
+        let audit = tmp.path().join(StoreDir::Audit.name());
+        build(&audit, tmp.path(), &store_id, &first, now, &boot, true)?;
+        finish(tmp.path(), &store_id, now, "init")?;
+        // The whole store appears at once; a directory made meanwhile at `root` (another
+        // `hcp init`) keeps its place (rename refuses a non-empty directory).
+        match std::fs::rename(tmp.path(), root) {
+            Ok(()) => {
+                let _ = tmp.keep();
+                crate::atomic::sync_dir(parent)?;
+            }
+            Err(e) => {
+                if let Some(m) = Marker::read(root)? {
+                    return Ok(Made::Already {
+                        store_id: m.store_id,
+                    });
+                }
+                return Err(StoreError::io("rename into", root, e));
+            }
+        }
+    }
+    let home = Home::open(root)?;
+    if let Some(w) = witness {
+        AuditLog::new(&home)
+            .witness(w, now)
+            .map_err(audit_to_store)?;
+    }
+    Ok(Made::New { store_id })
+}
+
+/// Builds `audit/` at `audit` for the store being made at `store_root`.
+fn build(
+    audit: &Path,
+    store_root: &Path,
+    store_id: &str,
+    first: &Authority,
+    now: Timestamp,
+    boot: &Boot,
+    whole: bool,
+) -> Result<(), StoreError> {
+    audit::create_trail(audit, first, now, boot).map_err(audit_to_store)?;
+    if whole {
+        std::fs::create_dir_all(store_root.join(StoreDir::State.name()))
+            .map_err(|e| StoreError::io("create", store_root, e))?;
+    }
+    let _ = store_id;
+    Ok(())
+}
+
+/// Writes `state/store-id` (when missing) and the marker.
+fn finish(root: &Path, store_id: &str, now: Timestamp, made_by: &str) -> Result<(), StoreError> {
+    let id_path = root.join(StoreDir::State.name()).join("store-id");
+    if !id_path.exists() {
+        crate::atomic::write_atomic(&id_path, format!("{store_id}\n").as_bytes())?;
+    }
+    let seed_path = root
+        .join(StoreDir::Audit.name())
+        .join(audit::checkpoint::KEY_FILE);
+    let seed = std::fs::read(&seed_path).map_err(|e| StoreError::io("read", &seed_path, e))?;
+    let seed: [u8; 32] = seed
+        .as_slice()
+        .try_into()
+        .map_err(|_| StoreError::Damaged {
+            path: seed_path.clone(),
+            reason: format!("it holds {} bytes, not 32", seed.len()),
+        })?;
+    Marker {
+        format: STORE_FORMAT,
+        store_id: store_id.to_owned(),
+        made_at: format_ts(now),
+        made_by: made_by.to_owned(),
+        checkpoint_key: audit::checkpoint::public_of(&seed),
+    }
+    .write(root)
+}
+
+fn audit_to_store(e: AuditError) -> StoreError {
+    match e {
+        AuditError::Store(s) => s,
+        AuditError::Witness(w) => StoreError::Witness(Box::new(w)),
+        other => StoreError::Audit(Box::new(other)),
+    }
+}
+
+/// Migrates the store of an earlier version at `home` (see the module docs), under the
+/// store's lock: answers its id and the records of its old trail.
+fn migrate(
+    home: &Home,
+    actor: Actor,
+    witness: Option<&dyn Witness>,
+) -> Result<(String, u64), StoreError> {
+    let root = home.root();
+    let lock = crate::lock::StoreLock::acquire(home)?;
+    if let Some(m) = Marker::read(root)? {
+        // Another process migrated it meanwhile.
+        drop(lock);
+        return Ok((m.store_id, 0));
+    }
+    if let Some(w) = witness {
+        w.ready().map_err(|e| StoreError::Witness(Box::new(e)))?;
+    }
+    let store_id = crate::skill::export::store_id(home)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    let now = Timestamp::now();
+    let log = AuditLog::new(home);
+    let key_path = home.dir(StoreDir::Audit).join(audit::CHAIN_KEY_FILE);
+    let records = if key_path.exists() {
+        // An init or a migration killed before its marker: the trail is whole; check it.
+        log.ensure_writable().map_err(audit_to_store)?;
+        0
+    } else {
+        let act = Authority {
+            act: "migrate".into(),
+            actor,
+            changed: json!({"store": store_id, "from_format": 1, "format": STORE_FORMAT}),
+        };
+        log.migrate_trail(&act).map_err(audit_to_store)?.records
+    };
+    finish(root, &store_id, now, "migrate")?;
+    drop(lock);
+    if let Some(w) = witness {
+        log.witness(w, now).map_err(audit_to_store)?;
+    }
+    Ok((store_id, records))
+}
+
+/// The path of the marker of the store at `root`.
+pub fn marker_path(root: &Path) -> PathBuf {
+    root.join(MARKER_FILE)
+}
