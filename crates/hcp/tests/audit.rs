@@ -66,8 +66,12 @@ fn log(w: &World) -> AuditLog {
     AuditLog::new(&Home::open(&w.hcp_home).unwrap())
 }
 
-/// Appends `n` records stamped a second apart from a fixed time.
+/// Appends `n` records stamped a second apart from a fixed time, after the store's
+/// `init` record (the store is made first when it is not).
 fn fill(w: &World, n: u64) {
+    if !w.hcp_home.join("store.json").exists() {
+        w.init();
+    }
     let l = log(w);
     for i in 0..n {
         let ts: Timestamp = format!("2026-01-01T00:00:{i:02}.250Z").parse().unwrap();
@@ -103,12 +107,16 @@ fn render(w: &World, o: &Output) -> String {
 }
 
 #[test]
-fn an_empty_trail_verifies() {
-    let w = World::new();
+fn a_new_store_verifies_and_its_trail_holds_its_init() {
+    let w = World::with_store();
     let o = w.run(&["audit", "verify"]);
-    snapshot!("verify_empty", render(&w, &o));
-    let o = w.run(&["audit", "tail"]);
-    assert_eq!((o.status.code(), o.stdout.len()), (Some(0), 0));
+    snapshot!("verify_new", render(&w, &o));
+    let o = w.run(&["audit", "tail", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v[0]["kind"], &v[0]["act"], &v[0]["actor"]),
+        (&json!("authority"), &json!("init"), &json!("owner"))
+    );
 }
 
 #[test]
@@ -126,11 +134,11 @@ fn verify_and_tail_a_sound_trail() {
     let records = v.as_array().unwrap();
     assert_eq!(records.len(), 2);
     let text = lines(&w);
-    let last: Value = serde_json::from_str(&text[3]).unwrap();
+    let last: Value = serde_json::from_str(&text[4]).unwrap();
     assert_eq!(records[1], last, "tail --json gives the records as stored");
     assert_eq!(
         records[1]["prev"],
-        serde_json::from_str::<Value>(&text[2]).unwrap()["hash"]
+        serde_json::from_str::<Value>(&text[3]).unwrap()["hash"]
     );
     let keys: BTreeSet<&str> = records[0]
         .as_object()
@@ -266,7 +274,11 @@ fn a_torn_tail_is_reported_then_repaired_and_recorded() {
         .join(&a.repair.as_ref().unwrap().saved_as);
     assert_eq!(std::fs::read(saved).unwrap(), torn);
     assert_eq!(a.repair.unwrap().offset, offset as u64);
-    assert_eq!(lines(&w).len(), 4, "2 records, the recovery, the new one");
+    assert_eq!(
+        lines(&w).len(),
+        5,
+        "init, 2 records, the recovery, the new one"
+    );
 }
 
 #[test]
@@ -281,7 +293,7 @@ fn a_damaged_last_line_refuses_appends() {
         (e.code(), e.cause_code()),
         ("audit_unavailable", "unparseable")
     );
-    assert_eq!(lines(&w).len(), 2);
+    assert_eq!(lines(&w).len(), 3);
 }
 
 /// One appender process of the concurrency test. Does nothing in a normal run.
@@ -303,7 +315,7 @@ fn child_appender() {
 
 #[test]
 fn concurrent_processes_lose_nothing_and_keep_one_chain() {
-    let w = World::new();
+    let w = World::with_store();
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..CHILDREN)
         .map(|i| {
@@ -327,7 +339,7 @@ fn concurrent_processes_lose_nothing_and_keep_one_chain() {
     }
     let (code, v) = verify_json(&w);
     assert_eq!(code, Some(0), "{v}");
-    assert_eq!(v["records"], json!(CHILDREN * PER_CHILD));
+    assert_eq!(v["records"], json!(CHILDREN * PER_CHILD + 1));
 
     let o = w.run(&["audit", "tail", "-n", "5000", "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -335,6 +347,7 @@ fn concurrent_processes_lose_nothing_and_keep_one_chain() {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|r| r["kind"] != json!("authority"))
         .map(|r| {
             (
                 r["child"].as_str().unwrap().to_owned(),
@@ -400,7 +413,7 @@ fn every_cut_wipe_and_replacement_is_a_fault_with_exit_1() {
         let w = World::new();
         fill(&w, 8);
         let text = lines(&w);
-        write_lines(&w, &text[..8 - cut]);
+        write_lines(&w, &text[..9 - cut]);
         assert_eq!(fault_of(&w), (Some(1), json!("truncated")), "cut by {cut}");
     }
     // Deleted; emptied.
@@ -444,7 +457,7 @@ fn a_checkpoint_catches_an_older_copy_of_trail_and_anchor() {
     let cp: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
         (&cp["format"], &cp["count"]),
-        (&json!("hcp-audit-checkpoint/1"), &json!(5))
+        (&json!("hcp-audit-checkpoint/2"), &json!(6))
     );
     assert!(cp["key"].as_str().unwrap().starts_with("ed25519:"));
     let file = w.tmp.path().join("cp.json");
@@ -452,20 +465,31 @@ fn a_checkpoint_catches_an_older_copy_of_trail_and_anchor() {
     let file = file.to_str().unwrap();
     let o = w.run(&["audit", "verify", "--checkpoint", file]);
     assert_eq!(o.status.code(), Some(0), "{}", render(&w, &o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("extends the checkpoint of 5 records"));
-    // Both replaced by the older copy: sound alone, caught by the checkpoint.
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("extends the checkpoint file: 6 records at"),
+        "{}",
+        render(&w, &o)
+    );
+    // Both replaced by the older copy: consistent with each other, caught by the
+    // checkpoint — the one given, and the store's own copy of the last one it signed
+    // (`audit/checkpoint.last`), which verify checks by default without a witness.
     for f in ["audit.jsonl", "audit.anchor"] {
         std::fs::copy(keep.join(f), log(&w).dir().join(f)).unwrap();
     }
-    assert_eq!(verify_json(&w).0, Some(0));
+    let (code, v) = verify_json(&w);
+    assert_eq!(
+        (code, &v["broken"]["fault"]),
+        (Some(1), &json!("rollback")),
+        "{v}"
+    );
     let o = w.run(&["audit", "verify", "--checkpoint", file, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(v["broken"]["fault"], json!("checkpoint_mismatch"));
+    assert_eq!(v["broken"]["fault"], json!("rollback"), "{v}");
     // A checkpoint edited by hand is not a checkpoint.
     let forged = std::fs::read_to_string(file)
         .unwrap()
-        .replace("\"count\":5", "\"count\":3");
+        .replace("\"count\":6", "\"count\":3");
     std::fs::write(file, forged).unwrap();
     let o = w.run(&["audit", "verify", "--checkpoint", file]);
     assert_eq!(o.status.code(), Some(2), "{}", render(&w, &o));
@@ -486,7 +510,7 @@ fn a_broken_trail_is_not_checkpointed() {
 
 #[test]
 fn verify_and_tail_show_interrupted_calls() {
-    let w = World::new();
+    let w = World::with_store();
     let a = admit(&w, "alice");
     finish(&w, &a, "alice", true);
     let b = admit(&w, "bob");
@@ -503,21 +527,25 @@ fn verify_and_tail_show_interrupted_calls() {
     let o = w.run(&["audit", "tail"]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let rows: Vec<&str> = text.lines().collect();
-    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(rows.len(), 4, "{text}");
     assert!(
-        rows[0].contains("intent") && rows[0].contains("admitted"),
+        rows[0].contains("act") && rows[0].contains("init"),
         "{text}"
     );
     assert!(
-        rows[1].contains("outcome") && rows[1].contains("exit=0") && rows[1].contains("truncated"),
+        rows[1].contains("intent") && rows[1].contains("admitted"),
         "{text}"
     );
     assert!(
-        rows[2].contains("intent") && rows[2].contains("interrupted") && rows[2].contains(&b.id),
+        rows[2].contains("outcome") && rows[2].contains("exit=0") && rows[2].contains("truncated"),
+        "{text}"
+    );
+    assert!(
+        rows[3].contains("intent") && rows[3].contains("interrupted") && rows[3].contains(&b.id),
         "{text}"
     );
     // The digest is keyed: it is not the plain sha256 of the arguments.
-    let rec: Value = serde_json::from_str(&lines(&w)[0]).unwrap();
+    let rec: Value = serde_json::from_str(&lines(&w)[1]).unwrap();
     assert!(
         rec["args_digest"]
             .as_str()
@@ -526,14 +554,18 @@ fn verify_and_tail_show_interrupted_calls() {
     );
 }
 
-fn spawn_follow(w: &World, n: &str) -> std::process::Child {
+fn spawn_follow(w: &World, n: Option<&str>) -> std::process::Child {
+    let mut args = vec!["audit", "tail", "--follow"];
+    if let Some(n) = n {
+        args.extend(["-n", n]);
+    }
     std::process::Command::new(common::hcp_bin())
         .env_clear()
         .env("HOME", &w.home)
         .env("HCP_HOME", &w.hcp_home)
         .env("PATH", w.path_var())
         .current_dir(&w.work)
-        .args(["audit", "tail", "--follow", "-n", n])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -563,17 +595,17 @@ fn wait_for(mut child: std::process::Child) -> std::process::ExitStatus {
 fn follow_streams_new_records_as_json_lines_and_stops_on_sigint() {
     let w = World::new();
     fill(&w, 3);
-    let mut child = spawn_follow(&w, "1");
+    let mut child = spawn_follow(&w, Some("1"));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let first: Value = serde_json::from_str(&line).unwrap();
-    assert_eq!(first["seq"], json!(3), "it starts after the last N records");
+    assert_eq!(first["seq"], json!(4), "it starts after the last N records");
     // New records arrive as they are appended, exactly as stored.
     let a = admit(&w, "alice");
     line.clear();
     out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim_end(), lines(&w)[3]);
+    assert_eq!(line.trim_end(), lines(&w)[4]);
     finish(&w, &a, "alice", false);
     line.clear();
     out.read_line(&mut line).unwrap();
@@ -593,10 +625,44 @@ fn follow_streams_new_records_as_json_lines_and_stops_on_sigint() {
 }
 
 #[test]
+fn follow_without_n_starts_at_the_end_of_the_trail() {
+    let w = World::new();
+    fill(&w, 3);
+    let mut child = spawn_follow(&w, None);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    // The follower prints no old record; the first line it prints is the first record
+    // appended after it started. It cannot tell us when it has started, so appends go on
+    // until one arrives: every record it prints must be a new one.
+    let before = lines(&w).len();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = loop {
+        log(&w).append(&entry("carol", 99)).unwrap();
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            break l;
+        }
+    };
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert!(
+        v["seq"].as_u64().unwrap() > before as u64,
+        "an old record was printed: {line}"
+    );
+    assert_eq!(v["principal"], json!("carol"));
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert_eq!(wait_for(child).code(), Some(0));
+}
+
+#[test]
 fn follow_stops_when_its_reader_goes_away() {
     let w = World::new();
     fill(&w, 1);
-    let mut child = spawn_follow(&w, "1");
+    let mut child = spawn_follow(&w, Some("1"));
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();

@@ -787,7 +787,7 @@ fn control_pack(w: &World) -> PathBuf {
 #[test]
 fn control_plane_packs_are_the_owners() {
     common::example_bins();
-    let w = World::new();
+    let w = World::with_store();
     let dir = control_pack(&w);
     let t = session(&w, "agent");
     // a session may not install, activate or uninstall

@@ -15,6 +15,14 @@ use std::path::PathBuf;
 /// against the kernel in [`the_sandbox_section_tells_the_kernel`], not snapshotted.
 fn stable(w: &World, text: &str) -> String {
     let text = hide_digests(&w.filter(text));
+    // The disk's free space is this machine's.
+    let text: String = text
+        .lines()
+        .map(|l| match l.split_once(" kept beside the trail, ") {
+            Some((head, _)) => format!("{head} kept beside the trail, [FREE] free on its disk\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
     let (head, rest) = text.split_once("sandbox (every call)\n").unwrap();
     let (_, tail) = rest.split_once("packs\n").unwrap();
     // Notes say what this kernel offers less of: not part of the snapshot either.
@@ -54,8 +62,8 @@ fn doctor_json(w: &World) -> (i32, Value) {
 }
 
 #[test]
-fn an_empty_store_is_healthy() {
-    let w = World::new();
+fn a_new_store_is_healthy() {
+    let w = World::with_store();
     let o = w.run(&["doctor"]);
     assert_eq!(o.status.code(), Some(0));
     let text = format!(
@@ -64,13 +72,31 @@ fn an_empty_store_is_healthy() {
         String::from_utf8_lossy(&o.stderr)
     );
     insta::assert_snapshot!(stable(&w, &text));
+}
+
+#[test]
+fn a_missing_store_is_reported_and_not_made() {
+    let w = World::new();
+    let o = w.run(&["doctor"]);
+    assert_eq!(o.status.code(), Some(1), "{}", w.render(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("no store at") && text.contains("hcp init"),
+        "{text}"
+    );
+    let (code, v) = doctor_json(&w);
+    assert_eq!(code, 1);
+    assert_eq!(
+        (&v["ok"], &v["store"]["exists"], &v["store"]["code"]),
+        (&json!(false), &json!(false), &json!("no_store"))
+    );
     // Doctor reads; it does not create the store.
     assert!(!w.hcp_home.exists());
 }
 
 #[test]
 fn the_sandbox_section_tells_the_kernel() {
-    let w = World::new();
+    let w = World::with_store();
     let (code, v) = doctor_json(&w);
     assert_eq!(code, 0);
     let k = hcp_adapter::KernelSupport::probe();
@@ -135,7 +161,7 @@ fn the_sandbox_section_tells_the_kernel() {
 
 #[test]
 fn the_configuration_is_read_and_a_bad_one_is_a_problem() {
-    let w = World::new();
+    let w = World::with_store();
     std::fs::create_dir_all(&w.hcp_home).unwrap();
     let config = w.hcp_home.join("config.json");
     std::fs::write(
@@ -167,7 +193,7 @@ fn the_configuration_is_read_and_a_bad_one_is_a_problem() {
 #[test]
 fn a_bin_that_changed_or_vanished_is_reported() {
     let bins = common::example_bins();
-    let w = World::new();
+    let w = World::with_store();
     // The echo pack, with its CLI pinned from a copy this test may change.
     let own = w.root().join("own-bin");
     std::fs::create_dir_all(&own).unwrap();

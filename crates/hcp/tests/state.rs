@@ -50,7 +50,7 @@ fn home(w: &World) -> Home {
 
 #[test]
 fn session_start_prints_the_token_alone_and_stores_only_its_digest() {
-    let w = World::new();
+    let w = World::with_store();
     let o = w.run(&[
         "session",
         "start",
@@ -102,7 +102,7 @@ fn session_start_prints_the_token_alone_and_stores_only_its_digest() {
 
 #[test]
 fn session_list_shows_state_but_never_tokens() {
-    let w = World::new();
+    let w = World::with_store();
     let a = start(&w, "alice", &["--role", "analyst", "--project", "p1"]);
     let b = start(&w, "bob", &["--ttl", "1d"]);
     let o = w.run(&["session", "end", &b]);
@@ -143,7 +143,7 @@ fn session_list_shows_state_but_never_tokens() {
 
 #[test]
 fn session_end_by_principal_and_from_stdin() {
-    let w = World::new();
+    let w = World::with_store();
     let a1 = start(&w, "alice", &[]);
     let a2 = start(&w, "alice", &[]);
     let b = start(&w, "bob", &[]);
@@ -182,7 +182,7 @@ fn session_end_by_principal_and_from_stdin() {
 
 #[test]
 fn bad_tokens_resolve_to_bad_session_never_to_the_owner() {
-    let w = World::new();
+    let w = World::with_store();
     let live = start(&w, "alice", &["--ttl", "1s"]);
     let ended = start(&w, "alice", &[]);
     assert_eq!(w.run(&["session", "end", &ended]).status.code(), Some(0));
@@ -211,7 +211,7 @@ fn bad_tokens_resolve_to_bad_session_never_to_the_owner() {
 #[test]
 fn an_expired_session_file_is_refused() {
     // Test technique: backdate `expires_at` in the session file.
-    let w = World::new();
+    let w = World::with_store();
     let token = start(&w, "alice", &[]);
     let file =
         session::sessions_dir(&home(&w)).join(format!("{}.json", session::token_digest(&token)));
@@ -231,7 +231,7 @@ fn an_expired_session_file_is_refused() {
 
 #[test]
 fn owner_only_commands_refuse_any_session_even_a_valid_one() {
-    let w = World::new();
+    let w = World::with_store();
     let token = start(&w, "alice", &[]);
     let cases: [&[&str]; 7] = [
         &["session", "start", "--principal", "mallory"],
@@ -270,7 +270,7 @@ fn owner_only_commands_refuse_any_session_even_a_valid_one() {
 
 #[test]
 fn session_start_refuses_bad_input() {
-    let w = World::new();
+    let w = World::with_store();
     let cases: [(&str, &[&str]); 6] = [
         ("bad_principal_owner", &["--principal", "owner"]),
         ("bad_principal_charset", &["--principal", "al ice"]),
@@ -296,7 +296,7 @@ fn session_start_refuses_bad_input() {
 
 #[test]
 fn grant_revoke_and_list() {
-    let w = World::new();
+    let w = World::with_store();
     let o = w.run(&[
         "grant",
         "alice",
@@ -364,7 +364,7 @@ fn grant_revoke_and_list() {
 
 #[test]
 fn grant_refuses_bad_input() {
-    let w = World::new();
+    let w = World::with_store();
     let cases: [(&str, &[&str]); 5] = [
         ("grant_bad_capability", &["grant", "alice", "mail", "exec"]),
         (
@@ -387,7 +387,7 @@ fn grant_refuses_bad_input() {
 
 #[test]
 fn grant_list_is_empty_at_first() {
-    let w = World::new();
+    let w = World::with_store();
     let o = w.run(&["grant", "--list"]);
     assert_eq!(
         (o.status.code(), stdout(&o)),

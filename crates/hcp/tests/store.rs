@@ -408,7 +408,7 @@ fn a_symlinked_pack_directory_is_refused() {
 
 #[test]
 fn unknown_ids_are_not_installed() {
-    let w = World::new();
+    let w = World::with_store();
     for cmd in ["uninstall", "show", "activate", "deactivate"] {
         let out = w.run(&[cmd, "ghost"]);
         assert_eq!(out.status.code(), Some(66), "{cmd}");

@@ -88,6 +88,12 @@ impl Seam {
         Self::default()
     }
 
+    /// The reserve `HCP_TEST_RESERVE_BYTES` asks for (debug builds), for a store being
+    /// made (`hcp init`, `hcp install` into a home that is no store).
+    pub fn reserve_bytes(&self) -> Option<u64> {
+        self.reserve
+    }
+
     /// The file state's trail as the seam asks: a failing write (`HCP_TEST_FAIL_AT`), a
     /// reserve of another size (`HCP_TEST_RESERVE_BYTES`). Unchanged in release builds.
     pub fn audit_log(&self, log: hcp_store::audit::AuditLog) -> hcp_store::audit::AuditLog {

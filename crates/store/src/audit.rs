@@ -854,8 +854,9 @@ pub(crate) fn create_trail(
     first: &Authority,
     ts: Timestamp,
     boot: &Boot,
+    reserve_bytes: u64,
 ) -> Result<String, AuditError> {
-    create::create(dir, first, ts, boot, reserve::RESERVE_BYTES)
+    create::create(dir, first, ts, boot, reserve_bytes)
 }
 
 #[cfg(test)]

@@ -168,6 +168,20 @@ pub fn witness_of(root: &Path) -> Result<Option<Box<dyn Witness>>, StoreError> {
 /// written; [`StoreError::Io`]; [`AuditError`]s as [`StoreError`]s; a witness that cannot
 /// take the checkpoint is `witness_unavailable` ([`StoreError::Witness`]).
 pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<Made, StoreError> {
+    init_with_reserve(root, actor, witness, audit::reserve::RESERVE_BYTES)
+}
+
+/// [`init`] with a reserve of `reserve_bytes` beside the new trail (tests that exhaust it
+/// on a small disk; a store keeps 1 MiB otherwise).
+///
+/// # Errors
+/// As [`init`].
+pub fn init_with_reserve(
+    root: &Path,
+    actor: Actor,
+    witness: Option<&dyn Witness>,
+    reserve_bytes: u64,
+) -> Result<Made, StoreError> {
     if root.exists() && !root.is_dir() {
         return Err(StoreError::Unusable {
             path: root.to_path_buf(),
@@ -202,7 +216,7 @@ pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<
             .prefix(".audit.init-")
             .tempdir_in(root)
             .map_err(|e| StoreError::io("create a temporary directory in", root, e))?;
-        build(tmp.path(), root, &store_id, &first, now, &boot, false)?;
+        build(tmp.path(), root, &first, now, &boot, false, reserve_bytes)?;
         let audit = root.join(StoreDir::Audit.name());
         std::fs::rename(tmp.path(), &audit)
             .map_err(|e| StoreError::io("rename into", &audit, e))?;
@@ -227,7 +241,7 @@ pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<
                 reason: format!("cannot make a directory in it: {e}"),
             })?;
         let audit = tmp.path().join(StoreDir::Audit.name());
-        build(&audit, tmp.path(), &store_id, &first, now, &boot, true)?;
+        build(&audit, tmp.path(), &first, now, &boot, true, reserve_bytes)?;
         finish(tmp.path(), &store_id, now, "init")?;
         // The whole store appears at once; a directory made meanwhile at `root` (another
         // `hcp init`) keeps its place (rename refuses a non-empty directory).
@@ -259,18 +273,17 @@ pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<
 fn build(
     audit: &Path,
     store_root: &Path,
-    store_id: &str,
     first: &Authority,
     now: Timestamp,
     boot: &Boot,
     whole: bool,
+    reserve_bytes: u64,
 ) -> Result<(), StoreError> {
-    audit::create_trail(audit, first, now, boot).map_err(audit_to_store)?;
+    audit::create_trail(audit, first, now, boot, reserve_bytes).map_err(audit_to_store)?;
     if whole {
         std::fs::create_dir_all(store_root.join(StoreDir::State.name()))
             .map_err(|e| StoreError::io("create", store_root, e))?;
     }
-    let _ = store_id;
     Ok(())
 }
 

@@ -675,7 +675,11 @@ impl FileState {
             Ok(Newest::Checkpoint(c)) => Against::Checkpoint(c, source),
             Ok(Newest::None) => last(),
             Ok(Newest::Forged { reason }) => Against::Forged(source, reason),
+            // A witness outside this view (the bootstrap pack's child), or not known
+            // because `config.json` does not parse (which is reported where it is read):
+            // the store's own last checkpoint.
             Err(_) if !self.log_key_readable() => last(),
+            Err(crate::audit::witness::WitnessError::Config(_)) => last(),
             Err(e) => Against::Unavailable(source, e.to_string()),
         }
     }

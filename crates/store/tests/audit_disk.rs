@@ -1,7 +1,10 @@
-//! The audit trail on a disk that refuses (RUNTIME §6: if the intent cannot be made
-//! durable, nothing runs): a full disk (a small tmpfs as the store) and a read-only audit
-//! directory make every admission `audit_unavailable` before anything runs, leave no
-//! partial record, spend nothing and keep the trail sound.
+//! The audit trail on a disk that refuses (RUNTIME §5.4, §6: if the intent cannot be made
+//! durable, nothing runs; a child that fills the disk never makes a refusal or an outcome
+//! unwritable): on a full disk (a small tmpfs as the store) refusals and outcomes are
+//! written from the audit's reserve, an admission only while the reserve holds room for
+//! its outcome, and once even the reserve is short every admission is `audit_unavailable`
+//! before anything runs, leaving no partial record, spending nothing, keeping the trail
+//! sound; a read-only audit directory refuses every admission the same way.
 //!
 //! Mounting needs root: the scenarios run in a child process (this test binary, as
 //! `disk_child`) that enters its own mount namespace, so nothing it mounts outlives it.
@@ -13,7 +16,7 @@
 use hcp_model::{Land, Operation};
 use hcp_store::Home;
 use hcp_store::audit::{
-    Admission, AuditLog, CounterSpend, Decision, DigestKey, Entry, Intent, Outcome,
+    Actor, Admission, AuditLog, CounterSpend, Decision, DigestKey, Entry, Intent, Outcome,
 };
 use hcp_store::counter::{Counters, Limits};
 use std::collections::BTreeMap;
@@ -86,10 +89,12 @@ fn refusal(i: u64) -> Entry {
     }
 }
 
-/// A store with a few admitted and finished calls.
-fn populated(root: &Path) -> (Home, AuditLog) {
+/// A store with a few admitted and finished calls, its trail keeping a reserve of
+/// `reserve` bytes.
+fn populated_with(root: &Path, reserve: u64) -> (Home, AuditLog) {
+    hcp_store::made::init(&root.join("hcp"), Actor::owner(), None).unwrap();
     let home = Home::open(root.join("hcp")).unwrap();
-    let log = AuditLog::new(&home);
+    let log = AuditLog::new(&home).with_reserve(reserve);
     for _ in 0..3 {
         let a = log.admit(&spend()).unwrap();
         log.outcome(&Outcome {
@@ -108,6 +113,27 @@ fn populated(root: &Path) -> (Home, AuditLog) {
         .unwrap();
     }
     (home, log)
+}
+
+/// [`populated_with`] the store's own reserve (1 MiB).
+fn populated(root: &Path) -> (Home, AuditLog) {
+    populated_with(root, hcp_store::audit::reserve::RESERVE_BYTES)
+}
+
+fn outcome_of(id: String) -> Outcome {
+    Outcome {
+        intent: id,
+        principal: "agent".into(),
+        pack_id: "transit".into(),
+        verb_key: "find".into(),
+        code: None,
+        exit_code: Some(0),
+        duration_ms: 1,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        truncated: false,
+        extra: BTreeMap::new(),
+    }
 }
 
 /// What must not change when an admission is refused: the trail, its anchor, the counter.
@@ -154,14 +180,15 @@ fn mount(src: &str, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, d
 }
 
 fn full_disk(dir: &Path) {
-    mount("tmpfs", dir, Some("tmpfs"), 0, Some("size=256k,mode=0700"));
-    let (home, log) = populated(dir);
+    mount("tmpfs", dir, Some("tmpfs"), 0, Some("size=4m,mode=0700"));
+    let (home, log) = populated_with(dir, 64 * 1024);
+    // A call admitted before the disk fills: its outcome has room set aside.
+    let running = log.admit(&spend()).unwrap();
     // Fill the disk.
     let mut fill = std::fs::File::create(dir.join("fill")).unwrap();
     while fill.write_all(&[0u8; 4096]).is_ok() {}
     while fill.write_all(&[0u8; 1]).is_ok() {}
-    // Appends go on while the trail's last page has room; the one that needs a new page
-    // is written in part, and undone.
+    // Refusals go on from the reserve until only the room held for the outcome is left.
     let mut i = 0;
     loop {
         let before = std::fs::read(log.path()).unwrap();
@@ -169,6 +196,10 @@ fn full_disk(dir: &Path) {
             Ok(_) => i += 1,
             Err(e) => {
                 assert_eq!(e.code(), "audit_unavailable", "{e}");
+                assert!(
+                    matches!(e, hcp_store::audit::AuditError::ReserveShort { .. }),
+                    "{e:?}"
+                );
                 assert_eq!(
                     std::fs::read(log.path()).unwrap(),
                     before,
@@ -177,15 +208,22 @@ fn full_disk(dir: &Path) {
                 break;
             }
         }
-        assert!(i < 100, "the disk never filled");
+        assert!(i < 10_000, "the reserve never ran short");
     }
-    assert_refused_and_untouched(&home, &log, "full disk");
-    // Room again: admissions pass.
+    assert!(i > 10, "refusals were written from the reserve: {i}");
+    // The outcome of the call that ran is written from the room held for it.
+    log.outcome(&outcome_of(running.id)).unwrap();
+    // Even the reserve is short: admissions are refused before anything runs.
+    assert_refused_and_untouched(&home, &log, "full disk, reserve short");
+    // Room again: the reserve is refilled and admissions pass.
     drop(fill);
     std::fs::remove_file(dir.join("fill")).unwrap();
-    log.admit(&spend()).unwrap();
-    assert!(log.verify().unwrap().is_clean());
-    println!("ok full_disk after {i} appends");
+    let a = log.admit(&spend()).unwrap();
+    log.outcome(&outcome_of(a.id)).unwrap();
+    assert!(log.reserve_report().unwrap().reserved >= 32 * 1024);
+    let r = log.verify().unwrap();
+    assert!(r.is_clean() && r.interrupted.is_empty(), "{r:?}");
+    println!("ok full_disk after {i} refusals from the reserve");
 }
 
 fn read_only(dir: &Path) {
@@ -211,7 +249,7 @@ fn read_only(dir: &Path) {
     );
     // A store whose audit directory was never written, on a read-only mount.
     let fresh = dir.join("fresh");
-    std::fs::create_dir_all(fresh.join("hcp/audit")).unwrap();
+    hcp_store::made::init(&fresh.join("hcp"), Actor::owner(), None).unwrap();
     let faudit = fresh.join("hcp/audit");
     mount(faudit.to_str().unwrap(), &faudit, None, libc::MS_BIND, None);
     mount(
@@ -285,7 +323,7 @@ fn run_child(scenario: &str) {
 }
 
 #[test]
-fn a_full_disk_refuses_the_intent_and_leaves_nothing_half_written() {
+fn a_full_disk_takes_refusals_and_outcomes_from_the_reserve_then_refuses_admissions() {
     if !is_root() {
         return skip("a full disk needs root to mount a small tmpfs as the store");
     }

@@ -11,6 +11,8 @@
 //! probe fork-hold [SECS]    start a grandchild holding stdout and stderr open for SECS
 //!                           (default 300), print {"grandchild": PID}, and exit 0 at once
 //! probe write PATH TEXT     write TEXT to PATH, print {"written": PATH, "bytes": N}
+//! probe fill PATH           write zeros to PATH until its disk is full, print
+//!                           {"filled": PATH, "bytes": N} (the disk being full is no error)
 //! probe read PATH           print PATH's bytes as they are
 //! probe exit N              exit with status N (0 to 255), printing nothing
 //! probe big N [--stderr]    print exactly N bytes of `x` (to stderr with --stderr)
@@ -28,8 +30,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 const USAGE: &str = "usage: probe env | argv ARG... | cwd | stdin | sleep SECS | spew
-       | fork-hold [SECS] | write PATH TEXT | read PATH | exit N | big N [--stderr]
-       | try COMMAND...";
+       | fork-hold [SECS] | write PATH TEXT | fill PATH | read PATH | exit N
+       | big N [--stderr] | try COMMAND...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os()
@@ -81,6 +83,7 @@ fn dispatch(args: &[String]) -> Outcome {
         "spew" => spew(rest),
         "fork-hold" => fork_hold(rest),
         "write" => write(rest),
+        "fill" => fill(rest),
         "read" => read(rest),
         "exit" => Err(Failure::usage("exit takes one status, 0 to 255")),
         "big" => big(rest),
@@ -207,6 +210,29 @@ fn write(args: &[String]) -> Outcome {
     std::fs::write(path, text.as_bytes())
         .map_err(|e| Failure::io(format!("cannot write `{path}`"), &e))?;
     out_json(&json!({ "written": path, "bytes": text.len() }))
+}
+
+fn fill(args: &[String]) -> Outcome {
+    let [path] = args else {
+        return Err(Failure::usage("fill takes one argument, PATH"));
+    };
+    let mut f = std::fs::File::create(path)
+        .map_err(|e| Failure::io(format!("cannot create `{path}`"), &e))?;
+    let block = [0u8; 4096];
+    let mut bytes = 0u64;
+    loop {
+        match f.write(&block) {
+            Ok(0) => break,
+            Ok(n) => bytes += n as u64,
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => return Err(Failure::io(format!("cannot write `{path}`"), &e)),
+        }
+    }
+    // The last bytes of the disk, a page at a time did not take.
+    while f.write(&[0u8]).is_ok_and(|n| n == 1) {
+        bytes += 1;
+    }
+    out_json(&json!({ "filled": path, "bytes": bytes }))
 }
 
 fn read(args: &[String]) -> Outcome {

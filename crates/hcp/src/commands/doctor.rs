@@ -101,8 +101,9 @@ fn human(r: &Report) -> String {
     ));
     let audit = &r.store.audit;
     line(format!(
-        "  audit trail           {} records, {}{}{}",
+        "  audit trail           {} record{}, {}{}{}",
         audit.records,
+        if audit.records == 1 { "" } else { "s" },
         match (&audit.error, &audit.fault, audit.sound) {
             (Some(_), _, _) => "unreadable, see below".to_owned(),
             (None, Some(f), _) => format!("broken ({f})"),

@@ -17,8 +17,7 @@ pub fn run(_a: Args) -> CliResult {
     super::session::require_owner("init")?;
     let root = super::session::home_root()?;
     let witness = made::witness_of(&root).map_err(|e| super::session::store_error(&e))?;
-    let made = made::init(&root, Actor::owner(), witness.as_deref())
-        .map_err(|e| super::session::store_error(&e))?;
+    let made = make(&root, witness.as_deref())?;
     match made {
         Made::New { store_id } => out!("made the store `{}` (id {store_id})", root.display()),
         Made::Already { store_id } => {
@@ -33,6 +32,19 @@ pub fn run(_a: Args) -> CliResult {
         ),
     }
     Ok(exit::OK)
+}
+
+/// Makes the store at `root` with the reserve the crash-test seam asks for (debug builds,
+/// `HCP_TEST_RESERVE_BYTES`), else the store's own.
+fn make(
+    root: &std::path::Path,
+    witness: Option<&dyn hcp_store::audit::witness::Witness>,
+) -> Result<Made, CliError> {
+    let reserve = hcp_runtime::seam::Seam::from_env()
+        .reserve_bytes()
+        .unwrap_or(hcp_store::audit::reserve::RESERVE_BYTES);
+    made::init_with_reserve(root, Actor::owner(), witness, reserve)
+        .map_err(|e| super::session::store_error(&e))
 }
 
 /// `hcp install DIR` into a home that is not a store yet makes one first (RUNTIME §4:
@@ -53,8 +65,7 @@ pub(crate) fn open_or_init_for(dir: &std::path::Path) -> Result<hcp_store::Home,
                 return hcp_store::Home::open(&root).map_err(|e| super::session::store_error(&e));
             }
             let witness = made::witness_of(&root).map_err(|e| super::session::store_error(&e))?;
-            made::init(&root, Actor::owner(), witness.as_deref())
-                .map_err(|e| super::session::store_error(&e))?;
+            make(&root, witness.as_deref())?;
             made::open(&root).map_err(|e| super::session::store_error(&e))
         }
         other => other.map_err(|e| super::session::store_error(&e)),

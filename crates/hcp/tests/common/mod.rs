@@ -103,6 +103,21 @@ impl World {
         self.hcp().args(args).output().unwrap()
     }
 
+    /// `hcp init`: makes the store (RUNTIME §4: stores are made on purpose; `install`
+    /// makes one too), asserting success. Returns the world for chaining.
+    pub fn init(&self) -> &Self {
+        let out = self.run(&["init"]);
+        assert!(out.status.success(), "hcp init:\n{}", self.render(&out));
+        self
+    }
+
+    /// A world whose store is made ([`World::init`]).
+    pub fn with_store() -> Self {
+        let w = Self::new();
+        w.init();
+        w
+    }
+
     /// Gives the `mail` gold pack the one place it writes, `$HOME/.hcp-example-mail`:
     /// `personal` and `brain` children write only their private `TMPDIR` and the paths
     /// `config.json` grants the pack (RUNTIME §5). Makes the directory (a grant of a path

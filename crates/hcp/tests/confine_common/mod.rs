@@ -186,6 +186,8 @@ impl Cw {
             .collect();
         let cw = Self { w, user };
         cw.own(&cw.w.root());
+        let out = cw.run(&["init"]);
+        assert!(out.status.success(), "init:\n{}", cw.w.render(&out));
         for dir in sources {
             let out = cw.run(&["install", "--activate", &dir.display().to_string()]);
             assert!(out.status.success(), "install:\n{}", cw.w.render(&out));

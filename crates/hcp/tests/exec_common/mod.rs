@@ -159,8 +159,26 @@ pub fn assert_refused(w: &World, out: &Output, v: &Value, code: &str, exit: i32)
     assert!(v["error"].is_string(), "{v}");
 }
 
-/// The audit records, oldest first.
+/// The audit records of calls (intents, outcomes, refusals, events, recoveries), oldest
+/// first; the store's acts of authority (its `init`, RUNTIME §6) are left out
+/// ([`authority_records`] has them).
 pub fn audit_records(w: &World) -> Vec<Value> {
+    all_records(w)
+        .into_iter()
+        .filter(|r| r["kind"] != "authority")
+        .collect()
+}
+
+/// The records of acts of authority, oldest first.
+pub fn authority_records(w: &World) -> Vec<Value> {
+    all_records(w)
+        .into_iter()
+        .filter(|r| r["kind"] == "authority")
+        .collect()
+}
+
+/// Every record of the trail, oldest first.
+pub fn all_records(w: &World) -> Vec<Value> {
     let path = w.hcp_home.join("audit").join("audit.jsonl");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Vec::new();

@@ -489,11 +489,17 @@ impl Locked {
         if self.reserved >= need {
             return true;
         }
+        // The whole reserve if the disk has room for it, else at least this record's need.
         let want = reserve::target(self.reserve_target, self.held).max(need);
-        if let Ok(now) = reserve::refill(&self.log, self.tail_len(), want) {
-            self.reserved = now;
+        for n in [want, need] {
+            if let Ok(now) = reserve::refill(&self.log, self.tail_len(), n) {
+                self.reserved = now;
+            }
+            if self.reserved >= need {
+                return true;
+            }
         }
-        self.reserved >= need || reserve::unsupported(&self.log)
+        reserve::unsupported(&self.log)
     }
 
     /// The spend watermark after a record that spends nothing was appended at `start`:
