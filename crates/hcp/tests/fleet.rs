@@ -366,6 +366,20 @@ fn a_record_edited_in_the_database_by_hand_is_named_by_verify() {
         }
     }
     a.assert_sound();
+    // Each machine's chain is keyed by that machine's own chain key (RUNTIME §6, §9):
+    // each checks its own chain's hashes, and another's structure only.
+    let (_, v) = a.verify();
+    let chain_of = |v: &Value, m: &str| -> Value {
+        v["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["machine"] == json!(m))
+            .unwrap()["chain"]
+            .clone()
+    };
+    assert_eq!(chain_of(&v, &a.id()), json!("checked"), "{v}");
+    assert_eq!(chain_of(&v, &b.id()), json!("not_checked"), "{v}");
     // B's third record: its verb key changed, its hash left as it was.
     let id = psql(
         &ua,
@@ -376,25 +390,41 @@ fn a_record_edited_in_the_database_by_hand_is_named_by_verify() {
         ),
     );
     assert!(!id.is_empty());
-    let (status, v) = a.verify();
+    let (status, v) = b.verify();
     assert_eq!((status, &v["ok"]), (1, &json!(false)), "{v}");
     let text = v.to_string();
     assert!(text.contains("hash_mismatch"), "{v}");
     assert!(text.contains(&b.id()), "names the machine: {v}");
     assert!(text.contains(&id), "names the record: {v}");
     // The text face says the same.
-    let out = a.run(&["audit", "verify"]);
+    let out = b.run(&["audit", "verify"]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains(&b.id()) && said.contains("record 3"),
         "{said}"
     );
+    // A record whose hash was recomputed with the server's plain formula, as before keyed
+    // chains, fails on every machine: a plain hash after the keyed part.
+    psql(
+        &ua,
+        &format!(
+            "UPDATE {schema}.audit_record SET hash = 'sha256:' || encode(sha256(convert_to(prev || E'\\n' || seq::text || E'\\n' || body, 'UTF8')), 'hex') \
+             WHERE machine = '{}' AND seq = 3",
+            b.id()
+        ),
+    );
+    for m in [a, b] {
+        let (status, v) = m.verify();
+        assert_eq!((status, &v["ok"]), (1, &json!(false)), "{v}");
+        assert!(v.to_string().contains("hash_mismatch"), "{v}");
+    }
 }
 
 #[test]
 fn a_bad_state_key_or_a_config_that_may_hide_one_refuses_before_any_state_is_touched() {
     let Some(u) = url() else { return };
     let m = Machine::new("a", &u, "unused");
+    let trail = std::fs::read(m.w.hcp_home.join("audit/audit.jsonl")).unwrap();
     for (text, at) in [
         (
             r#"{"state": {"url": "host=/s", "sslmode": "x"}}"#,
@@ -427,7 +457,11 @@ fn a_bad_state_key_or_a_config_that_may_hide_one_refuses_before_any_state_is_tou
         }
         // Nothing was written to the local state.
         assert!(!m.w.hcp_home.join("state/sessions").exists(), "{text}");
-        assert!(!m.w.hcp_home.join("audit/audit.jsonl").exists(), "{text}");
+        assert_eq!(
+            std::fs::read(m.w.hcp_home.join("audit/audit.jsonl")).unwrap(),
+            trail,
+            "{text}"
+        );
     }
 }
 
@@ -490,16 +524,24 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     server.ctl("stop");
     let out = sleeper.wait_with_output().unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The verb ran: the call answers with its result, marked (RUNTIME §6
+    // `outcome_deferred`), so a harness does not run it again.
     assert_eq!(
-        (out.status.code(), v["code"].as_str()),
-        (Some(74), Some("state_unavailable")),
+        (out.status.code(), v["ok"].as_bool()),
+        (Some(0), Some(true)),
         "{v}"
     );
-    assert!(v["error"].as_str().unwrap().contains("the verb ran"), "{v}");
+    assert_eq!(
+        v["outcome_deferred"]["code"].as_str(),
+        Some("state_unavailable"),
+        "{v}"
+    );
     assert_code(&a, "state_unavailable", "is the server running");
     assert_code(&b, "state_unavailable", "is the server running");
     assert!(!b.w.hcp_home.join("state/sessions").exists());
-    assert!(!b.w.hcp_home.join("audit/audit.jsonl").exists());
+    // The machine's local trail holds its `init` only: no fall-back to local state.
+    let local = std::fs::read_to_string(b.w.hcp_home.join("audit/audit.jsonl")).unwrap();
+    assert_eq!(local.lines().count(), 1, "{local}");
 
     // Restarted: both machines go on; the interrupted call is listed, not damage.
     server.ctl("start");
@@ -522,12 +564,13 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
 
     // One schema version behind (as an hcp one release older left it): refused with the
     // hint to migrate; `hcp state migrate` brings it back.
+    let v = fleet_support::SCHEMA_VERSION;
     server.psql(&format!(
-        "DELETE FROM {schema}.schema_version WHERE version = 4"
+        "DELETE FROM {schema}.schema_version WHERE version = {v}"
     ));
     assert_code(&b, "state_unavailable", "hcp state migrate");
     let said = b.ok(&["state", "migrate"]);
-    assert!(said.contains("applied migration 4"), "{said}");
+    assert!(said.contains(&format!("applied migration {v}")), "{said}");
     assert_eq!(b.exec(Some(&token), &argv).0, 0);
     assert_eq!(a.exec(Some(&token), &argv).0, 0);
     let v = b.assert_sound();
@@ -565,7 +608,10 @@ fn tail_follow_on_one_machine_streams_the_records_of_every_machine() {
     let (i, o) = (next(), next());
     for r in [&i, &o] {
         assert_eq!(r["machine"], json!(b.id()), "{r}");
-        assert!(r["hash"].as_str().unwrap().starts_with("sha256:"), "{r}");
+        assert!(
+            r["hash"].as_str().unwrap().starts_with("hmac-sha256:"),
+            "{r}"
+        );
     }
     assert_eq!(
         (i["kind"].as_str(), i["seq"].as_u64()),
@@ -590,13 +636,21 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
     let again = ms[1].ok(&["state", "migrate"]);
     assert_eq!(
         again.trim(),
-        format!("schema `{schema}` is current (version 4)"),
+        format!(
+            "schema `{schema}` is current (version {})",
+            fleet_support::SCHEMA_VERSION
+        ),
         "{again}"
     );
     let v: Value = serde_json::from_str(&ms[0].ok(&["state", "migrate", "--json"])).unwrap();
     assert_eq!(
         (&v["backend"], &v["from"], &v["to"], &v["applied"]),
-        (&json!("postgresql"), &json!(4), &json!(4), &json!([])),
+        (
+            &json!("postgresql"),
+            &json!(fleet_support::SCHEMA_VERSION),
+            &json!(fleet_support::SCHEMA_VERSION),
+            &json!([])
+        ),
         "{v}"
     );
     // Doctor names the backend, this machine, the server's and the schema's versions.
@@ -614,8 +668,8 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         (
             &json!("postgresql"),
             &json!(schema),
-            &json!(4),
-            &json!(4),
+            &json!(fleet_support::SCHEMA_VERSION),
+            &json!(fleet_support::SCHEMA_VERSION),
             &json!(true),
             &json!(ms[0].id())
         ),
@@ -632,7 +686,10 @@ fn migrate_says_what_it_did_once_and_doctor_names_the_backend_and_its_versions()
         "{text}"
     );
     assert!(
-        text.contains("  schema version        4 (this hcp: 4)"),
+        text.contains(&format!(
+            "  schema version        {0} (this hcp: {0})",
+            fleet_support::SCHEMA_VERSION
+        )),
         "{text}"
     );
     assert!(text.contains("  reachable             yes"), "{text}");
@@ -667,7 +724,10 @@ fn an_agents_mcp_server_lists_and_calls_its_tools_on_the_fleet_and_refuses_a_sch
     assert_eq!(r["result"]["isError"], false, "{r}");
     psql(
         &ua,
-        &format!("DELETE FROM {schema}.schema_version WHERE version = 4"),
+        &format!(
+            "DELETE FROM {schema}.schema_version WHERE version = {}",
+            fleet_support::SCHEMA_VERSION
+        ),
     );
     let r = running.call("polprobe.argv", json!({ "value": "x" }));
     assert_eq!(mcp_common::refusal_code(&r), "state_unavailable", "{r}");

@@ -536,10 +536,10 @@ $fn$;
 /// row's lock); else they answer `stale` with the head, and the machine computes again.
 /// `hcp_admit_keyed` is `hcp_admit` that locks the head row first, so a stale head spends
 /// nothing. (`hcp_append` and `hcp_admit` stay, for a state without a machine's store:
-/// the server's plain chain of schema 4.) `audit_witness`
+/// the server's plain chain of schema 4.) Applying it again changes nothing. `audit_witness`
 /// keeps the machines' signed checkpoints; their role may only insert into it.
 pub(crate) const V5_KEYED: &str = r#"
-CREATE TABLE audit_witness (
+CREATE TABLE IF NOT EXISTS audit_witness (
     gid        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     machine    text NOT NULL,
     store      text NOT NULL,
@@ -549,9 +549,9 @@ CREATE TABLE audit_witness (
     checkpoint text NOT NULL,
     taken_at   timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX audit_witness_machine ON audit_witness (machine, count);
+CREATE INDEX IF NOT EXISTS audit_witness_machine ON audit_witness (machine, count);
 
-CREATE FUNCTION hcp_head(p_machine text) RETURNS TABLE (h_seq bigint, h_hash text)
+CREATE OR REPLACE FUNCTION hcp_head(p_machine text) RETURNS TABLE (h_seq bigint, h_hash text)
 LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
 BEGIN
     RETURN QUERY SELECT c.seq, c.hash FROM audit_chain c
@@ -567,7 +567,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION hcp_append_keyed(p_machine text, p_body text, p_sync boolean,
+CREATE OR REPLACE FUNCTION hcp_append_keyed(p_machine text, p_body text, p_sync boolean,
     p_prev_seq bigint, p_prev_hash text, p_hash text)
 RETURNS TABLE (o_status text, o_seq bigint, o_hash text)
 LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
@@ -590,7 +590,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION hcp_admit_keyed(
+CREATE OR REPLACE FUNCTION hcp_admit_keyed(
     p_machine text, p_body text, p_now timestamptz,
     p_session text, p_principal text, p_pack text, p_capabilities text[],
     p_c_identity text[], p_c_tool text[], p_c_rate bigint[], p_c_budget bigint[],

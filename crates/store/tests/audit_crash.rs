@@ -325,7 +325,12 @@ fn check_invariants(home: &Home, reports: &Reports, in_flight_allowed: usize, gr
 #[test]
 fn a_hundred_kills_at_every_point_never_leave_damage_or_a_wrong_count() {
     let d = tempfile::tempdir().unwrap();
-    hcp_store::made::init(&d.path().join("hcp"), hcp_store::audit::Actor::owner(), None).unwrap();
+    hcp_store::made::init(
+        &d.path().join("hcp"),
+        hcp_store::audit::Actor::owner(),
+        None,
+    )
+    .unwrap();
     let home = Home::open(d.path().join("hcp")).unwrap();
     let mut rng = Rng::new();
     let mut reports = Reports::default();
@@ -434,7 +439,12 @@ fn eight_processes_times_two_hundred_calls_with_random_kills_keep_one_chain() {
     const PROCS: u64 = 8;
     const CALLS: u64 = 200;
     let d = tempfile::tempdir().unwrap();
-    hcp_store::made::init(&d.path().join("hcp"), hcp_store::audit::Actor::owner(), None).unwrap();
+    hcp_store::made::init(
+        &d.path().join("hcp"),
+        hcp_store::audit::Actor::owner(),
+        None,
+    )
+    .unwrap();
     let home = Home::open(d.path().join("hcp")).unwrap();
     let seed = Rng::new().next();
     let started = Instant::now();

@@ -71,6 +71,8 @@ impl Machine {
         let w = World::new();
         let m = Self { w, name };
         m.point_at(url, schema);
+        // The machine's own store (RUNTIME §4): its chain key keys its chain of the fleet.
+        m.w.init();
         m
     }
 
@@ -320,3 +322,7 @@ fn parse_exports(text: &str) -> BTreeMap<String, String> {
     }
     out
 }
+
+/// The schema version of the fleet's database this hcp reads and writes
+/// (`hcp_state_pg::SCHEMA_VERSION`).
+pub const SCHEMA_VERSION: i32 = 5;

@@ -79,8 +79,7 @@ impl World {
         let user = root.join("user");
         std::fs::create_dir_all(&work).unwrap();
         std::fs::create_dir_all(&user).unwrap();
-        hcp_store::made::init(&root.join("home"), hcp_store::audit::Actor::owner(), None)
-            .unwrap();
+        hcp_store::made::init(&root.join("home"), hcp_store::audit::Actor::owner(), None).unwrap();
         let rt = Runtime::open(Home::open(root.join("home")).unwrap());
         let w = Self {
             _dir: dir,

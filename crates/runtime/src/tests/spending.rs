@@ -202,10 +202,7 @@ impl State for Racing {
     fn record(&self, e: &Entry) -> Result<Appended, AuditError> {
         self.0.record(e)
     }
-    fn record_authority(
-        &self,
-        a: &hcp_store::audit::Authority,
-    ) -> Result<Appended, AuditError> {
+    fn record_authority(&self, a: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
         self.0.record_authority(a)
     }
     fn audit_ready(&self) -> Result<(), AuditError> {
