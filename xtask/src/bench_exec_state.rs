@@ -330,6 +330,7 @@ fn measure(
         serde_json::json!({"state": {"url": server.direct, "schema": schema}}).to_string(),
     )
     .context("cannot write config.json")?;
+    r.ok(&direct, &["init"])?;
     eprintln!("{}", r.ok(&direct, &["state", "migrate"])?.trim());
     make_store(&r, &direct, Some((&server.direct, &schema)), &echo)?;
     make_store(&r, &pool, Some((&server.pool, &schema)), &echo)?;

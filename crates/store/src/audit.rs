@@ -1,28 +1,33 @@
-//! The audit trail (RUNTIME §6): `audit/audit.jsonl`, one hash-chained record a line,
-//! with its anchor `audit/audit.anchor`, the argument-digest secret and the checkpoint
-//! key, all 0600 in a 0700 directory.
+//! The audit trail (RUNTIME §6): `audit/audit.jsonl`, one keyed, chained record a line,
+//! with its keyed anchor `audit/audit.anchor`, the chain key, the argument-digest secret
+//! and the checkpoint key ([`KEY_FILES`]), all 0600 in a 0700 directory.
 //!
 //! # Records
 //! Every record has `ts` (RFC 3339 UTC, milliseconds), `id` (UUID v7), `seq` (its
 //! position, from 1), `kind`, then the fields of its kind, then `prev` (the previous
-//! record's `hash`, [`GENESIS`] for the first) and `hash` ([`record_hash`]: `sha256:` over
-//! the [`canonical_json`] of the record without `hash`). A line is the canonical encoding
-//! of the whole record, so keys appear sorted. Kinds ([`Kind`]): `intent` (an allowed call,
+//! record's `hash`, [`GENESIS`] for the first) and `hash` ([`ChainKey::record_hash`]:
+//! `hmac-sha256:` and the HMAC-SHA-256 under the store's chain key of the
+//! [`canonical_json`] of the record without `hash`). A line is the canonical encoding of
+//! the whole record, so keys appear sorted. Kinds ([`Kind`]): `intent` (an allowed call,
 //! written and synced by [`AuditLog::admit`] before its child starts, naming what it
 //! spends), `outcome` ([`AuditLog::outcome`]: exit code, duration, bytes, `truncated`, and
 //! the `intent` it closes), `refusal` and `event` ([`AuditLog::append`] of an [`Entry`]),
-//! `recovery` (a torn tail cut off). Records written before `seq` and `kind` existed are
-//! read as legacy and their trail is adopted on its next append.
+//! `authority` (an act of authority, [`AuditLog::append_authority`]: the store's first
+//! record is its `init`), `recovery` (a torn tail cut off, or a torn anchor slot). Records
+//! of trails from before keyed chains (plain SHA-256, [`record_hash`]) may only come before
+//! the keyed part, which begins with `init` or with the `migrate` record that moved the
+//! trail onto the key ([`AuditLog::migrate_trail`]). docs/DESIGN.md ("The keyed chain")
+//! writes the format down for an outside verifier.
 //!
 //! # Appending
 //! Appenders hold an exclusive lock on the anchor file. Each one checks the end of the
 //! trail against the anchor (a cut tail, a deleted or replaced trail stop every append
 //! with `audit_unavailable`, so that the evidence is never written over), recovers a torn
-//! tail left by a crash, writes its line with `O_APPEND`, syncs it when its kind asks
-//! for it (intents, refusals, events, recoveries: yes; outcomes: no, the next sync covers
-//! them), then rewrites one slot of the anchor without syncing. What holds under a process
-//! kill and under a power cut at each point is written down in docs/DESIGN.md ("The
-//! audit trail").
+//! tail left by a crash, writes its line with `O_APPEND` into the reserve ([`reserve`]),
+//! syncs it when its kind asks for it (intents, refusals, events, acts, recoveries: yes;
+//! outcomes: no, the next sync covers them), then rewrites one slot of the anchor without
+//! syncing. What holds under a process kill and under a power cut at each point is
+//! written down in docs/DESIGN.md ("The audit trail").
 //!
 //! # Spending
 //! The intent is the spend: counter slots and an approval are taken by the record that
@@ -30,9 +35,11 @@
 //! to date under the lock before every admission ([`admit`]).
 //!
 //! # What the chain does not prove
-//! Anyone who can write the directory can rewrite the trail, its anchor and every hash.
-//! The anchor catches a cut, a wipe or a replacement made without rewriting it; a signed
-//! [`checkpoint`] kept elsewhere catches the rest.
+//! Whoever lacks the chain key cannot rewrite the trail or its anchor to match. The keys
+//! do not stop a copy of the store's own writing put back: an older trail and anchor
+//! together, an older anchor with the trail cut to match. A signed [`checkpoint`] kept
+//! elsewhere — a [`witness`] takes one after every act of authority and every 100 records —
+//! catches those down to its newest.
 
 mod admit;
 mod anchor;

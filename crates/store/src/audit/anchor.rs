@@ -67,7 +67,7 @@ impl Point {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Anchor {
-    /// Format: [`KEYED`] (2), or [`LEGACY`] (1) for a trail not migrated yet.
+    /// Format: 2 (keyed), or 1 for a trail not migrated yet.
     pub v: u32,
     /// Generation: one more on every write.
     pub generation: u64,
