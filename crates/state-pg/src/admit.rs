@@ -219,65 +219,47 @@ impl PgState {
                 (Some(k), Some((s, h))) => Some(crate::keyed_chain_hash(k, h, s + 1, &body)),
                 _ => None,
             };
-            let r = self.with(|c| {
-                if key.is_none() {
-                    // A state without this machine's store (the crate's own tests): the
-                    // server's unkeyed chain of schema 4.
-                    return Ok(c.query_typed_one(
-                        "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
-                             $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                             $18)",
-                        &[
-                            (&self.machine().as_str(), Type::TEXT),
-                            (&body, Type::TEXT),
-                            (&now, Type::TIMESTAMPTZ),
-                            (&a.session, Type::TEXT),
-                            (&a.principal, Type::TEXT),
-                            (&pack, Type::TEXT),
-                            (&capabilities, Type::TEXT_ARRAY),
-                            (&identities, Type::TEXT_ARRAY),
-                            (&tools, Type::TEXT_ARRAY),
-                            (&rates, Type::INT8_ARRAY),
-                            (&budgets, Type::INT8_ARRAY),
-                            (&windows, Type::INT8_ARRAY),
-                            (&now_ms, Type::INT8),
-                            (&a_tools, Type::TEXT_ARRAY),
-                            (&a_pd, Type::TEXT_ARRAY),
-                            (&a_args, Type::TEXT_ARRAY),
-                            (&a_policy, Type::TEXT_ARRAY),
-                            (&a_escalation, Type::BOOL_ARRAY),
-                        ],
-                    )?);
-                }
-                Ok(c.query_typed_one(
-                    "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit_keyed(
-                         $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                         $18, $19, $20, $21)",
-                    &[
-                        (&self.machine().as_str(), Type::TEXT),
-                        (&body, Type::TEXT),
-                        (&now, Type::TIMESTAMPTZ),
-                        (&a.session, Type::TEXT),
-                        (&a.principal, Type::TEXT),
-                        (&pack, Type::TEXT),
-                        (&capabilities, Type::TEXT_ARRAY),
-                        (&identities, Type::TEXT_ARRAY),
-                        (&tools, Type::TEXT_ARRAY),
-                        (&rates, Type::INT8_ARRAY),
-                        (&budgets, Type::INT8_ARRAY),
-                        (&windows, Type::INT8_ARRAY),
-                        (&now_ms, Type::INT8),
-                        (&a_tools, Type::TEXT_ARRAY),
-                        (&a_pd, Type::TEXT_ARRAY),
-                        (&a_args, Type::TEXT_ARRAY),
-                        (&a_policy, Type::TEXT_ARRAY),
-                        (&a_escalation, Type::BOOL_ARRAY),
-                        (&prev_seq, Type::INT8),
-                        (&prev_hash, Type::TEXT),
-                        (&hash, Type::TEXT),
-                    ],
-                )?)
-            })?;
+            let machine = self.machine().as_str();
+            let mut params: Vec<(&(dyn postgres::types::ToSql + Sync), Type)> = vec![
+                (&machine, Type::TEXT),
+                (&body, Type::TEXT),
+                (&now, Type::TIMESTAMPTZ),
+                (&a.session, Type::TEXT),
+                (&a.principal, Type::TEXT),
+                (&pack, Type::TEXT),
+                (&capabilities, Type::TEXT_ARRAY),
+                (&identities, Type::TEXT_ARRAY),
+                (&tools, Type::TEXT_ARRAY),
+                (&rates, Type::INT8_ARRAY),
+                (&budgets, Type::INT8_ARRAY),
+                (&windows, Type::INT8_ARRAY),
+                (&now_ms, Type::INT8),
+                (&a_tools, Type::TEXT_ARRAY),
+                (&a_pd, Type::TEXT_ARRAY),
+                (&a_args, Type::TEXT_ARRAY),
+                (&a_policy, Type::TEXT_ARRAY),
+                (&a_escalation, Type::BOOL_ARRAY),
+            ];
+            // A state without this machine's store (the crate's own tests): the server's
+            // plain chain of schema 4; else the hash this machine computed, on its head.
+            let sql = if key.is_none() {
+                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit(
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                     $18)"
+            } else {
+                params.extend([
+                    (
+                        &prev_seq as &(dyn postgres::types::ToSql + Sync),
+                        Type::INT8,
+                    ),
+                    (&prev_hash, Type::TEXT),
+                    (&hash, Type::TEXT),
+                ]);
+                "SELECT o_status, o_detail, o_at, o_seq, o_hash, o_approvals FROM @.hcp_admit_keyed(
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                     $18, $19, $20, $21)"
+            };
+            let r = self.with(|c| Ok(c.query_typed_one(sql, &params)?))?;
             let status: String = r.try_get(0).map_err(PgError::from)?;
             if status == "stale" {
                 let seq: i64 = r.try_get(3).map_err(PgError::from)?;

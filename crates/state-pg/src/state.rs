@@ -517,19 +517,20 @@ impl State for PgState {
         let r = PgState::audit_verify_against(self, &against)
             .map_err(|e| AuditError::Store(store_error(e)))?;
         let mut report = audit_report(&r, &source);
+        let broken = |fault, detail| Broken {
+            fault,
+            line: 0,
+            id: None,
+            expected: None,
+            found: None,
+            detail,
+        };
         for c in &mut report.chains {
             if let Some(m) = &c.machine
                 && let Some((fault, detail)) = faults.remove(m)
                 && c.report.broken.is_none()
             {
-                c.report.broken = Some(Broken {
-                    fault,
-                    line: 0,
-                    id: None,
-                    expected: None,
-                    found: None,
-                    detail,
-                });
+                c.report.broken = Some(broken(fault, detail));
             }
         }
         // A fault of a machine with no chain (a witness of a machine whose records are gone).
@@ -537,14 +538,7 @@ impl State for PgState {
             report.chains.push(ChainVerify {
                 machine: Some(m),
                 report: VerifyReport {
-                    broken: Some(Broken {
-                        fault,
-                        line: 0,
-                        id: None,
-                        expected: None,
-                        found: None,
-                        detail,
-                    }),
+                    broken: Some(broken(fault, detail)),
                     ..VerifyReport::default()
                 },
             });

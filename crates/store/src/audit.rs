@@ -362,18 +362,10 @@ pub fn abort_hook(spec: &str) -> Option<StepHook> {
         None => (spec, 1),
     };
     let known = ["locked", "recovered", "caches_updated", "anchor_written"];
-    let kinds = [
-        "intent",
-        "outcome",
-        "refusal",
-        "event",
-        "recovery",
-        "authority",
-    ];
     let valid = known.contains(&step)
-        || kinds
-            .iter()
-            .any(|k| step == format!("{k}_written") || step == format!("{k}_synced"));
+        || Kind::ALL.iter().any(|k| {
+            step == format!("{}_written", k.as_str()) || step == format!("{}_synced", k.as_str())
+        });
     if !valid || n == 0 {
         return None;
     }
@@ -461,15 +453,7 @@ impl AuditLog {
     /// `None` when `spec` names no kind.
     pub fn failing_at(mut self, spec: &str) -> Option<Self> {
         let kind = spec.strip_suffix("_write")?;
-        let known = [
-            "intent",
-            "outcome",
-            "refusal",
-            "event",
-            "recovery",
-            "authority",
-        ];
-        known.contains(&kind).then(|| {
+        Kind::ALL.iter().any(|k| k.as_str() == kind).then(|| {
             self.fail = Some(kind.to_owned());
             self
         })

@@ -49,24 +49,28 @@ fn entry(i: u64, principal: &str) -> Entry {
     }
 }
 
+/// An admitted call (its intent written).
+fn admit(log: &AuditLog, principal: &str) -> hcp_store::audit::Admitted {
+    log.admit(&Admission {
+        intent: Intent {
+            principal: principal.into(),
+            project: None,
+            pack_id: "transit".into(),
+            verb_key: "find".into(),
+            operation: Operation::Read,
+            land: Some(Land::Local),
+            args_digest: DigestKey::from_bytes([7; 32]).args_digest([]),
+            extra: BTreeMap::new(),
+        },
+        counters: vec![],
+        approvals: vec![],
+    })
+    .unwrap()
+}
+
 /// An admitted call and its outcome.
 fn call(log: &AuditLog, principal: &str) {
-    let a = log
-        .admit(&Admission {
-            intent: Intent {
-                principal: principal.into(),
-                project: None,
-                pack_id: "transit".into(),
-                verb_key: "find".into(),
-                operation: Operation::Read,
-                land: Some(Land::Local),
-                args_digest: DigestKey::from_bytes([7; 32]).args_digest([]),
-                extra: BTreeMap::new(),
-            },
-            counters: vec![],
-            approvals: vec![],
-        })
-        .unwrap();
+    let a = admit(log, principal);
     log.outcome(&Outcome {
         intent: a.id,
         principal: principal.into(),
@@ -725,22 +729,7 @@ fn a_verifier_without_the_key_checks_the_rest_and_reports_not_checked() {
 fn an_outcome_is_bounded_to_eight_kib() {
     let d = tempfile::tempdir().unwrap();
     let (_root, log) = store(d.path());
-    let a = log
-        .admit(&Admission {
-            intent: Intent {
-                principal: "bob".into(),
-                project: None,
-                pack_id: "transit".into(),
-                verb_key: "find".into(),
-                operation: Operation::Read,
-                land: Some(Land::Local),
-                args_digest: DigestKey::from_bytes([7; 32]).args_digest([]),
-                extra: BTreeMap::new(),
-            },
-            counters: vec![],
-            approvals: vec![],
-        })
-        .unwrap();
+    let a = admit(&log, "bob");
     let big: Vec<Value> = (0..400)
         .map(|i| json!({"dest": format!("host-{i}.example.org"), "port": 443}))
         .collect();

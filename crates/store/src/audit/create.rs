@@ -68,12 +68,7 @@ pub(crate) fn create(
     fsutil::ensure_dir(dir)?;
     let key = ChainKey::generate()?;
     key.write_new(&dir.join(CHAIN_KEY_FILE))?;
-    fsutil::load_or_create_secret(&dir.join(super::DIGEST_SECRET_FILE), || {
-        Ok(fsutil::random_bytes::<32>()?.to_vec())
-    })?;
-    fsutil::load_or_create_secret(&dir.join(super::checkpoint::KEY_FILE), || {
-        Ok(fsutil::random_bytes::<32>()?.to_vec())
-    })?;
+    other_keys(dir)?;
     let (line, w) = encode(
         &key,
         &Point::genesis(),
@@ -114,6 +109,16 @@ pub(crate) fn create(
         .map_err(|e| io("write", &anchor_path, e))?;
     sync_dir(dir)?;
     Ok(w.hash)
+}
+
+/// The argument-digest secret and the checkpoint key in `dir`, each made when missing.
+fn other_keys(dir: &Path) -> Result<(), AuditError> {
+    for name in [super::DIGEST_SECRET_FILE, super::checkpoint::KEY_FILE] {
+        fsutil::load_or_create_secret(&dir.join(name), || {
+            Ok(fsutil::random_bytes::<32>()?.to_vec())
+        })?;
+    }
+    Ok(())
 }
 
 /// Opens `path` for reading and writing and takes its exclusive lock; `None` when absent.
@@ -263,12 +268,7 @@ pub(crate) fn migrate(log: &AuditLog, act: &Authority) -> Result<Migrated, Audit
     std::fs::rename(&new_key_path, dir.join(CHAIN_KEY_FILE))
         .map_err(|e| io("rename into", &dir.join(CHAIN_KEY_FILE), e))?;
     sync_dir(dir)?;
-    fsutil::load_or_create_secret(&dir.join(super::DIGEST_SECRET_FILE), || {
-        Ok(fsutil::random_bytes::<32>()?.to_vec())
-    })?;
-    fsutil::load_or_create_secret(&dir.join(super::checkpoint::KEY_FILE), || {
-        Ok(fsutil::random_bytes::<32>()?.to_vec())
-    })?;
+    other_keys(dir)?;
     if let Ok(f) = File::open(log.path()) {
         let _ = reserve::refill(&f, point.end, log.reserve_bytes());
     }

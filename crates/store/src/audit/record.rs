@@ -66,7 +66,17 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// `intent`, `outcome`, `refusal`, `event`, `recovery`.
+    /// Every kind, in the order of their declaration.
+    pub const ALL: [Kind; 6] = [
+        Kind::Intent,
+        Kind::Outcome,
+        Kind::Refusal,
+        Kind::Event,
+        Kind::Recovery,
+        Kind::Authority,
+    ];
+
+    /// `intent`, `outcome`, `refusal`, `event`, `recovery`, `authority`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Intent => "intent",
