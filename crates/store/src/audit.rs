@@ -64,7 +64,7 @@ pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
 pub use fields::{Actor, Authority, CounterKey, Intent, Outcome, Spends};
 pub use follow::{FileFollow, Follower};
-pub use fsutil::Boot;
+pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
 pub use record::{
     CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,

@@ -33,6 +33,9 @@ pub const MARKER_FILE: &str = "store.json";
 /// store of an earlier version: no marker, a trail without a chain key).
 pub const STORE_FORMAT: u32 = 2;
 
+/// The largest marker read, in bytes (one is about 250).
+const MARKER_MAX: usize = 4096;
+
 /// `store.json`: what makes a directory a store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,7 +60,7 @@ impl Marker {
     /// [`StoreError::Damaged`] for a marker that does not parse; [`StoreError::Io`].
     pub fn read(root: &Path) -> Result<Option<Self>, StoreError> {
         let path = root.join(MARKER_FILE);
-        match std::fs::read(&path) {
+        match crate::audit::read_small(&path, MARKER_MAX) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| StoreError::Damaged {

@@ -59,6 +59,7 @@ pub fn run(a: Args) -> CliResult {
     let c = connect::connect(&rt, &caller, &pack, parsed.words, timeout).map_err(CliError::from)?;
     if json {
         print_json(&c.result);
+        super::exec::after_answer(&rt);
         return Ok(c.exit);
     }
     let _ = std::io::stderr().lock().write_all(&c.stderr);
@@ -71,6 +72,7 @@ pub fn run(a: Args) -> CliResult {
         };
         out!("connected `{}` as `{principal}`{shared}", pack.id);
     }
+    super::exec::after_answer(&rt);
     Ok(c.exit)
 }
 
@@ -95,5 +97,6 @@ pub fn run_disconnect(a: DisconnectArgs) -> CliResult {
     } else {
         out!("`{}` had no binding for `{}`", d.principal, d.family);
     }
+    super::exec::after_answer(&rt);
     Ok(exit::OK)
 }

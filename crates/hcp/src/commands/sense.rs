@@ -51,5 +51,8 @@ pub fn run(a: Args) -> CliResult {
         events_fd: Some(stdout.as_fd()),
     };
     // The relay, then the sense's outcome record (its intent was written at admission).
-    hcp_runtime::sense::run(&rt, &mut admitted, a.count, sinks).map_err(CliError::from)
+    let status =
+        hcp_runtime::sense::run(&rt, &mut admitted, a.count, sinks).map_err(CliError::from);
+    super::exec::after_answer(&rt);
+    status
 }

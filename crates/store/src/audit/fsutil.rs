@@ -87,13 +87,42 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
     Ok(raw)
 }
 
+/// Reads a file of at most `max` bytes in one `read` (a short read of a regular file is its
+/// end): `open`, `read`, `close`, where `std::fs::read` adds a `statx` and a second `read`.
+/// A file longer than `max` answers its first `max + 1` bytes, so the caller sees it is too
+/// long.
+///
+/// # Errors
+/// The I/O error.
+pub fn read_small(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
+    let mut f = File::open(path)?;
+    let mut buf = vec![0u8; max + 1];
+    let mut got = 0;
+    loop {
+        match std::io::Read::read(&mut f, &mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                // One read holds a small regular file whole: a short one is its end.
+                if got == buf.len() || n < buf.len() - (got - n) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
 /// Reads a small secret file, or creates it with `make()` (0600, synced, then linked into
 /// place so two first users agree on one value).
 pub(crate) fn load_or_create_secret(
     path: &Path,
     make: impl FnOnce() -> Result<Vec<u8>, StoreError>,
 ) -> Result<Vec<u8>, StoreError> {
-    match std::fs::read(path) {
+    match read_small(path, 64) {
         Ok(b) => return Ok(b),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(StoreError::io("read", path, e)),

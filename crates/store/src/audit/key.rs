@@ -81,7 +81,7 @@ impl ChainKey {
     /// # Errors
     /// [`StoreError::Damaged`] for a file that is not 32 bytes.
     pub fn read(path: &Path) -> Result<KeyRead, StoreError> {
-        match std::fs::read(path) {
+        match fsutil::read_small(path, CHAIN_KEY_BYTES) {
             Ok(b) => {
                 let bytes: [u8; CHAIN_KEY_BYTES] =
                     b.as_slice().try_into().map_err(|_| StoreError::Damaged {

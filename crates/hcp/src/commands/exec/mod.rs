@@ -130,16 +130,21 @@ pub fn run(a: Args) -> CliResult {
     let cancel = std::os::fd::AsFd::as_fd(&signals.read);
     let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(cancel));
     let status = print(&answer, json || json_face);
+    after_answer(&rt);
+    Ok(status)
+}
+
+/// Off the call path (RUNTIME §6): once a call's answer is out (stdout flushed), the
+/// witness's checkpoint when one of its records was the 100th; a failure is a warning,
+/// since the call has answered.
+pub(crate) fn after_answer(rt: &Runtime) {
     let _ = std::io::stdout().flush();
-    // Off the call path (RUNTIME §6): the witness's checkpoint after every 100th record,
-    // taken once the answer is out.
     if let Err(e) = rt.after_answer() {
         let _ = writeln!(
             std::io::stderr().lock(),
             "hcp: warning: the audit witness did not take its checkpoint: {e}"
         );
     }
-    Ok(status)
 }
 
 fn secs(s: Option<f64>) -> Option<Duration> {
