@@ -174,17 +174,22 @@ pub struct Boot {
     /// `/proc/sys/kernel/random/boot_id`, `""` where there is none.
     pub id: String,
     /// When the boot began, in seconds since the Unix epoch (`btime` of `/proc/stat`);
-    /// `None` where it is not known.
+    /// `None`: read when it is needed (only a torn anchor slot needs it).
     pub began_s: Option<i64>,
 }
 
 impl Boot {
-    /// The running boot.
+    /// The running boot (when it began is read only when it is needed).
     pub fn current() -> Self {
         Self {
             id: boot_id(),
-            began_s: boot_time(),
+            began_s: None,
         }
+    }
+
+    /// When the boot began: as given, else `btime` of `/proc/stat`.
+    pub fn began(&self) -> Option<i64> {
+        self.began_s.or_else(boot_time)
     }
 }
 

@@ -269,7 +269,7 @@ fn snapshot(
 }
 
 fn slot_seen(sf: &SlotFault, ctime: i64, boot: &super::Boot) -> AnchorSeen {
-    if sf.recoverable(ctime, &boot.id, boot.began_s) {
+    if sf.recoverable(ctime, &boot.id, boot.began()) {
         AnchorSeen::Trusted(sf.intact.trusted(&boot.id).clone(), Some(sf.slot))
     } else {
         AnchorSeen::Tampered(format!(

@@ -214,7 +214,7 @@ impl AuditLog {
                     .metadata()
                     .map(|m| m.ctime())
                     .map_err(|e| unavailable("read", &path, e))?;
-                if sf.recoverable(ctime, &boot.id, boot.began_s) {
+                if sf.recoverable(ctime, &boot.id, boot.began()) {
                     Ok((sf.intact.clone(), Some(sf)))
                 } else {
                     Err(contradicted(
