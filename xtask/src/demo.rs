@@ -284,7 +284,7 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
     };
     say(
         out,
-        "# a fresh store; every gold pack installed and activated",
+        "# a store made on purpose (`hcp init`); every gold pack installed and activated",
     )?;
     say(
         out,
@@ -293,7 +293,26 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             quote(&demo.hcp_home.display().to_string())
         ),
     )?;
-    let mut setup = Vec::new();
+    // The store made on purpose, with a witness of its audit trail outside it.
+    let witness = demo
+        .hcp_home
+        .parent()
+        .map_or_else(|| PathBuf::from("witness"), |p| p.join("witness"));
+    std::fs::create_dir_all(&witness)
+        .with_context(|| format!("cannot create `{}`", witness.display()))?;
+    std::fs::create_dir_all(&demo.hcp_home)
+        .with_context(|| format!("cannot create `{}`", demo.hcp_home.display()))?;
+    let config = serde_json::json!({"audit": {"witness": witness}});
+    std::fs::write(demo.hcp_home.join("config.json"), config.to_string())
+        .context("cannot write the demo's config.json")?;
+    say(
+        out,
+        &format!(
+            "$ echo '{}' > \"$HCP_HOME/config.json\"   # checkpoints of the trail kept outside the store",
+            config
+        ),
+    )?;
+    let mut setup = vec![step("hcp", &["init"], Expect::Ok)];
     for id in GOLD_PACKS {
         let dir = demo.packs.join(id).display().to_string();
         setup.push(step("hcp", &["install", "--activate", &dir], Expect::Ok));
@@ -515,7 +534,7 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             ],
         ),
         (
-            "every decision above is in the hash-chained audit trail",
+            "every decision above is in the keyed audit trail, checked against its witness",
             vec![
                 step("hcp", &["audit", "verify"], Expect::Ok),
                 step("hcp", &["audit", "tail", "-n", "5"], Expect::Ok).full(),
