@@ -6,6 +6,7 @@
 
 mod common;
 mod mcp_common;
+mod mcp_http_common;
 
 use common::World;
 use mcp_common::{Raw, last_audit, refusal_code, world_command, world_with};
@@ -792,4 +793,102 @@ fn more_calls_than_slots_are_all_answered() {
     seen.sort_unstable();
     assert_eq!(seen, (1000..1000 + n as u64).collect::<Vec<_>>());
     assert!(s.finish().success());
+}
+
+/// A session with `--workdir` the world's work directory, granted reads and writes on
+/// `echo` and reads on `transit`.
+fn http_agent(w: &World) -> String {
+    let work = w.work.to_str().unwrap().to_owned();
+    let out = w.run(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-1",
+        "--workdir",
+        &work,
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    for args in [
+        [
+            "grant",
+            "agent-1",
+            "echo",
+            "verb.exec.read",
+            "verb.exec.write",
+        ]
+        .as_slice(),
+        &["grant", "agent-1", "transit", "verb.exec.read"],
+    ] {
+        let out = w.run(args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    token
+}
+
+fn assert_accept_then_decline(v: &Value) {
+    assert_eq!(v["read"]["isError"], false, "{v}");
+    assert_eq!(v["write accepted"]["isError"], false, "{v}");
+    assert_eq!(v["a.txt"], "accepted", "{v}");
+    assert_eq!(v["write declined"]["text"][0], "confirm required", "{v}");
+    assert_eq!(v["b.txt exists"], false, "{v}");
+    assert_eq!(v["asked"], 2, "{v}");
+}
+
+/// The SDK's `Client(mode="auto")` discovers `hcp mcp` over stdio and speaks 2026-07-28:
+/// its person is asked through input-required results, accepts once and declines once.
+#[test]
+fn python_sdk_client_speaks_2026_07_28_and_asks_the_person() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
+    let out = world_command(&w, &python)
+        .arg(&script)
+        .arg("--modern")
+        .arg(common::hcp_bin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protocol"], "2026-07-28", "{v}");
+    assert_accept_then_decline(&v);
+    let a = last_audit(&w);
+    assert_eq!(a["code"], "confirm_required");
+}
+
+/// The SDK over Streamable HTTP, the session token as its bearer header, in 2026-07-28
+/// (`auto`) and with the handshake (`legacy`, 2025-11-25): the same tools, the same
+/// person in the loop, each call as the token's principal.
+#[test]
+fn python_sdk_client_over_streamable_http() {
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    for (mode, revision) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let w = world_with(&["transit", "echo"]);
+        let Some(python) = python_with_the_sdk(&w, &script) else {
+            return;
+        };
+        let token = http_agent(&w);
+        let server = mcp_http_common::Http::start(&w);
+        let url = format!("http://{}/mcp", server.addr);
+        let out = world_command(&w, &python)
+            .arg(&script)
+            .args(["--http", &url, &token, mode])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["protocol"], revision, "{v}");
+        assert_accept_then_decline(&v);
+        assert_eq!(last_audit(&w)["principal"], "agent-1");
+    }
 }
