@@ -158,11 +158,19 @@ fn a_foreign_origin_or_host_is_refused_and_a_listed_origin_served() {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list",
                        "params": modern(json!({}), &json!({})) })
     .to_string();
-    let r = s.post(Some(&token), &[("Origin", "http://evil.example")], &body);
+    let v = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let r = s.post(
+        Some(&token),
+        &[("Origin", "http://evil.example"), v[0], v[1]],
+        &body,
+    );
     assert_eq!(r.status, 403, "{r:?}");
     let r = s.post(
         Some(&token),
-        &[("Origin", "http://app.example:3000")],
+        &[("Origin", "http://app.example:3000"), v[0], v[1]],
         &body,
     );
     assert_eq!(r.status, 200, "{r:?}");
@@ -184,10 +192,16 @@ fn bodies_batches_and_bad_json_are_refused_before_anything_runs() {
     let token = run_ok(&w, &["session", "start", "--principal", "agent-1"]);
     run_ok(&w, &["grant", "agent-1", "transit", "verb.exec.read"]);
     let s = Http::start(&w);
-    // 20 MB announced: refused unread.
-    let big = "x".repeat(20 * 1024 * 1024);
-    let r = s.post(Some(&token), &[], &big);
-    assert_eq!(r.status, 413, "{}", r.status);
+    // 20 MB announced: refused unread (the body is never sent).
+    let r = s.raw(
+        &format!(
+            "POST /mcp HTTP/1.1\nHost: {}\nAuthorization: Bearer {token}\nContent-Type: application/json\nAccept: application/json, text/event-stream\nContent-Length: {}",
+            s.addr,
+            20 * 1024 * 1024
+        ),
+        b"",
+    );
+    assert_eq!(r.status, 413, "{r:?}");
     assert_eq!(r.json()["code"], "request_too_large");
     // A batch, a line that is not JSON, params that do not fit, a repeated key.
     let r = s.post(

@@ -65,11 +65,11 @@ impl Http {
         let mut out = Vec::new();
         if self.unix {
             let mut s = std::os::unix::net::UnixStream::connect(&self.addr).unwrap();
-            s.write_all(&bytes).unwrap();
+            let _ = s.write_all(&bytes);
             let _ = s.read_to_end(&mut out);
         } else {
             let mut s = TcpStream::connect(&self.addr).unwrap();
-            s.write_all(&bytes).unwrap();
+            let _ = s.write_all(&bytes);
             let _ = s.read_to_end(&mut out);
         }
         Response::parse(&out)
@@ -96,10 +96,19 @@ impl Http {
         self.raw(&head, body.as_bytes())
     }
 
-    /// A JSON-RPC request of revision 2026-07-28 (its `_meta` in `params`).
+    /// A JSON-RPC request of revision 2026-07-28: its `_meta` in `params`, and the headers
+    /// that revision asks for (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` for a call).
     pub fn rpc(&self, token: Option<&str>, method: &str, params: Value) -> Response {
         let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
-        self.post(token, &[], &body.to_string())
+        let mut headers = vec![
+            ("MCP-Protocol-Version", "2026-07-28".to_owned()),
+            ("Mcp-Method", method.to_owned()),
+        ];
+        if let Some(name) = params.get("name").and_then(Value::as_str) {
+            headers.push(("Mcp-Name", name.to_owned()));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.post(token, &headers, &body.to_string())
     }
 }
 

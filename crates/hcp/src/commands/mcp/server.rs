@@ -28,7 +28,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
     ElicitRequestParams, ErrorCode, Implementation, InputRequest, InputRequests,
     InputRequiredResult, InputResponses, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool,
+    ResultType, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{ElicitationMode, Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -707,7 +707,9 @@ impl ServerHandler for Server {
             let schema = view.catalog.output_schema(&entry, &who.viewer);
             face::result(&answer, schema.as_ref())
         };
-        let result: CallToolResult = serde_json::from_value(result).map_err(failed)?;
+        let mut result: CallToolResult = serde_json::from_value(result).map_err(failed)?;
+        // Required from 2026-07-28 on; the SDK clears it for older revisions.
+        result.result_type = Some(ResultType::COMPLETE);
         Ok(result.into())
     }
 
