@@ -274,7 +274,7 @@ fn http_call(conn: &mut TcpStream, addr: &str, token: &str, id: u64) -> Result<(
     let json = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
-        .last()
+        .next_back()
         .map_or(text.as_ref(), str::trim);
     let v: Value = serde_json::from_str(json)?;
     ensure!(

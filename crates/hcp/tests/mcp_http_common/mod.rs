@@ -25,6 +25,9 @@ impl Http {
         Self::start_on(w, "127.0.0.1:0")
     }
 
+    // The child is waited for by `Http`'s drop, or before the panic of a server that
+    // ended; a failed read of its stderr is a broken test run either way.
+    #[allow(clippy::zombie_processes)]
     pub fn start_on(w: &World, addr: &str) -> Self {
         let mut child = world_command(w, common::hcp_bin())
             .args(["mcp", "--http", addr])
@@ -38,7 +41,10 @@ impl Http {
         loop {
             line.clear();
             let n = err.read_line(&mut line).unwrap();
-            assert!(n > 0, "hcp mcp --http ended before it listened");
+            if n == 0 {
+                let status = child.wait().unwrap();
+                panic!("hcp mcp --http ended before it listened ({status})");
+            }
             if let Some(rest) = line.trim().strip_prefix("hcp mcp: listening on ") {
                 let rest = rest.trim_end_matches("/mcp");
                 let (unix, addr) = match rest.strip_prefix("unix:") {
@@ -180,8 +186,7 @@ impl Response {
             .lines()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(str::trim)
-            .filter(|d| d.starts_with('{'))
-            .last()
+            .rfind(|d| d.starts_with('{'))
             .unwrap_or_else(|| panic!("no JSON in {self:?}"));
         serde_json::from_str(data).unwrap()
     }
