@@ -442,3 +442,96 @@ fn an_address_off_loopback_needs_tls() {
     assert_eq!(out.status.code(), Some(2), "{}", w.render(&out));
     assert!(w.render(&out).contains("needs TLS"), "{}", w.render(&out));
 }
+
+/// Off loopback hcp serves TLS only: with `--tls-cert` and `--tls-key` (a certificate made
+/// here with `openssl`), `curl` trusting that certificate gets its answer; a plain-HTTP
+/// request on the same port gets none.
+#[test]
+fn tls_serves_with_the_certificate_given() {
+    let (Some(openssl), Some(curl)) = (which("openssl"), which("curl")) else {
+        return common::skip::skip("openssl and curl are needed to make and trust a certificate");
+    };
+    let w = world_with(&["transit"]);
+    let token = run_ok(&w, &["session", "start", "--principal", "agent-1"]);
+    run_ok(&w, &["grant", "agent-1", "transit", "verb.exec.read"]);
+    let (cert, key) = (w.root().join("cert.pem"), w.root().join("key.pem"));
+    let made = std::process::Command::new(openssl)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+        ])
+        .args([
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let s = Http::start_with(
+        &w,
+        &[
+            "0.0.0.0:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let port = s.addr.rsplit(':').next().unwrap().to_owned();
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": modern(json!({ "name": "transit.find",
+                                                "arguments": { "query": "central" } }),
+                                        &json!({})) })
+    .to_string();
+    let out = std::process::Command::new(curl)
+        .args(["-sS", "--cacert"])
+        .arg(&cert)
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args(["-H", "Content-Type: application/json"])
+        .args(["-H", "Accept: application/json, text/event-stream"])
+        .args(["-H", "MCP-Protocol-Version: 2026-07-28"])
+        .args([
+            "-H",
+            "Mcp-Method: tools/call",
+            "-H",
+            "Mcp-Name: transit.find",
+        ])
+        .args(["--data", &body])
+        .arg(format!("https://127.0.0.1:{port}/mcp"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    let plain = s.rpc(Some(&token), "tools/list", modern(json!({}), &json!({})));
+    assert_ne!(plain.status, 200, "{plain:?}");
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    })
+}

@@ -25,12 +25,18 @@ impl Http {
         Self::start_on(w, "127.0.0.1:0")
     }
 
+    pub fn start_on(w: &World, addr: &str) -> Self {
+        Self::start_with(w, &[addr])
+    }
+
+    /// `hcp mcp --http ARGS…` (the address first).
     // The child is waited for by `Http`'s drop, or before the panic of a server that
     // ended; a failed read of its stderr is a broken test run either way.
     #[allow(clippy::zombie_processes)]
-    pub fn start_on(w: &World, addr: &str) -> Self {
+    pub fn start_with(w: &World, args: &[&str]) -> Self {
         let mut child = world_command(w, common::hcp_bin())
-            .args(["mcp", "--http", addr])
+            .args(["mcp", "--http"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -49,7 +55,12 @@ impl Http {
                 let rest = rest.trim_end_matches("/mcp");
                 let (unix, addr) = match rest.strip_prefix("unix:") {
                     Some(p) => (true, p.to_owned()),
-                    None => (false, rest.trim_start_matches("http://").to_owned()),
+                    None => (
+                        false,
+                        rest.trim_start_matches("http://")
+                            .trim_start_matches("https://")
+                            .replace("0.0.0.0:", "127.0.0.1:"),
+                    ),
                 };
                 // The rest of stderr is drained, so the server never blocks on it.
                 std::thread::spawn(move || {

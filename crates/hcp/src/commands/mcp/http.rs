@@ -130,7 +130,13 @@ fn allowed_hosts(bound: &Listen, origins: &[HttpOrigin]) -> Vec<String> {
     match bound {
         Listen::Tcp(a) => {
             out.push(a.to_string());
-            if a.ip().is_loopback() {
+            if a.ip().is_unspecified() {
+                // Every address of the machine, loopback among them; any other name
+                // reaches it only as the host of a listed origin.
+                out.push(format!("127.0.0.1:{}", a.port()));
+                out.push(format!("[::1]:{}", a.port()));
+            }
+            if a.ip().is_loopback() || a.ip().is_unspecified() {
                 out.push(format!("localhost:{}", a.port()));
             }
             if a.port() == 80 {
