@@ -535,3 +535,55 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
             .find(|f| f.is_file())
     })
 }
+
+/// Open streams count against their token's bound: with 16 event streams of one token
+/// open, its next request is answered 429 while another token is still served; once one
+/// stream closes, the first token gets in again.
+#[test]
+fn open_streams_are_bounded_per_token() {
+    let w = world_with(&["transit"]);
+    let a = run_ok(&w, &["session", "start", "--principal", "agent-1"]);
+    let b = run_ok(&w, &["session", "start", "--principal", "agent-2"]);
+    run_ok(&w, &["grant", "agent-1", "transit", "verb.exec.read"]);
+    run_ok(&w, &["grant", "agent-2", "transit", "verb.exec.read"]);
+    let s = Http::start(&w);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let mut streams = Vec::new();
+    for _ in 0..16 {
+        let r = s.post(Some(&a), &[], &init);
+        let sid = r.header("mcp-session-id").unwrap().to_owned();
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        write!(
+            c,
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {a}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n",
+            s.addr
+        )
+        .unwrap();
+        // The stream's headers: it is open from here on.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                c.read(&mut byte).unwrap(),
+                1,
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            head.push(byte[0]);
+        }
+        assert!(
+            head.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        streams.push(c);
+    }
+    assert_eq!(find(Some(&a), &s).status, 429);
+    assert_eq!(find(Some(&b), &s).json()["result"]["isError"], false);
+    drop(streams.pop());
+    // Once the server saw it close, the token gets in again (each try is a request).
+    assert!((0..500).any(|_| find(Some(&a), &s).status == 200));
+}

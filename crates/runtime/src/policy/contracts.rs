@@ -257,7 +257,14 @@ fn init_tool(p: &InstalledPack, t: &PackTool) -> Result<InitTool, PolicyError> {
         name: t.name.clone(),
         access: if write { Access::Write } else { Access::Read },
         args,
-        description: source.description,
+        // The manifest's own words: the listing's suffix (operation, land, confirm) is
+        // said by the policy's own `access` and `confirmation`.
+        description: p
+            .manifest
+            .verbs
+            .get(&t.key)
+            .map(|v| v.description.trim().to_owned())
+            .or(source.description),
         confirm,
         source: format!("pack {} ({name}), verb {}", p.id, t.key),
     })

@@ -61,7 +61,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// How long a connection may take to send a request's headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a request may take to send its body.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -265,12 +265,25 @@ impl Door {
             })
             .await
         };
-        if !matches!(checked, Ok(Ok(_))) {
-            return unauthorized(true, "the token is no live session of this store");
+        match checked {
+            Ok(Ok(_)) => {}
+            Ok(Err(hcp_store::session::SessionError::Bad(_))) => {
+                return unauthorized(true, "the token is no live session of this store");
+            }
+            // The store or a fleet's database cannot answer: nothing runs, and the token
+            // is not called bad for it.
+            Ok(Err(e)) => {
+                return json_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &serde_json::json!({ "code": e.code(), "message": e.to_string() }),
+                );
+            }
+            Err(_) => return plain(StatusCode::INTERNAL_SERVER_ERROR, "500\n"),
         }
         let client = client_of(&token);
-        // 3. Bounded per token.
-        let _permit: OwnedSemaphorePermit = {
+        // 3. Bounded per token: the permit lives as long as the answer's body, so an open
+        // stream counts until it closes.
+        let permit: OwnedSemaphorePermit = {
             let sem = self
                 .per_token
                 .lock()
@@ -367,7 +380,13 @@ impl Door {
                 .entry(sid.to_owned())
                 .or_insert(client);
         }
-        resp
+        resp.map(|b| {
+            b.map_frame(move |f| {
+                let _held = &permit;
+                f
+            })
+            .boxed()
+        })
     }
 }
 
