@@ -236,3 +236,78 @@ fn an_elicitation_is_answered_only_by_its_exact_id() {
     assert!(w.work.join("e.txt").exists());
     assert!(s.finish().success());
 }
+
+/// With `mcp.approve_by_elicitation`, a call the runtime policy pauses for `confirmation`
+/// is put to the person as an input-required result too: a decline leaves the approval
+/// pending for the owner; an accept approves exactly it, and the retry runs once.
+#[test]
+fn with_the_opt_in_the_person_approves_through_an_input_required_result() {
+    let w = world_with(&["echo"]);
+    std::fs::write(
+        w.hcp_home.join("policy.json"),
+        r#"{"schema_version": "histos.policy/0.1",
+            "tools": {"echo.echo.say": {"args": {"text": {"type": "string"}},
+                                        "confirmation": {"required": true, "expires_in": 60}}},
+            "roles": {"agent": {"allow": ["echo.echo.say"]}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        r#"{"mcp": {"approve_by_elicitation": true}}"#,
+    )
+    .unwrap();
+    let out = w.run(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-1",
+        "--role",
+        "agent",
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let out = w.run(&["grant", "agent-1", "echo", "verb.exec.read"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let mut s = Raw::spawn(&w, Some(&token));
+    let say = |text: &str| {
+        modern(
+            json!({ "name": "echo.echo.say", "arguments": { "text": text } }),
+            &asking(),
+        )
+    };
+    let answered = |text: &str, handle: &str, answer: Value| {
+        let mut p = say(text);
+        p["requestState"] = json!(handle);
+        p["inputResponses"] = json!({ "hcp_person": answer });
+        p
+    };
+    // Declined: still pending.
+    let r = s.request("tools/call", say("first"));
+    let (q, handle) = question(&r);
+    let approval = q["params"]["_meta"]["hcp"]["approval"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = s.request(
+        "tools/call",
+        answered("first", &handle, json!({ "action": "decline" })),
+    );
+    assert_eq!(refusal_code(&r), "requires_confirmation");
+    let out = w.run(&["approvals", "--json"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&approval));
+    // Accepted: approved once, as `hcp approve` would, and the retry runs.
+    let r = s.request("tools/call", say("second"));
+    let (q, handle) = question(&r);
+    let approval = q["params"]["_meta"]["hcp"]["approval"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = s.request("tools/call", answered("second", &handle, accept()));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let a = last_audit(&w);
+    assert_eq!(
+        (&a["approval_id"], &a["approved_by"]),
+        (&json!(approval), &json!("elicitation"))
+    );
+    assert!(s.finish().success());
+}
