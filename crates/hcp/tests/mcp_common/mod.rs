@@ -53,23 +53,7 @@ impl Raw {
     /// [`Raw::start`] declaring the client `capabilities` at `initialize` (`{"elicitation":
     /// {}}` for a client that can ask its person).
     pub fn start_with(w: &World, session: Option<&str>, capabilities: &Value) -> Self {
-        let mut c = world_command(w, common::hcp_bin());
-        c.arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(s) = session {
-            c.env("HCP_SESSION", s);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut raw = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 0,
-        };
+        let mut raw = Self::spawn(w, session);
         let init = raw.request(
             "initialize",
             json!({

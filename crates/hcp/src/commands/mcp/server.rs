@@ -340,24 +340,8 @@ impl Server {
                 .run(who, call.clone(), Some(answered.clone()), context)
                 .await?;
         }
-        let paused = answer.result.code == Some(Code::RequiresConfirmation);
-        let id = answer
-            .result
-            .extra
-            .get("approval_id")
-            .and_then(Value::as_str);
-        let principal = match &who.viewer {
-            Viewer::Session(s) => Some(s.principal.clone()),
-            _ => None,
-        };
-        let (true, true, Some(id), Some(principal)) =
-            (config.approve_by_elicitation, paused, id, principal)
-        else {
-            return Ok(answer);
-        };
         let tool = format!("{}.{}", call.pack_id.as_deref().unwrap_or(""), call.target);
-        let now = jiff::Timestamp::now();
-        let Some(prompt) = ApprovalPrompt::load(&self.rt, id, &tool, &principal, now) else {
+        let Some(prompt) = self.approval_to_ask(who, &tool, &answer, &config) else {
             return Ok(answer);
         };
         if !self.ask(prompt.elicitation(), timeout, context).await? {
@@ -380,6 +364,31 @@ impl Server {
 }
 
 impl Server {
+    /// The pending approval `answer` was paused with, to put to the person: only with
+    /// `mcp.approve_by_elicitation`, for a session's call the runtime policy paused for
+    /// `confirmation`, while the approval is still pending and that call's.
+    fn approval_to_ask(
+        &self,
+        who: &Who,
+        tool: &str,
+        answer: &Answer,
+        config: &hcp_store::config::McpConfig,
+    ) -> Option<ApprovalPrompt> {
+        let paused = answer.result.code == Some(Code::RequiresConfirmation);
+        let id = answer
+            .result
+            .extra
+            .get("approval_id")
+            .and_then(Value::as_str)?;
+        let Viewer::Session(s) = &who.viewer else {
+            return None;
+        };
+        if !(config.approve_by_elicitation && paused) {
+            return None;
+        }
+        ApprovalPrompt::load(&self.rt, id, tool, &s.principal, jiff::Timestamp::now())
+    }
+
     /// A call under 2026-07-28 (RUNTIME §10): the person is asked with an input-required
     /// result, and answers by retrying. A retry carrying the handle (`requestState`) of a
     /// question hcp asked this client, for this principal and exactly this call, and in
@@ -471,23 +480,7 @@ impl Server {
         let (asked, params) = if let Some(p) = preview {
             (Asked::Command(p.digest.clone()), p.elicitation())
         } else {
-            let paused = answer.result.code == Some(Code::RequiresConfirmation);
-            let id = answer
-                .result
-                .extra
-                .get("approval_id")
-                .and_then(Value::as_str);
-            let principal = match &who.viewer {
-                Viewer::Session(s) => Some(s.principal.clone()),
-                _ => None,
-            };
-            let (true, true, Some(id), Some(principal)) =
-                (config.approve_by_elicitation, paused, id, principal)
-            else {
-                return Ok(Reply::Done(Box::new(answer)));
-            };
-            let now = jiff::Timestamp::now();
-            let Some(prompt) = ApprovalPrompt::load(&self.rt, id, tool, &principal, now) else {
+            let Some(prompt) = self.approval_to_ask(who, tool, &answer, config) else {
                 return Ok(Reply::Done(Box::new(answer)));
             };
             let params = prompt.elicitation();
