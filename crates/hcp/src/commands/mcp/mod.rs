@@ -44,8 +44,11 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Serves one tool per verb of each active pack whose `transports` include `mcp`, \
-                  named PACK.VERB. The caller is the session in HCP_SESSION (else the owner). \
-                  Logs go to stderr; stdout is the protocol."
+                  named PACK.VERB, in MCP revisions 2025-06-18, 2025-11-25 and 2026-07-28. \
+                  Over stdio the caller is the session in HCP_SESSION (else the owner); logs go \
+                  to stderr, stdout is the protocol. With --http ADDR (HOST:PORT or unix:PATH) \
+                  every request carries `Authorization: Bearer TOKEN`, a session token, and is \
+                  made as that session's principal; there is no owner over HTTP."
 )]
 pub struct Args {
     /// Serve Streamable HTTP on `HOST:PORT` or `unix:PATH` instead of stdio; every request
