@@ -389,6 +389,22 @@ impl Server {
         ApprovalPrompt::load(&self.rt, id, tool, &s.principal, jiff::Timestamp::now())
     }
 
+    /// A retry whose question was not answered with an accept, or found no question: the
+    /// call as if nobody had been asked (a confirm-gated one is `confirm required`, with
+    /// the hint that the person did not accept), and no question again.
+    async fn unanswered(
+        &self,
+        who: &Who,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Answer, McpError> {
+        let mut answer = self.run(who, call, None, context).await?;
+        if answer.preview.take().is_some() {
+            confirm::not_accepted(&mut answer);
+        }
+        Ok(answer)
+    }
+
     /// A call under 2026-07-28 (RUNTIME §10): the person is asked with an input-required
     /// result, and answers by retrying. A retry carrying the handle (`requestState`) of a
     /// question hcp asked this client, for this principal and exactly this call, and in
@@ -419,10 +435,9 @@ impl Server {
             .and_then(|r| r.get(INPUT_KEY))
             .is_some_and(confirm::accepted);
         let Some(q) = question else {
-            let mut answer = self.run(who, call, None, context).await?;
-            answer.preview = None;
-            confirm::not_accepted(&mut answer);
-            return Ok(Reply::Done(Box::new(answer)));
+            return Ok(Reply::Done(Box::new(
+                self.unanswered(who, call, context).await?,
+            )));
         };
         let mut answered = q.answered.clone();
         match (&q.asked, accepted) {
@@ -432,12 +447,9 @@ impl Server {
                 // An accepted command may still need the runtime policy's approval.
                 self.question_for(who, &tool, args, answer, answered, asks, &config)
             }
-            (Asked::Command(_), false) => {
-                let mut answer = self.run(who, call, None, context).await?;
-                answer.preview = None;
-                confirm::not_accepted(&mut answer);
-                Ok(Reply::Done(Box::new(answer)))
-            }
+            (Asked::Command(_), false) => Ok(Reply::Done(Box::new(
+                self.unanswered(who, call, context).await?,
+            ))),
             (Asked::Approval(prompt), true) => {
                 match confirm::approve(&self.rt, prompt, jiff::Timestamp::now()) {
                     Ok(a) => answered.approval = Some(a.id),
