@@ -229,7 +229,7 @@ fn stdio_call(stdin: &mut ChildStdin, stdout: &mut BufReader<ChildStdout>, id: u
 fn http_call(conn: &mut TcpStream, addr: &str, token: &str, id: u64) -> Result<()> {
     let body = call_params(id).to_string();
     let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo.echo.say\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     conn.write_all(req.as_bytes())?;
