@@ -159,8 +159,13 @@ struct Door {
     per_token: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// `Mcp-Session-Id` → the client (token digest) that opened it.
     sessions: Mutex<HashMap<String, String>>,
+    /// The SDK's sessions, to forget the owners of those that ended.
+    manager: Arc<LocalSessionManager>,
     sdk: StreamableHttpService<Server, LocalSessionManager>,
 }
+
+/// Past this many remembered session owners, those of ended sessions are forgotten.
+const SESSION_OWNERS_PRUNE_AT: usize = 1024;
 
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(text.into())).boxed());
@@ -379,6 +384,19 @@ impl Door {
                 .unwrap_or_else(|p| p.into_inner())
                 .entry(sid.to_owned())
                 .or_insert(client);
+            let many = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len()
+                > SESSION_OWNERS_PRUNE_AT;
+            if many {
+                let live = self.manager.sessions.read().await;
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|sid, _| live.contains_key(sid.as_str()));
+            }
         }
         resp.map(|b| {
             b.map_frame(move |f| {
@@ -428,17 +446,15 @@ pub async fn serve(
         let server = server.clone();
         move || Ok(server.clone())
     };
+    let manager = Arc::new(LocalSessionManager::default());
     let door = Arc::new(Door {
         rt,
         hosts: allowed_hosts(&listen, &origins),
         origins: origins.iter().map(|o| o.as_str().to_owned()).collect(),
         per_token: Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
-        sdk: StreamableHttpService::new(
-            factory,
-            Arc::new(LocalSessionManager::default()),
-            sdk_config,
-        ),
+        sdk: StreamableHttpService::new(factory, manager.clone(), sdk_config),
+        manager,
     });
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let scheme = if tls.is_some() { "https" } else { "http" };
