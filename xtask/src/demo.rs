@@ -536,7 +536,7 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
         (
             "every decision above is in the keyed audit trail, checked against its witness",
             vec![
-                step("hcp", &["audit", "verify"], Expect::Ok),
+                step("hcp", &["audit", "verify"], Expect::Ok).full(),
                 step("hcp", &["audit", "tail", "-n", "5"], Expect::Ok).full(),
             ],
         ),
@@ -881,7 +881,7 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 43,
+                ok: 44,
                 refused: 17
             },
             "{text}"
@@ -900,6 +900,7 @@ mod tests {
         assert!(!demo.work.join("declined.txt").exists());
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
+        assert!(text.contains("extends the witness (directory"), "{text}");
         assert!(!demo.work.join("pwned").exists());
     }
 }

@@ -11,7 +11,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 pub fn world_with(packs: &[&str]) -> World {
     common::example_bins();
-    let w = World::new();
+    let w = World::with_store();
     for p in packs {
         let out = w.run(&["install", common::gold_pack(p).to_str().unwrap()]);
         assert!(out.status.success(), "{}", w.render(&out));
