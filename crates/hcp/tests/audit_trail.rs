@@ -370,3 +370,23 @@ fn a_child_that_fills_the_stores_disk_never_makes_its_outcome_unwritable() {
         ("0", &json!([]))
     );
 }
+
+#[test]
+fn the_bootstrap_packs_verify_reports_the_keyed_chain_not_checked() {
+    common::example_bins();
+    let w = World::new();
+    exec_common::install(&w, &common::gold_pack("hcp-cli"));
+    // Its child reads the store without its keys (RUNTIME §5.1): the keyed hashes cannot
+    // be checked there; the rest is, and it is sound.
+    let o = w.run(&["exec", "--json", "hcp-cli.audit.verify"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert_eq!(
+        (&v["data"]["ok"], &v["data"]["chain"]),
+        (&json!(true), &json!("not_checked")),
+        "{v}"
+    );
+    // The owner, outside any call, checks it all.
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["chain"]), (0, &json!("checked")), "{v}");
+}
