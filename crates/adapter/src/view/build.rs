@@ -699,7 +699,7 @@ fn check_operator_path(given: &Path, p: &Path, stores: &[PathBuf]) -> Result<(),
         if s.starts_with(p) {
             return refuse(&format!("holds the store `{}`", s.display()));
         }
-        if p.starts_with(&s) {
+        if p.starts_with(s) {
             return refuse(&format!("lies inside the store `{}`", s.display()));
         }
     }
