@@ -69,6 +69,7 @@ pub mod snapshot;
 mod steps;
 pub mod target;
 pub mod trail;
+pub mod view_index;
 
 #[cfg(test)]
 mod tests;
