@@ -164,6 +164,7 @@ fn steps(
     let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
+    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
     let takes: Vec<String> = match &operation {
         Some(op) => crate::http::takes(op),
         None => pack
@@ -606,6 +607,7 @@ pub fn sense(
     };
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
+    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
     let grants = match grants_view(grants) {
         Ok(g) => g,
         Err(r) => return Err(record_refusal(&facts, r)),

@@ -28,21 +28,26 @@ pub struct ExportArgs {
     /// (`30s`, `15m`, `1h`).
     #[arg(long, value_name = "DUR", default_value = "1h")]
     interrupted_after: String,
+    /// The time-out of one request (`10s`).
+    #[arg(long, value_name = "DUR", default_value = "10s")]
+    timeout: String,
+    /// Tries of one request before an export without `--follow` gives up (`--follow`
+    /// tries until it is stopped).
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    tries: u32,
     /// Print the totals as a JSON object.
     #[arg(long)]
     json: bool,
 }
 
-fn parse_duration(text: &str) -> Result<Duration, CliError> {
+fn parse_duration(flag: &str, text: &str) -> Result<Duration, CliError> {
     if text == "0s" || text == "0" {
         return Ok(Duration::ZERO);
     }
     let d = hcp_store::session::parse_ttl(text).map_err(|e| {
-        CliError::new(
-            hcp_model::Code::Usage,
-            format!("`--interrupted-after {text}`: {e}"),
-        )
-        .hint("a whole number and a unit: `30s`, `15m`, `1h`")
+        CliError::new(hcp_model::Code::Usage, format!("`--{flag} {text}`: {e}"))
+            .hint("a whole number and a unit: `30s`, `15m`, `1h`")
     })?;
     Ok(Duration::from_secs(u64::try_from(d.as_secs()).unwrap_or(0)))
 }
@@ -86,7 +91,9 @@ pub fn run(rt: &Runtime, a: ExportArgs) -> CliResult {
     let mut o = Options::new(a.otlp);
     o.follow = a.follow;
     o.batch = usize::from(a.batch);
-    o.interrupted_after = parse_duration(&a.interrupted_after)?;
+    o.interrupted_after = parse_duration("interrupted-after", &a.interrupted_after)?;
+    o.timeout = parse_duration("timeout", &a.timeout)?.max(Duration::from_millis(100));
+    o.tries = a.tries;
     o.instance = instance(rt);
     let signals = signal_fd().map_err(|e| {
         CliError::new(
