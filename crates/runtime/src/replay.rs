@@ -493,10 +493,25 @@ roles:
         ));
         let r = replay(&records, &inp(&open));
         assert_eq!(r[1].change, Change::Undecidable);
-        // With no arguments recorded, the whole chain is decided.
+        // With no arguments recorded, the whole chain is decided: `x` is required...
         let mut empty = records[1].clone();
         empty.insert("args_digest".into(), json!("hmac-sha256:empty"));
-        let r = replay(&[empty], &inp(&open));
+        let r = replay(std::slice::from_ref(&empty), &inp(&open));
+        assert_eq!(
+            (r[0].change, r[0].now.clone()),
+            (
+                Change::Unchanged,
+                Verdict::Refuse {
+                    code: "arg_schema".into()
+                }
+            )
+        );
+        // ... and once optional, the guest's call would pass.
+        let optional = policy(&CURRENT.replace(
+            "x: {type: string}\nroles:\n  agent:\n    allow: [p.v]",
+            "x: {type: string, required: false}\nroles:\n  agent:\n    allow: [p.v]\n  guest:\n    allow: [p.v]",
+        ));
+        let r = replay(&[empty], &inp(&optional));
         assert_eq!(
             (r[0].change, r[0].now.clone()),
             (Change::NowAllowed, Verdict::Allow)
