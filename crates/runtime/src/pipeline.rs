@@ -235,6 +235,17 @@ fn steps(
     let tool = format!("{}.{verb_key}", pack.id);
     tool_lock(lock, &pack, &verb_key, facts)?;
     let mut values = allowed.values.clone();
+    let runtime_policy = crate::policy::observe::apply(
+        runtime_policy,
+        config.as_ref().ok(),
+        rt.state(),
+        session.as_ref(),
+        &tool,
+        &values,
+        call.face == Face::Cli,
+        now,
+        facts,
+    );
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
         let step = PolicyStep {
@@ -645,6 +656,16 @@ pub fn sense(
         Ok(p) => p,
         Err(r) => return Err(record_refusal(&facts, policy_refusal(r))),
     };
+    let runtime_policy = crate::policy::observe::apply_refs(
+        runtime_policy,
+        config.as_ref().ok(),
+        rt.state(),
+        session.as_ref(),
+        pack.id.as_str(),
+        &refs,
+        now,
+        &mut facts,
+    );
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
         let config = match policy_config(&config) {

@@ -24,6 +24,7 @@ pub mod contracts;
 pub mod escalate;
 pub mod health;
 pub mod lock;
+pub mod observe;
 pub mod resolve;
 pub mod source;
 pub mod teach;
