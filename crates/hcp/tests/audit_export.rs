@@ -401,7 +401,9 @@ fn the_collector_down_answering_500_and_answering_slowly() {
         ],
     );
     wait_for("a slow answer", || {
-        r.requests().iter().any(|q| q["delay"] == 1.5)
+        r.requests()
+            .iter()
+            .any(|q| q["status"] == 200 && q["delay"] == 1.5)
     });
     r.control(json!({}));
     wait_for("the slow batch taken", || {
@@ -413,12 +415,27 @@ fn the_collector_down_answering_500_and_answering_slowly() {
     let (code, _, stderr) = stop(child);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("did not answer in time"), "{stderr}");
+    let slow_answers = |r: &Receiver| {
+        let q = r.requests();
+        let started = q.iter().filter(|q| q["status"] == "started").count();
+        let done = q
+            .iter()
+            .filter(|q| q["status"] == 200 && q["delay"] == 1.5)
+            .count();
+        (started, done)
+    };
+    wait_for("the slow answers to end", || {
+        let (started, done) = slow_answers(&r);
+        started == done
+    });
     let c = census(&r.spans());
     assert_eq!(c.len(), 76, "every record's two spans");
     let repeated: usize = c.values().map(|n| n - 1).sum();
-    assert!(
-        repeated % 6 == 0 && repeated <= 6 * 3,
-        "only the slow batch (3 records, 6 spans) repeats, once per slow try: {repeated}"
+    let slow = slow_answers(&r).1;
+    assert_eq!(
+        repeated,
+        6 * slow,
+        "only the slow batch (3 records, 6 spans) repeats, once per slow answer"
     );
 }
 

@@ -120,6 +120,7 @@ class Handler(BaseHTTPRequestHandler):
                     )
         delay = float(c.get("delay", 0))
         if delay:
+            self.note({"status": "started", "delay": delay})
             time.sleep(delay)
         with open(os.path.join(self.server.dir, "spans.jsonl"), "a") as f:
             for line in lines:

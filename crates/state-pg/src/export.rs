@@ -30,7 +30,7 @@ impl PgState {
             .collect();
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = self.with(|c| {
-            Ok(c.query_typed(
+            c.query_typed(
                 "WITH cur (machine, seq) AS (SELECT * FROM unnest($1::text[], $2::bigint[]))
                  SELECT r.machine, r.seq, r.prev, r.hash, r.body
                  FROM @.audit_chain ch
@@ -57,7 +57,7 @@ impl PgState {
                     r.try_get::<_, String>(4)?,
                 ))
             })
-            .collect::<PgResult<Vec<_>>>()?)
+            .collect::<PgResult<Vec<_>>>()
         })?;
         let mut batch = ReadBatch::default();
         let mut stopped: Vec<String> = Vec::new();
