@@ -179,3 +179,9 @@ pub fn apply_refs(
     }
     None
 }
+
+/// Whether `config.json` of `home` says `"policy_mode": "observe"` (a file that does not
+/// parse says nothing: enforced).
+pub fn observing(home: &hcp_store::Home) -> bool {
+    RuntimeConfig::load(home.root()).is_ok_and(|c| c.policy_mode == PolicyMode::Observe)
+}
