@@ -9,7 +9,7 @@
 //!
 //! [`apply`] is the one hook step 7 calls.
 
-use super::{DryApprovals, DryLimits, RuntimePolicy, cli_typed, escalate, to_value};
+use super::{DryApprovals, DryLimits, RuntimePolicy, escalate};
 use crate::record::Facts;
 use hcp_model::{ArgValue, Code};
 use hcp_store::config::{PolicyMode, RuntimeConfig};
@@ -45,22 +45,7 @@ pub fn observe(
     config: &RuntimeConfig,
 ) -> Observed {
     let principal = super::principal_of(session);
-    let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
-    let mut args = histos::Map::new();
-    for (k, v) in values {
-        let typed = if cli_face {
-            contract
-                .and_then(|c| c.field(k))
-                .and_then(|f| cli_typed(v, f.ty))
-        } else {
-            None
-        };
-        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
-    }
-    let call = histos::Call {
-        tool: tool.to_owned(),
-        args,
-    };
+    let call = super::histos_call(rp, tool, values, cli_face);
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
@@ -120,6 +105,20 @@ pub fn apply(
     now: Timestamp,
     facts: &mut Facts,
 ) -> Option<RuntimePolicy> {
+    observe_calls(policy, config, session, facts, |rp, s, c| {
+        observe(state, rp, s, tool, values, cli_face, now, c)
+    })
+}
+
+/// The common part of [`apply`] and [`apply_refs`]: `first` observes what the record is
+/// of and answers the first thing to note.
+fn observe_calls(
+    policy: Option<RuntimePolicy>,
+    config: Option<&RuntimeConfig>,
+    session: Option<&Session>,
+    facts: &mut Facts,
+    first: impl FnOnce(&RuntimePolicy, &Session, &RuntimeConfig) -> Observed,
+) -> Option<RuntimePolicy> {
     let (Some(rp), Some(s), Some(c)) = (policy.as_ref(), session, config) else {
         return policy;
     };
@@ -129,7 +128,7 @@ pub fn apply(
     let e = &mut facts.audit_extra;
     e.insert("policy_mode".into(), "observe".into());
     e.insert("policy_hash".into(), rp.hash().into());
-    match observe(state, rp, s, tool, values, cli_face, now, c) {
+    match first(rp, s, c) {
         Observed::Pass => {}
         Observed::WouldRefuse(code) => {
             e.insert("would_refuse".into(), code.as_str().into());
@@ -154,30 +153,24 @@ pub fn apply_refs(
     now: Timestamp,
     facts: &mut Facts,
 ) -> Option<RuntimePolicy> {
-    let (Some(rp), Some(s), Some(c)) = (policy.as_ref(), session, config) else {
-        return policy;
-    };
-    if c.policy_mode != PolicyMode::Observe {
-        return policy;
-    }
-    let e = &mut facts.audit_extra;
-    e.insert("policy_mode".into(), "observe".into());
-    e.insert("policy_hash".into(), rp.hash().into());
     let none = BTreeMap::new();
-    for r in refs {
-        let tool = format!("{pack_id}.{r}");
-        match observe(state, rp, s, &tool, &none, false, now, c) {
-            Observed::Pass => continue,
-            Observed::WouldRefuse(code) => {
-                e.insert("would_refuse".into(), code.as_str().into());
-            }
-            Observed::Unchecked(what) => {
-                e.insert("observe_unchecked".into(), what.into());
-            }
-        }
-        break;
-    }
-    None
+    observe_calls(policy, config, session, facts, |rp, s, c| {
+        refs.iter()
+            .map(|r| {
+                observe(
+                    state,
+                    rp,
+                    s,
+                    &format!("{pack_id}.{r}"),
+                    &none,
+                    false,
+                    now,
+                    c,
+                )
+            })
+            .find(|o| *o != Observed::Pass)
+            .unwrap_or(Observed::Pass)
+    })
 }
 
 /// Whether `config.json` of `home` says `"policy_mode": "observe"` (a file that does not
