@@ -5,9 +5,12 @@
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
 //! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
 //! `agent` ([`crate::bench_agent`], an agent's call against the owner's) and `mcp`
-//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio).
+//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio) and
+//! `export` ([`crate::bench_export`], `hcp audit export --otlp` to a local collector).
 
-use crate::{bench_agent, bench_exec, bench_gate, bench_mcp, bench_openapi, bench_store};
+use crate::{
+    bench_agent, bench_exec, bench_export, bench_gate, bench_mcp, bench_openapi, bench_store,
+};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -36,6 +39,8 @@ enum Which {
     /// One tool call over `hcp mcp --http` against the same call over stdio, pairwise in
     /// one run.
     Mcp(bench_mcp::Args),
+    /// `hcp audit export --otlp` of a trail to a local collector: records per second.
+    Export(bench_export::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -59,6 +64,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Openapi(o) => bench_openapi::run(&o),
         Which::Agent(a) => bench_agent::run(&a),
         Which::Mcp(m) => bench_mcp::run(&m),
+        Which::Export(e) => bench_export::run(&e),
     }
 }
 

@@ -385,6 +385,8 @@ codes! {
     DuplicateOutcome => "duplicate_outcome", Audit, REFUSED, REFUSED, "Two outcome records for one intent.";
     MachineMismatch => "machine_mismatch", Audit, REFUSED, REFUSED, "A record in one machine's chain that names another machine (RUNTIME §9).";
     BadCheckpoint => "bad_checkpoint", Audit, USAGE, USAGE, "A checkpoint file that cannot be read, is not a checkpoint, or whose signature fails.";
+    ExportFailed => "export_failed", Audit, REFUSED, REFUSED, "`hcp audit export`: the collector refused the spans for good (an HTTP status other than 429 and 5xx), or did not take them within the tries of a one-shot export (RUNTIME §11).";
+    BadSince => "bad_since", Command, USAGE, USAGE, "`hcp policy replay --since`: a time that is neither RFC 3339 nor a duration such as `24h` (RUNTIME §11).";
 }
 
 impl Code {

@@ -59,6 +59,7 @@ pub mod prepare;
 pub mod record;
 pub mod redact;
 pub mod refusal;
+pub mod replay;
 pub mod schema;
 pub mod seam;
 pub mod sense;

@@ -32,6 +32,7 @@
 //!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
 //!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
 //!   "escalation": "approvals",
+//!   "policy_mode": "enforce",
 //!   "mcp": { "approve_by_elicitation": false, "elicitation_timeout_s": 300 },
 //!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" }
 //! }
@@ -115,6 +116,44 @@ pub struct RuntimeConfig {
     pub escalation: Option<EscalationMode>,
     /// How `hcp mcp` asks the person (RUNTIME §10).
     pub mcp: McpConfig,
+    /// `policy_mode` (default `"enforce"`): `"observe"` runs the runtime policy without
+    /// enforcing it (RUNTIME §11): a call it would refuse runs, and its intent records
+    /// `would_refuse`.
+    #[serde(skip_serializing_if = "PolicyMode::is_enforce")]
+    pub policy_mode: PolicyMode,
+}
+
+/// `policy_mode`: whether the runtime policy (RUNTIME §7) is enforced or only observed
+/// (RUNTIME §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    /// `"enforce"`: the policy refuses, binds, counts and controls output.
+    #[default]
+    Enforce,
+    /// `"observe"`: the policy decides each call and its intent records the first
+    /// refusal it would have made (`would_refuse`); nothing else of it takes effect.
+    Observe,
+}
+
+impl PolicyMode {
+    /// Whether this is the default, `enforce`.
+    pub fn is_enforce(&self) -> bool {
+        *self == Self::Enforce
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v.as_str() {
+            Some("enforce") => Ok(Self::Enforce),
+            Some("observe") => Ok(Self::Observe),
+            _ => Err(serde::de::Error::custom(format!(
+                "`policy_mode` is `\"enforce\"` or `\"observe\"`, not `{v}`"
+            ))),
+        }
+    }
 }
 
 impl RuntimeConfig {
@@ -1302,6 +1341,13 @@ mod tests {
         );
         assert_eq!(c.escalation, Some(EscalationMode::Approvals));
         assert_eq!(parse("{}").unwrap().escalation, None);
+        assert_eq!(parse("{}").unwrap().policy_mode, PolicyMode::Enforce);
+        assert_eq!(
+            parse(r#"{"policy_mode": "observe"}"#).unwrap().policy_mode,
+            PolicyMode::Observe
+        );
+        assert!(parse(r#"{"policy_mode": "audit"}"#).is_err());
+        assert!(parse(r#"{"policy_mode": true}"#).is_err());
         for (text, needle, at) in [
             (
                 "{\"resolvers\": {\n  \"t.x\": \"nodot\"}}",

@@ -193,8 +193,18 @@ fn human(r: &Report) -> String {
         }
     }
     let rp = &r.runtime_policy;
-    if rp.file.is_some() || rp.lock.present {
+    if rp.file.is_some() || rp.lock.present || rp.mode == "observe" {
         line("runtime policy".into());
+        if rp.mode == "observe" {
+            line(format!(
+                "  mode                  observe: not enforced{}",
+                if rp.file.is_some() {
+                    ""
+                } else {
+                    " (and there is no policy to observe)"
+                }
+            ));
+        }
         if let Some(f) = &rp.file {
             line(format!(
                 "  policy                `{}`: {}",
@@ -228,6 +238,9 @@ fn human(r: &Report) -> String {
     }
     for n in &r.notes {
         line(format!("note: {n}"));
+    }
+    if rp.mode == "observe" {
+        line("note: `policy_mode` is `observe` in `config.json`: the runtime policy refuses nothing; each call it would refuse runs and records `would_refuse` (`hcp policy replay` shows what a candidate would change)".into());
     }
     if r.problems.is_empty() {
         line("no problems found".into());
