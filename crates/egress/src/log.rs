@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-/// Connections kept whole, in the order they ended: 64 (RUNTIME §5.5).
+/// Connections kept whole, the first the child opened: 64 (RUNTIME §5.5).
 pub const FIRST: usize = 64;
 /// Distinct `(dest, port, verdict)` groups counted after the first [`FIRST`]; more fall
 /// into one group with `dest` `null`: 256.
@@ -98,7 +98,7 @@ struct Counts {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectionLog {
     total: u64,
-    first: Vec<Connection>,
+    first: Vec<Option<Connection>>,
     rest: BTreeMap<GroupKey, Counts>,
     refused: BTreeMap<(Option<String>, Option<u16>), u64>,
     refused_order: Vec<(Option<String>, Option<u16>)>,
@@ -111,8 +111,16 @@ impl ConnectionLog {
         Self::default()
     }
 
-    /// Adds one ended connection.
-    pub fn push(&mut self, mut c: Connection) {
+    /// Adds one ended connection, numbered as the next ([`ConnectionLog::record`] with
+    /// the number of connections recorded so far).
+    pub fn push(&mut self, c: Connection) {
+        self.record(self.total, c);
+    }
+
+    /// Adds ended connection number `seq` (0-based, in the order the child opened them;
+    /// each number once): one of the first [`FIRST`] is kept whole in its place, a later
+    /// one counted in its group.
+    pub fn record(&mut self, seq: u64, mut c: Connection) {
         self.total += 1;
         if let Some(d) = &mut c.dest
             && d.chars().count() > MAX_DEST_CHARS
@@ -130,8 +138,13 @@ impl ConnectionLog {
                 self.refused_other += 1;
             }
         }
-        if self.first.len() < FIRST {
-            self.first.push(c);
+        if let Ok(i) = usize::try_from(seq)
+            && i < FIRST
+        {
+            if self.first.len() <= i {
+                self.first.resize(i + 1, None);
+            }
+            self.first[i] = Some(c);
             return;
         }
         let mut key = (c.dest, c.port, c.verdict);
@@ -149,9 +162,9 @@ impl ConnectionLog {
         self.total
     }
 
-    /// The first [`FIRST`] connections, in the order they ended.
-    pub fn first(&self) -> &[Connection] {
-        &self.first
+    /// The first [`FIRST`] connections the child opened, in that order.
+    pub fn first(&self) -> Vec<&Connection> {
+        self.first.iter().flatten().collect()
     }
 
     /// Connections refused in all.
@@ -187,7 +200,7 @@ impl ConnectionLog {
         let mut first = Vec::new();
         let mut used = 0;
         let mut cut = false;
-        for c in &self.first {
+        for c in self.first.iter().flatten() {
             let v = serde_json::to_value(c).unwrap_or_default();
             let n = len(&v);
             if !cut && used + n <= OUTCOME_FIRST_BYTES {

@@ -46,7 +46,7 @@ use head::{HeadError, Request};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -226,11 +226,11 @@ struct Shared {
 }
 
 impl Shared {
-    fn push(&self, c: Connection) {
+    fn record(&self, seq: u64, c: Connection) {
         self.log
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(c);
+            .record(seq, c);
     }
 }
 
@@ -247,27 +247,35 @@ async fn serve(
     let slots = Arc::new(Semaphore::new(config.limits.max_connections));
     let mut tasks = JoinSet::new();
     let for_tasks = stopped.clone();
+    let mut seq: u64 = 0;
     loop {
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
-                    Ok(slot) => {
-                        let shared = shared.clone();
-                        let stopped = for_tasks.clone();
-                        tasks.spawn(async move {
-                            connection(stream, &shared, stopped).await;
-                            drop(slot);
-                        });
+                Ok((stream, _)) => {
+                    let n = seq;
+                    seq += 1;
+                    match slots.clone().try_acquire_owned() {
+                        Ok(slot) => {
+                            let shared = shared.clone();
+                            let stopped = for_tasks.clone();
+                            tasks.spawn(async move {
+                                connection(stream, n, &shared, stopped).await;
+                                drop(slot);
+                            });
+                        }
+                        Err(_) => {
+                            // Over the cap: answered at once without reading, never
+                            // waited on.
+                            let body = format!(
+                                "hcp: more than {} connections at once through the egress proxy\n",
+                                config.limits.max_connections
+                            );
+                            let _ = stream.try_write(&response(503, "Service Unavailable", &body));
+                            shared.record(n, Connection::unread("too_many_connections"));
+                        }
                     }
-                    Err(_) => {
-                        // Over the cap: answered at once without reading, never waited on.
-                        let _ = stream.try_write(&response(503, "Service Unavailable",
-                            &format!("hcp: more than {} connections at once through the egress proxy\n",
-                                config.limits.max_connections)));
-                        shared.push(Connection::unread("too_many_connections"));
-                    }
-                },
+                }
                 // A descriptor or memory shortage: give the tasks a moment to end.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
             },
@@ -276,7 +284,8 @@ async fn serve(
     }
     // Connections the child made that were not taken yet reached nothing.
     while let Ok(Ok(_)) = timeout(Duration::ZERO, listener.accept()).await {
-        shared.push(Connection::unread("call_ended"));
+        shared.record(seq, Connection::unread("call_ended"));
+        seq += 1;
     }
     drop(listener);
     while tasks.join_next().await.is_some() {}
@@ -288,13 +297,18 @@ async fn serve(
 }
 
 /// One connection of the child, logged when it ends, or when the proxy is stopped.
-async fn connection(mut stream: TcpStream, shared: &Shared, mut stopped: watch::Receiver<bool>) {
+async fn connection(
+    mut stream: TcpStream,
+    seq: u64,
+    shared: &Shared,
+    mut stopped: watch::Receiver<bool>,
+) {
     let mut conn = Connection::unread("call_ended");
     tokio::select! {
         () = handle(&mut stream, &shared.config, &mut conn) => {}
         _ = stopped.wait_for(|s| *s) => {}
     }
-    shared.push(conn);
+    shared.record(seq, conn);
 }
 
 /// A status line, headers and a short text body, closing.
@@ -313,6 +327,20 @@ async fn answer(stream: &mut TcpStream, status: u16, phrase: &str, body: &str) {
     let _ = timeout(Duration::from_secs(5), async {
         stream.write_all(&bytes).await?;
         stream.shutdown().await
+    })
+    .await;
+    // What the child sent beyond the head is read and dropped for a moment (at most 64
+    // KiB, 1 s), so that closing with unread bytes does not reset the connection before
+    // the child has read the answer.
+    let _ = timeout(Duration::from_secs(1), async {
+        let mut sink = [0u8; 4096];
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
     })
     .await;
 }
@@ -361,8 +389,8 @@ async fn handle(stream: &mut TcpStream, config: &ProxyConfig, conn: &mut Connect
     conn.dest = Some(target.host.to_string());
     conn.port = Some(target.port);
     if let Err(r) = config.allow.check(&target) {
-        refuse(stream, config, &target, &r).await;
         conn.reason = Some(r.as_str());
+        refuse(stream, config, &target, &r).await;
         return;
     }
     let addresses = match &target.host {
@@ -391,8 +419,8 @@ async fn handle(stream: &mut TcpStream, config: &ProxyConfig, conn: &mut Connect
     for a in &addresses {
         if let Err(r) = config.allow.check_address(*a, target.port) {
             conn.address = Some(a.to_canonical());
-            refuse(stream, config, &target, &r).await;
             conn.reason = Some(r.as_str());
+            refuse(stream, config, &target, &r).await;
             return;
         }
     }
