@@ -71,14 +71,25 @@ impl AllowList {
     /// Parses every entry (`network.allow` of `config.json`).
     ///
     /// # Errors
-    /// The first entry that is not a destination, with its index in `entries`.
+    /// The first entry that is not a destination, or that is listed twice (in its
+    /// canonical form: `A.example:443` and `a.example:443` are one), with its index in
+    /// `entries`.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, (usize, DestinationError)> {
-        entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Destination::parse(e.as_ref()).map_err(|err| (i, err)))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Self::new)
+        let mut out: Vec<Destination> = Vec::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            let d = Destination::parse(e.as_ref()).map_err(|err| (i, err))?;
+            if let Some(j) = out.iter().position(|o| *o == d) {
+                return Err((
+                    i,
+                    DestinationError {
+                        entry: e.as_ref().to_owned(),
+                        message: format!("it is listed twice (entry {j} is `{d}` too)"),
+                    },
+                ));
+            }
+            out.push(d);
+        }
+        Ok(Self::new(out))
     }
 
     /// The entries, in the order written.
@@ -172,6 +183,17 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_entry_listed_twice_is_refused() {
+        let (i, e) =
+            AllowList::parse(&["a.example:443", "b.example:443", "A.example:443"]).unwrap_err();
+        assert_eq!(i, 2);
+        assert_eq!(
+            e.to_string(),
+            "`A.example:443` is not a destination: it is listed twice (entry 0 is `a.example:443` too)"
+        );
     }
 
     #[test]

@@ -1,0 +1,243 @@
+//! Network by destination for one call (RUNTIME §5.5): the proxy that serves a child
+//! whose network is `{"allow": [DEST…]}`, for the call's lifetime, and what its
+//! connection log puts into the outcome record and the result.
+//!
+//! The child's view (`hcp-adapter`) runs it in a network namespace of its own and hands
+//! hcp a socket listening inside it before `execve`; [`CallEgress::serve`] starts
+//! `hcp_egress::Proxy` on it; [`CallEgress::finish`], once the child has ended, stops the
+//! proxy and writes what it saw:
+//!
+//! - the outcome record's `connections` (`hcp_egress::ConnectionLog::outcome_json`: the
+//!   first connections whole — destination, port, address, bytes each way, `allowed` or
+//!   `refused` and why — then counts by destination and verdict);
+//! - the result's `sandbox.network.refused`, `[{"dest", "port", "count"}]`, and with a
+//!   refused destination a hint naming the key that lists them ([`hint`]).
+//!
+//! A `deny` or `host` call never makes a [`CallEgress`]: no proxy, no thread.
+
+use crate::record::Facts;
+use crate::refusal::Refusal;
+use hcp_egress::{AllowList, ConnectionLog, Proxy, ProxyConfig};
+use hcp_model::Code;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+
+/// The egress of one call: its destinations and, once the child handed its listener, the
+/// proxy serving it.
+#[derive(Debug)]
+pub struct CallEgress {
+    config: Option<ProxyConfig>,
+    key: String,
+    proxy: Option<Proxy>,
+    failed: Option<String>,
+}
+
+impl CallEgress {
+    /// The egress of a call whose network lists `entries`, at `key` in `config.json`
+    /// (`packs.ID.network`, or `sandbox.network`: [`key_for`]).
+    ///
+    /// # Errors
+    /// `bad_config` (78) for an entry that is not a destination (reading `config.json`
+    /// already refuses one; checked again here, since this is what the proxy enforces).
+    pub fn new(entries: &[String], key: String) -> Result<Self, Refusal> {
+        let allow = AllowList::parse(entries).map_err(|(i, e)| {
+            Refusal::new(Code::BadConfig, format!("`{key}.allow[{i}]`: {e}"))
+                .hint("fix `config.json` in the store; every call is refused until it parses")
+        })?;
+        Ok(Self {
+            config: Some(ProxyConfig::new(allow, key.clone())),
+            key,
+            proxy: None,
+            failed: None,
+        })
+    }
+
+    /// The destinations.
+    pub fn allow(&self) -> Option<&AllowList> {
+        self.config.as_ref().map(|c| &c.allow)
+    }
+
+    /// Serves `listener` — the socket the child made listening inside its network
+    /// namespace, handed to hcp before `execve` — for the rest of the call. A proxy that
+    /// cannot start closes the listener, so the child's connections are refused and reach
+    /// nothing; the result says why. A second listener is closed.
+    pub fn serve(&mut self, listener: OwnedFd) {
+        let Some(config) = self.config.take() else {
+            return;
+        };
+        match Proxy::start(std::net::TcpListener::from(listener), config) {
+            Ok(p) => self.proxy = Some(p),
+            Err(e) => self.failed = Some(e.to_string()),
+        }
+    }
+
+    /// Whether a proxy is serving the call.
+    pub fn serving(&self) -> bool {
+        self.proxy.is_some()
+    }
+
+    /// Ends the proxy (after the child: its connections are closed, each counted) and
+    /// writes its log into `facts`: the outcome record's `connections`, and the result's
+    /// `sandbox.network.refused` (with `refused_other` when more destinations were
+    /// refused than it names, and `proxy` when the proxy could not start).
+    pub fn finish(self, facts: &mut Facts) {
+        let log = self.proxy.map(Proxy::finish).unwrap_or_default();
+        note(
+            &log,
+            self.failed.as_deref(),
+            &self.key,
+            &mut facts.audit_extra,
+            &mut facts.result_extra,
+        );
+    }
+}
+
+/// Writes `log` into a call's audit and result extras (as [`CallEgress::finish`]).
+fn note(
+    log: &ConnectionLog,
+    failed: Option<&str>,
+    key: &str,
+    audit_extra: &mut BTreeMap<String, Value>,
+    result_extra: &mut Map<String, Value>,
+) {
+    audit_extra.insert("connections".into(), log.outcome_json());
+    let (refused, other) = log.refused_json();
+    let sandbox = result_extra
+        .entry("sandbox")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(sandbox) = sandbox else {
+        return;
+    };
+    let network = sandbox
+        .entry("network")
+        .or_insert_with(|| serde_json::json!({"mode": "allow"}));
+    if !network.is_object() {
+        // An older shape (`"network": "enforced"`): the mode and what it enforced.
+        *network = serde_json::json!({"mode": "allow", "enforced": network.clone()});
+    }
+    if let Value::Object(n) = network {
+        n.insert("refused".into(), refused);
+        if other > 0 {
+            n.insert("refused_other".into(), other.into());
+        }
+        n.insert("key".into(), key.into());
+        if let Some(why) = failed {
+            n.insert("proxy".into(), format!("not started: {why}").into());
+        }
+    }
+}
+
+/// The key of `config.json` that lists a pack's destinations: its own
+/// `packs.ID.network` when it has one, else `sandbox.network`.
+pub fn key_for(pack_id: &str, pack_has_own: bool) -> String {
+    if pack_has_own {
+        format!("packs.{pack_id}.network")
+    } else {
+        "sandbox.network".into()
+    }
+}
+
+/// The result's hint when its `sandbox.network` part names refused destinations
+/// (RUNTIME §5.5: the model and the operator see why): the first of them and the key.
+pub fn hint(result_extra: &Map<String, Value>) -> Option<String> {
+    let network = result_extra.get("sandbox")?.get("network")?;
+    let refused = network.get("refused")?.as_array()?;
+    let first = refused.first()?;
+    let key = network
+        .get("key")
+        .and_then(Value::as_str)
+        .unwrap_or("network");
+    let dest = match (first.get("dest").and_then(Value::as_str), first.get("port")) {
+        (Some(d), Some(Value::Number(p))) => format!("`{d}:{p}`"),
+        _ => "a request that named no destination".into(),
+    };
+    let more = refused.len() - 1
+        + usize::from(
+            network
+                .get("refused_other")
+                .is_some_and(|v| v.as_u64() > Some(0)),
+        );
+    let others = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the network refused {dest}{others}: it is not a destination of this pack; the owner may list it in `{key}` of `config.json` (`{{\"allow\": [\"HOST:PORT\"]}}`)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn a_served_call_writes_its_connections_and_refusals() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut egress =
+            CallEgress::new(&["api.example.com:443".into()], key_for("gh", true)).unwrap();
+        egress.serve(OwnedFd::from(listener));
+        assert!(egress.serving());
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert!(answer.contains("`packs.gh.network`"), "{answer}");
+        let (mut audit, mut result) = (BTreeMap::new(), Map::new());
+        result.insert(
+            "sandbox".into(),
+            serde_json::json!({"network": {"mode": "allow", "enforced": true, "refused": []}}),
+        );
+        let log = egress.proxy.take().unwrap().finish();
+        note(&log, None, &egress.key, &mut audit, &mut result);
+        assert_eq!(
+            result["sandbox"]["network"],
+            serde_json::json!({
+                "mode": "allow", "enforced": true, "key": "packs.gh.network",
+                "refused": [{"dest": "evil.example", "port": 443, "count": 1}],
+            })
+        );
+        assert_eq!(audit["connections"]["total"], 1);
+        assert_eq!(audit["connections"]["first"][0]["reason"], "not_listed");
+        assert_eq!(
+            hint(&result).unwrap(),
+            "the network refused `evil.example:443`: it is not a destination of this pack; the owner may list it in `packs.gh.network` of `config.json` (`{\"allow\": [\"HOST:PORT\"]}`)"
+        );
+    }
+
+    #[test]
+    fn nothing_refused_no_hint() {
+        let (mut audit, mut result) = (BTreeMap::new(), Map::new());
+        note(
+            &ConnectionLog::new(),
+            None,
+            "sandbox.network",
+            &mut audit,
+            &mut result,
+        );
+        assert_eq!(
+            result["sandbox"]["network"]["refused"],
+            serde_json::json!([])
+        );
+        assert_eq!(audit["connections"]["total"], 0);
+        assert_eq!(hint(&result), None);
+    }
+
+    #[test]
+    fn a_bad_entry_is_bad_config() {
+        let e = CallEgress::new(&["github.com".into()], "packs.gh.network".into()).unwrap_err();
+        assert_eq!(e.code, Code::BadConfig);
+        assert!(
+            e.message
+                .starts_with("`packs.gh.network.allow[0]`: `github.com`"),
+            "{}",
+            e.message
+        );
+    }
+}
