@@ -4,9 +4,10 @@
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
 //! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
-//! `agent` ([`crate::bench_agent`], an agent's call against the owner's).
+//! `agent` ([`crate::bench_agent`], an agent's call against the owner's) and `egress`
+//! ([`crate::bench_egress`], network by destination against `host` and `deny`).
 
-use crate::{bench_agent, bench_exec, bench_gate, bench_openapi, bench_store};
+use crate::{bench_agent, bench_egress, bench_exec, bench_gate, bench_openapi, bench_store};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -32,6 +33,10 @@ enum Which {
     /// An agent's call (session, grants, runtime policy, counters) against the owner's
     /// call of the same verb on the same store, with 1 and many packs, JSON and YAML policy.
     Agent(bench_agent::Args),
+    /// Network by destination: an HTTPS request through the egress proxy against the
+    /// same from a `host` pack, and the start of a call with destinations against a
+    /// `deny` call, pairwise in one run.
+    Egress(bench_egress::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -54,6 +59,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Exec(e) => bench_exec::run(&e),
         Which::Openapi(o) => bench_openapi::run(&o),
         Which::Agent(a) => bench_agent::run(&a),
+        Which::Egress(e) => bench_egress::run(&e),
     }
 }
 

@@ -242,12 +242,12 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
     Ok(())
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
 /// One run: its wall time; it must exit 0.
-fn timed(mut c: Command) -> Result<Duration> {
+pub(crate) fn timed(mut c: Command) -> Result<Duration> {
     c.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -258,7 +258,7 @@ fn timed(mut c: Command) -> Result<Duration> {
     Ok(d)
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(name))
@@ -266,7 +266,7 @@ fn which(name: &str) -> Option<PathBuf> {
     })
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
