@@ -413,3 +413,35 @@ fn the_end_of_the_call_ends_open_tunnels_with_their_bytes_counted() {
     );
     drop(idle);
 }
+
+#[test]
+fn the_system_resolver_answers_from_the_hosts_file_in_a_static_build() {
+    use hcp_egress::{Resolve, SystemResolver};
+    // `localhost` is in every /etc/hosts; this test binary is linked like `hcp`.
+    let a = SystemResolver.resolve("localhost", 80).unwrap();
+    assert!(
+        a.contains(&ip("127.0.0.1")) || a.contains(&ip("::1")),
+        "{a:?}"
+    );
+    let echo = echo_server();
+    let p = proxy(
+        &[
+            &format!("localhost:{echo}"),
+            &format!("127.0.0.1:{echo}"),
+            &format!("[::1]:{echo}"),
+        ],
+        SystemResolver,
+        Limits::default(),
+    );
+    let answer = exchange(
+        p.port,
+        format!("CONNECT localhost:{echo} HTTP/1.1\r\n\r\nhi").as_bytes(),
+        true,
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.1 502"),
+        "{answer}"
+    );
+    let c = only(&p.finish());
+    assert_eq!(c.verdict, Verdict::Allowed, "{c:?}");
+}
