@@ -151,7 +151,6 @@ pub enum ProxyError {
 pub struct Proxy {
     stop: watch::Sender<bool>,
     thread: Option<std::thread::JoinHandle<ConnectionLog>>,
-    local: Option<SocketAddr>,
 }
 
 impl Proxy {
@@ -173,7 +172,6 @@ impl Proxy {
         listener
             .set_nonblocking(true)
             .map_err(start("the listener"))?;
-        let local = listener.local_addr().ok();
         let listener = {
             let _in = rt.enter();
             TcpListener::from_std(listener).map_err(start("the listener"))?
@@ -191,13 +189,7 @@ impl Proxy {
         Ok(Self {
             stop,
             thread: Some(thread),
-            local,
         })
-    }
-
-    /// The listener's address (as the child dials it), when the socket says.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.local
     }
 
     /// Ends the proxy: the listener is closed, connections not yet taken from it are
