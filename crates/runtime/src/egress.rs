@@ -22,15 +22,26 @@ use hcp_model::Code;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
+use std::sync::{Mutex, PoisonError};
 
 /// The egress of one call: its destinations and, once the child handed its listener, the
-/// proxy serving it.
+/// proxy serving it. [`CallEgress::serve`] takes `&self` (the adapter calls it through a
+/// shared `Fn` hook right after the spawn).
 #[derive(Debug)]
 pub struct CallEgress {
-    config: Option<ProxyConfig>,
     key: String,
-    proxy: Option<Proxy>,
-    failed: Option<String>,
+    state: Mutex<Serving>,
+}
+
+/// Where a call's proxy is.
+#[derive(Debug)]
+enum Serving {
+    /// Not started: the destinations.
+    Ready(ProxyConfig),
+    /// Serving the child's listener.
+    Running(Proxy),
+    /// It could not start (why), or a second listener came.
+    Failed(String),
 }
 
 impl CallEgress {
@@ -46,35 +57,35 @@ impl CallEgress {
                 .hint("fix `config.json` in the store; every call is refused until it parses")
         })?;
         Ok(Self {
-            config: Some(ProxyConfig::new(allow, key.clone())),
+            state: Mutex::new(Serving::Ready(ProxyConfig::new(allow, key.clone()))),
             key,
-            proxy: None,
-            failed: None,
         })
-    }
-
-    /// The destinations.
-    pub fn allow(&self) -> Option<&AllowList> {
-        self.config.as_ref().map(|c| &c.allow)
     }
 
     /// Serves `listener` — the socket the child made listening inside its network
     /// namespace, handed to hcp before `execve` — for the rest of the call. A proxy that
     /// cannot start closes the listener, so the child's connections are refused and reach
     /// nothing; the result says why. A second listener is closed.
-    pub fn serve(&mut self, listener: OwnedFd) {
-        let Some(config) = self.config.take() else {
-            return;
+    pub fn serve(&self, listener: OwnedFd) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = match std::mem::replace(&mut *state, Serving::Failed(String::new())) {
+            Serving::Ready(config) => {
+                match Proxy::start(std::net::TcpListener::from(listener), config) {
+                    Ok(p) => Serving::Running(p),
+                    Err(e) => Serving::Failed(e.to_string()),
+                }
+            }
+            other => other,
         };
-        match Proxy::start(std::net::TcpListener::from(listener), config) {
-            Ok(p) => self.proxy = Some(p),
-            Err(e) => self.failed = Some(e.to_string()),
-        }
+        *state = next;
     }
 
     /// Whether a proxy is serving the call.
     pub fn serving(&self) -> bool {
-        self.proxy.is_some()
+        matches!(
+            *self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            Serving::Running(_)
+        )
     }
 
     /// Ends the proxy (after the child: its connections are closed, each counted) and
@@ -82,10 +93,20 @@ impl CallEgress {
     /// `sandbox.network.refused` (with `refused_other` when more destinations were
     /// refused than it names, and `proxy` when the proxy could not start).
     pub fn finish(self, facts: &mut Facts) {
-        let log = self.proxy.map(Proxy::finish).unwrap_or_default();
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (log, failed) = match state {
+            Serving::Running(p) => (p.finish(), None),
+            Serving::Failed(why) => (ConnectionLog::new(), Some(why)),
+            // The child handed no listener (it did not start, or this build has no
+            // network namespace): nothing was served.
+            Serving::Ready(_) => (ConnectionLog::new(), None),
+        };
         note(
             &log,
-            self.failed.as_deref(),
+            failed.as_deref(),
             &self.key,
             &mut facts.audit_extra,
             &mut facts.result_extra,
@@ -178,8 +199,7 @@ mod tests {
     fn a_served_call_writes_its_connections_and_refusals() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut egress =
-            CallEgress::new(&["api.example.com:443".into()], key_for("gh", true)).unwrap();
+        let egress = CallEgress::new(&["api.example.com:443".into()], key_for("gh", true)).unwrap();
         egress.serve(OwnedFd::from(listener));
         assert!(egress.serving());
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -194,8 +214,16 @@ mod tests {
             "sandbox".into(),
             serde_json::json!({"network": {"mode": "allow", "enforced": true, "refused": []}}),
         );
-        let log = egress.proxy.take().unwrap().finish();
-        note(&log, None, &egress.key, &mut audit, &mut result);
+        let Serving::Running(proxy) = egress.state.into_inner().unwrap() else {
+            panic!("not serving")
+        };
+        note(
+            &proxy.finish(),
+            None,
+            "packs.gh.network",
+            &mut audit,
+            &mut result,
+        );
         assert_eq!(
             result["sandbox"]["network"],
             serde_json::json!({
