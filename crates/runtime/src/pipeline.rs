@@ -400,6 +400,12 @@ fn steps(
             Some(Code::Cancelled),
             Some("the caller abandoned the call; its process group was ended".to_string()),
         )
+    } else if outcome.memory_exceeded {
+        (
+            Code::MemoryExceeded.exit_status(),
+            Some(Code::MemoryExceeded),
+            Some(crate::prepare::MEMORY_EXCEEDED.to_string()),
+        )
     } else {
         (
             u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(exit::REFUSED),

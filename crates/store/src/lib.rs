@@ -26,6 +26,7 @@ pub mod session;
 pub mod skill;
 pub mod state;
 pub mod stimulus;
+pub mod tenant;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};
