@@ -127,7 +127,10 @@ impl ConnectionLog {
         {
             *d = d.chars().take(MAX_DEST_CHARS).collect();
         }
-        if c.verdict == Verdict::Refused {
+        // A connection that closed before its request, or that the call's end closed
+        // first, named nothing to refuse: it is in the log, not among the refusals.
+        let named = !matches!(c.reason, Some("closed" | "call_ended"));
+        if c.verdict == Verdict::Refused && named {
             let key = (c.dest.clone(), c.port);
             if let Some(n) = self.refused.get_mut(&key) {
                 *n += 1;
@@ -167,7 +170,8 @@ impl ConnectionLog {
         self.first.iter().flatten().collect()
     }
 
-    /// Connections refused in all.
+    /// Connections refused in all, but those that closed before their request or that
+    /// the call's end closed (`closed`, `call_ended`: they are in the log only).
     pub fn refused_total(&self) -> u64 {
         self.refused.values().sum::<u64>() + self.refused_other
     }

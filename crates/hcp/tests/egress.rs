@@ -260,10 +260,14 @@ impl Net {
         let mut allow = vec![format!("127.0.0.1:{}", self.port())];
         allow.extend(more.iter().map(|s| (*s).to_owned()));
         let certs = Path::new(&self.ca).parent().unwrap().display().to_string();
-        self.cw.config(&json!({"packs": {
-            "net": {"network": {"allow": allow}, "read": [certs]},
-            "hostile": {"network": {"allow": allow}},
-        }}));
+        // Node (V8) reserves more address space than the default limit of 4 GiB.
+        self.cw.config(&json!({
+            "packs": {
+                "net": {"network": {"allow": allow}, "read": [certs]},
+                "hostile": {"network": {"allow": allow}},
+            },
+            "limits": {"address_space_bytes": 64_u64 << 30},
+        }));
     }
 
     /// Whether this build has the network-namespace mode: a call of an `{"allow": …}`

@@ -19,6 +19,7 @@ use crate::record::Facts;
 use crate::refusal::Refusal;
 use hcp_egress::{AllowList, ConnectionLog, Proxy, ProxyConfig};
 use hcp_model::Code;
+use hcp_store::config::{NetworkMode, RuntimeConfig};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -111,6 +112,43 @@ impl CallEgress {
             &mut facts.audit_extra,
             &mut facts.result_extra,
         );
+    }
+}
+
+/// The egress of a call of `pack_id` (RUNTIME §5.5): `Some` when its network
+/// (`packs.ID.network`, else `sandbox.network`) is `{"allow": […]}` and the child runs in a
+/// network namespace of its own (`in_namespace`: the confinement hands hcp a listener);
+/// `None` for `deny`, `host`, and an owner's call that the kernel gave no namespace (its
+/// `network` part says so, and nothing serves it).
+///
+/// # Errors
+/// `bad_config` for an entry that is not a destination ([`CallEgress::new`]).
+pub fn for_call(
+    config: &RuntimeConfig,
+    pack_id: &str,
+    in_namespace: bool,
+) -> Result<Option<CallEgress>, Refusal> {
+    match config.network_for(pack_id) {
+        NetworkMode::Allow(entries) if in_namespace => {
+            let own = config.pack(pack_id).network.is_some();
+            CallEgress::new(entries, key_for(pack_id, own)).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// After the run of a child that had `egress`: the proxy ended and its log written
+/// ([`CallEgress::finish`]); a refused destination gives the result its hint ([`hint`])
+/// unless it has one already.
+pub fn after_run(egress: Option<CallEgress>, facts: &mut Facts) {
+    let Some(e) = egress else {
+        return;
+    };
+    e.finish(facts);
+    if !facts.result_extra.contains_key("hint")
+        && let Some(h) = hint(&facts.result_extra)
+    {
+        facts.result_extra.insert("hint".into(), h.into());
     }
 }
 
@@ -255,6 +293,25 @@ mod tests {
         );
         assert_eq!(audit["connections"]["total"], 0);
         assert_eq!(hint(&result), None);
+    }
+
+    #[test]
+    fn only_an_allow_network_in_a_namespace_gets_a_proxy() {
+        let c =
+            |text: &str| RuntimeConfig::parse(text, std::path::Path::new("config.json")).unwrap();
+        let own = c(r#"{"packs": {"gh": {"network": {"allow": ["api.github.com:443"]}}}}"#);
+        let e = for_call(&own, "gh", true).unwrap().unwrap();
+        assert_eq!(e.key, "packs.gh.network");
+        assert!(for_call(&own, "gh", false).unwrap().is_none());
+        assert!(for_call(&own, "other", true).unwrap().is_none());
+        let every =
+            c(r#"{"sandbox": {"network": {"allow": []}}, "packs": {"h": {"network": "host"}}}"#);
+        assert_eq!(
+            for_call(&every, "any", true).unwrap().unwrap().key,
+            "sandbox.network"
+        );
+        assert!(for_call(&every, "h", true).unwrap().is_none());
+        assert!(for_call(&c("{}"), "any", true).unwrap().is_none());
     }
 
     #[test]

@@ -849,6 +849,17 @@ impl RuntimeConfig {
                 }
             }
         }
+        // Destinations (RUNTIME §5.5): each entry of a `network.allow` is one.
+        if let NetworkMode::Allow(list) = &config.sandbox.network {
+            let at = ["sandbox", "network", "allow"];
+            check_allow(text, path, &at, "sandbox.network.allow", list)?;
+        }
+        for (id, pack) in &config.packs.0 {
+            if let Some(NetworkMode::Allow(list)) = &pack.network {
+                let at = ["packs", id.as_str(), "network", "allow"];
+                check_allow(text, path, &at, &format!("packs.{id}.network.allow"), list)?;
+            }
+        }
         for (id, pack) in &mut config.packs.0 {
             if let Err(why) = hcp_model::PackId::parse(id) {
                 return Err(located(
@@ -1421,5 +1432,45 @@ mod tests {
         );
         assert_eq!(e.code(), "bad_config");
         assert!(check_allow(text, Path::new("config.json"), &at, "k", &entries[..1]).is_ok());
+    }
+
+    #[test]
+    fn network_allow_entries_are_destinations() {
+        let c = parse(r#"{"sandbox": {"network": {"allow": ["*.example.org:443"]}}, "packs": {"gh": {"network": {"allow": ["api.github.com:443", "[::1]:8080"]}}}}"#).unwrap();
+        assert_eq!(
+            c.network_for("gh"),
+            &NetworkMode::Allow(vec!["api.github.com:443".into(), "[::1]:8080".into()])
+        );
+        for (text, at, needle) in [
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"github.com\"]}}}}",
+                (1, 41),
+                "`packs.gh.network.allow[0]`: `github.com` is not a destination: a port is required",
+            ),
+            (
+                "{\"sandbox\": {\"network\": {\"allow\": [\n \"a.example:443\", \"*.com:443\"]}}}",
+                (2, 19),
+                "`sandbox.network.allow[1]`: `*.com:443`",
+            ),
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"a.example:1\", \"A.example:1\"]}}}}",
+                (1, 56),
+                "listed twice",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            let ConfigError::Invalid {
+                line,
+                column,
+                ref message,
+                ..
+            } = e
+            else {
+                panic!("{e:?}")
+            };
+            assert!(message.contains(needle), "{text}: {message}");
+            assert_eq!((line, column), at, "{text}: {message}");
+            assert_eq!(e.code(), "bad_config");
+        }
     }
 }
