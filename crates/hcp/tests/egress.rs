@@ -533,3 +533,49 @@ fn a_thousand_connections_are_bounded_and_counted() {
     refused_in_result(&v, n.unlisted_port());
     n.assert_untouched();
 }
+
+#[test]
+fn doctor_and_show_list_each_packs_destinations() {
+    let cw = Cw::new(As::Me, &["hostile", "echo"]);
+    cw.config(&json!({"packs": {"hostile": {"network": {"allow": [
+        "API.github.com:443", "*.githubusercontent.com:443", "[2001:DB8::7]:443"]}}}}));
+    let out = cw.run(&["show", "hostile"]);
+    assert!(out.status.success(), "{}", cw.w.render(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let verbs = text.find("verbs:").unwrap();
+    let network = text
+        .find("network: allow (packs.hostile.network): api.github.com:443, *.githubusercontent.com:443, [2001:db8::7]:443\n")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        verbs < network && network < text.find("pins:").unwrap(),
+        "{text}"
+    );
+    let out = cw.run(&["show", "echo", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["network"],
+        json!({"mode": "deny", "key": "sandbox.network", "destinations": []})
+    );
+    let out = cw.run(&["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["networks"],
+        json!([
+            {"pack_id": "echo", "mode": "deny", "key": "sandbox.network", "destinations": []},
+            {"pack_id": "hostile", "mode": "allow", "key": "packs.hostile.network",
+             "destinations": ["api.github.com:443", "*.githubusercontent.com:443", "[2001:db8::7]:443"]},
+        ])
+    );
+    let out = cw.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("network by pack\n  echo  deny (sandbox.network)\n  hostile  allow (packs.hostile.network): api.github.com:443"),
+        "{text}"
+    );
+    // A bad entry refuses the call with its line and column, and doctor names it.
+    cw.config(&json!({"packs": {"hostile": {"network": {"allow": ["github.com"]}}}}));
+    let (out, v) = cw.exec(None, &["hostile.personal.try", "socketpair"]);
+    assert_eq!(out.status.code(), Some(78), "{v}");
+    assert_eq!(v["code"], "bad_config");
+    assert!(v["error"].as_str().unwrap().contains("line 1, column 42: `packs.hostile.network.allow[0]`: `github.com` is not a destination: a port is required"), "{v}");
+}

@@ -17,9 +17,10 @@
 
 use crate::record::Facts;
 use crate::refusal::Refusal;
-use hcp_egress::{AllowList, ConnectionLog, Proxy, ProxyConfig};
+use hcp_egress::{AllowList, ConnectionLog, Destination, Proxy, ProxyConfig};
 use hcp_model::Code;
 use hcp_store::config::{NetworkMode, RuntimeConfig};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -149,6 +150,58 @@ pub fn after_run(egress: Option<CallEgress>, facts: &mut Facts) {
         && let Some(h) = hint(&facts.result_extra)
     {
         facts.result_extra.insert("hint".into(), h.into());
+    }
+}
+
+/// One pack's network as `config.json` gives it (RUNTIME §5.3, §5.5), for `hcp doctor`
+/// and `hcp show`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackNetwork {
+    /// The pack.
+    pub pack_id: String,
+    /// `deny`, `host` or `allow`.
+    pub mode: &'static str,
+    /// The key it comes from: `packs.ID.network`, else `sandbox.network` (whose default
+    /// is `deny`).
+    pub key: String,
+    /// Under `allow`, its destinations in their canonical form (lower-cased, an IPv6
+    /// address in brackets), in the order written.
+    pub destinations: Vec<String>,
+}
+
+impl PackNetwork {
+    /// `allow (packs.gh.network): api.github.com:443, github.com:443`, `deny
+    /// (sandbox.network)`: one line of `hcp doctor` and `hcp show`.
+    pub fn line(&self) -> String {
+        let mut s = format!("{} ({})", self.mode, self.key);
+        if self.mode == "allow" {
+            if self.destinations.is_empty() {
+                s.push_str(": no destination");
+            } else {
+                s.push_str(": ");
+                s.push_str(&self.destinations.join(", "));
+            }
+        }
+        s
+    }
+}
+
+/// The network of `pack_id` ([`PackNetwork`]). An entry that is not a destination cannot
+/// be here: `config.json` would not have loaded.
+pub fn pack_network(config: &RuntimeConfig, pack_id: &str) -> PackNetwork {
+    let mode = config.network_for(pack_id);
+    let destinations = match mode {
+        NetworkMode::Allow(entries) => entries
+            .iter()
+            .map(|e| Destination::parse(e).map_or_else(|_| e.clone(), |d| d.to_string()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    PackNetwork {
+        pack_id: pack_id.to_owned(),
+        mode: mode.mode(),
+        key: key_for(pack_id, config.pack(pack_id).network.is_some()),
+        destinations,
     }
 }
 
@@ -312,6 +365,21 @@ mod tests {
         );
         assert!(for_call(&every, "h", true).unwrap().is_none());
         assert!(for_call(&c("{}"), "any", true).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_packs_network_for_doctor_and_show() {
+        let c = RuntimeConfig::parse(
+            r#"{"packs": {"gh": {"network": {"allow": ["API.github.com:443", "[2001:DB8::1]:443"]}}, "h": {"network": "host"}}}"#,
+            std::path::Path::new("config.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            pack_network(&c, "gh").line(),
+            "allow (packs.gh.network): api.github.com:443, [2001:db8::1]:443"
+        );
+        assert_eq!(pack_network(&c, "h").line(), "host (packs.h.network)");
+        assert_eq!(pack_network(&c, "echo").line(), "deny (sandbox.network)");
     }
 
     #[test]
