@@ -419,6 +419,16 @@ fn clients_reach_the_listed_server_only() {
         refused_in_result(&v, n.unlisted_port());
         let c = n.last_connections();
         assert_eq!(c["first"][0]["verdict"], "refused", "{c}");
+        // In text mode the hint follows the child's stderr.
+        let out = n.cw.run(&["exec", "net.curl.get", &unlisted]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "hcp: hint: the network refused `127.0.0.1:{}`",
+                n.unlisted_port()
+            )),
+            "{err}"
+        );
         // git over HTTPS (dumb HTTP)
         let v = n.exec(&["net.git.clone", &n.url("repo.git")]);
         ok(&v, "git clone");
