@@ -445,3 +445,23 @@ fn the_system_resolver_answers_from_the_hosts_file_in_a_static_build() {
     let c = only(&p.finish());
     assert_eq!(c.verdict, Verdict::Allowed, "{c:?}");
 }
+
+/// `hcp mcp` runs its calls inside a tokio runtime of its own: a proxy started from
+/// there runs its runtime on its own thread and never nests `block_on`.
+#[tokio::test]
+async fn a_proxy_starts_and_ends_inside_another_runtime() {
+    let echo = echo_server();
+    let p = simple_proxy(&[&format!("127.0.0.1:{echo}")]);
+    let port = p.port;
+    let answer = tokio::task::spawn_blocking(move || {
+        exchange(
+            port,
+            format!("CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nx").as_bytes(),
+            true,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(p.finish().total(), 1);
+}
