@@ -20,12 +20,11 @@
 //! Every arm's output is checked once before timing; `hcp audit verify` must pass after.
 //! Figures: median, p10, p90 in milliseconds, and the differences of the medians.
 
-use crate::bench_openapi::{load_average, ms, timed, which};
+use crate::bench_openapi::{Arm, load_average, ms, shuffled_rounds, which};
 use anyhow::{Context, Result, bail, ensure};
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// Arguments of `cargo xtask bench egress`.
 #[derive(Debug, clap::Args)]
@@ -232,7 +231,7 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         bail!("a `deny` pack fetched the URL: the benchmark's premise does not hold");
     }
 
-    let arms: Vec<(&str, Vec<String>)> = vec![
+    let arm_args: Vec<(&str, Vec<String>)> = vec![
         (
             "deny-start",
             vec!["exec".into(), "fetch-deny.version".into()],
@@ -258,27 +257,18 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
             vec!["exec".into(), "fetch-allow.get".into(), many.clone()],
         ),
     ];
+    let arms: Vec<(&str, Arm<'_>)> = arm_args
+        .iter()
+        .map(|(name, a)| {
+            let run: Arm<'_> = Box::new(|| {
+                let a: Vec<&str> = a.iter().map(String::as_str).collect();
+                cmd(&a)
+            });
+            (*name, run)
+        })
+        .collect();
     let load_before = load_average();
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
-    let mut order: Vec<usize> = (0..arms.len()).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
-    for round in 0..WARMUP + args.runs {
-        for i in (1..order.len()).rev() {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let j = usize::try_from(rng % (i as u64 + 1)).unwrap_or(0);
-            order.swap(i, j);
-        }
-        for &i in &order {
-            let a: Vec<&str> = arms[i].1.iter().map(String::as_str).collect();
-            let d =
-                timed(cmd(&a)).with_context(|| format!("arm `{}`, round {round}", arms[i].0))?;
-            if round >= WARMUP {
-                times[i].push(d);
-            }
-        }
-    }
+    let mut times = shuffled_rounds(&arms, WARMUP, args.runs)?;
     let load_after = load_average();
     ok(&["audit", "verify"])?;
 
@@ -290,7 +280,7 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
     println!("| arm | median ms | p10 | p90 |");
     println!("|---|---|---|---|");
     let mut med = std::collections::BTreeMap::new();
-    for ((name, a), t) in arms.iter().zip(times.iter_mut()) {
+    for ((name, a), t) in arm_args.iter().zip(times.iter_mut()) {
         t.sort();
         let at = |q: usize| ms(t[(t.len() * q / 100).min(t.len() - 1)]);
         println!(

@@ -14,7 +14,10 @@
 
 mod common;
 
-use common::{FileServer, Running, Untouched, certificate, ip, node, proxy, skip, which};
+use common::{
+    FileServer, HELLO, README, Running, Untouched, bare_repository, certificate, ip, node, proxy,
+    skip, which,
+};
 use hcp_egress::{ConnectionLog, Limits, StaticResolver, Verdict};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -27,8 +30,6 @@ struct World {
     listed: FileServer,
     unlisted: Untouched,
 }
-
-const HELLO: &str = "hello through hcp\n";
 
 impl World {
     fn new() -> Option<Self> {
@@ -119,47 +120,6 @@ impl World {
     }
 }
 
-fn bare_repository(dir: &Path, bare: &Path) {
-    let work = dir.join("work");
-    let git = |args: &[&str], cwd: &Path| {
-        let ok = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(cwd)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            ok.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
-    };
-    std::fs::create_dir(&work).unwrap();
-    git(&["init", "-q"], &work);
-    std::fs::write(work.join("README"), "cloned through hcp\n").unwrap();
-    git(&["add", "README"], &work);
-    git(&["commit", "-qm", "first"], &work);
-    git(
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            work.to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-        dir,
-    );
-    git(&["update-server-info"], bare);
-}
-
 fn text(o: &Output) -> String {
     format!(
         "status {:?}\nstdout: {}\nstderr: {}",
@@ -231,7 +191,7 @@ fn git_clones_over_https_from_the_listed_server_only() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(
         std::fs::read_to_string(w.dir.path().join("cloned/README")).unwrap(),
-        "cloned through hcp\n"
+        README
     );
     let o = clone(w.unlisted_url("repo.git"), "refused");
     assert!(!o.status.success(), "{}", text(&o));

@@ -19,15 +19,15 @@
 
 mod common;
 mod confine_common;
+#[path = "../../egress/tests/support/fixtures.rs"]
+mod fixtures;
 
 use confine_common::{As, Cw, users};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
-const HELLO: &str = "hello through hcp\n";
+use fixtures::{FileServer, HELLO, bare_repository, certificate};
 
 /// The `net` pack: one verb per client, each `read` in `personal` land, the test's CA
 /// certificate `ca` written into each; Python and Node run scripts of the pack (lint
@@ -138,25 +138,12 @@ fn net_pack(cw: &Cw, ca: &Path, node: Option<&Path>) -> PathBuf {
     dir
 }
 
-/// A Python file server over HTTPS on a loopback port of the host; killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// One test's world: the hostile and net packs installed as `user`, a certificate, the
 /// listed server (with a bare repository to clone), an unlisted TCP and UDP port.
 struct Net {
     cw: Cw,
     ca: String,
-    listed: Server,
+    listed: FileServer,
     unlisted: TcpListener,
     udp: UdpSocket,
     node: bool,
@@ -167,58 +154,16 @@ impl Net {
         let cw = Cw::new(user, &["hostile"]);
         let certs = cw.w.root().join("certs");
         std::fs::create_dir_all(&certs).unwrap();
-        let (cert, key) = (certs.join("cert.pem"), certs.join("key.pem"));
-        let made = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-            ])
-            .args([
-                "-nodes",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=hcp-egress-test",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !made {
+        let Some(tls) = certificate(&certs) else {
             common::skip::skip("`openssl` is needed for the test server's certificate");
             return None;
-        }
+        };
+        let cert = tls.0.clone();
         let www = cw.w.root().join("www");
         std::fs::create_dir_all(&www).unwrap();
         std::fs::write(www.join("hello.txt"), HELLO).unwrap();
         bare_repository(&cw.w.root(), &www.join("repo.git"));
-        let script = common::repo_root().join("crates/egress/tests/support/https_server.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(&cert)
-            .arg(&key)
-            .arg(&www)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let listed = Server {
-            port: line.trim().parse().unwrap(),
-            child,
-        };
+        let listed = FileServer::start(&www, Some(&tls)).expect("the test HTTPS server starts");
         let node = node_dir().filter(|_| user == As::Me);
         let dir = net_pack(&cw, &cert, node.as_deref());
         let mut install = cw.hcp();
@@ -317,71 +262,9 @@ impl Net {
     }
 }
 
-fn bare_repository(dir: &Path, bare: &Path) {
-    let work = dir.join("repo-work");
-    let git = |args: &[&str], cwd: &Path| {
-        let o = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@example.com",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(cwd)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    std::fs::create_dir_all(&work).unwrap();
-    git(&["init", "-q"], &work);
-    std::fs::write(work.join("README"), "cloned through hcp\n").unwrap();
-    git(&["add", "README"], &work);
-    git(&["commit", "-qm", "first"], &work);
-    git(
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            work.to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-        dir,
-    );
-    git(&["update-server-info"], bare);
-}
-
 /// The directory of a Node that honours `NODE_USE_ENV_PROXY` (22.19 or later).
 fn node_dir() -> Option<PathBuf> {
-    let mut c: Vec<PathBuf> = std::env::var_os("HCP_TEST_NODE")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    if let Some(h) = std::env::var_os("HOME") {
-        c.push(PathBuf::from(h).join(".cache/hcp-ci/inspector/node_modules/.bin/node"));
-    }
-    c.into_iter()
-        .filter_map(|p| p.canonicalize().ok())
-        .find(|n| {
-            Command::new(n).arg("--version").output().is_ok_and(|o| {
-                let v = String::from_utf8_lossy(&o.stdout);
-                let mut it = v
-                    .trim()
-                    .trim_start_matches('v')
-                    .split('.')
-                    .map(|p| p.parse::<u32>().unwrap_or(0));
-                let (a, b) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
-                a > 22 || (a == 22 && b >= 19)
-            })
-        })
-        .and_then(|n| n.parent().map(Path::to_path_buf))
+    fixtures::node().and_then(|n| n.parent().map(Path::to_path_buf))
 }
 
 fn ok(v: &Value, what: &str) {

@@ -6,9 +6,13 @@
 
 use hcp_egress::{AllowList, ConnectionLog, Limits, Proxy, ProxyConfig, Resolve, StaticResolver};
 use std::io::{BufRead, BufReader, Read, Write};
+
+#[path = "../support/fixtures.rs"]
+mod fixtures;
+#[allow(unused_imports)]
+pub use fixtures::{FileServer, HELLO, README, bare_repository, certificate, node};
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -174,102 +178,11 @@ pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// A self-signed certificate for `127.0.0.1` and `listed.test`, made with `openssl`; `None`
-/// (skipped) without it.
-pub fn certificate(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let cert = dir.join("cert.pem");
-    let key = dir.join("key.pem");
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args(["-nodes", "-days", "2", "-subj", "/CN=hcp-egress-test"])
-        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:listed.test"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some((cert, key))
-}
-
-/// A Python file server of `root` on a loopback port, over HTTPS with `tls`; killed on
-/// drop.
-pub struct FileServer {
-    child: Child,
-    pub port: u16,
-}
-
-impl FileServer {
-    pub fn start(root: &Path, tls: Option<&(PathBuf, PathBuf)>) -> Option<Self> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/https_server.py");
-        let (cert, key) = match tls {
-            Some((c, k)) => (c.display().to_string(), k.display().to_string()),
-            None => ("-".into(), "-".into()),
-        };
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args([&cert, &key])
-            .arg(root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .ok()?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take()?)
-            .read_line(&mut line)
-            .ok()?;
-        let port = line.trim().parse().ok()?;
-        Some(Self { child, port })
-    }
-}
-
-impl Drop for FileServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The path of a program, if it is on `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(name))
             .find(|f| f.is_file())
-    })
-}
-
-/// A Node that honours `NODE_USE_ENV_PROXY` (22.19 or later): `HCP_TEST_NODE`, the one
-/// `.ci/run` installs, or the `PATH`'s when new enough.
-pub fn node() -> Option<PathBuf> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(p) = std::env::var_os("HCP_TEST_NODE") {
-        candidates.push(p.into());
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        candidates.push(PathBuf::from(home).join(".cache/hcp-ci/inspector/node_modules/.bin/node"));
-    }
-    candidates.extend(which("node"));
-    candidates.into_iter().find(|n| {
-        let Ok(out) = Command::new(n).arg("--version").output() else {
-            return false;
-        };
-        let v = String::from_utf8_lossy(&out.stdout);
-        let mut parts = v
-            .trim()
-            .trim_start_matches('v')
-            .split('.')
-            .map(|p| p.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-        major > 22 || (major == 22 && minor >= 19)
     })
 }
