@@ -4,10 +4,13 @@
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
 //! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
-//! `agent` ([`crate::bench_agent`], an agent's call against the owner's) and `egress`
-//! ([`crate::bench_egress`], network by destination against `host` and `deny`).
+//! `agent` ([`crate::bench_agent`], an agent's call against the owner's), `mcp`
+//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio) and
+//! `egress` ([`crate::bench_egress`], network by destination against `host` and `deny`).
 
-use crate::{bench_agent, bench_egress, bench_exec, bench_gate, bench_openapi, bench_store};
+use crate::{
+    bench_agent, bench_egress, bench_exec, bench_gate, bench_mcp, bench_openapi, bench_store,
+};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -33,6 +36,9 @@ enum Which {
     /// An agent's call (session, grants, runtime policy, counters) against the owner's
     /// call of the same verb on the same store, with 1 and many packs, JSON and YAML policy.
     Agent(bench_agent::Args),
+    /// One tool call over `hcp mcp --http` against the same call over stdio, pairwise in
+    /// one run.
+    Mcp(bench_mcp::Args),
     /// Network by destination: an HTTPS request through the egress proxy against the
     /// same from a `host` pack, and the start of a call with destinations against a
     /// `deny` call, pairwise in one run.
@@ -59,6 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Exec(e) => bench_exec::run(&e),
         Which::Openapi(o) => bench_openapi::run(&o),
         Which::Agent(a) => bench_agent::run(&a),
+        Which::Mcp(m) => bench_mcp::run(&m),
         Which::Egress(e) => bench_egress::run(&e),
     }
 }

@@ -12,6 +12,7 @@ mod bench_egress;
 mod bench_exec;
 mod bench_exec_state;
 mod bench_gate;
+mod bench_mcp;
 mod bench_openapi;
 mod bench_store;
 mod demo;
