@@ -162,6 +162,7 @@ impl Net {
         let www = cw.w.root().join("www");
         std::fs::create_dir_all(&www).unwrap();
         std::fs::write(www.join("hello.txt"), HELLO).unwrap();
+        std::fs::write(www.join("event.json"), "{\"n\": 1}\n").unwrap();
         bare_repository(&cw.w.root(), &www.join("repo.git"));
         let listed = FileServer::start(&www, Some(&tls)).expect("the test HTTPS server starts");
         let node = node_dir().filter(|_| user == As::Me);
@@ -210,6 +211,7 @@ impl Net {
             "packs": {
                 "net": {"network": {"allow": allow}, "read": [certs]},
                 "hostile": {"network": {"allow": allow}},
+                "feed": {"network": {"allow": allow}, "read": [certs]},
             },
             "limits": {"address_space_bytes": 64_u64 << 30},
         }));
@@ -471,4 +473,64 @@ fn doctor_and_show_list_each_packs_destinations() {
     assert_eq!(out.status.code(), Some(78), "{v}");
     assert_eq!(v["code"], "bad_config");
     assert!(v["error"].as_str().unwrap().contains("line 1, column 42: `packs.hostile.network.allow[0]`: `github.com` is not a destination: a port is required"), "{v}");
+}
+
+#[test]
+fn a_trigger_reaches_its_destinations_and_the_sense_records_them() {
+    let Some(n) = Net::new(As::Me) else { return };
+    // A pack whose one trigger fetches one JSON line through the proxy, and a second
+    // that tries an unlisted port.
+    let dir = n.cw.w.root().join("src/feed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let get = |url: String| {
+        json!([
+            "curl",
+            "-sS",
+            "--max-time",
+            "20",
+            "--cacert",
+            n.ca,
+            "--",
+            url
+        ])
+    };
+    let surface = json!({
+        "id": "feed", "name": "Feed", "kind": "wrap", "cliBin": "curl",
+        "binding": {"mode": "public"}, "wrap": {"bin": "curl"},
+        "verbs": {"version": {"description": "curl's version.", "cli": ["curl", "--version"]}},
+        "stimulusTriggers": [
+            {"ref": "web", "cli": get(n.url("event.json"))},
+            {"ref": "elsewhere", "cli": get(format!("https://127.0.0.1:{}/event.json", n.unlisted_port()))},
+        ],
+    });
+    let read = json!({"operation": "read", "privacy": {"land": "personal"}});
+    let policy = json!({"surface_id": "feed", "version": 1, "verbs": {"version": read},
+                        "stimuli": {"web": read, "elsewhere": read}});
+    std::fs::write(dir.join("surface.json"), surface.to_string()).unwrap();
+    std::fs::write(dir.join("policy.json"), policy.to_string()).unwrap();
+    std::fs::write(
+        dir.join("HARNESS.md"),
+        "# Feed\n\nA test pack.\n\n## Hot path\n\n| Command | CLI |\n|---|---|\n| `version` | `curl --version` |\n\n## Anti-patterns\n\n- None\n",
+    )
+    .unwrap();
+    let out =
+        n.cw.run(&["install", "--activate", &dir.display().to_string()]);
+    assert!(out.status.success(), "{}", n.cw.w.render(&out));
+    let out = n.cw.run(&["sense", "feed"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [json!({"pack_id": "feed", "ref": "web", "event": {"n": 1}})],
+        "{}",
+        n.cw.w.render(&out)
+    );
+    let c = n.last_connections();
+    assert_eq!(c["web"]["total"], 1, "{c}");
+    assert_eq!(c["web"]["first"][0]["verdict"], "allowed", "{c}");
+    assert_eq!(c["elsewhere"]["first"][0]["verdict"], "refused", "{c}");
+    assert_eq!(c["elsewhere"]["first"][0]["port"], n.unlisted_port(), "{c}");
+    n.assert_untouched();
 }

@@ -153,6 +153,34 @@ pub fn after_run(egress: Option<CallEgress>, facts: &mut Facts) {
     }
 }
 
+/// `hcp sense`: serves a trigger's `listener` (taken from the started trigger) with its
+/// `egress`, if it has both; else the listener is closed.
+pub fn serve_trigger(egress: Option<&CallEgress>, listener: Option<OwnedFd>) {
+    if let (Some(e), Some(fd)) = (egress, listener) {
+        e.serve(fd);
+    }
+}
+
+/// `hcp sense`: once every trigger has ended, each trigger's proxy ended and its log, by
+/// ref, for the sense's outcome record (`connections`: `{REF: {"total", "first",
+/// "others"}}`); `None` when no trigger had one.
+pub fn trigger_connections<'a>(
+    triggers: impl Iterator<Item = (&'a str, Option<CallEgress>)>,
+) -> Option<Value> {
+    let mut by_ref = Map::new();
+    for (reference, egress) in triggers {
+        if let Some(e) = egress {
+            let state = e.state.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let log = match state {
+                Serving::Running(p) => p.finish(),
+                Serving::Ready(_) | Serving::Failed(_) => ConnectionLog::new(),
+            };
+            by_ref.insert(reference.to_owned(), log.outcome_json());
+        }
+    }
+    (!by_ref.is_empty()).then_some(Value::Object(by_ref))
+}
+
 /// One pack's network as `config.json` gives it (RUNTIME §5.3, §5.5), for `hcp doctor`
 /// and `hcp show`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
