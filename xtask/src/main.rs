@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_agent;
+mod bench_egress;
 mod bench_exec;
 mod bench_exec_state;
 mod bench_export;

@@ -37,6 +37,8 @@ pub struct Report {
     pub limits: Vec<Limit>,
     /// Each installed pack's bins.
     pub packs: Vec<PackBins>,
+    /// Each installed pack's network, with its destinations (RUNTIME §5.5).
+    pub networks: Vec<crate::egress::PackNetwork>,
     /// The stored credentials' files.
     pub bindings: Vec<BindingFile>,
     /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
@@ -392,6 +394,10 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         state,
         sandbox,
         limits,
+        networks: listing
+            .iter()
+            .map(|l| crate::egress::pack_network(&config, &l.id))
+            .collect(),
         packs,
         bindings,
         skill_exports,

@@ -61,6 +61,9 @@ pub struct Child {
     /// The hint the result carries when the child tried a socket under `network: deny`
     /// (RUNTIME §5.3), naming the key.
     pub network_hint: String,
+    /// Under `{"allow": …}`: the egress proxy the child's listener is served by
+    /// (RUNTIME §5.5, [`crate::egress`]).
+    pub egress: Option<crate::egress::CallEgress>,
 }
 
 /// What preparation needs of the call.
@@ -154,6 +157,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         cwd: confined.cwd.clone(),
         sandbox: Some(confined.report.field_json()),
         network_hint: network_hint(pack.id.as_str()),
+        egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
         confinement: confined.confinement,
     })
 }

@@ -156,6 +156,12 @@ fn human(r: &Report) -> String {
             ));
         }
     }
+    if !r.networks.is_empty() {
+        line("network by pack".into());
+        for n in &r.networks {
+            line(format!("  {}  {}", n.pack_id, n.line()));
+        }
+    }
     if !r.bindings.is_empty() {
         line("bindings".into());
         for b in &r.bindings {

@@ -22,10 +22,22 @@ pub fn run(a: Args) -> CliResult {
     let home = open_home()?;
     let p = pack::load(&home, &a.id).map_err(pack_error)?;
     let active = pack::is_active(&home, p.id.as_str());
+    // The pack's network beside its verbs (RUNTIME §5.5); `config.json` that does not load
+    // is said, not fatal: `hcp doctor` names the fault.
+    let network = hcp_store::config::RuntimeConfig::load(home.root())
+        .map(|c| hcp_runtime::egress::pack_network(&c, p.id.as_str()))
+        .map_err(|e| e.to_string());
     if a.json {
-        out!("{:#}", to_json(&p, active));
+        let mut j = to_json(&p, active);
+        j["network"] = match &network {
+            Ok(n) => json!({"mode": n.mode, "key": n.key, "destinations": n.destinations}),
+            Err(e) => json!({"error": e}),
+        };
+        out!("{j:#}");
     } else {
-        out_raw!("{}", to_text(&p, active));
+        let line = network.map_or_else(|e| format!("unknown: {e}"), |n| n.line());
+        let text = to_text(&p, active, &line);
+        out_raw!("{}", text);
     }
     Ok(exit::OK)
 }
@@ -104,7 +116,7 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-fn to_text(p: &InstalledPack, active: bool) -> String {
+fn to_text(p: &InstalledPack, active: bool, network: &str) -> String {
     let m = &p.manifest;
     let r = &p.record;
     let j = to_json(p, active);
@@ -172,6 +184,7 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
             let _ = writeln!(s, "    cannot read its operation: {}", clean(e));
         }
     }
+    let _ = writeln!(s, "network: {}", clean(network));
     let _ = writeln!(s, "pins:");
     for b in &r.bins {
         let _ = writeln!(

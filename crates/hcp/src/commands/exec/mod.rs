@@ -237,6 +237,10 @@ fn print(answer: &Answer, json: bool) -> u8 {
         if r.truncated {
             let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
         }
+        // What the run taught (a refused destination, a socket tried under `deny`).
+        if let Some(h) = r.extra.get("hint").and_then(|h| h.as_str()) {
+            let _ = writeln!(std::io::stderr().lock(), "hcp: hint: {h}");
+        }
     }
     render_refusal(r, answer.exit);
     answer.exit
