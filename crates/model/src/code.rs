@@ -333,6 +333,7 @@ codes! {
     BadPlaceholder => "bad_placeholder", Pack, REFUSED, REFUSED, "A placeholder that does not parse.";
     ReservedPlaceholder => "reserved_placeholder", Pack, REFUSED, REFUSED, "A placeholder name the runtime reserves.";
     ExecWrapperBin => "exec_wrapper_bin", Pack, REFUSED, REFUSED, "The program is a shell or runs its arguments as a command.";
+    HcpBinReserved => "hcp_bin_reserved", Pack, REFUSED, REFUSED, "A pack other than the bootstrap pack `hcp-cli` whose bin is `hcp` (RUNTIME §5.1).";
     SecretFile => "secret_file", Pack, REFUSED, REFUSED, "A secret in the pack directory.";
     SymlinkInPack => "symlink_in_pack", Pack, REFUSED, REFUSED, "A symlink in the pack directory.";
     UnsafePath => "unsafe_path", Pack, REFUSED, REFUSED, "A path that leaves the pack directory.";

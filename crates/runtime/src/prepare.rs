@@ -104,7 +104,8 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let args = hcp_adapter::render(&allowed.plan.args, spec.values, &session_values, spec.key)
         .map_err(|e| Refusal::adapter(&e))?;
     let mut env = ChildEnv::from_parent(caller.parent_env.iter().cloned());
-    let bootstrap = is_running_hcp(bin.path());
+    let bootstrap = is_running_hcp(bin.path())
+        && hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest);
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());

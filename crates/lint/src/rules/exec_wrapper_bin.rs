@@ -165,7 +165,7 @@ fn is_eval_flag(el: &str) -> bool {
 
 /// Why `program`, run with `templates` (each the argv after the program), turns arguments
 /// into code; `None` when it does not.
-fn refusal(program: &str, templates: &[&[String]]) -> Option<String> {
+pub(crate) fn refusal(program: &str, templates: &[&[String]]) -> Option<String> {
     let name = normalize(program);
     if ALWAYS.contains(&name.as_str()) {
         return Some(format!(
