@@ -56,6 +56,7 @@ pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prepare;
+pub mod quarantine;
 pub mod record;
 pub mod redact;
 pub mod refusal;

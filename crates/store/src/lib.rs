@@ -22,6 +22,7 @@ pub mod grant;
 pub mod home;
 pub mod lock;
 pub mod pack;
+pub mod quarantine;
 pub mod session;
 pub mod skill;
 pub mod state;
