@@ -69,6 +69,7 @@ pub mod signature;
 pub mod snapshot;
 mod steps;
 pub mod target;
+pub mod view_health;
 
 #[cfg(test)]
 mod tests;

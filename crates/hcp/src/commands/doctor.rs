@@ -226,6 +226,7 @@ fn human(r: &Report) -> String {
             ));
         }
     }
+    view_lines(&r.view, &mut line);
     for n in &r.notes {
         line(format!("note: {n}"));
     }
@@ -238,4 +239,88 @@ fn human(r: &Report) -> String {
         }
     }
     s
+}
+
+/// The view part (RUNTIME §5.1–§5.4): what calls are given beyond the view, the `/etc`
+/// index, the quarantine.
+fn view_lines(v: &hcp_runtime::view_health::ViewHealth, line: &mut impl FnMut(String)) {
+    line("view (what calls are given)".into());
+    line(format!(
+        "  /etc index            {}",
+        match (
+            &v.etc_index.scanned_at,
+            v.etc_index.age_seconds,
+            &v.etc_index.error
+        ) {
+            (Some(at), Some(age), _) => format!(
+                "scanned {at} ({age} s ago{}); `hcp doctor --refresh` scans again",
+                if v.etc_index.this_boot {
+                    ""
+                } else {
+                    ", another boot: the next call scans again"
+                }
+            ),
+            (_, _, Some(e)) => e.clone(),
+            _ => "none".into(),
+        }
+    ));
+    if let Some(m) = &v.missing_mechanism {
+        line(format!("  missing               {}", m.what));
+        line(format!("  fix                   {}", m.fix));
+    }
+    if v.host_network.is_empty() {
+        line("  host network          none".into());
+    }
+    for p in &v.host_network {
+        line(format!(
+            "  host network          {}",
+            if p == "*" {
+                "every pack without its own (`sandbox.network`)".to_owned()
+            } else {
+                format!("`{p}`")
+            }
+        ));
+    }
+    for s in &v.sockets {
+        line(format!(
+            "  socket                `{}` to `{}`: every pathname socket of its view is reachable",
+            s.path.display(),
+            s.pack
+        ));
+    }
+    for w in &v.write_paths {
+        line(format!(
+            "  write path            `{}` to `{}`",
+            w.path.display(),
+            w.pack
+        ));
+    }
+    for m in &v.mounts_beneath {
+        line(format!(
+            "  mount beneath         `{}` ({}) in `{}`: it comes with the view",
+            m.mount_point.display(),
+            m.fstype,
+            m.view_path.display()
+        ));
+    }
+    for k in &v.ignored_keys {
+        line(format!("  ignored key           `{k}`"));
+    }
+    if v.quarantine.is_empty() {
+        line("  quarantine            empty".into());
+    }
+    for q in &v.quarantine {
+        let names: Vec<String> = q
+            .names
+            .iter()
+            .map(|n| format!("`{}`", n.display()))
+            .collect();
+        line(format!(
+            "  quarantine            call {}: {} ({} bytes) in `{}`",
+            q.audit_id,
+            names.join(", "),
+            q.bytes,
+            q.dir.display()
+        ));
+    }
 }

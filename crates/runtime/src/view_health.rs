@@ -1,0 +1,395 @@
+//! `hcp doctor`'s part on the view (RUNTIME §5.1–§5.4): what the operator gave calls beyond
+//! the view every call gets, and what the machine lacks for it.
+//!
+//! - every operator-given socket (a `packs.ID.write` entry that is a Unix socket: then
+//!   every pathname socket of that pack's view is reachable), every pack with the `host`
+//!   network, every write path;
+//! - the mounts found beneath a path of the view (the kernel brings them along: a user
+//!   namespace admits only recursive binds);
+//! - how old the store's index of `/etc` is (`hcp doctor --refresh` scans it again);
+//! - the kernel mechanism an ordinary user's view needs and, when it is missing, its fix
+//!   (Ubuntu 23.10 and later: an AppArmor profile granting hcp `userns`);
+//! - the keys of earlier configurations that are read and ignored (`sandbox.protect`,
+//!   `sandbox.tmpdir`);
+//! - what the quarantine holds (protected names calls created, `hcp_store::quarantine`).
+
+use hcp_adapter::ProcessMechanism;
+use hcp_store::Home;
+use hcp_store::config::RuntimeConfig;
+use serde::Serialize;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// The view part of `hcp doctor`'s report.
+#[derive(Debug, Serialize)]
+pub struct ViewHealth {
+    /// `packs.ID.write` entries that are Unix sockets (RUNTIME §5.1: with one, `socket(2)`
+    /// of `AF_UNIX` passes and every pathname socket of the pack's view is reachable).
+    pub sockets: Vec<PackPath>,
+    /// Packs whose children get the host's network (`host`); `*` when `sandbox.network`
+    /// gives it to every pack without its own.
+    pub host_network: Vec<String>,
+    /// Every `packs.ID.write` path: read-write in that pack's every view.
+    pub write_paths: Vec<PackPath>,
+    /// The mount points found beneath a path of the view (its host path first).
+    pub mounts_beneath: Vec<MountBeneath>,
+    /// The store's index of `/etc` (RUNTIME §5.1).
+    pub etc_index: EtcIndexHealth,
+    /// The mechanism an ordinary user's view needs (a user namespace), when it is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_mechanism: Option<MissingMechanism>,
+    /// Keys of `config.json` read and ignored (RUNTIME §5.3 "Earlier configurations").
+    pub ignored_keys: Vec<String>,
+    /// What the quarantine holds, one entry per call.
+    pub quarantine: Vec<hcp_store::quarantine::Held>,
+}
+
+/// A path `config.json` gives a pack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackPath {
+    /// The pack id.
+    pub pack: String,
+    /// The path.
+    pub path: PathBuf,
+}
+
+/// A mount point beneath a path of the view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MountBeneath {
+    /// The path of the view it lies in.
+    pub view_path: PathBuf,
+    /// The mount point.
+    pub mount_point: PathBuf,
+    /// Its filesystem type.
+    pub fstype: String,
+}
+
+/// The store's index of `/etc`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EtcIndexHealth {
+    /// When it was made (RFC 3339), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scanned_at: Option<String>,
+    /// Its age in seconds, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_seconds: Option<u64>,
+    /// Whether it was made in this boot (else the next call scans `/etc` again).
+    pub this_boot: bool,
+    /// Why there is none, or it cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A kernel mechanism the view needs that this machine lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MissingMechanism {
+    /// What is missing, lowercase.
+    pub what: String,
+    /// What the operator does about it.
+    pub fix: String,
+}
+
+/// The sysctls that govern an ordinary user's user namespaces (`None`: absent here).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsernsSysctls {
+    /// `user.max_user_namespaces`.
+    pub max_user_namespaces: Option<u64>,
+    /// `kernel.unprivileged_userns_clone` (Debian).
+    pub unprivileged_userns_clone: Option<u64>,
+    /// `kernel.apparmor_restrict_unprivileged_userns` (Ubuntu 23.10 and later).
+    pub apparmor_restrict_unprivileged_userns: Option<u64>,
+}
+
+impl UsernsSysctls {
+    /// Reads them from `/proc/sys`.
+    pub fn read() -> Self {
+        let r = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+        };
+        Self {
+            max_user_namespaces: r("/proc/sys/user/max_user_namespaces"),
+            unprivileged_userns_clone: r("/proc/sys/kernel/unprivileged_userns_clone"),
+            apparmor_restrict_unprivileged_userns: r(
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            ),
+        }
+    }
+}
+
+/// The missing mechanism, when `mechanism` (this process's, `hcp_adapter::process_mechanism`)
+/// is no namespace, and its fix from `sysctls`, for the `hcp` at `exe`. Pure.
+pub fn missing_mechanism(
+    mechanism: &ProcessMechanism,
+    sysctls: &UsernsSysctls,
+    exe: &Path,
+) -> Option<MissingMechanism> {
+    let ProcessMechanism::Subreaper(why) = mechanism else {
+        return None;
+    };
+    let fix = if sysctls.apparmor_restrict_unprivileged_userns == Some(1) {
+        format!(
+            "AppArmor forbids user namespaces to unconfined programs (Ubuntu 23.10 and later): give hcp a profile granting `userns`, \
+             e.g. `/etc/apparmor.d/hcp` holding `abi <abi/4.0>, include <tunables/global> profile hcp {} flags=(unconfined) {{ userns, }}`, \
+             then `apparmor_parser -r /etc/apparmor.d/hcp`",
+            exe.display()
+        )
+    } else if sysctls.unprivileged_userns_clone == Some(0) {
+        "`sysctl -w kernel.unprivileged_userns_clone=1` (and in /etc/sysctl.d/ to keep it)".into()
+    } else if sysctls.max_user_namespaces == Some(0) {
+        "`sysctl -w user.max_user_namespaces=15000` (and in /etc/sysctl.d/ to keep it)".into()
+    } else if why.contains("CAP_SYS_ADMIN") {
+        "run hcp as root with its capabilities, or as an ordinary user".into()
+    } else {
+        "run hcp where user namespaces are allowed (a container's seccomp profile or a missing kernel option can forbid them)".into()
+    };
+    Some(MissingMechanism {
+        what: format!("no view can be built for a session's call: {why}"),
+        fix,
+    })
+}
+
+/// The `packs.ID.write` entries of `config` that are Unix sockets on this machine, and
+/// every write path.
+pub fn write_grants(config: &RuntimeConfig) -> (Vec<PackPath>, Vec<PackPath>) {
+    let mut sockets = Vec::new();
+    let mut writes = Vec::new();
+    for (id, pack) in &config.packs.0 {
+        for p in &pack.write {
+            let path = p.path();
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+                sockets.push(PackPath {
+                    pack: id.clone(),
+                    path: path.clone(),
+                });
+            }
+            writes.push(PackPath {
+                pack: id.clone(),
+                path,
+            });
+        }
+    }
+    (sockets, writes)
+}
+
+/// The mount points of `mountinfo` (the text of `/proc/self/mountinfo`) that lie strictly
+/// beneath one of `view_paths`. Pure.
+pub fn mounts_beneath(mountinfo: &str, view_paths: &[PathBuf]) -> Vec<MountBeneath> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(point) = fields.get(4) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape(point));
+        let fstype = line
+            .split(" - ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or("")
+            .to_owned();
+        for v in view_paths {
+            if point != *v && point.starts_with(v) {
+                out.push(MountBeneath {
+                    view_path: v.clone(),
+                    mount_point: point.clone(),
+                    fstype: fstype.clone(),
+                });
+            }
+        }
+    }
+    out.sort_by(|a, b| a.mount_point.cmp(&b.mount_point));
+    out.dedup_by(|a, b| a.mount_point == b.mount_point);
+    out
+}
+
+/// `\040` and the other octal escapes of mountinfo.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Examines the view part for `hcp doctor` (see the module docs), adding what is wrong to
+/// `problems` and what holds less than it could to `notes`.
+pub fn examine(
+    home: &Home,
+    config: &RuntimeConfig,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> ViewHealth {
+    let (sockets, write_paths) = write_grants(config);
+    for s in &sockets {
+        notes.push(format!(
+            "pack `{}` is given the socket `{}`: every pathname socket of its view is reachable",
+            s.pack,
+            s.path.display()
+        ));
+    }
+    let host_network = host_network(config);
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("hcp"));
+    let missing = missing_mechanism(
+        &hcp_adapter::process_mechanism(),
+        &UsernsSysctls::read(),
+        &exe,
+    );
+    if let Some(m) = &missing {
+        problems.push(format!("{}; fix: {}", m.what, m.fix));
+    }
+    let ignored_keys = ignored_keys(config);
+    for k in &ignored_keys {
+        notes.push(format!(
+            "`{k}` is read and ignored: what a call was not given is not in its view; remove it from `config.json`"
+        ));
+    }
+    let quarantine = match hcp_store::quarantine::list(home) {
+        Ok(q) => q,
+        Err(e) => {
+            problems.push(format!("cannot read the quarantine: {e}"));
+            Vec::new()
+        }
+    };
+    if !quarantine.is_empty() {
+        notes.push(format!(
+            "the quarantine holds what {} call(s) created under protected names of their workdir: look at `{}` and delete what you do not keep",
+            quarantine.len(),
+            hcp_store::quarantine::dir(home).display()
+        ));
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|mi| mounts_beneath(&mi, &view_paths(config)))
+        .unwrap_or_default();
+    ViewHealth {
+        sockets,
+        host_network,
+        write_paths,
+        mounts_beneath: mounts,
+        etc_index: etc_index(home),
+        missing_mechanism: missing,
+        ignored_keys,
+        quarantine,
+    }
+}
+
+/// The host paths every view (or a pack's) holds, as `config.json` and RUNTIME §5.1 give
+/// them: the system directories, `/etc`, and the operator's paths.
+fn view_paths(config: &RuntimeConfig) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    for pack in config.packs.0.values() {
+        v.extend(pack.read.iter().chain(&pack.write).map(|p| p.path()));
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn host_network(config: &RuntimeConfig) -> Vec<String> {
+    use hcp_store::config::NetworkMode;
+    let mut out = Vec::new();
+    if config.sandbox.network == Some(NetworkMode::Allow) {
+        out.push("*".to_owned());
+    }
+    for (id, p) in &config.packs.0 {
+        if p.network == Some(NetworkMode::Allow) {
+            out.push(id.clone());
+        }
+    }
+    out
+}
+
+fn ignored_keys(config: &RuntimeConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if !config.sandbox.protect.is_empty() {
+        out.push("sandbox.protect".to_owned());
+    }
+    out
+}
+
+fn etc_index(_home: &Home) -> EtcIndexHealth {
+    EtcIndexHealth {
+        scanned_at: None,
+        age_seconds: None,
+        this_boot: false,
+        error: Some("this hcp keeps no index of `/etc`".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_fix_follows_what_forbids_user_namespaces() {
+        let exe = Path::new("/usr/local/bin/hcp");
+        let none = ProcessMechanism::UserPidNamespace;
+        assert_eq!(
+            missing_mechanism(&none, &UsernsSysctls::default(), exe),
+            None
+        );
+        let sub = ProcessMechanism::Subreaper("x".into());
+        let ubuntu = UsernsSysctls {
+            apparmor_restrict_unprivileged_userns: Some(1),
+            ..UsernsSysctls::default()
+        };
+        let m = missing_mechanism(&sub, &ubuntu, exe).unwrap_or_else(|| unreachable!());
+        assert!(
+            m.fix.contains("userns") && m.fix.contains("/usr/local/bin/hcp"),
+            "{}",
+            m.fix
+        );
+        let debian = UsernsSysctls {
+            unprivileged_userns_clone: Some(0),
+            ..UsernsSysctls::default()
+        };
+        let m = missing_mechanism(&sub, &debian, exe).unwrap_or_else(|| unreachable!());
+        assert!(
+            m.fix.contains("kernel.unprivileged_userns_clone=1"),
+            "{}",
+            m.fix
+        );
+    }
+
+    #[test]
+    fn mounts_beneath_view_paths_are_found() {
+        let mi = "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n\
+                  30 22 0:30 / /usr/lib/snap rw - squashfs /dev/loop1 ro\n\
+                  31 22 0:31 / /etc/secret\\040dir rw - tmpfs tmpfs rw\n\
+                  32 22 0:32 / /srv/data rw - ext4 /dev/sdb rw\n\
+                  33 22 0:33 / /usr rw - ext4 /dev/sdc rw\n";
+        let found = mounts_beneath(mi, &[PathBuf::from("/usr"), PathBuf::from("/etc")]);
+        assert_eq!(
+            found,
+            vec![
+                MountBeneath {
+                    view_path: "/etc".into(),
+                    mount_point: "/etc/secret dir".into(),
+                    fstype: "tmpfs".into(),
+                },
+                MountBeneath {
+                    view_path: "/usr".into(),
+                    mount_point: "/usr/lib/snap".into(),
+                    fstype: "squashfs".into(),
+                },
+            ]
+        );
+    }
+}
