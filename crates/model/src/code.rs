@@ -358,6 +358,7 @@ codes! {
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
     BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
+    BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
     UnknownApproval => "unknown_approval", Command, EX_NOINPUT, EX_NOINPUT, "No approval has this id.";

@@ -49,6 +49,7 @@ pub mod connect;
 pub mod decide;
 mod degraded;
 pub mod doctor;
+pub mod home;
 pub mod http;
 pub mod install;
 pub mod mcp;

@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 /// of the store it otherwise reads (RUNTIME §5): the credentials, the sessions, the audit
 /// trail's args-digest secret and its checkpoint signing key, the operator's runtime
 /// policy (RUNTIME §7: its canaries and rules are not the agent's to read) and its
-/// compiled cache. Relative to `$HCP_HOME`.
-pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
+/// compiled cache, the tenant homes (RUNTIME §5.2: each shown to its tenant alone) and the
+/// quarantine (what calls planted). Relative to `$HCP_HOME`.
+pub const BOOTSTRAP_HIDDEN: [&str; 9] = [
     "state/bindings",
     "state/sessions",
     "audit/digest.secret",
@@ -33,6 +34,8 @@ pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
     "policy.json",
     "policy.yaml",
     "cache",
+    "homes",
+    "quarantine",
 ];
 
 /// A child ready to run.
@@ -415,6 +418,12 @@ mod tests {
                 "{f}"
             );
         }
+    }
+
+    #[test]
+    fn the_bootstrap_pack_never_reads_other_tenants_homes_or_the_quarantine() {
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::StoreDir::Quarantine.name()));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub mod session;
 pub mod skill;
 pub mod state;
 pub mod stimulus;
+pub mod tenant;
+pub mod tenant_admin;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};
