@@ -92,14 +92,6 @@ fn idents(workdir: &Path, name: &Path) -> Vec<Option<Ident>> {
     out
 }
 
-/// Whether `name` is a relative path of plain components (`..`, `.` and `/` refused).
-fn plain(name: &Path) -> bool {
-    name.components().next().is_some()
-        && name
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)))
-}
-
 /// Notes the protected names `names` of `workdir` before a call of `land` starts: `None`
 /// for `personal` and `brain` calls, which have no workdir. A few `lstat`s, no write.
 pub fn watch<S: AsRef<Path>>(land: Land, workdir: &Path, names: &[S]) -> Option<Watch> {
@@ -109,7 +101,7 @@ pub fn watch<S: AsRef<Path>>(land: Land, workdir: &Path, names: &[S]) -> Option<
     let names = names
         .iter()
         .map(AsRef::as_ref)
-        .filter(|n| plain(n))
+        .filter(|n| hcp_store::quarantine::plain_relative(n))
         .map(|n| Watched {
             name: n.to_owned(),
             before: idents(workdir, n),

@@ -60,8 +60,9 @@ pub fn dir(home: &Home) -> PathBuf {
     home.dir(StoreDir::Quarantine)
 }
 
-/// Whether `name` is a relative path of normal components only (no `..`, `.`, root).
-fn plain_relative(name: &Path) -> bool {
+/// Whether `name` is a relative path of normal components only (no `..`, `.`, root): what
+/// may name a protected name of a workdir.
+pub fn plain_relative(name: &Path) -> bool {
     name.components().next().is_some()
         && name.components().all(|c| matches!(c, Component::Normal(_)))
 }

@@ -40,10 +40,9 @@
 //! "verbs": { "query": { "description": "Run a query.", "cli": ["sqlite3", "-readonly", ":memory:", "{{sql}}"] } }
 //! ```
 
-use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
+use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
 use crate::rules::exec_wrapper_bin::{ALWAYS, normalize, refusal};
-use hcp_model::Kind;
 
 /// Programs that can run commands whatever the template.
 const RUNS_COMMANDS: &[&str] = &[
@@ -137,60 +136,21 @@ fn reason(program: &str, templates: &[&[String]]) -> Option<String> {
 const HINT: &str = "defence in depth only: the kernel confines what it starts (RUNTIME §5); prefer a CLI without a command escape, or pin the options that reach it";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((m, text)) = cx.manifest() else {
-        return;
+    // What `exec_wrapper_bin` refuses is not repeated.
+    let unless_refused = |program: &str, templates: &[&[String]]| {
+        refusal(program, templates)
+            .is_none()
+            .then(|| reason(program, templates))
+            .flatten()
     };
-    let all = written(m);
-    match m.kind {
-        Kind::Wrap => {
-            let Some(wrap) = &m.wrap else { return };
-            let templates: Vec<&[String]> = all
-                .iter()
-                .map(|w| {
-                    if w.has_program {
-                        w.elements.get(1..).unwrap_or(&[])
-                    } else {
-                        w.elements
-                    }
-                })
-                .collect();
-            if refusal(&wrap.bin, &templates).is_some() {
-                return;
-            }
-            if let Some(why) = reason(&wrap.bin, &templates) {
-                out.push(
-                    in_manifest(
-                        Diagnostic::warning("code_running_cli", why),
-                        text,
-                        &["wrap", "bin"],
-                    )
-                    .hint(HINT),
-                );
-            }
-        }
-        Kind::Composite => {
-            for w in all.iter().filter(|w| w.has_program) {
-                let Some(program) = w.elements.first() else {
-                    continue;
-                };
-                let rest = w.elements.get(1..).unwrap_or(&[]);
-                if refusal(program, &[rest]).is_some() {
-                    continue;
-                }
-                if let Some(why) = reason(program, &[rest]) {
-                    out.push(
-                        in_manifest_at(
-                            Diagnostic::warning("code_running_cli", format!("{}: {why}", w.owner)),
-                            text,
-                            &w.element_path(0),
-                        )
-                        .hint(HINT),
-                    );
-                }
-            }
-        }
-        Kind::Openapi => {}
-    }
+    program_findings(
+        cx,
+        Diagnostic::warning,
+        "code_running_cli",
+        HINT,
+        unless_refused,
+        out,
+    );
 }
 
 #[cfg(test)]

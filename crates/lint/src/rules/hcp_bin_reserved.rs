@@ -20,7 +20,7 @@
 //! ```
 //! Use the gold pack `hcp-cli` for what an agent may read of hcp, or wrap another CLI.
 
-use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
+use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
 use crate::rules::exec_wrapper_bin::normalize;
 use hcp_model::{BindingMode, Kind, Manifest, Plane};
@@ -59,49 +59,14 @@ fn message(m: &Manifest, program: &str) -> String {
 const HINT: &str = "only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((m, text)) = cx.manifest() else {
+    let Some((m, _)) = cx.manifest() else {
         return;
     };
     if is_bootstrap(m) {
         return;
     }
-    match m.kind {
-        Kind::Wrap => {
-            if let Some(wrap) = &m.wrap
-                && names_hcp(&wrap.bin)
-            {
-                out.push(
-                    in_manifest(
-                        Diagnostic::error("hcp_bin_reserved", message(m, &wrap.bin)),
-                        text,
-                        &["wrap", "bin"],
-                    )
-                    .hint(HINT),
-                );
-            }
-        }
-        Kind::Composite => {
-            for w in written(m).iter().filter(|w| w.has_program) {
-                let Some(program) = w.elements.first() else {
-                    continue;
-                };
-                if names_hcp(program) {
-                    out.push(
-                        in_manifest_at(
-                            Diagnostic::error(
-                                "hcp_bin_reserved",
-                                format!("{}: {}", w.owner, message(m, program)),
-                            ),
-                            text,
-                            &w.element_path(0),
-                        )
-                        .hint(HINT),
-                    );
-                }
-            }
-        }
-        Kind::Openapi => {}
-    }
+    let reason = |program: &str, _: &[&[String]]| names_hcp(program).then(|| message(m, program));
+    program_findings(cx, Diagnostic::error, "hcp_bin_reserved", HINT, reason, out);
 }
 
 #[cfg(test)]
