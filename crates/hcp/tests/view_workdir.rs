@@ -197,3 +197,30 @@ fn protected_names_that_exist_cannot_be_changed_or_removed() {
         assert!(Path::new(&w.work.join(".git/HEAD")).exists());
     }
 }
+
+/// Git reads `$GIT_DIR/commondir` in any repository, and takes its configuration and hooks
+/// from the directory it names: a `write` verb that creates `.git/commondir` pointing into
+/// the workdir redirects the owner's next `git commit` to hooks the call wrote (checked by
+/// hand: the owner's commit ran them). `.git/commondir` is not among RUNTIME §5.1's
+/// protected names; this test fails until it is.
+#[test]
+fn a_write_verb_cannot_redirect_the_owners_git_through_commondir() {
+    if !sqlite3_or_skip() {
+        return;
+    }
+    for user in users() {
+        let vw = Vw::new(user);
+        let w = vw.w();
+        repo(&vw);
+        let plant = "mkdir -p evil/hooks && cp -r .git/objects .git/refs .git/HEAD evil/ && \
+            printf '#!/bin/sh\\necho pwned > pwned\\n' > evil/hooks/pre-commit && chmod +x evil/hooks/pre-commit && \
+            echo \"$PWD/evil\" > .git/commondir";
+        let (out, v) = vw.shell(Some(&vw.writer), "local.write", plant);
+        let what = format!("{user:?}: {}", w.render(&out));
+        assert!(
+            std::fs::symlink_metadata(w.work.join(".git/commondir")).is_err(),
+            "{what}: `.git/commondir` stays in the workdir: the owner's next git runs the call's hooks"
+        );
+        assert!(!v["protected_created"].is_null(), "{what}");
+    }
+}
