@@ -459,60 +459,25 @@ fn the_passwd_home_is_not_a_sandbox_whatever_home_says() {
     }
 }
 
-/// `tmpdir: "memory"` (the default) makes the private `TMPDIR` where
-/// `PrivateTmp::default_base` says (tmpfs when there is one); `"system"` makes it in
-/// hcp's own `$TMPDIR`. Either way it is gone after the call, and what a killed hcp left
-/// there (`hcp-exec-<dead pid>-…`) is swept by the next call.
+/// `TMPDIR` is the call's own `/tmp` (a tmpfs of the view, RUNTIME §5.1); the
+/// `sandbox.tmpdir` of earlier versions is read and ignored.
 #[test]
-fn the_private_tmpdir_lives_where_the_configuration_says_and_leftovers_are_swept() {
+fn the_tmpdir_is_the_views_own_and_the_old_key_is_ignored() {
     if !landlock_or_skip() {
         return;
     }
     let w = jail();
     let (out, v) = exec_json(&w, &["jail.env"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
-    assert_eq!(
-        tmp.parent().unwrap(),
-        hcp_adapter::PrivateTmp::default_base()
-    );
-
-    let system = w.root().join("system-tmp");
-    std::fs::create_dir(&system).unwrap();
-    let leftover = system.join("hcp-exec-999999999-AbCdEf");
-    std::fs::create_dir_all(leftover.join("deep")).unwrap();
-    std::fs::write(leftover.join("deep/f"), "left by a killed hcp").unwrap();
+    assert_eq!(v["data"]["TMPDIR"], "/tmp");
     std::fs::write(
         w.hcp_home.join("config.json"),
         r#"{"sandbox": {"tmpdir": "system"}}"#,
     )
     .unwrap();
-    let out = w
-        .hcp()
-        .current_dir(&w.work)
-        .env("TMPDIR", &system)
-        .args(["exec", "--json", "jail.env"])
-        .output()
-        .unwrap();
+    let (out, v) = exec_json(&w, &["jail.env"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
-    assert_eq!(tmp.parent().unwrap(), system);
-    assert!(
-        !tmp.exists(),
-        "the private temporary directory was left behind"
-    );
-    assert!(
-        !leftover.exists(),
-        "a dead process's leftover was not swept"
-    );
-    // Left: at most the user's shared covers of hidden paths (`hcp-covers-<uid>`).
-    let left: Vec<String> = std::fs::read_dir(&system)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with("hcp-covers-"))
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(v["data"]["TMPDIR"], "/tmp");
 }
 
 /// Every home of /etc/passwd (not only the caller's) and the shared roots (`/home`,

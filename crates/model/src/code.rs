@@ -56,6 +56,9 @@ pub mod exit {
     pub const NOT_FOUND: u8 = 127;
     /// The call was abandoned (128 + SIGINT).
     pub const CANCELLED: u8 = 130;
+    /// The call was ended together, its memory bound reached (128 + SIGKILL, the status a
+    /// child killed by the kernel's OOM killer has).
+    pub const KILLED: u8 = 137;
 }
 
 /// Where a code is raised: the steps of RUNTIME §5 for a call, in order, then the places
@@ -297,6 +300,7 @@ codes! {
     // 9c: the run.
     Timeout => "timeout", Run, TIMEOUT, TIMEOUT, "The verb ran past its timeout.";
     Cancelled => "cancelled", Run, CANCELLED, CANCELLED, "The caller abandoned the call; its process group was ended.";
+    MemoryExceeded => "memory_exceeded", Run, KILLED, KILLED, "The call's processes together reached `limits.memory_bytes`; the whole call was ended.";
     SuperviseFailed => "supervise_failed", Run, EX_SOFTWARE, EX_SOFTWARE, "Waiting on or reading from a started child failed.";
     ConnectFailed => "connect_failed", Run, REFUSED, REFUSED, "The connect verb exited non-zero; nothing was stored.";
 
@@ -465,6 +469,7 @@ mod tests {
             (Code::BinChanged, NOT_EXECUTABLE, NOT_EXECUTABLE),
             (Code::BinMissing, NOT_FOUND, REFUSED),
             (Code::Cancelled, CANCELLED, CANCELLED),
+            (Code::MemoryExceeded, KILLED, KILLED),
             (Code::AuditUnavailable, EX_IOERR, EX_IOERR),
             (Code::StateUnavailable, EX_IOERR, EX_IOERR),
             (Code::NestedCall, EX_NOPERM, EX_NOPERM),

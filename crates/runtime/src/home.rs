@@ -57,8 +57,11 @@ pub fn homes(rt: &Runtime) -> Result<PathBuf, Refusal> {
 
 /// [`homes`] of a configuration already read.
 pub fn homes_of(store: &Path, config: &RuntimeConfig) -> PathBuf {
-    let _ = config;
-    let configured: Option<PathBuf> = None;
+    let configured = config
+        .sandbox
+        .homes
+        .as_ref()
+        .map(hcp_store::config::ConfigPath::path);
     homes_root(store, configured.as_deref())
 }
 

@@ -71,6 +71,7 @@ pub mod snapshot;
 mod steps;
 pub mod target;
 pub mod view_health;
+pub mod view_index;
 
 #[cfg(test)]
 mod tests;

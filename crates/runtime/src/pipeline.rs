@@ -378,7 +378,7 @@ fn steps(
         timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
-    let protected = crate::quarantine::watch_default(allowed.land, &allowed.workdir);
+    let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, &config);
     rt.seam().watch_child();
     let run = child.run(limits, cancel, facts);
     rt.seam().reach(Point::ChildExited);
@@ -401,6 +401,12 @@ fn steps(
             Code::Cancelled.exit_status(),
             Some(Code::Cancelled),
             Some("the caller abandoned the call; its process group was ended".to_string()),
+        )
+    } else if outcome.memory_exceeded {
+        (
+            Code::MemoryExceeded.exit_status(),
+            Some(Code::MemoryExceeded),
+            Some(crate::prepare::MEMORY_EXCEEDED.to_string()),
         )
     } else {
         (

@@ -1,31 +1,33 @@
-//! Child preparation (RUNTIME §5 step 9, "The child" and "Confinement of every land"),
-//! after the gate and before admission: the verified bin, argv, the environment's layers,
-//! the configuration's limits and the kernel confinement of the child, whatever its land
-//! ([`confine`]: `hcp_adapter::Confinement::for_call` with every input it needs). Nothing
-//! here spends: a failure refuses the call with every approval and counter slot untouched.
+//! Child preparation (RUNTIME §5 step 9, "The child", §5.1–§5.4), after the gate and before
+//! admission: the verified bin, argv, the environment's layers, the configuration's limits
+//! and the kernel confinement of the child, whatever its land ([`confine`]:
+//! `hcp_adapter::Confinement::for_call` with every input it needs: the tenant home, the
+//! `/etc` index, the operator's paths, the network). Nothing here spends: a failure refuses
+//! the call with every approval and counter slot untouched.
 
 use crate::call::Caller;
 use crate::refusal::Refusal;
 use hcp_adapter::{
-    CallPolicy, CallSandbox, CallVars, ChildEnv, Confinement, PrivateTmp, SandboxReport,
-    SessionValues, VerifiedBin,
+    CallPolicy, CallSandbox, CallVars, ChildEnv, Confinement, SandboxReport, SessionValues,
+    VerifiedBin,
 };
 use hcp_gate::Allowed;
-use hcp_model::{ArgValue, Land};
+use hcp_model::{ArgValue, Code, Land, Operation};
 use hcp_store::Home;
-use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig, TmpdirMode};
+use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
+use hcp_store::tenant::{OWNER_TENANT, Tenant, ensure_tenant_home, tenant_home_path};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// What the bootstrap pack (`hcp-cli`, whose pinned bin is the running `hcp`) may not read
-/// of the store it otherwise reads (RUNTIME §5): the credentials, the sessions, the audit
+/// of the store it otherwise reads (RUNTIME §5.1): the credentials, the sessions, the audit
 /// trail's args-digest secret and its checkpoint signing key, the operator's runtime
 /// policy (RUNTIME §7: its canaries and rules are not the agent's to read) and its
-/// compiled cache, the tenant homes (RUNTIME §5.2: each shown to its tenant alone) and the
-/// quarantine (what calls planted). Relative to `$HCP_HOME`.
+/// compiled cache, the tenant homes (other tenants' data) and the quarantine (what other
+/// calls planted). Relative to `$HCP_HOME`; each that exists is covered in its view.
 pub const BOOTSTRAP_HIDDEN: [&str; 9] = [
     "state/bindings",
     "state/sessions",
@@ -49,16 +51,16 @@ pub struct Child {
     pub args: Vec<OsString>,
     /// The exact environment.
     pub env: ChildEnv,
-    /// The working directory.
+    /// The working directory, in the child's view.
     pub cwd: PathBuf,
-    /// The kernel confinement (drop it after the run: it removes the call's cgroup and
-    /// what covers the hidden paths).
+    /// The kernel confinement (drop it after the run: it releases the call's cgroups).
     pub confinement: Confinement,
-    /// The private `TMPDIR`, removed after the run.
-    pub private_tmp: Option<PrivateTmp>,
-    /// The result's and the audit record's `sandbox` field (RUNTIME §5):
-    /// `{"filesystem", "network", "processes"}`, each `"enforced"`, `"allowed"` or why not.
+    /// The result's and the audit record's `sandbox` field (RUNTIME §5.4):
+    /// `{"filesystem", "processes", "privileges", "memory", "network"}`.
     pub sandbox: Option<Value>,
+    /// The hint the result carries when the child tried a socket under `network: deny`
+    /// (RUNTIME §5.3), naming the key.
+    pub network_hint: String,
 }
 
 /// What preparation needs of the call.
@@ -82,19 +84,20 @@ pub struct ChildSpec<'a> {
     /// and argv checks (RUNTIME §5's order as exec has always answered it).
     pub config: &'a Result<RuntimeConfig, ConfigError>,
     /// The sessions' working directories, as the snapshot read them
-    /// ([`crate::snapshot::Snapshot::sandboxes`]).
+    /// ([`crate::snapshot::Snapshot::sandboxes`]); a failure to read them refuses the call.
     pub sandboxes: &'a Result<Vec<(String, PathBuf)>, Refusal>,
 }
 
 /// Prepares the child of `spec`, in this order: the verified bin, argv, the environment
 /// (parent's allowed names, `HCP_HOME` for the bootstrap pack), the configuration, the
-/// confinement and its private `TMPDIR` ([`confine`]), then the land's `HOME`, the pack's
-/// `agent_env`, the call's `HCP_*` and the binding.
+/// confinement ([`confine`]), then `HOME`, `TMPDIR`, `PATH` and the proxy variables of the
+/// view, the pack's `agent_env`, the call's `HCP_*` and the binding.
 ///
 /// # Errors
 /// The pin's (`bin_missing`, `bin_changed` …), the adapter's (`arg_invalid`,
 /// `sandbox_unavailable`, `sandbox_failed`, `env_refused` …), the configuration's
-/// (`bad_config`), the state's when the sessions could not be listed.
+/// (`bad_config`), the store's when the tenant home cannot be made, the state's when the
+/// sessions could not be listed.
 pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child, Refusal> {
     let allowed = spec.allowed;
     let pack = spec.pack;
@@ -119,7 +122,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         }
     }
     let config = config_of(spec.config)?;
-    let sandboxes = spec.sandboxes.as_ref().map_err(Clone::clone)?;
+    spec.sandboxes.as_ref().map_err(Clone::clone)?;
     let confined = confine(
         home,
         caller,
@@ -127,18 +130,16 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
             land: allowed.land,
             owner: spec.owner,
             principal_id: spec.principal_id,
+            project: allowed.project.as_deref(),
+            writes: allowed.operation == Operation::Write,
             workdir: &allowed.workdir,
-            bin: bin.path(),
+            bin: &bin,
             bootstrap,
             pack_id: pack.id.as_str(),
             config,
-            sandboxes,
         },
     )?;
-    env = env.tmpdir(confined.tmp.path());
-    if allowed.land == Land::Local {
-        env = env.home(&allowed.workdir);
-    }
+    let env = confined.env(env);
     let env = layer_env(env, pack, spec.key, spec.principal_id, allowed, spec.secret)
         .map_err(|e| Refusal::adapter(&e))?;
     let argv0 = pack
@@ -151,11 +152,47 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         argv0: argv0.into(),
         args,
         env,
-        cwd: allowed.workdir.clone(),
-        confinement: confined.confinement,
-        private_tmp: Some(confined.tmp),
+        cwd: confined.cwd.clone(),
         sandbox: Some(confined.report.field_json()),
+        network_hint: network_hint(pack.id.as_str()),
+        confinement: confined.confinement,
     })
+}
+
+/// What the run of `child` taught about its call, added to the result and the outcome
+/// record (RUNTIME §5.1, §5.3): its `sandbox` field says when the kernel refused the call a
+/// `/proc` of its own, and a call whose child tried to make a socket under `network: deny`
+/// carries the hint naming the key ([`network_hint`]) and, in its record,
+/// `socket_attempts`.
+pub fn after_run(child: &Child, outcome: &hcp_adapter::Outcome, facts: &mut crate::record::Facts) {
+    if outcome.no_proc
+        && let Some(Value::Object(sandbox)) = facts.result_extra.get_mut("sandbox")
+    {
+        sandbox.insert(
+            "filesystem".into(),
+            "enforced, without a /proc: the kernel refused the call one of its own".into(),
+        );
+    }
+    if outcome.socket_attempts > 0 {
+        facts
+            .result_extra
+            .insert("hint".into(), child.network_hint.clone().into());
+        facts
+            .audit_extra
+            .insert("socket_attempts".into(), outcome.socket_attempts.into());
+    }
+}
+
+/// The error of a call whose processes together reached `limits.memory_bytes` (RUNTIME
+/// §5.4, `memory_exceeded`).
+pub const MEMORY_EXCEEDED: &str =
+    "the verb's processes together reached `limits.memory_bytes`; the whole call was ended";
+
+/// The hint of a call whose child tried a socket under `network: deny` (RUNTIME §5.3).
+pub fn network_hint(pack_id: &str) -> String {
+    format!(
+        "the verb tried to open a network socket, and its network is `deny`; the owner may set `packs.{pack_id}.network` in `config.json` to `{{\"allow\": [\"HOST:PORT\"]}}` or `\"host\"`"
+    )
 }
 
 /// `config.json`, or the refusal of a configuration that does not load.
@@ -178,150 +215,215 @@ pub struct ConfineSpec<'a> {
     pub owner: bool,
     /// The caller's principal id (`owner` without a session).
     pub principal_id: &'a str,
-    /// The child's working directory (the gate's: the sandbox of a `local` call).
+    /// The call's project (a `brain` call's tenant).
+    pub project: Option<&'a str>,
+    /// A `write` verb (a `local` workdir read-write, with its protected names).
+    pub writes: bool,
+    /// The gate's working directory (the workdir of a `local` call).
     pub workdir: &'a Path,
     /// The verified bin.
-    pub bin: &'a Path,
+    pub bin: &'a VerifiedBin,
     /// Whether the bin is the running `hcp` (the bootstrap pack).
     pub bootstrap: bool,
     /// The pack, for its entry of `config.json` `packs`.
     pub pack_id: &'a str,
     /// `config.json`.
     pub config: &'a RuntimeConfig,
-    /// Every session's working directory with its principal (the snapshot's).
-    pub sandboxes: &'a [(String, PathBuf)],
 }
 
-/// A child's confinement, its report and its private `TMPDIR`.
+/// A child's confinement, its report, and what the child's environment and working
+/// directory are in its view.
 #[derive(Debug)]
 pub struct Confined {
     /// What the child applies between `clone` and `execve`; drop it after the run.
     pub confinement: Confinement,
     /// What holds (`report.field_json()` is the `sandbox` field).
     pub report: SandboxReport,
-    /// The private `TMPDIR`, removed after the run (after the confinement is dropped).
-    pub tmp: PrivateTmp,
+    /// `HOME`: `/home/hcp` (the tenant home) or a `local` call's workdir; the tenant home's
+    /// host path for an owner's call without a view.
+    pub home: PathBuf,
+    /// The working directory: `HOME` in `personal` and `brain`, the workdir in `local`.
+    pub cwd: PathBuf,
+    /// `TMPDIR`: the view's `/tmp` (the host's temporary directory without a view).
+    pub tmpdir: PathBuf,
+    /// `PATH`: the parent's entries that lie in the view (`None`: the parent's, without a
+    /// view).
+    pub path: Option<OsString>,
+    /// The proxy URL of a `{"allow": …}` network.
+    pub proxy: Option<&'static str>,
 }
 
-/// The kernel confinement of one call's child, every land (RUNTIME §5 "Confinement of
-/// every land"), from `config.json` and what the snapshot read: a fresh private `TMPDIR`,
-/// then `hcp_adapter::Confinement::for_call` (which sweeps what killed calls left beside
-/// it) with the store hidden (the bootstrap pack: [`BOOTSTRAP_HIDDEN`]), the caller's homes'
-/// secrets, other principals' session working directories, `sandbox.protect`, the
-/// agent and bus sockets the caller's environment names and the Unix sockets of a fleet's
-/// state database (`state.url`); the pack's `read` and `write`
-/// grants; its network (`packs.ID.network`, else `sandbox.network`, else the land's);
-/// the limits tightened by `HCP_LIMITS`.
+impl Confined {
+    /// `env` (the parent's allowed names) with the view's `HOME`, `TMPDIR`, `PATH` and, under
+    /// `{"allow": …}`, the proxy variables (RUNTIME §5 "The child").
+    pub fn env(&self, env: ChildEnv) -> ChildEnv {
+        let mut env = env.home(&self.home).tmpdir(&self.tmpdir);
+        if let Some(p) = &self.path {
+            env = env.path(Some(p.as_os_str()));
+        }
+        if let Some(url) = self.proxy {
+            env = env.egress_proxy(url);
+        }
+        env
+    }
+}
+
+/// The kernel confinement of one call's child, every land (RUNTIME §5.1–§5.4), from
+/// `config.json` and the store: the tenant home (made on first use), the `/etc` index
+/// ([`crate::view_index::view_index`]), the pack's and `sandbox`'s paths, the protected names
+/// of a writable workdir, the network (`packs.ID.network`, else `sandbox.network`), the
+/// limits tightened by `HCP_LIMITS`.
 ///
 /// # Errors
-/// The adapter's `sandbox_unavailable` (77) and `sandbox_failed` (126).
+/// The adapter's `sandbox_unavailable` (77) and `sandbox_failed` (126); `store_io` (74) when
+/// the tenant home cannot be made; `project_required` (77) for a `brain` call without a
+/// project.
 pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Confined, Refusal> {
     let config = s.config;
-    let base = match config.sandbox.tmpdir {
-        TmpdirMode::Memory => PrivateTmp::default_base(),
-        TmpdirMode::System => std::env::temp_dir(),
-    };
-    // `for_call` sweeps what killed calls left in `base`.
-    let tmp = PrivateTmp::create_in(&base).map_err(|e| Refusal::adapter(&e))?;
     let home_env = caller
         .parent_env
         .iter()
         .find(|(k, _)| k == "HOME")
         .map(|(_, v)| PathBuf::from(v));
-    let homes = hcp_adapter::own_homes(home_env.as_deref());
-    // Homes a `local` sandbox may lie in but neither be nor hold: the caller's `$HOME` and
-    // every home in /etc/passwd (the environment alone could hide the user's).
-    let not_above = if s.land == Land::Local {
-        user_homes(home_env.into_iter())
-    } else {
-        Vec::new()
-    };
-    let mut protect: Vec<PathBuf> = config
-        .sandbox
-        .protect
+    let parent_path = caller
+        .parent_env
         .iter()
-        .flat_map(|p| p.resolve_in(&homes))
-        .collect();
-    protect.extend(hcp_adapter::session_sockets(
-        caller.parent_env.iter().map(|(k, v)| (k, v)),
-    ));
-    // A fleet's state database on a Unix socket: the child never reaches it, whatever
-    // its network (the database is the store of RUNTIME §9; its role is the owner's).
-    if let Some(state) = &config.state {
-        protect.extend(crate::backend::pg_config(state).sockets());
-    }
-    let others = other_sandboxes(s.sandboxes, s.principal_id, s.owner, s.workdir);
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let homes = user_homes(home_env.into_iter());
+    let tenant_home = tenant_home(home, config, s)?;
     let pack = config.pack(s.pack_id);
-    let read: Vec<PathBuf> = pack.read.iter().map(|p| p.path()).collect();
+    let read = config.read_for(s.pack_id);
     let write: Vec<PathBuf> = pack.write.iter().map(|p| p.path()).collect();
-    let bootstrap: Vec<PathBuf> = BOOTSTRAP_HIDDEN
-        .iter()
-        .map(|p| home.root().join(p))
-        .collect();
+    let protect = protected_in_workdir(config);
+    let etc = crate::view_index::view_index(home);
+    let interpreter = s.bin.interpreter(parent_path.as_deref());
     let call = CallSandbox {
         land: s.land,
         owner: s.owner,
+        writes: s.writes,
         workdir: s.workdir,
-        tmpdir: tmp.path(),
-        bin: s.bin,
+        tenant_home: tenant_home.as_deref(),
+        bin: s.bin.path(),
+        interpreter: interpreter.as_deref(),
         hcp_home: home.root(),
-        bootstrap: s.bootstrap.then_some(bootstrap.as_slice()),
+        bootstrap: s.bootstrap.then_some(&BOOTSTRAP_HIDDEN[..]),
         homes: &homes,
-        not_above: &not_above,
-        other_sandboxes: &others,
-        protect: &protect,
         read: &read,
         write: &write,
-        extra_ro: &[],
+        protect_in_workdir: &protect,
+        etc: &etc,
     };
+    let network = config.network_for(s.pack_id);
     let policy = CallPolicy {
         require: config.sandbox.require,
-        network: config.network_for(s.pack_id).map(network),
+        network: adapter_network(network),
         limits: resource_limits(&config.limits).tightened(&caller.limit_overrides),
+        cgroup: config.limits.cgroup.as_ref().map(|c| c.path()),
     };
     let (confinement, report) =
         Confinement::for_call(&call, &policy).map_err(|e| Refusal::adapter(&e))?;
+    let local = s.land == Land::Local;
+    let (home_dir, tmpdir, path) = match confinement.view() {
+        Some(v) => (
+            v.home().to_owned(),
+            PathBuf::from(hcp_adapter::VIEW_TMP),
+            Some(
+                parent_path
+                    .as_deref()
+                    .map_or_else(OsString::new, |p| v.path_var(p)),
+            ),
+        ),
+        None => (
+            if local {
+                s.workdir.to_owned()
+            } else {
+                tenant_home.clone().unwrap_or_else(|| s.workdir.to_owned())
+            },
+            std::env::temp_dir(),
+            None,
+        ),
+    };
+    let cwd = if local {
+        s.workdir.to_owned()
+    } else {
+        home_dir.clone()
+    };
     Ok(Confined {
+        proxy: confinement
+            .has_egress()
+            .then_some(hcp_adapter::EGRESS_PROXY_URL),
         confinement,
         report,
-        tmp,
+        home: home_dir,
+        cwd,
+        tmpdir,
+        path,
     })
 }
 
-/// The adapter's network of a configured mode.
-pub fn network(mode: NetworkMode) -> hcp_adapter::Network {
-    match mode {
-        NetworkMode::Allow => hcp_adapter::Network::Allow,
-        NetworkMode::Deny => hcp_adapter::Network::Deny,
+/// The protected names of a writable workdir (RUNTIME §5.1): `sandbox.protect_in_workdir`,
+/// else [`hcp_adapter::PROTECTED_IN_WORKDIR`]. What the view binds read-only and what the
+/// quarantine watches ([`crate::quarantine`]).
+pub fn protected_in_workdir(config: &RuntimeConfig) -> Vec<String> {
+    config
+        .sandbox
+        .protect_in_workdir
+        .clone()
+        .unwrap_or_else(|| {
+            hcp_adapter::PROTECTED_IN_WORKDIR
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect()
+        })
+}
+
+/// The working directory of a call's child in its view (RUNTIME §5 "The child"): the
+/// tenant home at `/home/hcp` in `personal` and `brain` land, the workdir in `local`.
+pub fn child_cwd(land: Land, workdir: &Path) -> PathBuf {
+    if land == Land::Local {
+        workdir.to_owned()
+    } else {
+        PathBuf::from(hcp_adapter::VIEW_HOME)
     }
 }
 
-/// Other principals' sandboxes (RUNTIME §5: hidden from every call): the working
-/// directory of every session whose principal is not `principal_id`, except the ones that
-/// are or hold the caller's own: for a session, its own working directory (the operator
-/// gave two principals one sandbox), for the owner, the directory the call works in.
-fn other_sandboxes(
-    sandboxes: &[(String, PathBuf)],
-    principal_id: &str,
-    owner: bool,
-    workdir: &Path,
-) -> Vec<PathBuf> {
-    let own: Vec<&PathBuf> = sandboxes
-        .iter()
-        .filter(|(p, _)| !owner && p == principal_id)
-        .map(|(_, d)| d)
-        .collect();
-    let mut out: Vec<PathBuf> = sandboxes
-        .iter()
-        .filter(|(p, _)| owner || p != principal_id)
-        .map(|(_, d)| d)
-        .filter(|d| !own.iter().any(|o| o.starts_with(d)))
-        .filter(|d| !(owner && workdir.starts_with(d)))
-        .cloned()
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+/// The tenant home of a `personal` or `brain` call (RUNTIME §5.2), made on first use;
+/// `None` in `local` land.
+fn tenant_home(
+    home: &Home,
+    config: &RuntimeConfig,
+    s: &ConfineSpec<'_>,
+) -> Result<Option<PathBuf>, Refusal> {
+    let principal = if s.owner {
+        OWNER_TENANT
+    } else {
+        s.principal_id
+    };
+    let Some(tenant) = Tenant::of_call(s.land, principal, s.project) else {
+        if s.land == Land::Brain {
+            return Err(Refusal::new(
+                Code::ProjectRequired,
+                "a `brain` call needs a project, whose home it runs in".to_owned(),
+            ));
+        }
+        return Ok(None);
+    };
+    let homes = crate::home::homes_of(home.root(), config);
+    let path = tenant_home_path(&homes, s.pack_id, tenant)
+        .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
+    ensure_tenant_home(&homes, &path)
+        .map_err(|e| Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}")))?;
+    Ok(Some(path))
+}
+
+/// The adapter's network of a configured mode.
+pub fn adapter_network(mode: &NetworkMode) -> hcp_adapter::Network {
+    match mode {
+        NetworkMode::Deny => hcp_adapter::Network::Deny,
+        NetworkMode::Host => hcp_adapter::Network::Host,
+        NetworkMode::Allow(_) => hcp_adapter::Network::Allow,
+    }
 }
 
 /// The last layers of a child's environment (RUNTIME §5), after the parent's allowed
@@ -352,7 +454,7 @@ pub fn layer_env(
         verb_key: key,
         principal_id,
         project_id: allowed.project.as_deref(),
-        workdir: &allowed.workdir,
+        workdir: (allowed.land == Land::Local).then_some(allowed.workdir.as_path()),
     })?;
     if let Some(s) = secret {
         env = env.binding(s)?;
@@ -368,6 +470,8 @@ pub fn resource_limits(l: &LimitsConfig) -> hcp_adapter::ResourceLimits {
         open_files: l.open_files,
         file_size_bytes: l.file_size_bytes,
         processes: l.processes,
+        tmp_bytes: l.tmp_bytes,
+        memory_bytes: l.memory_bytes,
     }
 }
 
@@ -418,6 +522,7 @@ mod tests {
                 "{f}"
             );
         }
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
     }
 
     #[test]
@@ -427,33 +532,10 @@ mod tests {
     }
 
     #[test]
-    fn other_sandboxes_leave_out_the_callers_own() {
-        let s = |p: &str, d: &str| (p.to_owned(), PathBuf::from(d));
-        let all = [
-            s("agent-1", "/w/a"),
-            s("agent-2", "/w/b"),
-            s("agent-2", "/w/shared"),
-            s("agent-3", "/w/shared"),
-            s("agent-3", "/w"),
-        ];
-        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
-        // A session: the others' directories, but those that are or hold its own.
-        assert_eq!(
-            other_sandboxes(&all, "agent-2", false, Path::new("/w/b")),
-            p(&["/w/a"])
-        );
-        assert_eq!(
-            other_sandboxes(&all, "agent-1", false, Path::new("/w/a")),
-            p(&["/w/b", "/w/shared"])
-        );
-        // The owner: every session's, but those its call works in.
-        assert_eq!(
-            other_sandboxes(&all, "owner", true, Path::new("/w/b/sub")),
-            p(&["/w/a", "/w/shared"])
-        );
-        assert_eq!(
-            other_sandboxes(&all, "owner", true, Path::new("/elsewhere")),
-            p(&["/w", "/w/a", "/w/b", "/w/shared"])
-        );
+    fn personal_and_brain_children_start_in_their_home() {
+        let w = Path::new("/w");
+        assert_eq!(child_cwd(Land::Local, w), PathBuf::from("/w"));
+        assert_eq!(child_cwd(Land::Personal, w), PathBuf::from("/home/hcp"));
+        assert_eq!(child_cwd(Land::Brain, w), PathBuf::from("/home/hcp"));
     }
 }

@@ -22,26 +22,6 @@ use serde_json::{Value, json};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// The protected names of a writable workdir when `config.json` names none (RUNTIME
-/// §5.1), relative to the workdir's top.
-pub const DEFAULT_PROTECTED_IN_WORKDIR: [&str; 15] = [
-    ".git/hooks",
-    ".git/config",
-    ".git/config.worktree",
-    ".git/modules",
-    ".claude",
-    ".agents",
-    ".codex",
-    ".cursor",
-    ".gemini",
-    ".vscode",
-    ".idea",
-    ".husky",
-    ".pre-commit-config.yaml",
-    ".mcp.json",
-    ".envrc",
-];
-
 /// What one file system entry is: device, inode and type (`S_IFMT` bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Ident {
@@ -113,9 +93,16 @@ pub fn watch<S: AsRef<Path>>(land: Land, workdir: &Path, names: &[S]) -> Option<
     })
 }
 
-/// [`watch`] with the default list ([`DEFAULT_PROTECTED_IN_WORKDIR`]).
-pub fn watch_default(land: Land, workdir: &Path) -> Option<Watch> {
-    watch(land, workdir, &DEFAULT_PROTECTED_IN_WORKDIR)
+/// [`watch`] of a call with the protected names of `config.json`
+/// ([`crate::prepare::protected_in_workdir`], the list the view binds read-only); none
+/// when the configuration did not load (the call was refused before it ran).
+pub fn watch_call(
+    land: Land,
+    workdir: &Path,
+    config: &Result<hcp_store::config::RuntimeConfig, hcp_store::config::ConfigError>,
+) -> Option<Watch> {
+    let config = config.as_ref().ok()?;
+    watch(land, workdir, &crate::prepare::protected_in_workdir(config))
 }
 
 /// What [`settle`] did with one name.
@@ -266,7 +253,7 @@ mod tests {
     #[test]
     fn only_what_the_call_made_moves() {
         let (_t, home, work) = world();
-        let w = watch_default(Land::Local, &work).unwrap();
+        let w = watch(Land::Local, &work, &hcp_adapter::PROTECTED_IN_WORKDIR).unwrap();
         // The call's own work and the names that existed stay.
         std::fs::write(work.join(".git/objects/ab"), "x").unwrap();
         std::fs::write(work.join("notes.txt"), "x").unwrap();
@@ -307,7 +294,7 @@ mod tests {
             |w: &Path| std::os::unix::fs::symlink("/tmp", w.join(".git")).unwrap(),
         ];
         for make in makes {
-            let w = watch_default(Land::Local, &work).unwrap();
+            let w = watch(Land::Local, &work, &hcp_adapter::PROTECTED_IN_WORKDIR).unwrap();
             make(&work);
             let c = settle(&home, &w, "call-2");
             assert_eq!(names(&c), vec![".git"]);
@@ -319,7 +306,7 @@ mod tests {
     #[test]
     fn a_replaced_name_is_one_the_call_made() {
         let (_t, home, work) = world();
-        let w = watch_default(Land::Local, &work).unwrap();
+        let w = watch(Land::Local, &work, &hcp_adapter::PROTECTED_IN_WORKDIR).unwrap();
         std::fs::remove_dir(work.join(".claude")).unwrap();
         std::fs::write(work.join(".claude"), "planted").unwrap();
         let c = settle(&home, &w, "call-3");
@@ -329,8 +316,8 @@ mod tests {
     #[test]
     fn other_lands_have_no_workdir_to_watch() {
         let (_t, _home, work) = world();
-        assert!(watch_default(Land::Personal, &work).is_none());
-        assert!(watch_default(Land::Brain, &work).is_none());
+        assert!(watch(Land::Personal, &work, &[".envrc"]).is_none());
+        assert!(watch(Land::Brain, &work, &[".envrc"]).is_none());
         let w = watch(Land::Local, &work, &["../x", "/etc", ".envrc"]).unwrap();
         assert_eq!(w.names.len(), 1);
     }

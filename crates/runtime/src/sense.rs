@@ -13,9 +13,9 @@
 
 use crate::call::Caller;
 use crate::refusal::Refusal;
-use hcp_adapter::{ChildEnv, Confinement, PrivateTmp, SessionValues, VerifiedBin};
+use hcp_adapter::{ChildEnv, Confinement, SessionValues, VerifiedBin};
 use hcp_gate::{Principal, StimulusAllowed};
-use hcp_model::{Code, Land};
+use hcp_model::Code;
 use hcp_store::Home;
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
@@ -48,11 +48,9 @@ pub struct Planned {
     pub workdir: PathBuf,
     /// The verified, open bin (checked again right after the spawn).
     pub bin: VerifiedBin,
-    /// The kernel confinement of its land (dropped when the trigger ends).
+    /// The kernel confinement of its land: its view (dropped when the trigger ends).
     pub confinement: Confinement,
-    /// Its private `TMPDIR`, removed when the trigger ends.
-    pub private_tmp: Option<PrivateTmp>,
-    /// Its `sandbox` field (RUNTIME §5): `{"filesystem", "network", "processes"}`.
+    /// Its `sandbox` field (RUNTIME §5.4).
     pub sandbox: Value,
 }
 
@@ -150,7 +148,7 @@ pub fn plan(
         confirmed: false,
     };
     let config = crate::prepare::config_of(world.config)?;
-    let sandboxes = world.sandboxes.as_ref().map_err(Clone::clone)?;
+    world.sandboxes.as_ref().map_err(Clone::clone)?;
     let owner = *principal == Principal::Owner;
     let confined = crate::prepare::confine(
         world.home,
@@ -159,19 +157,18 @@ pub fn plan(
             land: a.land,
             owner,
             principal_id: principal.id(),
+            project: a.project.as_deref(),
+            writes: false,
             workdir: &a.workdir,
-            bin: bin.path(),
+            bin: &bin,
             bootstrap: false,
             pack_id: pack.id.as_str(),
             config,
-            sandboxes,
         },
     )?;
-    let mut env =
-        ChildEnv::from_parent(world.caller.parent_env.iter().cloned()).tmpdir(confined.tmp.path());
-    if a.land == Land::Local {
-        env = env.home(&a.workdir);
-    }
+    let env = confined.env(ChildEnv::from_parent(
+        world.caller.parent_env.iter().cloned(),
+    ));
     let env = crate::prepare::layer_env(env, pack, reference, principal.id(), &allowed, secret)
         .map_err(|e| Refusal::adapter(&e))?;
     Ok(Planned {
@@ -183,10 +180,9 @@ pub fn plan(
             .unwrap_or_else(|| plan.program.clone()),
         args,
         env,
-        workdir: a.workdir.clone(),
+        workdir: confined.cwd.clone(),
         bin,
         sandbox: confined.report.field_json(),
         confinement: confined.confinement,
-        private_tmp: Some(confined.tmp),
     })
 }

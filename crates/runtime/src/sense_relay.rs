@@ -25,9 +25,8 @@ struct Running {
     err_buf: Vec<u8>,
     out_skipping: bool,
     exit_code: Option<i32>,
-    /// Held until the trigger ends: its confinement (cgroup, covers) and `TMPDIR`.
+    /// Held until the trigger ends: its confinement (its cgroups).
     confinement: Option<hcp_adapter::Confinement>,
-    private_tmp: Option<hcp_adapter::PrivateTmp>,
 }
 
 impl Running {
@@ -47,13 +46,9 @@ impl Running {
         self.release();
     }
 
-    /// Drops the confinement, then removes the private `TMPDIR` (best effort: a leftover
-    /// is private and swept by a later call).
+    /// Drops the confinement (its cgroups go back to the pool).
     fn release(&mut self) {
         drop(self.confinement.take());
-        if let Some(t) = self.private_tmp.take() {
-            let _ = t.remove();
-        }
     }
 }
 
@@ -75,6 +70,7 @@ fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
         limits: hcp_adapter::Limits::default(),
         confine: Some(&p.confinement),
         cancel: None,
+        egress: None,
     };
     let mut child = hcp_adapter::start(&inv).map_err(|e| {
         let r = Refusal::adapter(&e);
@@ -102,7 +98,6 @@ fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
         out_skipping: false,
         exit_code: None,
         confinement: Some(std::mem::take(&mut p.confinement)),
-        private_tmp: p.private_tmp.take(),
     })
 }
 

@@ -13,7 +13,6 @@
 //!   `sandbox.tmpdir`);
 //! - what the quarantine holds (protected names calls created, `hcp_store::quarantine`).
 
-use hcp_adapter::ProcessMechanism;
 use hcp_store::Home;
 use hcp_store::config::RuntimeConfig;
 use serde::Serialize;
@@ -118,16 +117,15 @@ impl UsernsSysctls {
     }
 }
 
-/// The missing mechanism, when `mechanism` (this process's, `hcp_adapter::process_mechanism`)
-/// is no namespace, and its fix from `sysctls`, for the `hcp` at `exe`. Pure.
+/// The missing mechanism, when `missing` (`hcp_adapter::KernelSupport::view_missing`:
+/// why no view can be built here) says one is, and its fix from `sysctls`, for the `hcp`
+/// at `exe`. Pure.
 pub fn missing_mechanism(
-    mechanism: &ProcessMechanism,
+    missing: Option<&str>,
     sysctls: &UsernsSysctls,
     exe: &Path,
 ) -> Option<MissingMechanism> {
-    let ProcessMechanism::Subreaper(why) = mechanism else {
-        return None;
-    };
+    let why = missing?;
     let fix = if sysctls.apparmor_restrict_unprivileged_userns == Some(1) {
         format!(
             "AppArmor forbids user namespaces to unconfined programs (Ubuntu 23.10 and later): give hcp a profile granting `userns`, \
@@ -141,6 +139,8 @@ pub fn missing_mechanism(
         "`sysctl -w user.max_user_namespaces=15000` (and in /etc/sysctl.d/ to keep it)".into()
     } else if why.contains("CAP_SYS_ADMIN") {
         "run hcp as root with its capabilities, or as an ordinary user".into()
+    } else if why.contains("mount_setattr") {
+        "run hcp on Linux 5.12 or later".into()
     } else {
         "run hcp where user namespaces are allowed (a container's seccomp profile or a missing kernel option can forbid them)".into()
     };
@@ -225,7 +225,9 @@ fn unescape(s: &str) -> String {
 }
 
 /// Examines the view part for `hcp doctor` (see the module docs), adding what is wrong to
-/// `problems` and what holds less than it could to `notes`.
+/// `problems` and what holds less than it could, or what to do, to `notes`. A view that
+/// cannot be built and the ignored keys are the sandbox part's problem and notes
+/// ([`crate::doctor`]); this adds the fix and lists them.
 pub fn examine(
     home: &Home,
     config: &RuntimeConfig,
@@ -243,19 +245,21 @@ pub fn examine(
     let host_network = host_network(config);
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("hcp"));
     let missing = missing_mechanism(
-        &hcp_adapter::process_mechanism(),
+        hcp_adapter::KernelSupport::probe()
+            .view_missing()
+            .as_deref(),
         &UsernsSysctls::read(),
         &exe,
     );
     if let Some(m) = &missing {
-        problems.push(format!("{}; fix: {}", m.what, m.fix));
+        // The sandbox part names the problem; this is what to do about it.
+        notes.push(format!("to build views here: {}", m.fix));
     }
-    let ignored_keys = ignored_keys(config);
-    for k in &ignored_keys {
-        notes.push(format!(
-            "`{k}` is read and ignored: what a call was not given is not in its view; remove it from `config.json`"
-        ));
-    }
+    let ignored_keys: Vec<String> = config
+        .ignored_keys()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
     let quarantine = match hcp_store::quarantine::list(home) {
         Ok(q) => q,
         Err(e) => {
@@ -293,6 +297,7 @@ fn view_paths(config: &RuntimeConfig) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
         .collect();
+    v.extend(config.sandbox.read.iter().map(|p| p.path()));
     for pack in config.packs.0.values() {
         v.extend(pack.read.iter().chain(&pack.write).map(|p| p.path()));
     }
@@ -304,31 +309,40 @@ fn view_paths(config: &RuntimeConfig) -> Vec<PathBuf> {
 fn host_network(config: &RuntimeConfig) -> Vec<String> {
     use hcp_store::config::NetworkMode;
     let mut out = Vec::new();
-    if config.sandbox.network == Some(NetworkMode::Allow) {
+    if config.sandbox.network == NetworkMode::Host {
         out.push("*".to_owned());
     }
     for (id, p) in &config.packs.0 {
-        if p.network == Some(NetworkMode::Allow) {
+        if p.network == Some(NetworkMode::Host) {
             out.push(id.clone());
         }
     }
     out
 }
 
-fn ignored_keys(config: &RuntimeConfig) -> Vec<String> {
-    let mut out = Vec::new();
-    if !config.sandbox.protect.is_empty() {
-        out.push("sandbox.protect".to_owned());
-    }
-    out
-}
-
-fn etc_index(_home: &Home) -> EtcIndexHealth {
-    EtcIndexHealth {
-        scanned_at: None,
-        age_seconds: None,
-        this_boot: false,
-        error: Some("this hcp keeps no index of `/etc`".into()),
+/// The store's `/etc` index as `hcp doctor` shows it (RUNTIME §5.1: "`doctor` says how old
+/// the list is").
+fn etc_index(home: &Home) -> EtcIndexHealth {
+    match crate::view_index::stored(home) {
+        Ok(i) => {
+            let age = i.scanned_at.parse::<jiff::Timestamp>().ok().and_then(|t| {
+                u64::try_from(jiff::Timestamp::now().duration_since(t).as_secs()).ok()
+            });
+            EtcIndexHealth {
+                this_boot: i.boot_id == crate::view_index::boot_id(),
+                scanned_at: Some(i.scanned_at),
+                age_seconds: age,
+                error: None,
+            }
+        }
+        Err(e) => EtcIndexHealth {
+            scanned_at: None,
+            age_seconds: None,
+            this_boot: false,
+            error: Some(format!(
+                "{e} (the next call or `hcp doctor --refresh` makes it)"
+            )),
+        },
     }
 }
 
@@ -340,17 +354,16 @@ mod tests {
     #[test]
     fn the_fix_follows_what_forbids_user_namespaces() {
         let exe = Path::new("/usr/local/bin/hcp");
-        let none = ProcessMechanism::UserPidNamespace;
         assert_eq!(
-            missing_mechanism(&none, &UsernsSysctls::default(), exe),
+            missing_mechanism(None, &UsernsSysctls::default(), exe),
             None
         );
-        let sub = ProcessMechanism::Subreaper("x".into());
+        let sub = Some("no namespaces for this user: x");
         let ubuntu = UsernsSysctls {
             apparmor_restrict_unprivileged_userns: Some(1),
             ..UsernsSysctls::default()
         };
-        let m = missing_mechanism(&sub, &ubuntu, exe).unwrap_or_else(|| unreachable!());
+        let m = missing_mechanism(sub, &ubuntu, exe).unwrap_or_else(|| unreachable!());
         assert!(
             m.fix.contains("userns") && m.fix.contains("/usr/local/bin/hcp"),
             "{}",
@@ -360,7 +373,7 @@ mod tests {
             unprivileged_userns_clone: Some(0),
             ..UsernsSysctls::default()
         };
-        let m = missing_mechanism(&sub, &debian, exe).unwrap_or_else(|| unreachable!());
+        let m = missing_mechanism(sub, &debian, exe).unwrap_or_else(|| unreachable!());
         assert!(
             m.fix.contains("kernel.unprivileged_userns_clone=1"),
             "{}",

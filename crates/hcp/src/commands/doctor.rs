@@ -18,11 +18,20 @@ pub struct Args {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Scan `/etc` again for the store's index of what every view covers (RUNTIME §5.1;
+    /// owner only), before the examination.
+    #[arg(long)]
+    refresh: bool,
 }
 
 /// Runs `hcp doctor`.
 pub fn run(a: Args) -> CliResult {
     let rt = super::exec::runtime()?;
+    if a.refresh {
+        super::session::require_owner("doctor --refresh")?;
+        hcp_runtime::view_index::refresh_view_index(rt.home())
+            .map_err(|e| super::session::store_error(&e))?;
+    }
     let report = hcp_runtime::doctor::examine(&rt).map_err(CliError::from)?;
     let mut out = std::io::stdout().lock();
     let r = if a.json {

@@ -1,7 +1,7 @@
 //! The bootstrap pack's view of the store (RUNTIME §5 "Confinement of every land"): a
 //! child confined by [`crate::prepare::confine`] as the bootstrap pack's (`hcp-cli`, whose
 //! bin is the running `hcp`) reads the store but none of [`BOOTSTRAP_HIDDEN`], as the owner
-//! and as an agent, and writes nothing of it (`local` reads none of it). Run for real:
+//! and as an agent, in every land, and writes nothing of it. Run for real:
 //! `cat` and `sh` under the very confinement `hcp exec` builds, whatever user runs the
 //! tests.
 
@@ -45,12 +45,13 @@ fn run_sh(
             land,
             owner,
             principal_id: if owner { "owner" } else { "agent-1" },
+            project: Some("p"),
+            writes: false,
             workdir: work,
-            bin: sh.path(),
+            bin: &sh,
             bootstrap: true,
             pack_id: "hcp-cli",
             config: &config,
-            sandboxes: &[],
         },
     )
     .unwrap_or_else(|r| panic!("{}: {}", r.code.as_str(), r.message));
@@ -60,20 +61,20 @@ fn run_sh(
         "{:?}",
         confined.report
     );
-    let env = ChildEnv::from_parent(caller.parent_env.iter().cloned()).tmpdir(confined.tmp.path());
+    let env = confined.env(ChildEnv::from_parent(caller.parent_env.iter().cloned()));
     let out = hcp_adapter::run(&Invocation {
         bin: &sh,
         argv0: "sh".into(),
         args: vec![OsString::from("-c"), OsString::from(script)],
         env: &env,
-        cwd: work.to_owned(),
+        cwd: confined.cwd.clone(),
         limits: Limits::default(),
         confine: Some(&confined.confinement),
         cancel: None,
+        egress: None,
     })
     .unwrap();
     drop(confined.confinement);
-    confined.tmp.remove().unwrap();
     out
 }
 
@@ -89,6 +90,8 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
         "audit",
         "cache",
         "packs/hcp-cli",
+        "homes/mail/principal/agent-9",
+        "quarantine/q1",
     ] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
@@ -102,6 +105,8 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
         "policy.json",
         "policy.yaml",
         "cache/policy.compiled",
+        "homes/mail/principal/agent-9/mbox",
+        "quarantine/q1/.envrc",
     ];
     for f in hidden_files {
         std::fs::write(root.join(f), SECRET).unwrap();
@@ -132,11 +137,8 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
                 ),
             );
             let stdout = String::from_utf8_lossy(&out.stdout);
-            // `local` reads its sandbox and the system only (the bootstrap pack's verbs
-            // are `personal`); the others read the store.
-            assert_eq!(
+            assert!(
                 stdout.starts_with("readable-packreadable-trail"),
-                land != Land::Local,
                 "{what}: the store reads: {stdout}"
             );
             for f in hidden_files {
