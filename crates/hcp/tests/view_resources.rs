@@ -52,8 +52,10 @@ fn a_child_filling_tmp_stops_at_the_bound() {
                 .lines()
                 .find_map(|l| l.trim().parse().ok())
                 .unwrap_or(u64::MAX);
+            // The call's root tmpfs holds its skeleton too (the view's directories, its
+            // `/etc/passwd`): the adapter sizes it `tmp_bytes` + 1 MiB.
             assert!(
-                written <= TMP_BYTES,
+                written <= TMP_BYTES + (1 << 20),
                 "{user:?} {land}: {written} bytes in /tmp"
             );
             assert!(

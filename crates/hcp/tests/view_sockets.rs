@@ -175,6 +175,7 @@ fn an_ssh_agent_and_sockets_in_tmp_run_and_home_are_unreachable() {
                 );
             }
         }
+        assert_eq!(outside(&vw), before, "{user:?}");
         if let Some(pid) = agent_pid {
             // SAFETY: integers only.
             unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -182,7 +183,6 @@ fn an_ssh_agent_and_sockets_in_tmp_run_and_home_are_unreachable() {
         for s in &socks {
             let _ = std::fs::remove_file(s);
         }
-        assert_eq!(outside(&vw), before, "{user:?}");
     }
 }
 
