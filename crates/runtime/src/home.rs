@@ -65,9 +65,11 @@ pub fn homes_of(store: &Path, config: &RuntimeConfig) -> PathBuf {
     homes_root(store, configured.as_deref())
 }
 
-/// Checks what the owner named: the pack installed, the principal or project id one.
-fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf), Refusal> {
-    hcp_store::pack::load(rt.home(), pack).map_err(|e| crate::install::pack_refusal(&e))?;
+/// Checks the id of `whose`: a principal id (or `owner`), a project name.
+///
+/// # Errors
+/// `bad_principal` or `bad_value` (2).
+pub fn check_whose(whose: &Whose) -> Result<(), Refusal> {
     match whose {
         Whose::Principal(p) if p == OWNER_TENANT => {}
         Whose::Principal(p) => {
@@ -84,6 +86,13 @@ fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf)
             })?;
         }
     }
+    Ok(())
+}
+
+/// Checks what the owner named: the pack installed, the principal or project id one.
+fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf), Refusal> {
+    hcp_store::pack::load(rt.home(), pack).map_err(|e| crate::install::pack_refusal(&e))?;
+    check_whose(whose)?;
     let homes = homes(rt)?;
     let home = tenant_home_path(&homes, pack, whose.tenant())
         .map_err(|e| Refusal::new(Code::BadValue, e.to_string()))?;

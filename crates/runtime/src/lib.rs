@@ -72,6 +72,7 @@ mod steps;
 pub mod target;
 pub mod view_health;
 pub mod view_index;
+pub mod view_plan;
 
 #[cfg(test)]
 mod tests;

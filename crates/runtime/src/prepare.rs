@@ -110,8 +110,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let args = hcp_adapter::render(&allowed.plan.args, spec.values, &session_values, spec.key)
         .map_err(|e| Refusal::adapter(&e))?;
     let mut env = ChildEnv::from_parent(caller.parent_env.iter().cloned());
-    let bootstrap = is_running_hcp(bin.path())
-        && hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest);
+    let bootstrap = is_bootstrap(pack, bin.path());
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());
@@ -473,6 +472,12 @@ pub fn resource_limits(l: &LimitsConfig) -> hcp_adapter::ResourceLimits {
         tmp_bytes: l.tmp_bytes,
         memory_bytes: l.memory_bytes,
     }
+}
+
+/// Whether a child of `pack` running `bin` is the bootstrap pack's (RUNTIME §5.1): the pack
+/// is `hcp-cli` as lint knows it, and its pinned bin is the very file of the running `hcp`.
+pub fn is_bootstrap(pack: &InstalledPack, bin: &Path) -> bool {
+    is_running_hcp(bin) && hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest)
 }
 
 /// Whether `bin` is the very file of the running hcp (same device and inode).
