@@ -195,8 +195,11 @@ impl VerifiedBin {
     }
 }
 
-/// The interpreter a `#!` line names (see [`VerifiedBin::interpreter`]).
-fn shebang_interpreter(head: &[u8], path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+/// The interpreter the `#!` line at the start of `head` (a file's first bytes) names,
+/// resolved: `#!/usr/bin/env NAME` is `NAME` looked up in `path` (`:`-separated); `None`
+/// for no `#!` line or an interpreter that cannot be found (see
+/// [`VerifiedBin::interpreter`]).
+pub fn shebang_interpreter(head: &[u8], path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let line = head.strip_prefix(b"#!")?;
     let line = &line[..line.iter().position(|b| *b == b'\n').unwrap_or(line.len())];

@@ -13,9 +13,10 @@
 //!   `request_key` can start a helper as root), `bpf` and `userfaultfd`; `EACCES` for
 //!   `io_uring_setup`, `io_uring_enter` and `io_uring_register` in every network mode
 //!   (io_uring's `IORING_OP_SOCKET` would make a socket without `socket(2)`);
-//! - `socket(2)` by network mode ([`Net`]): under `deny` no socket at all — the call is
-//!   handed to hcp as a seccomp user notification when hcp listens (hcp answers `EACCES`
-//!   and learns that the child tried, for the result's hint), else refused with `EACCES`;
+//! - `socket(2)` by network mode ([`Net`]): under `deny` no socket at all — a call for
+//!   another family than `AF_UNIX` is handed to hcp as a seccomp user notification when
+//!   hcp listens (hcp answers `EACCES` and learns that the child tried, for the result's
+//!   hint), else refused with `EACCES`;
 //!   under `host` every family but `AF_UNIX` and `AF_VSOCK`; in a network namespace of the
 //!   call's own (`{"allow": …}`) `AF_INET` and `AF_INET6` only. `AF_UNIX` passes in every
 //!   mode when the operator listed a socket (`packs.ID.write`). `socketpair(2)` always
@@ -212,9 +213,10 @@ pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     let unix = if filter.unix { To::Allow } else { To::Eacces };
     match filter.net {
         Net::Deny => {
-            if filter.unix {
-                a.jeq(libc::AF_UNIX as u32, To::Allow, To::Next);
-            }
+            // A Unix socket is refused without a word to hcp: glibc's name service asks
+            // nscd and systemd-userdb over one at every user lookup, and the hint is about
+            // the network.
+            a.jeq(libc::AF_UNIX as u32, unix, To::Next);
             a.ret(if filter.notify {
                 RET_USER_NOTIF
             } else {

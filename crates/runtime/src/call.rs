@@ -140,6 +140,8 @@ pub fn parse_limits(text: &str) -> Result<hcp_adapter::LimitOverrides, String> {
             "open_files" => &mut o.open_files,
             "file_size_bytes" => &mut o.file_size_bytes,
             "processes" => &mut o.processes,
+            "tmp_bytes" => &mut o.tmp_bytes,
+            "memory_bytes" => &mut o.memory_bytes,
             other => return Err(format!("`HCP_LIMITS`: unknown limit `{other}`")),
         };
         if slot.replace(n).is_some() {

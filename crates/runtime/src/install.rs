@@ -52,6 +52,10 @@ pub struct Installed {
     pub content_changed: bool,
     /// Whether the pack is active after the install.
     pub active: bool,
+    /// What of the pack's bins (and script interpreters) a call's view holds when that is
+    /// not all of their prefix (RUNTIME §5.1, "the pinned bin"): one sentence each, with
+    /// the key the operator may add the rest with.
+    pub view_notes: Vec<String>,
 }
 
 /// Lints the pack in `dir` and installs it into the store of `rt` (RUNTIME §3). Nothing
@@ -114,12 +118,17 @@ pub fn install(
             .pack_installed(&id, &done.record.files_digest, changed_at, Timestamp::now())
             .map_err(PackError::Store)?;
     }
+    // The index of /etc every view needs is made again at each install (RUNTIME §5.1);
+    // a call that finds none makes it itself.
+    let _ = crate::view_index::refresh_view_index(rt.home());
+    let view_notes = view_notes(rt, &done.record);
     Ok(Installed {
         record: done.record,
         report,
         replaced: done.replaced,
         content_changed: done.content_changed,
         active: done.active,
+        view_notes,
     })
 }
 
@@ -150,6 +159,52 @@ fn reserved_bins(pack: &CheckedPack, lookup: &pack::BinLookup) -> Result<(), Pac
         }
     }
     Ok(())
+}
+
+/// The notes of [`Installed::view_notes`]: for each pinned bin and a script's interpreter
+/// outside the system directories, when the view binds less than its prefix (the file
+/// alone, or its `bin` directory without the directory above), and a script whose
+/// interpreter cannot be found.
+fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<String> {
+    let homes =
+        crate::prepare::machine_homes(std::env::var_os("HOME").map(std::path::PathBuf::from));
+    let stores = [rt.home().root().to_owned()];
+    let id = &record.pack_id;
+    let mut notes = Vec::new();
+    let note = |notes: &mut Vec<String>, what: &str, p: &Path| {
+        let Some(d) = hcp_adapter::bin_dirs(p, &homes, &stores).into_iter().next() else {
+            return;
+        };
+        let dir = p.parent();
+        let cut = d == p
+            || (dir.and_then(Path::file_name).is_some_and(|n| n == "bin")
+                && Some(d.as_path()) == dir);
+        if cut {
+            notes.push(format!(
+                "{what} `{}` of `{id}` lies outside the system directories and its calls see `{}` alone; add what else it needs with `packs.{id}.read` in `config.json`",
+                p.display(),
+                d.display()
+            ));
+        }
+    };
+    for b in &record.bins {
+        let path = b.path.as_path();
+        note(&mut notes, "the bin", path);
+        let mut head = [0u8; 256];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        if head[..n].starts_with(b"#!") {
+            match hcp_adapter::shebang_interpreter(&head[..n], std::env::var_os("PATH").as_deref()) {
+                Some(i) => note(&mut notes, "the interpreter", &i),
+                None => notes.push(format!(
+                    "the interpreter of `{}` (its `#!` line) is not found here, so its calls cannot run it",
+                    path.display()
+                )),
+            }
+        }
+    }
+    notes
 }
 
 /// A pack refusal or failure with its code and the hint `hcp` gives for it (install,

@@ -289,7 +289,7 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone());
-    let homes = user_homes(home_env.into_iter());
+    let homes = machine_homes(home_env);
     let tenant_home = tenant_home(home, config, s)?;
     let pack = config.pack(s.pack_id);
     let read = config.read_for(s.pack_id);
@@ -487,6 +487,13 @@ pub fn is_running_hcp(bin: &Path) -> bool {
         return false;
     };
     me.dev() == it.dev() && me.ino() == it.ino()
+}
+
+/// The machine's homes: `home_env` (the caller's `$HOME`) and every home of `/etc/passwd`
+/// (see [`user_homes`]), for the rule of a bin's directory in the view and a `local`
+/// workdir's.
+pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
+    user_homes(home_env.into_iter())
 }
 
 /// Home directories a sandbox may not be, hold, or lie in a dot-directory of:

@@ -96,6 +96,9 @@ pub fn run_install(a: InstallArgs) -> CliResult {
     match hcp_runtime::install::install(&rt, &a.dir, &opts) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
+            for n in &done.view_notes {
+                eprintln!("warning: {n}");
+            }
             let r = &done.record;
             let bins = r.bins.len();
             out!(
