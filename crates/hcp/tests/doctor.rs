@@ -21,12 +21,6 @@ fn stable(w: &World, text: &str) -> String {
     let tail: String = tail
         .lines()
         .filter(|l| !l.starts_with("note: "))
-        // Mounts beneath the view's paths and a missing kernel mechanism are the machine's.
-        .filter(|l| {
-            !l.starts_with("  mount beneath ")
-                && !l.starts_with("  missing ")
-                && !l.starts_with("  fix ")
-        })
         .map(|l| format!("{l}\n"))
         .collect();
     format!("{head}[sandbox and limits]\npacks\n{tail}")

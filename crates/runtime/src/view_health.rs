@@ -339,9 +339,11 @@ fn etc_index(home: &Home) -> EtcIndexHealth {
             scanned_at: None,
             age_seconds: None,
             this_boot: false,
-            error: Some(format!(
-                "{e} (the next call or `hcp doctor --refresh` makes it)"
-            )),
+            error: Some(if crate::view_index::path(home).exists() {
+                format!("{e}; the next call or `hcp doctor --refresh` makes it again")
+            } else {
+                "none yet: the next call or `hcp doctor --refresh` makes it".to_owned()
+            }),
         },
     }
 }

@@ -147,6 +147,7 @@ fn human(r: &Report) -> String {
             l.note.map(|n| format!(": {n}")).unwrap_or_default()
         ));
     }
+    view_lines(&r.view, &mut line);
     line("packs".into());
     if r.packs.is_empty() {
         line("  none installed".into());
@@ -235,7 +236,6 @@ fn human(r: &Report) -> String {
             ));
         }
     }
-    view_lines(&r.view, &mut line);
     for n in &r.notes {
         line(format!("note: {n}"));
     }
