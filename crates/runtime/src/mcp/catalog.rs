@@ -45,6 +45,8 @@ pub struct Entry {
     pub verb_key: String,
     /// The verb's operation.
     pub operation: Operation,
+    /// The verb's land.
+    pub land: Land,
     /// Whether the pack is a control-plane pack.
     pub control_plane: bool,
     /// Whether the verb is the pack's connect verb.
@@ -188,10 +190,24 @@ impl Catalog {
         Some(output_schema(returns, &s.can_view))
     }
 
-    /// The `tools/list` entry of `e` for `viewer`.
+    /// The `tools/list` entry of `e` for `viewer`: [`Entry::listing`], and the tool's
+    /// `outputSchema` for a session under a runtime policy.
     fn tool(&self, e: &Entry, viewer: &Viewer, by: ConfirmBy) -> Value {
-        let mut input = e.input_schema.clone();
-        let note = match (e.confirm, by) {
+        let mut tool = e.listing(by);
+        if let Some(out) = self.output_schema(e, viewer) {
+            tool["outputSchema"] = Value::Object(out);
+        }
+        tool
+    }
+}
+
+impl Entry {
+    /// The tool as listed to a client that confirms `by` (without the `outputSchema` a
+    /// session may get): `name`, `description` (the manifest's, then the operation, the
+    /// land and how the call is confirmed), `inputSchema`, `annotations`, `_meta`.
+    pub fn listing(&self, by: ConfirmBy) -> Value {
+        let mut input = self.input_schema.clone();
+        let note = match (self.confirm, by) {
             (false, _) => "",
             (true, ConfirmBy::Argument) => {
                 "; needs `confirm: true`, else the call is refused with `confirm required`"
@@ -203,19 +219,27 @@ impl Catalog {
                 "; the person is asked to confirm the exact command before it runs"
             }
         };
-        let land = e.meta["hcp"]["land"].as_str().unwrap_or_default();
-        let mut tool = json!({
-            "name": e.name,
-            "description": format!("{} ({}, land {land}{note})", e.description, e.operation),
+        let land = self.meta["hcp"]["land"].as_str().unwrap_or_default();
+        json!({
+            "name": self.name,
+            "description": format!("{} ({}, land {land}{note})", self.description, self.operation),
             "inputSchema": input,
-            "annotations": e.annotations,
-            "_meta": e.meta,
-        });
-        if let Some(out) = self.output_schema(e, viewer) {
-            tool["outputSchema"] = Value::Object(out);
-        }
-        tool
+            "annotations": self.annotations,
+            "_meta": self.meta,
+        })
     }
+}
+
+/// The tool of `verb_key` of `p` exactly as `hcp mcp` lists it to a client that confirms
+/// by argument when no runtime policy narrows it ([`Entry::listing`] with
+/// [`ConfirmBy::Argument`]): what `hcp policy lock` pins (RUNTIME §7), so that a tool that
+/// reads `tools/list` (the Histos reference's `import --kind mcp`) computes the lock's
+/// hashes. `None` when the pack has no such verb, no policy entry for it, or cannot plan
+/// it. The pack's `transports` and the MCP tool-name rule do not matter here: every verb
+/// is locked.
+pub fn pack_tool(p: &InstalledPack, verb_key: &str) -> Option<Value> {
+    let spec = p.manifest.verbs.get(verb_key)?;
+    entry_of(p, verb_key, spec, None).map(|e| e.listing(ConfirmBy::Argument))
 }
 
 /// Whether `name` is a tool name the MCP specification allows: 1–128 characters from
@@ -241,11 +265,6 @@ pub fn tools_of(
     if !m.offers(Transport::Mcp) {
         return Vec::new();
     }
-    let content_changed_at = p
-        .record
-        .content_changed_at
-        .as_deref()
-        .and_then(|t| t.parse::<Timestamp>().ok());
     let mut out = Vec::new();
     for (verb_key, spec) in m.verbs.iter() {
         let name = format!("{}.{verb_key}", p.id);
@@ -256,43 +275,60 @@ pub fn tools_of(
             ));
             continue;
         }
-        let Some(entry) = p.policy.verbs.get(verb_key) else {
-            continue;
-        };
-        let confirm = entry.needs_confirm();
-        // A `kind: openapi` verb's schema comes from its pinned operation.
-        let Some(mut schema) = crate::schema::verb_input_schema(p, verb_key, confirm) else {
-            continue;
-        };
-        if let Some(contract) = runtime
-            .and_then(|r| r.tool(&name))
-            .and_then(|t| t.args.as_ref())
-        {
-            refine(&mut schema, contract);
+        if let Some(e) = entry_of(p, verb_key, spec, runtime) {
+            out.push(e);
         }
-        let land = entry.privacy.land;
-        out.push(Entry {
-            pack_id: p.id.to_string(),
-            verb_key: verb_key.clone(),
-            operation: entry.operation,
-            control_plane: m.plane == Plane::Control,
-            connect: m.connect_verb() == Some(verb_key.as_str()),
-            confirm,
-            content_changed_at,
-            input_schema: schema,
-            description: spec.description.trim().to_owned(),
-            annotations: annotations(entry.operation, land),
-            meta: json!({ "hcp": {
-                "pack_id": p.id.as_str(),
-                "verb_key": verb_key,
-                "operation": entry.operation.to_string(),
-                "land": land.to_string(),
-                "confirm": confirm,
-            }}),
-            name,
-        });
     }
     out
+}
+
+/// The tool of one verb of `p`, its input schema refined by the runtime policy's argument
+/// contract for it when `runtime` has one; `None` when the policy of the pack has no entry
+/// for the verb or the verb cannot be planned.
+fn entry_of(
+    p: &InstalledPack,
+    verb_key: &str,
+    spec: &hcp_model::manifest::VerbSpec,
+    runtime: Option<&histos::Policy>,
+) -> Option<Entry> {
+    let name = format!("{}.{verb_key}", p.id);
+    let m = &p.manifest;
+    let entry = p.policy.verbs.get(verb_key)?;
+    let confirm = entry.needs_confirm();
+    // A `kind: openapi` verb's schema comes from its pinned operation.
+    let mut schema = crate::schema::verb_input_schema(p, verb_key, confirm)?;
+    if let Some(contract) = runtime
+        .and_then(|r| r.tool(&name))
+        .and_then(|t| t.args.as_ref())
+    {
+        refine(&mut schema, contract);
+    }
+    let land = entry.privacy.land;
+    Some(Entry {
+        pack_id: p.id.to_string(),
+        verb_key: verb_key.to_owned(),
+        operation: entry.operation,
+        land,
+        control_plane: m.plane == Plane::Control,
+        connect: m.connect_verb() == Some(verb_key),
+        confirm,
+        content_changed_at: p
+            .record
+            .content_changed_at
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok()),
+        input_schema: schema,
+        description: spec.description.trim().to_owned(),
+        annotations: annotations(entry.operation, land),
+        meta: json!({ "hcp": {
+            "pack_id": p.id.as_str(),
+            "verb_key": verb_key,
+            "operation": entry.operation.to_string(),
+            "land": land.to_string(),
+            "confirm": confirm,
+        }}),
+        name,
+    })
 }
 
 /// Hints from the policy (they describe; the gate still enforces): `readOnlyHint` for a

@@ -4,6 +4,7 @@
 //! server hands its SDK. The person in the loop (elicitation) is [`crate::confirm`].
 
 pub mod catalog;
+pub mod pending;
 pub mod visible;
 
 pub use catalog::{Catalog, ConfirmBy, Entry, PolicyState};
@@ -138,4 +139,54 @@ pub fn config(rt: &crate::Runtime) -> hcp_store::config::McpConfig {
     hcp_store::config::RuntimeConfig::load(rt.home().root())
         .map(|c| c.mcp)
         .unwrap_or_default()
+}
+
+/// Over `hcp mcp --http` (RUNTIME §10) a `local` verb runs in the session's `--workdir`,
+/// never in the server's own directory: the call of a tool `viewer` may call (its grant
+/// and the runtime policy pass, so this refusal keeps the gate's order, step 5 after step
+/// 4) whose land is `local`, by a session without a workdir, is refused with
+/// `workdir_required` and recorded like any refusal of the pipeline. `None` when the call
+/// goes on to the pipeline.
+pub fn workdir_required(
+    rt: &crate::Runtime,
+    entry: &Entry,
+    viewer: &Viewer,
+    policy: &PolicyState,
+    args: &[(String, ArgValue)],
+) -> Option<Answer> {
+    let Viewer::Session(s) = viewer else {
+        return None;
+    };
+    let local = entry.land == hcp_model::Land::Local;
+    if !local || s.has_workdir || visible(entry, viewer, policy).is_err() {
+        return None;
+    }
+    let mut facts = crate::record::Facts::start(rt);
+    facts.pack_id = Some(entry.pack_id.clone());
+    facts.verb_key = Some(entry.verb_key.clone());
+    facts.operation = Some(entry.operation);
+    facts.land = Some(hcp_model::Land::Local);
+    facts.principal = Some(s.principal.clone());
+    let pairs: Vec<(&str, &ArgValue)> = args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    if let Ok(d) = rt.state().args_digest(&pairs) {
+        facts.args_digest = Some(d);
+    }
+    facts
+        .audit_extra
+        .insert("transport".into(), Value::String("http".into()));
+    let r = Refusal::new(
+        Code::WorkdirRequired,
+        format!(
+            "`{}` runs in `local` land, and over HTTP a `local` verb needs a session started with `--workdir`",
+            entry.name
+        ),
+    )
+    .hint("start the agent's session with `hcp session start … --workdir DIR` and give the client that token");
+    let entry_record = facts.entry(
+        hcp_store::audit::Decision::Deny,
+        Some(r.code.as_str()),
+        None,
+    );
+    let audit_id = rt.state().record(&entry_record).ok().map(|a| a.id);
+    Some(facts.refusal_answer(r, audit_id))
 }
