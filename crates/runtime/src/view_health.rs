@@ -292,11 +292,13 @@ pub fn examine(
 /// The host paths every view (or a pack's) holds, as `config.json` and RUNTIME §5.1 give
 /// them: the system directories, `/etc`, and the operator's paths.
 fn view_paths(config: &RuntimeConfig) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"]
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
-        .collect();
+    let mut v: Vec<PathBuf> = [
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+    .collect();
     v.extend(config.sandbox.read.iter().map(|p| p.path()));
     for pack in config.packs.0.values() {
         v.extend(pack.read.iter().chain(&pack.write).map(|p| p.path()));
