@@ -59,8 +59,8 @@ pub struct CallSandbox<'a> {
     /// `Some(names)` when the pinned bin is the running `hcp` (the bootstrap pack): the
     /// store is in its view, read-only, but for `names` (relative to it).
     pub bootstrap: Option<&'a [&'a str]>,
-    /// The machine's homes (the password database's and `$HOME`), for the rule of the
-    /// bin's directory and a `local` workdir's.
+    /// The machine's homes (the password database's and `$HOME`), resolved, for the rule
+    /// of the bin's directory and a `local` workdir's.
     pub homes: &'a [PathBuf],
     /// Read-only paths of the configuration (`packs.ID.read`, `sandbox.read`).
     pub read: &'a [PathBuf],
@@ -173,6 +173,40 @@ fn unavailable(reason: String) -> AdapterError {
     AdapterError::SandboxUnavailable { reason }
 }
 
+impl View {
+    /// The view of `call` ([`View::build`] of what it is given), with `stores` resolved and
+    /// `tmp_bytes` the bound of its tmpfs: what [`Confinement::for_call`] mounts, and what
+    /// `hcp show --view` lists without running anything.
+    ///
+    /// # Errors
+    /// As [`View::build`].
+    pub fn of_call(
+        call: &CallSandbox<'_>,
+        stores: &[PathBuf],
+        tmp_bytes: u64,
+    ) -> Result<Self, AdapterError> {
+        View::build(&ViewSpec {
+            land: call.land,
+            workdir: call.workdir,
+            workdir_writable: call.writes,
+            tenant_home: call.tenant_home,
+            bin: call.bin,
+            interpreter: call.interpreter,
+            homes: call.homes,
+            stores,
+            read: call.read,
+            write: call.write,
+            protect_in_workdir: call.protect_in_workdir,
+            store: call.bootstrap.map(|hidden| StoreView {
+                root: call.hcp_home,
+                hidden,
+            }),
+            etc: call.etc,
+            tmp_bytes,
+        })
+    }
+}
+
 impl Confinement {
     /// The confinement of one call's child in any land (RUNTIME §5.1–§5.4), and its report.
     ///
@@ -204,7 +238,10 @@ impl Confinement {
         let local = call.land == Land::Local;
         let limits = policy.limits.effective();
         let root = crate::limits::running_as_root();
-        let stores = [call.hcp_home.to_owned()];
+        let stores = [call
+            .hcp_home
+            .canonicalize()
+            .unwrap_or_else(|_| call.hcp_home.to_owned())];
         if local {
             check_sandbox_dir(&SandboxPaths {
                 workdir: call.workdir,
@@ -218,28 +255,7 @@ impl Confinement {
         // The view, or why there is none.
         let missing = support.view_missing();
         let view = match &missing {
-            None => {
-                let v = View::build(&ViewSpec {
-                    land: call.land,
-                    workdir: call.workdir,
-                    workdir_writable: call.writes,
-                    tenant_home: call.tenant_home,
-                    bin: call.bin,
-                    interpreter: call.interpreter,
-                    homes: call.homes,
-                    stores: &stores,
-                    read: call.read,
-                    write: call.write,
-                    protect_in_workdir: call.protect_in_workdir,
-                    store: call.bootstrap.map(|hidden| StoreView {
-                        root: call.hcp_home,
-                        hidden,
-                    }),
-                    etc: call.etc,
-                    tmp_bytes: limits.tmp_bytes,
-                })?;
-                Some(Arc::new(v))
-            }
+            None => Some(Arc::new(View::of_call(call, &stores, limits.tmp_bytes)?)),
             Some(why) if !call.owner => {
                 return Err(unavailable(format!(
                     "{why}; a call of a session runs only in its view"

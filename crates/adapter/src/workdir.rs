@@ -47,10 +47,16 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
         });
     }
     let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
-    let shared: Vec<PathBuf> = SHARED_ROOTS
-        .iter()
-        .map(|p| resolve_system(Path::new(p)))
-        .collect();
+    // The shared roots and system directories as resolved, once per process.
+    static RESOLVED: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
+    let (shared, systems) = RESOLVED.get_or_init(|| {
+        let r = |list: &[&str]| {
+            list.iter()
+                .map(|p| resolve_system(Path::new(p)))
+                .collect::<Vec<_>>()
+        };
+        (r(&SHARED_ROOTS), r(&NOT_A_SANDBOX))
+    });
     if let Some(root) = shared.iter().find(|r| **r == work) {
         return Err(AdapterError::SandboxUnavailable {
             reason: format!(
@@ -62,8 +68,8 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
     let in_var_tmp = shared
         .iter()
         .any(|r| r.ends_with("var/tmp") && work.starts_with(r));
-    for system in NOT_A_SANDBOX.iter().map(|p| resolve_system(Path::new(p))) {
-        if work.starts_with(&system) && !in_var_tmp {
+    for system in systems {
+        if work.starts_with(system) && !in_var_tmp {
             return Err(AdapterError::SandboxUnavailable {
                 reason: format!(
                     "the sandbox working directory `{}` is a system directory (`{}`), which a local command may not write",

@@ -278,48 +278,10 @@ impl Confined {
 /// the tenant home cannot be made; `project_required` (77) for a `brain` call without a
 /// project.
 pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Confined, Refusal> {
-    let config = s.config;
-    let home_env = caller
-        .parent_env
-        .iter()
-        .find(|(k, _)| k == "HOME")
-        .map(|(_, v)| PathBuf::from(v));
-    let parent_path = caller
-        .parent_env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
-    let homes = machine_homes(home_env);
-    let tenant_home = tenant_home(home, config, s)?;
-    let pack = config.pack(s.pack_id);
-    let read = config.read_for(s.pack_id);
-    let write: Vec<PathBuf> = pack.write.iter().map(|p| p.path()).collect();
-    let protect = protected_in_workdir(config);
-    let etc = crate::view_index::view_index(home);
-    let interpreter = s.bin.interpreter(parent_path.as_deref());
-    let call = CallSandbox {
-        land: s.land,
-        owner: s.owner,
-        writes: s.writes,
-        workdir: s.workdir,
-        tenant_home: tenant_home.as_deref(),
-        bin: s.bin.path(),
-        interpreter: interpreter.as_deref(),
-        hcp_home: home.root(),
-        bootstrap: s.bootstrap.then_some(&BOOTSTRAP_HIDDEN[..]),
-        homes: &homes,
-        read: &read,
-        write: &write,
-        protect_in_workdir: &protect,
-        etc: &etc,
-    };
-    let network = config.network_for(s.pack_id);
-    let policy = CallPolicy {
-        require: config.sandbox.require,
-        network: adapter_network(network),
-        limits: resource_limits(&config.limits).tightened(&caller.limit_overrides),
-        cgroup: config.limits.cgroup.as_ref().map(|c| c.path()),
-    };
+    let inputs = Inputs::read(home, caller, s, true)?;
+    let (call, policy) = inputs.call(home, caller, s);
+    let parent_path = inputs.parent_path.clone();
+    let tenant_home = inputs.tenant_home.clone();
     let (confinement, report) =
         Confinement::for_call(&call, &policy).map_err(|e| Refusal::adapter(&e))?;
     let local = s.land == Land::Local;
@@ -377,6 +339,108 @@ pub fn protected_in_workdir(config: &RuntimeConfig) -> Vec<String> {
         })
 }
 
+/// What a call's view is made of, read from `config.json`, the store and the caller (owned,
+/// so that [`confine`] and [`describe_view`] build the same [`CallSandbox`] from it).
+struct Inputs {
+    parent_path: Option<OsString>,
+    homes: Vec<PathBuf>,
+    tenant_home: Option<PathBuf>,
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    protect: Vec<String>,
+    etc: hcp_adapter::EtcIndex,
+    interpreter: Option<PathBuf>,
+}
+
+impl Inputs {
+    /// Reads them; `make_home`: make the tenant home when it does not exist yet.
+    fn read(
+        home: &Home,
+        caller: &Caller,
+        s: &ConfineSpec<'_>,
+        make_home: bool,
+    ) -> Result<Self, Refusal> {
+        let config = s.config;
+        let var = |name: &str| {
+            caller
+                .parent_env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let parent_path = var("PATH");
+        let pack = config.pack(s.pack_id);
+        Ok(Self {
+            homes: machine_homes(var("HOME").map(PathBuf::from)),
+            tenant_home: tenant_home(home, config, s, make_home)?,
+            read: config.read_for(s.pack_id),
+            write: pack.write.iter().map(|p| p.path()).collect(),
+            protect: protected_in_workdir(config),
+            etc: crate::view_index::view_index(home),
+            interpreter: s.bin.interpreter(parent_path.as_deref()),
+            parent_path,
+        })
+    }
+
+    /// The adapter's inputs of the call.
+    fn call<'a>(
+        &'a self,
+        home: &'a Home,
+        caller: &Caller,
+        s: &'a ConfineSpec<'a>,
+    ) -> (CallSandbox<'a>, CallPolicy) {
+        let config = s.config;
+        let call = CallSandbox {
+            land: s.land,
+            owner: s.owner,
+            writes: s.writes,
+            workdir: s.workdir,
+            tenant_home: self.tenant_home.as_deref(),
+            bin: s.bin.path(),
+            interpreter: self.interpreter.as_deref(),
+            hcp_home: home.root(),
+            bootstrap: s.bootstrap.then_some(&BOOTSTRAP_HIDDEN[..]),
+            homes: &self.homes,
+            read: &self.read,
+            write: &self.write,
+            protect_in_workdir: &self.protect,
+            etc: &self.etc,
+        };
+        let policy = CallPolicy {
+            require: config.sandbox.require,
+            network: adapter_network(config.network_for(s.pack_id)),
+            limits: resource_limits(&config.limits).tightened(&caller.limit_overrides),
+            cgroup: config.limits.cgroup.as_ref().map(|c| c.path()),
+        };
+        (call, policy)
+    }
+}
+
+/// The view a call of `s` gets, described without running anything or making its tenant
+/// home (for `hcp show --view`, RUNTIME §5.1): the very plan [`confine`] mounts, with the
+/// network mode and the limits it would apply. List it with
+/// [`hcp_adapter::View::describe`]; [`hcp_adapter::view::mounts_beneath`] names the host's
+/// mounts that come along.
+///
+/// # Errors
+/// The refusals [`confine`] would make of the view: `sandbox_unavailable` for a path of the
+/// configuration no view may hold, `project_required` for a `brain` call without a project.
+pub fn describe_view(
+    home: &Home,
+    caller: &Caller,
+    s: &ConfineSpec<'_>,
+) -> Result<(hcp_adapter::View, CallPolicy), Refusal> {
+    let inputs = Inputs::read(home, caller, s, false)?;
+    let (call, policy) = inputs.call(home, caller, s);
+    let store = home
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| home.root().to_owned());
+    let view = hcp_adapter::View::of_call(&call, &[store], policy.limits.effective().tmp_bytes)
+        .map_err(|e| Refusal::adapter(&e))?;
+    Ok((view, policy))
+}
+
 /// The working directory of a call's child in its view (RUNTIME §5 "The child"): the
 /// tenant home at `/home/hcp` in `personal` and `brain` land, the workdir in `local`.
 pub fn child_cwd(land: Land, workdir: &Path) -> PathBuf {
@@ -387,12 +451,13 @@ pub fn child_cwd(land: Land, workdir: &Path) -> PathBuf {
     }
 }
 
-/// The tenant home of a `personal` or `brain` call (RUNTIME §5.2), made on first use;
-/// `None` in `local` land.
+/// The tenant home of a `personal` or `brain` call (RUNTIME §5.2), made on first use when
+/// `make`; `None` in `local` land.
 fn tenant_home(
     home: &Home,
     config: &RuntimeConfig,
     s: &ConfineSpec<'_>,
+    make: bool,
 ) -> Result<Option<PathBuf>, Refusal> {
     let principal = if s.owner {
         OWNER_TENANT
@@ -411,8 +476,11 @@ fn tenant_home(
     let homes = crate::home::homes_of(home.root(), config);
     let path = tenant_home_path(&homes, s.pack_id, tenant)
         .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
-    ensure_tenant_home(&homes, &path)
-        .map_err(|e| Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}")))?;
+    if make {
+        ensure_tenant_home(&homes, &path).map_err(|e| {
+            Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}"))
+        })?;
+    }
     Ok(Some(path))
 }
 
@@ -489,11 +557,26 @@ pub fn is_running_hcp(bin: &Path) -> bool {
     me.dev() == it.dev() && me.ino() == it.ino()
 }
 
-/// The machine's homes: `home_env` (the caller's `$HOME`) and every home of `/etc/passwd`
-/// (see [`user_homes`]), for the rule of a bin's directory in the view and a `local`
-/// workdir's.
+/// The machine's homes, resolved (`realpath`): `home_env` (the caller's `$HOME`) and every
+/// home of `/etc/passwd` (see [`user_homes`]), for the rule of a bin's directory in the view
+/// and a `local` workdir's. Read and resolved once per process for a given `home_env`.
 pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
-    user_homes(home_env.into_iter())
+    static HOMES: std::sync::Mutex<Option<(Option<PathBuf>, Vec<PathBuf>)>> =
+        std::sync::Mutex::new(None);
+    let mut cached = HOMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((env, homes)) = cached.as_ref()
+        && *env == home_env
+    {
+        return homes.clone();
+    }
+    let homes: Vec<PathBuf> = user_homes(home_env.clone().into_iter())
+        .into_iter()
+        .map(|h| h.canonicalize().unwrap_or(h))
+        .collect();
+    *cached = Some((home_env, homes.clone()));
+    homes
 }
 
 /// Home directories a sandbox may not be, hold, or lie in a dot-directory of:

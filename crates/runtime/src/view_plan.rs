@@ -1,15 +1,15 @@
 //! `hcp show ID.VERB --view` (RUNTIME §5.1): the view a call of one verb gets, so that an
 //! operator sees exactly what an agent can reach.
 //!
-//! [`describe`] prepares the call's confinement the way every call's is prepared —
-//! [`crate::prepare::confine`], with the verb's land and operation, the pinned bin, the
-//! principal's tenant home (`owner` by default) or the project's, `config.json`'s paths,
-//! network and limits — and reads the plan the child would mount
-//! (`hcp_adapter::View::describe`): the listing is the very data that builds the mounts,
-//! never a second copy of the rules. Nothing runs, nothing is recorded; the confinement is
-//! dropped (its cgroup released). What the kernel brings along beneath a bound path (a
-//! mount inside it: a user namespace admits only recursive binds) is named from
-//! `/proc/self/mountinfo`.
+//! [`describe`] builds the call's view the way every call's is built —
+//! [`crate::prepare::describe_view`]: the inputs of [`crate::prepare::confine`] with the
+//! verb's land and operation, the pinned bin, the principal's tenant home (`owner` by
+//! default) or the project's, `config.json`'s paths, network and limits — and lists the plan
+//! the child would mount (`hcp_adapter::View::describe`): the very data that builds the
+//! mounts, never a second copy of the rules. Nothing runs, nothing is recorded, no tenant
+//! home is made. What the kernel brings along beneath a bound path (a mount inside it: a
+//! user namespace admits only recursive binds) is named from `/proc/self/mountinfo`
+//! (`hcp_adapter::view::mounts_beneath`).
 
 use crate::Runtime;
 use crate::call::Caller;
@@ -17,12 +17,10 @@ use crate::home::Whose;
 use crate::prepare::{ConfineSpec, config_of};
 use crate::refusal::Refusal;
 use hcp_adapter::ViewEntry;
-use hcp_adapter::view::EntryMode;
 use hcp_model::{Code, Land, Operation};
 use hcp_store::config::{NetworkMode, RuntimeConfig};
 use hcp_store::tenant::OWNER_TENANT;
 use serde::Serialize;
-use serde_json::Value;
 use std::path::PathBuf;
 
 /// The view of one verb's call, as `hcp show --view` prints it.
@@ -48,13 +46,22 @@ pub struct Described {
     /// (`sandbox.filesystem` says why).
     pub view: Vec<ViewEntry>,
     /// Mounts the kernel brings along beneath a bound host path.
-    pub mounts_beneath: Vec<crate::view_health::MountBeneath>,
+    pub mounts_beneath: Vec<Beneath>,
     /// The network: `mode` and, for `allow`, its destinations.
     pub network: Network,
-    /// The limits the call runs under (already tightened by `HCP_LIMITS`).
+    /// The limits the call runs under (tightened by `HCP_LIMITS`, lowered to what hcp runs
+    /// under).
     pub limits: hcp_adapter::ResourceLimits,
-    /// What this machine enforces for it: the result's `sandbox` field.
-    pub sandbox: Value,
+}
+
+/// A mount of the host beneath a path the view binds: it comes along (a user namespace
+/// admits only recursive binds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Beneath {
+    /// The view's entry it lies beneath (its path in the view).
+    pub view_path: PathBuf,
+    /// The mount point on the host.
+    pub mount_point: PathBuf,
 }
 
 /// The network of a call.
@@ -147,7 +154,7 @@ pub fn describe(
     let config = config_of(&config)?;
     let bootstrap = crate::prepare::is_bootstrap(&pack, bin.path());
     let owner = principal == OWNER_TENANT;
-    let confined = crate::prepare::confine(
+    let (plan, policy) = crate::prepare::describe_view(
         rt.home(),
         caller,
         &ConfineSpec {
@@ -163,19 +170,16 @@ pub fn describe(
             config,
         },
     )?;
-    let view: Vec<ViewEntry> = confined
-        .confinement
-        .view()
-        .map(|v| v.describe().to_vec())
-        .unwrap_or_default();
-    let sources: Vec<PathBuf> = view
-        .iter()
-        .filter(|e| matches!(e.mode, EntryMode::ReadOnly | EntryMode::ReadWrite))
-        .filter_map(|e| e.source.clone())
-        .collect();
+    let view: Vec<ViewEntry> = plan.describe().to_vec();
     let mounts_beneath = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|mi| crate::view_health::mounts_beneath(&mi, &sources))
-        .unwrap_or_default();
+        .map(|mi| hcp_adapter::view::mounts_beneath(&plan, &mi))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(view_path, mount_point)| Beneath {
+            view_path,
+            mount_point,
+        })
+        .collect();
     let network = match config.network_for(pack_id) {
         NetworkMode::Allow(d) => Network {
             mode: "allow",
@@ -197,7 +201,6 @@ pub fn describe(
         view,
         mounts_beneath,
         network,
-        limits: confined.report.limits,
-        sandbox: confined.report.field_json(),
+        limits: policy.limits.effective(),
     })
 }

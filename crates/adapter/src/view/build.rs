@@ -151,19 +151,27 @@ fn passwd(home: &Path) -> Vec<u8> {
 /// top-level entry of a home (`~/.local`, `~/.cargo`), holds a home or a store, or is a
 /// shared root (`/`, `/tmp`, `/home` …): then the bin's directory alone. A directory that is
 /// itself such a place gives way to the bin file alone. Returns the paths to bind, each a
-/// directory, or the file itself.
+/// directory, or the file itself. `homes` and `stores` are compared as given: pass them
+/// resolved (`realpath`).
 pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBuf> {
     let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
-    let bin = resolved(bin);
-    let in_system = SYSTEM_DIRS
-        .iter()
-        .chain(["/etc"].iter())
-        .any(|d| bin.starts_with(resolved(Path::new(d))));
-    if in_system {
+    // The system directories as written and as resolved (`/bin` → `/usr/bin`), once per
+    // process: a bin in one of them (the common case) costs no system call here.
+    static SYSTEM: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let system = SYSTEM.get_or_init(|| {
+        SYSTEM_DIRS
+            .iter()
+            .chain(["/etc"].iter())
+            .flat_map(|d| [PathBuf::from(d), resolved(Path::new(d))])
+            .collect()
+    });
+    if system.iter().any(|d| bin.starts_with(d)) {
         return Vec::new();
     }
-    let homes: Vec<PathBuf> = homes.iter().map(|h| resolved(h)).collect();
-    let stores: Vec<PathBuf> = stores.iter().map(|s| resolved(s)).collect();
+    let bin = resolved(bin);
+    if system.iter().any(|d| bin.starts_with(d)) {
+        return Vec::new();
+    }
     let unfit = |d: &Path| {
         SHARED_ROOTS.iter().any(|r| d == Path::new(r))
             || homes.iter().any(|h| h.starts_with(d))
@@ -607,13 +615,9 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         let tenant = spec
             .tenant_home
             .ok_or_else(|| unavailable("a personal or brain call needs its tenant home".into()))?;
-        let tenant = tenant
-            .canonicalize()
-            .map_err(|e| AdapterError::SandboxFailed {
-                path: tenant.to_owned(),
-                reason: "cannot resolve the tenant home".into(),
-                source: Some(e),
-            })?;
+        // A home not made yet (a view described before any call) stands as given; a call's
+        // is always made before its view is built.
+        let tenant = tenant.canonicalize().unwrap_or_else(|_| tenant.to_owned());
         planned.push(Planned {
             at: PathBuf::from(VIEW_HOME),
             what: What::Host {
@@ -692,11 +696,10 @@ fn check_operator_path(given: &Path, p: &Path, stores: &[PathBuf]) -> Result<(),
         return refuse("lies in a kernel tree (`/proc`, `/sys`, `/dev`)");
     }
     for s in stores {
-        let s = s.canonicalize().unwrap_or_else(|_| s.clone());
         if s.starts_with(p) {
             return refuse(&format!("holds the store `{}`", s.display()));
         }
-        if p.starts_with(&s) {
+        if p.starts_with(s) {
             return refuse(&format!("lies inside the store `{}`", s.display()));
         }
     }
@@ -972,6 +975,44 @@ mod tests {
         );
         assert!(bin_dirs(Path::new("/bin/sh"), &homes, &none).is_empty());
         assert!(bin_dirs(Path::new("/usr/bin/env"), &homes, &none).is_empty());
+    }
+
+    #[test]
+    fn the_hosts_mounts_beneath_a_bound_path_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let tenant = d.path().canonicalize().unwrap();
+        let etc = super::super::EtcIndex::default();
+        let view = build(&ViewSpec {
+            land: Land::Personal,
+            workdir: Path::new("/"),
+            workdir_writable: false,
+            tenant_home: Some(&tenant),
+            bin: Path::new("/bin/sh"),
+            interpreter: None,
+            homes: &[],
+            stores: &[],
+            read: &[],
+            write: &[],
+            protect_in_workdir: &[],
+            store: None,
+            etc: &etc,
+            tmp_bytes: 1 << 20,
+        })
+        .unwrap();
+        let info = format!(
+            "22 1 0:21 / / rw - ext4 /dev/vda rw\n\
+             30 22 0:40 / /usr/local/share/x rw - tmpfs t rw\n\
+             31 22 0:41 / {}/with\\040space rw - tmpfs t rw\n\
+             32 22 0:42 / /srv/elsewhere rw - tmpfs t rw\n",
+            tenant.display()
+        );
+        assert_eq!(
+            super::super::mounts_beneath(&view, &info),
+            vec![
+                (PathBuf::from("/usr"), PathBuf::from("/usr/local/share/x")),
+                (PathBuf::from("/home/hcp"), tenant.join("with space")),
+            ]
+        );
     }
 
     #[test]

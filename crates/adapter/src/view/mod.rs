@@ -90,10 +90,11 @@ pub struct ViewSpec<'a> {
     pub bin: &'a Path,
     /// A script bin's interpreter (its `#!` line, `env` resolved), when there is one.
     pub interpreter: Option<&'a Path>,
-    /// The homes of the machine (`$HOME`, the password database's): a bin's directory that
-    /// is one, a top-level entry of one, or holds one is not bound whole ([`bin_dirs`]).
+    /// The homes of the machine (`$HOME`, the password database's), resolved: a bin's
+    /// directory that is one, a top-level entry of one, or holds one is not bound whole
+    /// ([`bin_dirs`]).
     pub homes: &'a [PathBuf],
-    /// The stores the builder knows of (this one): never in a view but through
+    /// The stores the builder knows of (this one), resolved: never in a view but through
     /// [`store`](Self::store), and never held by a bound bin directory or operator path.
     pub stores: &'a [PathBuf],
     /// Read-only paths (`packs.ID.read`, `sandbox.read`).
@@ -287,11 +288,49 @@ impl View {
     }
 }
 
-/// The host directories a call's view holds beneath `/`, for a caller's own checks: the
-/// sources of the read-only and read-write entries.
-pub fn sources(view: &View) -> Vec<PathBuf> {
-    view.entries
-        .iter()
-        .filter_map(|e| e.source.clone())
-        .collect()
+/// The mounts of the host that lie beneath a host directory the view binds (RUNTIME §5.1:
+/// "what is mounted beneath one of them comes with it, since a user namespace admits only
+/// recursive binds"), from `mountinfo` (the text of the caller's `/proc/self/mountinfo`):
+/// each as (the view's entry, the mount point), for `hcp doctor` and `hcp show --view`.
+pub fn mounts_beneath(view: &View, mountinfo: &str) -> Vec<(PathBuf, PathBuf)> {
+    let points: Vec<PathBuf> = mountinfo
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .map(unescape_mountinfo)
+        .collect();
+    let mut out = Vec::new();
+    for e in &view.entries {
+        let Some(src) = &e.source else { continue };
+        if !matches!(e.mode, EntryMode::ReadOnly | EntryMode::ReadWrite) {
+            continue;
+        }
+        for p in &points {
+            if p != src && p.starts_with(src) && !out.iter().any(|(_, q)| q == p) {
+                out.push((e.path.clone(), p.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// A mount point of `/proc/self/mountinfo`, its octal escapes (`\040` for a space) undone.
+fn unescape_mountinfo(s: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && let Ok(n) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8)
+        {
+            out.push(n);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }

@@ -190,3 +190,55 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
         );
     }
 }
+
+#[test]
+fn a_view_is_described_without_running_anything_or_making_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("hcp");
+    std::fs::create_dir_all(&root).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let home = Home::open(&root).unwrap();
+    let sh = verify_bin(&pin_bin(Path::new("/bin/sh")).unwrap()).unwrap();
+    let caller = Caller {
+        session_token: None,
+        project: None,
+        cwd: work.clone(),
+        parent_env: vec![("PATH".into(), "/usr/bin:/bin:/opt/nothing".into())],
+        limit_overrides: hcp_adapter::LimitOverrides::default(),
+    };
+    let config = RuntimeConfig::default();
+    let (view, policy) = crate::prepare::describe_view(
+        &home,
+        &caller,
+        &ConfineSpec {
+            land: Land::Personal,
+            owner: false,
+            principal_id: "agent-1",
+            project: None,
+            writes: false,
+            workdir: &work,
+            bin: &sh,
+            bootstrap: false,
+            pack_id: "mail",
+            config: &config,
+        },
+    )
+    .unwrap();
+    let tenant = root.join("homes/mail/principal/agent-1");
+    let entry = view
+        .describe()
+        .iter()
+        .find(|e| e.path == Path::new("/home/hcp"))
+        .unwrap();
+    assert_eq!(entry.source.as_deref(), Some(tenant.as_path()));
+    assert_eq!(entry.mode.word(), "rw");
+    assert!(!tenant.exists(), "describing made the tenant home");
+    assert!(view.describe().iter().any(|e| e.path == Path::new("/etc")));
+    assert!(!view.describe().iter().any(|e| e.path.starts_with(&root)));
+    assert_eq!(
+        view.path_var(std::ffi::OsStr::new("/usr/bin:/bin:/opt/nothing")),
+        "/usr/bin:/bin"
+    );
+    assert_eq!(policy.network, hcp_adapter::Network::Deny);
+}

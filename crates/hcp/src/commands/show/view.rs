@@ -10,7 +10,6 @@
 //!   …
 //! network      deny
 //! limits       /tmp 64 MiB, memory 2 GiB, 4096 processes, 60 s of cpu, …
-//! sandbox      filesystem enforced, processes enforced, privileges enforced, memory …
 //! ```
 
 use crate::error::{CliError, CliResult};
@@ -18,7 +17,7 @@ use crate::exit;
 use hcp_adapter::view::EntryMode;
 use hcp_runtime::home::Whose;
 use hcp_runtime::view_plan::Described;
-use serde_json::Value;
+
 use std::fmt::Write as _;
 
 /// Runs `hcp show ID.VERB --view`.
@@ -40,7 +39,10 @@ pub fn run(
     let d = hcp_runtime::view_plan::describe(&rt, &caller, pack, verb, whose.as_ref())
         .map_err(CliError::command)?;
     if json {
-        out!("{:#}", serde_json::to_value(&d).unwrap_or(Value::Null));
+        out!(
+            "{:#}",
+            serde_json::to_value(&d).unwrap_or(serde_json::Value::Null)
+        );
     } else {
         out_raw!("{}", text(&d));
     }
@@ -92,15 +94,7 @@ pub fn text(d: &Described) -> String {
             .map(|w| format!(", in `{}`", clean(&w.display().to_string())))
             .unwrap_or_default()
     );
-    if d.view.is_empty() {
-        let _ = writeln!(
-            s,
-            "view         none: {}",
-            d.sandbox["filesystem"].as_str().unwrap_or("not enforced")
-        );
-    } else {
-        let _ = writeln!(s, "view");
-    }
+    let _ = writeln!(s, "view");
     for e in &d.view {
         let path = clean(&e.path.display().to_string());
         let shown = match (&e.mode, &e.source) {
@@ -115,9 +109,8 @@ pub fn text(d: &Described) -> String {
     for m in &d.mounts_beneath {
         let _ = writeln!(
             s,
-            "  beneath    {} ({}, in `{}`): the kernel brings it along",
+            "  beneath    {} (in `{}`): a mount of the host, it comes along",
             clean(&m.mount_point.display().to_string()),
-            clean(&m.fstype),
             clean(&m.view_path.display().to_string())
         );
     }
@@ -150,21 +143,6 @@ pub fn text(d: &Described) -> String {
         bytes(l.address_space_bytes),
         bytes(l.file_size_bytes),
         l.open_files
-    );
-    let part = |v: &Value| match v {
-        Value::String(x) => clean(x),
-        Value::Bool(true) => "enforced".to_owned(),
-        other => clean(&other.to_string()),
-    };
-    let sb = &d.sandbox;
-    let _ = writeln!(
-        s,
-        "sandbox      filesystem {}; processes {}; privileges {}; memory {}; network {}",
-        part(&sb["filesystem"]),
-        part(&sb["processes"]),
-        part(&sb["privileges"]),
-        part(&sb["memory"]),
-        part(&sb["network"]["enforced"]),
     );
     s
 }
