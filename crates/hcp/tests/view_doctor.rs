@@ -108,3 +108,62 @@ fn the_etc_index_is_dated_and_refresh_scans_again() {
     assert!(text.contains("none yet"), "{text}");
     assert!(!w.hcp_home.exists());
 }
+
+#[test]
+fn a_mount_beneath_a_path_of_a_view_is_named_by_doctor_and_show() {
+    if unsafe_euid() != 0 {
+        common::skip::skip("making a mount needs root");
+        return;
+    }
+    let w = World::new();
+    let out = w.run(&[
+        "install",
+        &common::gold_pack("transit").display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let ro = w.root().join("shared");
+    std::fs::create_dir_all(ro.join("snapshot")).unwrap();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        json!({"packs": {"transit": {"read": [ro]}}}).to_string(),
+    )
+    .unwrap();
+    // The mount is made in a mount namespace of its own, which the `hcp` run in it sees.
+    for args in [
+        vec!["doctor", "--json"],
+        vec!["show", "transit.find", "--view", "--json"],
+    ] {
+        let mut c = std::process::Command::new("/usr/bin/unshare");
+        c.args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+            .arg(r#"mount -t tmpfs none "$0" && exec "$@""#)
+            .arg(ro.join("snapshot"))
+            .arg(common::hcp_bin())
+            .args(&args)
+            .env_clear()
+            .env("HOME", &w.home)
+            .env("HCP_HOME", &w.hcp_home)
+            .env("PATH", w.path_var())
+            .current_dir(&w.work);
+        let out = c.output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", w.render(&out)));
+        let beneath = if args[0] == "doctor" {
+            &v["view"]["mounts_beneath"]
+        } else {
+            &v["mounts_beneath"]
+        };
+        assert!(
+            beneath
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["mount_point"] == json!(ro.join("snapshot"))),
+            "{args:?}: {beneath}"
+        );
+    }
+}
+
+fn unsafe_euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}

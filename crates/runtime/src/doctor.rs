@@ -378,7 +378,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         &mut problems,
     );
     let runtime_policy = crate::policy::health::examine(home, &mut problems);
-    let view = crate::view_health::examine(home, &config, &mut problems, &mut notes);
+    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {

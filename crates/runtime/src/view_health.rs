@@ -4,8 +4,8 @@
 //! - every operator-given socket (a `packs.ID.write` entry that is a Unix socket: then
 //!   every pathname socket of that pack's view is reachable), every pack with the `host`
 //!   network, every write path;
-//! - the mounts found beneath a path of the view (the kernel brings them along: a user
-//!   namespace admits only recursive binds);
+//! - the mounts found beneath a path an installed pack's view binds (the kernel brings them
+//!   along: a user namespace admits only recursive binds);
 //! - how old the store's index of `/etc` is (`hcp doctor --refresh` scans it again);
 //! - the kernel mechanism an ordinary user's view needs and, when it is missing, its fix
 //!   (Ubuntu 23.10 and later: an AppArmor profile granting hcp `userns`);
@@ -52,15 +52,15 @@ pub struct PackPath {
     pub path: PathBuf,
 }
 
-/// A mount point beneath a path of the view.
+/// A mount of the host beneath a path some pack's view binds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MountBeneath {
-    /// The path of the view it lies in.
+    /// The pack whose view holds it (the first, when several do).
+    pub pack: String,
+    /// The view's entry it lies beneath (its path in the view).
     pub view_path: PathBuf,
-    /// The mount point.
+    /// The mount point on the host.
     pub mount_point: PathBuf,
-    /// Its filesystem type.
-    pub fstype: String,
 }
 
 /// The store's index of `/etc`.
@@ -173,67 +173,17 @@ pub fn write_grants(config: &RuntimeConfig) -> (Vec<PackPath>, Vec<PackPath>) {
     (sockets, writes)
 }
 
-/// The mount points of `mountinfo` (the text of `/proc/self/mountinfo`) that lie strictly
-/// beneath one of `view_paths`. Pure.
-pub fn mounts_beneath(mountinfo: &str, view_paths: &[PathBuf]) -> Vec<MountBeneath> {
-    let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(point) = fields.get(4) else {
-            continue;
-        };
-        let point = PathBuf::from(unescape(point));
-        let fstype = line
-            .split(" - ")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .unwrap_or("")
-            .to_owned();
-        for v in view_paths {
-            if point != *v && point.starts_with(v) {
-                out.push(MountBeneath {
-                    view_path: v.clone(),
-                    mount_point: point.clone(),
-                    fstype: fstype.clone(),
-                });
-            }
-        }
-    }
-    out.sort_by(|a, b| a.mount_point.cmp(&b.mount_point));
-    out.dedup_by(|a, b| a.mount_point == b.mount_point);
-    out
-}
-
-/// `\040` and the other octal escapes of mountinfo.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Examines the view part for `hcp doctor` (see the module docs), adding what is wrong to
 /// `problems` and what holds less than it could, or what to do, to `notes`. A view that
 /// cannot be built and the ignored keys are the sandbox part's problem and notes
 /// ([`crate::doctor`]); this adds the fix and lists them.
 pub fn examine(
-    home: &Home,
+    rt: &crate::Runtime,
     config: &RuntimeConfig,
     problems: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> ViewHealth {
+    let home = rt.home();
     let (sockets, write_paths) = write_grants(config);
     for s in &sockets {
         notes.push(format!(
@@ -274,9 +224,7 @@ pub fn examine(
             hcp_store::quarantine::dir(home).display()
         ));
     }
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|mi| mounts_beneath(&mi, &view_paths(config)))
-        .unwrap_or_default();
+    let mounts = mounts_of_views(rt, config);
     ViewHealth {
         sockets,
         host_network,
@@ -289,23 +237,69 @@ pub fn examine(
     }
 }
 
-/// The host paths every view (or a pack's) holds, as `config.json` and RUNTIME §5.1 give
-/// them: the system directories, `/etc`, and the operator's paths.
-fn view_paths(config: &RuntimeConfig) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = [
-        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
-    .collect();
-    v.extend(config.sandbox.read.iter().map(|p| p.path()));
-    for pack in config.packs.0.values() {
-        v.extend(pack.read.iter().chain(&pack.write).map(|p| p.path()));
+/// The mounts of the host beneath what the views of the installed packs bind: each pack's
+/// view for the owner, one per land its verbs use (the view of a `brain` verb for a
+/// project of no name: its home is never made), built as a call's would be
+/// (`prepare::describe_view`) and compared with `/proc/self/mountinfo`
+/// (`hcp_adapter::view::mounts_beneath`). A pack whose view cannot be built is left out
+/// (its calls are refused, and say why).
+fn mounts_of_views(rt: &crate::Runtime, config: &RuntimeConfig) -> Vec<MountBeneath> {
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    let caller = crate::call::Caller {
+        session_token: None,
+        project: None,
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        parent_env: std::env::vars_os().collect(),
+        limit_overrides: hcp_adapter::LimitOverrides::default(),
+    };
+    let mut out: Vec<MountBeneath> = Vec::new();
+    for id in hcp_store::pack::installed_ids(rt.home()).unwrap_or_default() {
+        let Ok(pack) = hcp_store::pack::load(rt.home(), id.as_str()) else {
+            continue;
+        };
+        let mut seen = Vec::new();
+        for (key, entry) in &pack.policy.verbs {
+            let (land, op) = (entry.privacy.land, entry.operation);
+            if seen.contains(&(land, op)) {
+                continue;
+            }
+            seen.push((land, op));
+            let Ok(plan) = pack.manifest.plan_verb(key) else {
+                continue;
+            };
+            let Ok(bin) = crate::pins::verify(&pack, &plan.program) else {
+                continue;
+            };
+            let spec = crate::prepare::ConfineSpec {
+                land,
+                owner: true,
+                principal_id: hcp_store::tenant::OWNER_TENANT,
+                project: (land == hcp_model::Land::Brain).then_some("doctor"),
+                writes: op == hcp_model::Operation::Write,
+                workdir: &caller.cwd,
+                bin: &bin,
+                bootstrap: crate::prepare::is_bootstrap(&pack, bin.path()),
+                pack_id: id.as_str(),
+                config,
+            };
+            let Ok((view, _)) = crate::prepare::describe_view(rt.home(), &caller, &spec) else {
+                continue;
+            };
+            for (view_path, mount_point) in hcp_adapter::view::mounts_beneath(&view, &mountinfo) {
+                if !out.iter().any(|m| m.mount_point == mount_point) {
+                    out.push(MountBeneath {
+                        pack: id.to_string(),
+                        view_path,
+                        mount_point,
+                    });
+                }
+            }
+        }
     }
-    v.sort();
-    v.dedup();
-    v
+    out.sort_by(|a, b| a.mount_point.cmp(&b.mount_point));
+    out
 }
 
 fn host_network(config: &RuntimeConfig) -> Vec<String> {
@@ -382,31 +376,6 @@ mod tests {
             m.fix.contains("kernel.unprivileged_userns_clone=1"),
             "{}",
             m.fix
-        );
-    }
-
-    #[test]
-    fn mounts_beneath_view_paths_are_found() {
-        let mi = "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n\
-                  30 22 0:30 / /usr/lib/snap rw - squashfs /dev/loop1 ro\n\
-                  31 22 0:31 / /etc/secret\\040dir rw - tmpfs tmpfs rw\n\
-                  32 22 0:32 / /srv/data rw - ext4 /dev/sdb rw\n\
-                  33 22 0:33 / /usr rw - ext4 /dev/sdc rw\n";
-        let found = mounts_beneath(mi, &[PathBuf::from("/usr"), PathBuf::from("/etc")]);
-        assert_eq!(
-            found,
-            vec![
-                MountBeneath {
-                    view_path: "/etc".into(),
-                    mount_point: "/etc/secret dir".into(),
-                    fstype: "tmpfs".into(),
-                },
-                MountBeneath {
-                    view_path: "/usr".into(),
-                    mount_point: "/usr/lib/snap".into(),
-                    fstype: "squashfs".into(),
-                },
-            ]
         );
     }
 }

@@ -306,10 +306,10 @@ fn view_lines(v: &hcp_runtime::view_health::ViewHealth, line: &mut impl FnMut(St
     }
     for m in &v.mounts_beneath {
         line(format!(
-            "  mount beneath         `{}` ({}) in `{}`: it comes with the view",
+            "  mount beneath         `{}` in `{}` of `{}`'s view: it comes along",
             m.mount_point.display(),
-            m.fstype,
-            m.view_path.display()
+            m.view_path.display(),
+            m.pack
         ));
     }
     for k in &v.ignored_keys {
