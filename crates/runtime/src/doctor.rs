@@ -46,6 +46,9 @@ pub struct Report {
     pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
     /// The runtime policy, its compiled cache and the tool lock (RUNTIME §7).
     pub runtime_policy: crate::policy::health::PolicyHealth,
+    /// What calls are given beyond the view, what the machine lacks for it, the
+    /// quarantine (RUNTIME §5.1–§5.4, [`crate::view_health`]).
+    pub view: crate::view_health::ViewHealth,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
     /// What holds less than it could on this machine (a weaker mechanism), one sentence
@@ -377,6 +380,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         &mut problems,
     );
     let runtime_policy = crate::policy::health::examine(home, &mut problems);
+    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -402,6 +406,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         bindings,
         skill_exports,
         runtime_policy,
+        view,
         problems,
         notes,
     })

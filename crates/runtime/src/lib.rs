@@ -50,6 +50,7 @@ pub mod decide;
 mod degraded;
 pub mod doctor;
 pub mod egress;
+pub mod home;
 pub mod http;
 pub mod install;
 pub mod mcp;
@@ -57,6 +58,7 @@ pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prepare;
+pub mod quarantine;
 pub mod record;
 pub mod redact;
 pub mod refusal;
@@ -70,7 +72,9 @@ pub mod signature;
 pub mod snapshot;
 mod steps;
 pub mod target;
+pub mod view_health;
 pub mod view_index;
+pub mod view_plan;
 
 #[cfg(test)]
 mod tests;

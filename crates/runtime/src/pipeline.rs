@@ -390,10 +390,12 @@ fn steps(
         timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
+    let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, &config);
     rt.seam().watch_child();
     let run = child.run(limits, cancel, facts);
     rt.seam().reach(Point::ChildExited);
     remove_tmp(&mut child);
+    crate::quarantine::after_run(rt.home(), protected.as_ref(), &admitted.intent.id, facts);
     let mut outcome = run.map_err(stop)?;
     let duration_ms = facts.elapsed_ms();
     let (exit, mut code, mut error) = if outcome.timed_out {

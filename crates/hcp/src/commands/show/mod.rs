@@ -1,4 +1,6 @@
 //! `hcp show ID [--json]`: one installed pack, its verbs and its pins (RUNTIME §3).
+//! `hcp show ID.VERB --view [--principal P | --project J] [--json]`: the view a call of that
+//! verb gets (RUNTIME §5.1; `hcp_runtime::view_plan`), owner only.
 
 use super::install::{open_home, pack_error};
 use crate::error::CliResult;
@@ -7,18 +9,34 @@ use hcp_store::pack::{self, InstalledPack};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
+mod view;
+
 /// Arguments of `hcp show`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pack id.
+    /// The pack id; with `--view`, `PACK.VERB`.
+    #[arg(value_name = "ID")]
     id: String,
     /// Print the same facts as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Show the view a call of the verb `ID` (`PACK.VERB`) gets: each path and its mode,
+    /// the network, the limits (owner only).
+    #[arg(long)]
+    view: bool,
+    /// With `--view`: a call of this principal (default: the owner's own).
+    #[arg(long, value_name = "P", requires = "view", conflicts_with = "project")]
+    principal: Option<String>,
+    /// With `--view`: a call for this project (a `brain` verb's).
+    #[arg(long, value_name = "J", requires = "view")]
+    project: Option<String>,
 }
 
 /// Runs `hcp show`.
 pub fn run(a: Args) -> CliResult {
+    if a.view {
+        return view::run(&a.id, a.principal, a.project, a.json);
+    }
     let home = open_home()?;
     let p = pack::load(&home, &a.id).map_err(pack_error)?;
     let active = pack::is_active(&home, p.id.as_str());
