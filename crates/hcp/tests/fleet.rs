@@ -764,9 +764,10 @@ fn a_calls_child_never_reaches_the_state_databases_socket() {
     }
     let token = session(&ms[0], "agent", "r");
     ms[0].ok(&["grant", "agent", "hostile", "verb.exec.read"]);
-    // A socket the operator lists (`packs.ID.write`) is reachable from a call; the
-    // database's (direct on A, the pooler's on B) is not in its view: the fleet's state is
-    // the store, its role the owner's (RUNTIME §5.1, §9).
+    // A call reaches a Unix socket the operator gives its pack (`packs.ID.write`), and then
+    // every pathname socket of its view; the database's (direct on A, the pooler's on B)
+    // is not in the view: the fleet's state is the store, its role the owner's (RUNTIME
+    // §5.1, §9).
     for (m, url) in ms.iter().zip([&ua, &ub]) {
         let other = m.w.root().join("other.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&other).unwrap();

@@ -338,6 +338,7 @@ codes! {
     BadPlaceholder => "bad_placeholder", Pack, REFUSED, REFUSED, "A placeholder that does not parse.";
     ReservedPlaceholder => "reserved_placeholder", Pack, REFUSED, REFUSED, "A placeholder name the runtime reserves.";
     ExecWrapperBin => "exec_wrapper_bin", Pack, REFUSED, REFUSED, "The program is a shell or runs its arguments as a command.";
+    HcpBinReserved => "hcp_bin_reserved", Pack, REFUSED, REFUSED, "A pack other than the bootstrap pack `hcp-cli` whose bin is `hcp` (RUNTIME §5.1).";
     SecretFile => "secret_file", Pack, REFUSED, REFUSED, "A secret in the pack directory.";
     SymlinkInPack => "symlink_in_pack", Pack, REFUSED, REFUSED, "A symlink in the pack directory.";
     UnsafePath => "unsafe_path", Pack, REFUSED, REFUSED, "A path that leaves the pack directory.";
@@ -362,6 +363,7 @@ codes! {
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
     BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
+    BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
     UnknownApproval => "unknown_approval", Command, EX_NOINPUT, EX_NOINPUT, "No approval has this id.";
@@ -392,6 +394,8 @@ codes! {
     OutcomeDeferred => "outcome_deferred", Run, EX_IOERR, EX_IOERR, "A mark on a result, not a refusal: the verb ran and its outcome record could not be written (an I/O error); the call answers with the child's own status.";
     Rollback => "rollback", Audit, REFUSED, REFUSED, "The trail holds fewer records than its newest witnessed checkpoint: it was rolled back (a store restored from an older copy).";
     MissingChainKey => "missing_chain_key", Audit, REFUSED, REFUSED, "The store's chain key `audit/chain.key` is gone while its marker or keyed anchor says it was made.";
+    ExportFailed => "export_failed", Audit, REFUSED, REFUSED, "`hcp audit export`: the collector refused the spans for good (an HTTP status other than 429 and 5xx), or did not take them within the tries of a one-shot export (RUNTIME §11).";
+    BadSince => "bad_since", Command, USAGE, USAGE, "`hcp policy replay --since`: a time that is neither RFC 3339 nor a duration such as `24h` (RUNTIME §11).";
 }
 
 impl Code {

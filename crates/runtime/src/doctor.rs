@@ -37,6 +37,8 @@ pub struct Report {
     pub limits: Vec<Limit>,
     /// Each installed pack's bins.
     pub packs: Vec<PackBins>,
+    /// Each installed pack's network, with its destinations (RUNTIME §5.5).
+    pub networks: Vec<crate::egress::PackNetwork>,
     /// The stored credentials' files.
     pub bindings: Vec<BindingFile>,
     /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
@@ -44,6 +46,9 @@ pub struct Report {
     pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
     /// The runtime policy, its compiled cache and the tool lock (RUNTIME §7).
     pub runtime_policy: crate::policy::health::PolicyHealth,
+    /// What calls are given beyond the view, what the machine lacks for it, the
+    /// quarantine (RUNTIME §5.1–§5.4, [`crate::view_health`]).
+    pub view: crate::view_health::ViewHealth,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
     /// What holds less than it could on this machine (a weaker mechanism), one sentence
@@ -384,6 +389,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         &mut problems,
     );
     let runtime_policy = crate::policy::health::examine(home, &mut problems);
+    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -401,10 +407,15 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         state,
         sandbox,
         limits,
+        networks: listing
+            .iter()
+            .map(|l| crate::egress::pack_network(&config, &l.id))
+            .collect(),
         packs,
         bindings,
         skill_exports,
         runtime_policy,
+        view,
         problems,
         notes,
     })

@@ -76,6 +76,12 @@ impl Work {
     ) -> Result<Outcome, Refusal> {
         match self {
             Self::Child(child) => {
+                let egress = child.egress.take();
+                let serve = |fd| {
+                    if let Some(e) = &egress {
+                        e.serve(fd);
+                    }
+                };
                 let inv = Invocation {
                     bin: &child.bin,
                     argv0: child.argv0.clone(),
@@ -85,9 +91,11 @@ impl Work {
                     limits,
                     confine: Some(&child.confinement),
                     cancel,
-                    egress: None,
+                    egress: Some(hcp_adapter::Egress(&serve)),
                 };
-                let outcome = hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e))?;
+                let run = hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e));
+                crate::egress::after_run(egress, facts);
+                let outcome = run?;
                 crate::prepare::after_run(child, &outcome, facts);
                 Ok(outcome)
             }

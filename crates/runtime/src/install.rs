@@ -103,6 +103,7 @@ pub fn install(
             return Err(InstallError::Lint(Box::new(report)));
         }
     };
+    reserved_bins(&checked, &opts.lookup)?;
     // A state that cannot be told of the install refuses it before anything is written.
     crate::backend::ready(rt).map_err(PackError::Store)?;
     let done = pack::install(rt.home(), &checked, opts)?;
@@ -129,6 +130,35 @@ pub fn install(
         active: done.active,
         view_notes,
     })
+}
+
+/// What lint's `hcp_bin_reserved` cannot see (RUNTIME §5.1): a program of a pack other
+/// than the bootstrap pack that resolves to the very file of the running `hcp` under
+/// another name (a hard link, a symlink on `PATH`). A program that cannot be resolved is
+/// left to the pin, which refuses it with its own code.
+///
+/// # Errors
+/// [`PackError::BinUnsafe`] with code `hcp_bin_reserved`.
+fn reserved_bins(pack: &CheckedPack, lookup: &pack::BinLookup) -> Result<(), PackError> {
+    if hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest) {
+        return Ok(());
+    }
+    for program in pack.manifest.programs() {
+        if let Ok(path) = pack::bins::resolve(&program, &pack.source_dir, lookup)
+            && crate::prepare::is_running_hcp(&path)
+        {
+            return Err(PackError::BinUnsafe {
+                code: Code::HcpBinReserved,
+                reason: format!(
+                    "it is the running `hcp` (`{}`), which only the bootstrap pack `{}` wraps",
+                    path.display(),
+                    hcp_lint::rules::hcp_bin_reserved::BOOTSTRAP_PACK
+                ),
+                program,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The notes of [`Installed::view_notes`]: for each pinned bin and a script's interpreter
@@ -187,6 +217,10 @@ pub fn pack_refusal(e: &PackError) -> crate::Refusal {
         PackError::BinMissing { .. } => {
             r.hint("install the program or put it on `PATH`; install pins it by path and digest")
         }
+        PackError::BinUnsafe {
+            code: Code::HcpBinReserved,
+            ..
+        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI"),
         PackError::BinUnsafe { .. } => {
             r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
         }

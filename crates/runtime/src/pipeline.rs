@@ -164,6 +164,7 @@ fn steps(
     let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
+    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
     let takes: Vec<String> = match &operation {
         Some(op) => crate::http::takes(op),
         None => pack
@@ -234,6 +235,17 @@ fn steps(
     let tool = format!("{}.{verb_key}", pack.id);
     tool_lock(lock, &pack, &verb_key, facts)?;
     let mut values = allowed.values.clone();
+    let runtime_policy = crate::policy::observe::apply(
+        runtime_policy,
+        config.as_ref().ok(),
+        rt.state(),
+        session.as_ref(),
+        &tool,
+        &values,
+        call.face == Face::Cli,
+        now,
+        facts,
+    );
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
         let step = PolicyStep {
@@ -378,10 +390,12 @@ fn steps(
         timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
+    let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, &config);
     rt.seam().watch_child();
     let run = child.run(limits, cancel, facts);
     rt.seam().reach(Point::ChildExited);
     remove_tmp(&mut child);
+    crate::quarantine::after_run(rt.home(), protected.as_ref(), &admitted.intent.id, facts);
     let mut outcome = run.map_err(stop)?;
     let duration_ms = facts.elapsed_ms();
     let (exit, mut code, mut error) = if outcome.timed_out {
@@ -612,6 +626,7 @@ pub fn sense(
     };
     let principal = principal_of(session.as_ref());
     facts.principal = Some(principal.id().to_owned());
+    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
     let grants = match grants_view(grants) {
         Ok(g) => g,
         Err(r) => return Err(record_refusal(&facts, r)),
@@ -649,6 +664,16 @@ pub fn sense(
         Ok(p) => p,
         Err(r) => return Err(record_refusal(&facts, policy_refusal(r))),
     };
+    let runtime_policy = crate::policy::observe::apply_refs(
+        runtime_policy,
+        config.as_ref().ok(),
+        rt.state(),
+        session.as_ref(),
+        pack.id.as_str(),
+        &refs,
+        now,
+        &mut facts,
+    );
     let mut spend = Spend::default();
     if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
         let config = match policy_config(&config) {

@@ -16,7 +16,7 @@ use hcp_model::{ArgValue, Code, Land, Operation};
 use hcp_store::Home;
 use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
-use hcp_store::tenant::{OWNER_TENANT, Tenant, ensure_tenant_home, homes_root, tenant_home_path};
+use hcp_store::tenant::{OWNER_TENANT, Tenant, ensure_tenant_home, tenant_home_path};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -63,6 +63,9 @@ pub struct Child {
     /// The hint the result carries when the child tried a socket under `network: deny`
     /// (RUNTIME §5.3), naming the key.
     pub network_hint: String,
+    /// Under `{"allow": …}`: the egress proxy the child's listener is served by
+    /// (RUNTIME §5.5, [`crate::egress`]).
+    pub egress: Option<crate::egress::CallEgress>,
 }
 
 /// What preparation needs of the call.
@@ -112,7 +115,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let args = hcp_adapter::render(&allowed.plan.args, spec.values, &session_values, spec.key)
         .map_err(|e| Refusal::adapter(&e))?;
     let mut env = ChildEnv::from_parent(caller.parent_env.iter().cloned());
-    let bootstrap = is_running_hcp(bin.path());
+    let bootstrap = is_bootstrap(pack, bin.path());
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());
@@ -156,6 +159,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         cwd: confined.cwd.clone(),
         sandbox: Some(confined.report.field_json()),
         network_hint: network_hint(pack.id.as_str()),
+        egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
         confinement: confined.confinement,
     })
 }
@@ -325,6 +329,22 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
     })
 }
 
+/// The protected names of a writable workdir (RUNTIME §5.1): `sandbox.protect_in_workdir`,
+/// else [`hcp_adapter::PROTECTED_IN_WORKDIR`]. What the view binds read-only and what the
+/// quarantine watches ([`crate::quarantine`]).
+pub fn protected_in_workdir(config: &RuntimeConfig) -> Vec<String> {
+    config
+        .sandbox
+        .protect_in_workdir
+        .clone()
+        .unwrap_or_else(|| {
+            hcp_adapter::PROTECTED_IN_WORKDIR
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect()
+        })
+}
+
 /// What a call's view is made of, read from `config.json`, the store and the caller (owned,
 /// so that [`confine`] and [`describe_view`] build the same [`CallSandbox`] from it).
 struct Inputs {
@@ -361,16 +381,7 @@ impl Inputs {
             tenant_home: tenant_home(home, config, s, make_home)?,
             read: config.read_for(s.pack_id),
             write: pack.write.iter().map(|p| p.path()).collect(),
-            protect: config
-                .sandbox
-                .protect_in_workdir
-                .clone()
-                .unwrap_or_else(|| {
-                    hcp_adapter::PROTECTED_IN_WORKDIR
-                        .iter()
-                        .map(|n| (*n).to_owned())
-                        .collect()
-                }),
+            protect: protected_in_workdir(config),
             etc: crate::view_index::view_index(home),
             interpreter: s.bin.interpreter(parent_path.as_deref()),
             parent_path,
@@ -468,10 +479,7 @@ fn tenant_home(
         }
         return Ok(None);
     };
-    let homes = homes_root(
-        home.root(),
-        config.sandbox.homes.as_ref().map(|c| c.path()).as_deref(),
-    );
+    let homes = crate::home::homes_of(home.root(), config);
     let path = tenant_home_path(&homes, s.pack_id, tenant)
         .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
     if make {
@@ -540,6 +548,12 @@ pub fn resource_limits(l: &LimitsConfig) -> hcp_adapter::ResourceLimits {
     }
 }
 
+/// Whether a child of `pack` running `bin` is the bootstrap pack's (RUNTIME §5.1): the pack
+/// is `hcp-cli` as lint knows it, and its pinned bin is the very file of the running `hcp`.
+pub fn is_bootstrap(pack: &InstalledPack, bin: &Path) -> bool {
+    is_running_hcp(bin) && hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest)
+}
+
 /// Whether `bin` is the very file of the running hcp (same device and inode).
 pub fn is_running_hcp(bin: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -604,6 +618,12 @@ mod tests {
             assert!(BOOTSTRAP_HIDDEN.contains(&f), "{f}");
         }
         assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
+    }
+
+    #[test]
+    fn the_bootstrap_pack_never_reads_other_tenants_homes_or_the_quarantine() {
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::StoreDir::Quarantine.name()));
     }
 
     #[test]

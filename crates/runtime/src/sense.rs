@@ -52,6 +52,8 @@ pub struct Planned {
     pub confinement: Confinement,
     /// Its `sandbox` field (RUNTIME §5.4).
     pub sandbox: Value,
+    /// Under `{"allow": …}`: the egress proxy its listener is served by (RUNTIME §5.5).
+    pub egress: Option<crate::egress::CallEgress>,
 }
 
 /// What planning a trigger reads besides the pack and the gate's answer: the store, the
@@ -183,6 +185,7 @@ pub fn plan(
         workdir: confined.cwd.clone(),
         bin,
         sandbox: confined.report.field_json(),
+        egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
         confinement: confined.confinement,
     })
 }

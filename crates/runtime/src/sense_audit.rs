@@ -95,6 +95,11 @@ pub fn run(
         facts
             .audit_extra
             .insert("events".into(), Value::from(out.lines));
+        let triggers = admitted.triggers.iter_mut();
+        let egress = triggers.map(|t| (t.reference.as_str(), t.egress.take()));
+        if let Some(c) = crate::egress::trigger_connections(egress) {
+            facts.audit_extra.insert("connections".into(), c);
+        }
         let (code, exit) = match &answer {
             Ok(status) => (None, Some(i32::from(*status))),
             Err(r) => (Some(r.code.as_str()), None),

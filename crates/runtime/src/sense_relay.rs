@@ -82,6 +82,7 @@ fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
             ..r
         }
     })?;
+    crate::egress::serve_trigger(p.egress.as_ref(), child.take_egress_listener());
     let out = child.take_stdout();
     let err = child.take_stderr();
     for fd in [&out, &err].into_iter().flatten() {

@@ -50,6 +50,7 @@ mod fields;
 mod follow;
 mod fsutil;
 pub mod key;
+mod read;
 mod record;
 mod report;
 pub mod reserve;
@@ -66,6 +67,7 @@ pub use fields::{Actor, Authority, CounterKey, Intent, Outcome, Spends};
 pub use follow::{FileFollow, Follower};
 pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
+pub use read::{ChainPos, ReadBatch, ReadFault, ReadRecord};
 pub use record::{
     CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,
     sha256_tagged,

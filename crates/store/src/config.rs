@@ -32,6 +32,7 @@
 //!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
 //!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
 //!   "escalation": "approvals",
+//!   "policy_mode": "enforce",
 //!   "mcp": { "approve_by_elicitation": false, "elicitation_timeout_s": 300 },
 //!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" },
 //!   "audit": { "witness": "/srv/hcp-witness" }
@@ -118,6 +119,11 @@ pub struct RuntimeConfig {
     pub mcp: McpConfig,
     /// The audit trail's witness (RUNTIME §6).
     pub audit: AuditConfig,
+    /// `policy_mode` (default `"enforce"`): `"observe"` runs the runtime policy without
+    /// enforcing it (RUNTIME §11): a call it would refuse runs, and its intent records
+    /// `would_refuse`.
+    #[serde(skip_serializing_if = "PolicyMode::is_enforce")]
+    pub policy_mode: PolicyMode,
 }
 
 /// `audit`: where the trail's signed checkpoints are witnessed (RUNTIME §6).
@@ -182,6 +188,39 @@ impl WitnessConfig {
     /// As [`RuntimeConfig::load`].
     pub fn load(home: &Path) -> Result<Option<Self>, ConfigError> {
         Ok(RuntimeConfig::load(home)?.audit.witness())
+    }
+}
+
+/// `policy_mode`: whether the runtime policy (RUNTIME §7) is enforced or only observed
+/// (RUNTIME §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    /// `"enforce"`: the policy refuses, binds, counts and controls output.
+    #[default]
+    Enforce,
+    /// `"observe"`: the policy decides each call and its intent records the first
+    /// refusal it would have made (`would_refuse`); nothing else of it takes effect.
+    Observe,
+}
+
+impl PolicyMode {
+    /// Whether this is the default, `enforce`.
+    pub fn is_enforce(&self) -> bool {
+        *self == Self::Enforce
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v.as_str() {
+            Some("enforce") => Ok(Self::Enforce),
+            Some("observe") => Ok(Self::Observe),
+            _ => Err(serde::de::Error::custom(format!(
+                "`policy_mode` is `\"enforce\"` or `\"observe\"`, not `{v}`"
+            ))),
+        }
     }
 }
 
@@ -324,6 +363,35 @@ impl ConfigPath {
         }
         None
     }
+}
+
+/// Checks the destinations of one `network.allow` list of `config.json` (RUNTIME §5.5)
+/// with `hcp_egress::AllowList::parse`: `at` is the path of the list in the file
+/// (`["packs", "gh", "network", "allow"]`), `key` its dotted name for the message.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] (`bad_config`) at the line and column of the first entry
+/// that is not a destination or is listed twice.
+pub fn check_allow(
+    text: &str,
+    path: &Path,
+    at: &[&str],
+    key: &str,
+    entries: &[String],
+) -> Result<(), ConfigError> {
+    let Err((i, e)) = hcp_egress::AllowList::parse(entries) else {
+        return Ok(());
+    };
+    let idx = i.to_string();
+    let mut p: Vec<&str> = at.to_vec();
+    p.push(&idx);
+    let loc = hcp_model::locate(text, &p);
+    Err(ConfigError::Invalid {
+        path: path.to_owned(),
+        line: loc.map_or(0, |l| l.line),
+        column: loc.map_or(0, |l| l.column),
+        message: format!("`{key}[{i}]`: {e}"),
+    })
 }
 
 /// `state`: the PostgreSQL database that holds a fleet's sessions, grants, approvals,
@@ -984,6 +1052,17 @@ impl RuntimeConfig {
                 }
             }
         }
+        // Destinations (RUNTIME §5.5): each entry of a `network.allow` is one.
+        if let NetworkMode::Allow(list) = &config.sandbox.network {
+            let at = ["sandbox", "network", "allow"];
+            check_allow(text, path, &at, "sandbox.network.allow", list)?;
+        }
+        for (id, pack) in &config.packs.0 {
+            if let Some(NetworkMode::Allow(list)) = &pack.network {
+                let at = ["packs", id.as_str(), "network", "allow"];
+                check_allow(text, path, &at, &format!("packs.{id}.network.allow"), list)?;
+            }
+        }
         for (id, pack) in &mut config.packs.0 {
             if let Err(why) = hcp_model::PackId::parse(id) {
                 return Err(located(
@@ -1398,6 +1477,13 @@ mod tests {
         );
         assert_eq!(c.escalation, Some(EscalationMode::Approvals));
         assert_eq!(parse("{}").unwrap().escalation, None);
+        assert_eq!(parse("{}").unwrap().policy_mode, PolicyMode::Enforce);
+        assert_eq!(
+            parse(r#"{"policy_mode": "observe"}"#).unwrap().policy_mode,
+            PolicyMode::Observe
+        );
+        assert!(parse(r#"{"policy_mode": "audit"}"#).is_err());
+        assert!(parse(r#"{"policy_mode": true}"#).is_err());
         for (text, needle, at) in [
             (
                 "{\"resolvers\": {\n  \"t.x\": \"nodot\"}}",
@@ -1538,5 +1624,76 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (2, 3));
+    }
+
+    #[test]
+    fn a_destination_that_is_not_one_is_refused_at_its_line_and_column() {
+        let text = "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\n  \"api.github.com:443\",\n  \"github.com\"]}}}}";
+        let entries = vec!["api.github.com:443".to_owned(), "github.com".to_owned()];
+        let at = ["packs", "gh", "network", "allow"];
+        let e = check_allow(
+            text,
+            Path::new("config.json"),
+            &at,
+            "packs.gh.network.allow",
+            &entries,
+        )
+        .unwrap_err();
+        let ConfigError::Invalid {
+            line,
+            column,
+            ref message,
+            ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (3, 3));
+        assert_eq!(
+            message,
+            "`packs.gh.network.allow[1]`: `github.com` is not a destination: a port is required: `github.com:PORT` (for example `github.com:443`)"
+        );
+        assert_eq!(e.code(), "bad_config");
+        assert!(check_allow(text, Path::new("config.json"), &at, "k", &entries[..1]).is_ok());
+    }
+
+    #[test]
+    fn network_allow_entries_are_destinations() {
+        let c = parse(r#"{"sandbox": {"network": {"allow": ["*.example.org:443"]}}, "packs": {"gh": {"network": {"allow": ["api.github.com:443", "[::1]:8080"]}}}}"#).unwrap();
+        assert_eq!(
+            c.network_for("gh"),
+            &NetworkMode::Allow(vec!["api.github.com:443".into(), "[::1]:8080".into()])
+        );
+        for (text, at, needle) in [
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"github.com\"]}}}}",
+                (1, 41),
+                "`packs.gh.network.allow[0]`: `github.com` is not a destination: a port is required",
+            ),
+            (
+                "{\"sandbox\": {\"network\": {\"allow\": [\n \"a.example:443\", \"*.com:443\"]}}}",
+                (2, 19),
+                "`sandbox.network.allow[1]`: `*.com:443`",
+            ),
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"a.example:1\", \"A.example:1\"]}}}}",
+                (1, 56),
+                "listed twice",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            let ConfigError::Invalid {
+                line,
+                column,
+                ref message,
+                ..
+            } = e
+            else {
+                panic!("{e:?}")
+            };
+            assert!(message.contains(needle), "{text}: {message}");
+            assert_eq!((line, column), at, "{text}: {message}");
+            assert_eq!(e.code(), "bad_config");
+        }
     }
 }

@@ -44,11 +44,16 @@ pub const VIEW_HOME: &str = "/home/hcp";
 pub const VIEW_TMP: &str = "/tmp";
 
 /// The protected names of a writable workdir when `sandbox.protect_in_workdir` does not
-/// replace them (RUNTIME §5.1): what the owner's tools run next.
-pub const PROTECTED_IN_WORKDIR: [&str; 15] = [
+/// replace them (RUNTIME §5.1): what the owner's tools run next. Beside the contract's
+/// list, `.git/commondir` and `.git/worktrees`: a `commondir` file (in `.git` or in a linked
+/// worktree's directory) points git at another directory for its config and hooks, so a
+/// call that could plant one would choose what the owner's next `git commit` runs.
+pub const PROTECTED_IN_WORKDIR: [&str; 17] = [
     ".git/hooks",
     ".git/config",
     ".git/config.worktree",
+    ".git/commondir",
+    ".git/worktrees",
     ".git/modules",
     ".claude",
     ".agents",

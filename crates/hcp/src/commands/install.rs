@@ -34,6 +34,9 @@ pub struct InstallArgs {
 pub struct UninstallArgs {
     /// The pack id.
     id: String,
+    /// Remove the pack's tenant homes too (RUNTIME §5.2): every principal's and project's.
+    #[arg(long)]
+    purge: bool,
 }
 
 /// Opens the store named by `HCP_HOME` (or the platform data directory); see
@@ -161,5 +164,17 @@ pub fn run_uninstall(a: UninstallArgs) -> CliResult {
             ""
         }
     );
+    if a.purge {
+        let purged = hcp_runtime::home::purge(&rt, &removed.id).map_err(CliError::command)?;
+        out!(
+            "{} `{}`",
+            if purged {
+                "removed the tenant homes of"
+            } else {
+                "no tenant homes of"
+            },
+            removed.id
+        );
+    }
     Ok(exit::OK)
 }

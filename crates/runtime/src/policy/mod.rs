@@ -24,6 +24,7 @@ pub mod contracts;
 pub mod escalate;
 pub mod health;
 pub mod lock;
+pub mod observe;
 pub mod resolve;
 pub mod source;
 pub mod teach;
@@ -298,6 +299,32 @@ impl std::fmt::Debug for Wiring<'_> {
     }
 }
 
+/// The engine's call of `tool` with `values`: from the CLI face (where every value came
+/// as text), a value is typed by the tool's argument contract where it fits.
+fn histos_call(
+    rp: &RuntimePolicy,
+    tool: &str,
+    values: &BTreeMap<String, ArgValue>,
+    cli_face: bool,
+) -> histos::Call {
+    let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
+    let mut args = histos::Map::new();
+    for (k, v) in values {
+        let typed = if cli_face {
+            contract
+                .and_then(|c| c.field(k))
+                .and_then(|f| cli_typed(v, f.ty))
+        } else {
+            None
+        };
+        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
+    }
+    histos::Call {
+        tool: tool.to_owned(),
+        args,
+    }
+}
+
 /// The dry pre-gate for one call of a session principal (RUNTIME §7): nothing is spent.
 ///
 /// # Errors
@@ -317,22 +344,7 @@ pub fn pre(
     wiring: Wiring<'_>,
 ) -> Result<PolicyPass, PolicyRefusal> {
     let principal = principal_of(session);
-    let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
-    let mut args = histos::Map::new();
-    for (k, v) in values {
-        let typed = if cli_face {
-            contract
-                .and_then(|c| c.field(k))
-                .and_then(|f| cli_typed(v, f.ty))
-        } else {
-            None
-        };
-        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
-    }
-    let call = histos::Call {
-        tool: tool.to_owned(),
-        args,
-    };
+    let call = histos_call(rp, tool, values, cli_face);
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
