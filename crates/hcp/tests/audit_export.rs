@@ -144,9 +144,15 @@ fn attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
 
+/// The span of the store's `init` record (an act of authority: one span), first in a
+/// trail [`append_refusals`] starts.
+const INIT_SPAN: usize = 1;
+
 /// Appends `n` refusals straight to the world's trail (fast: no process per record).
 fn append_refusals(w: &World, n: usize) {
-    std::fs::create_dir_all(&w.hcp_home).unwrap();
+    if !w.hcp_home.join("store.json").exists() {
+        w.init();
+    }
     let log = AuditLog::new(&Home::open(&w.hcp_home).unwrap()).durable(false);
     for i in 0..n {
         log.append(&Entry {
@@ -246,7 +252,8 @@ roles:
     // A refusal: the session holds no read grant.
     let (out, _) = exec_common::exec_json_env(&w, &["walprobe.big", "3"], &env);
     assert_eq!(exec_common::status(&out), 77, "{}", w.render(&out));
-    let records = exec_common::audit_records(&w);
+    // Every record is exported, the store's `init` (an act of authority) among them.
+    let records = exec_common::all_records(&w);
 
     let r = Receiver::start(&w.root().join("otlp"), 0);
     let out = w.run(&["audit", "export", "--otlp", &r.url, "--json"]);
@@ -374,13 +381,13 @@ fn the_collector_down_answering_500_and_answering_slowly() {
     // Down, then up: a follower retries until the collector comes, then sends everything.
     let child = spawn_export(&w, &["--otlp", &url, "--follow", "--batch", "10"]);
     let r = Receiver::start(&dir, port);
-    wait_for("every span", || r.spans().len() == 60);
+    wait_for("every span", || r.spans().len() == 60 + INIT_SPAN);
     // Answering 500: the follower keeps the batch and tries again; nothing is lost.
     r.control(json!({"status": 500}));
     append_refusals(&w, 5);
     wait_for("a 500", || r.requests().iter().any(|q| q["status"] == 500));
     r.control(json!({}));
-    wait_for("the five new records", || r.spans().len() == 70);
+    wait_for("the five new records", || r.spans().len() == 70 + INIT_SPAN);
     // Answering slowly (past the exporter's time-out): tried again; the slow answers'
     // spans are kept by the collector too, so only that batch's spans repeat.
     let (code, _, stderr) = stop(child);
@@ -407,7 +414,7 @@ fn the_collector_down_answering_500_and_answering_slowly() {
     });
     r.control(json!({}));
     wait_for("the slow batch taken", || {
-        census(&r.spans()).len() == 76 && {
+        census(&r.spans()).len() == 76 + INIT_SPAN && {
             let reqs = r.requests();
             reqs.last().is_some_and(|q| q["delay"] == 0.0)
         }
@@ -429,7 +436,7 @@ fn the_collector_down_answering_500_and_answering_slowly() {
         started == done
     });
     let c = census(&r.spans());
-    assert_eq!(c.len(), 76, "every record's two spans");
+    assert_eq!(c.len(), 76 + INIT_SPAN, "every record's spans");
     let repeated: usize = c.values().map(|n| n - 1).sum();
     let slow = slow_answers(&r).1;
     assert_eq!(
@@ -475,12 +482,14 @@ fn the_exporter_and_the_collector_killed_mid_batch_then_restarted() {
     }
     r.control(json!({}));
     let child = spawn_export(&w, &args);
-    wait_for("every record", || census(&r.spans()).len() == 2 * N);
+    wait_for("every record", || {
+        census(&r.spans()).len() == 2 * N + INIT_SPAN
+    });
     let (code, _, stderr) = stop(child);
     assert_eq!(code, 0, "{stderr}");
     said.push_str(&stderr);
     let c = census(&r.spans());
-    assert_eq!(c.len(), 2 * N, "every record exported: no gap");
+    assert_eq!(c.len(), 2 * N + INIT_SPAN, "every record exported: no gap");
     let repeated: usize = c.values().map(|n| n - 1).sum();
     // Four starts after a stop: each repeats at most the one batch in flight.
     assert!(
@@ -507,20 +516,25 @@ fn a_damaged_record_stops_the_export_there_and_says_so() {
     let trail = w.hcp_home.join("audit/audit.jsonl");
     let text = std::fs::read_to_string(&trail).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-    lines[5] = lines[5].replace("agent-5", "agent-X");
+    // Record 7 of the trail: the store's `init`, then the sixth refusal.
+    lines[6] = lines[6].replace("agent-5", "agent-X");
     std::fs::write(&trail, lines.join("\n") + "\n").unwrap();
     let r = Receiver::start(&w.root().join("otlp"), 0);
     let out = w.run(&["audit", "export", "--otlp", &r.url]);
     let text = w.render(&out);
     assert_eq!(exec_common::status(&out), 1, "{text}");
-    assert!(text.contains("record 6 of the trail"), "{text}");
+    assert!(text.contains("record 7 of the trail"), "{text}");
     assert!(text.contains("hash_mismatch"), "{text}");
-    assert!(text.contains("exported 5 records"), "{text}");
-    assert_eq!(census(&r.spans()).len(), 10, "the five records before it");
+    assert!(text.contains("exported 6 records"), "{text}");
+    assert_eq!(
+        census(&r.spans()).len(),
+        10 + INIT_SPAN,
+        "the six records before it"
+    );
     // Again: it stops at the same place and sends nothing twice.
     let out = w.run(&["audit", "export", "--otlp", &r.url]);
     assert_eq!(exec_common::status(&out), 1);
-    assert_eq!(r.spans().len(), 10);
+    assert_eq!(r.spans().len(), 10 + INIT_SPAN);
 }
 
 #[test]

@@ -102,11 +102,11 @@ fn the_etc_index_is_dated_and_refresh_scans_again() {
         .unwrap();
     assert_eq!(out.status.code(), Some(77), "{}", w.render(&out));
     // Without an index yet, doctor says so and makes none.
-    let w = World::new();
+    let w = World::with_store();
     let (text, v) = doctor(&w, &[]);
     assert!(v["view"]["etc_index"]["scanned_at"].is_null());
     assert!(text.contains("none yet"), "{text}");
-    assert!(!w.hcp_home.exists());
+    assert!(!w.hcp_home.join("state/view-index.json").exists());
 }
 
 #[test]

@@ -47,13 +47,54 @@ fn make(
         .map_err(|e| super::session::store_error(&e))
 }
 
+/// A store `hcp install` made for itself, to be taken back when the install then fails:
+/// bad input leaves the home as it was (RUNTIME §4).
+pub(crate) struct Fresh {
+    root: std::path::PathBuf,
+    /// What the home held before (`None`: it did not exist).
+    before: Option<std::collections::BTreeSet<std::ffi::OsString>>,
+}
+
+impl Fresh {
+    /// Removes what was made: the whole home when it did not exist, else every top-level
+    /// entry it did not hold before. (A witness keeps the checkpoint it took: it is
+    /// append-only.)
+    pub(crate) fn undo(self) {
+        match self.before {
+            None => {
+                let _ = std::fs::remove_dir_all(&self.root);
+            }
+            Some(before) => {
+                for e in std::fs::read_dir(&self.root)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if !before.contains(&e.file_name()) {
+                        let p = e.path();
+                        let _ = if p.is_dir() {
+                            std::fs::remove_dir_all(&p)
+                        } else {
+                            std::fs::remove_file(&p)
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `hcp install DIR` into a home that is not a store yet makes one first (RUNTIME §4:
 /// only `init` and `install` make a store) — unless the pack would be refused by lint, so
-/// that bad input leaves no store behind (the install then reports lint's errors).
+/// that bad input leaves no store behind (the install then reports lint's errors). The
+/// store made is answered with how to take it back ([`Fresh::undo`]) should the install
+/// fail for another reason.
 ///
 /// # Errors
 /// The store's.
-pub(crate) fn open_or_init_for(dir: &std::path::Path) -> Result<hcp_store::Home, CliError> {
+pub(crate) fn open_or_init_for(
+    dir: &std::path::Path,
+) -> Result<(hcp_store::Home, Option<Fresh>), CliError> {
     let root = super::session::home_root()?;
     match made::open(&root) {
         Err(hcp_store::StoreError::NoStore { .. }) => {
@@ -62,12 +103,20 @@ pub(crate) fn open_or_init_for(dir: &std::path::Path) -> Result<hcp_store::Home,
                 .unwrap_or(true);
             if lint_fails {
                 // Nothing is written for a pack that does not pass: the install says why.
-                return hcp_store::Home::open(&root).map_err(|e| super::session::store_error(&e));
+                let home =
+                    hcp_store::Home::open(&root).map_err(|e| super::session::store_error(&e))?;
+                return Ok((home, None));
             }
+            let before = std::fs::read_dir(&root)
+                .ok()
+                .map(|d| d.flatten().map(|e| e.file_name()).collect());
             let witness = made::witness_of(&root).map_err(|e| super::session::store_error(&e))?;
             make(&root, witness.as_deref())?;
-            made::open(&root).map_err(|e| super::session::store_error(&e))
+            let home = made::open(&root).map_err(|e| super::session::store_error(&e))?;
+            Ok((home, Some(Fresh { root, before })))
         }
-        other => other.map_err(|e| super::session::store_error(&e)),
+        other => other
+            .map(|h| (h, None))
+            .map_err(|e| super::session::store_error(&e)),
     }
 }

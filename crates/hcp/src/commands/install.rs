@@ -76,7 +76,17 @@ fn abort_at() -> Option<String> {
 /// (a control-plane one least of all, RUNTIME §8).
 pub fn run_install(a: InstallArgs) -> CliResult {
     super::session::require_owner("install")?;
-    let home = super::init::open_or_init_for(&a.dir)?;
+    let (home, fresh) = super::init::open_or_init_for(&a.dir)?;
+    let result = install_into(&a, home);
+    // A store made for this install is taken back when it fails (bad input leaves the
+    // home as it was).
+    if let (Err(_), Some(f)) = (&result, fresh) {
+        f.undo();
+    }
+    result
+}
+
+fn install_into(a: &InstallArgs, home: Home) -> CliResult {
     let abort = abort_at();
     let hook = |s: InstallStep| {
         if abort.as_deref() == Some(s.name()) {
