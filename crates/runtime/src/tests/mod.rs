@@ -10,6 +10,7 @@ mod lock;
 mod mcp;
 mod pipeline;
 mod resolve;
+mod shapes;
 mod spending;
 mod table;
 
