@@ -168,6 +168,7 @@ mod tests {
     use crate::{
         Confinement, LandlockSupport, LimitOverrides, Network, ResourceLimits, SandboxPolicy,
     };
+    use hcp_model::Code;
     use pretty_assertions::assert_eq;
 
     const LIMITS: ResourceLimits = ResourceLimits {
@@ -234,7 +235,10 @@ mod tests {
         assert_eq!(report.reason.as_deref(), Some("the kernel has no landlock"));
         policy.require = true;
         let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
-        assert_eq!((e.code(), e.exit_status()), ("sandbox_unavailable", 77));
+        assert_eq!(
+            (e.code(), e.code().exit_status()),
+            (Code::SandboxUnavailable, 77)
+        );
         policy.require = false;
         policy.network = Network::Deny;
         let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();

@@ -399,7 +399,7 @@ fn binding_entry(
         } else {
             Decision::Allow
         },
-        code: code.map(|c| c.as_str().to_owned()),
+        code,
         args_digest: args_digest.to_owned(),
         exit_code: None,
         duration_ms: 0,

@@ -27,7 +27,7 @@ use crate::record::Facts;
 use crate::refusal::Refusal;
 use hcp_adapter::{Invocation, Limits, Outcome};
 use hcp_model::{ArgValue, Code, Land};
-use hcp_openapi::{Credential, HttpOutcome, Operation, RefusalCode, RequestPlan};
+use hcp_openapi::{Credential, HttpOutcome, Operation, RequestPlan};
 use hcp_store::config::RuntimeConfig;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -192,13 +192,7 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
     };
     let args = json_args(spec.values);
     let plan = hcp_openapi::plan(op, &server, &args, credential.as_ref()).map_err(|r| {
-        let code = match r.code {
-            RefusalCode::ArgUnknown => Code::ArgUnknown,
-            RefusalCode::ArgMissing => Code::ArgMissing,
-            RefusalCode::ArgInvalid => Code::ArgInvalid,
-            RefusalCode::BindingRequired => Code::BindingRequired,
-            RefusalCode::BadOpenapi => Code::BadOpenapi,
-        };
+        let code = r.code;
         let refusal = Refusal::new(code, r.message);
         if code == Code::BindingRequired {
             refusal.hint(format!(

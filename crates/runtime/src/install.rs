@@ -90,7 +90,7 @@ pub fn install(
         Err(r) => {
             // Lint's rules cover these; should a rule set miss one, say it as lint would.
             if !report.diagnostics.iter().any(|d| d.code == r.code.as_str()) {
-                let mut d = Diagnostic::error(r.code.as_str(), r.message).in_file(r.file);
+                let mut d = Diagnostic::error(r.code, r.message).in_file(r.file);
                 if let Some((line, column)) = r.at {
                     d = d.at(line, column);
                 }

@@ -594,7 +594,7 @@ pub fn sense(
     facts.land = pack.policy.stimuli.get(target).map(|p| p.privacy.land);
     facts.principal = Some(label);
     let record_refusal = |facts: &Facts, r: Refusal| {
-        let entry = facts.entry(Logged::Deny, Some(r.code.as_str()), None);
+        let entry = facts.entry(Logged::Deny, Some(r.code), None);
         let _ = rt.state().record(&entry);
         refused(r)
     };

@@ -4,7 +4,7 @@
 
 use crate::call::Answer;
 use crate::refusal::Refusal;
-use hcp_model::{ExecResult, Land, Operation};
+use hcp_model::{Code, ExecResult, Land, Operation};
 use hcp_store::audit::{Decision, Entry, Intent, Outcome};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ impl Facts {
 
     /// The audit entry of a decision: `code` set for a refusal (`Deny`), or for an allowed
     /// call that ended abnormally (`timeout`, `cancelled`, `output_withheld`).
-    pub fn entry(&self, decision: Decision, code: Option<&str>, exit_code: Option<i32>) -> Entry {
+    pub fn entry(&self, decision: Decision, code: Option<Code>, exit_code: Option<i32>) -> Entry {
         Entry {
             principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
             project: self.project.clone(),
@@ -85,7 +85,7 @@ impl Facts {
             operation: self.operation,
             land: self.land,
             decision,
-            code: code.map(str::to_owned),
+            code,
             args_digest: self.args_digest.clone().unwrap_or_default(),
             exit_code,
             duration_ms: self.elapsed_ms(),
@@ -121,7 +121,7 @@ impl Facts {
     /// `post_rule`, `approved_by` …). Taking it means a later stop writes no second one.
     pub fn outcome(
         &mut self,
-        code: Option<&str>,
+        code: Option<Code>,
         exit_code: Option<i32>,
         bytes: (u64, u64),
         truncated: bool,
@@ -138,7 +138,7 @@ impl Facts {
             principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
             pack_id: self.pack_id.clone().unwrap_or_default(),
             verb_key: self.verb_key.clone().unwrap_or_default(),
-            code: code.map(str::to_owned),
+            code,
             exit_code,
             duration_ms: self.elapsed_ms(),
             stdout_bytes: bytes.0,

@@ -53,7 +53,7 @@ impl Refusal {
         }
     }
 
-    /// An adapter failure, with its code (the adapter spells it; the table knows it).
+    /// An adapter failure, with its code.
     pub fn adapter(e: &hcp_adapter::AdapterError) -> Self {
         let mut message = e.to_string();
         if matches!(
@@ -65,18 +65,10 @@ impl Refusal {
             // The OS error is what tells a spawn or sandbox failure apart.
             message = format!("{message}: {cause}");
         }
-        let mut r = Self::new(code_of(e.code()), message);
+        let mut r = Self::new(e.code(), message);
         if matches!(e, hcp_adapter::AdapterError::ArgTooLong { .. }) {
             r.hint = Some("pass large content through a file in the working directory".into());
         }
         r
     }
-}
-
-/// The table's code for a code spelled by a crate that keeps its own names (the
-/// adapter, the audit trail, the Histos engine). An unknown spelling is
-/// `internal_error`: the call is refused either way (the runtime's tests check that
-/// every spelling those crates use is in the table).
-pub fn code_of(text: &str) -> Code {
-    Code::parse(text).unwrap_or(Code::InternalError)
 }

@@ -97,7 +97,7 @@ pub fn run(
             .insert("events".into(), Value::from(out.lines));
         let (code, exit) = match &answer {
             Ok(status) => (None, Some(i32::from(*status))),
-            Err(r) => (Some(r.code.as_str()), None),
+            Err(r) => (Some(r.code), None),
         };
         if let Some(o) = facts.outcome(code, exit, (out.bytes, err.bytes), false) {
             let _ = rt.state().record_outcome(&o);

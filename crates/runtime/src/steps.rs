@@ -252,14 +252,14 @@ pub(crate) fn policy_refusal(r: PolicyRefusal) -> Refusal {
 /// changed bin), else the refusal's one record when the stop is recorded. Answers the
 /// call's `audit_id` (an admitted call's is its intent's, whatever became of the outcome).
 pub(crate) fn stop_record(rt: &Runtime, facts: &mut Facts, s: &Stop) -> Option<String> {
-    if let Some(o) = facts.outcome(Some(s.refusal.code.as_str()), None, (0, 0), false) {
+    if let Some(o) = facts.outcome(Some(s.refusal.code), None, (0, 0), false) {
         let _ = rt.state().record_outcome(&o);
         return Some(o.intent);
     }
     if !s.recorded {
         return None;
     }
-    let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
+    let entry = facts.entry(Logged::Deny, Some(s.refusal.code), None);
     rt.state().record(&entry).ok().map(|a| a.id)
 }
 
@@ -276,12 +276,7 @@ pub(crate) fn record_outcome(
     duration_ms: u64,
 ) -> Result<String, Stop> {
     let bytes = (run.stdout_total, run.stderr_total);
-    let Some(mut o) = facts.outcome(
-        code.map(Code::as_str),
-        Some(run.exit_code),
-        bytes,
-        run.truncated(),
-    ) else {
+    let Some(mut o) = facts.outcome(code, Some(run.exit_code), bytes, run.truncated()) else {
         return Err(Stop {
             refusal: Refusal::new(Code::InternalError, "a run without an admission"),
             recorded: false,
@@ -294,7 +289,7 @@ pub(crate) fn record_outcome(
             // The child ran; say so, and say the audit failed (its intent stands: the
             // call shows as interrupted).
             refusal: Refusal::new(
-                crate::refusal::code_of(e.code()),
+                e.code(),
                 format!("the verb ran, but its outcome record could not be written: {e}"),
             ),
             recorded: false,
@@ -440,7 +435,7 @@ pub(crate) fn admit_sense(
         Err(e) => {
             let s = admit_stop(e, &tool, &mut facts);
             if s.recorded {
-                let entry = facts.entry(Logged::Deny, Some(s.refusal.code.as_str()), None);
+                let entry = facts.entry(Logged::Deny, Some(s.refusal.code), None);
                 let _ = rt.state().record(&entry);
             }
             return Err(SenseRefused { refusal: s.refusal });

@@ -54,7 +54,7 @@ pub use audit::{
 pub use config::{
     CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, StateConfig,
 };
-pub use error::{EXIT_STATE_UNAVAILABLE, Failure, PgError, PgResult, STATE_UNAVAILABLE};
+pub use error::{Failure, PgError, PgResult};
 pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use reads::PgCallReads;
 pub use schema::{MigrateReport, SCHEMA_VERSION};

@@ -597,7 +597,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
     );
     let f = fault(&a);
     assert_eq!(
-        (f.code, f.seq, f.id.as_deref()),
+        (f.code.as_str(), f.seq, f.id.as_deref()),
         ("hash_mismatch", Some(3), Some(ids[2].as_str()))
     );
     assert!(f.reason.contains(&m), "{}", f.reason);
@@ -614,7 +614,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         &format!("DELETE FROM {schema}.audit_record WHERE machine = '{m}' AND seq = 2"),
     );
     let f = fault(&a);
-    assert_eq!((f.code, f.seq), ("prev_mismatch", Some(3)));
+    assert_eq!((f.code.as_str(), f.seq), ("prev_mismatch", Some(3)));
 
     let b = machine(&cfg);
     b.record(&rec, t(9)).unwrap();
@@ -631,7 +631,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         .iter()
         .find(|c| c.machine == b.machine().as_str())
         .unwrap();
-    assert_eq!(fb.fault.as_ref().unwrap().code, "missing_log");
+    assert_eq!(fb.fault.as_ref().unwrap().code.as_str(), "missing_log");
 
     let c = machine(&cfg);
     for i in 0..3 {
@@ -650,7 +650,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         .iter()
         .find(|x| x.machine == c.machine().as_str())
         .unwrap();
-    assert_eq!(fc.fault.as_ref().unwrap().code, "truncated");
+    assert_eq!(fc.fault.as_ref().unwrap().code.as_str(), "truncated");
     assert_eq!(fc.records, 2);
 }
 

@@ -40,6 +40,9 @@ use crate::diagnostic::Diagnostic;
 use crate::rules::exec_wrapper_bin::{ALWAYS, normalize};
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::CodeRunningCli;
+
 /// Programs that can run commands whatever the template.
 const RUNS_COMMANDS: &[&str] = &[
     "sqlite", "duckdb", "psql", "mysql", "mariadb", "find", "tar", "rsync", "zip", "sed",
@@ -98,7 +101,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             if let Some(why) = reason(&wrap.bin, &templates) {
                 out.push(
                     in_manifest(
-                        Diagnostic::warning("code_running_cli", why),
+                        Diagnostic::warning(CODE, why),
                         text,
                         &["wrap", "bin"],
                     )
@@ -115,7 +118,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 if let Some(why) = reason(program, &[rest]) {
                     out.push(
                         in_manifest_at(
-                            Diagnostic::warning("code_running_cli", format!("{}: {why}", w.owner)),
+                            Diagnostic::warning(CODE, format!("{}: {why}", w.owner)),
                             text,
                             &w.element_path(0),
                         )

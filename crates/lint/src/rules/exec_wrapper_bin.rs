@@ -37,6 +37,9 @@ use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExecWrapperBin;
+
 /// Programs refused whatever their arguments.
 pub(crate) const ALWAYS: &[&str] = &[
     "sh",
@@ -216,7 +219,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             if let Some(why) = refusal(&wrap.bin, &templates) {
                 out.push(
                     in_manifest(
-                        Diagnostic::error("exec_wrapper_bin", why),
+                        Diagnostic::error(CODE, why),
                         text,
                         &["wrap", "bin"],
                     )
@@ -233,7 +236,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 if let Some(why) = refusal(program, &[rest]) {
                     out.push(
                         in_manifest_at(
-                            Diagnostic::error("exec_wrapper_bin", format!("{}: {why}", w.owner)),
+                            Diagnostic::error(CODE, format!("{}: {why}", w.owner)),
                             text,
                             &w.element_path(0),
                         )

@@ -226,10 +226,7 @@ pub fn init(packs: &[InstalledPack], role: Option<&str>, command: &str) -> Resul
 
 fn policy_refusal(what: &str, e: &PolicyError) -> Refusal {
     let t = super::teach::split(e);
-    let r = Refusal::new(
-        crate::refusal::code_of(e.code.as_str()),
-        format!("{what}: {}", t.message),
-    );
+    let r = Refusal::new(Code::from(e.code), format!("{what}: {}", t.message));
     match t.hint {
         Some(h) => r.hint(h),
         None => r,

@@ -437,7 +437,7 @@ pub fn pre(
             let code = if failed {
                 Code::LimitStoreUnavailable
             } else {
-                crate::refusal::code_of(&rule)
+                Code::try_from(d.rule).unwrap_or(Code::InternalError)
             };
             let mut message = if failed {
                 format!(

@@ -1,6 +1,6 @@
 //! The audit record (RUNTIME §6), its canonical encoding and its hash.
 
-use hcp_model::{ArgValue, Land, Operation};
+use hcp_model::{ArgValue, Code, Land, Operation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -108,7 +108,7 @@ pub struct Entry {
     /// Allowed or refused.
     pub decision: Decision,
     /// The refusal code (`missing_grant` …); `None` when allowed.
-    pub code: Option<String>,
+    pub code: Option<Code>,
     /// [`args_digest`] of the call's arguments.
     pub args_digest: String,
     /// The child's exit status; `None` for a refusal.
