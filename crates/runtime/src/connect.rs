@@ -16,14 +16,15 @@ use crate::pipeline;
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
 use hcp_gate::Face;
-use hcp_model::{BindingMode, Capability, Code, ExecResult, exit};
+use hcp_model::facts::{BindingAct, BindingOutcome, BindingResult, Stored};
+use hcp_model::{BindingMode, CallFacts, Capability, Code, ExecResult, exit};
 use hcp_store::StoreLock;
 use hcp_store::audit::{Decision, Entry};
 use hcp_store::binding::{self, MAX_CREDENTIAL_BYTES};
 use hcp_store::pack::{self, InstalledPack};
 use hcp_store::session::{OWNER, SessionError};
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// What `hcp connect` answered.
@@ -125,7 +126,7 @@ pub fn connect(
             "the connect verb ran without a principal",
         ));
     };
-    let record = |code: Option<Code>, outcome: &str, run: Option<&str>| {
+    let record = |code: Option<Code>, outcome: BindingOutcome, run: Option<&str>| {
         record_binding(rt, &principal, pack, &verb_key, &digest, code, outcome, run)
     };
     if code != 0 || result.code.is_some() {
@@ -140,8 +141,8 @@ pub fn connect(
         result.hint =
             Some("see the verb's stderr; the pack's skill says how its connect works".to_string());
         let refusal = result.code;
-        let id = record(refusal, "refused", result.audit_id.as_deref());
-        result.extra.insert("binding_audit_id".into(), json!(id));
+        let id = record(refusal, BindingOutcome::Refused, result.audit_id.as_deref());
+        connected(&mut result, id, None);
         return Ok(Connected {
             result,
             exit: answer.exit,
@@ -155,7 +156,7 @@ pub fn connect(
         Err(why) => {
             let id = record(
                 Some(Code::ConnectOutputInvalid),
-                "refused",
+                BindingOutcome::Refused,
                 result.audit_id.as_deref(),
             );
             result.ok = false;
@@ -167,7 +168,7 @@ pub fn connect(
             result.hint = Some(format!(
                 "a connect verb prints exactly one JSON object of at most {MAX_CREDENTIAL_BYTES} bytes on stdout"
             ));
-            result.extra.insert("binding_audit_id".into(), json!(id));
+            connected(&mut result, id, None);
             // Its stderr may quote what it printed: not shown.
             result.stderr = None;
             return Ok(Connected {
@@ -184,16 +185,13 @@ pub fn connect(
     let stored = StoreLock::acquire(rt.home())
         .and_then(|_lock| binding::save(rt.home(), &principal, &family, secret, now))
         .map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
-    let id = record(None, "stored", result.audit_id.as_deref());
-    result.extra.insert(
-        "binding".into(),
-        json!({
-            "principal": principal,
-            "family": family,
-            "expires_at": stored.expires_at.map(|t| t.to_string()),
-        }),
-    );
-    result.extra.insert("binding_audit_id".into(), json!(id));
+    let id = record(None, BindingOutcome::Stored, result.audit_id.as_deref());
+    let stored = Stored {
+        principal: principal.clone(),
+        family: family.clone(),
+        expires_at: stored.expires_at.map(|t| t.to_string()),
+    };
+    connected(&mut result, id, Some(stored));
     Ok(Connected {
         result,
         exit: exit::OK,
@@ -233,8 +231,12 @@ pub fn disconnect(
         .map_err(|e| Refusal::store(&e))?;
     let now = Timestamp::now();
     let refuse = |principal: &str, r: Refusal| {
-        let mut entry = binding_entry(pack, &verb_key, principal, Some(r.code), &digest);
-        entry.extra.insert("binding".into(), json!("refused"));
+        let act = BindingAct {
+            outcome: BindingOutcome::Refused,
+            family: None,
+            run_audit_id: None,
+        };
+        let entry = binding_entry(pack, &verb_key, principal, Some(r.code), &digest, act);
         let _ = rt.state().record(&entry);
         r
     };
@@ -286,7 +288,11 @@ pub fn disconnect(
         &verb_key,
         &digest,
         None,
-        if removed { "removed" } else { "absent" },
+        if removed {
+            BindingOutcome::Removed
+        } else {
+            BindingOutcome::Absent
+        },
         None,
     );
     Ok(Disconnected {
@@ -364,18 +370,26 @@ fn record_binding(
     verb_key: &str,
     args_digest: &str,
     code: Option<Code>,
-    outcome: &str,
+    outcome: BindingOutcome,
     run: Option<&str>,
 ) -> Option<String> {
-    let mut entry = binding_entry(pack, verb_key, principal, code, args_digest);
-    entry.extra.insert("binding".into(), json!(outcome));
-    entry
-        .extra
-        .insert("family".into(), json!(pack.manifest.family()));
-    if let Some(r) = run {
-        entry.extra.insert("run_audit_id".into(), json!(r));
-    }
+    let act = BindingAct {
+        outcome,
+        family: Some(pack.manifest.family().to_owned()),
+        run_audit_id: run.map(str::to_owned),
+    };
+    let entry = binding_entry(pack, verb_key, principal, code, args_digest, act);
     rt.state().record(&entry).ok().map(|a| a.id)
+}
+
+/// Adds what `hcp connect` did with the credential to its result: the binding decision's
+/// record `audit_id` and, when it was stored, for whom.
+fn connected(result: &mut ExecResult, audit_id: Option<String>, stored: Option<Stored>) {
+    let facts = CallFacts {
+        connected: Some(BindingResult { audit_id, stored }),
+        ..CallFacts::default()
+    };
+    result.extra.extend(facts.result_fields());
 }
 
 /// The audit entry of a binding decision on `pack`'s connect verb.
@@ -385,6 +399,7 @@ fn binding_entry(
     principal: &str,
     code: Option<Code>,
     args_digest: &str,
+    act: BindingAct,
 ) -> Entry {
     let policy = pack.policy.verbs.get(verb_key);
     Entry {
@@ -403,6 +418,10 @@ fn binding_entry(
         args_digest: args_digest.to_owned(),
         exit_code: None,
         duration_ms: 0,
-        extra: std::collections::BTreeMap::new(),
+        extra: CallFacts {
+            binding: Some(act),
+            ..CallFacts::default()
+        }
+        .audit_fields(),
     }
 }

@@ -102,10 +102,7 @@ impl Work {
             }
             Self::Http(r) => {
                 let (outcome, status) = send(&r.plan, limits.timeout, cancel);
-                if let Some(s) = status {
-                    facts.result_extra.insert("http_status".into(), s.into());
-                    facts.audit_extra.insert("http_status".into(), s.into());
-                }
+                facts.learned.http_status = status;
                 Ok(outcome)
             }
         }

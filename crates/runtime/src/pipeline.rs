@@ -22,11 +22,12 @@ use crate::seam::Point;
 use crate::snapshot::{Snapshot, Subject};
 use crate::steps::{
     PolicyStep, SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities,
-    content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, principal_of,
-    record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record, tool_lock,
+    content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, record_outcome,
+    runtime_policy_pre, session_refusal, signal_name, stop, stop_record, tool_lock,
 };
 use hcp_adapter::Limits;
-use hcp_gate::{Context, Decision, Face, PackView, Principal};
+use hcp_gate::{Context, Decision, Face, PackView};
+use hcp_model::facts::{Approval, RecordFace, Sandbox, Signal, Via};
 use hcp_model::manifest::arguments;
 use hcp_model::{BindingMode, Code, ExecResult, exit};
 use hcp_store::audit::Decision as Logged;
@@ -132,7 +133,7 @@ fn steps(
     facts.principal = Some(snap.principal_label());
     let Snapshot {
         now,
-        session,
+        principal,
         target,
         active,
         grants,
@@ -161,9 +162,8 @@ fn steps(
     let operation = operation.transpose().map_err(stop)?;
 
     // ── 2. Principal. ──────────────────────────────────────────────────────────────────
-    let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
-    let principal = principal_of(session.as_ref());
-    facts.principal = Some(principal.id().to_owned());
+    let principal = principal.map_err(|e| stop(session_refusal(e)))?;
+    facts.principal = Some(principal.id.clone());
     let takes: Vec<String> = match &operation {
         Some(op) => crate::http::takes(op),
         None => pack
@@ -193,7 +193,6 @@ fn steps(
         face: call.face,
         grants: &grants,
         cwd: &caller.cwd,
-        project: caller.project.as_deref(),
     };
     let confirmed = answered.and_then(|a| a.command.as_deref());
     let gated = match confirmed {
@@ -218,8 +217,7 @@ fn steps(
                         .ok()
                         .and_then(Option::as_ref)
                         .map(|p| &p.policy),
-                    session: session.as_ref(),
-                    principal: principal.id(),
+                    principal: &principal,
                 };
                 facts.preview = confirm::preview(&ctx, &of).map(Box::new);
             }
@@ -235,23 +233,23 @@ fn steps(
     tool_lock(lock, &pack, &verb_key, facts)?;
     let mut values = allowed.values.clone();
     let mut spend = Spend::default();
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+    if let Some(rp) = runtime_policy.as_ref().filter(|_| !principal.is_owner()) {
         let step = PolicyStep {
             rt,
             caller,
             timeout: call.timeout,
             config: policy_config(&config).map_err(stop)?,
-            cli_face: call.face == Face::Cli,
+            face: call.face,
             now,
         };
-        let pass = runtime_policy_pre(&step, rp, s, &tool, &values, facts)?;
+        let pass = runtime_policy_pre(&step, rp, &principal, &tool, &values, facts)?;
         values = pass.values;
         spend.take(pass.counters, pass.approvals);
     }
 
     // ── 8. Binding mint. ───────────────────────────────────────────────────────────────
     if !via_connect
-        && principal != Principal::Owner
+        && !principal.is_owner()
         && pack.manifest.connect_verb() == Some(verb_key.as_str())
     {
         return Err(stop(
@@ -272,7 +270,7 @@ fn steps(
             return Err(stop(mint_refusal(
                 rt,
                 &pack,
-                principal.id(),
+                &principal.id,
                 &verb_key,
                 &e,
                 now,
@@ -287,8 +285,7 @@ fn steps(
         key: &verb_key,
         allowed: &allowed,
         values: &values,
-        principal_id: principal.id(),
-        owner: principal == Principal::Owner,
+        principal: &principal,
         secret: credential.as_ref().map(|c| &c.secret),
         config: &config,
         sandboxes: &sandboxes,
@@ -318,13 +315,10 @@ fn steps(
             child.clean_up();
             return Err(stop(r));
         }
-        facts
-            .audit_extra
-            .insert("confirm".into(), Value::String("elicitation".into()));
+        facts.learned.confirm = Some(Via::Elicitation);
     }
     if let Some(s) = child.sandbox() {
-        facts.audit_extra.insert("sandbox".into(), s.clone());
-        facts.result_extra.insert("sandbox".into(), s);
+        facts.learned.sandbox = Some(Sandbox::One(s));
     }
     let remove_tmp = |child: &mut Work| child.clean_up();
     // Fail closed: a call whose record could not be written is not run.
@@ -348,7 +342,7 @@ fn steps(
     let admitted = rt
         .state()
         .admit(&Admission {
-            session: session.as_ref().map(|s| s.token_sha256.as_str()),
+            session: principal.session_id(),
             pack: &pack.id,
             capabilities: &capabilities,
             intent: &intent,
@@ -363,14 +357,10 @@ fn steps(
     facts.admitted(admitted.intent.id.clone(), intent);
     rt.seam().reach(Point::Admitted);
     if let Some(id) = admitted.approval_ids.first() {
-        facts
-            .audit_extra
-            .insert("approval_id".into(), id.clone().into());
         if answered.and_then(|a| a.approval.as_ref()) == Some(id) {
-            facts
-                .audit_extra
-                .insert("approved_by".into(), Value::String("elicitation".into()));
+            facts.learned.approved_by = Some(Via::Elicitation);
         }
+        facts.learned.approval = Some(Approval::Taken(id.clone()));
     }
 
     // ── 9c. The adapter runs the child (or hcp sends the request: http.rs). ─────────────
@@ -422,20 +412,17 @@ fn steps(
         .filter(|_| !outcome.timed_out && !outcome.cancelled)
     {
         // A limit the kernel enforced ends the child with a signal: say which.
-        facts.result_extra.insert("signal".into(), sig.into());
-        facts
-            .result_extra
-            .insert("signal_name".into(), signal_name(sig).into());
-        facts.audit_extra.insert("signal".into(), sig.into());
+        facts.learned.signal = Some(Signal {
+            number: sig,
+            name: signal_name(sig),
+        });
     }
     let mut stdout = std::mem::take(&mut outcome.stdout);
     let mut withheld = false;
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
-        let post = policy::post(rp, s, &tool, &stdout, &outcome.stderr);
+    if let Some(rp) = runtime_policy.as_ref().filter(|_| !principal.is_owner()) {
+        let post = policy::post(rp, &principal, &tool, &stdout, &outcome.stderr);
         outcome.stderr = post.stderr;
-        facts
-            .audit_extra
-            .insert("post_rule".into(), post.rule.clone().into());
+        facts.learned.post_rule = Some(post.rule);
         match post.stdout {
             Some(b) => stdout = b,
             None => {
@@ -478,7 +465,7 @@ fn steps(
         truncated,
         duration_ms,
         audit_id: Some(audit_id),
-        extra: std::mem::take(&mut facts.result_extra),
+        extra: facts.learned.result_fields(),
     };
     Ok(Answer {
         result,
@@ -548,9 +535,7 @@ pub fn sense(
     let mut facts = Facts::start(rt);
     facts.verb_key = Some(target.to_owned());
     facts.operation = Some(hcp_model::Operation::Read);
-    facts
-        .audit_extra
-        .insert("face".into(), Value::String("sense".into()));
+    facts.learned.face = Some(RecordFace::Sense);
     let refused = |refusal: Refusal| SenseRefused { refusal };
 
     // ── 0. Snapshot. ───────────────────────────────────────────────────────────────────
@@ -562,7 +547,7 @@ pub fn sense(
     let label = snap.principal_label();
     let Snapshot {
         now: _,
-        session,
+        principal,
         target: found,
         active,
         grants,
@@ -600,12 +585,11 @@ pub fn sense(
     };
 
     // ── 2. Principal. ──────────────────────────────────────────────────────────────────
-    let session = match session.transpose() {
-        Ok(s) => s,
+    let principal = match principal {
+        Ok(p) => p,
         Err(e) => return Err(record_refusal(&facts, session_refusal(e))),
     };
-    let principal = principal_of(session.as_ref());
-    facts.principal = Some(principal.id().to_owned());
+    facts.principal = Some(principal.id.clone());
     let grants = match grants_view(grants) {
         Ok(g) => g,
         Err(r) => return Err(record_refusal(&facts, r)),
@@ -630,7 +614,6 @@ pub fn sense(
             face: Face::Cli,
             grants: &grants,
             cwd: &caller.cwd,
-            project: caller.project.as_deref(),
         };
         match hcp_gate::check_stimulus(&ctx) {
             Ok(a) => allowed.push((r.clone(), a)),
@@ -644,7 +627,7 @@ pub fn sense(
         Err(r) => return Err(record_refusal(&facts, policy_refusal(r))),
     };
     let mut spend = Spend::default();
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
+    if let Some(rp) = runtime_policy.as_ref().filter(|_| !principal.is_owner()) {
         let config = match policy_config(&config) {
             Ok(c) => c,
             Err(r) => return Err(record_refusal(&facts, r)),
@@ -654,13 +637,13 @@ pub fn sense(
             caller,
             timeout: None,
             config,
-            cli_face: false,
+            face: Face::Cli,
             now,
         };
         for r in &refs {
             let tool = format!("{}.{r}", pack.id);
             let none = std::collections::BTreeMap::new();
-            match runtime_policy_pre(&step, rp, s, &tool, &none, &mut facts) {
+            match runtime_policy_pre(&step, rp, &principal, &tool, &none, &mut facts) {
                 Ok(pass) => spend.take(pass.counters, pass.approvals),
                 Err(st) => return Err(record_refusal(&facts, st.refusal)),
             }
@@ -675,14 +658,13 @@ pub fn sense(
         match credential {
             Some(Ok(c)) => secret = Some(c.secret),
             Some(Err(e)) => {
-                let r = mint_refusal(rt, &pack, principal.id(), &running[0].0, &e, now);
+                let r = mint_refusal(rt, &pack, &principal.id, &running[0].0, &e, now);
                 if reference.is_some() {
                     return Err(record_refusal(&facts, r));
                 }
                 // Every stimulus asked for: the recorded ones still flow, among them the
                 // `binding.degraded` just recorded.
                 let c = SenseCall {
-                    session: session.map(|s| s.token_sha256),
                     pack,
                     principal,
                     refs,
@@ -715,10 +697,9 @@ pub fn sense(
             .iter()
             .map(|p| (p.reference.clone(), p.sandbox.clone()))
             .collect();
-        facts.audit_extra.insert("sandbox".into(), by_ref.into());
+        facts.learned.sandbox = Some(Sandbox::ByRef(by_ref));
     }
     let c = SenseCall {
-        session: session.map(|s| s.token_sha256),
         pack,
         principal,
         refs,

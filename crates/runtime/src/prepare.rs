@@ -11,7 +11,7 @@ use hcp_adapter::{
     SessionValues, VerifiedBin,
 };
 use hcp_gate::Allowed;
-use hcp_model::{ArgValue, Land};
+use hcp_model::{ArgValue, Land, Principal};
 use hcp_store::Home;
 use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig, TmpdirMode};
 use hcp_store::pack::InstalledPack;
@@ -69,10 +69,8 @@ pub struct ChildSpec<'a> {
     pub allowed: &'a Allowed,
     /// The values after the runtime policy's `bind`.
     pub values: &'a BTreeMap<String, ArgValue>,
-    /// The principal id.
-    pub principal_id: &'a str,
-    /// Whether the principal is the owner.
-    pub owner: bool,
+    /// Who calls.
+    pub principal: &'a Principal,
     /// The credential object, for the binding's variables.
     pub secret: Option<&'a Map<String, Value>>,
     /// `config.json` as the snapshot read it; its failure refuses here, after the bin
@@ -97,7 +95,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let pack = spec.pack;
     let bin = crate::pins::verify(pack, &allowed.plan.program)?;
     let session_values = SessionValues {
-        principal_id: spec.principal_id.to_owned(),
+        principal_id: spec.principal.id.clone(),
         project_id: allowed.project.clone(),
         workdir: allowed.workdir.clone(),
     };
@@ -108,7 +106,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());
-        if !spec.owner {
+        if !spec.principal.is_owner() {
             // …as the caller, never as the owner: an agent granted hcp-cli does not read
             // the owner-only audit through it.
             env = env.not_the_owner();
@@ -121,8 +119,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         caller,
         &ConfineSpec {
             land: allowed.land,
-            owner: spec.owner,
-            principal_id: spec.principal_id,
+            principal: spec.principal,
             workdir: &allowed.workdir,
             bin: bin.path(),
             bootstrap,
@@ -135,8 +132,15 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     if allowed.land == Land::Local {
         env = env.home(&allowed.workdir);
     }
-    let env = layer_env(env, pack, spec.key, spec.principal_id, allowed, spec.secret)
-        .map_err(|e| Refusal::adapter(&e))?;
+    let env = layer_env(
+        env,
+        pack,
+        spec.key,
+        &spec.principal.id,
+        allowed,
+        spec.secret,
+    )
+    .map_err(|e| Refusal::adapter(&e))?;
     let argv0 = pack
         .manifest
         .cli_bin
@@ -170,10 +174,8 @@ pub fn config_of(config: &Result<RuntimeConfig, ConfigError>) -> Result<&Runtime
 pub struct ConfineSpec<'a> {
     /// The verb's (or trigger's) land.
     pub land: Land,
-    /// Whether the caller is the owner (no nested-call marker).
-    pub owner: bool,
-    /// The caller's principal id (`owner` without a session).
-    pub principal_id: &'a str,
+    /// Who calls (the owner's child gets no nested-call marker).
+    pub principal: &'a Principal,
     /// The child's working directory (the gate's: the sandbox of a `local` call).
     pub workdir: &'a Path,
     /// The verified bin.
@@ -246,7 +248,8 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
     if let Some(state) = &config.state {
         protect.extend(crate::backend::pg_config(state).sockets());
     }
-    let others = other_sandboxes(s.sandboxes, s.principal_id, s.owner, s.workdir);
+    let owner = s.principal.is_owner();
+    let others = other_sandboxes(s.sandboxes, &s.principal.id, owner, s.workdir);
     let pack = config.pack(s.pack_id);
     let read: Vec<PathBuf> = pack.read.iter().map(|p| p.path()).collect();
     let write: Vec<PathBuf> = pack.write.iter().map(|p| p.path()).collect();
@@ -256,7 +259,7 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
         .collect();
     let call = CallSandbox {
         land: s.land,
-        owner: s.owner,
+        owner,
         workdir: s.workdir,
         tmpdir: tmp.path(),
         bin: s.bin,

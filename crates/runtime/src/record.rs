@@ -4,7 +4,7 @@
 
 use crate::call::Answer;
 use crate::refusal::Refusal;
-use hcp_model::{Code, ExecResult, Land, Operation};
+use hcp_model::{CallFacts, Code, ExecResult, Land, Operation};
 use hcp_store::audit::{Decision, Entry, Intent, Outcome};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -29,11 +29,9 @@ pub struct Facts {
     pub project: Option<String>,
     /// The digest of the arguments.
     pub args_digest: Option<String>,
-    /// Additive audit fields (`policy_hash`, `rule`, `post_rule`, `approval_id`, `sandbox`,
-    /// `signal`, `face`).
-    pub audit_extra: BTreeMap<String, Value>,
-    /// Extra result fields (`approval_id`, `sandbox`, `signal`, `signal_name`).
-    pub result_extra: serde_json::Map<String, Value>,
+    /// What the call learned beyond those, for its records and its result
+    /// ([`CallFacts`]).
+    pub learned: CallFacts,
     /// What a call refused at the confirm gate would run (the MCP face).
     pub preview: Option<Box<crate::confirm::Preview>>,
     /// The admitted call's intent record (its `id` is the `audit_id`) and the extra
@@ -62,8 +60,7 @@ impl Facts {
             principal: None,
             project: None,
             args_digest: None,
-            audit_extra: BTreeMap::new(),
-            result_extra: serde_json::Map::new(),
+            learned: CallFacts::default(),
             preview: None,
             admitted: None,
         }
@@ -89,7 +86,7 @@ impl Facts {
             args_digest: self.args_digest.clone().unwrap_or_default(),
             exit_code,
             duration_ms: self.elapsed_ms(),
-            extra: self.audit_extra.clone(),
+            extra: self.learned.audit_fields(),
         }
     }
 
@@ -104,7 +101,7 @@ impl Facts {
             operation: self.operation.unwrap_or(Operation::Read),
             land: self.land,
             args_digest: self.args_digest.clone().unwrap_or_default(),
-            extra: self.audit_extra.clone(),
+            extra: self.learned.audit_fields(),
         }
     }
 
@@ -127,12 +124,8 @@ impl Facts {
         truncated: bool,
     ) -> Option<Outcome> {
         let (intent, at_admission) = self.admitted.take()?;
-        let extra = self
-            .audit_extra
-            .iter()
-            .filter(|(k, v)| at_admission.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut extra = self.learned.audit_fields();
+        extra.retain(|k, v| at_admission.get(k) != Some(v));
         Some(Outcome {
             intent,
             principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
@@ -167,7 +160,7 @@ impl Facts {
             truncated: false,
             duration_ms: self.elapsed_ms(),
             audit_id,
-            extra: self.result_extra.clone(),
+            extra: self.learned.result_fields(),
         };
         Answer {
             result,

@@ -14,7 +14,8 @@
 use crate::call::Caller;
 use crate::refusal::Refusal;
 use hcp_adapter::{ChildEnv, Confinement, PrivateTmp, SessionValues, VerifiedBin};
-use hcp_gate::{Principal, StimulusAllowed};
+use hcp_gate::StimulusAllowed;
+use hcp_model::Principal;
 use hcp_model::{Code, Land};
 use hcp_store::Home;
 use hcp_store::config::{ConfigError, RuntimeConfig};
@@ -133,7 +134,7 @@ pub fn plan(
     };
     let bin = crate::pins::verify(pack, &plan.program)?;
     let session_values = SessionValues {
-        principal_id: principal.id().to_owned(),
+        principal_id: principal.id.clone(),
         project_id: a.project.clone(),
         workdir: a.workdir.clone(),
     };
@@ -151,14 +152,12 @@ pub fn plan(
     };
     let config = crate::prepare::config_of(world.config)?;
     let sandboxes = world.sandboxes.as_ref().map_err(Clone::clone)?;
-    let owner = *principal == Principal::Owner;
     let confined = crate::prepare::confine(
         world.home,
         world.caller,
         &crate::prepare::ConfineSpec {
             land: a.land,
-            owner,
-            principal_id: principal.id(),
+            principal,
             workdir: &a.workdir,
             bin: bin.path(),
             bootstrap: false,
@@ -172,7 +171,7 @@ pub fn plan(
     if a.land == Land::Local {
         env = env.home(&a.workdir);
     }
-    let env = crate::prepare::layer_env(env, pack, reference, principal.id(), &allowed, secret)
+    let env = crate::prepare::layer_env(env, pack, reference, &principal.id, &allowed, secret)
         .map_err(|e| Refusal::adapter(&e))?;
     Ok(Planned {
         reference: reference.to_owned(),

@@ -9,7 +9,6 @@ use crate::pipeline::SenseAdmitted;
 use crate::record::Facts;
 use crate::refusal::Refusal;
 use crate::sense::{Sinks, relay};
-use serde_json::Value;
 use std::io::Write;
 
 /// The admitted sense's facts, kept for its outcome record.
@@ -92,9 +91,7 @@ pub fn run(
         },
     );
     if let Some(mut facts) = admitted.audit.facts.take() {
-        facts
-            .audit_extra
-            .insert("events".into(), Value::from(out.lines));
+        facts.learned.events = Some(out.lines);
         let (code, exit) = match &answer {
             Ok(status) => (None, Some(i32::from(*status))),
             Err(r) => (Some(r.code), None),

@@ -8,12 +8,13 @@ use crate::Runtime;
 use crate::call::Caller;
 use crate::policy::{self, PolicyRefusal, RuntimePolicy};
 use crate::refusal::Refusal;
+use hcp_model::Principal;
 use hcp_store::StoreError;
 use hcp_store::binding::{self, Credential, MintError};
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::grant::HeldCapability;
 use hcp_store::pack::{self, InstalledPack};
-use hcp_store::session::{Session, SessionError};
+use hcp_store::session::SessionError;
 use hcp_store::state::CallReads;
 use jiff::Timestamp;
 
@@ -22,8 +23,9 @@ use jiff::Timestamp;
 pub struct Snapshot {
     /// The call's time, at which everything was read (sessions' expiry, windows).
     pub now: Timestamp,
-    /// The session of `HCP_SESSION`; `None` for the owner.
-    pub session: Option<Result<Session, SessionError>>,
+    /// Who calls: the owner without `HCP_SESSION`, else the session's principal
+    /// ([`crate::steps::principal_of`]); the session's failure when it cannot be used.
+    pub principal: Result<Principal, SessionError>,
     /// The pack and verb key (or stimulus ref) the call names.
     pub target: Result<(InstalledPack, String), Refusal>,
     /// Whether that pack is active.
@@ -102,7 +104,10 @@ impl Snapshot {
             now,
         );
         let unavailable = unavailable(&reads);
-        let session = reads.session;
+        let principal = match reads.session {
+            None => Ok(Principal::owner(caller.project.clone())),
+            Some(s) => s.map(|s| crate::steps::principal_of(s, caller.project.clone())),
+        };
         let grants = reads.grants.map_err(|e| Refusal::store(&e));
         let sandboxes = match reads.sandboxes {
             None => Ok(Vec::new()),
@@ -114,12 +119,8 @@ impl Snapshot {
                 })
                 .map_err(|e| Refusal::store(&e)),
         };
-        let principal = match &session {
-            None => Some(hcp_store::session::OWNER),
-            Some(Ok(s)) => Some(s.principal.as_str()),
-            Some(Err(_)) => None,
-        };
-        let credential = match (&target, principal, subject) {
+        let who = principal.as_ref().ok().map(|p| p.id.as_str());
+        let credential = match (&target, who, subject) {
             (Ok((p, key)), Some(who), _)
                 if p.manifest.binding.mode == hcp_model::BindingMode::User
                     && p.manifest.connect_verb() != Some(key.as_str()) =>
@@ -128,11 +129,14 @@ impl Snapshot {
             }
             _ => None,
         };
-        let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
+        let lock = principal
+            .as_ref()
+            .is_ok_and(|p| !p.is_owner())
+            .then(|| policy::lock::read(home));
         Self {
             now,
             operation,
-            session,
+            principal,
             target,
             active,
             grants,
@@ -148,10 +152,9 @@ impl Snapshot {
     /// The principal a refusal is recorded under: `owner` without a session, the
     /// session's principal when its token is valid, `unknown` otherwise.
     pub fn principal_label(&self) -> String {
-        match &self.session {
-            None => hcp_store::session::OWNER.into(),
-            Some(Ok(s)) => s.principal.as_str().to_owned(),
-            Some(Err(_)) => "unknown".into(),
+        match &self.principal {
+            Ok(p) => p.id.clone(),
+            Err(_) => "unknown".into(),
         }
     }
 }

@@ -9,11 +9,14 @@ use crate::policy::{self, PolicyPass, PolicyRefusal, RuntimePolicy, resolve};
 use crate::record::Facts;
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
-use hcp_gate::{GrantView, Principal, SessionView};
+use hcp_gate::{Face, GrantView};
+use hcp_model::facts::Approval;
+use hcp_model::principal::Kind;
 use hcp_model::{Capability, Code};
+use hcp_model::{Principal, SessionFacts};
 use hcp_store::audit::Decision as Logged;
 use hcp_store::binding::MintError;
-use hcp_store::config::{ConfigError, EscalationMode, RuntimeConfig};
+use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
 use hcp_store::session::{Session, SessionError};
 use hcp_store::state::Admission;
@@ -58,7 +61,7 @@ pub(crate) struct PolicyStep<'a> {
     pub caller: &'a Caller,
     pub timeout: Option<std::time::Duration>,
     pub config: &'a RuntimeConfig,
-    pub cli_face: bool,
+    pub face: Face,
     pub now: Timestamp,
 }
 
@@ -87,9 +90,7 @@ pub(crate) fn tool_lock(
         Some(Err(r)) => return Err(stop(policy_refusal(r))),
     };
     policy::lock::check_call(&lock, pack, verb_key).map_err(|r| {
-        facts
-            .audit_extra
-            .insert("rule".into(), r.code.as_str().into());
+        facts.learned.rule = Some(r.code.as_str());
         stop(policy_refusal(r))
     })
 }
@@ -99,14 +100,12 @@ pub(crate) fn tool_lock(
 pub(crate) fn runtime_policy_pre(
     step: &PolicyStep<'_>,
     rp: &RuntimePolicy,
-    s: &Session,
+    principal: &Principal,
     tool: &str,
     values: &std::collections::BTreeMap<String, hcp_model::ArgValue>,
     facts: &mut Facts,
 ) -> Result<PolicyPass, Stop> {
-    facts
-        .audit_extra
-        .insert("policy_hash".into(), rp.hash().into());
+    facts.learned.policy_hash = Some(rp.hash().to_owned());
     // A resolver's own call resolves nothing (no loop): its tool's constraints, if any,
     // are `no_resource_resolver`.
     let resolver = if resolve::resolving() {
@@ -121,50 +120,31 @@ pub(crate) fn runtime_policy_pre(
         resolver: resolver
             .as_ref()
             .map(|r| r as &dyn histos::ResourceResolver),
-        escalation: step.config.escalation == Some(EscalationMode::Approvals),
+        escalation: step.config.escalation,
     };
-    let out = policy::pre(
-        step.rt.state(),
-        rp,
-        s,
+    let call = policy::PolicyCall {
+        principal,
         tool,
         values,
-        step.cli_face,
-        step.now,
-        wiring,
-    );
+        face: step.face,
+        now: step.now,
+    };
+    let out = policy::pre(step.rt.state(), rp, &call, wiring);
     if let Some(run) = resolver.as_ref().and_then(resolve::VerbResolver::run) {
-        let v = serde_json::json!({
-            "verb": run.verb,
-            "audit_id": run.audit_id,
-            "code": run.code.map(Code::as_str),
-        });
-        facts.audit_extra.insert("resolver".into(), v.clone());
-        facts.result_extra.insert("resolver".into(), v);
+        facts.learned.resolver = Some(run);
     }
     match out {
         Ok(pass) => {
-            facts
-                .audit_extra
-                .insert("rule".into(), pass.rule.clone().into());
+            facts.learned.rule = Some(pass.rule);
             if let Some((id, _)) = pass.approvals.first() {
-                facts
-                    .audit_extra
-                    .insert("approval_id".into(), id.clone().into());
+                facts.learned.approval = Some(Approval::Found(id.clone()));
             }
             Ok(pass)
         }
         Err(r) => {
-            facts
-                .audit_extra
-                .insert("rule".into(), r.code.as_str().into());
+            facts.learned.rule = Some(r.code.as_str());
             if let Some(id) = &r.approval_id {
-                facts
-                    .audit_extra
-                    .insert("approval_id".into(), id.clone().into());
-                facts
-                    .result_extra
-                    .insert("approval_id".into(), id.clone().into());
+                facts.learned.approval = Some(Approval::Pending(id.clone()));
             }
             Err(stop(policy_refusal(r)))
         }
@@ -179,7 +159,7 @@ pub(crate) fn checked_capabilities(
     operation: hcp_model::Operation,
     principal: &Principal,
 ) -> Vec<Capability> {
-    if *principal == Principal::Owner {
+    if principal.is_owner() {
         return Vec::new();
     }
     let mut caps = vec![Capability::for_operation(operation)];
@@ -189,16 +169,18 @@ pub(crate) fn checked_capabilities(
     caps
 }
 
-/// The gate's view of the principal: the owner, or the session's.
-pub(crate) fn principal_of(session: Option<&Session>) -> Principal {
-    match session {
-        None => Principal::Owner,
-        Some(s) => Principal::Session(SessionView {
-            principal_id: s.principal.as_str().to_owned(),
-            projects: s.projects.clone(),
-            workdir: s.workdir.clone(),
-        }),
-    }
+/// The principal of a call made under `session` for `project` (`HCP_PROJECT`): the one
+/// place a [`Principal`] is made of a session (the owner's is [`Principal::owner`]).
+pub fn principal_of(session: Session, project: Option<String>) -> Principal {
+    let facts = SessionFacts {
+        token_sha256: session.token_sha256,
+        role: session.role,
+        projects: session.projects,
+        attributes: session.attributes,
+        can_view: session.can_view,
+        workdir: session.workdir,
+    };
+    Principal::of_session(session.principal.as_str().to_owned(), facts, project)
 }
 
 pub(crate) fn grants_view(
@@ -302,9 +284,7 @@ pub(crate) fn record_outcome(
 pub(crate) fn admit_stop(e: AdmitError, tool: &str, facts: &mut Facts) -> Stop {
     let code = e.code();
     if code.is_runtime_policy() {
-        facts
-            .audit_extra
-            .insert("rule".into(), code.as_str().into());
+        facts.learned.rule = Some(code.as_str());
     }
     let message = match &e {
         AdmitError::Limit { .. } => format!(
@@ -377,7 +357,6 @@ pub(crate) fn signal_name(sig: i32) -> &'static str {
 pub(crate) struct SenseCall {
     pub pack: InstalledPack,
     pub principal: Principal,
-    pub session: Option<String>,
     pub refs: Vec<String>,
     pub triggers: Vec<crate::sense::Planned>,
     pub secret: Option<serde_json::Map<String, Value>>,
@@ -395,7 +374,6 @@ pub(crate) fn admit_sense(
     let SenseCall {
         pack,
         principal,
-        session,
         refs,
         triggers,
         secret,
@@ -411,12 +389,12 @@ pub(crate) fn admit_sense(
     }
     let intent = facts.intent();
     let tool = format!("{}.{}", pack.id, refs.join(","));
-    let capabilities = match principal {
-        Principal::Owner => Vec::new(),
-        Principal::Session(_) => vec![Capability::SenseEnable],
+    let capabilities = match principal.kind() {
+        Kind::Owner => Vec::new(),
+        Kind::Session => vec![Capability::SenseEnable],
     };
     match rt.state().admit(&Admission {
-        session: session.as_deref(),
+        session: principal.session_id(),
         pack: &pack.id,
         capabilities: &capabilities,
         intent: &intent,
@@ -426,9 +404,7 @@ pub(crate) fn admit_sense(
     }) {
         Ok(a) => {
             if let Some(id) = a.approval_ids.first() {
-                facts
-                    .audit_extra
-                    .insert("approval_id".into(), id.clone().into());
+                facts.learned.approval = Some(Approval::Taken(id.clone()));
             }
             facts.admitted(a.intent.id, intent);
         }
@@ -445,7 +421,7 @@ pub(crate) fn admit_sense(
     Ok(SenseAdmitted {
         audit: crate::sense_audit::SenseAudit::new(facts),
         unbound,
-        principal: principal.id().to_owned(),
+        principal: principal.id.clone(),
         redactor: secret.as_ref().map(Redactor::new).unwrap_or_default(),
         pack,
         refs,

@@ -69,10 +69,12 @@ impl Viewer {
                 });
             grants.insert(id.to_owned(), held);
         }
+        let p = crate::steps::principal_of(s, caller.project.clone());
+        let session = p.session.unwrap_or_default();
         Self::Session(SessionViewer {
-            principal: s.principal.as_str().to_owned(),
-            role: s.role.clone().unwrap_or_default(),
-            can_view: s.can_view.clone(),
+            principal: p.id,
+            role: session.role.unwrap_or_default(),
+            can_view: session.can_view,
             grants,
         })
     }

@@ -23,6 +23,7 @@
 use crate::Runtime;
 use crate::call::{Call, CallArgs, Caller};
 use hcp_gate::Face;
+use hcp_model::facts::ResolverRun;
 use hcp_model::{ArgValue, Code, Operation};
 use histos::engine::Args;
 use histos::{Map, ResolveError, ResourceResolver};
@@ -53,17 +54,6 @@ impl Drop for Nested {
     fn drop(&mut self) {
         RESOLVING.with(|r| r.set(false));
     }
-}
-
-/// What a resolver's call did, for the tool's audit record and answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolverRun {
-    /// The resolver verb, `PACK.VERB`.
-    pub verb: String,
-    /// The audit id of its own record, when it ran or was refused through the pipeline.
-    pub audit_id: Option<String>,
-    /// Why it gave no resource, when it did not.
-    pub code: Option<Code>,
 }
 
 /// A resolver verb of `config.json` as the engine's [`ResourceResolver`], for one call.
