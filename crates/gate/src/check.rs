@@ -130,6 +130,18 @@ fn deny(code: Code, step: Step, message: impl Into<String>, hint: Option<String>
     })
 }
 
+/// `pack_inactive` (step 1): pack `pack_id` is installed but not active.
+pub fn inactive(pack_id: &str) -> Refusal {
+    Refusal {
+        code: Code::PackInactive,
+        step: Step::Target,
+        message: format!("pack `{pack_id}` is installed but not active"),
+        hint: Some(format!("the owner runs `hcp activate {pack_id}`")),
+        operation: None,
+        land: None,
+    }
+}
+
 /// Runs steps 1–6 of RUNTIME §5 for a resolved target: the pack is active and offers the
 /// face, the principal may call this plane, the arguments (step 3), the grant (step 4),
 /// the land (step 5) and the confirm gate (step 6, §4.5). The runtime policy, binding mint
@@ -163,12 +175,7 @@ fn check_verb<'a>(
     let verb = ctx.verb_key;
     // Step 1: target.
     if !ctx.pack.active {
-        return deny(
-            Code::PackInactive,
-            Step::Target,
-            format!("pack `{}` is installed but not active", m.id),
-            Some(format!("the owner runs `hcp activate {}`", m.id)),
-        );
+        return Decision::Deny(inactive(&m.id));
     }
     if !m.offers(ctx.face.transport()) {
         return deny(
@@ -384,12 +391,7 @@ pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
     };
     // Step 1: target.
     if !ctx.pack.active {
-        return Err(refuse(deny(
-            Code::PackInactive,
-            Step::Target,
-            format!("pack `{}` is installed but not active", m.id),
-            Some(format!("the owner runs `hcp activate {}`", m.id)),
-        )));
+        return Err(inactive(&m.id));
     }
     let trigger = m
         .stimulus_triggers

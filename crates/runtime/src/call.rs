@@ -112,6 +112,11 @@ pub struct Answer {
     /// With a `confirm_required` refusal of the MCP face: the command the call would run
     /// once the person confirms it (RUNTIME §10, [`crate::confirm`]).
     pub preview: Option<Box<crate::confirm::Preview>>,
+    /// The principal the call was made and recorded as (`owner` without a session,
+    /// `unknown` for a session that cannot be used); `None` before any was known.
+    pub principal: Option<String>,
+    /// What the call learned (`result.extra` holds those of them the result shows).
+    pub facts: hcp_model::CallFacts,
 }
 
 /// Parses `HCP_LIMITS` (`NAME=N,…`): per-call resource limits that can only tighten the

@@ -7,7 +7,7 @@
 //! working directory — without verifying the bin, spending or running anything, and
 //! hands it back with the refusal ([`Preview`], `Answer::preview`). `hcp mcp` shows it to
 //! the person (an elicitation); on an accept it calls again with the preview's
-//! [`Preview::digest`] ([`crate::pipeline::exec_answered`]): the gate then counts the call
+//! [`Preview::digest`] ([`crate::pipeline::Mode::Answered`]): the gate then counts the call
 //! as confirmed, and after child preparation the runtime refuses it (`confirm_required`,
 //! nothing spent) unless the command it is about to run has that very digest.
 //!
@@ -37,7 +37,8 @@ use std::path::Path;
 /// The property of the elicitation's form the person sets to go ahead.
 pub const RUN_KEY: &str = "run";
 
-/// What the person answered through the face for one call ([`crate::pipeline::exec_answered`]).
+/// What the person answered through the face for one call
+/// ([`crate::pipeline::Mode::Answered`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answered {
     /// The [`Preview::digest`] of the command they accepted at the confirm gate.

@@ -17,6 +17,7 @@ use hcp_adapter::{
     KernelSupport, LandlockSupport, ProcessMechanism, ResourceLimits, SCOPE_LANDLOCK_ABI, Status,
     TESTED_LANDLOCK_ABI,
 };
+use hcp_store::Home;
 use hcp_store::config::{NetworkMode, RuntimeConfig};
 use hcp_store::pack;
 use serde::Serialize;
@@ -279,11 +280,52 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     let audit = audit_health(rt, &mut problems);
 
     let sandbox = sandbox(&config, &mut problems, &mut notes);
+    let limits = limits(&config);
+
+    let packs = pack_bins(home, &listing, &mut problems);
+
+    let bindings = bindings(home, &mut problems);
+    let skill_exports = hcp_store::skill::export::health(
+        home,
+        &config,
+        std::env::var_os("HOME").as_deref(),
+        &mut problems,
+    );
+    let runtime_policy = crate::policy::health::examine(home, &mut problems);
+    Ok(Report {
+        ok: problems.is_empty(),
+        store: StoreHealth {
+            exists: root.is_dir(),
+            home: root,
+            config: ConfigHealth {
+                present: config_path.exists(),
+                path: config_path,
+                error: config_error,
+            },
+            packs_installed: listing.len(),
+            packs_active: listing.iter().filter(|p| p.active).count(),
+            audit,
+        },
+        state,
+        sandbox,
+        limits,
+        packs,
+        bindings,
+        skill_exports,
+        runtime_policy,
+        problems,
+        notes,
+    })
+}
+
+/// The resource limits `config.json` asks for, what applies under the hard limits hcp
+/// runs under, and whether the kernel enforces each.
+fn limits(config: &RuntimeConfig) -> Vec<Limit> {
     let limits_config = crate::prepare::resource_limits(&config.limits);
     let effective = limits_config.effective();
     let root_user = hcp_adapter::running_as_root();
     let cgroup = matches!(KernelSupport::probe().pids_cgroup, Ok(Some(_)));
-    let limits = config
+    config
         .limits
         .named()
         .into_iter()
@@ -306,10 +348,18 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
                 },
             }
         })
-        .collect();
+        .collect()
+}
 
+/// Each installed pack's pinned bins, checked; a damaged record or a bin that changed is
+/// a problem.
+fn pack_bins(
+    home: &Home,
+    listing: &[pack::PackListing],
+    problems: &mut Vec<String>,
+) -> Vec<PackBins> {
     let mut packs = Vec::new();
-    for l in &listing {
+    for l in listing {
         if let Some(d) = &l.damaged {
             problems.push(format!("pack `{}` has a damaged record: {d}", l.id));
             packs.push(PackBins {
@@ -357,9 +407,14 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             bins,
         });
     }
+    packs
+}
 
+/// The credential files: one wider than 0600 is refused at exec (`binding_insecure`), so
+/// it is a problem.
+fn bindings(home: &Home, problems: &mut Vec<String>) -> Vec<BindingFile> {
     // Credential files wider than 0600 are refused at exec (`binding_insecure`): say so.
-    let bindings: Vec<BindingFile> = hcp_store::binding::list(home)
+    hcp_store::binding::list(home)
         .into_iter()
         .map(|(principal, family, mode)| {
             let secure = mode & 0o077 == 0;
@@ -370,38 +425,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             }
             BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
         })
-        .collect();
-    let skill_exports = hcp_store::skill::export::health(
-        home,
-        &config,
-        std::env::var_os("HOME").as_deref(),
-        &mut problems,
-    );
-    let runtime_policy = crate::policy::health::examine(home, &mut problems);
-    Ok(Report {
-        ok: problems.is_empty(),
-        store: StoreHealth {
-            exists: root.is_dir(),
-            home: root,
-            config: ConfigHealth {
-                present: config_path.exists(),
-                path: config_path,
-                error: config_error,
-            },
-            packs_installed: listing.len(),
-            packs_active: listing.iter().filter(|p| p.active).count(),
-            audit,
-        },
-        state,
-        sandbox,
-        limits,
-        packs,
-        bindings,
-        skill_exports,
-        runtime_policy,
-        problems,
-        notes,
-    })
+        .collect()
 }
 
 /// The sandbox section: what `KernelSupport::probe` offers against what `config.json`
@@ -444,21 +468,7 @@ fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<S
                 .into(),
         );
     }
-    if !k.seccomp {
-        notes.push(
-            "no seccomp: a nested `hcp` inside an agent's call is not told apart from the owner's (the store stays hidden from it)"
-                .into(),
-        );
-    }
-    if used == 0 {
-        notes.push(format!(
-            "{}: children get no filesystem rules (the hidden paths are still covered where a mount namespace can be made)",
-            k.landlock.missing_reason().unwrap_or("landlock is not available")
-        ));
-    }
-    if !k.processes.survives_sigkill_of_hcp() {
-        notes.push(format!("processes: {}", k.processes.describe()));
-    }
+    kernel_notes(&k, used, notes);
     let fork_bombs = match k.fork_bombs() {
         Status::Enforced => "bounded".to_owned(),
         other => {
@@ -497,6 +507,26 @@ fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<S
         require,
         calls,
         local_verbs,
+    }
+}
+
+/// What the kernel lacks that weakens a call's confinement without refusing it: the
+/// notes of the sandbox section (`used`: the Landlock ABI hcp uses, 0 for none).
+fn kernel_notes(k: &KernelSupport, used: u32, notes: &mut Vec<String>) {
+    if !k.seccomp {
+        notes.push(
+            "no seccomp: a nested `hcp` inside an agent's call is not told apart from the owner's (the store stays hidden from it)"
+                .into(),
+        );
+    }
+    if used == 0 {
+        notes.push(format!(
+            "{}: children get no filesystem rules (the hidden paths are still covered where a mount namespace can be made)",
+            k.landlock.missing_reason().unwrap_or("landlock is not available")
+        ));
+    }
+    if !k.processes.survives_sigkill_of_hcp() {
+        notes.push(format!("processes: {}", k.processes.describe()));
     }
 }
 

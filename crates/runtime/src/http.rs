@@ -23,7 +23,7 @@
 //! default (`deny` for `local`), as for a child.
 
 use crate::prepare::{self, ChildSpec};
-use crate::record::Facts;
+use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_adapter::{Invocation, Limits, Outcome};
 use hcp_model::{ArgValue, Code, Land};
@@ -84,7 +84,7 @@ impl Work {
         &mut self,
         limits: Limits,
         cancel: Option<BorrowedFd<'_>>,
-        facts: &mut Facts,
+        rec: &mut Record,
     ) -> Result<Outcome, Refusal> {
         match self {
             Self::Child(child) => {
@@ -102,7 +102,7 @@ impl Work {
             }
             Self::Http(r) => {
                 let (outcome, status) = send(&r.plan, limits.timeout, cancel);
-                facts.learned.http_status = status;
+                rec.facts.http_status = status;
                 Ok(outcome)
             }
         }

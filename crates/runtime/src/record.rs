@@ -1,6 +1,7 @@
-//! What a call learned so far ([`Facts`]), and the audit records and answers made of it:
-//! the one record of a refusal ([`Facts::entry`]), the `intent` of an allowed call
-//! ([`Facts::intent`]) and, once admitted, its `outcome` ([`Facts::outcome`]).
+//! The record of one call: what it learned so far ([`Record`]), and the audit records and
+//! answers made of it — the one record of a refusal ([`Record::entry`]), the `intent` of
+//! an allowed call ([`Record::intent`]) and, once admitted, its `outcome`
+//! ([`Record::outcome`]); the answer of a refusal ([`Record::refusal_answer`]).
 
 use crate::call::Answer;
 use crate::refusal::Refusal;
@@ -10,9 +11,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// Facts known so far, for the result and the audit record.
+/// What a call learned so far, for its result and its audit records.
 #[derive(Debug)]
-pub struct Facts {
+pub struct Record {
     /// When the call started.
     pub started: Instant,
     /// The resolved pack.
@@ -31,7 +32,7 @@ pub struct Facts {
     pub args_digest: Option<String>,
     /// What the call learned beyond those, for its records and its result
     /// ([`CallFacts`]).
-    pub learned: CallFacts,
+    pub facts: CallFacts,
     /// What a call refused at the confirm gate would run (the MCP face).
     pub preview: Option<Box<crate::confirm::Preview>>,
     /// The admitted call's intent record (its `id` is the `audit_id`) and the extra
@@ -40,7 +41,7 @@ pub struct Facts {
     pub admitted: Option<(String, BTreeMap<String, Value>)>,
 }
 
-impl Facts {
+impl Record {
     /// Nothing known yet; the clock starts. Until the arguments are known the record's
     /// digest is that of no arguments, by `rt`'s state.
     pub fn start(rt: &crate::Runtime) -> Self {
@@ -60,7 +61,7 @@ impl Facts {
             principal: None,
             project: None,
             args_digest: None,
-            learned: CallFacts::default(),
+            facts: CallFacts::default(),
             preview: None,
             admitted: None,
         }
@@ -86,7 +87,7 @@ impl Facts {
             args_digest: self.args_digest.clone().unwrap_or_default(),
             exit_code,
             duration_ms: self.elapsed_ms(),
-            extra: self.learned.audit_fields(),
+            extra: self.facts.audit_fields(),
         }
     }
 
@@ -101,7 +102,44 @@ impl Facts {
             operation: self.operation.unwrap_or(Operation::Read),
             land: self.land,
             args_digest: self.args_digest.clone().unwrap_or_default(),
-            extra: self.learned.audit_fields(),
+            extra: self.facts.audit_fields(),
+        }
+    }
+
+    /// The admitted call's `audit_id` (its intent's `id`), until its outcome is taken.
+    pub fn admitted_id(&self) -> Option<String> {
+        self.admitted.as_ref().map(|(id, _)| id.clone())
+    }
+
+    /// The answer of a call that ended with exit status `exit` without a result of a run
+    /// of its own (a sense's relay), with its `audit_id`.
+    pub fn answer(&mut self, exit: u8, audit_id: Option<String>) -> Answer {
+        let result = ExecResult {
+            ok: exit == 0,
+            pack_id: self.pack_id.clone(),
+            verb_key: self.verb_key.clone(),
+            operation: self.operation.map(|o| o.to_string()),
+            land: self.land.map(|l| l.to_string()),
+            error: None,
+            code: None,
+            hint: None,
+            exit_code: Some(i32::from(exit)),
+            stdout: None,
+            stderr: None,
+            data: Value::Null,
+            truncated: false,
+            duration_ms: self.elapsed_ms(),
+            audit_id,
+            extra: self.facts.result_fields(),
+        };
+        Answer {
+            result,
+            exit,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            preview: None,
+            principal: self.principal.clone(),
+            facts: std::mem::take(&mut self.facts),
         }
     }
 
@@ -124,7 +162,7 @@ impl Facts {
         truncated: bool,
     ) -> Option<Outcome> {
         let (intent, at_admission) = self.admitted.take()?;
-        let mut extra = self.learned.audit_fields();
+        let mut extra = self.facts.audit_fields();
         extra.retain(|k, v| at_admission.get(k) != Some(v));
         Some(Outcome {
             intent,
@@ -160,7 +198,7 @@ impl Facts {
             truncated: false,
             duration_ms: self.elapsed_ms(),
             audit_id,
-            extra: self.learned.result_fields(),
+            extra: self.facts.result_fields(),
         };
         Answer {
             result,
@@ -168,6 +206,8 @@ impl Facts {
             stdout: Vec::new(),
             stderr: Vec::new(),
             preview: self.preview.take(),
+            principal: self.principal.clone(),
+            facts: std::mem::take(&mut self.facts),
         }
     }
 }
@@ -175,5 +215,5 @@ impl Facts {
 /// The refusal answer of a call that never reached the pipeline (a bad envelope, a value
 /// too long for MCP): not audited, as no principal was resolved.
 pub fn early_refusal(r: Refusal) -> Answer {
-    Facts::new().refusal_answer(r, None)
+    Record::new().refusal_answer(r, None)
 }

@@ -8,13 +8,13 @@ use crate::Runtime;
 use crate::call::Caller;
 use crate::policy::{self, PolicyRefusal, RuntimePolicy};
 use crate::refusal::Refusal;
-use hcp_model::Principal;
+use hcp_model::{Principal, SessionFacts};
 use hcp_store::StoreError;
 use hcp_store::binding::{self, Credential, MintError};
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::grant::HeldCapability;
 use hcp_store::pack::{self, InstalledPack};
-use hcp_store::session::SessionError;
+use hcp_store::session::{Session, SessionError};
 use hcp_store::state::CallReads;
 use jiff::Timestamp;
 
@@ -24,7 +24,7 @@ pub struct Snapshot {
     /// The call's time, at which everything was read (sessions' expiry, windows).
     pub now: Timestamp,
     /// Who calls: the owner without `HCP_SESSION`, else the session's principal
-    /// ([`crate::steps::principal_of`]); the session's failure when it cannot be used.
+    /// ([`principal_of`]); the session's failure when it cannot be used.
     pub principal: Result<Principal, SessionError>,
     /// The pack and verb key (or stimulus ref) the call names.
     pub target: Result<(InstalledPack, String), Refusal>,
@@ -55,9 +55,12 @@ pub struct Snapshot {
     pub unavailable: Option<Refusal>,
 }
 
-/// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
+/// What the call names, as the snapshot reads it: a verb to resolve (through a face, or
+/// `hcp connect`'s connect verb), or an installed pack as it is, active or not, with the
+/// key its records name (`hcp sense`: a stimulus ref, `*` for all; `hcp disconnect`: the
+/// connect verb).
 #[derive(Debug, Clone, Copy)]
-pub enum Subject<'a> {
+pub enum Reads<'a> {
     /// `pack_id` (when the face names it apart) and the target.
     Verb {
         /// The pack, when named apart.
@@ -65,30 +68,30 @@ pub enum Subject<'a> {
         /// `PACK.VERB` or a verb key.
         target: &'a str,
     },
-    /// A pack's stimulus ref (`*` for all), for `hcp sense`.
-    Stimulus {
+    /// A pack and a key of it.
+    Pack {
         /// The pack.
         pack_id: &'a str,
-        /// The ref, or `*`.
-        reference: &'a str,
+        /// The stimulus ref (or `*`), or the connect verb.
+        key: &'a str,
     },
 }
 
 impl Snapshot {
     /// Reads everything a call of `subject` by `caller` may need, at `now`.
-    pub fn load(rt: &Runtime, caller: &Caller, subject: Subject<'_>, now: Timestamp) -> Self {
+    pub fn load(rt: &Runtime, caller: &Caller, subject: Reads<'_>, now: Timestamp) -> Self {
         let home = rt.home();
         let target = match subject {
-            Subject::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
-            Subject::Stimulus { pack_id, reference } => pack::load(home, pack_id)
-                .map(|p| (p, reference.to_owned()))
+            Reads::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
+            Reads::Pack { pack_id, key } => pack::load(home, pack_id)
+                .map(|p| (p, key.to_owned()))
                 .map_err(|e| crate::install::pack_refusal(&e)),
         };
         let active = target
             .as_ref()
             .is_ok_and(|(p, _)| pack::is_active(home, p.id.as_str()));
         let operation = match (&target, subject) {
-            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
+            (Ok((p, key)), Reads::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
                 Some(
                     pack::openapi::pinned_operation(p, key)
                         .map_err(|e| crate::install::pack_refusal(&e)),
@@ -106,7 +109,7 @@ impl Snapshot {
         let unavailable = unavailable(&reads);
         let principal = match reads.session {
             None => Ok(Principal::owner(caller.project.clone())),
-            Some(s) => s.map(|s| crate::steps::principal_of(s, caller.project.clone())),
+            Some(s) => s.map(|s| principal_of(s, caller.project.clone())),
         };
         let grants = reads.grants.map_err(|e| Refusal::store(&e));
         let sandboxes = match reads.sandboxes {
@@ -157,6 +160,20 @@ impl Snapshot {
             Err(_) => "unknown".into(),
         }
     }
+}
+
+/// The principal of a call made under `session` for `project` (`HCP_PROJECT`): the one
+/// place a [`Principal`] is made of a session (the owner's is [`Principal::owner`]).
+pub fn principal_of(session: Session, project: Option<String>) -> Principal {
+    let facts = SessionFacts {
+        token_sha256: session.token_sha256,
+        role: session.role,
+        projects: session.projects,
+        attributes: session.attributes,
+        can_view: session.can_view,
+        workdir: session.workdir,
+    };
+    Principal::of_session(session.principal.as_str().to_owned(), facts, project)
 }
 
 /// The first part of `reads` the state could not answer (`state_unavailable`).

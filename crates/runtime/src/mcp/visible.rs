@@ -69,7 +69,7 @@ impl Viewer {
                 });
             grants.insert(id.to_owned(), held);
         }
-        let p = crate::steps::principal_of(s, caller.project.clone());
+        let p = crate::snapshot::principal_of(s, caller.project.clone());
         let session = p.session.unwrap_or_default();
         Self::Session(SessionViewer {
             principal: p.id,

@@ -181,31 +181,50 @@ fn call(face: Face, target: &str, args: &[(&str, ArgValue)], timeout: Option<u64
 }
 
 fn exec(w: &World, c: &Caller, call: Call) -> Answer {
-    crate::pipeline::exec(&w.rt, c, call, None)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Exec(None),
+    )
 }
 
 fn answered(w: &World, c: &Caller, call: Call, a: &crate::confirm::Answered) -> Answer {
-    crate::pipeline::exec_answered(&w.rt, c, call, None, a)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Answered(None, a),
+    )
 }
 
 /// `hcp sense PACK [REF] --count N`: the refusal, or the relay's status and output.
 fn sense(w: &World, c: &Caller, pack: &str, reference: Option<&str>, count: u64) -> Value {
-    let mut admitted = match crate::pipeline::sense(&w.rt, c, pack, reference) {
-        Ok(a) => a,
-        Err(r) => return json!({"refused": r.refusal.code, "message": r.refusal.message}),
-    };
     let (stop, _keep) = nix::unistd::pipe().unwrap();
     let mut events = Vec::new();
     let mut notes = Vec::new();
-    let sinks = crate::sense::Sinks {
-        events: &mut events,
-        notes: &mut notes,
-        stop: std::os::fd::AsFd::as_fd(&stop),
-        events_fd: None,
+    let stimuli = crate::pipeline::Stimuli {
+        pack_id: pack,
+        reference,
+        count: Some(count),
+        sinks: crate::sense::Sinks {
+            events: &mut events,
+            notes: &mut notes,
+            events_fd: None,
+        },
     };
-    let status = crate::sense::run(&w.rt, &mut admitted, Some(count), sinks);
+    let a = crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Stimuli(stimuli),
+        crate::pipeline::Mode::Exec(Some(std::os::fd::AsFd::as_fd(&stop))),
+    );
+    if let Some(code) = a.result.code {
+        return json!({"refused": code, "message": a.result.error});
+    }
+    let status: Result<u8, hcp_model::Code> = Ok(a.exit);
     json!({
-        "status": status.map_err(|r| r.code),
+        "status": status,
         "events": String::from_utf8_lossy(&events),
         "notes": String::from_utf8_lossy(&notes),
     })
