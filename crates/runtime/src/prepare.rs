@@ -246,7 +246,7 @@ pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Conf
     // A fleet's state database on a Unix socket: the child never reaches it, whatever
     // its network (the database is the store of RUNTIME §9; its role is the owner's).
     if let Some(state) = &config.state {
-        protect.extend(crate::backend::pg_config(state).sockets());
+        protect.extend(hcp_state_pg::PgConfig::sockets(state));
     }
     let owner = s.principal.is_owner();
     let others = other_sandboxes(s.sandboxes, &s.principal.id, owner, s.workdir);

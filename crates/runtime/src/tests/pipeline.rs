@@ -415,7 +415,11 @@ fn disconnect_refuses_a_damaged_install_record_as_exec_does() {
     for r in &records[before..] {
         assert_eq!(
             (&r["code"], &r["binding"], &r["verb_key"]),
-            (&json!("store_damaged"), &json!("refused"), &json!("connect"))
+            (
+                &json!("store_damaged"),
+                &json!("refused"),
+                &json!("connect")
+            )
         );
     }
 }
