@@ -4,9 +4,10 @@
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
 //! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
-//! `agent` ([`crate::bench_agent`], an agent's call against the owner's).
+//! `agent` ([`crate::bench_agent`], an agent's call against the owner's) and `mcp`
+//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio).
 
-use crate::{bench_agent, bench_exec, bench_gate, bench_openapi, bench_store};
+use crate::{bench_agent, bench_exec, bench_gate, bench_mcp, bench_openapi, bench_store};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -32,6 +33,9 @@ enum Which {
     /// An agent's call (session, grants, runtime policy, counters) against the owner's
     /// call of the same verb on the same store, with 1 and many packs, JSON and YAML policy.
     Agent(bench_agent::Args),
+    /// One tool call over `hcp mcp --http` against the same call over stdio, pairwise in
+    /// one run.
+    Mcp(bench_mcp::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -54,6 +58,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Exec(e) => bench_exec::run(&e),
         Which::Openapi(o) => bench_openapi::run(&o),
         Which::Agent(a) => bench_agent::run(&a),
+        Which::Mcp(m) => bench_mcp::run(&m),
     }
 }
 

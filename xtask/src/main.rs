@@ -11,6 +11,7 @@ mod bench_agent;
 mod bench_exec;
 mod bench_exec_state;
 mod bench_gate;
+mod bench_mcp;
 mod bench_openapi;
 mod bench_store;
 mod demo;

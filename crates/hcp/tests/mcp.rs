@@ -6,6 +6,7 @@
 
 mod common;
 mod mcp_common;
+mod mcp_http_common;
 
 use common::World;
 use mcp_common::{Raw, last_audit, refusal_code, world_command, world_with};
@@ -190,64 +191,20 @@ fn python_sdk_client_asks_the_person_and_sees_only_its_tools() {
 /// `CI=true`.
 #[test]
 fn inspector_cli_lists_and_calls() {
-    const VERSION: &str = "2.12.0";
-    const NODE: &str = "22.23.3";
     let w = world_with(&["echo"]);
-    let mut path_first: Option<std::path::PathBuf> = None;
-    let launcher: Vec<String> = match std::env::var("HCP_TEST_INSPECTOR") {
-        Ok(p) if !p.is_empty() => {
-            path_first = Path::new(&p).parent().map(Path::to_path_buf);
-            vec![p]
-        }
-        _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
-        _ => {
-            if which_on_path("npx").is_none() || which_on_path("node").is_none() {
-                return skip_or_fail(
-                    "node and npx are not on PATH (the inspector is a node program)",
-                );
-            }
-            let inspector = format!("@modelcontextprotocol/inspector@{VERSION}");
-            if node_at_least(22, 19) {
-                vec!["npx".into(), "-y".into(), inspector]
-            } else {
-                vec![
-                    "npx".into(),
-                    "-y".into(),
-                    "-p".into(),
-                    format!("node@{NODE}"),
-                    "-p".into(),
-                    inspector,
-                    "--".into(),
-                    "mcp-inspector".into(),
-                ]
-            }
-        }
+    let Some(launcher) = Inspector::find() else {
+        return;
     };
+    let target = [
+        common::hcp_bin().to_str().unwrap().to_owned(),
+        "mcp".to_owned(),
+    ];
     let inspector = |args: &[&str]| {
-        let mut c = world_command(&w, &launcher[0]);
-        // npx and node need the system PATH and a writable npm cache (HOME is the world's).
-        c.env(
-            "PATH",
-            format!(
-                "{}{}:{}",
-                path_first
-                    .as_ref()
-                    .map(|p| format!("{}:", p.display()))
-                    .unwrap_or_default(),
-                w.path_var(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        );
-        // npx keeps its downloads in the user's npm cache, not the world's HOME.
-        if let Some(h) = std::env::var_os("HOME") {
-            c.env("npm_config_cache", Path::new(&h).join(".npm"));
-        }
-        c.args(&launcher[1..])
-            .arg("--cli")
-            .args(["-e", &format!("HCP_HOME={}", w.hcp_home.display())])
-            .args(args)
-            .args(["--", common::hcp_bin().to_str().unwrap(), "mcp"]);
-        c.output()
+        let mut all: Vec<String> = vec!["-e".into(), format!("HCP_HOME={}", w.hcp_home.display())];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        all.push("--".into());
+        all.extend(target.iter().cloned());
+        launcher.run(&w, &all)
     };
     let listed = match inspector(&["--method", "tools/list"]) {
         Ok(o) if o.status.success() => o,
@@ -343,6 +300,156 @@ fn inspector_cli_lists_and_calls() {
         String::from_utf8_lossy(&refused.stderr)
     );
     assert!(!w.work.join("m.txt").exists());
+}
+
+/// How the tests run the MCP inspector's CLI. The launcher: `HCP_TEST_INSPECTOR`
+/// (`.ci/run` installs the inspector and Node 22 in one npm prefix and names its
+/// `mcp-inspector`; its directory goes first on `PATH`, so the prefix's Node runs it), else
+/// `mcp-inspector` on `PATH`, else the README's `npx -y` command (with `-p node@22.23.3`
+/// when the system's Node is older than the 22.19 the inspector needs).
+struct Inspector {
+    launcher: Vec<String>,
+    path_first: Option<std::path::PathBuf>,
+}
+
+impl Inspector {
+    /// The launcher, or `None` after a visible skip (a failure under `CI=true`).
+    fn find() -> Option<Self> {
+        const VERSION: &str = "2.12.0";
+        const NODE: &str = "22.23.3";
+        let mut path_first: Option<std::path::PathBuf> = None;
+        let launcher: Vec<String> = match std::env::var("HCP_TEST_INSPECTOR") {
+            Ok(p) if !p.is_empty() => {
+                path_first = Path::new(&p).parent().map(Path::to_path_buf);
+                vec![p]
+            }
+            _ if which_on_path("mcp-inspector").is_some() => vec!["mcp-inspector".into()],
+            _ => {
+                if which_on_path("npx").is_none() || which_on_path("node").is_none() {
+                    skip_or_fail("node and npx are not on PATH (the inspector is a node program)");
+                    return None;
+                }
+                let inspector = format!("@modelcontextprotocol/inspector@{VERSION}");
+                if node_at_least(22, 19) {
+                    vec!["npx".into(), "-y".into(), inspector]
+                } else {
+                    vec![
+                        "npx".into(),
+                        "-y".into(),
+                        "-p".into(),
+                        format!("node@{NODE}"),
+                        "-p".into(),
+                        inspector,
+                        "--".into(),
+                        "mcp-inspector".into(),
+                    ]
+                }
+            }
+        };
+        Some(Self {
+            launcher,
+            path_first,
+        })
+    }
+
+    /// Runs `mcp-inspector --cli ARGS` in `w`'s environment.
+    fn run(&self, w: &World, args: &[String]) -> std::io::Result<std::process::Output> {
+        let mut c = world_command(w, &self.launcher[0]);
+        // npx and node need the system PATH and a writable npm cache (HOME is the world's).
+        c.env(
+            "PATH",
+            format!(
+                "{}{}:{}",
+                self.path_first
+                    .as_ref()
+                    .map(|p| format!("{}:", p.display()))
+                    .unwrap_or_default(),
+                w.path_var(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+        // npx keeps its downloads in the user's npm cache, not the world's HOME.
+        if let Some(h) = std::env::var_os("HOME") {
+            c.env("npm_config_cache", Path::new(&h).join(".npm"));
+        }
+        c.args(&self.launcher[1..]).arg("--cli").args(args);
+        c.output()
+    }
+}
+
+/// The inspector's CLI over Streamable HTTP, the session token as its `Authorization`
+/// header: it lists the session's tools, meets the confirm gate (it declares no
+/// elicitation, so `confirm=true` among the arguments runs the write), and gets nothing
+/// without the header.
+#[test]
+fn inspector_cli_over_streamable_http() {
+    let w = world_with(&["transit", "echo"]);
+    let Some(launcher) = Inspector::find() else {
+        return;
+    };
+    let token = http_agent(&w);
+    let server = mcp_http_common::Http::start(&w);
+    let url = format!("http://{}/mcp", server.addr);
+    let auth = format!("Authorization: Bearer {token}");
+    let run = |args: &[&str]| {
+        let mut all: Vec<String> = vec![url.clone(), "--header".into(), auth.clone()];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        launcher.run(&w, &all).unwrap()
+    };
+    let listed = run(&["--method", "tools/list"]);
+    if !listed.status.success() {
+        return skip_or_fail(&format!(
+            "the inspector could not be installed or run: {}",
+            String::from_utf8_lossy(&listed.stderr).trim()
+        ));
+    }
+    let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"echo.echo.write"), "{names:?}");
+    assert!(names.contains(&"transit.find"), "{names:?}");
+    let call = |extra: &[&str]| {
+        let mut a = vec![
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo.echo.write",
+            "--tool-arg",
+            "name=h.txt",
+            "--tool-arg",
+            "text=over http",
+        ];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    let refused = call(&[]);
+    let v: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(v["content"][0]["text"], "confirm required", "{v}");
+    assert!(!w.work.join("h.txt").exists());
+    let ran = call(&["--tool-arg", "confirm=true"]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.work.join("h.txt")).unwrap(),
+        "over http"
+    );
+    assert_eq!(last_audit(&w)["principal"], "agent-1");
+    // Without the header the server lets nothing in.
+    let out = launcher
+        .run(&w, &[url.clone(), "--method".into(), "tools/list".into()])
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// Whether the `node` on `PATH` is at least MAJOR.MINOR.
@@ -792,4 +899,102 @@ fn more_calls_than_slots_are_all_answered() {
     seen.sort_unstable();
     assert_eq!(seen, (1000..1000 + n as u64).collect::<Vec<_>>());
     assert!(s.finish().success());
+}
+
+/// A session with `--workdir` the world's work directory, granted reads and writes on
+/// `echo` and reads on `transit`.
+fn http_agent(w: &World) -> String {
+    let work = w.work.to_str().unwrap().to_owned();
+    let out = w.run(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-1",
+        "--workdir",
+        &work,
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    for args in [
+        [
+            "grant",
+            "agent-1",
+            "echo",
+            "verb.exec.read",
+            "verb.exec.write",
+        ]
+        .as_slice(),
+        &["grant", "agent-1", "transit", "verb.exec.read"],
+    ] {
+        let out = w.run(args);
+        assert!(out.status.success(), "{}", w.render(&out));
+    }
+    token
+}
+
+fn assert_accept_then_decline(v: &Value) {
+    assert_eq!(v["read"]["isError"], false, "{v}");
+    assert_eq!(v["write accepted"]["isError"], false, "{v}");
+    assert_eq!(v["a.txt"], "accepted", "{v}");
+    assert_eq!(v["write declined"]["text"][0], "confirm required", "{v}");
+    assert_eq!(v["b.txt exists"], false, "{v}");
+    assert_eq!(v["asked"], 2, "{v}");
+}
+
+/// The SDK's `Client(mode="auto")` discovers `hcp mcp` over stdio and speaks 2026-07-28:
+/// its person is asked through input-required results, accepts once and declines once.
+#[test]
+fn python_sdk_client_speaks_2026_07_28_and_asks_the_person() {
+    let w = world_with(&["transit", "echo"]);
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    let Some(python) = python_with_the_sdk(&w, &script) else {
+        return;
+    };
+    let out = world_command(&w, &python)
+        .arg(&script)
+        .arg("--modern")
+        .arg(common::hcp_bin())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protocol"], "2026-07-28", "{v}");
+    assert_accept_then_decline(&v);
+    let a = last_audit(&w);
+    assert_eq!(a["code"], "confirm_required");
+}
+
+/// The SDK over Streamable HTTP, the session token as its bearer header, in 2026-07-28
+/// (`auto`) and with the handshake (`legacy`, 2025-11-25): the same tools, the same
+/// person in the loop, each call as the token's principal.
+#[test]
+fn python_sdk_client_over_streamable_http() {
+    let script = common::repo_root().join("crates/hcp/tests/mcp_client.py");
+    for (mode, revision) in [("auto", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let w = world_with(&["transit", "echo"]);
+        let Some(python) = python_with_the_sdk(&w, &script) else {
+            return;
+        };
+        let token = http_agent(&w);
+        let server = mcp_http_common::Http::start(&w);
+        let url = format!("http://{}/mcp", server.addr);
+        let out = world_command(&w, &python)
+            .arg(&script)
+            .args(["--http", &url, &token, mode])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["protocol"], revision, "{v}");
+        assert_accept_then_decline(&v);
+        assert_eq!(last_audit(&w)["principal"], "agent-1");
+    }
 }

@@ -5,6 +5,12 @@
     python3 mcp_client.py --person HCP_BIN   # an agent's session, a client whose person
                                              # accepts the first question and declines the next
 
+    python3 mcp_client.py --modern HCP_BIN   # `Client(mode="auto")`: discovers and speaks
+                                             # 2026-07-28; its person accepts, then declines
+    python3 mcp_client.py --http URL TOKEN [auto|legacy]
+                                             # the same over Streamable HTTP, the session
+                                             # token as the bearer header
+
 It prints one JSON object on stdout: what the server answered at each step, for the Rust
 test to assert on. `python3 mcp_client.py --probe` exits 0 when the SDK is importable.
 `python3 mcp_client.py --bench HCP_BIN N` measures N calls (BENCHMARKS.md, "MCP").
@@ -134,6 +140,58 @@ async def person(hcp: str) -> dict:
     return out
 
 
+async def through_client(server, mode: str) -> dict:
+    """The SDK's high-level `Client` (2.x): `auto` discovers the server and speaks the
+    newest revision both know (2026-07-28 with hcp, where the person is asked through an
+    input-required result the SDK answers by retrying); `legacy` uses the `initialize`
+    handshake (the person asked with `elicitation/create`). The person accepts the first
+    question and declines the second."""
+    import mcp.types as t
+    from mcp import Client
+
+    answers = iter(["accept", "decline"])
+    seen: list = []
+
+    async def on_elicit(context, params):
+        seen.append({"message": params.message})
+        action = next(answers, "cancel")
+        if action == "accept":
+            return t.ElicitResult(action="accept", content={"run": True})
+        return t.ElicitResult(action=action)
+
+    out: dict = {}
+    async with Client(server, mode=mode, elicitation_callback=on_elicit) as client:
+        out["protocol"] = client.protocol_version
+        listed = await client.list_tools()
+        out["tools"] = [x.name for x in listed.tools]
+        r = await client.call_tool("transit.find", {"query": "central"})
+        out["read"] = {"isError": r.is_error, "structured": r.structured_content}
+        r = await client.call_tool("echo.echo.write", {"name": "a.txt", "text": "accepted"})
+        out["write accepted"] = {"isError": r.is_error, "text": texts(r)[:1]}
+        out["a.txt"] = open("a.txt").read() if os.path.exists("a.txt") else None
+        r = await client.call_tool("echo.echo.write", {"name": "b.txt", "text": "declined"})
+        out["write declined"] = {"isError": r.is_error, "text": texts(r)[:1],
+                                 "code": (r.structured_content or {}).get("code")}
+        out["b.txt exists"] = os.path.exists("b.txt")
+    out["asked"] = len(seen)
+    return out
+
+
+def modern_stdio(hcp: str) -> dict:
+    from mcp import StdioServerParameters
+
+    params = StdioServerParameters(command=hcp, args=["mcp"], env=dict(os.environ), cwd=os.getcwd())
+    return asyncio.run(through_client(params, "auto"))
+
+
+def over_http(url: str, token: str, mode: str) -> dict:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return asyncio.run(through_client(streamable_http_client(url, http_client=http), mode))
+
+
 def bench(hcp: str, n: int) -> dict:
     """Sequential calls of `echo.echo.say` through one `hcp mcp` (raw JSON-RPC, so no SDK
     cost is counted), and the same verb through `hcp exec --json` (one process a call).
@@ -189,6 +247,13 @@ def main() -> int:
         return probe()
     if len(sys.argv) == 3 and sys.argv[1] == "--person":
         print(json.dumps(asyncio.run(person(sys.argv[2])), sort_keys=True))
+        return 0
+    if len(sys.argv) == 3 and sys.argv[1] == "--modern":
+        print(json.dumps(modern_stdio(sys.argv[2]), sort_keys=True))
+        return 0
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "--http":
+        mode = sys.argv[4] if len(sys.argv) == 5 else "auto"
+        print(json.dumps(over_http(sys.argv[2], sys.argv[3], mode), sort_keys=True))
         return 0
     if len(sys.argv) == 4 and sys.argv[1] == "--bench":
         print(json.dumps(bench(sys.argv[2], int(sys.argv[3])), sort_keys=True))

@@ -207,6 +207,7 @@ codes! {
     // 5: land.
     ProjectRequired => "project_required", Land, EX_NOPERM, EX_NOPERM, "A `brain` verb without a project.";
     NotProjectMember => "not_project_member", Land, EX_NOPERM, EX_NOPERM, "A `brain` verb for a project the session is not a member of.";
+    WorkdirRequired => "workdir_required", Land, EX_NOPERM, EX_NOPERM, "A `local` verb over `hcp mcp --http` from a session without `--workdir` (RUNTIME §10).";
 
     // 6: confirm.
     ConfirmRequired => "confirm_required", Confirm, EX_NOPERM, EX_NOPERM, "The confirm gate (§4.5.3); the message is exactly `confirm required`.";

@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 pub struct CallFacts {
     /// `face` (audit): the face of a call that is not a verb's (`hcp sense`).
     pub face: Option<RecordFace>,
+    /// `transport` (audit): how an MCP call came, when not over stdio (`http`).
+    pub transport: Option<Transport>,
     /// `policy_hash` (audit): the runtime policy's `content_hash` a session's call was
     /// decided under (RUNTIME §7).
     pub policy_hash: Option<String>,
@@ -73,6 +75,22 @@ impl RecordFace {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Sense => "sense",
+        }
+    }
+}
+
+/// How an MCP call came (`transport`), when it did not come over stdio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `hcp mcp --http` (RUNTIME §10, Streamable HTTP).
+    Http,
+}
+
+impl Transport {
+    /// `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
         }
     }
 }
@@ -213,6 +231,9 @@ impl CallFacts {
         if let Some(f) = self.face {
             put("face", text(f.as_str()));
         }
+        if let Some(t) = self.transport {
+            put("transport", text(t.as_str()));
+        }
         if let Some(h) = &self.policy_hash {
             put("policy_hash", text(h));
         }
@@ -313,6 +334,7 @@ mod tests {
     fn each_fact_goes_where_its_documentation_says() {
         let f = CallFacts {
             face: Some(RecordFace::Sense),
+            transport: Some(Transport::Http),
             policy_hash: Some("sha256:00".into()),
             rule: Some("allow"),
             approval: Some(Approval::Pending("apr_1".into())),
@@ -349,7 +371,7 @@ mod tests {
         assert_eq!(
             of(&f.audit_fields()),
             json!({
-                "face": "sense", "policy_hash": "sha256:00", "rule": "allow",
+                "face": "sense", "transport": "http", "policy_hash": "sha256:00", "rule": "allow",
                 "approval_id": "apr_1", "resolver": resolver, "confirm": "elicitation",
                 "sandbox": {"filesystem": "enforced"}, "approved_by": "elicitation",
                 "http_status": 404, "signal": 25, "post_rule": "output_schema",

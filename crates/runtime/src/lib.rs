@@ -73,6 +73,7 @@ pub mod signature;
 pub mod snapshot;
 mod step;
 pub mod target;
+pub mod tool;
 
 #[cfg(test)]
 mod tests;

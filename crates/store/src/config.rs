@@ -317,8 +317,9 @@ pub const DEFAULT_ELICITATION_TIMEOUT_S: u64 = 300;
 /// The longest `mcp.elicitation_timeout_s` accepted: one day.
 pub const MAX_ELICITATION_TIMEOUT_S: u64 = 86_400;
 
-/// `mcp`: how `hcp mcp` puts the person in the loop (RUNTIME §10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `mcp`: how `hcp mcp` puts the person in the loop, and what `hcp mcp --http` lets in
+/// (RUNTIME §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     /// `approve_by_elicitation` (default `false`): a call the runtime policy pauses for
@@ -330,6 +331,8 @@ pub struct McpConfig {
     /// [`MAX_ELICITATION_TIMEOUT_S`]): seconds `hcp mcp` waits for the person's answer; an
     /// answer after that is ignored and the call is refused as if declined.
     pub elicitation_timeout_s: u64,
+    /// `http`: what `hcp mcp --http` lets in.
+    pub http: McpHttpConfig,
 }
 
 impl Default for McpConfig {
@@ -337,7 +340,72 @@ impl Default for McpConfig {
         Self {
             approve_by_elicitation: false,
             elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S,
+            http: McpHttpConfig::default(),
         }
+    }
+}
+
+/// `mcp.http`: what `hcp mcp --http` lets in (RUNTIME §10, "Streamable HTTP").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpHttpConfig {
+    /// `origins` (default none): the browser origins whose requests are served, each
+    /// `http://HOST[:PORT]` or `https://HOST[:PORT]` exactly as a browser sends `Origin`
+    /// (no path, no trailing `/`). A request with any other `Origin` is refused (403), as
+    /// is one whose `Host` is neither the bound address nor the host of a listed origin
+    /// (DNS rebinding). Requests without `Origin` (every non-browser client) are not
+    /// affected.
+    pub origins: Vec<HttpOrigin>,
+}
+
+/// One entry of `mcp.http.origins`: `http://HOST[:PORT]` or `https://HOST[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct HttpOrigin(String);
+
+impl HttpOrigin {
+    /// The origin as written (what a browser's `Origin` header must equal).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Its `HOST[:PORT]` (what a `Host` header of its pages names).
+    pub fn authority(&self) -> &str {
+        self.0.split_once("://").map_or("", |(_, a)| a)
+    }
+
+    /// Checks `text` is an origin as a browser writes it.
+    ///
+    /// # Errors
+    /// Why it is not.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let Some((scheme, authority)) = text.split_once("://") else {
+            return Err(format!(
+                "`{text}` is not an origin: write `http://HOST[:PORT]` or `https://HOST[:PORT]`"
+            ));
+        };
+        if scheme != "http" && scheme != "https" {
+            return Err(format!(
+                "origin `{text}`: the scheme is `http` or `https`, not `{scheme}`"
+            ));
+        }
+        let bad = authority.is_empty()
+            || authority
+                .bytes()
+                .any(|b| !(b.is_ascii_alphanumeric() || b"-.:[]".contains(&b)));
+        if bad {
+            return Err(format!(
+                "origin `{text}`: after the scheme comes `HOST[:PORT]` alone (no path, no `/`, no user)"
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+}
+
+impl<'de> Deserialize<'de> for HttpOrigin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -1118,12 +1186,25 @@ mod tests {
             c.mcp,
             McpConfig {
                 approve_by_elicitation: true,
-                elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S
+                elicitation_timeout_s: DEFAULT_ELICITATION_TIMEOUT_S,
+                http: McpHttpConfig::default(),
             }
         );
         assert!(!RuntimeConfig::default().mcp.approve_by_elicitation);
         let c = parse(r#"{"mcp": {"elicitation_timeout_s": 5}}"#).unwrap();
         assert_eq!(c.mcp.elicitation_timeout_s, 5);
+        let c = parse(r#"{"mcp": {"http": {"origins": ["https://app.example:8443", "http://localhost:3000"]}}}"#).unwrap();
+        assert_eq!(c.mcp.http.origins[0].as_str(), "https://app.example:8443");
+        assert_eq!(c.mcp.http.origins[1].authority(), "localhost:3000");
+        for bad in [
+            r#"{"mcp": {"http": {"origins": ["app.example"]}}}"#,
+            r#"{"mcp": {"http": {"origins": ["ftp://app.example"]}}}"#,
+            r#"{"mcp": {"http": {"origins": ["https://app.example/"]}}}"#,
+            r#"{"mcp": {"http": {"origins": "https://app.example"}}}"#,
+            r#"{"mcp": {"http": {"hosts": []}}}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
         for (text, needle) in [
             (
                 r#"{"mcp": {"approve_by_elicitation": "yes"}}"#,

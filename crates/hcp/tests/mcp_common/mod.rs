@@ -53,23 +53,7 @@ impl Raw {
     /// [`Raw::start`] declaring the client `capabilities` at `initialize` (`{"elicitation":
     /// {}}` for a client that can ask its person).
     pub fn start_with(w: &World, session: Option<&str>, capabilities: &Value) -> Self {
-        let mut c = world_command(w, common::hcp_bin());
-        c.arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(s) = session {
-            c.env("HCP_SESSION", s);
-        }
-        let mut child = c.spawn().unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut raw = Self {
-            child,
-            stdin,
-            stdout,
-            next_id: 0,
-        };
+        let mut raw = Self::spawn(w, session);
         let init = raw.request(
             "initialize",
             json!({
@@ -226,4 +210,44 @@ impl Raw {
     pub fn answer(&mut self, req: &Value, result: Value) {
         self.send(&json!({ "jsonrpc": "2.0", "id": req["id"], "result": result }));
     }
+}
+
+impl Raw {
+    /// A server with no `initialize` sent: for the stateless revision (2026-07-28), whose
+    /// every request carries its own `_meta` ([`modern_meta`]).
+    pub fn spawn(w: &World, session: Option<&str>) -> Self {
+        let mut c = world_command(w, common::hcp_bin());
+        c.arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(s) = session {
+            c.env("HCP_SESSION", s);
+        }
+        let mut child = c.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        }
+    }
+}
+
+/// The `_meta` every request of revision 2026-07-28 carries: the revision, the client's
+/// capabilities and its name.
+pub fn modern_meta(capabilities: &Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": { "name": "raw", "version": "0" }
+    })
+}
+
+/// `params` with the 2026-07-28 `_meta` of a client declaring `capabilities`.
+pub fn modern(mut params: Value, capabilities: &Value) -> Value {
+    params["_meta"] = modern_meta(capabilities);
+    params
 }

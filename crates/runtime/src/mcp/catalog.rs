@@ -4,18 +4,18 @@
 //! order (pack id, then the manifest's order of verbs).
 
 use super::visible::{Viewer, visible};
-use crate::schema::{JsonObject, output_schema, refine};
+use crate::schema::{JsonObject, output_schema};
 use crate::signature::{RecordMark, Signature};
-use hcp_model::{Code, Land, Operation, Plane, Transport};
+use hcp_model::Code;
 use hcp_store::Home;
-use hcp_store::pack::{self, InstalledPack};
-use jiff::Timestamp;
-use serde_json::{Value, json};
+use hcp_store::pack;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The longest tool name the MCP specification allows (2025-06-18 / 2025-11-25), in bytes.
-pub const MAX_TOOL_NAME: usize = 128;
+pub use crate::tool::{
+    ConfirmBy, Entry, MAX_TOOL_NAME, annotations, pack_tool, tools_of, valid_tool_name,
+};
 
 /// The operator's runtime policy as the catalog last read it.
 #[derive(Debug, Clone, Default)]
@@ -34,35 +34,6 @@ pub enum PolicyState {
     },
 }
 
-/// One tool and the verb it runs.
-#[derive(Debug, Clone)]
-pub struct Entry {
-    /// `PACK.VERB`.
-    pub name: String,
-    /// The pack id.
-    pub pack_id: String,
-    /// The verb key.
-    pub verb_key: String,
-    /// The verb's operation.
-    pub operation: Operation,
-    /// Whether the pack is a control-plane pack.
-    pub control_plane: bool,
-    /// Whether the verb is the pack's connect verb.
-    pub connect: bool,
-    /// Whether the verb's policy says `confirm`.
-    pub confirm: bool,
-    /// The pack's `content_changed_at` (the rug-pull guard).
-    pub content_changed_at: Option<Timestamp>,
-    /// `inputSchema` (with `confirm` where the policy asks for it).
-    input_schema: JsonObject,
-    /// The tool's description, before the note on confirmation.
-    description: String,
-    /// `annotations`.
-    annotations: Value,
-    /// `_meta`.
-    meta: Value,
-}
-
 /// The tools of one signature. Packs are kept by their record mark, so a rebuild after
 /// one pack changed reuses the others' tools: a pack whose files were damaged under it
 /// stays listed as it was (and is refused when called).
@@ -76,17 +47,6 @@ pub struct Catalog {
     packs: BTreeMap<String, (RecordMark, Vec<Entry>)>,
     /// What was left out and why, for the server's log (stderr).
     pub warnings: Vec<String>,
-}
-
-/// How the client confirms a confirm-gated write: which `inputSchema` and description
-/// the list shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfirmBy {
-    /// `confirm: true` among the arguments (RUNTIME §5): a client without elicitation.
-    Argument,
-    /// The person, asked through the client's elicitation (RUNTIME §10): `confirm` is not
-    /// offered (and not counted: the server drops it, `confirm::for_the_person`).
-    Person,
 }
 
 impl Catalog {
@@ -188,29 +148,10 @@ impl Catalog {
         Some(output_schema(returns, &s.can_view))
     }
 
-    /// The `tools/list` entry of `e` for `viewer`.
+    /// The `tools/list` entry of `e` for `viewer`: [`Entry::listing`], and the tool's
+    /// `outputSchema` for a session under a runtime policy.
     fn tool(&self, e: &Entry, viewer: &Viewer, by: ConfirmBy) -> Value {
-        let mut input = e.input_schema.clone();
-        let note = match (e.confirm, by) {
-            (false, _) => "",
-            (true, ConfirmBy::Argument) => {
-                "; needs `confirm: true`, else the call is refused with `confirm required`"
-            }
-            (true, ConfirmBy::Person) => {
-                if let Some(Value::Object(p)) = input.get_mut("properties") {
-                    p.remove("confirm");
-                }
-                "; the person is asked to confirm the exact command before it runs"
-            }
-        };
-        let land = e.meta["hcp"]["land"].as_str().unwrap_or_default();
-        let mut tool = json!({
-            "name": e.name,
-            "description": format!("{} ({}, land {land}{note})", e.description, e.operation),
-            "inputSchema": input,
-            "annotations": e.annotations,
-            "_meta": e.meta,
-        });
+        let mut tool = e.listing(by);
         if let Some(out) = self.output_schema(e, viewer) {
             tool["outputSchema"] = Value::Object(out);
         }
@@ -218,101 +159,12 @@ impl Catalog {
     }
 }
 
-/// Whether `name` is a tool name the MCP specification allows: 1–128 characters from
-/// `A-Z a-z 0-9 _ - .`.
-pub fn valid_tool_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_TOOL_NAME
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
-/// The tools of a pack: none unless its `transports` include `mcp`; one per verb the
-/// policy covers and the manifest can plan, in manifest order. The runtime policy's
-/// argument contract for `PACK.VERB`, where there is one, refines the input schema. A verb
-/// whose name MCP does not allow is left out, with a line in `warnings`.
-pub fn tools_of(
-    p: &InstalledPack,
-    runtime: Option<&histos::Policy>,
-    warnings: &mut Vec<String>,
-) -> Vec<Entry> {
-    let m = &p.manifest;
-    if !m.offers(Transport::Mcp) {
-        return Vec::new();
-    }
-    let content_changed_at = p
-        .record
-        .content_changed_at
-        .as_deref()
-        .and_then(|t| t.parse::<Timestamp>().ok());
-    let mut out = Vec::new();
-    for (verb_key, spec) in m.verbs.iter() {
-        let name = format!("{}.{verb_key}", p.id);
-        if !valid_tool_name(&name) {
-            warnings.push(format!(
-                "verb `{verb_key}` of `{}` is not listed: `{name}` is not an mcp tool name (1-128 of A-Z a-z 0-9 _ - .)",
-                p.id
-            ));
-            continue;
-        }
-        let Some(entry) = p.policy.verbs.get(verb_key) else {
-            continue;
-        };
-        let confirm = entry.needs_confirm();
-        // A `kind: openapi` verb's schema comes from its pinned operation.
-        let Some(mut schema) = crate::schema::verb_input_schema(p, verb_key, confirm) else {
-            continue;
-        };
-        if let Some(contract) = runtime
-            .and_then(|r| r.tool(&name))
-            .and_then(|t| t.args.as_ref())
-        {
-            refine(&mut schema, contract);
-        }
-        let land = entry.privacy.land;
-        out.push(Entry {
-            pack_id: p.id.to_string(),
-            verb_key: verb_key.clone(),
-            operation: entry.operation,
-            control_plane: m.plane == Plane::Control,
-            connect: m.connect_verb() == Some(verb_key.as_str()),
-            confirm,
-            content_changed_at,
-            input_schema: schema,
-            description: spec.description.trim().to_owned(),
-            annotations: annotations(entry.operation, land),
-            meta: json!({ "hcp": {
-                "pack_id": p.id.as_str(),
-                "verb_key": verb_key,
-                "operation": entry.operation.to_string(),
-                "land": land.to_string(),
-                "confirm": confirm,
-            }}),
-            name,
-        });
-    }
-    out
-}
-
-/// Hints from the policy (they describe; the gate still enforces): `readOnlyHint` for a
-/// read, `destructiveHint` for a write, `openWorldHint` false for `local` land (other
-/// lands may reach an upstream: left unsaid).
-pub fn annotations(operation: Operation, land: Land) -> Value {
-    let mut a = json!({ "readOnlyHint": operation == Operation::Read });
-    if operation == Operation::Write {
-        a["destructiveHint"] = json!(true);
-    }
-    if land == Land::Local {
-        a["openWorldHint"] = json!(false);
-    }
-    a
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hcp_model::{Land, Operation};
     use pretty_assertions::assert_eq;
+    use serde_json::json;
 
     #[test]
     fn hints_follow_the_policy() {

@@ -4,6 +4,7 @@
 //! server hands its SDK. The person in the loop (elicitation) is [`crate::confirm`].
 
 pub mod catalog;
+pub mod pending;
 pub mod visible;
 
 pub use catalog::{Catalog, ConfirmBy, Entry, PolicyState};
@@ -138,4 +139,48 @@ pub fn config(rt: &crate::Runtime) -> hcp_store::config::McpConfig {
     hcp_store::config::RuntimeConfig::load(rt.home().root())
         .map(|c| c.mcp)
         .unwrap_or_default()
+}
+
+/// Over `hcp mcp --http` (RUNTIME §10) a `local` verb runs in the session's `--workdir`,
+/// never in the server's own directory: the call of a tool `viewer` may call (its grant
+/// and the runtime policy pass, so this refusal keeps the gate's order, step 5 after step
+/// 4) whose land is `local`, by a session without a workdir, is refused with
+/// `workdir_required` and recorded like any refusal of the pipeline. `None` when the call
+/// goes on to the pipeline.
+pub fn workdir_required(
+    rt: &crate::Runtime,
+    entry: &Entry,
+    viewer: &Viewer,
+    policy: &PolicyState,
+    args: &[(String, ArgValue)],
+) -> Option<Answer> {
+    let Viewer::Session(s) = viewer else {
+        return None;
+    };
+    let local = entry.land == hcp_model::Land::Local;
+    if !local || s.has_workdir || visible(entry, viewer, policy).is_err() {
+        return None;
+    }
+    let mut rec = crate::record::Record::start(rt);
+    rec.pack_id = Some(entry.pack_id.clone());
+    rec.verb_key = Some(entry.verb_key.clone());
+    rec.operation = Some(entry.operation);
+    rec.land = Some(hcp_model::Land::Local);
+    rec.principal = Some(s.principal.clone());
+    let pairs: Vec<(&str, &ArgValue)> = args.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    if let Ok(d) = rt.state().args_digest(&pairs) {
+        rec.args_digest = Some(d);
+    }
+    rec.facts.transport = Some(hcp_model::facts::Transport::Http);
+    let r = Refusal::new(
+        Code::WorkdirRequired,
+        format!(
+            "`{}` runs in `local` land, and over HTTP a `local` verb needs a session started with `--workdir`",
+            entry.name
+        ),
+    )
+    .hint("start the agent's session with `hcp session start … --workdir DIR` and give the client that token");
+    let entry_record = rec.entry(hcp_store::audit::Decision::Deny, Some(r.code), None);
+    let audit_id = rt.state().record(&entry_record).ok().map(|a| a.id);
+    Some(rec.refusal_answer(r, audit_id))
 }

@@ -35,6 +35,9 @@ pub struct SessionViewer {
     /// Per pack id: the capabilities held and when each was granted, or the store's code
     /// when they could not be read.
     pub grants: BTreeMap<String, Result<Vec<(Capability, Timestamp)>, Code>>,
+    /// Whether the session was started with `--workdir` (over HTTP a `local` verb needs
+    /// one: `workdir_required`).
+    pub has_workdir: bool,
 }
 
 impl Viewer {
@@ -76,6 +79,7 @@ impl Viewer {
             role: session.role.unwrap_or_default(),
             can_view: session.can_view,
             grants,
+            has_workdir: session.workdir.is_some(),
         })
     }
 }

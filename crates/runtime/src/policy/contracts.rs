@@ -3,13 +3,16 @@
 //! `histos::projection` — and what the owner builds from them: the starting policy of
 //! `hcp policy init` and the report of `hcp policy coverage`.
 //!
-//! A verb's definition is `{"name": "PACK_ID.VERB_KEY", "description", "inputSchema",
-//! "_meta": {"hcp": {"operation", "land", "confirm"}}}`: the description is the
-//! manifest's, the input schema [`crate::schema::verb_input_schema`] (its placeholders,
-//! or a `kind: openapi` verb's operation arguments; never refined by a runtime policy),
-//! and `_meta` what the pack's policy says of it, so a reinstall that turns a read into a
-//! write, moves it to another land or drops its confirm changes the definition, and a
-//! tool lock sees it (`schema_sha256`).
+//! A verb's definition is the tool exactly as `hcp mcp` lists it to a client that confirms
+//! by argument when no runtime policy narrows it (`crate::tool::pack_tool`):
+//! `{"name": "PACK_ID.VERB_KEY", "description" (the manifest's, then operation, land and
+//! how it is confirmed), "inputSchema", "annotations", "_meta": {"hcp": {"pack_id",
+//! "verb_key", "operation", "land", "confirm"}}}`. The input schema is
+//! [`crate::schema::verb_input_schema`] (its placeholders, or a `kind: openapi` verb's
+//! operation arguments; never refined by a runtime policy), and `_meta` what the pack's
+//! policy says of it, so a reinstall that turns a read into a write, moves it to another
+//! land or drops its confirm changes the definition, and a tool lock sees it
+//! (`schema_sha256`); a tool that reads hcp's `tools/list` computes the lock's hashes.
 //!
 //! Control-plane packs are left out: no session ever calls them (`control_plane`), and
 //! the runtime policy governs session calls only.
@@ -21,7 +24,7 @@ use hcp_store::pack::{self, InstalledPack, PackError};
 use histos::init::{Access, InitTool, PolicyInit};
 use histos::projection::{self, ToolSource};
 use histos::{Policy, PolicyError};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// One tool of an active pack: a verb, or a stimulus ref (`hcp sense`, tool
 /// `PACK_ID.REF`).
@@ -46,24 +49,12 @@ pub fn valid_tool_name(name: &str) -> bool {
             .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
 }
 
-/// The tool definition of `verb_key` of `pack` (see the module docs); `None` when the
-/// pack has no such verb, no policy entry for it, or cannot plan it (a `kind: openapi`
-/// verb: when its pinned operation cannot be read).
+/// The tool definition of `verb_key` of `pack` (see the module docs): exactly the tool
+/// `hcp mcp` lists ([`crate::tool::pack_tool`]); `None` when the pack has no such
+/// verb, no policy entry for it, or cannot plan it (a `kind: openapi` verb: when its pinned
+/// operation cannot be read).
 pub fn definition(pack: &InstalledPack, verb_key: &str) -> Option<Value> {
-    let spec = pack.manifest.verbs.get(verb_key)?;
-    let entry = pack.policy.verbs.get(verb_key)?;
-    let confirm = entry.confirm == Some(true);
-    let schema = crate::schema::verb_input_schema(pack, verb_key, confirm)?;
-    Some(json!({
-        "name": format!("{}.{verb_key}", pack.id),
-        "description": spec.description.trim(),
-        "inputSchema": Value::Object(schema),
-        "_meta": {"hcp": {
-            "operation": entry.operation.to_string(),
-            "land": entry.privacy.land.to_string(),
-            "confirm": confirm,
-        }},
-    }))
+    crate::tool::pack_tool(pack, verb_key)
 }
 
 /// The verb as a tool source: its definition read by the MCP projection, with the three
@@ -263,7 +254,14 @@ fn init_tool(p: &InstalledPack, t: &PackTool) -> Result<InitTool, PolicyError> {
         name: t.name.clone(),
         access: if write { Access::Write } else { Access::Read },
         args,
-        description: source.description,
+        // The manifest's own words: the listing's suffix (operation, land, confirm) is
+        // said by the policy's own `access` and `confirmation`.
+        description: p
+            .manifest
+            .verbs
+            .get(&t.key)
+            .map(|v| v.description.trim().to_owned())
+            .or(source.description),
         confirm,
         source: format!("pack {} ({name}), verb {}", p.id, t.key),
     })

@@ -1,6 +1,6 @@
 //! `hcp exec` (RUNTIME §5): the main job, on its CLI face and its JSON face. This module
 //! reads the command line or the envelope, hands the call to the runtime's pipeline
-//! (`hcp_runtime::pipeline::exec`) and prints the answer.
+//! (`hcp_runtime::pipeline::run`) and prints the answer.
 
 pub mod face;
 

@@ -183,6 +183,13 @@ pub fn classify(line: &[u8]) -> Line {
     };
     let id = valid_id(&value).cloned();
     let method = obj.get("method");
+    if method.is_none() && !is_answer_to_hcp(obj) {
+        return Line::Drop(format!(
+            "a response whose id {} is no id hcp sent (hcp's requests have integer ids)",
+            obj.get("id")
+                .map_or_else(|| "(none)".to_owned(), Value::to_string)
+        ));
+    }
     if let (Some(Value::String(m)), Some(id)) = (method, &id)
         && let Some(fault) = params_fault(m, obj.get("params"))
     {
@@ -206,6 +213,17 @@ pub fn classify(line: &[u8]) -> Line {
             "a notification or response that does not parse: {e}"
         )),
     }
+}
+
+/// Whether a response (`result` or `error`, no `method`) answers a request hcp could have
+/// sent: the SDK numbers the server's requests (`elicitation/create` …) with integers, and
+/// an answer counts only when its `id` is exactly such a JSON value. The SDK alone would
+/// take the string `"1"` for the number `1`; a person's answer must never reach another
+/// question than the one it answers.
+pub fn is_answer_to_hcp(obj: &serde_json::Map<String, Value>) -> bool {
+    obj.get("id")
+        .and_then(Value::as_number)
+        .is_some_and(|n| n.is_u64() || n.is_i64())
 }
 
 /// Why `params` do not fit `method`, when hcp can tell before the SDK: `tools/call` needs
@@ -648,6 +666,23 @@ mod tests {
         assert!(matches!(
             classify(br#"{"jsonrpc": "2.0", "method": "x", "method": "y"}"#),
             Line::Drop(_)
+        ));
+    }
+
+    #[test]
+    fn an_answer_counts_only_with_the_exact_id_hcp_sent() {
+        for line in [
+            r#"{"jsonrpc": "2.0", "id": "1", "result": {"action": "accept"}}"#,
+            r#"{"jsonrpc": "2.0", "id": 1.5, "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": null, "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "result": {}}"#,
+            r#"{"jsonrpc": "2.0", "id": "0", "error": {"code": 1, "message": "x"}}"#,
+        ] {
+            assert!(matches!(classify(line.as_bytes()), Line::Drop(_)), "{line}");
+        }
+        assert!(matches!(
+            classify(br#"{"jsonrpc": "2.0", "id": 1, "result": {"action": "accept"}}"#),
+            Line::Message(_)
         ));
     }
 

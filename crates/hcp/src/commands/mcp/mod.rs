@@ -20,10 +20,13 @@
 //!   process groups are ended and their audit records written before the process exits; a
 //!   call still waiting for a slot never starts. A client that closes stdin and keeps
 //!   reading gets the answers of its calls in flight.
-//! - The MCP revision is 2025-11-25 at most (`Server::supported_protocol_versions`): the
-//!   one the client asks for among those rmcp 3.11 serves with the `initialize` handshake;
-//!   a client asking for 2026-07-28 is answered with 2025-11-25.
+//! - The MCP revisions are 2025-06-18, 2025-11-25 (with the `initialize` handshake) and
+//!   2026-07-28 (stateless requests, `server/discover`, the person asked through an
+//!   input-required result): [`server::SUPPORTED`].
+//! - `--http ADDR` serves the same tools over Streamable HTTP ([`http`]): each request's
+//!   bearer token is a session of the store, and its principal the caller.
 
+pub mod http;
 pub mod intake;
 pub mod server;
 
@@ -41,19 +44,39 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Serves one tool per verb of each active pack whose `transports` include `mcp`, \
-                  named PACK.VERB. The caller is the session in HCP_SESSION (else the owner). \
-                  Logs go to stderr; stdout is the protocol."
+                  named PACK.VERB, in MCP revisions 2025-06-18, 2025-11-25 and 2026-07-28. \
+                  Over stdio the caller is the session in HCP_SESSION (else the owner); logs go \
+                  to stderr, stdout is the protocol. With --http ADDR (HOST:PORT or unix:PATH) \
+                  every request carries `Authorization: Bearer TOKEN`, a session token, and is \
+                  made as that session's principal; there is no owner over HTTP."
 )]
-pub struct Args {}
+pub struct Args {
+    /// Serve Streamable HTTP on `HOST:PORT` or `unix:PATH` instead of stdio; every request
+    /// carries `Authorization: Bearer TOKEN`, a session token (`hcp session start`).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// The TLS certificate chain (PEM) for `--http` (needed off loopback).
+    #[arg(long, value_name = "PEM", requires = "http", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "http", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+}
 
-/// Runs `hcp mcp` until the client closes stdin.
+/// Runs `hcp mcp` until the client closes stdin (stdio) or the process is stopped
+/// (`--http`).
 ///
 /// # Errors
-/// The store's when `HCP_HOME` cannot be used; `mcp_failed` when the async runtime cannot
-/// start or the client never completes `initialize`.
-pub fn run(_a: Args) -> CliResult {
+/// The store's when `HCP_HOME` cannot be used; `usage` for an `--http` address that does
+/// not read, or one off loopback without `--tls-cert` and `--tls-key`; `mcp_failed` when the
+/// async runtime cannot start, the address cannot be bound or the client never completes
+/// `initialize`.
+pub fn run(a: Args) -> CliResult {
     let rt = runtime()?;
     let caller = caller()?;
+    if let Some(addr) = &a.http {
+        return run_http(rt, caller, addr, &a);
+    }
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_max_level(tracing::Level::WARN)
@@ -74,6 +97,42 @@ pub fn run(_a: Args) -> CliResult {
     let out = tokio_rt.block_on(serve(rt, caller));
     // Dropping the runtime waits for the blocking calls still in flight: each ends its
     // child's group (its cancel pipe is closed) and writes its audit record first.
+    drop(tokio_rt);
+    out
+}
+
+fn run_http(
+    rt: hcp_runtime::Runtime,
+    caller: hcp_runtime::Caller,
+    addr: &str,
+    a: &Args,
+) -> CliResult {
+    let listen = http::Listen::parse(addr)?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => Some(http::tls_acceptor(c, k)?),
+        _ => None,
+    };
+    if !listen.is_local() && tls.is_none() {
+        return Err(CliError::new(
+            Code::Usage,
+            format!("`--http {addr}` is reachable from other machines: it needs TLS"),
+        )
+        .hint(
+            "give `--tls-cert CERT.pem --tls-key KEY.pem`, or listen on loopback or `unix:PATH`",
+        ));
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing::Level::WARN)
+        .with_target(false)
+        .try_init();
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new(Code::McpFailed, "cannot start the async runtime").cause(e))?;
+    let server = server::Server::for_http(rt, caller);
+    let shared = server.runtime();
+    let out = tokio_rt.block_on(http::serve(server, shared, listen, tls));
     drop(tokio_rt);
     out
 }
