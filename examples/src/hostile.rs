@@ -25,6 +25,16 @@
 //! kill PID                     kill(PID, SIGKILL)
 //! fork-bomb N                  fork up to N sleeping children; print how many forks worked
 //! pid1                         print the pid, ppid and uid the child sees
+//! mkdir PATH | rename FROM TO | remove PATH   change the tree (what a view allows)
+//! tmp-hold FILE FIFO           write FILE (a secret in flight), say `ready` on FIFO, sleep
+//! fill PATH MAX                write PATH in 1 MiB pieces up to MAX bytes; print how many
+//!                              bytes went in and the error that stopped it
+//! sched-fifo | nice-down       ask for SCHED_FIFO 50; lower the nice value by one
+//! mem-hog N BYTES              fork N children, each touching BYTES of memory, then exit
+//!                              when all are done: `ok` when every child finished
+//! tcp-echo HOST PORT LINE      send LINE on a TCP connection, print the answer's first line
+//! shm-list                     the System V shared memory segments this process sees
+//! euid                         print the effective uid
 //! ```
 //!
 //! Every process of `daemon … stay`, `setsid-sleep` and `kill-after` keeps the FIFO open
@@ -166,6 +176,57 @@ pub fn dispatch(cmd: &str, args: &[String]) -> Option<i32> {
             println!("pid {p} ppid {pp} uid {u}");
             0
         }
+        "mkdir" => report(std::fs::create_dir_all(a(0)).map(|()| "ok".to_owned())),
+        "rename" => report(std::fs::rename(a(0), a(1)).map(|()| "ok".to_owned())),
+        "remove" => report(
+            std::fs::remove_dir_all(a(0))
+                .or_else(|_| std::fs::remove_file(a(0)))
+                .map(|()| "ok".to_owned()),
+        ),
+        "tmp-hold" => {
+            if let Err(e) = std::fs::write(a(0), "hcp-test-secret-in-flight") {
+                println!("denied {}", errno_name(&e));
+                return Some(1);
+            }
+            tell_and_hold(&a(1));
+            sleep_forever()
+        }
+        "fill" => fill(&a(0), a(1).parse().unwrap_or(1 << 30)),
+        "sched-fifo" => {
+            let p = libc::sched_param { sched_priority: 50 };
+            // SAFETY: a parameter struct on the stack.
+            let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const p) };
+            report(status(r == 0))
+        }
+        "nice-down" => {
+            // SAFETY: integers only; errno tells a failure from a result of -1.
+            let r = unsafe {
+                *libc::__errno_location() = 0;
+                libc::nice(-1)
+            };
+            report(status(
+                r != -1 || std::io::Error::last_os_error().raw_os_error() == Some(0),
+            ))
+        }
+        "mem-hog" => mem_hog(a(0).parse().unwrap_or(1), a(1).parse().unwrap_or(1 << 20)),
+        "tcp-echo" => report(
+            std::net::TcpStream::connect(format!("{}:{}", a(0), a(1))).and_then(|mut s| {
+                use std::io::BufRead;
+                s.write_all(format!("{}\n", a(2)).as_bytes())?;
+                let mut line = String::new();
+                std::io::BufReader::new(s).read_line(&mut line)?;
+                Ok(format!("ok {}", line.trim_end()))
+            }),
+        ),
+        "shm-list" => report(
+            std::fs::read_to_string("/proc/sysvipc/shm")
+                .map(|t| format!("ok {}", t.lines().skip(1).count())),
+        ),
+        "euid" => {
+            // SAFETY: a getter that cannot fail.
+            println!("euid {}", unsafe { libc::geteuid() });
+            0
+        }
         _ => return None,
     })
 }
@@ -221,6 +282,70 @@ fn open_tree(dir: &str, rel: &str) -> i32 {
     })
 }
 
+/// Writes `path` in 1 MiB pieces until `max` bytes or an error; prints `wrote N` and the
+/// error's name (`ENOSPC`, `EFBIG` …) or `done`.
+fn fill(path: &str, max: u64) -> i32 {
+    let mut f = match std::fs::File::create(path) {
+        Ok(f) => f,
+        Err(e) => {
+            println!("denied {}", errno_name(&e));
+            return 1;
+        }
+    };
+    let piece = vec![b'x'; 1 << 20];
+    let mut wrote = 0u64;
+    while wrote < max {
+        match f.write(&piece) {
+            Ok(0) => break,
+            Ok(n) => wrote += n as u64,
+            Err(e) => {
+                println!("wrote {wrote} {}", errno_name(&e));
+                return 1;
+            }
+        }
+    }
+    println!("wrote {wrote} done");
+    0
+}
+
+/// Forks `n` children that each touch `bytes` of fresh memory and sleep a moment; `ok`
+/// when every child exited 0, else `killed K` (how many did not).
+fn mem_hog(n: usize, bytes: usize) -> i32 {
+    let mut pids = Vec::new();
+    for _ in 0..n {
+        let pid = fork();
+        if pid == 0 {
+            let mut v = vec![0u8; bytes];
+            for i in (0..v.len()).step_by(4096) {
+                v[i] = 1;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            std::hint::black_box(&v);
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        if pid > 0 {
+            pids.push(pid);
+        }
+    }
+    let mut killed = 0;
+    for p in pids {
+        let mut st = 0;
+        // SAFETY: waitpid on our own child writes into a local.
+        unsafe { libc::waitpid(p, &raw mut st, 0) };
+        if !(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
+            killed += 1;
+        }
+    }
+    if killed == 0 {
+        println!("ok");
+        0
+    } else {
+        println!("killed {killed}");
+        1
+    }
+}
+
 /// `EACCES`, `EPERM` …: the name of an OS error, for `denied …` lines.
 pub fn errno_name(e: &std::io::Error) -> String {
     match e.raw_os_error() {
@@ -234,6 +359,13 @@ pub fn errno_name(e: &std::io::Error) -> String {
         Some(libc::ENXIO) => "ENXIO".into(),
         Some(libc::ECONNREFUSED) => "ECONNREFUSED".into(),
         Some(libc::EAFNOSUPPORT) => "EAFNOSUPPORT".into(),
+        Some(libc::ENOSPC) => "ENOSPC".into(),
+        Some(libc::EBUSY) => "EBUSY".into(),
+        Some(libc::EEXIST) => "EEXIST".into(),
+        Some(libc::EXDEV) => "EXDEV".into(),
+        Some(libc::EFBIG) => "EFBIG".into(),
+        Some(libc::ELOOP) => "ELOOP".into(),
+        Some(libc::ENETUNREACH) => "ENETUNREACH".into(),
         Some(n) => format!("errno {n}"),
         None => e.to_string(),
     }

@@ -3,11 +3,16 @@
 //! One module per benchmark: `gate` ([`crate::bench_gate`], the Histos engine in process),
 //! `store` ([`crate::bench_store`], the real `hcp` on a store of many packs) and `exec`
 //! ([`crate::bench_exec`], `hcp exec` against its bin and a spawn floor), `openapi`
-//! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server) and
-//! `agent` ([`crate::bench_agent`], an agent's call against the owner's) and `mcp`
-//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio).
+//! ([`crate::bench_openapi`], `hcp exec` of an openapi verb against a loopback server),
+//! `agent` ([`crate::bench_agent`], an agent's call against the owner's), `mcp`
+//! ([`crate::bench_mcp`], a tool call over Streamable HTTP against one over stdio),
+//! `export` ([`crate::bench_export`], `hcp audit export --otlp` to a local collector) and
+//! `egress` ([`crate::bench_egress`], network by destination against `host` and `deny`).
 
-use crate::{bench_agent, bench_exec, bench_gate, bench_mcp, bench_openapi, bench_store};
+use crate::{
+    bench_agent, bench_egress, bench_exec, bench_export, bench_gate, bench_mcp, bench_openapi,
+    bench_store,
+};
 use clap::Subcommand;
 
 /// Arguments of `cargo xtask bench`.
@@ -36,6 +41,12 @@ enum Which {
     /// One tool call over `hcp mcp --http` against the same call over stdio, pairwise in
     /// one run.
     Mcp(bench_mcp::Args),
+    /// `hcp audit export --otlp` of a trail to a local collector: records per second.
+    Export(bench_export::Args),
+    /// Network by destination: an HTTPS request through the egress proxy against the
+    /// same from a `host` pack, and the start of a call with destinations against a
+    /// `deny` call, pairwise in one run.
+    Egress(bench_egress::Args),
 }
 
 /// Runs the chosen benchmark.
@@ -59,6 +70,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Which::Openapi(o) => bench_openapi::run(&o),
         Which::Agent(a) => bench_agent::run(&a),
         Which::Mcp(m) => bench_mcp::run(&m),
+        Which::Export(e) => bench_export::run(&e),
+        Which::Egress(e) => bench_egress::run(&e),
     }
 }
 

@@ -35,7 +35,7 @@ pub struct Args {
 }
 
 /// What one arm runs: a fresh command each time.
-type Arm<'a> = Box<dyn Fn() -> Command + 'a>;
+pub(crate) type Arm<'a> = Box<dyn Fn() -> Command + 'a>;
 
 /// Warm-up rounds before timing.
 const WARMUP: usize = 10;
@@ -184,25 +184,7 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         arms.push(("curl", Box::new(move || cmd(&c, &curl_args))));
     }
     let load_before = load_average();
-    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
-    let mut order: Vec<usize> = (0..arms.len()).collect();
-    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
-    for round in 0..WARMUP + args.runs {
-        for i in (1..order.len()).rev() {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let j = usize::try_from(rng % (i as u64 + 1)).unwrap_or(0);
-            order.swap(i, j);
-        }
-        for &i in &order {
-            let d = timed(arms[i].1())
-                .with_context(|| format!("arm `{}`, round {round}", arms[i].0))?;
-            if round >= WARMUP {
-                times[i].push(d);
-            }
-        }
-    }
+    let mut times = shuffled_rounds(&arms, WARMUP, args.runs)?;
     let load_after = load_average();
     ok(&["audit", "verify"])?;
 
@@ -242,12 +224,44 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
     Ok(())
 }
 
-fn ms(d: Duration) -> f64 {
+/// Runs every arm once per round, in a shuffled order each round (a fixed xorshift seeded
+/// by the process id), `warmup` rounds untimed then `runs` timed: each arm's wall times.
+///
+/// # Errors
+/// The first arm that cannot be spawned or does not exit 0, with its name and round.
+pub(crate) fn shuffled_rounds(
+    arms: &[(&str, Arm<'_>)],
+    warmup: usize,
+    runs: usize,
+) -> Result<Vec<Vec<Duration>>> {
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); arms.len()];
+    let mut order: Vec<usize> = (0..arms.len()).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ u64::from(std::process::id());
+    for round in 0..warmup + runs {
+        for i in (1..order.len()).rev() {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let j = usize::try_from(rng % (i as u64 + 1)).unwrap_or(0);
+            order.swap(i, j);
+        }
+        for &i in &order {
+            let d = timed(arms[i].1())
+                .with_context(|| format!("arm `{}`, round {round}", arms[i].0))?;
+            if round >= warmup {
+                times[i].push(d);
+            }
+        }
+    }
+    Ok(times)
+}
+
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
 /// One run: its wall time; it must exit 0.
-fn timed(mut c: Command) -> Result<Duration> {
+pub(crate) fn timed(mut c: Command) -> Result<Duration> {
     c.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -258,7 +272,7 @@ fn timed(mut c: Command) -> Result<Duration> {
     Ok(d)
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p)
             .map(|d| d.join(name))
@@ -266,7 +280,7 @@ fn which(name: &str) -> Option<PathBuf> {
     })
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))

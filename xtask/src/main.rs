@@ -8,8 +8,10 @@
 
 mod bench;
 mod bench_agent;
+mod bench_egress;
 mod bench_exec;
 mod bench_exec_state;
+mod bench_export;
 mod bench_gate;
 mod bench_mcp;
 mod bench_openapi;

@@ -1,38 +1,81 @@
 //! Exec overhead of confinement, measured pairwise: each round runs `/bin/true` through
 //! `hcp_adapter::run` once per variant, in a rotating order, so that load from other
 //! processes on the machine falls on every variant alike. Prints the median and the 90th
-//! percentile of each variant and the median of the per-round differences against a
-//! baseline variant.
+//! percentile of each variant and the median of the per-round differences against the
+//! baseline: the same spawn unconfined but for the resource limits (RUNTIME §5.4's goal: a
+//! confined call of any land adds at most 0.40 ms over it).
 //!
-//! The variants named `main_*` are the confinement `hcp exec` applied before
-//! `Confinement::for_call` (still in the library: `for_local_land`, `with_limits`);
-//! `call_*` are `for_call`, which every land gets from now on. Each includes what a call
-//! does per exec for it: building the confinement and, where it has one, making and
-//! removing the private `TMPDIR` (tmpfs).
+//! Each `view_*` variant includes what a call does per exec for it: building its
+//! confinement ([`Confinement::for_call`]: the view's plan, the cgroups) and the child's
+//! namespaces, mounts and filters.
 //!
-//! `cargo bench -p hcp-adapter --bench confine_pairs [-- ROUNDS]` (default 2000 rounds)
+//! `cargo bench -p hcp-adapter --bench confine_pairs [-- ROUNDS]` (default 2000 rounds);
+//! `PREP=1` times the parent's preparation alone.
 
 #![allow(clippy::unwrap_used)]
 
 use hcp_adapter::{
-    CallPolicy, CallSandbox, ChildEnv, Confinement, Invocation, KernelSupport, Limits, Network,
-    PrivateTmp, ResourceLimits, SandboxPaths, SandboxPolicy, pin_bin, run, verify_bin,
+    CallPolicy, CallSandbox, ChildEnv, Confinement, EtcIndex, Invocation, Limits, Network,
+    ResourceLimits, pin_bin, run, scan_etc, verify_bin,
 };
+use hcp_model::Land;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const VARIANTS: [&str; 7] = [
-    "none",
-    "main_personal (limits)",
-    "call_personal",
-    "main_local (landlock, limits, private tmp)",
-    "call_local",
-    "call_personal_owner",
-    "call_personal_without_pids_cgroup",
+/// (name, land, owner, network, write verb).
+const VARIANTS: [(&str, Option<Land>, bool, Network, bool); 9] = [
+    ("limits only", None, false, Network::Deny, false),
+    (
+        "view personal deny",
+        Some(Land::Personal),
+        false,
+        Network::Deny,
+        false,
+    ),
+    (
+        "view brain deny",
+        Some(Land::Brain),
+        false,
+        Network::Deny,
+        false,
+    ),
+    (
+        "view local read deny",
+        Some(Land::Local),
+        false,
+        Network::Deny,
+        false,
+    ),
+    (
+        "view local write deny",
+        Some(Land::Local),
+        false,
+        Network::Deny,
+        true,
+    ),
+    (
+        "view personal host",
+        Some(Land::Personal),
+        false,
+        Network::Host,
+        false,
+    ),
+    (
+        "view personal allow (netns)",
+        Some(Land::Personal),
+        false,
+        Network::Allow,
+        false,
+    ),
+    (
+        "view personal owner",
+        Some(Land::Personal),
+        true,
+        Network::Deny,
+        false,
+    ),
+    ("none", None, true, Network::Deny, false),
 ];
-
-/// (variant, baseline) pairs whose per-round differences are printed.
-const PAIRS: [(usize, usize); 5] = [(2, 1), (4, 3), (5, 1), (2, 6), (1, 0)];
 
 fn main() {
     let rounds: usize = std::env::args()
@@ -44,11 +87,19 @@ fn main() {
     let world = tempfile::tempdir().unwrap();
     let work = world.path().join("work");
     let hcp_home = world.path().join("hcp");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::create_dir_all(hcp_home.join("state")).unwrap();
+    let tenant = world.path().join("tenant");
+    for d in [&work, &tenant, &hcp_home.join("state")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::create_dir_all(work.join(".git/hooks")).unwrap();
     let homes: Vec<PathBuf> = std::env::var_os("HOME")
         .map(PathBuf::from)
         .into_iter()
+        .collect();
+    let etc: EtcIndex = scan_etc();
+    let protect: Vec<String> = hcp_adapter::PROTECTED_IN_WORKDIR
+        .iter()
+        .map(|s| (*s).to_owned())
         .collect();
     let limits = ResourceLimits {
         cpu_seconds: 60,
@@ -56,111 +107,77 @@ fn main() {
         open_files: 1024,
         file_size_bytes: 1 << 30,
         processes: 1024,
+        tmp_bytes: 64 << 20,
+        memory_bytes: 2 << 30,
     };
-    let policy = SandboxPolicy {
-        require: true,
-        network: Network::Allow,
-        limits,
-    };
-    let call_policy = CallPolicy {
-        require: true,
-        network: None,
-        limits,
-    };
-    let main_local = |tmpdir: &Path| {
-        Confinement::for_local_land(
-            &SandboxPaths {
-                workdir: &work,
-                tmpdir,
-                bin: bin.path(),
-                extra_ro: &[],
-                protected: std::slice::from_ref(&hcp_home),
-                not_above: &homes,
-            },
-            &policy,
-        )
-        .unwrap()
-        .0
-    };
-    let mut no_cgroup = KernelSupport::probe();
-    no_cgroup.pids_cgroup = Ok(None);
-    let call_with = |support: &KernelSupport, land, owner, tmpdir: &Path| {
-        Confinement::for_call_with(
-            support,
+    let call = |land: Land, owner: bool, network: Network, writes: bool| {
+        Confinement::for_call(
             &CallSandbox {
                 land,
                 owner,
+                writes,
                 workdir: &work,
-                tmpdir,
+                tenant_home: Some(&tenant),
                 bin: bin.path(),
+                interpreter: None,
                 hcp_home: &hcp_home,
                 bootstrap: None,
                 homes: &homes,
-                not_above: &homes,
-                other_sandboxes: &[],
-                protect: &[],
                 read: &[],
                 write: &[],
-                extra_ro: &[],
+                protect_in_workdir: &protect,
+                etc: &etc,
             },
-            &call_policy,
+            &CallPolicy {
+                require: false,
+                network,
+                limits,
+                cgroup: None,
+            },
         )
         .unwrap()
         .0
     };
-    // As `for_call` does: what the kernel offers is asked on every call.
-    let call = |land, owner, tmpdir: &Path| call_with(&KernelSupport::probe(), land, owner, tmpdir);
     if std::env::var_os("PREP").is_some() {
-        let t = PrivateTmp::create_in(&PrivateTmp::default_base()).unwrap();
-        let time = |name: &str, f: &mut dyn FnMut()| {
+        for (name, land, owner, net, writes) in VARIANTS {
+            let Some(land) = land else { continue };
             let s = Instant::now();
             for _ in 0..500 {
-                f();
+                drop(call(land, owner, net, writes));
             }
             println!(
                 "prep {name}: {:.3} ms",
                 s.elapsed().as_secs_f64() * 1e3 / 500.0
             );
-        };
-        time("probe", &mut || drop(KernelSupport::probe()));
-        time("personal", &mut || {
-            drop(call(hcp_model::Land::Personal, false, t.path()))
-        });
-        time("local", &mut || {
-            drop(call(hcp_model::Land::Local, false, t.path()))
-        });
-        time("main_local", &mut || drop(main_local(t.path())));
+        }
         return;
     }
-    let run_with = |confine: Option<&Confinement>| {
+    let run_with = |confine: Option<&Confinement>, cwd: &Path| {
         let out = run(&Invocation {
             bin: &bin,
             argv0: "true".into(),
             args: Vec::new(),
             env: &env,
-            cwd: work.clone(),
+            cwd: cwd.to_owned(),
             limits: Limits::default(),
             confine,
             cancel: None,
+            egress: None,
         })
         .unwrap();
         assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     };
-    let with_tmp = |f: &dyn Fn(&Path) -> Confinement| {
-        let t = PrivateTmp::create_in(&PrivateTmp::default_base()).unwrap();
-        run_with(Some(&f(t.path())));
-        t.remove().unwrap();
-    };
     let one = |v: usize| -> Duration {
+        let (_, land, owner, net, writes) = VARIANTS[v];
         let start = Instant::now();
-        match v {
-            0 => run_with(None),
-            1 => run_with(Some(&Confinement::with_limits(&limits))),
-            2 => with_tmp(&|t| call(hcp_model::Land::Personal, false, t)),
-            3 => with_tmp(&|t| main_local(t)),
-            4 => with_tmp(&|t| call(hcp_model::Land::Local, false, t)),
-            5 => with_tmp(&|t| call(hcp_model::Land::Personal, true, t)),
-            _ => with_tmp(&|t| call_with(&no_cgroup, hcp_model::Land::Personal, false, t)),
+        match land {
+            None if owner => run_with(None, &work),
+            None => run_with(Some(&Confinement::with_limits(&limits)), &work),
+            Some(land) => {
+                let c = call(land, owner, net, writes);
+                let cwd = c.view().map_or(work.clone(), |v| v.home().to_owned());
+                run_with(Some(&c), &cwd);
+            }
         }
         start.elapsed()
     };
@@ -177,18 +194,19 @@ fn main() {
         }
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let k = KernelSupport::probe();
+    let k = hcp_adapter::KernelSupport::probe();
     println!(
-        "landlock: {:?}, processes: {}, pids cgroup: {:?}, uid {}, rounds: {rounds}",
+        "landlock: {:?}, processes: {}, pids cgroup: {:?}, memory cgroup: {:?}, uid {}, rounds: {rounds}",
         k.landlock,
         k.processes.describe(),
         k.pids_cgroup,
+        k.memory_cgroup,
         // SAFETY: geteuid cannot fail.
         unsafe { libc::geteuid() }
     );
     println!("| variant | median | p90 |");
     println!("|---|---|---|");
-    for (v, name) in VARIANTS.iter().enumerate() {
+    for (v, (name, ..)) in VARIANTS.iter().enumerate() {
         let mut t = times[v].clone();
         t.sort();
         println!(
@@ -200,17 +218,17 @@ fn main() {
     println!();
     println!("| pair | median of per-round differences |");
     println!("|---|---|");
-    for (a, b) in PAIRS {
+    for a in 1..VARIANTS.len() {
         let mut diff: Vec<f64> = times[a]
             .iter()
-            .zip(&times[b])
+            .zip(&times[0])
             .map(|(x, y)| ms(*x) - ms(*y))
             .collect();
         diff.sort_by(f64::total_cmp);
         println!(
             "| {} − {} | {:+.3} ms |",
-            VARIANTS[a],
-            VARIANTS[b],
+            VARIANTS[a].0,
+            VARIANTS[0].0,
             diff[diff.len() / 2]
         );
     }

@@ -7,8 +7,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use hcp_adapter::{
-    ChildEnv, Confinement, Invocation, Limits, Network, PrivateTmp, ResourceLimits, SandboxPaths,
-    SandboxPolicy, Sha256Digest, StatFingerprint, pin_bin, run, verify_bin,
+    CallPolicy, CallSandbox, ChildEnv, Confinement, Invocation, Limits, Network, ResourceLimits,
+    Sha256Digest, StatFingerprint, pin_bin, run, verify_bin,
 };
 use std::hint::black_box;
 use std::os::unix::fs::MetadataExt;
@@ -55,6 +55,7 @@ fn spawn(c: &mut Criterion) {
                 limits: Limits::default(),
                 confine: None,
                 cancel: None,
+                egress: None,
             })
             .unwrap();
             black_box(out.exit_code)
@@ -89,71 +90,76 @@ fn verify(c: &mut Criterion) {
     g.finish();
 }
 
-/// Exec overhead of confinement, pairwise in one run: the same `/bin/true` through `run`
-/// with no confinement, with resource limits only (every land), and with the `local`
-/// land sandbox (Landlock ruleset built per call, as exec does, plus limits), with and
-/// without creating and removing the private temporary directory.
+/// Exec overhead of confinement in one run: the same `/bin/true` through `run` with no
+/// confinement, with resource limits only, and with a `personal` call's view (built per
+/// call, as exec does). `confine_pairs` measures every land and mode pairwise.
 fn confine(c: &mut Criterion) {
     let mut g = c.benchmark_group("confine_true");
     let bin = verify_bin(&pin_bin(Path::new("/bin/true")).unwrap()).unwrap();
     let env = ChildEnv::from_parent(std::env::vars_os());
-    let work = tempfile::tempdir().unwrap();
+    let world = tempfile::tempdir().unwrap();
+    let tenant = world.path().join("tenant");
+    std::fs::create_dir_all(&tenant).unwrap();
+    let etc = hcp_adapter::scan_etc();
     let limits = ResourceLimits {
         cpu_seconds: 60,
         address_space_bytes: 4 << 30,
         open_files: 1024,
         file_size_bytes: 1 << 30,
         processes: 1024,
+        tmp_bytes: 64 << 20,
+        memory_bytes: 2 << 30,
     };
-    let policy = SandboxPolicy {
-        require: false,
-        network: Network::Allow,
-        limits,
-    };
-    let tmp = PrivateTmp::create_in(&std::env::temp_dir()).unwrap();
-    let run_with = |confine: Option<&Confinement>| {
+    let run_with = |confine: Option<&Confinement>, cwd: &Path| {
         let out = run(&Invocation {
             bin: &bin,
             argv0: "true".into(),
             args: Vec::new(),
             env: &env,
-            cwd: work.path().to_owned(),
+            cwd: cwd.to_owned(),
             limits: Limits::default(),
             confine,
             cancel: None,
+            egress: None,
         })
         .unwrap();
         assert_eq!(out.exit_code, 0);
     };
-    let sandbox = |tmpdir: &Path| {
-        let (c, report) = Confinement::for_local_land(
-            &SandboxPaths {
-                workdir: work.path(),
-                tmpdir,
+    let view = || {
+        let (c, report) = Confinement::for_call(
+            &CallSandbox {
+                land: hcp_model::Land::Personal,
+                owner: false,
+                writes: false,
+                workdir: world.path(),
+                tenant_home: Some(&tenant),
                 bin: bin.path(),
-                extra_ro: &[],
-                protected: &[],
-                not_above: &[],
+                interpreter: None,
+                hcp_home: world.path(),
+                bootstrap: None,
+                homes: &[],
+                read: &[],
+                write: &[],
+                protect_in_workdir: &[],
+                etc: &etc,
             },
-            &policy,
+            &CallPolicy {
+                require: false,
+                network: Network::Deny,
+                limits,
+                cgroup: None,
+            },
         )
         .unwrap();
         black_box(report);
         c
     };
-    g.bench_function("none", |b| b.iter(|| run_with(None)));
+    g.bench_function("none", |b| b.iter(|| run_with(None, world.path())));
     g.bench_function("limits", |b| {
-        b.iter(|| run_with(Some(&Confinement::with_limits(&limits))))
+        b.iter(|| run_with(Some(&Confinement::with_limits(&limits)), world.path()))
     });
-    g.bench_function("landlock_and_limits", |b| {
-        b.iter(|| run_with(Some(&sandbox(tmp.path()))))
-    });
-    g.bench_function("landlock_limits_private_tmp", |b| {
-        b.iter(|| {
-            let t = PrivateTmp::create_in(&std::env::temp_dir()).unwrap();
-            run_with(Some(&sandbox(t.path())));
-            t.remove().unwrap();
-        })
+    g.bench_function("view_personal", |b| {
+        b.iter(|| run_with(Some(&view()), Path::new(hcp_adapter::VIEW_HOME)))
     });
     g.finish();
 }

@@ -1,113 +1,128 @@
-//! The confinement of one call, every land (RUNTIME §4, §5 "Confinement of every land"):
-//! the one entry point the pipeline calls, [`Confinement::for_call`].
+//! The confinement of one call, every land (RUNTIME §4, §5.1–§5.4): the one entry point the
+//! pipeline calls, [`Confinement::for_call`].
 //!
-//! | | `local` | `personal`, `brain` |
-//! |---|---|---|
-//! | read | system paths, the bin, the sandbox, `read` grants | everything the user can, but the hidden paths |
-//! | write | the sandbox, the private `TMPDIR`, `write` grants | the private `TMPDIR`, `write` grants |
-//! | hidden (neither readable nor writable) | the same, where the rules would reach them | `$HCP_HOME` (the bootstrap pack: parts of it), other principals' sandboxes, the protected secrets, `sandbox.protect` |
-//! | network default | `deny` | `allow` |
+//! Every call, every land, every child (a verb's, a connect verb's, a trigger's) gets:
 //!
-//! Every call: signals and abstract Unix sockets scoped to it (Landlock ABI ≥ 6), the
-//! seccomp base filter, a PID namespace where the kernel allows one, the resource
-//! limits, the parent-death signal; as root, a `pids` cgroup and fewer capabilities.
-//! Every non-owner call: the nested-call marker ([`crate::inside_non_owner_call`]).
+//! - its view ([`View`], the view module): mount, PID and IPC namespaces of its own, a root
+//!   of its own holding only what the call was given; as an ordinary user inside a user
+//!   namespace mapping only the caller's own uid and gid;
+//! - its network ([`Network`]): `deny` (a seccomp filter), `host`, or a network namespace
+//!   of its own for `{"allow": …}`;
+//! - no privileges: every capability set empty, `no_new_privs`, `RLIMIT_RTPRIO` and
+//!   `RLIMIT_NICE` 0;
+//! - its processes kept in: a PID namespace (nothing outlives the call, also when hcp is
+//!   killed), a fork bomb bounded by `limits.processes` (a pids cgroup as root,
+//!   `RLIMIT_NPROC` otherwise);
+//! - one memory bound for all its processes where hcp can make a memory cgroup, else
+//!   `limits.address_space_bytes` per process;
+//! - for a non-owner call, the nested-call marker ([`crate::inside_non_owner_call`]).
+//!
+//! **Where a mechanism is missing** (RUNTIME §5.4): a non-owner call whose view, network
+//! mode or privilege drop cannot be had is refused (`sandbox_unavailable`) whatever
+//! `sandbox.require` says. `sandbox.require` governs the owner's calls (without it an
+//! owner's call runs without a view and says why) and the `processes` and `memory` parts.
 
 use crate::AdapterError;
-use crate::cgroup::CallCgroup;
-use crate::confine::{Confinement, IdMaps, Namespaces, Network, local_rules};
-use crate::hide::{self, Covers, HOME_SECRETS, Hidden, MountPlan};
+use crate::cgroup::{Bases, Bounds, CallCgroup};
+use crate::confine::{Confinement, Filters, IdMaps, Namespaces, Network};
 use crate::limits::ResourceLimits;
 use crate::procs::ProcessMechanism;
-use crate::report::{SandboxField, SandboxMode, SandboxReport, Status};
-use crate::ruleset::{
-    Grant, LandlockSupport, NETWORK_LANDLOCK_ABI, Rule, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW,
-    SYSTEM_READ_ONLY, TESTED_LANDLOCK_ABI, build_ruleset,
-};
-use crate::seccomp::{self, Filter};
+use crate::report::{NetworkField, SandboxField, SandboxMode, SandboxReport, Status};
+use crate::ruleset::{LandlockSupport, SCOPE_LANDLOCK_ABI};
+use crate::seccomp::{self, Filter, Net};
+use crate::view::{EtcIndex, StoreView, View, ViewSpec};
 use crate::workdir::{SandboxPaths, check_sandbox_dir};
 use hcp_model::Land;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The paths of one call, whatever its land (RUNTIME §5). Every list may be empty.
+/// What one call is given, whatever its land (RUNTIME §5.1). Every list may be empty.
 #[derive(Debug, Clone, Copy)]
 pub struct CallSandbox<'a> {
     /// The verb's land.
     pub land: Land,
-    /// The caller is the owner (no session): no nested-call marker.
+    /// The caller is the owner (no session): no nested-call marker, and a missing
+    /// mechanism is refused only under `sandbox.require`.
     pub owner: bool,
-    /// The child's working directory: the sandbox of a `local` call (read-write), the
-    /// caller's directory otherwise (readable like the rest).
+    /// A `write` verb: a `local` workdir read-write, with its protected names.
+    pub writes: bool,
+    /// The workdir of a `local` call (at its own path in the view).
     pub workdir: &'a Path,
-    /// The private temporary directory ([`PrivateTmp`](crate::PrivateTmp)), the child's
-    /// `TMPDIR`: read-write in every land.
-    pub tmpdir: &'a Path,
+    /// `personal` and `brain`: the tenant home (RUNTIME §5.2) on the host, made already.
+    pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,
-    /// `$HCP_HOME`: hidden, unless [`bootstrap`](Self::bootstrap).
+    /// A script bin's interpreter, `env` resolved (`None` otherwise).
+    pub interpreter: Option<&'a Path>,
+    /// `$HCP_HOME`: never in a view, but for the bootstrap pack.
     pub hcp_home: &'a Path,
-    /// `Some(paths)` when the pinned bin is the running `hcp` (the bootstrap pack, the
-    /// one exception): `$HCP_HOME` stays readable (never writable) but for `paths`
-    /// (credentials in `state/bindings`, the audit's secret and keys), which are hidden.
-    pub bootstrap: Option<&'a [PathBuf]>,
-    /// The user's homes (`$HOME` as hcp sees it and the password database's): their
-    /// [`HOME_SECRETS`] are hidden.
+    /// `Some(names)` when the pinned bin is the running `hcp` (the bootstrap pack): the
+    /// store is in its view, read-only, but for `names` (relative to it).
+    pub bootstrap: Option<&'a [&'a str]>,
+    /// The machine's homes (the password database's and `$HOME`), resolved, for the rule
+    /// of the bin's directory and a `local` workdir's.
     pub homes: &'a [PathBuf],
-    /// Homes a `local` sandbox may lie in but neither be nor hold (every home of
-    /// `/etc/passwd`, `$HOME`).
-    pub not_above: &'a [PathBuf],
-    /// Other principals' sandboxes and session working directories: hidden.
-    pub other_sandboxes: &'a [PathBuf],
-    /// The operator's `sandbox.protect` paths: hidden.
-    pub protect: &'a [PathBuf],
-    /// The operator's `read` grants of the pack (`config.json` `packs.ID.read`):
-    /// readable, also where they lie in a protected path.
+    /// Read-only paths of the configuration (`packs.ID.read`, `sandbox.read`).
     pub read: &'a [PathBuf],
-    /// The operator's `write` grants of the pack (`packs.ID.write`): read-write.
+    /// Read-write paths of the configuration (`packs.ID.write`).
     pub write: &'a [PathBuf],
-    /// More paths a `local` child may read and execute (an interpreter).
-    pub extra_ro: &'a [PathBuf],
+    /// The protected names of a writable workdir.
+    pub protect_in_workdir: &'a [String],
+    /// What of `/etc` the view covers and binds (the store keeps it).
+    pub etc: &'a EtcIndex,
 }
 
 /// The configuration of one call's confinement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallPolicy {
-    /// `sandbox.require`: refuse (`sandbox_unavailable`) rather than run where the
-    /// kernel cannot confine the filesystem.
+    /// `sandbox.require`: refuse (`sandbox_unavailable`) an owner's call that cannot get
+    /// its view, and any call whose `processes` or `memory` part cannot be enforced.
     pub require: bool,
-    /// The pack's `network` override, else `sandbox.network`; `None`: the land's
-    /// default ([`Network::default_for`]).
-    pub network: Option<Network>,
+    /// The call's network (`packs.ID.network`, else `sandbox.network`, default `deny`).
+    pub network: Network,
     /// The resource limits, already tightened for this call.
     pub limits: ResourceLimits,
+    /// `limits.cgroup`: a delegated cgroup an ordinary user may make the memory cgroup in.
+    pub cgroup: Option<PathBuf>,
 }
 
 /// What this kernel and this process offer for confinement (for [`Confinement::for_call`]
 /// and `hcp doctor`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSupport {
-    /// Landlock.
+    /// Landlock (its scopes, ABI ≥ 6).
     pub landlock: LandlockSupport,
-    /// How descendants are kept from outliving a call.
+    /// How a call gets its namespaces, or why it cannot.
     pub processes: ProcessMechanism,
     /// Seccomp filters.
     pub seccomp: bool,
-    /// As root: where call cgroups with `pids.max` are made, or why none can be. `Ok`
-    /// of nothing for an ordinary user, whom `RLIMIT_NPROC` binds.
+    /// The mount API a view is built with (`open_tree`, `move_mount`, `mount_setattr`:
+    /// Linux 5.12), or why it is missing.
+    pub mount_api: Result<(), String>,
+    /// As root: where call cgroups with `pids.max` are made, or why none can be. `Ok` of
+    /// nothing for an ordinary user, whom `RLIMIT_NPROC` binds.
     pub pids_cgroup: Result<Option<PathBuf>, String>,
+    /// As root: where call memory cgroups are made, or why none can be. `Ok` of nothing for
+    /// an ordinary user (only a delegated `limits.cgroup` gives one a memory cgroup).
+    pub memory_cgroup: Result<Option<PathBuf>, String>,
 }
 
 impl KernelSupport {
-    /// Asks the kernel (a few system calls; as root also `/proc/self/cgroup` and
-    /// `/proc/self/mountinfo`).
+    /// Asks the kernel (a few system calls; as root also `/proc/self/cgroup`).
     pub fn probe() -> Self {
+        let root = crate::limits::running_as_root();
         Self {
             landlock: LandlockSupport::probe(),
             processes: crate::procs::process_mechanism(),
             seccomp: seccomp::seccomp_available(),
-            pids_cgroup: if crate::limits::running_as_root() {
+            mount_api: mount_api(),
+            pids_cgroup: if root {
                 crate::cgroup::pids_cgroup_base().map(Some)
+            } else {
+                Ok(None)
+            },
+            memory_cgroup: if root {
+                crate::cgroup::memory_cgroup_base().map(Some)
             } else {
                 Ok(None)
             },
@@ -124,28 +139,90 @@ impl KernelSupport {
             )),
         }
     }
+
+    /// Why a call cannot have its view here, or `None` when it can.
+    pub fn view_missing(&self) -> Option<String> {
+        if let ProcessMechanism::Subreaper(why) = &self.processes {
+            return Some(format!("no namespaces for this user: {why}"));
+        }
+        self.mount_api.as_ref().err().cloned()
+    }
+}
+
+/// Whether the kernel has `mount_setattr` (and with it `open_tree` and `move_mount`): a
+/// call with an invalid descriptor answers `EBADF`, not `ENOSYS`.
+fn mount_api() -> Result<(), String> {
+    // SAFETY: an invalid descriptor and null pointers: the kernel refuses before reading.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            -1,
+            std::ptr::null::<libc::c_char>(),
+            0,
+            std::ptr::null::<u8>(),
+            0usize,
+        )
+    };
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        return Err("the kernel has no `mount_setattr` (Linux 5.12 or later builds a view)".into());
+    }
+    Ok(())
 }
 
 fn unavailable(reason: String) -> AdapterError {
     AdapterError::SandboxUnavailable { reason }
 }
 
-impl Confinement {
-    /// The confinement of one call's child in any land (RUNTIME §5), and its report.
+impl View {
+    /// The view of `call` ([`View::build`] of what it is given), with `stores` resolved and
+    /// `tmp_bytes` the bound of its tmpfs: what [`Confinement::for_call`] mounts, and what
+    /// `hcp show --view` lists without running anything.
     ///
     /// # Errors
-    /// - `sandbox_unavailable` (exit 77): a `local` working directory that may not be a
-    ///   sandbox (see [`SandboxPaths`]); a working directory or `TMPDIR` inside a
-    ///   hidden path; `require` where the kernel has no Landlock; `network: deny` where
-    ///   it has no seccomp;
-    /// - `sandbox_failed` (exit 126): a path of the rules cannot be opened, the kernel
-    ///   refused the ruleset, a filter could not be built, the call cgroup could not be
-    ///   made.
+    /// As [`View::build`].
+    pub fn of_call(
+        call: &CallSandbox<'_>,
+        stores: &[PathBuf],
+        tmp_bytes: u64,
+    ) -> Result<Self, AdapterError> {
+        View::build(&ViewSpec {
+            land: call.land,
+            workdir: call.workdir,
+            workdir_writable: call.writes,
+            tenant_home: call.tenant_home,
+            bin: call.bin,
+            interpreter: call.interpreter,
+            homes: call.homes,
+            stores,
+            read: call.read,
+            write: call.write,
+            protect_in_workdir: call.protect_in_workdir,
+            store: call.bootstrap.map(|hidden| StoreView {
+                root: call.hcp_home,
+                hidden,
+            }),
+            etc: call.etc,
+            tmp_bytes,
+        })
+    }
+}
+
+impl Confinement {
+    /// The confinement of one call's child in any land (RUNTIME §5.1–§5.4), and its report.
+    ///
+    /// # Errors
+    /// - `sandbox_unavailable` (exit 77): a non-owner call where the kernel cannot give a
+    ///   view, its network mode or seccomp; an owner's call likewise under `require`; a
+    ///   call whose `processes` or `memory` part cannot be enforced under `require`; a
+    ///   `local` workdir that may not be one (see [`SandboxPaths`]); a path of the
+    ///   configuration no view may hold;
+    /// - `sandbox_failed` (exit 126): a path of the view cannot be resolved, a call cgroup
+    ///   cannot be made.
     pub fn for_call(
         call: &CallSandbox<'_>,
         policy: &CallPolicy,
     ) -> Result<(Self, SandboxReport), AdapterError> {
-        Self::for_call_with(&KernelSupport::probe(), call, policy)
+        Self::for_call_with(support(), call, policy)
     }
 
     /// [`for_call`](Self::for_call) with what the kernel offers given: for tests of the
@@ -160,371 +237,212 @@ impl Confinement {
     ) -> Result<(Self, SandboxReport), AdapterError> {
         let local = call.land == Land::Local;
         let limits = policy.limits.effective();
-        let network = policy.network.unwrap_or(Network::default_for(call.land));
-        let deny = network == Network::Deny;
         let root = crate::limits::running_as_root();
-        let abi = support.landlock.abi().min(TESTED_LANDLOCK_ABI);
-        let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
-
+        let stores = [call
+            .hcp_home
+            .canonicalize()
+            .unwrap_or_else(|_| call.hcp_home.to_owned())];
         if local {
-            let mut protected = vec![call.hcp_home.to_owned()];
-            protected.extend(call.other_sandboxes.iter().cloned());
             check_sandbox_dir(&SandboxPaths {
                 workdir: call.workdir,
-                tmpdir: call.tmpdir,
-                bin: call.bin,
-                extra_ro: call.extra_ro,
-                protected: &protected,
-                not_above: call.not_above,
+                protected: &stores,
+                not_above: call.homes,
             })?;
         }
-
-        // What no child may reach.
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        for home in call.homes {
-            candidates.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
-        }
-        candidates.extend(hide::system_secrets());
-        candidates.extend(hide::SYSTEM_SOCKETS.iter().map(PathBuf::from));
-        candidates.push(hide::runtime_dir());
-        if root && !local {
-            candidates.extend(hide::block_devices());
-        }
-        candidates.extend(call.protect.iter().cloned());
-        candidates.extend(call.other_sandboxes.iter().cloned());
-        // What killed calls left beside our `TMPDIR` is removed; other calls' private
-        // `TMPDIR`s there (the same user's, so readable by the permission bits: another
-        // principal's files in flight) are hidden. One directory read.
-        let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
-        let (_, others) = crate::tmp::PrivateTmp::sweep_listing(base, Some(call.tmpdir));
-        if !local {
-            candidates.extend(others);
-        }
-        match call.bootstrap {
-            None => candidates.push(call.hcp_home.to_owned()),
-            Some(inner) => candidates.extend(inner.iter().cloned()),
-        }
-        let readable: Vec<PathBuf> = if local {
-            let mut r: Vec<PathBuf> = SYSTEM_READ_ONLY
-                .iter()
-                .map(|p| crate::workdir::resolve_system(Path::new(p)))
-                .collect();
-            r.extend([call.bin, call.workdir, call.tmpdir].map(canon));
-            r.extend(
-                call.extra_ro
-                    .iter()
-                    .chain(call.read)
-                    .chain(call.write)
-                    .map(|p| canon(p)),
-            );
-            r
-        } else {
-            vec![PathBuf::from("/")]
-        };
-        let reveal: Vec<PathBuf> = call.read.to_vec();
-        let hidden = hide::hidden(&candidates, &readable, &reveal);
-        let (work, tmp) = (canon(call.workdir), canon(call.tmpdir));
-        if let Some(h) = hidden
-            .iter()
-            .find(|h| work.starts_with(&h.path) || tmp.starts_with(&h.path))
-        {
-            return Err(unavailable(format!(
-                "the working directory `{}` or the private temporary directory lies inside `{}`, which no call may reach",
-                work.display(),
-                h.path.display()
-            )));
-        }
-
-        // Namespaces.
-        let (ns, id_maps) = match &support.processes {
-            ProcessMechanism::PidNamespace => (
-                Namespaces {
-                    user: false,
-                    pid: true,
-                    mount: !hidden.is_empty(),
-                },
-                None,
-            ),
-            ProcessMechanism::UserPidNamespace => (
-                Namespaces {
-                    user: true,
-                    pid: true,
-                    mount: !hidden.is_empty(),
-                },
-                Some(Arc::new(IdMaps::own())),
-            ),
-            ProcessMechanism::Subreaper(_) => (Namespaces::default(), None),
-        };
-
         let mut c = Confinement::with_effective_limits(&limits);
-        c.ns = ns;
-        c.id_maps = id_maps;
-        c.drop_caps = root;
-        if ns.mount {
-            let base = call.tmpdir.parent().unwrap_or(call.tmpdir);
-            let covers = Covers::shared(base).map_err(|e| AdapterError::SandboxFailed {
-                path: base.to_owned(),
-                reason: "cannot make what covers the hidden paths".into(),
-                source: Some(e),
-            })?;
-            let proc = ns.pid && !local;
-            c.mounts = Some(Arc::new(MountPlan::new(&hidden, !ns.user, &covers, proc)));
-            c.covers = Some(Arc::new(covers));
-        }
+        c.drop_caps = Some(crate::privileges::last_cap());
 
-        // Landlock.
-        let filesystem = if abi == 0 {
-            let reason = support
-                .landlock
-                .missing_reason()
-                .unwrap_or("landlock is not available");
-            if policy.require {
+        // The view, or why there is none.
+        let missing = support.view_missing();
+        let view = match &missing {
+            None => Some(Arc::new(View::of_call(call, &stores, limits.tmp_bytes)?)),
+            Some(why) if !call.owner => {
                 return Err(unavailable(format!(
-                    "{reason} and the configuration requires the sandbox"
+                    "{why}; a call of a session runs only in its view"
                 )));
             }
-            Status::NotEnforced(reason.to_owned())
-        } else {
-            let to_expand = if ns.mount { &[][..] } else { &hidden[..] };
-            let root_dir = PathBuf::from("/");
-            let ro: Vec<PathBuf> = call.extra_ro.iter().chain(call.read).cloned().collect();
-            let mut rules: Vec<Rule<'_>> = if local {
-                local_rules(call.workdir, call.tmpdir, call.bin, &ro, call.write)
-            } else {
-                let mut r = vec![
-                    Rule {
-                        path: root_dir.as_path(),
-                        grant: Grant::Read,
-                        required: None,
-                    },
-                    Rule {
-                        path: call.tmpdir,
-                        grant: Grant::All,
-                        required: Some("cannot open the private temporary directory"),
-                    },
-                ];
-                r.extend(call.write.iter().map(|p| Rule {
-                    path: p,
-                    grant: Grant::All,
-                    required: None,
-                }));
-                r.extend(SYSTEM_DEVICES_RW.iter().map(|p| Rule {
-                    path: Path::new(p),
-                    grant: Grant::Device,
-                    required: None,
-                }));
-                r
-            };
-            let expanded = expand(&mut rules, to_expand);
-            let mut all: Vec<Rule<'_>> = rules;
-            all.extend(expanded.iter().map(|(p, g)| Rule {
-                path: p,
-                grant: *g,
-                required: None,
-            }));
-            let fd = build_ruleset(abi, &all, deny && abi >= NETWORK_LANDLOCK_ABI)?;
-            c.ruleset = Some(Arc::new(fd));
-            Status::Enforced
-        };
-
-        // Seccomp.
-        let network_status = if support.seccomp {
-            c.filters.push(seccomp::program(Filter {
-                network_deny: deny,
-                marker: !call.owner,
-            }));
-            if deny {
-                Status::Enforced
-            } else {
-                Status::Allowed
+            Some(why) if policy.require => {
+                return Err(unavailable(format!(
+                    "{why}, and the configuration requires the sandbox"
+                )));
             }
-        } else if deny {
-            return Err(unavailable(
-                "the kernel has no seccomp filters, so the network `deny` cannot be enforced"
-                    .into(),
-            ));
-        } else {
-            Status::Allowed
+            Some(_) => None,
         };
+        let filesystem = match &missing {
+            None => Status::Enforced,
+            Some(why) => Status::NotEnforced(format!("no view: {why}")),
+        };
+        let socket_listed = view.as_ref().is_some_and(|v| v.lists_socket());
+        if view.is_some() {
+            c.ns = Namespaces {
+                user: !root,
+                pid: true,
+                mount: true,
+                ipc: true,
+                net: policy.network == Network::Allow,
+            };
+            if !root {
+                c.id_maps = Some(Arc::new(IdMaps::own()));
+            }
+            c.egress = policy.network == Network::Allow;
+        }
+        c.view = view;
 
-        // Processes.
+        // Network: seccomp, and Landlock's scopes outside a namespace of the call's own.
+        let refuse_network = |why: String| -> Result<Status, AdapterError> {
+            if !call.owner || policy.require {
+                return Err(unavailable(why));
+            }
+            Ok(Status::NotEnforced(why))
+        };
+        let mut network = Status::Enforced;
+        if support.seccomp {
+            let net = match policy.network {
+                Network::Deny => Net::Deny,
+                Network::Host => Net::Host,
+                Network::Allow if c.egress => Net::OwnNamespace,
+                Network::Allow => Net::Host,
+            };
+            let filter = Filter {
+                net,
+                unix: socket_listed,
+                marker: !call.owner,
+                notify: net == Net::Deny,
+            };
+            c.filters = Some(Filters {
+                main: seccomp::program(filter),
+                listener: filter.notify,
+                fallback: seccomp::program(Filter {
+                    notify: false,
+                    ..filter
+                }),
+            });
+            if policy.network == Network::Allow && !c.egress {
+                network = refuse_network(
+                    "no network namespace of the call's own, so `allow` cannot be kept to its destinations".into(),
+                )?;
+            }
+        } else {
+            network = refuse_network(format!(
+                "the kernel has no seccomp filters, so the network `{}` cannot be enforced",
+                policy.network.as_str()
+            ))?;
+        }
+        if !c.egress {
+            c.landlock_scope = crate::ruleset::scope_ruleset();
+            if c.landlock_scope.is_none() && socket_listed && network.is_enforced() {
+                network = Status::NotEnforced(format!(
+                    "abstract unix sockets of the host are reachable through the listed socket: landlock abi {} < {SCOPE_LANDLOCK_ABI}",
+                    support.landlock.abi()
+                ));
+            }
+        }
+
+        // Processes and memory.
         let mut processes = match &support.processes {
             ProcessMechanism::Subreaper(why) => Status::NotEnforced(format!(
                 "descendants are ended at the end of the call but would outlive a killed hcp: {why}"
             )),
+            _ if c.view.is_none() => Status::NotEnforced(
+                "descendants are ended at the end of the call but would outlive a killed hcp: no pid namespace without the view".into(),
+            ),
             _ => Status::Enforced,
         };
+        let mut bases = Bases::default();
         if root {
             match &support.pids_cgroup {
-                Ok(Some(base)) => {
-                    let subreaper = matches!(support.processes, ProcessMechanism::Subreaper(_));
-                    if subreaper {
-                        crate::cgroup::sweep(base);
-                    }
-                    let cg = CallCgroup::claim(base, limits.processes, subreaper).map_err(|e| {
-                        AdapterError::SandboxFailed {
-                            path: base.clone(),
-                            reason: "cannot make the call's pids cgroup".into(),
-                            source: Some(e),
-                        }
-                    })?;
-                    c.cgroup = Some(Arc::new(cg));
-                }
-                Ok(None) => {}
+                Ok(base) => bases.pids = base.clone(),
                 Err(_) => {
                     if let Status::NotEnforced(r) = support.fork_bombs() {
                         processes = Status::NotEnforced(match processes {
                             Status::NotEnforced(p) => format!("{p}; {r}"),
-                            _ => r,
+                            Status::Enforced => r,
                         });
                     }
                 }
             }
         }
+        let memory_base = if root {
+            support
+                .memory_cgroup
+                .clone()
+                .and_then(|b| b.ok_or_else(|| "no memory cgroup for this process".to_owned()))
+        } else {
+            match &policy.cgroup {
+                Some(dir) => crate::cgroup::delegated_memory_base(dir),
+                None => Err(
+                    "an ordinary user makes a memory cgroup only beneath a delegated one (`limits.cgroup`)"
+                        .into(),
+                ),
+            }
+        };
+        let memory = match memory_base {
+            Ok(base) => {
+                bases.memory = Some(base);
+                Status::Enforced
+            }
+            Err(why) => Status::NotEnforced(format!("per_process: {why}")),
+        };
+        if policy.require {
+            for (part, st) in [("processes", &processes), ("memory", &memory)] {
+                if let Status::NotEnforced(why) = st {
+                    return Err(unavailable(format!(
+                        "the configuration requires the sandbox, and its `{part}` part is not enforced here: {why}"
+                    )));
+                }
+            }
+        }
+        if bases.pids.is_some() || bases.memory.is_some() {
+            let leftovers = !c.ns.pid;
+            if leftovers && let Some(b) = &bases.pids {
+                crate::cgroup::sweep(b);
+            }
+            let cg = CallCgroup::claim(
+                &bases,
+                Bounds {
+                    processes: bases.pids.as_ref().map(|_| limits.processes),
+                    memory_bytes: bases.memory.as_ref().map(|_| limits.memory_bytes),
+                },
+                leftovers,
+            )
+            .map_err(|e| AdapterError::SandboxFailed {
+                path: bases
+                    .pids
+                    .clone()
+                    .or(bases.memory.clone())
+                    .unwrap_or_default(),
+                reason: "cannot make the call's cgroup".into(),
+                source: Some(e),
+            })?;
+            c.cgroup = Some(Arc::new(cg));
+        }
 
         let report = SandboxReport {
-            mode: if c.ruleset.is_some() {
-                SandboxMode::Landlock
+            mode: if c.view.is_some() {
+                SandboxMode::View
             } else {
                 SandboxMode::Unconfined
             },
-            abi,
             field: SandboxField {
                 filesystem,
-                network: network_status,
                 processes,
+                privileges: Status::Enforced,
+                memory,
+                network: NetworkField {
+                    mode: policy.network.as_str(),
+                    enforced: network,
+                    refused: Vec::new(),
+                },
             },
-            scoped: abi >= SCOPE_LANDLOCK_ABI,
             limits,
-            reason: (abi == 0).then(|| {
-                support
-                    .landlock
-                    .missing_reason()
-                    .unwrap_or("landlock is not available")
-                    .to_owned()
-            }),
+            reason: missing,
         };
         Ok((c, report))
     }
 }
 
-/// Where no mount namespace covers the hidden paths: each rule whose path strictly holds
-/// a hidden one is replaced by the complement (a rule per other entry on the way), and a
-/// rule on or inside a hidden path is dropped. Returns the added (owned) rule paths.
-fn expand(rules: &mut Vec<Rule<'_>>, hidden: &[Hidden]) -> Vec<(PathBuf, Grant)> {
-    let mut added = Vec::new();
-    if hidden.is_empty() {
-        return added;
-    }
-    rules.retain(|r| {
-        let p = r.path.canonicalize().unwrap_or_else(|_| r.path.to_owned());
-        if hidden.iter().any(|h| p.starts_with(&h.path)) {
-            return false;
-        }
-        if hidden.iter().any(|h| h.path.starts_with(&p) && h.path != p) {
-            added.extend(
-                hide::complement(&p, hidden)
-                    .into_iter()
-                    .map(|q| (q, r.grant)),
-            );
-            return false;
-        }
-        true
-    });
-    added
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod timing {
-    use super::*;
-    use std::time::Instant;
-
-    /// Where the parent's preparation time goes (`cargo test -p hcp-adapter --release
-    /// timing -- --ignored --nocapture`).
-    #[test]
-    #[ignore = "a measurement, not a test"]
-    fn stages() {
-        let n = 300;
-        let t = |name: &str, f: &mut dyn FnMut()| {
-            let s = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            eprintln!(
-                "{name}: {:.1} µs",
-                s.elapsed().as_secs_f64() * 1e6 / f64::from(n)
-            );
-        };
-        let home = PathBuf::from(std::env::var_os("HOME").unwrap());
-        let d = tempfile::tempdir().unwrap();
-        t("landlock probe", &mut || {
-            let _ = LandlockSupport::probe();
-        });
-        t("process_mechanism", &mut || {
-            drop(crate::procs::process_mechanism())
-        });
-        t("pids_cgroup_base", &mut || {
-            drop(crate::cgroup::pids_cgroup_base())
-        });
-        t("seccomp build", &mut || {
-            drop(seccomp::build(Filter {
-                network_deny: true,
-                marker: true,
-            }))
-        });
-        t("system_secrets", &mut || drop(hide::system_secrets()));
-        let mut cand: Vec<PathBuf> = HOME_SECRETS.iter().map(|s| home.join(s)).collect();
-        cand.extend(hide::system_secrets());
-        cand.push(d.path().to_owned());
-        t("hidden", &mut || {
-            drop(hide::hidden(&cand, &[PathBuf::from("/")], &[]))
-        });
-        let rules = [
-            Rule {
-                path: Path::new("/"),
-                grant: Grant::Read,
-                required: None,
-            },
-            Rule {
-                path: d.path(),
-                grant: Grant::All,
-                required: None,
-            },
-            Rule {
-                path: Path::new("/dev/null"),
-                grant: Grant::Device,
-                required: None,
-            },
-            Rule {
-                path: Path::new("/dev/zero"),
-                grant: Grant::Device,
-                required: None,
-            },
-            Rule {
-                path: Path::new("/dev/full"),
-                grant: Grant::Device,
-                required: None,
-            },
-        ];
-        t("ruleset (5 rules)", &mut || {
-            drop(build_ruleset(7, &rules, false))
-        });
-        let local = local_rules(d.path(), d.path(), Path::new("/bin/true"), &[], &[]);
-        t("ruleset (local)", &mut || {
-            drop(build_ruleset(7, &local, true))
-        });
-        if crate::limits::running_as_root() {
-            let base = crate::cgroup::pids_cgroup_base().unwrap();
-            t("cgroup create+drop", &mut || {
-                drop(CallCgroup::create(&base, 100))
-            });
-            t("cgroup claim+drop (pooled)", &mut || {
-                drop(CallCgroup::claim(&base, 100, false))
-            });
-            t("cgroup sweep", &mut || {
-                let _ = crate::cgroup::sweep(&base);
-            });
-        }
-    }
+/// What the kernel offers, asked once per process (every call of `hcp mcp` shares it).
+fn support() -> &'static KernelSupport {
+    static SUPPORT: std::sync::OnceLock<KernelSupport> = std::sync::OnceLock::new();
+    SUPPORT.get_or_init(KernelSupport::probe)
 }

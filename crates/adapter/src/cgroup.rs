@@ -1,25 +1,36 @@
-//! A fork bomb bounded also as root (RUNTIME §5 "Confinement of every land",
-//! **Processes**).
+//! The call's cgroups (RUNTIME §5.4 "Processes", `limits.memory_bytes`): a fork bomb bounded
+//! also as root, and one memory bound for all the call's processes together.
 //!
-//! `RLIMIT_NPROC` binds every user but root: the kernel exempts uid 0 of the initial
-//! user namespace. A `pids` cgroup's `pids.max` binds root too. As root, each call holds
-//! a cgroup of its own while it runs, with `pids.max` = the call's `processes` limit; the
-//! child enters it between `clone` and `execve` ([`CallCgroup`]). The cgroups are pooled,
-//! `hcp-pool-<k>` beneath the cgroup `hcp` runs in (on cgroup v1 directly under the
-//! `pids` hierarchy's root), each held by one call at a time under an exclusive `flock` of
-//! its directory and kept after it: making and removing a cgroup per call was most of
-//! its cost. In a PID namespace nothing of a call outlives it; without one, a call empties
-//! the pooled cgroup it takes and every idle one, so what a killed `hcp` left ends with
-//! the next call. Cgroups of the older per-call naming (`hcp-<pid>-<n>`) that a
-//! killed `hcp` left are removed by [`sweep`]. Where the pids controller is on cgroup v1 (a `pids` hierarchy) that one
-//! is used, else cgroup v2 when the pids controller is enabled for the children of
-//! `hcp`'s cgroup ([`pids_cgroup_base`]).
+//! - **Processes.** `RLIMIT_NPROC` binds every user but root: the kernel exempts uid 0 of
+//!   the initial user namespace. A `pids` cgroup's `pids.max` binds root too, so as root each
+//!   call holds a pids cgroup with `pids.max` = `limits.processes`.
+//! - **Memory.** A memory cgroup with the call's `limits.memory_bytes`, no swap, and the
+//!   whole call ended on an overflow: cgroup v2 `memory.max`, `memory.swap.max` = 0,
+//!   `memory.oom.group` = 1; cgroup v1 `memory.limit_in_bytes` and
+//!   `memory.memsw.limit_in_bytes` (or `memory.swappiness` = 0 without swap accounting), and
+//!   an eventfd on `memory.oom_control` that the run loop watches: on an OOM kill hcp ends
+//!   the call. hcp makes one as root (beneath the memory cgroup it runs in, so a limit above
+//!   it still holds), or, for an ordinary user, beneath the delegated cgroup
+//!   `limits.cgroup` names; elsewhere only `limits.address_space_bytes` binds, per process.
+//!   Whether the bound was reached is the count of OOM kills (`oom_kill` of
+//!   `memory.oom_control` or `memory.events`) after the call against before it.
+//!
+//! The cgroups are pooled, `hcp-pool-<k>` beneath each base, each held by one call at a time
+//! under an exclusive `flock` of its directory and kept after it (making and removing a
+//! cgroup per call was most of its cost). The child enters each between `clone` and
+//! `execve` (one write of `0` to its `cgroup.procs`). In a PID namespace nothing of a call
+//! outlives it; without one, a call empties the pooled cgroup it takes and every idle one,
+//! so what a killed `hcp` left ends with the next call.
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `CGROUP2_SUPER_MAGIC`.
+const CGROUP2_MAGIC: i64 = 0x6367_7270;
 
 /// The directory in which this process may make call cgroups with a `pids.max`, or why
 /// there is none. Reads `/proc/self/cgroup` and `/proc/self/mountinfo`.
@@ -33,54 +44,94 @@ pub fn pids_cgroup_base() -> Result<PathBuf, String> {
     if usual.join("cgroup.procs").exists() {
         return writable(usual.to_path_buf());
     }
-    pids_cgroup_base_slow()
+    v2_base("pids")
 }
 
-fn pids_cgroup_base_slow() -> Result<PathBuf, String> {
+/// Where this process (as root) may make call cgroups with a memory bound: beneath the v1
+/// memory cgroup it runs in, else beneath its v2 cgroup when the memory controller is
+/// enabled for its children; or why not.
+///
+/// # Errors
+/// Why no memory cgroup can be made here (lowercase).
+pub fn memory_cgroup_base() -> Result<PathBuf, String> {
+    let v1 = Path::new("/sys/fs/cgroup/memory");
+    if v1.join("memory.limit_in_bytes").exists() {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let path = own
+            .lines()
+            .find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+                ctl.split(',')
+                    .any(|c| c == "memory")
+                    .then(|| path.to_owned())
+            })
+            .unwrap_or_else(|| "/".to_owned());
+        return writable(v1.join(path.trim_start_matches('/')));
+    }
+    v2_base("memory")
+}
+
+/// The cgroup v2 directory of this process when `controller` is enabled for its children.
+fn v2_base(controller: &str) -> Result<PathBuf, String> {
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    // cgroup v1: a hierarchy with the pids controller.
-    let v1_path = own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        ctl.split(',').any(|c| c == "pids").then(|| path.to_owned())
-    });
-    let mount_of = |want: &dyn Fn(&str, &str) -> bool| {
-        mounts().lines().find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let mut post = post.split_whitespace();
-            let fstype = post.next()?;
-            let _source = post.next()?;
-            let opts = post.next().unwrap_or("");
-            let mountpoint = pre.split_whitespace().nth(4)?;
-            want(fstype, opts).then(|| PathBuf::from(mountpoint))
-        })
-    };
-    if let Some(path) = v1_path {
-        let mp = mount_of(&|t, o| t == "cgroup" && o.split(',').any(|x| x == "pids"))
-            .ok_or("the pids cgroup hierarchy is not mounted")?;
-        let base = mp.join(path.trim_start_matches('/'));
-        return writable(base);
-    }
     let path = own
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
-        .ok_or("no pids cgroup: neither a v1 pids hierarchy nor cgroup v2")?;
-    let mp = mount_of(&|t, _| t == "cgroup2").ok_or("cgroup v2 is not mounted")?;
+        .ok_or(format!(
+            "no {controller} cgroup: neither a v1 hierarchy nor cgroup v2"
+        ))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mp = mounts
+        .lines()
+        .find_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let mountpoint = pre.split_whitespace().nth(4)?;
+            (post.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mountpoint))
+        })
+        .ok_or("cgroup v2 is not mounted")?;
     let own_dir = mp.join(path.trim_start_matches('/'));
-    // The pids controller must be enabled for our cgroup's children. Our own cgroup
-    // holds processes (ours), so v2 lets us make children only where the controller is
-    // already delegated to them.
     let subtree =
         std::fs::read_to_string(own_dir.join("cgroup.subtree_control")).unwrap_or_default();
-    if !subtree.split_whitespace().any(|c| c == "pids") {
+    if !subtree.split_whitespace().any(|c| c == controller) {
         return Err(format!(
-            "the pids controller is not enabled for the children of `{}` (cgroup v2)",
+            "the {controller} controller is not enabled for the children of `{}` (cgroup v2)",
             own_dir.display()
         ));
     }
     writable(own_dir)
+}
+
+/// The delegated cgroup `limits.cgroup` names, checked: a directory of a v1 memory
+/// hierarchy or of cgroup v2 with the memory controller enabled for its children, that
+/// this process may make cgroups in.
+///
+/// # Errors
+/// Why it cannot hold the call's memory cgroup (lowercase).
+pub fn delegated_memory_base(dir: &Path) -> Result<PathBuf, String> {
+    let v2 = nix::sys::statfs::statfs(dir)
+        .map_err(|e| format!("`limits.cgroup` `{}`: {e}", dir.display()))?
+        .filesystem_type()
+        .0 as i64
+        == CGROUP2_MAGIC;
+    if v2 {
+        let subtree =
+            std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+        if !subtree.split_whitespace().any(|c| c == "memory") {
+            return Err(format!(
+                "`limits.cgroup` `{}` does not enable the memory controller for its children",
+                dir.display()
+            ));
+        }
+    } else if !dir.join("memory.limit_in_bytes").exists() {
+        return Err(format!(
+            "`limits.cgroup` `{}` is neither a cgroup v2 directory nor one of a v1 memory hierarchy",
+            dir.display()
+        ));
+    }
+    writable(dir.to_path_buf())
 }
 
 fn writable(dir: PathBuf) -> Result<PathBuf, String> {
@@ -99,123 +150,35 @@ const POOL_PREFIX: &str = "hcp-pool-";
 /// cgroup of their own.
 pub const POOL_SLOTS: usize = 64;
 
-/// One call's cgroup: a pooled one ([`CallCgroup::claim`]) held under an exclusive `flock`
-/// of its directory until drop, or one made for the call (`hcp-<pid>-<n>`, removed on
-/// drop after its processes are gone; any still there are killed first).
+/// What a call's cgroups bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// `pids.max`, in the pids cgroup.
+    pub processes: Option<u64>,
+    /// Bytes of memory of all the call's processes together, in the memory cgroup.
+    pub memory_bytes: Option<u64>,
+}
+
+/// Where a call's cgroups are made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bases {
+    /// The base of the pids cgroup.
+    pub pids: Option<PathBuf>,
+    /// The base of the memory cgroup.
+    pub memory: Option<PathBuf>,
+}
+
+/// One held cgroup directory.
 #[derive(Debug)]
-pub struct CallCgroup {
+struct Slot {
     dir: PathBuf,
-    /// `<dir>/cgroup.procs`, which the child writes `0` to.
-    pub(crate) procs: CString,
-    /// The pooled cgroup's directory, locked (`flock`) while the call holds it; `None`
-    /// for a cgroup made for the call.
+    /// Held (`flock`) while the call runs; `None` for one made for the call (removed).
     lock: Option<std::fs::File>,
 }
 
-impl CallCgroup {
-    /// A call cgroup under `base` with `pids.max` = `max`: the first free pooled one,
-    /// `hcp-pool-<k>` (made on first use and kept: a `mkdir` and an `rmdir` of a cgroup
-    /// cost more than the rest of a call's cgroup work), taken with a non-blocking
-    /// exclusive `flock` of its directory. With `leftovers` (no PID namespace, so a killed
-    /// call's descendants can survive it) it is emptied of what a killed call left in it,
-    /// and so is every idle pooled cgroup; in a PID namespace nothing of a call outlives
-    /// it. When all [`POOL_SLOTS`] are taken, one is made for the call
-    /// ([`create`](Self::create)).
-    ///
-    /// # Errors
-    /// The OS error of `mkdir`, `open` or of writing `pids.max`.
-    pub fn claim(base: &Path, max: u64, leftovers: bool) -> io::Result<Self> {
-        use std::os::fd::AsRawFd;
-        let mut claimed = None;
-        for k in 0..POOL_SLOTS {
-            let dir = base.join(format!("{POOL_PREFIX}{k}"));
-            let f = match std::fs::File::open(&dir) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    if claimed.is_some() {
-                        break;
-                    }
-                    match std::fs::create_dir(&dir) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(e),
-                    }
-                    std::fs::File::open(&dir)?
-                }
-                Err(e) => return Err(e),
-            };
-            // SAFETY: flock on a descriptor we own.
-            let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-            if !locked {
-                continue;
-            }
-            if claimed.is_none() {
-                claimed = Some((dir, f));
-                if !leftovers {
-                    break;
-                }
-            } else {
-                // An idle slot: end what a killed call may have left in it.
-                kill_members(&dir);
-            }
-        }
-        let Some((dir, f)) = claimed else {
-            return Self::create(base, max);
-        };
-        if leftovers {
-            kill_members(&dir);
-        }
-        let made = Self {
-            procs: CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
-            dir,
-            lock: Some(f),
-        };
-        std::fs::write(made.dir.join("pids.max"), max.to_string())?;
-        Ok(made)
-    }
-
-    /// Makes `hcp-<pid>-<n>` under `base` with `pids.max` = `max`, for this call alone.
-    ///
-    /// # Errors
-    /// The OS error of `mkdir` or of writing `pids.max`.
-    pub fn create(base: &Path, max: u64) -> io::Result<Self> {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("{PREFIX}{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                // A leftover of a killed process with our pid: empty it.
-                kill_members(&dir);
-            }
-            Err(e) => return Err(e),
-        }
-        let made = Self {
-            procs: CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
-            dir,
-            lock: None,
-        };
-        std::fs::write(made.dir.join("pids.max"), max.to_string())?;
-        Ok(made)
-    }
-
-    /// The cgroup's directory.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Whether it is a pooled one (kept after the call).
-    pub fn pooled(&self) -> bool {
-        self.lock.is_some()
-    }
-}
-
-impl Drop for CallCgroup {
+impl Drop for Slot {
     fn drop(&mut self) {
         if self.lock.is_some() {
-            // Pooled: kept, and released with its lock (the next holder empties it).
             return;
         }
         if std::fs::remove_dir(&self.dir).is_err() {
@@ -223,6 +186,221 @@ impl Drop for CallCgroup {
             let _ = std::fs::remove_dir(&self.dir);
         }
     }
+}
+
+/// The memory side of a call's cgroups.
+#[derive(Debug)]
+struct Memory {
+    /// `memory.oom_control` (v1) or `memory.events` (v2).
+    events: PathBuf,
+    /// OOM kills counted there before the call.
+    before: u64,
+    /// v1: readable when the cgroup ran out of memory.
+    eventfd: Option<OwnedFd>,
+}
+
+/// One call's cgroups: pooled ones held under an exclusive `flock` of their directories
+/// until drop, or ones made for the call (`hcp-<pid>-<n>`, removed on drop after their
+/// processes are gone).
+#[derive(Debug)]
+pub struct CallCgroup {
+    slots: Vec<Slot>,
+    /// `<dir>/cgroup.procs` of each, which the child writes `0` to.
+    pub(crate) procs: Vec<CString>,
+    memory: Option<Memory>,
+}
+
+impl CallCgroup {
+    /// The call's cgroups under `bases` with `bounds`: the first free pooled one in each
+    /// base, `hcp-pool-<k>` (made on first use and kept), taken with a non-blocking
+    /// exclusive `flock` of its directory. With `leftovers` (no PID namespace, so a killed
+    /// call's descendants can survive it) it is emptied of what a killed call left in it,
+    /// and so is every idle pooled cgroup. When all [`POOL_SLOTS`] are taken, one is made
+    /// for the call.
+    ///
+    /// # Errors
+    /// The OS error of `mkdir`, `open`, or of writing a limit.
+    pub fn claim(bases: &Bases, bounds: Bounds, leftovers: bool) -> io::Result<Self> {
+        let mut made = Self {
+            slots: Vec::new(),
+            procs: Vec::new(),
+            memory: None,
+        };
+        let same = bases.pids.is_some() && bases.pids == bases.memory;
+        if let (Some(base), Some(max)) = (&bases.pids, bounds.processes) {
+            let slot = claim_slot(base, leftovers)?;
+            std::fs::write(slot.dir.join("pids.max"), max.to_string())?;
+            made.push(slot)?;
+        }
+        if let (Some(base), Some(bytes)) = (&bases.memory, bounds.memory_bytes) {
+            if !same || made.slots.is_empty() {
+                let slot = claim_slot(base, leftovers)?;
+                made.push(slot)?;
+            }
+            let dir = made.slots.last().map(|s| s.dir.clone()).unwrap_or_default();
+            made.memory = Some(limit_memory(&dir, bytes)?);
+        }
+        Ok(made)
+    }
+
+    fn push(&mut self, slot: Slot) -> io::Result<()> {
+        self.procs.push(
+            CString::new(slot.dir.join("cgroup.procs").as_os_str().as_bytes())
+                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
+        );
+        self.slots.push(slot);
+        Ok(())
+    }
+
+    /// The cgroups' directories.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.slots.iter().map(|s| s.dir.as_path()).collect()
+    }
+
+    /// Whether every cgroup is a pooled one (kept after the call).
+    pub fn pooled(&self) -> bool {
+        self.slots.iter().all(|s| s.lock.is_some())
+    }
+
+    /// Whether the call's memory bound was reached: the cgroup counted an OOM kill since
+    /// the call began.
+    pub fn memory_exceeded(&self) -> bool {
+        self.memory
+            .as_ref()
+            .is_some_and(|m| oom_kills(&m.events) > m.before)
+    }
+
+    /// A descriptor that becomes readable when the memory cgroup runs out of memory
+    /// (cgroup v1), for the run loop to end the whole call.
+    pub(crate) fn oom_event(&self) -> Option<BorrowedFd<'_>> {
+        self.memory
+            .as_ref()
+            .and_then(|m| m.eventfd.as_ref())
+            .map(AsFd::as_fd)
+    }
+}
+
+/// The count of OOM kills in a cgroup's `memory.oom_control` (v1) or `memory.events`
+/// (v2): the `oom_kill N` line.
+fn oom_kills(events: &Path) -> u64 {
+    std::fs::read_to_string(events)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("oom_kill "))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Sets the memory bound of the cgroup at `dir` (see the module docs).
+fn limit_memory(dir: &Path, bytes: u64) -> io::Result<Memory> {
+    let v = bytes.to_string();
+    if dir.join("memory.max").exists() {
+        std::fs::write(dir.join("memory.max"), &v)?;
+        if dir.join("memory.swap.max").exists() {
+            std::fs::write(dir.join("memory.swap.max"), "0")?;
+        }
+        std::fs::write(dir.join("memory.oom.group"), "1")?;
+        let events = dir.join("memory.events");
+        return Ok(Memory {
+            before: oom_kills(&events),
+            events,
+            eventfd: None,
+        });
+    }
+    let limit = dir.join("memory.limit_in_bytes");
+    let memsw = dir.join("memory.memsw.limit_in_bytes");
+    if memsw.exists() {
+        // memsw may never be below the limit: lower the limit first, raise memsw first.
+        if std::fs::write(&limit, &v).is_err() {
+            std::fs::write(&memsw, &v)?;
+            std::fs::write(&limit, &v)?;
+        } else {
+            std::fs::write(&memsw, &v)?;
+        }
+    } else {
+        std::fs::write(&limit, &v)?;
+        let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+    }
+    let events = dir.join("memory.oom_control");
+    let before = oom_kills(&events);
+    // SAFETY: eventfd takes integers; the descriptor is ours.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if efd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by nothing else.
+    let efd = unsafe { OwnedFd::from_raw_fd(efd) };
+    let control = std::fs::File::open(&events)?;
+    use std::os::fd::AsRawFd;
+    std::fs::write(
+        dir.join("cgroup.event_control"),
+        format!("{} {}", efd.as_raw_fd(), control.as_raw_fd()),
+    )?;
+    Ok(Memory {
+        events,
+        before,
+        eventfd: Some(efd),
+    })
+}
+
+/// The first free pooled slot of `base`, or one made for the call.
+fn claim_slot(base: &Path, leftovers: bool) -> io::Result<Slot> {
+    use std::os::fd::AsRawFd;
+    let mut claimed = None;
+    for k in 0..POOL_SLOTS {
+        let dir = base.join(format!("{POOL_PREFIX}{k}"));
+        let f = match std::fs::File::open(&dir) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if claimed.is_some() {
+                    break;
+                }
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                std::fs::File::open(&dir)?
+            }
+            Err(e) => return Err(e),
+        };
+        // SAFETY: flock on a descriptor we own.
+        let locked = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if !locked {
+            continue;
+        }
+        if claimed.is_none() {
+            claimed = Some((dir, f));
+            if !leftovers {
+                break;
+            }
+        } else {
+            // An idle slot: end what a killed call may have left in it.
+            kill_members(&dir);
+        }
+    }
+    let Some((dir, f)) = claimed else {
+        return create_slot(base);
+    };
+    if leftovers {
+        kill_members(&dir);
+    }
+    Ok(Slot { dir, lock: Some(f) })
+}
+
+/// Makes `hcp-<pid>-<n>` under `base`, for this call alone.
+fn create_slot(base: &Path) -> io::Result<Slot> {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let dir = base.join(format!("{PREFIX}{}-{n}", std::process::id()));
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => kill_members(&dir),
+        Err(e) => return Err(e),
+    }
+    Ok(Slot { dir, lock: None })
 }
 
 /// Kills every process in the cgroup at `dir` until it is empty (bounded).
@@ -305,20 +483,28 @@ mod tests {
                 return;
             }
         };
-        let a = CallCgroup::claim(&base, 50, false).unwrap();
-        let b = CallCgroup::claim(&base, 60, false).unwrap();
+        let bases = Bases {
+            pids: Some(base),
+            memory: None,
+        };
+        let bound = |n| Bounds {
+            processes: Some(n),
+            memory_bytes: None,
+        };
+        let a = CallCgroup::claim(&bases, bound(50), false).unwrap();
+        let b = CallCgroup::claim(&bases, bound(60), false).unwrap();
         assert!(a.pooled() && b.pooled());
-        assert_ne!(a.path(), b.path(), "one holder per pooled cgroup");
+        assert_ne!(a.paths(), b.paths(), "one holder per pooled cgroup");
         assert_eq!(
-            std::fs::read_to_string(b.path().join("pids.max"))
+            std::fs::read_to_string(b.paths()[0].join("pids.max"))
                 .unwrap()
                 .trim(),
             "60"
         );
-        let kept = a.path().to_owned();
+        let kept = a.paths()[0].to_owned();
         drop(a);
         assert!(kept.is_dir(), "a pooled cgroup is kept");
-        let c = CallCgroup::claim(&base, 70, true).unwrap();
-        assert_eq!(c.path(), kept, "the first free one is taken again");
+        let c = CallCgroup::claim(&bases, bound(70), true).unwrap();
+        assert_eq!(c.paths()[0], kept, "the first free one is taken again");
     }
 }

@@ -1,4 +1,4 @@
-//! Kernel confinement of a child (RUNTIME §5 "The child", "Confinement of every land").
+//! Kernel confinement of a child (RUNTIME §5 "The child", §5.1–§5.4).
 //!
 //! A [`Confinement`] is prepared in the parent: everything that allocates or may fail
 //! in an interesting way happens before the child is made. In the child, between
@@ -6,116 +6,66 @@
 //! allocates, because other threads of the parent may hold locks (the allocator's) that
 //! the child would wait on forever.
 //!
-//! What it can hold, in the order the child applies it:
+//! What it holds, in the order the child applies it:
 //!
-//! 1. namespaces, given to `clone` itself ([`Confinement::clone_flags`]): a PID
-//!    namespace (the procs module), a user namespace around it for an ordinary user, and
-//!    a mount namespace when paths must be hidden (the hide module);
-//! 2. a call cgroup with `pids.max` (root only, the cgroup module), entered first;
+//! 1. namespaces, given to `clone` itself ([`Confinement::clone_flags`]): mount, PID and
+//!    IPC for every call with a view, a user namespace around them for an ordinary user
+//!    (never as root: it would map host uid 0), a network namespace for
+//!    `{"allow": …}`;
+//! 2. the call's cgroups (pids as root, memory), entered first;
 //! 3. in a user namespace: the child's own uid and gid maps (`U U 1`, `setgroups deny`);
-//! 4. the mounts that cover the hidden paths; then the spawn enters the working
-//!    directory, so that a working directory is never reached through a covered path;
-//! 5. resource limits ([`ResourceLimits`]) and the parent-death signal (`SIGKILL`);
-//! 6. as root: the capabilities that reach beyond a call leave the bounding set
-//!    ([`DROPPED_CAPABILITIES`]);
-//! 7. `PR_SET_NO_NEW_PRIVS`, the Landlock domain (a ruleset built in the parent), then the
-//!    seccomp filters (the seccomp module).
+//! 4. in a network namespace of its own: `lo` up and the egress listener handed to hcp
+//!    (the netns module);
+//! 5. the view (the view module): its own root, `pivot_root`, the given paths bound;
+//!    then the spawn enters the working directory in the view;
+//! 6. resource limits ([`ResourceLimits`]) and the parent-death signal (`SIGKILL`);
+//! 7. every capability set emptied (the privileges module);
+//! 8. `PR_SET_NO_NEW_PRIVS`, Landlock's scopes (abstract Unix sockets and signals, ABI ≥ 6,
+//!    outside a network namespace of the call's own), then the seccomp filter (the seccomp
+//!    module), whose listener, under `deny`, goes to hcp.
 //!
-//! [`Confinement::for_call`] (the call module) prepares all of it for every land;
-//! [`Confinement::for_local_land`] and [`Confinement::with_limits`] are the older,
-//! narrower entry points (Landlock for `local` land only, limits elsewhere).
+//! [`Confinement::for_call`] (the call module) prepares all of it for every land.
 //!
 //! The child is made by `clone(CLONE_VM | CLONE_VFORK)` (the spawn module), which shares
 //! the parent's memory until `execve`: the same constraints as after `fork`, without
 //! copying the parent.
 
-use crate::AdapterError;
 use crate::cgroup::CallCgroup;
-use crate::hide::MountPlan;
 pub use crate::limits::{LimitOverrides, ResourceLimits, Rlimit, running_as_root};
-use crate::report::{SandboxField, SandboxMode, SandboxReport, Status};
-use crate::ruleset::{Grant, Rule, build_ruleset};
-pub use crate::ruleset::{
-    LandlockSupport, NETWORK_LANDLOCK_ABI, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW,
-    SYSTEM_READ_NO_EXEC, SYSTEM_READ_ONLY, TESTED_LANDLOCK_ABI,
-};
-use crate::workdir::{SandboxPaths, check_sandbox_dir};
+use crate::seccomp::SockFilter;
+use crate::view::View;
 use nix::sys::resource::{Resource, setrlimit};
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU32};
 
-/// Whether a child may use the network.
+/// A call's network (RUNTIME §5.3), as the adapter enforces it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
-    /// No network rule.
+    /// No socket at all but a `socketpair` (a seccomp filter): no TCP, UDP, raw, packet,
+    /// netlink, vsock or Unix socket, no io_uring.
     #[default]
-    Allow,
-    /// No network at all ([`Confinement::for_call`]): no socket but a `socketpair`, no
-    /// io_uring, and TCP rules too where Landlock has them. Through the older
-    /// [`Confinement::for_local_land`]: TCP `bind` and `connect` only (Landlock ABI ≥ 4).
     Deny,
+    /// The host's network namespace: every socket family but `AF_UNIX` and `AF_VSOCK`.
+    Host,
+    /// A network namespace of the call's own whose one interface is a loopback, with a
+    /// listener on it handed to hcp's egress proxy; `AF_INET` and `AF_INET6` only.
+    Allow,
 }
 
 impl Network {
-    /// The default of a land (RUNTIME §5): `deny` for `local`, `allow` for `personal`
-    /// and `brain`.
-    pub fn default_for(land: hcp_model::Land) -> Self {
-        match land {
-            hcp_model::Land::Local => Self::Deny,
-            _ => Self::Allow,
+    /// `deny`, `host` or `allow`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deny => "deny",
+            Self::Host => "host",
+            Self::Allow => "allow",
         }
     }
 }
-
-/// The sandbox configuration of `local` land, from the runtime configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SandboxPolicy {
-    /// Refuse `local` verbs (`sandbox_unavailable`) when Landlock is not available.
-    pub require: bool,
-    /// Network access of `local` children.
-    pub network: Network,
-    /// Resource limits, already tightened for this exec.
-    pub limits: ResourceLimits,
-}
-
-/// Capabilities a root child loses (bounding set), so that its `execve` cannot give them
-/// back: loading modules, raw I/O (`/dev/mem`, `/proc/kcore`), administration (mounts,
-/// namespaces of others), `ptrace`, BPF and perf, clocks, boot, audit, MAC, immutable
-/// files, handles (`open_by_handle_at`), device nodes, resource overrides, keyrings and
-/// setting file capabilities. Root keeps what ordinary root work on files needs:
-/// ownership, permission overrides, `kill`, `setuid`/`setgid`, low ports, `chroot`.
-pub const DROPPED_CAPABILITIES: [u32; 25] = [
-    2,  // CAP_DAC_READ_SEARCH
-    8,  // CAP_SETPCAP
-    9,  // CAP_LINUX_IMMUTABLE
-    12, // CAP_NET_ADMIN
-    15, // CAP_IPC_OWNER
-    16, // CAP_SYS_MODULE
-    17, // CAP_SYS_RAWIO
-    19, // CAP_SYS_PTRACE
-    20, // CAP_SYS_PACCT
-    21, // CAP_SYS_ADMIN
-    22, // CAP_SYS_BOOT
-    24, // CAP_SYS_RESOURCE
-    25, // CAP_SYS_TIME
-    26, // CAP_SYS_TTY_CONFIG
-    27, // CAP_MKNOD
-    30, // CAP_AUDIT_CONTROL
-    31, // CAP_SETFCAP
-    32, // CAP_MAC_OVERRIDE
-    33, // CAP_MAC_ADMIN
-    34, // CAP_SYSLOG
-    35, // CAP_WAKE_ALARM
-    36, // CAP_BLOCK_SUSPEND
-    38, // CAP_PERFMON
-    39, // CAP_BPF
-    40, // CAP_CHECKPOINT_RESTORE
-];
 
 /// Namespaces the child is cloned into.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,6 +73,8 @@ pub(crate) struct Namespaces {
     pub user: bool,
     pub pid: bool,
     pub mount: bool,
+    pub ipc: bool,
+    pub net: bool,
 }
 
 /// The uid and gid maps a child in a new user namespace writes for itself.
@@ -144,45 +96,53 @@ impl IdMaps {
     }
 }
 
+/// The call's seccomp program, and the one installed instead when its listener cannot be
+/// had (another listener up the filter chain: `EBUSY`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Filters {
+    pub main: &'static [SockFilter],
+    /// `main` hands `socket(2)` to hcp: install it with a new listener.
+    pub listener: bool,
+    /// Without a listener.
+    pub fallback: &'static [SockFilter],
+}
+
 /// What to apply to a child between `clone` and `execve`, prepared in the parent.
 #[derive(Debug, Clone, Default)]
 pub struct Confinement {
     /// Resource, soft and hard value.
     pub(crate) limits: Vec<(Resource, u64, u64)>,
     pub(crate) die_with_parent: Option<libc::pid_t>,
-    /// A created Landlock ruleset (`O_CLOEXEC`, so it does not reach the program).
-    pub(crate) ruleset: Option<Arc<OwnedFd>>,
-    /// Seccomp programs, installed in this order.
-    pub(crate) filters: Vec<&'static [crate::seccomp::SockFilter]>,
     pub(crate) ns: Namespaces,
     pub(crate) id_maps: Option<Arc<IdMaps>>,
-    pub(crate) mounts: Option<Arc<MountPlan>>,
+    pub(crate) view: Option<Arc<View>>,
     pub(crate) cgroup: Option<Arc<CallCgroup>>,
-    /// What the mounts bind over hidden paths; kept until the call ends.
-    pub(crate) covers: Option<Arc<crate::hide::Covers>>,
-    /// Drop [`DROPPED_CAPABILITIES`] from the bounding set (root).
-    pub(crate) drop_caps: bool,
-}
-
-fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-        _ => false,
-    }
+    /// Empty every capability set (the privileges module), up to this capability number.
+    pub(crate) drop_caps: Option<u32>,
+    /// Landlock's scopes: a ruleset made once per process.
+    pub(crate) landlock_scope: Option<RawFd>,
+    pub(crate) filters: Option<Filters>,
+    /// A network namespace of the call's own, with the egress listener.
+    pub(crate) egress: bool,
 }
 
 impl PartialEq for Confinement {
     fn eq(&self, other: &Self) -> bool {
+        fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+            match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
+        }
         self.limits == other.limits
             && self.die_with_parent == other.die_with_parent
-            && same(&self.ruleset, &other.ruleset)
-            && self.filters.len() == other.filters.len()
             && self.ns == other.ns
             && same(&self.id_maps, &other.id_maps)
-            && same(&self.mounts, &other.mounts)
+            && same(&self.view, &other.view)
             && same(&self.cgroup, &other.cgroup)
             && self.drop_caps == other.drop_caps
+            && self.egress == other.egress
     }
 }
 
@@ -201,7 +161,7 @@ impl Confinement {
     }
 
     /// The resource limits of every child (RUNTIME §5), each lowered to what `hcp` runs
-    /// under ([`ResourceLimits::effective`]), no core dumps, and
+    /// under ([`ResourceLimits::effective`]), no core dumps, no real-time priority, and
     /// [`die_with_parent`](Self::die_with_parent).
     pub fn with_limits(limits: &ResourceLimits) -> Self {
         Self::with_effective_limits(&limits.effective())
@@ -229,16 +189,11 @@ impl Confinement {
     pub fn is_empty(&self) -> bool {
         self.limits.is_empty()
             && self.die_with_parent.is_none()
-            && self.ruleset.is_none()
-            && self.filters.is_empty()
             && self.ns == Namespaces::default()
             && self.cgroup.is_none()
-            && !self.drop_caps
-    }
-
-    /// Whether a Landlock ruleset will be applied.
-    pub fn is_landlocked(&self) -> bool {
-        self.ruleset.is_some()
+            && self.drop_caps.is_none()
+            && self.filters.is_none()
+            && self.view.is_none()
     }
 
     /// Whether the child starts in a PID namespace of its own (it is that namespace's
@@ -247,130 +202,73 @@ impl Confinement {
         self.ns.pid
     }
 
+    /// The call's view, when it has one: its entries ([`View::describe`]), `HOME`, the
+    /// protected names found before the call.
+    pub fn view(&self) -> Option<&View> {
+        self.view.as_deref()
+    }
+
+    /// The call's cgroups, when it has any (whether its memory bound was reached:
+    /// [`CallCgroup::memory_exceeded`]).
+    pub fn cgroup(&self) -> Option<&CallCgroup> {
+        self.cgroup.as_deref()
+    }
+
+    /// Whether the child hands hcp a seccomp listener (`deny`: hcp answers its
+    /// `socket(2)` and learns it tried).
+    pub fn notifies_sockets(&self) -> bool {
+        self.filters.is_some_and(|f| f.listener)
+    }
+
+    /// Whether the child runs in a network namespace of its own and hands hcp the egress
+    /// listener.
+    pub fn has_egress(&self) -> bool {
+        self.egress
+    }
+
+    /// Whether the child hands hcp descriptors over a socket pair before `execve` (when
+    /// hcp will `listen` to its seccomp notifications).
+    pub(crate) fn needs_channel(&self, listen: bool) -> bool {
+        self.egress || (listen && self.notifies_sockets())
+    }
+
     /// The namespace flags for `clone`.
     pub(crate) fn clone_flags(&self) -> libc::c_int {
         let mut f = 0;
-        if self.ns.user {
-            f |= libc::CLONE_NEWUSER;
-        }
-        if self.ns.pid {
-            f |= libc::CLONE_NEWPID;
-        }
-        if self.ns.mount {
-            f |= libc::CLONE_NEWNS;
+        for (on, flag) in [
+            (self.ns.user, libc::CLONE_NEWUSER),
+            (self.ns.pid, libc::CLONE_NEWPID),
+            (self.ns.mount, libc::CLONE_NEWNS),
+            (self.ns.ipc, libc::CLONE_NEWIPC),
+            (self.ns.net, libc::CLONE_NEWNET),
+        ] {
+            if on {
+                f |= flag;
+            }
         }
         f
     }
 
-    /// The confinement of a `local` land child through the older entry point:
-    /// [`with_limits`](Self::with_limits) plus a Landlock ruleset at the best ABI the
-    /// kernel offers (up to [`TESTED_LANDLOCK_ABI`]), and the report of what will be
-    /// enforced. [`for_call`](Self::for_call) supersedes it.
+    /// Steps 2–5 of the module docs, in the child before it enters its working
+    /// directory: the cgroups, the id maps, the network namespace, the view.
+    /// Async-signal-safe, no allocation.
     ///
     /// # Errors
-    /// - `sandbox_unavailable` (exit 77): no Landlock and `policy.require`; network
-    ///   `deny` and an ABI below [`NETWORK_LANDLOCK_ABI`]; a working directory that is
-    ///   `/`, holds a `paths.protected` or `paths.not_above` path or the parent of
-    ///   `paths.tmpdir` (the system temporary directory), or lies inside a
-    ///   `paths.protected` one;
-    /// - `sandbox_failed` (exit 126): the working directory, temporary directory or bin
-    ///   cannot be opened, or the kernel refused the ruleset.
-    pub fn for_local_land(
-        paths: &SandboxPaths<'_>,
-        policy: &SandboxPolicy,
-    ) -> Result<(Self, SandboxReport), AdapterError> {
-        Self::for_local_land_with(LandlockSupport::probe(), paths, policy)
-    }
-
-    /// [`for_local_land`](Self::for_local_land) as if the kernel offered `support`, capped
-    /// at what it really offers (so this can only weaken the sandbox, never claim more):
-    /// for tests of the unconfined and older-ABI paths, and for `hcp doctor`.
-    ///
-    /// # Errors
-    /// As [`for_local_land`](Self::for_local_land).
-    pub fn for_local_land_with(
-        support: LandlockSupport,
-        paths: &SandboxPaths<'_>,
-        policy: &SandboxPolicy,
-    ) -> Result<(Self, SandboxReport), AdapterError> {
-        check_sandbox_dir(paths)?;
-        let real = LandlockSupport::probe();
-        let abi = support.abi().min(real.abi()).min(TESTED_LANDLOCK_ABI);
-        let limits = policy.limits.effective();
-        let mut confinement = Self::with_limits(&policy.limits);
-        let processes =
-            Status::NotEnforced("the process group alone is ended at the end of the call".into());
-        if abi == 0 {
-            let reason = support
-                .missing_reason()
-                .or(real.missing_reason())
-                .unwrap_or("landlock is not available");
-            if policy.require {
-                return Err(AdapterError::SandboxUnavailable {
-                    reason: format!("{reason} and the configuration requires the sandbox"),
-                });
+    /// The OS error of the failed call; the spawn then fails (`spawn_failed`, or
+    /// `sandbox_unavailable` where the kernel refused the view).
+    pub(crate) fn isolate_in_child(
+        &self,
+        channel: RawFd,
+        facts: &AtomicU32,
+        failed_op: &AtomicI32,
+    ) -> io::Result<()> {
+        if let Some(cg) = &self.cgroup {
+            for procs in &cg.procs {
+                let e = write_cfile(procs, b"0");
+                if e != 0 {
+                    return Err(io::Error::from_raw_os_error(e));
+                }
             }
-            if policy.network == Network::Deny {
-                return Err(AdapterError::SandboxUnavailable {
-                    reason: format!(
-                        "{reason}, so the configured network `deny` cannot be enforced"
-                    ),
-                });
-            }
-            let report = SandboxReport {
-                mode: SandboxMode::Unconfined,
-                abi: 0,
-                field: SandboxField {
-                    filesystem: Status::NotEnforced(reason.to_owned()),
-                    network: Status::Allowed,
-                    processes,
-                },
-                scoped: false,
-                limits,
-                reason: Some(reason.to_owned()),
-            };
-            return Ok((confinement, report));
-        }
-        let deny_net = policy.network == Network::Deny;
-        if deny_net && abi < NETWORK_LANDLOCK_ABI {
-            return Err(AdapterError::SandboxUnavailable {
-                reason: format!(
-                    "the configured network `deny` needs landlock abi {NETWORK_LANDLOCK_ABI}, the kernel offers {abi}"
-                ),
-            });
-        }
-        let rules = local_rules(paths.workdir, paths.tmpdir, paths.bin, paths.extra_ro, &[]);
-        let fd = build_ruleset(abi, &rules, deny_net)?;
-        confinement.ruleset = Some(Arc::new(fd));
-        let report = SandboxReport {
-            mode: SandboxMode::Landlock,
-            abi,
-            field: SandboxField {
-                filesystem: Status::Enforced,
-                network: if deny_net {
-                    Status::NotEnforced("only tcp is denied".into())
-                } else {
-                    Status::Allowed
-                },
-                processes,
-            },
-            scoped: abi >= SCOPE_LANDLOCK_ABI,
-            limits,
-            reason: None,
-        };
-        Ok((confinement, report))
-    }
-
-    /// Steps 2–4 of the module docs, in the child before it enters its working
-    /// directory: the cgroup, the id maps, the mounts. Async-signal-safe, no allocation.
-    ///
-    /// # Errors
-    /// The OS error of the failed call; the spawn then fails (`spawn_failed`).
-    pub(crate) fn isolate_in_child(&self) -> io::Result<()> {
-        if let Some(cg) = &self.cgroup
-            && write_file(&cg.procs, b"0") != 0
-        {
-            return Err(io::Error::last_os_error());
         }
         if let Some(maps) = &self.id_maps {
             for (path, data) in [
@@ -384,8 +282,14 @@ impl Confinement {
                 }
             }
         }
-        if let Some(m) = &self.mounts {
-            let e = m.apply_in_child();
+        if self.egress {
+            let e = crate::netns::setup_in_child(channel);
+            if e != 0 {
+                return Err(io::Error::from_raw_os_error(e));
+            }
+        }
+        if let Some(v) = &self.view {
+            let e = crate::view::child::apply(v, facts, failed_op);
             if e != 0 {
                 return Err(io::Error::from_raw_os_error(e));
             }
@@ -393,13 +297,13 @@ impl Confinement {
         Ok(())
     }
 
-    /// Steps 5–7 of the module docs, in the child after it entered its working
+    /// Steps 6–8 of the module docs, in the child after it entered its working
     /// directory and before `execve`, in the parent's memory: async-signal-safe calls
     /// only, no allocation (the error is built from a raw OS error code).
     ///
     /// # Errors
     /// The OS error of the failed call; the spawn then fails (`spawn_failed`).
-    pub(crate) fn apply_in_child(&self) -> io::Result<()> {
+    pub(crate) fn apply_in_child(&self, channel: RawFd, listen: bool) -> io::Result<()> {
         let os = |e: i32| io::Error::from_raw_os_error(e);
         for &(resource, soft, hard) in &self.limits {
             setrlimit(resource, soft, hard).map_err(|e| os(e as i32))?;
@@ -425,36 +329,43 @@ impl Confinement {
                 return Err(os(libc::ESRCH));
             }
         }
-        if self.drop_caps {
-            for &cap in &DROPPED_CAPABILITIES {
-                // SAFETY: integer arguments only. EINVAL: a capability this kernel
-                // does not know, so nothing to drop.
-                let r =
-                    unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-                if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
-                    return Err(io::Error::last_os_error());
-                }
+        if let Some(last) = self.drop_caps {
+            let e = crate::privileges::drop_all(last);
+            if e != 0 {
+                return Err(os(e));
             }
         }
-        if self.ruleset.is_some() || !self.filters.is_empty() {
-            // SAFETY: `prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)` takes integers only.
-            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+        // SAFETY: `prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)` takes integers only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
         }
-        if let Some(fd) = &self.ruleset {
-            // SAFETY: `landlock_restrict_self(fd, 0)` takes a descriptor we own (kept
-            // open by the `Arc` the hook holds) and flags; it touches no memory of ours.
-            let r =
-                unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), 0u32) };
+        if let Some(fd) = self.landlock_scope {
+            // SAFETY: `landlock_restrict_self(fd, 0)` takes a descriptor the process keeps
+            // open for its life and flags; it touches no memory of ours.
+            let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) };
             if r != 0 {
                 return Err(io::Error::last_os_error());
             }
         }
-        for prog in &self.filters {
-            let e = crate::seccomp::install(prog);
-            if e != 0 {
-                return Err(os(e));
+        if let Some(f) = &self.filters {
+            let listener = f.listener && listen;
+            let mut r = if listener {
+                crate::seccomp::install(f.main, true)
+            } else {
+                crate::seccomp::install(f.fallback, false)
+            };
+            if listener && r == -libc::EBUSY {
+                r = crate::seccomp::install(f.fallback, false);
+            } else if listener && r >= 0 {
+                let e = crate::channel::send(channel, crate::channel::TAG_NOTIFY, r);
+                // SAFETY: the listener this child just got; hcp holds its own copy now.
+                unsafe { libc::close(r) };
+                if e != 0 {
+                    return Err(os(e));
+                }
+            }
+            if r < 0 {
+                return Err(os(-r));
             }
         }
         Ok(())
@@ -484,60 +395,4 @@ fn write_cfile(path: &std::ffi::CStr, data: &[u8]) -> i32 {
         libc::close(fd);
         e
     }
-}
-
-fn write_file(path: &CString, data: &[u8]) -> i32 {
-    write_cfile(path.as_c_str(), data)
-}
-
-/// The Landlock rules of `local` land: read-write beneath the sandbox and the private
-/// temporary directory (and `write` grants); read and execute on [`SYSTEM_READ_ONLY`],
-/// the bin and `extra_ro`; the random devices read-only; the null devices read-write.
-pub(crate) fn local_rules<'a>(
-    workdir: &'a Path,
-    tmpdir: &'a Path,
-    bin: &'a Path,
-    extra_ro: &'a [std::path::PathBuf],
-    write: &'a [std::path::PathBuf],
-) -> Vec<Rule<'a>> {
-    let mut rules = vec![
-        Rule {
-            path: workdir,
-            grant: Grant::All,
-            required: Some("cannot open the sandbox working directory"),
-        },
-        Rule {
-            path: tmpdir,
-            grant: Grant::All,
-            required: Some("cannot open the private temporary directory"),
-        },
-        Rule {
-            path: bin,
-            grant: Grant::Read,
-            required: Some("cannot open the pinned bin"),
-        },
-    ];
-    let opt = |path: &'a Path, grant| Rule {
-        path,
-        grant,
-        required: None,
-    };
-    rules.extend(
-        SYSTEM_READ_ONLY
-            .iter()
-            .map(|p| opt(Path::new(p), Grant::Read)),
-    );
-    rules.extend(extra_ro.iter().map(|p| opt(p, Grant::Read)));
-    rules.extend(write.iter().map(|p| opt(p, Grant::All)));
-    rules.extend(
-        SYSTEM_READ_NO_EXEC
-            .iter()
-            .map(|p| opt(Path::new(p), Grant::ReadNoExec)),
-    );
-    rules.extend(
-        SYSTEM_DEVICES_RW
-            .iter()
-            .map(|p| opt(Path::new(p), Grant::Device)),
-    );
-    rules
 }

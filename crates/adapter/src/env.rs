@@ -32,6 +32,18 @@ const RUNTIME_OWNED: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
 /// the dynamic loader, a shell or git run code of the pack's choosing.
 const REFUSED_PREFIXES: [&str; 5] = ["HCP_", "LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG"];
 
+/// The proxy variables the runtime sets under a `{"allow": …}` network (RUNTIME §5), the
+/// lower-case forms included; `wrap.agent_env` may name none of them, nor `NO_PROXY`.
+pub const PROXY_VARS: [&str; 7] = [
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "NODE_USE_ENV_PROXY",
+];
+
 /// Exact names `wrap.agent_env` may not set: each makes a common program (the dynamic
 /// loader, glibc, a shell, an interpreter, git, a pager or editor) load or run code
 /// named by the variable, which would turn a wrapped system CLI into a code runner.
@@ -94,7 +106,11 @@ pub fn agent_env_refusal(name: &str) -> Option<&'static str> {
         return Some("not a portable variable name");
     }
     let upper = name.to_ascii_uppercase();
-    if RUNTIME_OWNED.contains(&upper.as_str()) || upper.starts_with("HCP_") {
+    if RUNTIME_OWNED.contains(&upper.as_str())
+        || upper.starts_with("HCP_")
+        || PROXY_VARS.contains(&upper.as_str())
+        || upper == "NO_PROXY"
+    {
         return Some("the runtime sets it");
     }
     if REFUSED_NAMES.contains(&upper.as_str())
@@ -148,8 +164,8 @@ pub struct CallVars<'a> {
     pub principal_id: &'a str,
     /// `HCP_PROJECT_ID`; the variable is absent (not empty) without a project.
     pub project_id: Option<&'a str>,
-    /// `HCP_WORKDIR`.
-    pub workdir: &'a Path,
+    /// `HCP_WORKDIR`; absent (not empty) in `personal` and `brain` land (RUNTIME §5).
+    pub workdir: Option<&'a Path>,
 }
 
 /// The exact environment of a child, built in layers (RUNTIME §5).
@@ -164,7 +180,7 @@ pub struct CallVars<'a> {
 ///         verb_key: "send",
 ///         principal_id: "owner",
 ///         project_id: None,
-///         workdir: Path::new("/tmp"),
+///         workdir: Some(Path::new("/tmp")),
 ///     })?;
 /// assert_eq!(env.get("AWS_SECRET_ACCESS_KEY"), None);
 /// assert_eq!(env.get("HCP_VERB_KEY").unwrap(), "send");
@@ -208,10 +224,38 @@ impl ChildEnv {
         self
     }
 
-    /// Sets `TMPDIR` (a private temporary directory for `local` land).
+    /// Sets `TMPDIR` (the call's `/tmp`).
     pub fn tmpdir(mut self, dir: &Path) -> Self {
         self.vars
             .insert("TMPDIR".into(), dir.as_os_str().to_owned());
+        self
+    }
+
+    /// Sets `PATH` (the parent's entries that lie in the call's view), or removes it when
+    /// `None`.
+    pub fn path(mut self, path: Option<&OsStr>) -> Self {
+        match path {
+            Some(p) => {
+                self.vars.insert("PATH".into(), p.to_owned());
+            }
+            None => {
+                self.vars.remove(OsStr::new("PATH"));
+            }
+        }
+        self
+    }
+
+    /// Sets the proxy variables of a `{"allow": …}` network (RUNTIME §5): [`PROXY_VARS`]
+    /// name `url`, `NODE_USE_ENV_PROXY` is `1`.
+    pub fn egress_proxy(mut self, url: &str) -> Self {
+        for name in PROXY_VARS {
+            let v = if name == "NODE_USE_ENV_PROXY" {
+                "1"
+            } else {
+                url
+            };
+            self.vars.insert(name.into(), v.into());
+        }
         self
     }
 
@@ -255,7 +299,7 @@ impl ChildEnv {
     }
 
     /// Sets `HCP_PACK_ID`, `HCP_VERB_KEY`, `HCP_PRINCIPAL_ID`, `HCP_PROJECT_ID` (only with
-    /// a project) and `HCP_WORKDIR`.
+    /// a project) and `HCP_WORKDIR` (only with a workdir).
     ///
     /// # Errors
     /// [`AdapterError::EnvRefused`] when a value holds NUL.
@@ -265,7 +309,7 @@ impl ChildEnv {
             Some(OsStr::new(call.verb_key)),
             Some(OsStr::new(call.principal_id)),
             call.project_id.map(OsStr::new),
-            Some(call.workdir.as_os_str()),
+            call.workdir.map(Path::as_os_str),
         ];
         for (name, value) in HCP_VARS.iter().zip(values) {
             match value {
@@ -386,7 +430,7 @@ mod tests {
             verb_key: "send",
             principal_id: "alice",
             project_id: Some("apollo"),
-            workdir: Path::new("/srv/w"),
+            workdir: Some(Path::new("/srv/w")),
         }
     }
 
@@ -461,6 +505,9 @@ mod tests {
             "BASH_FUNC_ls%%",
             "NODE_OPTIONS",
             "GLIBC_TUNABLES",
+            "HTTPS_PROXY",
+            "no_proxy",
+            "NODE_USE_ENV_PROXY",
             "A=B",
             "",
             "1X",

@@ -10,9 +10,11 @@
 //!   a timeout that ends the whole group, capped and concurrently drained output;
 //!   [`start`]: the same child with its output streamed to the caller (`hcp sense`);
 //! - [`Confinement`]: kernel confinement applied in the child before `execve`, for every
-//!   land ([`Confinement::for_call`], with its [`SandboxReport`]): Landlock, the hidden
-//!   paths, seccomp, a PID namespace, resource limits, a pids cgroup as root; and a
-//!   [`PrivateTmp`];
+//!   land ([`Confinement::for_call`], with its [`SandboxReport`]): the call's [`View`]
+//!   (mount, PID and IPC namespaces, a root of its own holding only what the call was
+//!   given), its network (a seccomp filter, or a network namespace of its own with a
+//!   listener for the egress proxy), no capabilities, resource limits, pids and memory
+//!   cgroups; [`scan_etc`], what of `/etc` a view covers;
 //! - [`inside_non_owner_call`]: whether the calling process descends from a non-owner
 //!   call (RUNTIME §4 `nested_call`).
 //!
@@ -21,17 +23,21 @@
 //! signals of `hcp` itself, and how results are shown (the `hcp` binary). The gate has
 //! already validated the arguments; the checks here are repeated defensively.
 //!
-//! Linux only (`clone`, `execveat`, pidfd, Landlock, seccomp, namespaces, process groups).
+//! Linux only (`clone`, `execveat`, pidfd, the mount API, Landlock, seccomp, namespaces,
+//! cgroups, process groups).
 #![deny(missing_docs)]
 
 mod call;
 mod cgroup;
+mod channel;
 mod confine;
 mod env;
 mod error;
-mod hide;
 mod limits;
+mod netns;
+mod notify;
 mod pin;
+mod privileges;
 mod procs;
 mod render;
 mod report;
@@ -40,37 +46,36 @@ mod run;
 mod seccomp;
 mod spawn;
 mod stream;
-mod tmp;
+pub mod view;
 mod workdir;
 
 pub use call::{CallPolicy, CallSandbox, KernelSupport};
-pub use cgroup::{CallCgroup, pids_cgroup_base};
-pub use confine::{
-    Confinement, DROPPED_CAPABILITIES, LandlockSupport, LimitOverrides, NETWORK_LANDLOCK_ABI,
-    Network, ResourceLimits, Rlimit, SCOPE_LANDLOCK_ABI, SYSTEM_DEVICES_RW, SYSTEM_READ_NO_EXEC,
-    SYSTEM_READ_ONLY, SandboxPolicy, TESTED_LANDLOCK_ABI, running_as_root,
+pub use cgroup::{
+    Bases, Bounds, CallCgroup, delegated_memory_base, memory_cgroup_base, pids_cgroup_base,
 };
+pub use confine::{Confinement, LimitOverrides, Network, ResourceLimits, Rlimit, running_as_root};
 pub use env::{
-    BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, agent_env_refusal,
-    agent_env_value_refusal, parent_allowed,
+    BINDING_PREFIX, CallVars, ChildEnv, HARDENING, HCP_VARS, PARENT_ALLOWED, PROXY_VARS,
+    agent_env_refusal, agent_env_value_refusal, parent_allowed,
 };
 pub use error::AdapterError;
-pub use hide::{
-    HOME_SECRETS, SYSTEM_SECRETS, SYSTEM_SOCKETS, block_devices, own_homes, runtime_dir,
-    session_sockets, system_secrets,
-};
+pub use netns::{EGRESS_PORT, EGRESS_PROXY_URL};
 pub use pin::{
     BinPin, DigestParseError, RACY_MARGIN, Sha256Digest, StatFingerprint, VerifiedBin, pin_bin,
-    verify_bin,
+    shebang_interpreter, verify_bin,
 };
+pub use privileges::capability_sets;
 pub use procs::{ProcessMechanism, become_subreaper, end_orphans, process_mechanism};
 pub use render::{ArgSource, SessionValues, render};
-pub use report::{SandboxField, SandboxMode, SandboxReport, Status};
+pub use report::{NetworkField, SandboxField, SandboxMode, SandboxReport, Status};
+pub use ruleset::{LandlockSupport, SCOPE_LANDLOCK_ABI, TESTED_LANDLOCK_ABI};
 pub use run::{
-    DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, GROUP_EXIT_WAIT, Invocation, Limits,
-    Outcome, run,
+    DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, Egress, GROUP_EXIT_WAIT, Invocation,
+    Limits, Outcome, run,
 };
 pub use seccomp::{MARK_ERRNO, PROBE_ARG, PROBE_OPTION, inside_non_owner_call, seccomp_available};
 pub use stream::{Started, start};
-pub use tmp::PrivateTmp;
+pub use view::{
+    EtcIndex, PROTECTED_IN_WORKDIR, VIEW_HOME, VIEW_TMP, View, ViewEntry, bin_dirs, scan_etc,
+};
 pub use workdir::{NOT_A_SANDBOX, SHARED_ROOTS, SandboxPaths};

@@ -1,5 +1,7 @@
-//! Resource limits of every child (RUNTIME §5 "The child"): `setrlimit` of CPU seconds,
-//! address space, open files, file size and processes, and no core dumps.
+//! Resource limits of every child (RUNTIME §5 "The child", §5.4): `setrlimit` of CPU
+//! seconds, address space, open files, file size and processes, no core dumps, no
+//! real-time priority and no nice value below the current one; and the two bounds a
+//! call's view and cgroup apply, `tmp_bytes` and `memory_bytes`.
 
 use nix::sys::resource::{Resource, getrlimit};
 use serde::{Deserialize, Serialize};
@@ -23,6 +25,12 @@ pub enum Rlimit {
     Processes(u64),
     /// `RLIMIT_CORE`, bytes of core dump (0: none).
     CoreBytes(u64),
+    /// `RLIMIT_RTPRIO`, the highest real-time priority (0: `SCHED_FIFO` and `SCHED_RR`
+    /// fail).
+    RealtimePriority(u64),
+    /// `RLIMIT_NICE`, the nice ceiling as `20 - value` (0: no nice value below the
+    /// current one).
+    Nice(u64),
 }
 
 impl Rlimit {
@@ -39,6 +47,8 @@ impl Rlimit {
             Self::OpenFiles(v) => (Resource::RLIMIT_NOFILE, v, v),
             Self::Processes(v) => (Resource::RLIMIT_NPROC, v, v),
             Self::CoreBytes(v) => (Resource::RLIMIT_CORE, v, v),
+            Self::RealtimePriority(v) => (Resource::RLIMIT_RTPRIO, v, v),
+            Self::Nice(v) => (Resource::RLIMIT_NICE, v, v),
         }
     }
 }
@@ -59,8 +69,13 @@ pub struct ResourceLimits {
     /// `RLIMIT_FSIZE`: bytes of the largest file the child may write; then `SIGXFSZ`.
     pub file_size_bytes: u64,
     /// `RLIMIT_NPROC`: processes and threads of the user, counting those the user runs
-    /// outside hcp; not enforced by the kernel for root.
+    /// outside hcp; for root, `pids.max` of the call's pids cgroup.
     pub processes: u64,
+    /// Bytes of the call's tmpfs (`/tmp` and `/dev/shm` of its view together).
+    pub tmp_bytes: u64,
+    /// Bytes of memory of all the call's processes together (a memory cgroup, where one
+    /// can be made).
+    pub memory_bytes: u64,
 }
 
 /// Per-exec overrides of [`ResourceLimits`]: `None` keeps the configured value, a larger
@@ -78,6 +93,10 @@ pub struct LimitOverrides {
     pub file_size_bytes: Option<u64>,
     /// Processes of the user.
     pub processes: Option<u64>,
+    /// Bytes of the call's tmpfs.
+    pub tmp_bytes: Option<u64>,
+    /// Bytes of memory of the call.
+    pub memory_bytes: Option<u64>,
 }
 
 impl ResourceLimits {
@@ -91,11 +110,13 @@ impl ResourceLimits {
             open_files: t(self.open_files, o.open_files),
             file_size_bytes: t(self.file_size_bytes, o.file_size_bytes),
             processes: t(self.processes, o.processes),
+            tmp_bytes: t(self.tmp_bytes, o.tmp_bytes),
+            memory_bytes: t(self.memory_bytes, o.memory_bytes),
         }
     }
 
-    /// The limits as [`Rlimit`]s, `RLIMIT_CORE` 0 included.
-    pub fn rlimits(&self) -> [Rlimit; 6] {
+    /// The limits as [`Rlimit`]s, with `RLIMIT_CORE`, `RLIMIT_RTPRIO` and `RLIMIT_NICE` 0.
+    pub fn rlimits(&self) -> [Rlimit; 8] {
         [
             Rlimit::CpuSeconds(self.cpu_seconds),
             Rlimit::AddressSpaceBytes(self.address_space_bytes),
@@ -103,6 +124,8 @@ impl ResourceLimits {
             Rlimit::FileSizeBytes(self.file_size_bytes),
             Rlimit::Processes(self.processes),
             Rlimit::CoreBytes(0),
+            Rlimit::RealtimePriority(0),
+            Rlimit::Nice(0),
         ]
     }
 
@@ -119,6 +142,8 @@ impl ResourceLimits {
             open_files: cap(Resource::RLIMIT_NOFILE, self.open_files),
             file_size_bytes: cap(Resource::RLIMIT_FSIZE, self.file_size_bytes),
             processes: cap(Resource::RLIMIT_NPROC, self.processes),
+            tmp_bytes: self.tmp_bytes,
+            memory_bytes: self.memory_bytes,
         }
     }
 }

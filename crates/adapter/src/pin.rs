@@ -180,6 +180,46 @@ impl VerifiedBin {
     pub fn is_script(&self) -> bool {
         self.script
     }
+
+    /// A script's interpreter (RUNTIME §5.1: the view holds it), from its `#!` line read
+    /// through the verified descriptor, resolved: `#!/usr/bin/env NAME` is `NAME` looked up
+    /// in `path` (the parent's `PATH`, `:`-separated). `None` for a program that is not a
+    /// script, or an interpreter that cannot be found.
+    pub fn interpreter(&self, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+        if !self.script {
+            return None;
+        }
+        let mut head = [0u8; 256];
+        let n = self.file.read_at(&mut head, 0).ok()?;
+        shebang_interpreter(&head[..n], path)
+    }
+}
+
+/// The interpreter the `#!` line at the start of `head` (a file's first bytes) names,
+/// resolved: `#!/usr/bin/env NAME` is `NAME` looked up in `path` (`:`-separated); `None`
+/// for no `#!` line or an interpreter that cannot be found (see
+/// [`VerifiedBin::interpreter`]).
+pub fn shebang_interpreter(head: &[u8], path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let line = head.strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|b| *b == b'\n').unwrap_or(line.len())];
+    let text = std::str::from_utf8(line).ok()?;
+    let mut words = text.split_whitespace();
+    let program = PathBuf::from(words.next()?);
+    if program.file_name().is_none_or(|n| n != "env") {
+        return program.canonicalize().ok();
+    }
+    let name = words.find(|w| !w.starts_with('-'))?;
+    if name.contains('/') {
+        return Path::new(name).canonicalize().ok();
+    }
+    path?
+        .as_bytes()
+        .split(|b| *b == b':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(std::ffi::OsStr::from_bytes(d)).join(name))
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
 }
 
 /// Pins the bin at `path`: its digest and, when trustworthy, its fingerprint

@@ -1,13 +1,17 @@
 //! Running one child (RUNTIME §5 "The child"): no shell, `/dev/null` stdin, exact
-//! environment, own process group, a timeout that ends the whole group, capped output.
+//! environment, own process group, a timeout that ends the whole group, capped output;
+//! the answers to a `deny` call's `socket(2)` (RUNTIME §5.3) and the end of the whole call
+//! when its memory cgroup runs out (§5.4).
 //!
-//! One thread: a `poll(2)` loop over the two pipes and a pidfd (`pidfd_open`) for the
-//! child's exit, with the next deadline as the poll timeout. Without pidfd (Linux older
+//! One thread: a `poll(2)` loop over the two pipes, a pidfd (`pidfd_open`) for the
+//! child's exit, the cancel descriptor, the call's seccomp listener and its memory cgroup's
+//! OOM eventfd, with the next deadline as the poll timeout. Without pidfd (Linux older
 //! than 5.3) the loop polls the pipes in 5 ms slices and checks the child with
 //! `waitid(WNOHANG | WNOWAIT)`. The child is reaped only after the rest of its group has
 //! been killed, so its pid cannot have been reused for another group by then.
 
 use crate::AdapterError;
+use crate::cgroup::CallCgroup;
 use crate::confine::Confinement;
 use crate::env::ChildEnv;
 use crate::pin::{StatFingerprint, VerifiedBin};
@@ -83,6 +87,21 @@ pub struct Invocation<'a> {
     /// or signalfd the binary arms on `SIGINT`/`SIGTERM`); the group is then ended as on
     /// timeout and [`Outcome::cancelled`] is set.
     pub cancel: Option<BorrowedFd<'a>>,
+    /// For a call in a network namespace of its own (`{"allow": …}`): given the listener
+    /// the child made on its loopback (RUNTIME §5.5) right after the spawn, before the
+    /// run loop starts; the egress proxy accepts on it. `None`: the listener is closed
+    /// (the child's connections are refused).
+    pub egress: Option<Egress<'a>>,
+}
+
+/// The egress proxy's hook of [`Invocation::egress`]: called once with the listener.
+#[derive(Clone, Copy)]
+pub struct Egress<'a>(pub &'a (dyn Fn(OwnedFd) + Sync));
+
+impl std::fmt::Debug for Egress<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Egress(..)")
+    }
 }
 
 /// What a run produced.
@@ -112,6 +131,14 @@ pub struct Outcome {
     pub stderr_total: u64,
     /// Wall time from just before the spawn to the reaping of the child.
     pub duration: Duration,
+    /// How many times the call tried `socket(2)` under `network: deny` (hcp answered
+    /// each `EACCES`; RUNTIME §5.3: the result then carries a hint naming the key).
+    pub socket_attempts: u32,
+    /// The call's memory bound was reached (its memory cgroup counted an OOM kill) and
+    /// hcp ended the call (RUNTIME §5.4, `memory_exceeded`).
+    pub memory_exceeded: bool,
+    /// The kernel refused the call a `/proc` of its own: its view has none (RUNTIME §5.1).
+    pub no_proc: bool,
 }
 
 impl Outcome {
@@ -156,11 +183,11 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
     let start = Instant::now();
     let sweep = inv
         .confine
-        .is_some_and(|c| !c.filters.is_empty() && !c.has_pid_namespace());
+        .is_some_and(|c| c.filters.is_some() && !c.has_pid_namespace());
     if sweep {
         crate::procs::become_subreaper();
     }
-    let child = spawn(inv)?;
+    let mut child = spawn(inv, true)?;
     let pgid = Pid::from_raw(child.pid);
     crate::procs::register(child.pid);
     let mut guard = Reaper {
@@ -169,6 +196,16 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         sweep,
     };
     check_unchanged(inv.bin).inspect_err(|_| guard.kill())?;
+    if let (Some(listener), Some(hook)) = (child.egress_listener.take(), inv.egress) {
+        (hook.0)(listener);
+    }
+    let mut notify = child.notify.take();
+    let mut socket_attempts = 0u32;
+    let oom = inv
+        .confine
+        .and_then(Confinement::cgroup)
+        .and_then(CallCgroup::oom_event);
+    let mut out_of_memory = false;
     let mut streams = [
         Stream::new(Some(child.stdout), inv.limits.stdout_cap)?,
         Stream::new(Some(child.stderr), inv.limits.stderr_cap)?,
@@ -199,10 +236,13 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             wait = wait.min(Duration::from_millis(5));
         }
         let watch_cancel = inv.cancel.filter(|_| kill_at.is_none());
+        let watch_oom = oom.filter(|_| !out_of_memory);
         let mut exited = false;
         let mut cancel_fired = false;
+        let notified;
+        let oom_fired;
         {
-            let mut fds: [Option<PollFd<'_>>; 4] = [None, None, None, None];
+            let mut fds: [Option<PollFd<'_>>; 6] = [None, None, None, None, None, None];
             for (slot, s) in fds.iter_mut().zip(streams.iter()) {
                 *slot =
                     s.fd.as_ref()
@@ -212,8 +252,12 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
                 .as_ref()
                 .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN));
             fds[3] = watch_cancel.map(|fd| PollFd::new(fd, PollFlags::POLLIN));
-            let mut active: Vec<PollFd<'_>> = Vec::with_capacity(4);
-            let mut which = [usize::MAX; 4];
+            fds[4] = notify
+                .as_ref()
+                .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            fds[5] = watch_oom.map(|fd| PollFd::new(fd, PollFlags::POLLIN));
+            let mut active: Vec<PollFd<'_>> = Vec::with_capacity(6);
+            let mut which = [usize::MAX; 6];
             for (i, f) in fds.into_iter().enumerate() {
                 if let Some(f) = f {
                     which[active.len()] = i;
@@ -227,10 +271,12 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
                     return Err(supervise("poll failed", e));
                 }
             }
-            let mut ready = [false; 4];
+            let mut ready = [false; 6];
             for (j, f) in active.iter().enumerate() {
                 ready[which[j]] = f.revents().is_some_and(|r| !r.is_empty());
             }
+            notified = ready[4];
+            oom_fired = ready[5];
             for (s, r) in streams.iter_mut().zip(ready) {
                 if r && let Err(e) = s.read_available() {
                     guard.kill();
@@ -243,6 +289,20 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             if ready[3] {
                 cancel_fired = true;
             }
+        }
+        if notified && let Some(fd) = &notify {
+            match crate::notify::answer(fd) {
+                Ok(true) => socket_attempts = socket_attempts.saturating_add(1),
+                Ok(false) => {}
+                // Every process under the filter is gone.
+                Err(_) => notify = None,
+            }
+        }
+        if oom_fired {
+            // The memory cgroup ran out: the whole call ends together.
+            out_of_memory = true;
+            let _ = killpg(pgid, Signal::SIGKILL);
+            let _ = kill(pgid, Signal::SIGKILL);
         }
         if cancel_fired {
             cancelled = true;
@@ -297,6 +357,11 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         (None, None) => 128,
     };
     let [out, err] = streams;
+    let memory_exceeded = out_of_memory
+        || inv
+            .confine
+            .and_then(Confinement::cgroup)
+            .is_some_and(CallCgroup::memory_exceeded);
     Ok(Outcome {
         pid: pgid.as_raw().unsigned_abs(),
         exit_code,
@@ -310,13 +375,16 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         stdout: out.buf,
         stderr: err.buf,
         duration,
+        socket_attempts,
+        memory_exceeded,
+        no_proc: child.facts & crate::view::child::FACT_NO_PROC != 0,
     })
 }
 
 /// Starts the child ([`spawn::spawn`]). An ELF bin is executed through its verified
 /// descriptor (`execveat`); a `#!` script, or any bin where the kernel lacks `execveat`
 /// (Linux before 3.19), by its pinned path (see the pin module's docs).
-pub(crate) fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
+pub(crate) fn spawn(inv: &Invocation<'_>, listen: bool) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
     check_exec_size(inv)?;
     let first = if bin.script {
@@ -328,7 +396,7 @@ pub(crate) fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
         let argv: Vec<&OsStr> = std::iter::once(inv.argv0.as_os_str())
             .chain(inv.args.iter().map(OsString::as_os_str))
             .collect();
-        spawn::spawn(program, &argv, inv.env, &inv.cwd, inv.confine)
+        spawn::spawn(program, &argv, inv.env, &inv.cwd, inv.confine, listen)
     };
     match start(first) {
         Ok(c) => Ok(c),
@@ -347,9 +415,9 @@ pub(crate) fn spawn(inv: &Invocation<'_>) -> Result<Spawned, AdapterError> {
                 && matches!(first, Program::Fd(_)) =>
         {
             // No execveat: fall back to the pinned path (residual window documented).
-            start(Program::Path(&bin.path)).map_err(|e| spawn_error(bin, e))
+            start(Program::Path(&bin.path)).map_err(|e| spawn_error(inv, e))
         }
-        Err(e) => Err(spawn_error(bin, e)),
+        Err(e) => Err(spawn_error(inv, e)),
     }
 }
 
@@ -379,9 +447,13 @@ fn check_exec_size(inv: &Invocation<'_>) -> Result<(), AdapterError> {
     Ok(())
 }
 
-fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
-    let path = bin.path.clone();
-    let SpawnError { step, error } = e;
+fn spawn_error(inv: &Invocation<'_>, e: SpawnError) -> AdapterError {
+    let path = inv.bin.path.clone();
+    let SpawnError {
+        step,
+        error,
+        view_op,
+    } = e;
     match (step, error.raw_os_error()) {
         (Some(Step::Exec), Some(libc::ENOENT)) => AdapterError::BinMissing {
             path,
@@ -404,12 +476,25 @@ fn spawn_error(bin: &VerifiedBin, e: SpawnError) -> AdapterError {
             reason: "the confinement could not be applied in the child".into(),
             source: Some(error),
         },
-        (Some(Step::Isolate), _) => AdapterError::SpawnFailed {
-            program: path,
-            reason: "the call's cgroup, user namespace or mounts could not be set up in the child"
-                .into(),
-            source: Some(error),
-        },
+        (Some(Step::Isolate), errno) => {
+            let what = match (view_op, inv.confine.and_then(Confinement::view)) {
+                (Some(i), Some(v)) => v.describe_step(i),
+                _ => "the call's cgroup, user or network namespace".to_owned(),
+            };
+            if matches!(errno, Some(libc::EPERM | libc::EACCES | libc::ENOSYS)) {
+                AdapterError::SandboxUnavailable {
+                    reason: format!(
+                        "the kernel refused the call's view ({what}): {error}; a user namespace may be forbidden to hcp here (Ubuntu 23.10 and later: an AppArmor profile granting hcp `userns`)"
+                    ),
+                }
+            } else {
+                AdapterError::SandboxFailed {
+                    path,
+                    reason: format!("cannot build the call's view ({what})"),
+                    source: Some(error),
+                }
+            }
+        }
         _ => AdapterError::SpawnFailed {
             program: path,
             reason: "the process could not be started".into(),
@@ -645,6 +730,7 @@ mod tests {
             },
             confine: None,
             cancel: None,
+            egress: None,
         };
         let out = run_with(&inv("sleep 1000 & echo hi; exit 4", 60_000), false).unwrap();
         assert_eq!((out.stdout.as_slice(), out.exit_code), (&b"hi\n"[..], 4));
@@ -670,6 +756,7 @@ mod tests {
             limits: Limits::default(),
             confine: None,
             cancel: None,
+            egress: None,
         };
         let e = run(&inv).unwrap_err();
         assert_eq!(

@@ -1,27 +1,26 @@
 //! The seccomp filter of a call's child (RUNTIME §4 "the owner is never reachable from inside
-//! a call", §5 "Confinement of every land"), built in the parent and installed in the
+//! a call", §5.1 "Sockets", §5.3 "Network"), built once per process and installed in the
 //! child after `PR_SET_NO_NEW_PRIVS`, where installing one is a single system call on a
 //! program the parent prepared (no allocation between `clone` and `execve`).
 //!
-//! One program per call (installing a filter costs about 1.7 µs per instruction here,
-//! as the kernel converts and compiles it, so one short program rather than one per
-//! concern: about 25 instructions, built by [`build`], not by a general rule compiler),
-//! with three parts:
+//! One program per call (installing a filter costs about 1.7 µs per instruction here, as
+//! the kernel converts and compiles it, so one short program rather than one per concern:
+//! at most about 40 instructions, built by [`build`], not by a general rule compiler), with
+//! these parts:
 //!
-//! - the base, every call: `EPERM` for `ptrace` (within the call's own Landlock domain,
-//!   where Landlock allows it), the kernel keyrings (`keyctl`, `add_key`,
+//! - the base, every call: `EPERM` for `ptrace`, the kernel keyrings (`keyctl`, `add_key`,
 //!   `request_key`: the owner's session and user keyrings are not the call's, and
-//!   `request_key` can start a helper as root), `bpf` and `userfaultfd`. What would undo
-//!   the rest of the confinement (`mount`, `umount2`, `open_tree`, `move_mount`, the
-//!   `fs*` calls, `open_by_handle_at`) needs a capability no child keeps (see [`BASE`]);
-//!   so do modules, `kexec`, `reboot`, clocks and raw I/O
-//!   ([`crate::DROPPED_CAPABILITIES`] for root);
-//! - `network: deny`: `EACCES` for every `socket(2)` — no TCP, UDP, raw, packet,
-//!   netlink or vsock socket, and no Unix socket either, since Landlock ABI 7 cannot
-//!   scope a pathname `connect()` to the sandbox (`socketpair(2)` stays: a pair connects
-//!   the call to itself) — and for `io_uring_setup`, `io_uring_enter` and
-//!   `io_uring_register` (io_uring's `IORING_OP_SOCKET` would make a socket without
-//!   `socket(2)`);
+//!   `request_key` can start a helper as root), `bpf` and `userfaultfd`; `EACCES` for
+//!   `io_uring_setup`, `io_uring_enter` and `io_uring_register` in every network mode
+//!   (io_uring's `IORING_OP_SOCKET` would make a socket without `socket(2)`);
+//! - `socket(2)` by network mode ([`Net`]): under `deny` no socket at all — a call for
+//!   another family than `AF_UNIX` is handed to hcp as a seccomp user notification when
+//!   hcp listens (hcp answers `EACCES` and learns that the child tried, for the result's
+//!   hint), else refused with `EACCES`;
+//!   under `host` every family but `AF_UNIX` and `AF_VSOCK`; in a network namespace of the
+//!   call's own (`{"allow": …}`) `AF_INET` and `AF_INET6` only. `AF_UNIX` passes in every
+//!   mode when the operator listed a socket (`packs.ID.write`). `socketpair(2)` always
+//!   works: a pair connects the call to itself;
 //! - every non-owner call: the marker. The probe `prctl(PROBE_OPTION, PROBE_ARG)`
 //!   answers [`MARK_ERRNO`] instead of the kernel's `EINVAL` ([`inside_non_owner_call`]).
 //!   A filter cannot be removed, survives `fork`, `execve`, `setsid` and the death of any
@@ -45,7 +44,7 @@ pub const MARK_ERRNO: i32 = libc::EKEYREJECTED;
 /// Whether the calling process descends from the child of a non-owner call (RUNTIME §4):
 /// the marker of that call's seccomp filter answers the probe. One system call; no allocation.
 ///
-/// A nested `hcp` asks this when no session is given: `true` means it must refuse
+/// A nested `hcp` asks this before it looks for a store: `true` means it must refuse
 /// (`nested_call`, 77) rather than act as the owner. With a session it is that
 /// session's principal either way.
 pub fn inside_non_owner_call() -> bool {
@@ -54,34 +53,40 @@ pub fn inside_non_owner_call() -> bool {
     r == -1 && io::Error::last_os_error().raw_os_error() == Some(MARK_ERRNO)
 }
 
+/// Which sockets `socket(2)` may make (RUNTIME §5.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Net {
+    /// `deny`: none.
+    Deny,
+    /// `host`: every family but `AF_UNIX` and `AF_VSOCK`.
+    Host,
+    /// A network namespace of the call's own: `AF_INET` and `AF_INET6`.
+    OwnNamespace,
+}
+
 /// Which parts the call's one seccomp program holds (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Filter {
-    /// `network: deny`: `EACCES` for `socket` and io_uring.
-    pub network_deny: bool,
+    /// The network mode's rule for `socket(2)`.
+    pub net: Net,
+    /// The operator listed a socket: `AF_UNIX` passes.
+    pub unix: bool,
     /// A non-owner call: the nested-call marker.
     pub marker: bool,
+    /// Under `deny`, hand `socket(2)` to hcp as a user notification (the filter is then
+    /// installed with `SECCOMP_FILTER_FLAG_NEW_LISTENER`).
+    pub notify: bool,
 }
 
-/// System calls the base part refuses with `EPERM`: what no other layer of the call's
-/// confinement covers. (The mount family, `open_tree` and `open_by_handle_at` need
-/// `CAP_SYS_ADMIN` or `CAP_DAC_READ_SEARCH`, which no child has after `execve` — an
-/// ordinary user's has no capability, a root child loses them from its bounding set —
-/// and in a user namespace of its own the child finds the covering mounts locked;
-/// Landlock refuses `mount`, `umount` and `pivot_root` and scopes `ptrace` and
-/// `process_vm_*` to the call's domain. Each refused call costs one instruction, and
-/// each instruction about 1.7 µs at every call's install.)
+/// System calls the base part refuses with `EPERM`.
 const BASE: [i64; 3] = [libc::SYS_ptrace, libc::SYS_bpf, libc::SYS_userfaultfd];
 
 /// The keyring calls (`add_key`, `request_key`, `keyctl`), refused with `EPERM` too: their
 /// numbers are consecutive, so one range check (two instructions) covers them.
 const KEYRINGS: (i64, i64) = (libc::SYS_add_key, libc::SYS_keyctl);
 
-/// System calls `network: deny` refuses with `EACCES`.
-const NETWORK: [i64; 1] = [libc::SYS_socket];
-
 /// io_uring (`io_uring_setup`, `io_uring_enter`, `io_uring_register`, consecutive), refused
-/// with `EACCES` under `network: deny`: one range check.
+/// with `EACCES`: one range check.
 const IO_URING: (i64, i64) = (libc::SYS_io_uring_setup, libc::SYS_io_uring_register);
 
 /// `AUDIT_ARCH_*` of this architecture.
@@ -108,109 +113,166 @@ const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 const RET_ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 
-/// Where a jump goes: the next instruction, or one of the shared returns.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Offset of `seccomp_data.nr`, `.arch` and the low half of `.args[0]`, `.args[1]`.
+const NR: u32 = 0;
+const ARCH: u32 = 4;
+const ARG0: u32 = 16;
+const ARG1_LO: u32 = 24;
+const ARG1_HI: u32 = 28;
+
+/// Where a jump goes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum To {
     Next,
-    /// Over the next instruction.
-    Over,
     Allow,
+    Kill,
     Eperm,
     Eacces,
     Enosys,
+    Notify,
+    Socket,
     Prctl,
+    /// The instruction after the next (the end of a range check).
+    Over,
 }
 
-/// Builds the call's one program: the architecture check (another architecture's
-/// system call numbers would mean other calls: killed), x32 numbers refused on x86_64,
-/// then one comparison per refused system call, each jumping to a shared return.
-/// Installing a filter costs about 1.7 µs per instruction here (the kernel converts and
-/// compiles it), so the program is one, and short: at most 26 instructions (consecutive
-/// system call numbers share one range check).
+/// A small forward-only assembler: instructions with symbolic jumps, then offsets.
+struct Asm {
+    code: Vec<(u16, To, To, u32)>,
+    labels: std::collections::HashMap<To, usize>,
+}
+
+impl Asm {
+    fn ld(&mut self, off: u32) {
+        self.code.push((LD_W_ABS, To::Next, To::Next, off));
+    }
+    fn jeq(&mut self, k: u32, t: To, f: To) {
+        self.code.push((JEQ_K, t, f, k));
+    }
+    fn ret(&mut self, k: u32) {
+        self.code.push((RET_K, To::Next, To::Next, k));
+    }
+    fn label(&mut self, l: To) {
+        self.labels.insert(l, self.code.len());
+    }
+    /// `lo <= nr <= hi` → `to`, in two instructions.
+    fn range(&mut self, (lo, hi): (i64, i64), to: To) {
+        self.code.push((JGE_K, To::Next, To::Over, lo as u32));
+        self.code.push((JGT_K, To::Next, to, hi as u32));
+    }
+    fn finish(self) -> Vec<SockFilter> {
+        let Self { code, labels } = self;
+        let offset = |at: usize, to: To| -> u8 {
+            match to {
+                To::Next => 0,
+                To::Over => 1,
+                _ => u8::try_from(labels[&to] - at - 1).unwrap_or(u8::MAX),
+            }
+        };
+        code.iter()
+            .enumerate()
+            .map(|(i, &(c, jt, jf, k))| SockFilter {
+                code: c,
+                jt: offset(i, jt),
+                jf: offset(i, jf),
+                k,
+            })
+            .collect()
+    }
+}
+
+/// Builds the call's one program (see the module docs): the architecture check, x32
+/// numbers refused on x86_64, then one comparison per refused system call, each jumping
+/// to a shared return.
 pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
-    let mut code: Vec<(u16, To, To, u32)> = vec![
-        (LD_W_ABS, To::Next, To::Next, 4), // arch
-        (JEQ_K, To::Next, To::Next, AUDIT_ARCH),
-    ];
-    // jt: skip the kill (handled below by a fixed offset).
-    code.push((RET_K, To::Next, To::Next, RET_KILL_PROCESS));
-    code.push((LD_W_ABS, To::Next, To::Next, 0)); // nr
-    #[cfg(target_arch = "x86_64")]
-    code.push((JGE_K, To::Enosys, To::Next, 0x4000_0000));
-    // `lo <= nr <= hi` → `to`, in two instructions.
-    let range = |code: &mut Vec<(u16, To, To, u32)>, (lo, hi): (i64, i64), to| {
-        code.push((JGE_K, To::Next, To::Over, lo as u32));
-        code.push((JGT_K, To::Next, to, hi as u32));
+    let mut a = Asm {
+        code: Vec::new(),
+        labels: std::collections::HashMap::new(),
     };
+    a.ld(ARCH);
+    a.jeq(AUDIT_ARCH, To::Next, To::Kill);
+    a.ld(NR);
+    #[cfg(target_arch = "x86_64")]
+    a.code.push((JGE_K, To::Enosys, To::Next, 0x4000_0000));
     for nr in BASE {
-        code.push((JEQ_K, To::Eperm, To::Next, nr as u32));
+        a.jeq(nr as u32, To::Eperm, To::Next);
     }
-    range(&mut code, KEYRINGS, To::Eperm);
-    if filter.network_deny {
-        for nr in NETWORK {
-            code.push((JEQ_K, To::Eacces, To::Next, nr as u32));
+    a.range(KEYRINGS, To::Eperm);
+    a.range(IO_URING, To::Eacces);
+    a.jeq(libc::SYS_socket as u32, To::Socket, To::Next);
+    if filter.marker {
+        a.jeq(libc::SYS_prctl as u32, To::Prctl, To::Next);
+    }
+    a.ret(RET_ALLOW);
+
+    // socket(2): by family.
+    a.label(To::Socket);
+    a.ld(ARG0);
+    let unix = if filter.unix { To::Allow } else { To::Eacces };
+    match filter.net {
+        Net::Deny => {
+            // A Unix socket is refused without a word to hcp: glibc's name service asks
+            // nscd and systemd-userdb over one at every user lookup, and the hint is about
+            // the network.
+            a.jeq(libc::AF_UNIX as u32, unix, To::Next);
+            a.ret(if filter.notify {
+                RET_USER_NOTIF
+            } else {
+                RET_ERRNO | libc::EACCES as u32
+            });
         }
-        range(&mut code, IO_URING, To::Eacces);
+        Net::Host => {
+            a.jeq(libc::AF_UNIX as u32, unix, To::Next);
+            a.jeq(libc::AF_VSOCK as u32, To::Eacces, To::Next);
+            a.ret(RET_ALLOW);
+        }
+        Net::OwnNamespace => {
+            a.jeq(libc::AF_INET as u32, To::Allow, To::Next);
+            a.jeq(libc::AF_INET6 as u32, To::Allow, To::Next);
+            a.jeq(libc::AF_UNIX as u32, unix, To::Next);
+            a.ret(RET_ERRNO | libc::EACCES as u32);
+        }
     }
+
     if filter.marker {
-        code.push((JEQ_K, To::Prctl, To::Next, libc::SYS_prctl as u32));
-    }
-    code.push((RET_K, To::Next, To::Next, RET_ALLOW));
-    let mut labels = std::collections::HashMap::new();
-    if filter.marker {
-        labels.insert(To::Prctl as u8, code.len());
+        a.label(To::Prctl);
         let [lo, hi] = [PROBE_ARG as u32, (PROBE_ARG >> 32) as u32];
-        code.extend([
-            (LD_W_ABS, To::Next, To::Next, 16), // args[0], low half (an int)
-            (JEQ_K, To::Next, To::Allow, PROBE_OPTION as u32),
-            (LD_W_ABS, To::Next, To::Next, 24), // args[1], low half
-            (JEQ_K, To::Next, To::Allow, lo),
-            (LD_W_ABS, To::Next, To::Next, 28), // args[1], high half
-            (JEQ_K, To::Next, To::Allow, hi),
-            (RET_K, To::Next, To::Next, RET_ERRNO | MARK_ERRNO as u32),
-        ]);
+        a.ld(ARG0); // option, an int
+        a.jeq(PROBE_OPTION as u32, To::Next, To::Allow);
+        a.ld(ARG1_LO);
+        a.jeq(lo, To::Next, To::Allow);
+        a.ld(ARG1_HI);
+        a.jeq(hi, To::Next, To::Allow);
+        a.ret(RET_ERRNO | MARK_ERRNO as u32);
     }
     for (to, k) in [
         (To::Allow, RET_ALLOW),
+        (To::Kill, RET_KILL_PROCESS),
         (To::Eperm, RET_ERRNO | libc::EPERM as u32),
         (To::Eacces, RET_ERRNO | libc::EACCES as u32),
         (To::Enosys, RET_ERRNO | libc::ENOSYS as u32),
+        (To::Notify, RET_USER_NOTIF),
     ] {
-        labels.insert(to as u8, code.len());
-        code.push((RET_K, To::Next, To::Next, k));
+        a.label(to);
+        a.ret(k);
     }
-    let offset = |at: usize, to: To| -> u8 {
-        match to {
-            To::Next => 0,
-            To::Over => 1,
-            _ => u8::try_from(labels[&(to as u8)] - at - 1).unwrap_or(u8::MAX),
-        }
-    };
-    let mut prog: Vec<SockFilter> = code
-        .iter()
-        .enumerate()
-        .map(|(i, &(c, jt, jf, k))| SockFilter {
-            code: c,
-            jt: offset(i, jt),
-            jf: offset(i, jf),
-            k,
-        })
-        .collect();
-    // The architecture check: equal → over the kill.
-    prog[1].jt = 1;
-    prog
+    a.finish()
 }
 
 /// The call's program for `filter`, built once per process and shared.
 pub(crate) fn program(filter: Filter) -> &'static [SockFilter] {
-    static PROGRAMS: [OnceLock<Vec<SockFilter>>; 4] = [
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-        OnceLock::new(),
-    ];
-    let i = usize::from(filter.network_deny) | usize::from(filter.marker) << 1;
+    static PROGRAMS: [OnceLock<Vec<SockFilter>>; 24] = [const { OnceLock::new() }; 24];
+    let net = match filter.net {
+        Net::Deny => 0,
+        Net::Host => 1,
+        Net::OwnNamespace => 2,
+    };
+    let i = net * 8
+        + usize::from(filter.unix) * 4
+        + usize::from(filter.marker) * 2
+        + usize::from(filter.notify);
     PROGRAMS[i].get_or_init(|| build(filter)).as_slice()
 }
 
@@ -228,12 +290,18 @@ struct Fprog {
     filter: *const SockFilter,
 }
 
-/// Installs `prog` on the calling thread. Async-signal-safe, allocates nothing; the
-/// caller has set `PR_SET_NO_NEW_PRIVS`. Returns 0, or the errno.
-pub(crate) fn install(prog: &[SockFilter]) -> i32 {
+/// Installs `prog` on the calling thread, with a new listener when `listener` (the
+/// descriptor is returned). Async-signal-safe, allocates nothing; the caller has set
+/// `PR_SET_NO_NEW_PRIVS`. Returns the listener (or 0), or `-errno`.
+pub(crate) fn install(prog: &[SockFilter], listener: bool) -> i32 {
     let fprog = Fprog {
         len: libc::c_ushort::try_from(prog.len()).unwrap_or(libc::c_ushort::MAX),
         filter: prog.as_ptr(),
+    };
+    let flags: libc::c_ulong = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
     };
     // SAFETY: the kernel copies the program from `fprog`, which points into memory the
     // parent keeps alive until `clone` returns.
@@ -241,14 +309,14 @@ pub(crate) fn install(prog: &[SockFilter]) -> i32 {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER,
-            0u32,
+            flags,
             &raw const fprog,
         )
     };
-    if r == 0 {
-        0
+    if r >= 0 {
+        i32::try_from(r).unwrap_or(0)
     } else {
-        io::Error::last_os_error()
+        -io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EINVAL)
     }
@@ -260,25 +328,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_program_is_short_and_every_jump_lands_inside_it() {
-        for (network_deny, marker) in [(false, false), (true, false), (false, true), (true, true)] {
-            let f = Filter {
-                network_deny,
-                marker,
-            };
-            let p = program(f);
-            assert!(p.len() < 48, "{f:?}: {}", p.len());
-            for (i, ins) in p
-                .iter()
-                .enumerate()
-                .filter(|(_, ins)| ins.code & 0x07 == 0x05)
-            {
-                assert!(
-                    i + 1 + usize::from(ins.jt.max(ins.jf)) < p.len(),
-                    "{f:?} at {i}"
-                );
+    fn every_program_is_short_and_every_jump_lands_inside_it() {
+        for net in [Net::Deny, Net::Host, Net::OwnNamespace] {
+            for bits in 0..8u8 {
+                let f = Filter {
+                    net,
+                    unix: bits & 1 != 0,
+                    marker: bits & 2 != 0,
+                    notify: bits & 4 != 0,
+                };
+                let p = program(f);
+                assert!(p.len() < 64, "{f:?}: {}", p.len());
+                for (i, ins) in p
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, ins)| ins.code & 0x07 == 0x05)
+                {
+                    assert!(
+                        i + 1 + usize::from(ins.jt.max(ins.jf)) < p.len(),
+                        "{f:?} at {i}"
+                    );
+                }
+                assert_eq!(p.last().map(|i| i.code), Some(RET_K));
             }
-            assert_eq!(p.last().map(|i| i.code), Some(RET_K));
         }
     }
 

@@ -21,13 +21,17 @@
 //! 3. standard input `/dev/null`, output and error the write ends of two pipes; every
 //!    other descriptor marked close-on-exec, including any the caller of `hcp` left
 //!    inheritable;
-//! 4. the call's cgroup, user namespace maps and mounts
-//!    ([`Confinement::isolate_in_child`]), then `chdir` to the working directory;
+//! 4. the call's cgroups, user namespace maps, network namespace and view
+//!    ([`Confinement::isolate_in_child`]), then `chdir` to the working directory (in the
+//!    view);
 //! 5. the rest of the confinement ([`Confinement::apply_in_child`]);
 //! 6. `execveat` of the verified descriptor (or `execve` of a script's path).
 //!
-//! A failing step stores its number and `errno` where the parent reads them once `clone`
-//! returns, and the child exits with 127; the parent then reaps it.
+//! A failing step stores its number and `errno` (and, for the view, the index of its failed
+//! step) where the parent reads them once `clone` returns, and the child exits with 127;
+//! the parent then reaps it. What the child hands hcp (the seccomp listener, the egress
+//! listener) comes over a socket pair (the channel module) and is read once `clone`
+//! returns.
 
 use crate::confine::Confinement;
 use crate::env::ChildEnv;
@@ -37,7 +41,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 /// Bytes of stack for the child between `clone` and `execve`, plus one guard page below
 /// it. The steps above use a few KiB; the pages are only touched as used.
@@ -83,16 +87,23 @@ pub(crate) struct SpawnError {
     pub step: Option<Step>,
     /// The OS error of that step.
     pub error: io::Error,
+    /// For [`Step::Isolate`] in the view: the index of its failed step (-1: the fixed steps
+    /// around the plan).
+    pub view_op: Option<i32>,
 }
 
 impl SpawnError {
     fn parent(error: io::Error) -> Self {
-        Self { step: None, error }
+        Self {
+            step: None,
+            error,
+            view_op: None,
+        }
     }
 }
 
-/// A started child: its pid (also its process group id) and the read ends of its
-/// stdout and stderr pipes (`O_CLOEXEC`).
+/// A started child: its pid (also its process group id), the read ends of its
+/// stdout and stderr pipes (`O_CLOEXEC`), and what it handed hcp.
 #[derive(Debug)]
 pub(crate) struct Spawned {
     /// Process id of the child, leader of its own process group.
@@ -101,6 +112,12 @@ pub(crate) struct Spawned {
     pub stdout: OwnedFd,
     /// Read end of the child's stderr.
     pub stderr: OwnedFd,
+    /// The seccomp listener of a `deny` call, whose `socket(2)` hcp answers.
+    pub notify: Option<OwnedFd>,
+    /// The TCP listener of a call in a network namespace of its own.
+    pub egress_listener: Option<OwnedFd>,
+    /// What the child learned building its view (`FACT_*` of the view's child module).
+    pub facts: u32,
 }
 
 /// What the child executes.
@@ -130,6 +147,10 @@ struct ChildArgs<'a> {
     /// its stdout shows whether the parent still holds the other end.
     parent_ends: [RawFd; 2],
     confine: Option<&'a Confinement>,
+    /// hcp answers the child's seccomp notifications (a `run`, not a `start`).
+    listen: bool,
+    /// The child's end of the channel, or -1.
+    channel: RawFd,
     /// One above the highest descriptor number that may be open (`RLIMIT_NOFILE`), for
     /// kernels without `close_range`.
     max_fd: libc::c_int,
@@ -137,6 +158,10 @@ struct ChildArgs<'a> {
     failed_step: AtomicI32,
     /// Set by the child with `failed_step`: the `errno` of the step.
     failed_errno: AtomicI32,
+    /// Set by the child when its view failed: the index of the view's step.
+    failed_op: AtomicI32,
+    /// What the child learned building its view.
+    facts: AtomicU32,
 }
 
 fn cstring(bytes: &[u8], what: &str) -> Result<CString, SpawnError> {
@@ -172,7 +197,9 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
 
 /// Starts `program` with `argv` (`argv[0]` included) and exactly `env`, in `cwd`, in
 /// its own process group, stdin `/dev/null` and stdout/stderr on new pipes, under
-/// `confine` (see the module docs). Returns once the child has called `execve`.
+/// `confine` (see the module docs). With `listen`, the caller answers the child's seccomp
+/// notifications ([`Spawned::notify`]); without, a `deny` call's `socket(2)` is refused
+/// without telling hcp. Returns once the child has called `execve`.
 ///
 /// # Errors
 /// [`SpawnError`] with the failed step of the child (the child is reaped), or with no
@@ -184,6 +211,7 @@ pub(crate) fn spawn(
     env: &ChildEnv,
     cwd: &Path,
     confine: Option<&Confinement>,
+    listen: bool,
 ) -> Result<Spawned, SpawnError> {
     // Everything that allocates happens here, before `clone`.
     let (program, program_fd) = match program {
@@ -223,6 +251,13 @@ pub(crate) fn spawn(
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let stack = Stack::new().map_err(SpawnError::parent)?;
+    let confine = confine.filter(|c| !c.is_empty());
+    let channel = match confine {
+        Some(c) if c.needs_channel(listen) => {
+            Some(crate::channel::Channel::new().map_err(SpawnError::parent)?)
+        }
+        _ => None,
+    };
 
     let args = ChildArgs {
         program: &program,
@@ -234,13 +269,17 @@ pub(crate) fn spawn(
         stdout: out_w.as_raw_fd(),
         stderr: err_w.as_raw_fd(),
         parent_ends: [out_r.as_raw_fd(), err_r.as_raw_fd()],
-        confine: confine.filter(|c| !c.is_empty()),
+        confine,
+        listen,
+        channel: channel.as_ref().map_or(-1, |c| c.child.as_raw_fd()),
         max_fd: nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
             .ok()
             .and_then(|(soft, _)| libc::c_int::try_from(soft.min(1 << 20)).ok())
             .unwrap_or(1 << 16),
         failed_step: AtomicI32::new(0),
         failed_errno: AtomicI32::new(0),
+        failed_op: AtomicI32::new(0),
+        facts: AtomicU32::new(0),
     };
 
     // Block every signal around `clone`, so that no handler of ours runs in the child
@@ -258,7 +297,7 @@ pub(crate) fn spawn(
     // makes async-signal-safe calls on its own stack (`stack.top()`, mapped and
     // unshared). CLONE_VM without CLONE_SIGHAND or CLONE_FILES: the child's signal
     // dispositions and descriptor table are its own copies. The namespace flags of the
-    // confinement (user, PID, mount) are given here too.
+    // confinement (user, PID, mount, IPC, network) are given here too.
     let ns_flags = args.confine.map_or(0, Confinement::clone_flags);
     let pid = unsafe {
         libc::clone(
@@ -282,15 +321,30 @@ pub(crate) fn spawn(
     if step != 0 {
         let errno = args.failed_errno.load(Ordering::Acquire);
         let _ = reap(pid);
+        let step = Step::from_code(step);
         return Err(SpawnError {
-            step: Some(Step::from_code(step)),
+            step: Some(step),
             error: io::Error::from_raw_os_error(errno),
+            view_op: (step == Step::Isolate).then(|| args.failed_op.load(Ordering::Acquire)),
         });
+    }
+    let (mut notify, mut egress_listener) = (None, None);
+    if let Some(ch) = &channel {
+        for (tag, fd) in ch.receive() {
+            match tag {
+                crate::channel::TAG_NOTIFY => notify = Some(fd),
+                crate::channel::TAG_EGRESS => egress_listener = Some(fd),
+                _ => {}
+            }
+        }
     }
     Ok(Spawned {
         pid,
         stdout: out_r,
         stderr: err_r,
+        notify,
+        egress_listener,
+        facts: args.facts.load(Ordering::Acquire),
     })
 }
 
@@ -501,7 +555,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // directory is entered (a directory entered before the mounts would still reach
     // what they cover).
     if let Some(c) = args.confine
-        && let Err(e) = c.isolate_in_child()
+        && let Err(e) = c.isolate_in_child(args.channel, &args.facts, &args.failed_op)
     {
         return fail(7, e.raw_os_error().unwrap_or(libc::EINVAL));
     }
@@ -512,7 +566,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     }
     // 5. Confinement.
     if let Some(c) = args.confine
-        && let Err(e) = c.apply_in_child()
+        && let Err(e) = c.apply_in_child(args.channel, args.listen)
     {
         return fail(5, e.raw_os_error().unwrap_or(libc::EINVAL));
     }
@@ -550,7 +604,15 @@ mod tests {
     fn output(argv: &[&str], cwd: &Path, confine: Option<&Confinement>) -> (String, i32) {
         let argv: Vec<&OsStr> = argv.iter().map(OsStr::new).collect();
         let env = ChildEnv::new();
-        let s = spawn(Program::Path(Path::new(argv[0])), &argv, &env, cwd, confine).unwrap();
+        let s = spawn(
+            Program::Path(Path::new(argv[0])),
+            &argv,
+            &env,
+            cwd,
+            confine,
+            false,
+        )
+        .unwrap();
         let mut out = String::new();
         std::fs::File::from(s.stdout)
             .read_to_string(&mut out)
@@ -638,6 +700,7 @@ mod tests {
             &env,
             Path::new("/no/such/dir"),
             None,
+            false,
         )
         .unwrap_err();
         assert_eq!(e.step, Some(Step::Chdir));
@@ -648,6 +711,7 @@ mod tests {
             &env,
             Path::new("/"),
             None,
+            false,
         )
         .unwrap_err();
         assert_eq!(e.step, Some(Step::Exec));
@@ -655,7 +719,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let not_exec = dir.path().join("data");
         std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
-        let e = spawn(Program::Path(&not_exec), &argv, &env, Path::new("/"), None).unwrap_err();
+        let e = spawn(
+            Program::Path(&not_exec),
+            &argv,
+            &env,
+            Path::new("/"),
+            None,
+            false,
+        )
+        .unwrap_err();
         assert_eq!(e.step, Some(Step::Exec));
         assert_eq!(e.error.raw_os_error(), Some(libc::EACCES));
         let bad = [OsStr::new("a\0b")];
@@ -665,6 +737,7 @@ mod tests {
             &env,
             Path::new("/"),
             None,
+            false,
         )
         .unwrap_err();
         assert_eq!(e.step, None);
@@ -688,6 +761,7 @@ mod tests {
             &ChildEnv::new(),
             Path::new("/"),
             None,
+            false,
         )
         .unwrap();
         let mut out = String::new();

@@ -30,6 +30,8 @@ pub struct Started {
     stderr: Option<OwnedFd>,
     /// Without a PID namespace: end the orphans the call left with `hcp`, too.
     sweep: bool,
+    /// The egress listener of a call in a network namespace of its own.
+    egress_listener: Option<OwnedFd>,
 }
 
 /// Starts `inv` (its `limits` and `cancel` are the caller's to enforce: nothing here
@@ -41,11 +43,13 @@ pub struct Started {
 pub fn start(inv: &Invocation<'_>) -> Result<Started, AdapterError> {
     let sweep = inv
         .confine
-        .is_some_and(|c| !c.filters.is_empty() && !c.has_pid_namespace());
+        .is_some_and(|c| c.filters.is_some() && !c.has_pid_namespace());
     if sweep {
         crate::procs::become_subreaper();
     }
-    let child = spawn(inv)?;
+    // No listener: nothing here answers a notification, so a `deny` call's `socket(2)` is
+    // refused by the filter itself.
+    let child = spawn(inv, false)?;
     crate::procs::register(child.pid);
     let mut started = Started {
         pid: Some(child.pid),
@@ -53,6 +57,7 @@ pub fn start(inv: &Invocation<'_>) -> Result<Started, AdapterError> {
         stdout: Some(child.stdout),
         stderr: Some(child.stderr),
         sweep,
+        egress_listener: child.egress_listener,
     };
     check_unchanged(inv.bin).inspect_err(|_| started.kill())?;
     Ok(started)
@@ -72,6 +77,17 @@ impl Started {
     /// The read end of the child's stderr (`O_CLOEXEC`), once.
     pub fn take_stderr(&mut self) -> Option<OwnedFd> {
         self.stderr.take()
+    }
+
+    /// The TCP listener the child made on the loopback of its own network namespace
+    /// (`{"allow": …}`, RUNTIME §5.5), once: the egress proxy accepts on it.
+    pub fn take_egress_listener(&mut self) -> Option<OwnedFd> {
+        self.egress_listener.take()
+    }
+
+    /// Whether the child still holds an egress listener not taken.
+    pub fn egress_listener(&self) -> Option<&OwnedFd> {
+        self.egress_listener.as_ref()
     }
 
     /// Whether the child has exited (it stays unreaped, so its pid keeps naming its

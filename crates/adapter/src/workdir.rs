@@ -6,25 +6,17 @@ use crate::AdapterError;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The paths of one `local` exec.
+/// The paths a `local` workdir is checked against.
 #[derive(Debug, Clone, Copy)]
 pub struct SandboxPaths<'a> {
-    /// The sandbox working directory: read-write, the child's cwd and `HOME`.
+    /// The workdir: read-only or read-write in the view, the child's cwd and `HOME`.
     pub workdir: &'a Path,
-    /// The private temporary directory ([`PrivateTmp`](crate::PrivateTmp)): read-write, the child's `TMPDIR`.
-    pub tmpdir: &'a Path,
-    /// The pinned bin: read and execute.
-    pub bin: &'a Path,
-    /// More paths to read and execute beneath, never write (an interpreter outside the
-    /// system paths, say).
-    pub extra_ro: &'a [PathBuf],
-    /// Paths the sandbox may neither be, hold, nor lie inside (`$HCP_HOME`): the child
-    /// could write there. A working directory that breaks this is refused
-    /// (`sandbox_unavailable`).
+    /// Paths the workdir may neither be, hold, nor lie inside (`$HCP_HOME`): a write verb
+    /// could write there. A workdir that breaks this is refused (`sandbox_unavailable`).
     pub protected: &'a [PathBuf],
-    /// Home directories: the sandbox may lie inside one but neither be nor hold one, nor
+    /// Home directories: the workdir may lie inside one but neither be nor hold one, nor
     /// lie inside one of its dot-directories (`~/.ssh`, `~/.config`, `~/.cargo` …): a
-    /// project under a home is a sandbox, the home itself is not. Refused likewise.
+    /// project under a home is a workdir, the home itself is not. Refused likewise.
     pub not_above: &'a [PathBuf],
 }
 
@@ -42,9 +34,8 @@ pub const NOT_A_SANDBOX: [&str; 16] = [
 pub const SHARED_ROOTS: [&str; 6] = ["/tmp", "/var/tmp", "/home", "/srv", "/mnt", "/media"];
 
 /// Refuses a working directory that is `/` or a [`SHARED_ROOTS`] directory, is or lies
-/// inside a [`NOT_A_SANDBOX`] directory (`/var/tmp` apart), holds a protected path, a
-/// home or the directory the private temporary directory was made in, is a home or lies
-/// inside a home's dot-directory, or lies inside a protected path.
+/// inside a [`NOT_A_SANDBOX`] directory (`/var/tmp` apart), holds a protected path or a
+/// home, is a home or lies inside a home's dot-directory, or lies inside a protected path.
 pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
     let work = paths
         .workdir
@@ -56,10 +47,16 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
         });
     }
     let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
-    let shared: Vec<PathBuf> = SHARED_ROOTS
-        .iter()
-        .map(|p| resolve_system(Path::new(p)))
-        .collect();
+    // The shared roots and system directories as resolved, once per process.
+    static RESOLVED: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
+    let (shared, systems) = RESOLVED.get_or_init(|| {
+        let r = |list: &[&str]| {
+            list.iter()
+                .map(|p| resolve_system(Path::new(p)))
+                .collect::<Vec<_>>()
+        };
+        (r(&SHARED_ROOTS), r(&NOT_A_SANDBOX))
+    });
     if let Some(root) = shared.iter().find(|r| **r == work) {
         return Err(AdapterError::SandboxUnavailable {
             reason: format!(
@@ -71,8 +68,8 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
     let in_var_tmp = shared
         .iter()
         .any(|r| r.ends_with("var/tmp") && work.starts_with(r));
-    for system in NOT_A_SANDBOX.iter().map(|p| resolve_system(Path::new(p))) {
-        if work.starts_with(&system) && !in_var_tmp {
+    for system in systems {
+        if work.starts_with(system) && !in_var_tmp {
             return Err(AdapterError::SandboxUnavailable {
                 reason: format!(
                     "the sandbox working directory `{}` is a system directory (`{}`), which a local command may not write",
@@ -124,16 +121,6 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
             });
         }
     }
-    // The directory private temporary directories are made in (`/tmp`): holding it
-    // would hand the child every other exec's `TMPDIR`.
-    if let Some(base) = paths.tmpdir.parent().map(|p| resolve(&p.to_path_buf()))
-        && base.starts_with(&work)
-    {
-        return Err(refuse(
-            &base,
-            "holds the directory of the private temporary directories,",
-        ));
-    }
     Ok(())
 }
 
@@ -165,19 +152,7 @@ pub(crate) fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> Adapter
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{
-        Confinement, LandlockSupport, LimitOverrides, Network, ResourceLimits, SandboxPolicy,
-    };
-    use hcp_model::Code;
     use pretty_assertions::assert_eq;
-
-    const LIMITS: ResourceLimits = ResourceLimits {
-        cpu_seconds: 10,
-        address_space_bytes: 1 << 30,
-        open_files: 256,
-        file_size_bytes: 1 << 20,
-        processes: 100,
-    };
 
     #[test]
     fn system_paths_resolve_like_canonicalize() {
@@ -196,95 +171,46 @@ mod tests {
         }
     }
 
-    #[test]
-    fn overrides_only_tighten() {
-        let o = LimitOverrides {
-            cpu_seconds: Some(5),
-            open_files: Some(100_000),
-            ..LimitOverrides::default()
-        };
+    fn refused(paths: &SandboxPaths<'_>, needle: &str) {
+        let e = check_sandbox_dir(paths).unwrap_err();
         assert_eq!(
-            LIMITS.tightened(&o),
-            ResourceLimits {
-                cpu_seconds: 5,
-                ..LIMITS
-            }
+            e.code(),
+            "sandbox_unavailable",
+            "{}",
+            paths.workdir.display()
         );
+        assert!(e.to_string().contains(needle), "{e}");
     }
 
     #[test]
-    fn unconfined_without_landlock_unless_required() {
+    fn a_workdir_that_is_a_shared_root_a_home_or_holds_the_store_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let paths = SandboxPaths {
+        let store = dir.path().join("hcp-home");
+        std::fs::create_dir(&store).unwrap();
+        let protected = [store.clone()];
+        let base = SandboxPaths {
             workdir: dir.path(),
-            tmpdir: dir.path(),
-            bin: Path::new("/bin/sh"),
-            extra_ro: &[],
-            protected: &[],
-            not_above: &[],
-        };
-        let mut policy = SandboxPolicy {
-            require: false,
-            network: Network::Allow,
-            limits: LIMITS,
-        };
-        let none = LandlockSupport::NotImplemented;
-        let (c, report) = Confinement::for_local_land_with(none, &paths, &policy).unwrap();
-        assert!(!c.is_landlocked());
-        assert_eq!(report.summary(), "unconfined");
-        assert_eq!(report.reason.as_deref(), Some("the kernel has no landlock"));
-        policy.require = true;
-        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
-        assert_eq!(
-            (e.code(), e.code().exit_status()),
-            (Code::SandboxUnavailable, 77)
-        );
-        policy.require = false;
-        policy.network = Network::Deny;
-        let e = Confinement::for_local_land_with(none, &paths, &policy).unwrap_err();
-        assert_eq!(e.code(), "sandbox_unavailable");
-        let e =
-            Confinement::for_local_land_with(LandlockSupport::Abi(3), &paths, &policy).unwrap_err();
-        assert_eq!(e.code(), "sandbox_unavailable");
-    }
-
-    #[test]
-    fn a_workdir_holding_a_protected_path_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("hcp-home");
-        std::fs::create_dir(&home).unwrap();
-        let protected = [home];
-        let paths = SandboxPaths {
-            workdir: dir.path(),
-            tmpdir: dir.path(),
-            bin: Path::new("/bin/sh"),
-            extra_ro: &[],
             protected: &protected,
             not_above: &[],
         };
-        let policy = SandboxPolicy {
-            require: false,
-            network: Network::Allow,
-            limits: LIMITS,
-        };
-        let e = Confinement::for_local_land(&paths, &policy).unwrap_err();
-        assert_eq!(e.code(), "sandbox_unavailable");
-        let root = SandboxPaths {
-            workdir: Path::new("/"),
-            protected: &[],
-            ..paths
-        };
-        let e = Confinement::for_local_land(&root, &policy).unwrap_err();
-        assert_eq!(e.code(), "sandbox_unavailable");
-        // Inside `$HCP_HOME`: refused; inside `$HOME`: a sandbox; `$HOME` itself: refused.
-        let inside = protected[0].join("state");
+        refused(&base, "holds");
+        refused(
+            &SandboxPaths {
+                workdir: Path::new("/"),
+                ..base
+            },
+            "is `/`",
+        );
+        let inside = store.join("state");
         std::fs::create_dir(&inside).unwrap();
-        let within = SandboxPaths {
-            workdir: &inside,
-            ..paths
-        };
-        let e = Confinement::for_local_land(&within, &policy).unwrap_err();
-        assert!(e.to_string().contains("lies inside"), "{e}");
+        refused(
+            &SandboxPaths {
+                workdir: &inside,
+                ..base
+            },
+            "lies inside",
+        );
+        // Inside a home: a workdir; the home itself, above it, or in a dot-directory: not.
         let home = [dir.path().to_owned()];
         let project = dir.path().join("project");
         std::fs::create_dir(&project).unwrap();
@@ -292,64 +218,54 @@ mod tests {
             workdir: &project,
             protected: &[],
             not_above: &home,
-            ..paths
         };
-        assert!(Confinement::for_local_land(&in_home, &policy).is_ok());
-        let at_home = SandboxPaths {
-            workdir: dir.path(),
-            ..in_home
-        };
-        let e = Confinement::for_local_land(&at_home, &policy).unwrap_err();
-        assert!(e.to_string().contains("is a home directory"), "{e}");
-        // Above the home, or inside one of its dot-directories: refused.
-        let nested_home = [project.clone()];
-        let above_home = SandboxPaths {
-            workdir: dir.path(),
-            not_above: &nested_home,
-            ..in_home
-        };
-        let e = Confinement::for_local_land(&above_home, &policy).unwrap_err();
-        assert!(e.to_string().contains("holds the home"), "{e}");
+        assert!(check_sandbox_dir(&in_home).is_ok());
+        refused(
+            &SandboxPaths {
+                workdir: dir.path(),
+                ..in_home
+            },
+            "is a home directory",
+        );
+        let nested = [project.clone()];
+        refused(
+            &SandboxPaths {
+                workdir: dir.path(),
+                not_above: &nested,
+                ..in_home
+            },
+            "holds the home",
+        );
         let dot = dir.path().join(".cargo/registry");
         std::fs::create_dir_all(&dot).unwrap();
-        let in_dot = SandboxPaths {
-            workdir: &dot,
-            ..in_home
-        };
-        let e = Confinement::for_local_land(&in_dot, &policy).unwrap_err();
-        assert!(e.to_string().contains("hidden directory"), "{e}");
-        // Shared roots themselves: refused; inside them, and inside /var/tmp: a sandbox.
-        for root in ["/tmp", "/var/tmp", "/home"] {
-            if !Path::new(root).is_dir() {
-                continue;
-            }
-            let at = SandboxPaths {
-                workdir: Path::new(root),
-                not_above: &[],
+        refused(
+            &SandboxPaths {
+                workdir: &dot,
                 ..in_home
-            };
-            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
-            assert!(e.to_string().contains("shared directory"), "{root}: {e}");
+            },
+            "hidden directory",
+        );
+        for root in ["/tmp", "/var/tmp", "/home"] {
+            if Path::new(root).is_dir() {
+                refused(
+                    &SandboxPaths {
+                        workdir: Path::new(root),
+                        not_above: &[],
+                        ..in_home
+                    },
+                    "shared directory",
+                );
+            }
         }
         let var_tmp = tempfile::tempdir_in("/var/tmp").unwrap();
-        let in_var_tmp = SandboxPaths {
-            workdir: var_tmp.path(),
-            not_above: &[],
-            ..in_home
-        };
-        assert!(Confinement::for_local_land(&in_var_tmp, &policy).is_ok());
-        // Holding the directory of the private temporary directories (`/tmp`): refused.
-        let tmp = dir.path().join("sys-tmp/hcp-exec-x");
-        std::fs::create_dir_all(&tmp).unwrap();
-        let above_tmp = SandboxPaths {
-            workdir: dir.path(),
-            tmpdir: &tmp,
-            not_above: &[],
-            ..in_home
-        };
-        let e = Confinement::for_local_land(&above_tmp, &policy).unwrap_err();
-        assert!(e.to_string().contains("sys-tmp"), "{e}");
-        // System directories, and whatever lies inside them: refused.
+        assert!(
+            check_sandbox_dir(&SandboxPaths {
+                workdir: var_tmp.path(),
+                not_above: &[],
+                ..in_home
+            })
+            .is_ok()
+        );
         for system in [
             "/usr",
             "/usr/share",
@@ -358,13 +274,13 @@ mod tests {
             "/sys/kernel",
             "/dev",
         ] {
-            let at = SandboxPaths {
-                workdir: Path::new(system),
-                ..in_home
-            };
-            let e = Confinement::for_local_land(&at, &policy).unwrap_err();
-            assert_eq!(e.code(), "sandbox_unavailable", "{system}");
-            assert!(e.to_string().contains("system directory"), "{system}: {e}");
+            refused(
+                &SandboxPaths {
+                    workdir: Path::new(system),
+                    ..in_home
+                },
+                "system directory",
+            );
         }
     }
 }

@@ -31,6 +31,7 @@ fn invoke(bin: &VerifiedBin, args: &[&str], env: &ChildEnv, cwd: &Path, limits: 
         limits,
         confine: None,
         cancel: None,
+        egress: None,
     })
     .unwrap()
 }
@@ -115,6 +116,7 @@ fn hostile_values_never_reach_a_shell() {
         limits: Limits::default(),
         confine: None,
         cancel: None,
+        egress: None,
     })
     .unwrap();
     assert_eq!(
@@ -251,7 +253,7 @@ fn child_env_is_exact() {
             verb_key: "send",
             principal_id: "alice",
             project_id: Some("apollo"),
-            workdir: dir.path(),
+            workdir: Some(dir.path()),
         })
         .unwrap()
         .binding(&cred)
@@ -317,6 +319,7 @@ fn exit_codes_signals_stdin_cwd_argv0() {
         limits: Limits::default(),
         confine: None,
         cancel: None,
+        egress: None,
     })
     .unwrap_err();
     assert_eq!(e.code(), "spawn_failed");
@@ -337,6 +340,7 @@ fn confinement_sets_rlimits() {
         limits: Limits::default(),
         confine: Some(&confine),
         cancel: None,
+        egress: None,
     })
     .unwrap();
     assert_eq!(text(&out.stdout), "77\n");
@@ -360,6 +364,7 @@ fn cancel_ends_the_group() {
         },
         confine: None,
         cancel: Some(r.as_fd()),
+        egress: None,
     })
     .unwrap();
     assert!(out.cancelled && !out.timed_out);

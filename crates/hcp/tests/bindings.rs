@@ -104,6 +104,15 @@ fn mail_token(principal: &str) -> String {
     v["token"].as_str().unwrap().to_owned()
 }
 
+/// Where the owner's `personal` call of pack `pack` reads a file it is given by name: its
+/// tenant home, `/home/hcp` in its view (RUNTIME §5.2). Returns the host path (to write)
+/// and the path in the view (to pass).
+fn in_owners_home(w: &World, pack: &str, name: &str) -> (PathBuf, String) {
+    let home = w.hcp_home.join("homes").join(pack).join("principal/owner");
+    std::fs::create_dir_all(&home).unwrap();
+    (home.join(name), format!("/home/hcp/{name}"))
+}
+
 fn audit_text(w: &World) -> String {
     std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl")).unwrap_or_default()
 }
@@ -203,9 +212,10 @@ impl Sensing {
     }
 }
 
-/// Processes whose environment has `HOME=<home>` and whose argv holds `word`.
-fn live_with(home: &Path, word: &str) -> Vec<u32> {
-    let want = format!("HOME={}", home.display());
+/// Processes whose environment has `HCP_PRINCIPAL_ID=<principal>` and whose argv holds
+/// `word`.
+fn live_with(principal: &str, word: &str) -> Vec<u32> {
+    let want = format!("HCP_PRINCIPAL_ID={principal}");
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
@@ -320,11 +330,12 @@ fn the_full_mail_flow() {
     );
     outputs.push(o);
 
-    // a message delivered to alice arrives through `hcp sense` as a `new_item` event
+    // a message delivered to alice arrives through `hcp sense` as a `new_item` event; her
+    // mail lives in her tenant home (RUNTIME §5.2), where the delivery puts it
     let s = sense(&w, a, &["mail", "new_item"]);
     s.wait_err("watching the inbox of alice");
     let o = Command::new(common::bin_dir().join("hcp-example-mail"))
-        .env("HOME", &w.home)
+        .env("HOME", w.hcp_home.join("homes/mail/principal/alice"))
         .args([
             "deliver",
             "--to",
@@ -357,7 +368,7 @@ fn the_full_mail_flow() {
     assert_eq!(ev["event"]["principal"], "alice");
     assert_eq!(s.stop(), 0);
     // the watcher went with it
-    assert_eq!(live_with(&w.home, "watch"), Vec::<u32>::new());
+    assert_eq!(live_with("alice", "watch"), Vec::<u32>::new());
 
     // disconnect, then send: binding_required, and `binding.degraded` is recorded
     let o = run_as(&w, a, &["disconnect", "mail"]);
@@ -548,27 +559,21 @@ fn connect_refuses_bad_output_and_stores_nothing() {
         ),
     ];
     for (name, bytes) in cases {
-        let path = w.work.join(format!("{name}.out"));
-        std::fs::write(&path, &bytes).unwrap();
-        let o = w.run(&["connect", "probe-bind", "--path", path.to_str().unwrap()]);
+        let (host, path) = in_owners_home(&w, "probe-bind", &format!("{name}.out"));
+        std::fs::write(&host, &bytes).unwrap();
+        let o = w.run(&["connect", "probe-bind", "--path", &path]);
         assert_eq!(code(&o), 65, "{name}: {}", w.render(&o));
         assert!(text(&o).contains("connect_output_invalid"), "{name}");
         assert!(!text(&o).contains(secretish), "{name}: {}", text(&o));
         assert!(!binding_file(&w, "owner", "probe-bind").exists(), "{name}");
-        let o = w.run(&[
-            "connect",
-            "probe-bind",
-            "--path",
-            path.to_str().unwrap(),
-            "--json",
-        ]);
+        let o = w.run(&["connect", "probe-bind", "--path", &path, "--json"]);
         let v = json_out(&o);
         assert_eq!(v["code"], "connect_output_invalid", "{name}");
         assert!(v.get("stdout").is_none() && v["data"].is_null());
         assert!(!text(&o).contains(secretish), "{name}");
     }
-    let path = w.work.join("not_json.out");
-    let o = w.run(&["connect", "probe-bind", "--path", path.to_str().unwrap()]);
+    let (_, path) = in_owners_home(&w, "probe-bind", "not_json.out");
+    let o = w.run(&["connect", "probe-bind", "--path", &path]);
     snapshot!(w, "connect_not_json", &o);
     // the connect verb failing is not a credential either
     let o = w.run(&["connect", "probe-bind", "--path", "missing-file"]);
@@ -595,12 +600,13 @@ fn a_good_credential_reaches_the_child_as_variables_only() {
     common::example_bins();
     let w = World::new();
     probe_pack(&w, "probe-bind", true, None);
-    let path = w.work.join("cred.json");
+    let (host, path) = in_owners_home(&w, "probe-bind", "cred.json");
     std::fs::write(
-        &path,
+        &host,
         r#"{"token": "tok-123456", "user-name": "me", "n": 3}"#,
     )
     .unwrap();
+    let path = std::path::PathBuf::from(path);
     // the connect verb's policy asks for confirm
     let o = w.run(&["connect", "probe-bind", "--path", path.to_str().unwrap()]);
     assert_eq!(code(&o), 77, "{}", w.render(&o));

@@ -42,13 +42,19 @@ fn expected_sandbox() -> Value {
         // Named by the adapter; not what this file tests.
         Value::Null
     };
-    json!({"filesystem": "enforced", "network": "enforced", "processes": processes})
+    json!({
+        "filesystem": "enforced",
+        "privileges": "enforced",
+        "network": {"mode": "deny", "enforced": true, "refused": []},
+        "processes": processes,
+    })
 }
 
 /// `v` against [`expected_sandbox`] (a `null` processes matches any reason).
 fn sandbox_ok(v: &Value) -> bool {
     let e = expected_sandbox();
     v["filesystem"] == e["filesystem"]
+        && v["privileges"] == e["privileges"]
         && v["network"] == e["network"]
         && (e["processes"].is_null() || v["processes"] == e["processes"])
 }
@@ -162,14 +168,21 @@ fn outside(w: &World) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// The call failed inside the child with a permission error, and the result and the
-/// audit record say it was confined.
+/// The call failed inside the child (the path is not in its view, read-only there, or
+/// not permitted), and the result and the audit record say it was confined.
 fn assert_denied(w: &World, args: &[&str]) -> Value {
     let (out, v) = exec_json(w, args);
     assert_ne!(status(&out), 0, "{args:?} succeeded: {}", w.render(&out));
     let err = v["stderr"].as_str().unwrap_or_default();
     assert!(
-        err.contains("ermission denied") || err.contains("not permitted"),
+        [
+            "ermission denied",
+            "not permitted",
+            "No such file",
+            "Read-only file system"
+        ]
+        .iter()
+        .any(|n| err.contains(n)),
         "{args:?}: {}",
         w.render(&out)
     );
@@ -196,12 +209,14 @@ fn writes_outside_the_sandbox_fail_in_the_child() {
         w.home.join(".ssh/authorized_keys"),
         w.hcp_home.join("state/evil.json"),
         w.hcp_home.join("packs/jail/surface.json"),
-        PathBuf::from("/tmp/x"),
         PathBuf::from("/etc/hcp-evil"),
     ];
     for t in &targets {
         assert_denied(&w, &["jail.write", &t.display().to_string(), "evil"]);
     }
+    // The call's /tmp is its own: what it writes there is not the host's.
+    let (out, _) = exec_json(&w, &["jail.write", "/tmp/x", "evil"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
     assert_eq!(outside(&w), before);
     assert_audit_clean(&w);
 }
@@ -246,10 +261,14 @@ fn a_sibling_with_a_longer_name_and_dot_dot_stay_outside() {
         "../work-evil/f",
         "../work-evil/keep",
         "sub/../../work-evil/f",
-        "./sub/../../outside",
     ] {
         assert_denied(&w, &["jail.write", path, "evil"]);
     }
+    // Beside the workdir lies the call's own /tmp (the test's worlds are in the host's
+    // /tmp): a write there stays in the call.
+    let (out, _) = exec_json(&w, &["jail.write", "./sub/../../outside", "evil"]);
+    assert_eq!(status(&out), 0, "{}", w.render(&out));
+    assert!(!w.root().join("outside").exists());
     assert_eq!(outside(&w), before);
 }
 
@@ -271,18 +290,8 @@ fn the_sandbox_is_home_and_tmpdir_is_private_and_removed() {
     assert_eq!(status(&out), 0, "{}", w.render(&out));
     let env = &v["data"];
     assert_eq!(env["HOME"], json!(w.work.display().to_string()));
-    let tmp = PathBuf::from(env["TMPDIR"].as_str().unwrap());
-    assert!(
-        tmp.file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("hcp-exec-"),
-        "{tmp:?}"
-    );
-    assert!(
-        !tmp.exists(),
-        "the private temporary directory was left behind"
-    );
+    assert_eq!(env["HCP_WORKDIR"], json!(w.work.display().to_string()));
+    assert_eq!(env["TMPDIR"], json!("/tmp"));
 }
 
 #[test]
@@ -311,17 +320,18 @@ fn network_is_denied_by_default_and_allowed_per_pack() {
     // `local`'s default (the jail calls above): denied, and said so.
     let (out, v) = exec_json(&w, &["jail.write", "inside.txt", "ok"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    assert_eq!(v["sandbox"]["network"], json!("enforced"));
-    // The operator allows it for this pack alone.
+    assert_eq!(v["sandbox"]["network"]["mode"], json!("deny"));
+    assert_eq!(v["sandbox"]["network"]["enforced"], json!(true));
+    // The operator gives this pack alone the host's network.
     std::fs::write(
         w.hcp_home.join("config.json"),
-        r#"{"sandbox": {"require": true}, "packs": {"jail": {"network": "allow"}}}"#,
+        r#"{"packs": {"jail": {"network": "host"}}}"#,
     )
     .unwrap();
     let (out, v) = exec_json(&w, &["jail.write", "inside.txt", "ok"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    assert_eq!(v["sandbox"]["network"], json!("allowed"));
-    assert_eq!(last_audit(&w)["sandbox"]["network"], json!("allowed"));
+    assert_eq!(v["sandbox"]["network"]["mode"], json!("host"));
+    assert_eq!(last_audit(&w)["sandbox"]["network"]["mode"], json!("host"));
 }
 
 #[test]
@@ -459,60 +469,25 @@ fn the_passwd_home_is_not_a_sandbox_whatever_home_says() {
     }
 }
 
-/// `tmpdir: "memory"` (the default) makes the private `TMPDIR` where
-/// `PrivateTmp::default_base` says (tmpfs when there is one); `"system"` makes it in
-/// hcp's own `$TMPDIR`. Either way it is gone after the call, and what a killed hcp left
-/// there (`hcp-exec-<dead pid>-…`) is swept by the next call.
+/// `TMPDIR` is the call's own `/tmp` (a tmpfs of the view, RUNTIME §5.1); the
+/// `sandbox.tmpdir` of earlier versions is read and ignored.
 #[test]
-fn the_private_tmpdir_lives_where_the_configuration_says_and_leftovers_are_swept() {
+fn the_tmpdir_is_the_views_own_and_the_old_key_is_ignored() {
     if !landlock_or_skip() {
         return;
     }
     let w = jail();
     let (out, v) = exec_json(&w, &["jail.env"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
-    assert_eq!(
-        tmp.parent().unwrap(),
-        hcp_adapter::PrivateTmp::default_base()
-    );
-
-    let system = w.root().join("system-tmp");
-    std::fs::create_dir(&system).unwrap();
-    let leftover = system.join("hcp-exec-999999999-AbCdEf");
-    std::fs::create_dir_all(leftover.join("deep")).unwrap();
-    std::fs::write(leftover.join("deep/f"), "left by a killed hcp").unwrap();
+    assert_eq!(v["data"]["TMPDIR"], "/tmp");
     std::fs::write(
         w.hcp_home.join("config.json"),
         r#"{"sandbox": {"tmpdir": "system"}}"#,
     )
     .unwrap();
-    let out = w
-        .hcp()
-        .current_dir(&w.work)
-        .env("TMPDIR", &system)
-        .args(["exec", "--json", "jail.env"])
-        .output()
-        .unwrap();
+    let (out, v) = exec_json(&w, &["jail.env"]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let tmp = PathBuf::from(v["data"]["TMPDIR"].as_str().unwrap());
-    assert_eq!(tmp.parent().unwrap(), system);
-    assert!(
-        !tmp.exists(),
-        "the private temporary directory was left behind"
-    );
-    assert!(
-        !leftover.exists(),
-        "a dead process's leftover was not swept"
-    );
-    // Left: at most the user's shared covers of hidden paths (`hcp-covers-<uid>`).
-    let left: Vec<String> = std::fs::read_dir(&system)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with("hcp-covers-"))
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(v["data"]["TMPDIR"], "/tmp");
 }
 
 /// Every home of /etc/passwd (not only the caller's) and the shared roots (`/home`,

@@ -1,8 +1,8 @@
 //! Issue 12, "Shows": the gold packs (git, mail, ledger, transit, echo, hcp-cli) still
-//! work in every land they use, now that every call is confined — as root and as
-//! `nobody`, as the owner and as an agent. The mail pack writes `~/.hcp-example-mail`,
-//! which `config.json` grants it (`packs.mail.write`); without the grant its writes fail
-//! inside the child.
+//! work in every land they use, now that every call runs in its view — as root and as
+//! `nobody`, as the owner and as an agent. The mail pack writes `$HOME/.hcp-example-mail`,
+//! which is now the tenant home of its caller (RUNTIME §5.2): each principal's mail stays
+//! in its own home, and nothing reaches the owner's real home.
 
 #![allow(clippy::unwrap_used)]
 
@@ -37,10 +37,6 @@ fn every_gold_pack_works_in_its_lands_as_owner_and_agent() {
             user,
             &["transit", "echo", "ledger", "mail", "git", "hcp-cli"],
         );
-        let mail_root = cw.w.home.join(".hcp-example-mail");
-        std::fs::create_dir_all(&mail_root).unwrap();
-        cw.own(&mail_root);
-        cw.config(&json!({"packs": {"mail": {"write": [mail_root]}}}));
         let tok = cw.session("agent-1", &["--project", "p1"]);
         for p in ["transit", "echo", "ledger", "mail", "git", "hcp-cli"] {
             cw.grant(
@@ -113,14 +109,16 @@ fn every_gold_pack_works_in_its_lands_as_owner_and_agent() {
             assert_eq!(v["land"], "brain");
             ok(&cw, &w, (out, v));
         }
-        assert!(
-            mail_root
-                .join("bob/Maildir/new")
-                .read_dir()
-                .unwrap()
-                .count()
-                >= 2
-        );
+        // Each sender's mail is in its own tenant home, none in the owner's real home.
+        for tenant in ["owner", "agent-1"] {
+            let maildir =
+                cw.w.hcp_home
+                    .join("homes/mail/principal")
+                    .join(tenant)
+                    .join(".hcp-example-mail/bob/Maildir/new");
+            assert_eq!(maildir.read_dir().unwrap().count(), 1, "{tenant}");
+        }
+        assert!(!cw.w.home.join(".hcp-example-mail").exists());
         // git: local, in a repository that is the sandbox.
         let repo = cw.w.work.join("repo");
         std::fs::create_dir_all(&repo).unwrap();
@@ -143,22 +141,5 @@ fn every_gold_pack_works_in_its_lands_as_owner_and_agent() {
             let v = ok(&cw, &format!("{user:?} git"), (out, v));
             assert!(v["stdout"].as_str().unwrap().contains("a.txt"), "{v}");
         }
-        // Without its grant, mail's writes fail inside the child.
-        cw.config(&json!({}));
-        let (out, v) = cw.exec(
-            None,
-            &[
-                "mail.send",
-                "--to",
-                "eve",
-                "--subject",
-                "s",
-                "--body",
-                "b",
-                "--confirm",
-            ],
-        );
-        assert_ne!(v["exit_code"], 0, "{}", cw.w.render(&out));
-        assert!(!mail_root.join("eve").exists());
     }
 }

@@ -1,5 +1,5 @@
 //! Issue 12, "`network: deny` is TCP only": through the built `hcp`, as root and as
-//! `nobody`, `deny` (the default of `local` land; `sandbox.network` or the pack's
+//! `nobody`, `deny` (the default of every land, `sandbox.network` or the pack's
 //! `network` for the others) is total: UDP to 127.0.0.1 and to port 53, `getaddrinfo`, a
 //! raw socket, a netlink socket, `io_uring_setup`, a pathname Unix socket outside the
 //! sandbox and an abstract one all fail inside the child, and nothing reaches the
@@ -51,10 +51,11 @@ fn deny_is_total_in_every_land() {
             vec!["unix-connect", &sockp],
             vec!["abstract", &name],
         ];
-        // `local` by default; the others once the operator says `deny` (here per pack
-        // for `personal` and for every pack for `brain`).
+        // Every land by default; also when the operator says so (here per pack for
+        // `personal` and for every pack for `brain`).
         for (land, config) in [
             ("local", json!({})),
+            ("personal", json!({})),
             (
                 "personal",
                 json!({"packs": {"hostile": {"network": "deny"}}}),
@@ -68,7 +69,8 @@ fn deny_is_total_in_every_land() {
                 args.extend_from_slice(a);
                 let (_, v) = cw.exec(Some(&tok), &args);
                 assert_denied(&v, &format!("{user:?} {land} {a:?}"));
-                assert_eq!(v["sandbox"]["network"], "enforced", "{v}");
+                assert_eq!(v["sandbox"]["network"]["mode"], "deny", "{v}");
+                assert_eq!(v["sandbox"]["network"]["enforced"], true, "{v}");
             }
             let (_, v) = cw.exec(Some(&tok), &[&verb, "socketpair"]);
             assert_ok(&v, "socketpair under deny");
@@ -87,16 +89,17 @@ fn deny_is_total_in_every_land() {
             abstract_listener.accept().is_err(),
             "{user:?}: an abstract connection arrived"
         );
-        // Allowed (`personal`'s default): TCP reaches the listener; an abstract socket
-        // made outside the call stays out of reach (Landlock scope, ABI 6).
-        cw.config(&json!({}));
+        // `host` (the operator's word): TCP reaches the listener; an abstract socket made
+        // outside the call stays out of reach (no Unix socket at all, and Landlock's
+        // scope, ABI 6).
+        cw.config(&json!({"packs": {"hostile": {"network": "host"}}}));
         let (_, v) = cw.exec(
             Some(&tok),
             &["hostile.personal.try", "tcp", "127.0.0.1", &tcp_port],
         );
-        assert_ok(&v, "tcp allowed");
+        assert_ok(&v, "tcp with the host's network");
         assert!(tcp.accept().is_ok(), "the allowed connection arrived");
-        assert_eq!(v["sandbox"]["network"], "allowed", "{v}");
+        assert_eq!(v["sandbox"]["network"]["mode"], "host", "{v}");
         if hcp_adapter::LandlockSupport::probe().abi() >= hcp_adapter::SCOPE_LANDLOCK_ABI {
             let (_, v) = cw.exec(Some(&tok), &["hostile.personal.try", "abstract", &name]);
             assert_denied(&v, "an abstract socket outside the call");

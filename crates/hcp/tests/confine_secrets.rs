@@ -1,8 +1,8 @@
 //! Issue 12, "the same child can read every credential file in the store and everything
 //! in `~`": through the built `hcp`, as root and as `nobody`, a `personal` or `brain`
-//! child reads as the user but the store, the protected secrets and `sandbox.protect`, and
-//! writes only its private `TMPDIR` and what `config.json` grants its pack (RUNTIME §5).
-//! Every attempt fails inside the child; nothing outside changes.
+//! child reads none of the store and nothing of the owner's home — neither is in its view
+//! (RUNTIME §5.1) — and writes only its own `/tmp`, its tenant home and what `config.json`
+//! gives its pack. Every attempt fails inside the child; nothing outside changes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -71,9 +71,9 @@ fn a_personal_or_brain_child_reads_neither_the_store_nor_the_secrets() {
                 let (_, v) = cw.exec(Some(&tok), &[verb, what]);
                 assert_denied(&v, &format!("{user:?} {verb} {what}"));
             }
-            // The rest of the home reads as usual.
+            // Nothing of the owner's home is in the view, what no list names included.
             let (_, v) = cw.exec(Some(&tok), &[verb, "read", &format!("{home}/.bashrc")]);
-            assert_ok(&v, "read ~/.bashrc");
+            assert_denied(&v, "read ~/.bashrc");
         }
         // The owner's own calls: the store is out of their children's reach too.
         let (_, v) = cw.exec(
@@ -148,7 +148,8 @@ fn protected_paths_are_hidden_and_a_read_grant_reveals_one() {
         cw.own(&vault);
         let bank = vault.join("bank.gpg").display().to_string();
         let aws = cw.w.home.join(".aws");
-        // `~/…` follows both homes; the read grant names ~/.aws in full.
+        // `sandbox.protect` is read and ignored: the vault is not in the view anyway. The
+        // read path names ~/.aws in full.
         cw.config(&json!({
             "sandbox": {"protect": ["~/.password-store"]},
             "packs": {"hostile": {"read": [aws]}}

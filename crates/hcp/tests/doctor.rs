@@ -77,17 +77,22 @@ fn the_sandbox_section_tells_the_kernel() {
     let support = k.landlock;
     let abi = support.abi();
     let used = abi.min(hcp_adapter::TESTED_LANDLOCK_ABI);
-    let mount_ns = k.processes.survives_sigkill_of_hcp();
+    let view = k.view_missing().is_none();
+    let verdict = if view && k.seccomp {
+        "confined"
+    } else {
+        "unconfined"
+    };
     assert_eq!(
         v["sandbox"],
         json!({
             "landlock": if abi > 0 { "available" } else if support == LandlockSupport::NotEnabled { "not_enabled" } else { "not_implemented" },
             "landlock_abi": abi,
             "used_abi": used,
-            "filesystem": used > 0,
-            "hidden_paths": if mount_ns { "mount namespace" } else if used > 0 { "landlock rules" } else { "none" },
+            "filesystem": view,
+            "hidden_paths": if view { "view" } else { "none" },
             "seccomp": k.seccomp,
-            "network": "land default",
+            "network": "deny",
             "network_deny_enforceable": k.seccomp,
             "scoped": used >= 6,
             "processes": k.processes.describe(),
@@ -97,8 +102,8 @@ fn the_sandbox_section_tells_the_kernel() {
                 other => other.as_str().to_owned(),
             },
             "require": false,
-            "calls": if used > 0 { "confined" } else { "unconfined" },
-            "local_verbs": if !k.seccomp { "refused" } else if used > 0 { "confined" } else { "unconfined" },
+            "calls": verdict,
+            "local_verbs": verdict,
         })
     );
     // This machine (CI and development) has every mechanism.
@@ -123,7 +128,9 @@ fn the_sandbox_section_tells_the_kernel() {
             "address_space_bytes",
             "open_files",
             "file_size_bytes",
-            "processes"
+            "processes",
+            "tmp_bytes",
+            "memory_bytes"
         ]
     );
     assert_eq!(v["limits"][0]["configured"], json!(60));
@@ -145,7 +152,7 @@ fn the_configuration_is_read_and_a_bad_one_is_a_problem() {
     .unwrap();
     let (code, v) = doctor_json(&w);
     let k = hcp_adapter::KernelSupport::probe();
-    let ok = k.seccomp && k.landlock.abi() > 0;
+    let ok = k.seccomp && k.view_missing().is_none();
     assert_eq!(code, if ok { 0 } else { 1 }, "{v:#}");
     assert_eq!(
         v["sandbox"]["calls"],

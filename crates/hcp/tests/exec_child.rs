@@ -141,7 +141,9 @@ fn secrets_in_hcps_environment_do_not_reach_the_child() {
         ),
         (&json!("probe"), &json!("env"), &json!("agent-1"))
     );
-    assert_eq!(child["HOME"], json!(w.home.display().to_string()));
+    // A `personal` call's HOME is its tenant home, at /home/hcp in its view.
+    assert_eq!(child["HOME"], json!("/home/hcp"));
+    assert!(!child.contains_key("HCP_WORKDIR"), "{v}");
     assert_eq!(child["LC_ALL"], json!("C"));
 }
 
@@ -161,7 +163,8 @@ fn start_and_find_group_ignoring(
     ignored: &[libc::c_int],
 ) -> (std::process::Child, Instant, u32) {
     use std::os::unix::process::CommandExt;
-    let marker = format!("HCP_WORKDIR={}", w.work.display());
+    // A variable the child keeps (`LC_*`) naming this world: its processes are found by it.
+    let marker = format!("LC_HCP_TEST_WORLD={}", w.work.display());
     let start = Instant::now();
     let ignored = ignored.to_vec();
     let mut command = std::process::Command::new(common::hcp_bin());
@@ -180,6 +183,7 @@ fn start_and_find_group_ignoring(
         .env("HCP_HOME", &w.hcp_home)
         .env("PATH", w.path_var())
         .env("LANG", "C")
+        .env("LC_HCP_TEST_WORLD", &w.work)
         .current_dir(&w.work)
         .arg("exec")
         .arg("--json")
@@ -191,9 +195,11 @@ fn start_and_find_group_ignoring(
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(p) = live_with_env(&marker).first() {
-            let (_, pgid) = proc_stat(*p).unwrap_or(('?', 0));
-            if pgid != 0 {
+        // The verb leads its own process group (hcp, and the child between `clone` and
+        // `setpgid`, share the marker but not that).
+        for p in live_with_env(&marker) {
+            let (_, pgid) = proc_stat(p).unwrap_or(('?', 0));
+            if pgid == p {
                 return (child, start, pgid);
             }
         }
@@ -259,8 +265,7 @@ fn a_grandchild_holding_stdout_does_not_hold_hcp() {
             "the grandchild {grandchild} is left alive"
         );
     }
-    let marker = format!("HCP_WORKDIR={}", w.work.display());
-    assert_eq!(live_with_env(&marker), Vec::<u32>::new());
+    assert_eq!(live_with_env("HCP_VERB_KEY=hold"), Vec::<u32>::new());
 }
 
 #[test]

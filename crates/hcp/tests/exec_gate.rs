@@ -207,7 +207,11 @@ fn brain_land_needs_a_project_and_membership() {
     hcp_store::binding::save(&home, "agent-2", "mail", secret, jiff::Timestamp::now()).unwrap();
     let (out, v) = exec_json_env(&w, &args, &[("HCP_SESSION", &two), ("HCP_PROJECT", "p2")]);
     assert_eq!((status(&out), &v["ok"]), (0, &json!(true)), "{v}");
-    let notes = w.home.join(".hcp-example-mail/projects/p2/notes");
+    // …in the project's tenant home (RUNTIME §5.2), not the owner's.
+    let notes = w
+        .hcp_home
+        .join("homes/mail/project/p2/.hcp-example-mail/projects/p2/notes");
+    assert!(!w.home.join(".hcp-example-mail/projects/p2").exists());
     assert_eq!(std::fs::read_dir(&notes).unwrap().count(), 1, "{v}");
 }
 

@@ -180,7 +180,10 @@ fn mail_every_verb() {
         ],
     );
     ok(&w, &out);
-    let inbox = w.home.join(".hcp-example-mail/bob/Maildir/new");
+    // The owner's mail is in its tenant home (RUNTIME §5.2).
+    let inbox = w
+        .hcp_home
+        .join("homes/mail/principal/owner/.hcp-example-mail/bob/Maildir/new");
     let msgs: Vec<_> = std::fs::read_dir(&inbox).unwrap().collect();
     assert_eq!(msgs.len(), 1, "{v}");
     let body = std::fs::read_to_string(msgs[0].as_ref().unwrap().path()).unwrap();
@@ -195,7 +198,9 @@ fn mail_every_verb() {
     );
     ok(&w, &out);
     assert_eq!(v["land"], json!("brain"));
-    let notes = w.home.join(".hcp-example-mail/projects/p1/notes");
+    let notes = w
+        .hcp_home
+        .join("homes/mail/project/p1/.hcp-example-mail/projects/p1/notes");
     assert_eq!(std::fs::read_dir(&notes).unwrap().count(), 1);
     assert_audit_clean(&w);
 }
@@ -206,7 +211,21 @@ fn hcp_cli_every_verb() {
     let (out, v) = exec_json(&w, &["hcp-cli.list"]);
     ok(&w, &out);
     assert!(v["data"].is_array() || v["data"].is_object(), "{v}");
+    // Its `lint` reads paths of its view only (RUNTIME §5.1): outside it, the directory is
+    // not there; given with `sandbox.read`, it is.
     let gold = common::gold_pack("transit").display().to_string();
+    let (out, v) = exec_json(&w, &["hcp-cli.lint", &gold]);
+    assert_eq!(
+        v["data"]["code"],
+        json!("bad_pack_dir"),
+        "{}",
+        w.render(&out)
+    );
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        json!({"sandbox": {"read": [gold]}}).to_string(),
+    )
+    .unwrap();
     let (out, v) = exec_json(&w, &["hcp-cli.lint", &gold]);
     ok(&w, &out);
     assert!(!v["data"].is_null(), "{v}");

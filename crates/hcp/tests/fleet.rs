@@ -704,12 +704,18 @@ fn a_calls_child_never_reaches_the_state_databases_socket() {
     }
     let token = session(&ms[0], "agent", "r");
     ms[0].ok(&["grant", "agent", "hostile", "verb.exec.read"]);
-    // A `personal` call has the network, and connects to a Unix socket of the caller's;
-    // the database's (direct on A, the pooler's on B) is hidden from it: the fleet's
-    // state is the store, its role the owner's (RUNTIME §5, §9).
+    // A call reaches a Unix socket the operator gives its pack (`packs.ID.write`), and then
+    // every pathname socket of its view; the database's (direct on A, the pooler's on B)
+    // is not in the view: the fleet's state is the store, its role the owner's (RUNTIME
+    // §5.1, §9).
     for (m, url) in ms.iter().zip([&ua, &ub]) {
         let other = m.w.root().join("other.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&other).unwrap();
+        let config = m.w.hcp_home.join("config.json");
+        let mut c: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+        c["packs"] = serde_json::json!({"hostile": {"write": [other]}});
+        std::fs::write(&config, c.to_string()).unwrap();
         let (_, v) = m.exec(
             Some(&token),
             &[

@@ -208,10 +208,8 @@ fn a_verb_runs_through_the_gate_and_answers_in_the_shape_of_a_cli_run() {
         (v["truncated"].clone(), v["stderr"].clone()),
         (json!(false), json!(""))
     );
-    assert_eq!(
-        v["sandbox"]["network"],
-        json!(format!("one origin: {}", a.server.origin()))
-    );
+    assert_eq!(v["sandbox"]["network"]["mode"], json!("one origin"));
+    assert_eq!(v["sandbox"]["network"]["origin"], json!(a.server.origin()));
     // Typed from the CLI's text: `--limit 5` is the integer 5.
     let (out, v) = a.exec(&["tasks.list", "--status", "open", "--limit", "5"]);
     assert_answered(&a.w, &out, &v, 0, Some(200));
@@ -641,10 +639,26 @@ fn the_runtime_policy_applies_to_arguments_and_output() {
     assert!(last_audit(&a.w)["policy_hash"].is_string());
 }
 
+/// RUNTIME §5.3: an `openapi` verb is sent by hcp itself and reaches its one origin
+/// whatever the network of the pack says (the network governs children), in every land.
 #[test]
-fn network_deny_refuses_an_openapi_pack_in_local_land() {
+fn an_openapi_verb_reaches_its_one_origin_whatever_the_network_says() {
     let a = Api::new();
     a.connect("ann", None);
+    let server = format!("{}/v1", a.server.origin());
+    for config in [
+        json!({"sandbox": {"network": "deny"}}),
+        json!({"packs": {"tasks": {"network": "deny", "server": server}}}),
+        json!({"packs": {"tasks": {"network": "host", "server": server}}}),
+    ] {
+        a.config(&config);
+        let before = a.server.hits();
+        let (out, v) = a.exec(&["tasks.list"]);
+        assert_answered(&a.w, &out, &v, 0, Some(200));
+        assert_eq!(a.server.hits(), before + 1, "{config}");
+        assert_eq!(v["sandbox"]["network"]["mode"], json!("one origin"));
+    }
+    // In `local` land too.
     let dir = a.w.copy_pack("tasks");
     std::fs::copy(
         common::gold_pack("tasks").join("openapi.json"),
@@ -663,36 +677,8 @@ fn network_deny_refuses_an_openapi_pack_in_local_land() {
     ]);
     assert!(out.status.success(), "{}", a.w.render(&out));
     a.config(&json!({"sandbox": {"network": "deny"}}));
-    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
-    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
-    assert!(
-        v["hint"]
-            .as_str()
-            .unwrap()
-            .contains("\"network\": \"allow\""),
-        "{v}"
-    );
-    // `local` land's default is `deny` too.
-    a.config(&json!({}));
-    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
-    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
-    let server = format!("{}/v1", a.server.origin());
-    a.config(&json!({"packs": {"tasks": {"network": "allow", "server": server}}}));
     let (out, v) = a.exec(&["tasks.list"]);
     assert_answered(&a.w, &out, &v, 0, Some(200));
-}
-
-#[test]
-fn a_pack_whose_network_is_deny_sends_nothing_in_personal_land() {
-    let a = Api::new();
-    a.connect("ann", None);
-    let server = a.server.origin();
-    a.config(&json!({"packs": {"tasks": {"network": "deny", "server": format!("{server}/v1")}}}));
-    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
-    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
-    a.config(&json!({"sandbox": {"network": "deny"}, "packs": {"tasks": {"server": format!("{server}/v1")}}}));
-    let (out, v) = a.sends_nothing(|| a.exec(&["tasks.list"]));
-    assert_refused(&a.w, &out, &v, "sandbox_unavailable", 77);
 }
 
 // ───────────────────────────────────────────────── the pinned copy and the rug-pull guard

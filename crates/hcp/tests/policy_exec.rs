@@ -712,11 +712,21 @@ fn an_approval_does_not_survive_a_policy_change() {
 
 // ---------------------------------------------------------------- output post-gate
 
-/// Writes the JSON the `show` verb will print, and returns its path.
+/// Writes `name` holding `text` where a `personal` call of `polprobe` by principal `agent`
+/// (and by the owner) reads it: its tenant home, `/home/hcp` in its view (RUNTIME §5.2).
+/// Returns the path in the view.
+fn in_agents_home(w: &World, name: &str, text: &str) -> String {
+    for principal in ["agent", "owner"] {
+        let home = w.hcp_home.join("homes/polprobe/principal").join(principal);
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(name), text).unwrap();
+    }
+    format!("/home/hcp/{name}")
+}
+
+/// Writes the JSON the `show` verb will print, and returns its path in the call's view.
 fn output_file(w: &World, v: &Value) -> String {
-    let p = w.root().join("out.json");
-    std::fs::write(&p, v.to_string()).unwrap();
-    p.display().to_string()
+    in_agents_home(w, "out.json", &v.to_string())
 }
 
 #[test]
@@ -1133,15 +1143,17 @@ fn text_output_is_scanned_and_lists_of_records_are_projected() {
     let w = exec_common::world(&["polprobe"]);
     grant(&w, "agent", "*", &["verb.exec.read"]);
     let t = session(&w, "agent", &["--role", "r"]);
-    let p = w.root().join("out.txt");
     // no `returns`: the canary and the card number are still removed from plain text
     write_policy(
         &w,
         "yaml",
         "canaries: [CANARY-7f3a-DO-NOT-LEAK]\ntools:\n  polprobe.show:\n    args: {path: {type: string}}\nroles:\n  r: {allow: [polprobe.show]}\n",
     );
-    std::fs::write(&p, "plain CANARY-7f3a-DO-NOT-LEAK text 4111111111111111\n").unwrap();
-    let path = p.display().to_string();
+    let path = in_agents_home(
+        &w,
+        "out.txt",
+        "plain CANARY-7f3a-DO-NOT-LEAK text 4111111111111111\n",
+    );
     let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
     let s = v["stdout"].as_str().unwrap();
@@ -1165,12 +1177,12 @@ fn text_output_is_scanned_and_lists_of_records_are_projected() {
         "yaml",
         "tools:\n  polprobe.show:\n    args: {path: {type: string}}\n    returns: {id: {type: integer}, email: {type: string, sensitive: pii}}\n    output: {project: true}\nroles:\n  r: {allow: [polprobe.show]}\n",
     );
-    std::fs::write(
-        &p,
-        json!([{"id": 1, "email": "a@x", "pw": "hunter2"}, {"id": 2, "pw": "swordfish"}])
+    let path = in_agents_home(
+        &w,
+        "out.txt",
+        &json!([{"id": 1, "email": "a@x", "pw": "hunter2"}, {"id": 2, "pw": "swordfish"}])
             .to_string(),
-    )
-    .unwrap();
+    );
     let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));
     assert_eq!(
@@ -1426,13 +1438,12 @@ fn a_repeated_json_key_does_not_smuggle_a_canary_past_the_post_gate() {
 #[test]
 fn redacting_output_keeps_the_other_values_exact() {
     let w = world("output.yaml");
-    let path = output_file(&w, &json!({"name": "Ann", "email": "a@b"}));
     // a number serde_json cannot hold exactly, written by hand
-    std::fs::write(
-        &path,
+    let path = in_agents_home(
+        &w,
+        "out.json",
         r#"{"name": 123456789012345678901234567890, "email": "a@b", "note": "0.1"}"#,
-    )
-    .unwrap();
+    );
     let t = session(&w, "agent", &["--role", "agent"]);
     let (out, v) = as_session(&w, &t, &["polprobe.show", "--path", &path]);
     assert_eq!(status(&out), 0, "{}", w.render(&out));

@@ -250,7 +250,7 @@ fn relays_json_lines_and_drops_the_rest() {
     let w = World::new();
     trigger_pack(&w);
     std::fs::write(
-        w.work.join("events.txt"),
+        events_file(&w),
         "{\"a\": 1}\nnot json at all\n[1, 2]\n\n   \n{\"b\": \"x\"}",
     )
     .unwrap();
@@ -302,6 +302,14 @@ fn relays_json_lines_and_drops_the_rest() {
     );
 }
 
+/// Where the `lines` trigger (`personal` land, run by the owner) reads `events.txt`: the
+/// owner's tenant home of the pack, its working directory (RUNTIME §5.2).
+fn events_file(w: &World) -> std::path::PathBuf {
+    let home = w.hcp_home.join("homes/feed/principal/owner");
+    std::fs::create_dir_all(&home).unwrap();
+    home.join("events.txt")
+}
+
 /// The records of the trail.
 fn audit_records(w: &World) -> Vec<Value> {
     std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl"))
@@ -316,7 +324,7 @@ fn a_sense_is_an_intent_then_an_outcome_with_its_events() {
     common::example_bins();
     let w = World::new();
     trigger_pack(&w);
-    std::fs::write(w.work.join("events.txt"), "{\"a\": 1}\nnot json\n[2]\n").unwrap();
+    std::fs::write(events_file(&w), "{\"a\": 1}\nnot json\n[2]\n").unwrap();
     let before = audit_records(&w).len();
     let o = w.run(&["sense", "feed", "lines"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));

@@ -273,3 +273,59 @@ pub(crate) fn in_manifest_at(d: Diagnostic, text: &str, path: &[String]) -> Diag
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
     in_manifest(d, text, &path)
 }
+
+/// Reports each program the pack runs for which `reason` has something to say, as `make`
+/// builds the diagnostic (an error or a warning of one rule), with `hint`: `wrap.bin`
+/// with every template it runs (each command array, without `cli[0]` — the CLI name),
+/// located at `wrap.bin`; or, in a `composite` pack, each verb's and trigger's `cli[0]`
+/// with the rest of its array, located there. `kind: openapi` runs no program.
+pub(crate) fn program_findings(
+    cx: &Ctx<'_>,
+    make: fn(hcp_model::Code, String) -> Diagnostic,
+    code: hcp_model::Code,
+    hint: &str,
+    reason: impl Fn(&str, &[&[String]]) -> Option<String>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some((m, text)) = cx.manifest() else {
+        return;
+    };
+    let all = written(m);
+    match m.kind {
+        hcp_model::Kind::Wrap => {
+            let Some(wrap) = &m.wrap else { return };
+            let templates: Vec<&[String]> = all
+                .iter()
+                .map(|w| {
+                    if w.has_program {
+                        w.elements.get(1..).unwrap_or(&[])
+                    } else {
+                        w.elements
+                    }
+                })
+                .collect();
+            if let Some(why) = reason(&wrap.bin, &templates) {
+                out.push(in_manifest(make(code, why), text, &["wrap", "bin"]).hint(hint));
+            }
+        }
+        hcp_model::Kind::Composite => {
+            for w in all.iter().filter(|w| w.has_program) {
+                let Some(program) = w.elements.first() else {
+                    continue;
+                };
+                let rest = w.elements.get(1..).unwrap_or(&[]);
+                if let Some(why) = reason(program, &[rest]) {
+                    out.push(
+                        in_manifest_at(
+                            make(code, format!("{}: {why}", w.owner)),
+                            text,
+                            &w.element_path(0),
+                        )
+                        .hint(hint),
+                    );
+                }
+            }
+        }
+        hcp_model::Kind::Openapi => {}
+    }
+}

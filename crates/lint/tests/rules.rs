@@ -309,6 +309,7 @@ mod per_rule {
         bad_placeholder,
         reserved_placeholder,
         exec_wrapper_bin,
+        hcp_bin_reserved,
         code_running_cli,
         bad_binding,
         confirm_not_mirrored,

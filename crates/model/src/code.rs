@@ -59,6 +59,9 @@ pub mod exit {
     pub const NOT_FOUND: u8 = 127;
     /// The call was abandoned (128 + SIGINT).
     pub const CANCELLED: u8 = 130;
+    /// The call was ended together, its memory bound reached (128 + SIGKILL, the status a
+    /// child killed by the kernel's OOM killer has).
+    pub const KILLED: u8 = 137;
 }
 
 /// Where a code is raised: the steps of RUNTIME §5 for a call, in order, then the places
@@ -301,6 +304,7 @@ codes! {
     // 9c: the run.
     Timeout => "timeout", Run, TIMEOUT, TIMEOUT, "The verb ran past its timeout.";
     Cancelled => "cancelled", Run, CANCELLED, CANCELLED, "The caller abandoned the call; its process group was ended.";
+    MemoryExceeded => "memory_exceeded", Run, KILLED, KILLED, "The call's processes together reached `limits.memory_bytes`; the whole call was ended.";
     SuperviseFailed => "supervise_failed", Run, EX_SOFTWARE, EX_SOFTWARE, "Waiting on or reading from a started child failed.";
     ConnectFailed => "connect_failed", Run, REFUSED, REFUSED, "The connect verb exited non-zero; nothing was stored.";
 
@@ -337,6 +341,7 @@ codes! {
     BadPlaceholder => "bad_placeholder", Pack, REFUSED, REFUSED, "A placeholder that does not parse.";
     ReservedPlaceholder => "reserved_placeholder", Pack, REFUSED, REFUSED, "A placeholder name the runtime reserves.";
     ExecWrapperBin => "exec_wrapper_bin", Pack, REFUSED, REFUSED, "The program is a shell or runs its arguments as a command.";
+    HcpBinReserved => "hcp_bin_reserved", Pack, REFUSED, REFUSED, "A pack other than the bootstrap pack `hcp-cli` whose bin is `hcp` (RUNTIME §5.1).";
     SecretFile => "secret_file", Pack, REFUSED, REFUSED, "A secret in the pack directory.";
     SymlinkInPack => "symlink_in_pack", Pack, REFUSED, REFUSED, "A symlink in the pack directory.";
     UnsafePath => "unsafe_path", Pack, REFUSED, REFUSED, "A path that leaves the pack directory.";
@@ -361,6 +366,7 @@ codes! {
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
     BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
+    BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
     UnknownApproval => "unknown_approval", Command, EX_NOINPUT, EX_NOINPUT, "No approval has this id.";
@@ -384,6 +390,8 @@ codes! {
     DuplicateOutcome => "duplicate_outcome", Audit, REFUSED, REFUSED, "Two outcome records for one intent.";
     MachineMismatch => "machine_mismatch", Audit, REFUSED, REFUSED, "A record in one machine's chain that names another machine (RUNTIME §9).";
     BadCheckpoint => "bad_checkpoint", Audit, USAGE, USAGE, "A checkpoint file that cannot be read, is not a checkpoint, or whose signature fails.";
+    ExportFailed => "export_failed", Audit, REFUSED, REFUSED, "`hcp audit export`: the collector refused the spans for good (an HTTP status other than 429 and 5xx), or did not take them within the tries of a one-shot export (RUNTIME §11).";
+    BadSince => "bad_since", Command, USAGE, USAGE, "`hcp policy replay --since`: a time that is neither RFC 3339 nor a duration such as `24h` (RUNTIME §11).";
 }
 
 impl Code {
@@ -467,6 +475,7 @@ mod tests {
             (Code::BinChanged, NOT_EXECUTABLE, NOT_EXECUTABLE),
             (Code::BinMissing, NOT_FOUND, REFUSED),
             (Code::Cancelled, CANCELLED, CANCELLED),
+            (Code::MemoryExceeded, KILLED, KILLED),
             (Code::AuditUnavailable, EX_IOERR, EX_IOERR),
             (Code::StateUnavailable, EX_IOERR, EX_IOERR),
             (Code::NestedCall, EX_NOPERM, EX_NOPERM),

@@ -61,6 +61,72 @@ pub struct CallFacts {
     /// `binding` and `binding_audit_id` (result): what `hcp connect` did with the
     /// credential.
     pub connected: Option<BindingResult>,
+    /// `session`, `role`, `attributes`, `can_view` (audit): the session a call was made
+    /// under, as `hcp policy replay` decides it again (RUNTIME §6, §11).
+    pub session: Option<SessionRecord>,
+    /// `policy_mode` (audit): the runtime policy was observed, not enforced (RUNTIME §11).
+    pub policy_mode: Option<PolicyMode>,
+    /// `would_refuse` (audit): the first refusal an observed runtime policy would have
+    /// made.
+    pub would_refuse: Option<Code>,
+    /// `observe_unchecked` (audit): what an observed runtime policy could not decide
+    /// (`resource`: a resolver observe mode does not run).
+    pub observe_unchecked: Option<&'static str>,
+    /// `socket_attempts` (audit): how many sockets the child tried to make under
+    /// `network: deny` (RUNTIME §5.3).
+    pub socket_attempts: Option<u32>,
+    /// `hint` (result): what the run teaches the caller (the key of a `deny` network a
+    /// socket was tried under, a destination the egress proxy refused).
+    pub hint: Option<String>,
+    /// `sandbox` (result): the result's `sandbox` when the run changed what it shows
+    /// (a `/proc` the kernel refused, the egress proxy's refusals); the records keep what
+    /// preparation found ([`CallFacts::sandbox`]).
+    pub sandbox_after_run: Option<Map<String, Value>>,
+    /// `connections` (audit): the egress proxy's connections (RUNTIME §5.5), by ref for a
+    /// sense.
+    pub connections: Option<Value>,
+    /// `protected_created` (audit and result, each its own shape): the protected names a
+    /// call created in its workdir, moved to the quarantine (RUNTIME §5.1).
+    pub protected_created: Option<ProtectedCreated>,
+}
+
+/// The session of a call, as its record keeps it for a replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// The session's id (`sha256:` of its token).
+    pub id: String,
+    /// Its role, if it has one.
+    pub role: Option<String>,
+    /// Its attributes.
+    pub attributes: BTreeMap<String, String>,
+    /// Its `can_view` classes.
+    pub can_view: Vec<String>,
+}
+
+/// How the runtime policy governed a call (`policy_mode`), when not enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyMode {
+    /// `observe`: decided and recorded, never enforced.
+    Observe,
+}
+
+impl PolicyMode {
+    /// `observe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Observe => "observe",
+        }
+    }
+}
+
+/// The protected names a call created (`protected_created`): as the outcome records them
+/// and as the result shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtectedCreated {
+    /// The records' form.
+    pub audit: Value,
+    /// The result's form.
+    pub result: Value,
 }
 
 /// The face a record names (`face`), for calls that are not a verb's.
@@ -269,6 +335,37 @@ impl CallFacts {
         if let Some(n) = self.events {
             put("events", Value::from(n));
         }
+        if let Some(s) = &self.session {
+            put("session", text(&s.id));
+            if let Some(r) = &s.role {
+                put("role", text(r));
+            }
+            let attrs: Map<String, Value> = s
+                .attributes
+                .iter()
+                .map(|(k, v)| (k.clone(), text(v)))
+                .collect();
+            put("attributes", Value::Object(attrs));
+            put("can_view", s.can_view.iter().map(|c| text(c)).collect());
+        }
+        if let Some(m) = self.policy_mode {
+            put("policy_mode", text(m.as_str()));
+        }
+        if let Some(c) = self.would_refuse {
+            put("would_refuse", text(c.as_str()));
+        }
+        if let Some(u) = self.observe_unchecked {
+            put("observe_unchecked", text(u));
+        }
+        if let Some(n) = self.socket_attempts {
+            put("socket_attempts", Value::from(n));
+        }
+        if let Some(c) = &self.connections {
+            put("connections", c.clone());
+        }
+        if let Some(p) = &self.protected_created {
+            put("protected_created", p.audit.clone());
+        }
         if let Some(b) = &self.binding {
             put("binding", text(b.outcome.as_str()));
             if let Some(f) = &b.family {
@@ -290,8 +387,20 @@ impl CallFacts {
         if let Some(r) = &self.resolver {
             m.insert("resolver".into(), resolver(r));
         }
-        if let Some(Sandbox::One(v)) = &self.sandbox {
-            m.insert("sandbox".into(), v.clone());
+        match (&self.sandbox_after_run, &self.sandbox) {
+            (Some(shown), _) => {
+                m.insert("sandbox".into(), Value::Object(shown.clone()));
+            }
+            (None, Some(Sandbox::One(v))) => {
+                m.insert("sandbox".into(), v.clone());
+            }
+            _ => {}
+        }
+        if let Some(h) = &self.hint {
+            m.insert("hint".into(), text(h));
+        }
+        if let Some(p) = &self.protected_created {
+            m.insert("protected_created".into(), p.result.clone());
         }
         if let Some(s) = self.http_status {
             m.insert("http_status".into(), Value::from(s));
@@ -307,6 +416,19 @@ impl CallFacts {
             m.insert("binding_audit_id".into(), json!(c.audit_id));
         }
         m
+    }
+}
+
+impl CallFacts {
+    /// The result's `sandbox` as the run changes it ([`CallFacts::sandbox_after_run`]),
+    /// from what preparation found; an object (made empty when there was none).
+    pub fn sandbox_after_run(&mut self) -> &mut Map<String, Value> {
+        let found = match &self.sandbox {
+            Some(Sandbox::One(Value::Object(m))) => Some(m),
+            _ => None,
+        };
+        let found = found.cloned().unwrap_or_default();
+        self.sandbox_after_run.get_or_insert(found)
     }
 }
 
@@ -366,6 +488,27 @@ mod tests {
                     expires_at: None,
                 }),
             }),
+            session: Some(SessionRecord {
+                id: "sha256:ab".into(),
+                role: Some("agent".into()),
+                attributes: [("team".to_owned(), "red".to_owned())].into(),
+                can_view: vec!["pii".into()],
+            }),
+            policy_mode: Some(PolicyMode::Observe),
+            would_refuse: Some(Code::Rbac),
+            observe_unchecked: Some("resource"),
+            socket_attempts: Some(2),
+            hint: Some("the network is `deny`".into()),
+            sandbox_after_run: Some(
+                [("filesystem".to_owned(), json!("enforced, without a /proc"))]
+                    .into_iter()
+                    .collect(),
+            ),
+            connections: Some(json!({"total": 0})),
+            protected_created: Some(ProtectedCreated {
+                audit: json!([".envrc"]),
+                result: json!([{"name": ".envrc"}]),
+            }),
         };
         let resolver = json!({"verb": "rs.lookup", "audit_id": null, "code": "resolver_failed"});
         assert_eq!(
@@ -376,13 +519,19 @@ mod tests {
                 "sandbox": {"filesystem": "enforced"}, "approved_by": "elicitation",
                 "http_status": 404, "signal": 25, "post_rule": "output_schema",
                 "events": 3, "binding": "stored", "family": "mail", "run_audit_id": "r1",
+                "session": "sha256:ab", "role": "agent", "attributes": {"team": "red"},
+                "can_view": ["pii"], "policy_mode": "observe", "would_refuse": "rbac",
+                "observe_unchecked": "resource", "socket_attempts": 2,
+                "connections": {"total": 0}, "protected_created": [".envrc"],
             })
         );
         assert_eq!(
             Value::Object(f.result_fields()),
             json!({
                 "approval_id": "apr_1", "resolver": resolver,
-                "sandbox": {"filesystem": "enforced"}, "http_status": 404, "signal": 25,
+                "sandbox": {"filesystem": "enforced, without a /proc"}, "http_status": 404,
+                "signal": 25, "hint": "the network is `deny`",
+                "protected_created": [{"name": ".envrc"}],
                 "signal_name": "SIGXFSZ (the file-size limit)",
                 "binding": {"principal": "alice", "family": "mail", "expires_at": null},
                 "binding_audit_id": null,

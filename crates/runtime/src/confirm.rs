@@ -160,7 +160,7 @@ pub(crate) fn preview(ctx: &Context<'_>, p: &PreviewOf<'_>) -> Option<Preview> {
         &pin,
         &argv0,
         &args,
-        &allowed.workdir,
+        &crate::prepare::child_cwd(allowed.land, &allowed.workdir),
     );
     let lossy = |s: &OsStr| s.to_string_lossy().into_owned();
     Some(Preview {

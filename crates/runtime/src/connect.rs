@@ -46,7 +46,7 @@ pub struct Connected {
 /// `state_unavailable` (74), the pack's (`not_installed` …), `not_connectable` (66).
 pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
     crate::backend::ready(rt).map_err(|e| Refusal::store(&e))?;
-    let pack = pack::load(rt.home(), id).map_err(|e| crate::install::pack_refusal(&e))?;
+    let pack = pack::load(rt.home(), id).map_err(|e| crate::refusal::pack_refusal(&e))?;
     if pack.manifest.binding.mode != BindingMode::User {
         return Err(Refusal::new(
             Code::NotConnectable,

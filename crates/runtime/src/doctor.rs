@@ -14,11 +14,10 @@
 use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_adapter::{
-    KernelSupport, LandlockSupport, ProcessMechanism, ResourceLimits, SCOPE_LANDLOCK_ABI, Status,
-    TESTED_LANDLOCK_ABI,
+    KernelSupport, LandlockSupport, ResourceLimits, SCOPE_LANDLOCK_ABI, Status, TESTED_LANDLOCK_ABI,
 };
 use hcp_store::Home;
-use hcp_store::config::{NetworkMode, RuntimeConfig};
+use hcp_store::config::RuntimeConfig;
 use hcp_store::pack;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -39,6 +38,8 @@ pub struct Report {
     pub limits: Vec<Limit>,
     /// Each installed pack's bins.
     pub packs: Vec<PackBins>,
+    /// Each installed pack's network, with its destinations (RUNTIME §5.5).
+    pub networks: Vec<crate::egress::PackNetwork>,
     /// The stored credentials' files.
     pub bindings: Vec<BindingFile>,
     /// The skill export folders (RUNTIME §10) and any missing, stale or foreign skill in
@@ -46,6 +47,9 @@ pub struct Report {
     pub skill_exports: Vec<hcp_store::skill::export::FolderHealth>,
     /// The runtime policy, its compiled cache and the tool lock (RUNTIME §7).
     pub runtime_policy: crate::policy::health::PolicyHealth,
+    /// What calls are given beyond the view, what the machine lacks for it, the
+    /// quarantine (RUNTIME §5.1–§5.4, [`crate::view_health`]).
+    pub view: crate::view_health::ViewHealth,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
     /// What holds less than it could on this machine (a weaker mechanism), one sentence
@@ -175,17 +179,15 @@ pub struct Sandbox {
     pub landlock_abi: u32,
     /// The ABI hcp will use: the kernel's, at most the tested one.
     pub used_abi: u32,
-    /// Whether filesystem rules hold (Landlock).
+    /// Whether a call gets its view here.
     pub filesystem: bool,
-    /// How the store, the secrets and other principals' sandboxes are hidden:
-    /// `mount namespace` (a cover over each) or `landlock rules` (their complement),
-    /// `none` without Landlock nor namespaces.
+    /// How what a call was not given is kept from it: `view` (a root of its own, RUNTIME
+    /// §5.1), `none` where the kernel cannot build one.
     pub hidden_paths: &'static str,
     /// Whether the kernel has seccomp filters: `network: deny` and the nested-call marker
     /// need them.
     pub seccomp: bool,
-    /// `sandbox.network` as configured: `allow`, `deny`, or `land default` (`deny` for
-    /// `local`, `allow` for `personal` and `brain`).
+    /// `sandbox.network` as configured: `deny` (the default), `host` or `allow`.
     pub network: &'static str,
     /// Whether a `deny` can be enforced here (seccomp).
     pub network_deny_enforceable: bool,
@@ -292,6 +294,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         &mut problems,
     );
     let runtime_policy = crate::policy::health::examine(home, &mut problems);
+    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
     Ok(Report {
         ok: problems.is_empty(),
         store: StoreHealth {
@@ -309,10 +312,15 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         state,
         sandbox,
         limits,
+        networks: listing
+            .iter()
+            .map(|l| crate::egress::pack_network(&config, &l.id))
+            .collect(),
         packs,
         bindings,
         skill_exports,
         runtime_policy,
+        view,
         problems,
         notes,
     })
@@ -435,40 +443,38 @@ fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<S
     let abi = k.landlock.abi();
     let used = abi.min(TESTED_LANDLOCK_ABI);
     let require = config.sandbox.require;
-    let network = config.sandbox.network;
-    let deny_somewhere = network == Some(NetworkMode::Deny)
-        || config
-            .packs
-            .iter()
-            .any(|(_, p)| p.network == Some(NetworkMode::Deny));
-    let verdict = |deny: bool| {
-        if (used == 0 && require) || (deny && !k.seccomp) {
-            "refused"
-        } else if used == 0 {
-            "unconfined"
-        } else {
-            "confined"
-        }
+    let view = k.view_missing();
+    let verdict = if view.is_none() && k.seccomp {
+        "confined"
+    } else if require {
+        "refused"
+    } else {
+        "unconfined"
     };
-    // `local` defaults to `deny`; other lands to `allow`.
-    let local_deny = network != Some(NetworkMode::Allow);
-    let calls = verdict(network == Some(NetworkMode::Deny));
-    let local_verbs = verdict(local_deny);
-    if used == 0 && require {
+    if let Some(why) = &view {
         problems.push(format!(
-            "{}, and `sandbox.require` is set: every call is refused",
-            k.landlock
-                .missing_reason()
-                .unwrap_or("landlock is not available")
+            "no call can have its view here ({why}): every session's call is refused{}",
+            if require {
+                ", and the owner's too (`sandbox.require`)"
+            } else {
+                "; the owner's calls run without one"
+            }
         ));
     }
-    if !k.seccomp && (local_deny || deny_somewhere) {
+    if !k.seccomp {
         problems.push(
-            "the kernel has no seccomp filters, so `network: deny` (the default of `local` land) cannot be enforced: those calls are refused"
+            "the kernel has no seccomp filters, so no network mode can be enforced: every session's call is refused"
                 .into(),
         );
     }
-    kernel_notes(&k, used, notes);
+    for key in config.ignored_keys() {
+        notes.push(format!(
+            "`{key}` in `config.json` is ignored: a call sees only its view (remove the key)"
+        ));
+    }
+    if !k.processes.survives_sigkill_of_hcp() {
+        notes.push(format!("processes: {}", k.processes.describe()));
+    }
     let fork_bombs = match k.fork_bombs() {
         Status::Enforced => "bounded".to_owned(),
         other => {
@@ -476,7 +482,6 @@ fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<S
             other.as_str().to_owned()
         }
     };
-    let mount_ns = !matches!(k.processes, ProcessMechanism::Subreaper(_));
     Sandbox {
         landlock: match k.landlock {
             LandlockSupport::Abi(_) => "available",
@@ -485,57 +490,29 @@ fn sandbox(config: &RuntimeConfig, problems: &mut Vec<String>, notes: &mut Vec<S
         },
         landlock_abi: abi,
         used_abi: used,
-        filesystem: used > 0,
-        hidden_paths: if mount_ns {
-            "mount namespace"
-        } else if used > 0 {
-            "landlock rules"
-        } else {
-            "none"
-        },
+        filesystem: view.is_none(),
+        hidden_paths: if view.is_none() { "view" } else { "none" },
         seccomp: k.seccomp,
-        network: match network {
-            None => "land default",
-            Some(NetworkMode::Allow) => "allow",
-            Some(NetworkMode::Deny) => "deny",
-        },
+        network: config.sandbox.network.mode(),
         network_deny_enforceable: k.seccomp,
         scoped: used >= SCOPE_LANDLOCK_ABI,
         processes: k.processes.describe(),
         descendants_end_with_killed_hcp: k.processes.survives_sigkill_of_hcp(),
         fork_bombs,
         require,
-        calls,
-        local_verbs,
+        calls: verdict,
+        local_verbs: verdict,
     }
 }
 
-/// What the kernel lacks that weakens a call's confinement without refusing it: the
-/// notes of the sandbox section (`used`: the Landlock ABI hcp uses, 0 for none).
-fn kernel_notes(k: &KernelSupport, used: u32, notes: &mut Vec<String>) {
-    if !k.seccomp {
-        notes.push(
-            "no seccomp: a nested `hcp` inside an agent's call is not told apart from the owner's (the store stays hidden from it)"
-                .into(),
-        );
-    }
-    if used == 0 {
-        notes.push(format!(
-            "{}: children get no filesystem rules (the hidden paths are still covered where a mount namespace can be made)",
-            k.landlock.missing_reason().unwrap_or("landlock is not available")
-        ));
-    }
-    if !k.processes.survives_sigkill_of_hcp() {
-        notes.push(format!("processes: {}", k.processes.describe()));
-    }
-}
-
-fn resource_limits_named(l: &ResourceLimits) -> [u64; 5] {
+fn resource_limits_named(l: &ResourceLimits) -> [u64; 7] {
     [
         l.cpu_seconds,
         l.address_space_bytes,
         l.open_files,
         l.file_size_bytes,
         l.processes,
+        l.tmp_bytes,
+        l.memory_bytes,
     ]
 }

@@ -6,29 +6,22 @@
 //! record are the pipeline's own.
 //!
 //! Preparation ([`prepare`]), after the gate and binding mint and before admission (it
-//! spends nothing): `config.json` must parse; the call's network must not be `deny`
-//! (below); the server is the operator's `packs.ID.server`, else the document's first
-//! one; the credential is the binding's `token` field (else its only string field); and
+//! spends nothing): `config.json` must parse; the server is the operator's
+//! `packs.ID.server`, else the document's first one; the credential is the binding's `token` field (else its only string field); and
 //! the request is planned ([`hcp_openapi::plan`]: the arguments checked again, after the
 //! runtime policy's `bind`, and the credential placed as the security scheme says).
 //! Nothing is sent until admission has passed.
 //!
-//! **`network: deny`.** No child runs: hcp sends the request, to one origin only, never
-//! following a redirect and using no proxy. A `deny` (the pack's `network` or
-//! `sandbox.network`) for an openapi pack is therefore refused (`sandbox_unavailable`),
-//! not read as "one origin": every openapi call reaches one origin already, so that
-//! reading would make `deny` mean the same as `allow` and quietly drop what the operator
-//! wrote. An operator who wants the pack runs it with `network: allow` for it. The
-//! network is the pack's `packs.ID.network`, else `sandbox.network`, else the land's
-//! default (`deny` for `local`), as for a child.
+//! **The network.** No child runs: hcp sends the request, to one origin only, never
+//! following a redirect and using no proxy, whatever the pack's `network` says (RUNTIME
+//! §5.3: the network governs children; an `openapi` verb reaches its one origin).
 
 use crate::prepare::{self, ChildSpec};
 use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_adapter::{Invocation, Limits, Outcome};
-use hcp_model::{ArgValue, Code, Land};
+use hcp_model::{ArgValue, Code};
 use hcp_openapi::{Credential, HttpOutcome, Operation, RequestPlan};
-use hcp_store::config::RuntimeConfig;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -62,15 +55,10 @@ impl Work {
         }
     }
 
-    /// Removes what preparation made (a `local` child's private `TMPDIR`): best effort, a
-    /// leftover directory is private (0700) and holds nothing of hcp's.
+    /// Releases what preparation took (the call's cgroups, with its confinement).
     pub fn clean_up(&mut self) {
         if let Self::Child(c) = self {
-            // The confinement first: its cgroup and covers go with it.
             drop(std::mem::take(&mut c.confinement));
-            if let Some(tmp) = c.private_tmp.take() {
-                let _ = tmp.remove();
-            }
         }
     }
 
@@ -88,6 +76,12 @@ impl Work {
     ) -> Result<Outcome, Refusal> {
         match self {
             Self::Child(child) => {
+                let egress = child.egress.take();
+                let serve = |fd| {
+                    if let Some(e) = &egress {
+                        e.serve(fd);
+                    }
+                };
                 let inv = Invocation {
                     bin: &child.bin,
                     argv0: child.argv0.clone(),
@@ -97,8 +91,13 @@ impl Work {
                     limits,
                     confine: Some(&child.confinement),
                     cancel,
+                    egress: Some(hcp_adapter::Egress(&serve)),
                 };
-                hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e))
+                let run = hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e));
+                crate::egress::after_run(egress, &mut rec.facts);
+                let outcome = run?;
+                crate::prepare::after_run(child, &outcome, &mut rec.facts);
+                Ok(outcome)
             }
             Self::Http(r) => {
                 let (outcome, status) = send(&r.plan, limits.timeout, cancel);
@@ -139,8 +138,7 @@ pub fn verb_takes(pack: &hcp_store::pack::InstalledPack, key: &str) -> Vec<Strin
 /// `op` (see the module docs).
 ///
 /// # Errors
-/// `bad_config` (78) when `config.json` does not parse; `sandbox_unavailable` (77) when
-/// the call's network is `deny`; `bad_openapi` (66) when there is no server to send to;
+/// `bad_config` (78) when `config.json` does not parse; `bad_openapi` (66) when there is no server to send to;
 /// `binding_required` (77) when the operation needs a credential the binding cannot give;
 /// `arg_*` (65) for a value the runtime policy bound that the document does not allow.
 pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Refusal> {
@@ -160,20 +158,6 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
             pack.id
         ))
     })?;
-    if network_denied(config, pack.id.as_str(), spec.allowed.land) {
-        return Err(Refusal::new(
-            Code::SandboxUnavailable,
-            format!(
-                "the network is `deny` for pack `{}`, and its verbs are HTTP requests (to `{}`)",
-                pack.id,
-                server.origin()
-            ),
-        )
-        .hint(format!(
-            "the owner sets `\"packs\": {{\"{}\": {{\"network\": \"allow\"}}}}` in `config.json`: its requests reach that one origin and nothing else",
-            pack.id
-        )));
-    }
     let credential = match spec.secret {
         None => None,
         Some(s) => Some(Credential::from_binding(s).ok_or_else(|| {
@@ -200,22 +184,15 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
             refusal
         }
     })?;
+    let none = "no child: hcp sends the request";
     let sandbox = json!({
-        "filesystem": "no child: hcp sends the request",
-        "network": format!("one origin: {}", plan.origin),
-        "processes": "no child: hcp sends the request",
+        "filesystem": none,
+        "processes": none,
+        "privileges": none,
+        "memory": none,
+        "network": {"mode": "one origin", "enforced": true, "origin": plan.origin, "refused": []},
     });
     Ok(Box::new(Request { plan, sandbox }))
-}
-
-/// Whether the network of a call of `pack_id` in `land` is `deny`: the pack's
-/// `packs.ID.network`, else `sandbox.network`, else the land's default (`deny` for
-/// `local`), as for a child (RUNTIME §5).
-fn network_denied(config: &RuntimeConfig, pack_id: &str, land: Land) -> bool {
-    let network = config
-        .network_for(pack_id)
-        .map_or(hcp_adapter::Network::default_for(land), prepare::network);
-    network == hcp_adapter::Network::Deny
 }
 
 /// The call's values as the JSON the request is built from.
@@ -253,6 +230,9 @@ pub fn send(
         stdout_total: 0,
         stderr_total: 0,
         duration,
+        socket_attempts: 0,
+        memory_exceeded: false,
+        no_proc: false,
     };
     match hcp_openapi::send(plan, &limits, cancel) {
         HttpOutcome::Answered(a) => {

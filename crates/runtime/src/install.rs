@@ -52,6 +52,10 @@ pub struct Installed {
     pub content_changed: bool,
     /// Whether the pack is active after the install.
     pub active: bool,
+    /// What of the pack's bins (and script interpreters) a call's view holds when that is
+    /// not all of their prefix (RUNTIME §5.1, "the pinned bin"): one sentence each, with
+    /// the key the operator may add the rest with.
+    pub view_notes: Vec<String>,
 }
 
 /// Lints the pack in `dir` and installs it into the store of `rt` (RUNTIME §3). Nothing
@@ -99,6 +103,7 @@ pub fn install(
             return Err(InstallError::Lint(Box::new(report)));
         }
     };
+    reserved_bins(&checked, &opts.lookup)?;
     // A state that cannot be told of the install refuses it before anything is written.
     crate::backend::ready(rt).map_err(PackError::Store)?;
     let done = pack::install(rt.home(), &checked, opts)?;
@@ -113,35 +118,96 @@ pub fn install(
             .pack_installed(&id, &done.record.files_digest, changed_at, Timestamp::now())
             .map_err(PackError::Store)?;
     }
+    // The index of /etc every view needs is made again at each install (RUNTIME §5.1);
+    // a call that finds none makes it itself.
+    let _ = crate::view_index::refresh_view_index(rt.home());
+    let view_notes = view_notes(rt, &done.record);
     Ok(Installed {
         record: done.record,
         report,
         replaced: done.replaced,
         content_changed: done.content_changed,
         active: done.active,
+        view_notes,
     })
 }
 
-/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
-/// uninstall, activation, and every face that loads a pack by id).
-pub fn pack_refusal(e: &PackError) -> crate::Refusal {
-    let r = crate::Refusal::new(e.code(), e.to_string());
-    match e {
-        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
-        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
-        PackError::BinMissing { .. } => {
-            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
-        }
-        PackError::BinUnsafe { .. } => {
-            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
-        }
-        PackError::Export(x) => r.hint(x.hint()),
-        PackError::Openapi(_) => {
-            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
-        }
-        _ => r,
+/// What lint's `hcp_bin_reserved` cannot see (RUNTIME §5.1): a program of a pack other
+/// than the bootstrap pack that resolves to the very file of the running `hcp` under
+/// another name (a hard link, a symlink on `PATH`). A program that cannot be resolved is
+/// left to the pin, which refuses it with its own code.
+///
+/// # Errors
+/// [`PackError::BinUnsafe`] with code `hcp_bin_reserved`.
+fn reserved_bins(pack: &CheckedPack, lookup: &pack::BinLookup) -> Result<(), PackError> {
+    if hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest) {
+        return Ok(());
     }
+    for program in pack.manifest.programs() {
+        if let Ok(path) = pack::bins::resolve(&program, &pack.source_dir, lookup)
+            && crate::prepare::is_running_hcp(&path)
+        {
+            return Err(PackError::BinUnsafe {
+                code: Code::HcpBinReserved,
+                reason: format!(
+                    "it is the running `hcp` (`{}`), which only the bootstrap pack `{}` wraps",
+                    path.display(),
+                    hcp_lint::rules::hcp_bin_reserved::BOOTSTRAP_PACK
+                ),
+                program,
+            });
+        }
+    }
+    Ok(())
 }
+
+/// The notes of [`Installed::view_notes`]: for each pinned bin and a script's interpreter
+/// outside the system directories, when the view binds less than its prefix (the file
+/// alone, or its `bin` directory without the directory above), and a script whose
+/// interpreter cannot be found.
+fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<String> {
+    let homes =
+        crate::prepare::machine_homes(std::env::var_os("HOME").map(std::path::PathBuf::from));
+    let stores = [rt.home().root().to_owned()];
+    let id = &record.pack_id;
+    let mut notes = Vec::new();
+    let note = |notes: &mut Vec<String>, what: &str, p: &Path| {
+        let Some(d) = hcp_adapter::bin_dirs(p, &homes, &stores).into_iter().next() else {
+            return;
+        };
+        let dir = p.parent();
+        let cut = d == p
+            || (dir.and_then(Path::file_name).is_some_and(|n| n == "bin")
+                && Some(d.as_path()) == dir);
+        if cut {
+            notes.push(format!(
+                "{what} `{}` of `{id}` lies outside the system directories and its calls see `{}` alone; add what else it needs with `packs.{id}.read` in `config.json`",
+                p.display(),
+                d.display()
+            ));
+        }
+    };
+    for b in &record.bins {
+        let path = b.path.as_path();
+        note(&mut notes, "the bin", path);
+        let mut head = [0u8; 256];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+            .unwrap_or(0);
+        if head[..n].starts_with(b"#!") {
+            match hcp_adapter::shebang_interpreter(&head[..n], std::env::var_os("PATH").as_deref()) {
+                Some(i) => note(&mut notes, "the interpreter", &i),
+                None => notes.push(format!(
+                    "the interpreter of `{}` (its `#!` line) is not found here, so its calls cannot run it",
+                    path.display()
+                )),
+            }
+        }
+    }
+    notes
+}
+
+pub use crate::refusal::pack_refusal;
 
 /// Removes pack `id` from the store of `rt` (its activation, bindings, stimuli, grants),
 /// and what the state keeps for it ([`hcp_store::state::State::pack_removed`]).

@@ -51,11 +51,14 @@
 
 pub mod backend;
 pub mod call;
+pub mod caller;
 pub mod confirm;
 pub mod connect;
 pub mod decide;
 mod degraded;
 pub mod doctor;
+pub mod egress;
+pub mod home;
 pub mod http;
 pub mod install;
 pub mod mcp;
@@ -63,9 +66,11 @@ pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prepare;
+pub mod quarantine;
 pub mod record;
 pub mod redact;
 pub mod refusal;
+pub mod replay;
 pub mod schema;
 pub mod seam;
 pub mod sense;
@@ -74,6 +79,9 @@ pub mod snapshot;
 mod step;
 pub mod target;
 pub mod tool;
+pub mod view_health;
+pub mod view_index;
+pub mod view_plan;
 
 #[cfg(test)]
 mod tests;

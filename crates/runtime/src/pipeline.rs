@@ -302,7 +302,8 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
         work.clean_up();
         return Err(stop);
     }
-    let ran = step::run::verb(cx.rt, &mut work, (call.timeout, cx.mode.cancel()), rec)?;
+    let run = (&mut work, &allowed, &config);
+    let ran = step::run::verb(cx.rt, run, (call.timeout, cx.mode.cancel()), rec)?;
     let posted = step::post::verb(
         ran,
         (&principal, &tool),

@@ -1,31 +1,34 @@
-//! Child preparation (RUNTIME §5 step 9, "The child" and "Confinement of every land"),
-//! after the gate and before admission: the verified bin, argv, the environment's layers,
-//! the configuration's limits and the kernel confinement of the child, whatever its land
-//! ([`confine`]: `hcp_adapter::Confinement::for_call` with every input it needs). Nothing
-//! here spends: a failure refuses the call with every approval and counter slot untouched.
+//! Child preparation (RUNTIME §5 step 9, "The child", §5.1–§5.4), after the gate and before
+//! admission: the verified bin, argv, the environment's layers, the configuration's limits
+//! and the kernel confinement of the child, whatever its land ([`confine`]:
+//! `hcp_adapter::Confinement::for_call` with every input it needs: the tenant home, the
+//! `/etc` index, the operator's paths, the network). Nothing here spends: a failure refuses
+//! the call with every approval and counter slot untouched.
 
-use crate::call::Caller;
+use crate::caller::Caller;
 use crate::refusal::Refusal;
 use hcp_adapter::{
-    CallPolicy, CallSandbox, CallVars, ChildEnv, Confinement, PrivateTmp, SandboxReport,
-    SessionValues, VerifiedBin,
+    CallPolicy, CallSandbox, CallVars, ChildEnv, Confinement, SandboxReport, SessionValues,
+    VerifiedBin,
 };
 use hcp_gate::Allowed;
-use hcp_model::{ArgValue, Land, Principal};
+use hcp_model::{ArgValue, CallFacts, Code, Land, Operation, Principal};
 use hcp_store::Home;
-use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig, TmpdirMode};
+use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
+use hcp_store::tenant::{OWNER_TENANT, Tenant, ensure_tenant_home, tenant_home_path};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// What the bootstrap pack (`hcp-cli`, whose pinned bin is the running `hcp`) may not read
-/// of the store it otherwise reads (RUNTIME §5): the credentials, the sessions, the audit
+/// of the store it otherwise reads (RUNTIME §5.1): the credentials, the sessions, the audit
 /// trail's args-digest secret and its checkpoint signing key, the operator's runtime
 /// policy (RUNTIME §7: its canaries and rules are not the agent's to read) and its
-/// compiled cache. Relative to `$HCP_HOME`.
-pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
+/// compiled cache, the tenant homes (other tenants' data) and the quarantine (what other
+/// calls planted). Relative to `$HCP_HOME`; each that exists is covered in its view.
+pub const BOOTSTRAP_HIDDEN: [&str; 9] = [
     "state/bindings",
     "state/sessions",
     "audit/digest.secret",
@@ -33,6 +36,8 @@ pub const BOOTSTRAP_HIDDEN: [&str; 7] = [
     "policy.json",
     "policy.yaml",
     "cache",
+    "homes",
+    "quarantine",
 ];
 
 /// A child ready to run.
@@ -46,16 +51,19 @@ pub struct Child {
     pub args: Vec<OsString>,
     /// The exact environment.
     pub env: ChildEnv,
-    /// The working directory.
+    /// The working directory, in the child's view.
     pub cwd: PathBuf,
-    /// The kernel confinement (drop it after the run: it removes the call's cgroup and
-    /// what covers the hidden paths).
+    /// The kernel confinement (drop it after the run: it releases the call's cgroups).
     pub confinement: Confinement,
-    /// The private `TMPDIR`, removed after the run.
-    pub private_tmp: Option<PrivateTmp>,
-    /// The result's and the audit record's `sandbox` field (RUNTIME §5):
-    /// `{"filesystem", "network", "processes"}`, each `"enforced"`, `"allowed"` or why not.
+    /// The result's and the audit record's `sandbox` field (RUNTIME §5.4):
+    /// `{"filesystem", "processes", "privileges", "memory", "network"}`.
     pub sandbox: Option<Value>,
+    /// The hint the result carries when the child tried a socket under `network: deny`
+    /// (RUNTIME §5.3), naming the key.
+    pub network_hint: String,
+    /// Under `{"allow": …}`: the egress proxy the child's listener is served by
+    /// (RUNTIME §5.5, [`crate::egress`]).
+    pub egress: Option<crate::egress::CallEgress>,
 }
 
 /// What preparation needs of the call.
@@ -77,19 +85,20 @@ pub struct ChildSpec<'a> {
     /// and argv checks (RUNTIME §5's order as exec has always answered it).
     pub config: &'a Result<RuntimeConfig, ConfigError>,
     /// The sessions' working directories, as the snapshot read them
-    /// ([`crate::snapshot::Snapshot::sandboxes`]).
+    /// ([`crate::snapshot::Snapshot::sandboxes`]); a failure to read them refuses the call.
     pub sandboxes: &'a Result<Vec<(String, PathBuf)>, Refusal>,
 }
 
 /// Prepares the child of `spec`, in this order: the verified bin, argv, the environment
 /// (parent's allowed names, `HCP_HOME` for the bootstrap pack), the configuration, the
-/// confinement and its private `TMPDIR` ([`confine`]), then the land's `HOME`, the pack's
-/// `agent_env`, the call's `HCP_*` and the binding.
+/// confinement ([`confine`]), then `HOME`, `TMPDIR`, `PATH` and the proxy variables of the
+/// view, the pack's `agent_env`, the call's `HCP_*` and the binding.
 ///
 /// # Errors
 /// The pin's (`bin_missing`, `bin_changed` …), the adapter's (`arg_invalid`,
 /// `sandbox_unavailable`, `sandbox_failed`, `env_refused` …), the configuration's
-/// (`bad_config`), the state's when the sessions could not be listed.
+/// (`bad_config`), the store's when the tenant home cannot be made, the state's when the
+/// sessions could not be listed.
 pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child, Refusal> {
     let allowed = spec.allowed;
     let pack = spec.pack;
@@ -102,7 +111,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let args = hcp_adapter::render(&allowed.plan.args, spec.values, &session_values, spec.key)
         .map_err(|e| Refusal::adapter(&e))?;
     let mut env = ChildEnv::from_parent(caller.parent_env.iter().cloned());
-    let bootstrap = is_running_hcp(bin.path());
+    let bootstrap = is_bootstrap(pack, bin.path());
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());
@@ -113,25 +122,24 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         }
     }
     let config = config_of(spec.config)?;
-    let sandboxes = spec.sandboxes.as_ref().map_err(Clone::clone)?;
+    spec.sandboxes.as_ref().map_err(Clone::clone)?;
     let confined = confine(
         home,
         caller,
         &ConfineSpec {
             land: allowed.land,
-            principal: spec.principal,
+            owner: spec.principal.is_owner(),
+            principal_id: &spec.principal.id,
+            project: allowed.project.as_deref(),
+            writes: allowed.operation == Operation::Write,
             workdir: &allowed.workdir,
-            bin: bin.path(),
+            bin: &bin,
             bootstrap,
             pack_id: pack.id.as_str(),
             config,
-            sandboxes,
         },
     )?;
-    env = env.tmpdir(confined.tmp.path());
-    if allowed.land == Land::Local {
-        env = env.home(&allowed.workdir);
-    }
+    let env = confined.env(env);
     let env = layer_env(
         env,
         pack,
@@ -151,11 +159,42 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         argv0: argv0.into(),
         args,
         env,
-        cwd: allowed.workdir.clone(),
-        confinement: confined.confinement,
-        private_tmp: Some(confined.tmp),
+        cwd: confined.cwd.clone(),
         sandbox: Some(confined.report.field_json()),
+        network_hint: network_hint(pack.id.as_str()),
+        egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
+        confinement: confined.confinement,
     })
+}
+
+/// What the run of `child` taught about its call, added to the result and the outcome
+/// record (RUNTIME §5.1, §5.3): its `sandbox` field says when the kernel refused the call a
+/// `/proc` of its own, and a call whose child tried to make a socket under `network: deny`
+/// carries the hint naming the key ([`network_hint`]) and, in its record,
+/// `socket_attempts`.
+pub fn after_run(child: &Child, outcome: &hcp_adapter::Outcome, facts: &mut CallFacts) {
+    if outcome.no_proc && facts.sandbox.is_some() {
+        facts.sandbox_after_run().insert(
+            "filesystem".into(),
+            "enforced, without a /proc: the kernel refused the call one of its own".into(),
+        );
+    }
+    if outcome.socket_attempts > 0 {
+        facts.hint = Some(child.network_hint.clone());
+        facts.socket_attempts = Some(outcome.socket_attempts);
+    }
+}
+
+/// The error of a call whose processes together reached `limits.memory_bytes` (RUNTIME
+/// §5.4, `memory_exceeded`).
+pub const MEMORY_EXCEEDED: &str =
+    "the verb's processes together reached `limits.memory_bytes`; the whole call was ended";
+
+/// The hint of a call whose child tried a socket under `network: deny` (RUNTIME §5.3).
+pub fn network_hint(pack_id: &str) -> String {
+    format!(
+        "the verb tried to open a network socket, and its network is `deny`; the owner may set `packs.{pack_id}.network` in `config.json` to `{{\"allow\": [\"HOST:PORT\"]}}` or `\"host\"`"
+    )
 }
 
 /// `config.json`, or the refusal of a configuration that does not load.
@@ -174,153 +213,287 @@ pub fn config_of(config: &Result<RuntimeConfig, ConfigError>) -> Result<&Runtime
 pub struct ConfineSpec<'a> {
     /// The verb's (or trigger's) land.
     pub land: Land,
-    /// Who calls (the owner's child gets no nested-call marker).
-    pub principal: &'a Principal,
-    /// The child's working directory (the gate's: the sandbox of a `local` call).
+    /// Whether the caller is the owner (no nested-call marker).
+    pub owner: bool,
+    /// The caller's principal id (`owner` without a session).
+    pub principal_id: &'a str,
+    /// The call's project (a `brain` call's tenant).
+    pub project: Option<&'a str>,
+    /// A `write` verb (a `local` workdir read-write, with its protected names).
+    pub writes: bool,
+    /// The gate's working directory (the workdir of a `local` call).
     pub workdir: &'a Path,
     /// The verified bin.
-    pub bin: &'a Path,
+    pub bin: &'a VerifiedBin,
     /// Whether the bin is the running `hcp` (the bootstrap pack).
     pub bootstrap: bool,
     /// The pack, for its entry of `config.json` `packs`.
     pub pack_id: &'a str,
     /// `config.json`.
     pub config: &'a RuntimeConfig,
-    /// Every session's working directory with its principal (the snapshot's).
-    pub sandboxes: &'a [(String, PathBuf)],
 }
 
-/// A child's confinement, its report and its private `TMPDIR`.
+/// A child's confinement, its report, and what the child's environment and working
+/// directory are in its view.
 #[derive(Debug)]
 pub struct Confined {
     /// What the child applies between `clone` and `execve`; drop it after the run.
     pub confinement: Confinement,
     /// What holds (`report.field_json()` is the `sandbox` field).
     pub report: SandboxReport,
-    /// The private `TMPDIR`, removed after the run (after the confinement is dropped).
-    pub tmp: PrivateTmp,
+    /// `HOME`: `/home/hcp` (the tenant home) or a `local` call's workdir; the tenant home's
+    /// host path for an owner's call without a view.
+    pub home: PathBuf,
+    /// The working directory: `HOME` in `personal` and `brain`, the workdir in `local`.
+    pub cwd: PathBuf,
+    /// `TMPDIR`: the view's `/tmp` (the host's temporary directory without a view).
+    pub tmpdir: PathBuf,
+    /// `PATH`: the parent's entries that lie in the view (`None`: the parent's, without a
+    /// view).
+    pub path: Option<OsString>,
+    /// The proxy URL of a `{"allow": …}` network.
+    pub proxy: Option<&'static str>,
 }
 
-/// The kernel confinement of one call's child, every land (RUNTIME §5 "Confinement of
-/// every land"), from `config.json` and what the snapshot read: a fresh private `TMPDIR`,
-/// then `hcp_adapter::Confinement::for_call` (which sweeps what killed calls left beside
-/// it) with the store hidden (the bootstrap pack: [`BOOTSTRAP_HIDDEN`]), the caller's homes'
-/// secrets, other principals' session working directories, `sandbox.protect`, the
-/// agent and bus sockets the caller's environment names and the Unix sockets of a fleet's
-/// state database (`state.url`); the pack's `read` and `write`
-/// grants; its network (`packs.ID.network`, else `sandbox.network`, else the land's);
-/// the limits tightened by `HCP_LIMITS`.
+impl Confined {
+    /// `env` (the parent's allowed names) with the view's `HOME`, `TMPDIR`, `PATH` and, under
+    /// `{"allow": …}`, the proxy variables (RUNTIME §5 "The child").
+    pub fn env(&self, env: ChildEnv) -> ChildEnv {
+        let mut env = env.home(&self.home).tmpdir(&self.tmpdir);
+        if let Some(p) = &self.path {
+            env = env.path(Some(p.as_os_str()));
+        }
+        if let Some(url) = self.proxy {
+            env = env.egress_proxy(url);
+        }
+        env
+    }
+}
+
+/// The kernel confinement of one call's child, every land (RUNTIME §5.1–§5.4), from
+/// `config.json` and the store: the tenant home (made on first use), the `/etc` index
+/// ([`crate::view_index::view_index`]), the pack's and `sandbox`'s paths, the protected names
+/// of a writable workdir, the network (`packs.ID.network`, else `sandbox.network`), the
+/// limits tightened by `HCP_LIMITS`.
 ///
 /// # Errors
-/// The adapter's `sandbox_unavailable` (77) and `sandbox_failed` (126).
+/// The adapter's `sandbox_unavailable` (77) and `sandbox_failed` (126); `store_io` (74) when
+/// the tenant home cannot be made; `project_required` (77) for a `brain` call without a
+/// project.
 pub fn confine(home: &Home, caller: &Caller, s: &ConfineSpec<'_>) -> Result<Confined, Refusal> {
-    let config = s.config;
-    let base = match config.sandbox.tmpdir {
-        TmpdirMode::Memory => PrivateTmp::default_base(),
-        TmpdirMode::System => std::env::temp_dir(),
-    };
-    // `for_call` sweeps what killed calls left in `base`.
-    let tmp = PrivateTmp::create_in(&base).map_err(|e| Refusal::adapter(&e))?;
-    let home_env = caller
-        .parent_env
-        .iter()
-        .find(|(k, _)| k == "HOME")
-        .map(|(_, v)| PathBuf::from(v));
-    let homes = hcp_adapter::own_homes(home_env.as_deref());
-    // Homes a `local` sandbox may lie in but neither be nor hold: the caller's `$HOME` and
-    // every home in /etc/passwd (the environment alone could hide the user's).
-    let not_above = if s.land == Land::Local {
-        user_homes(home_env.into_iter())
-    } else {
-        Vec::new()
-    };
-    let mut protect: Vec<PathBuf> = config
-        .sandbox
-        .protect
-        .iter()
-        .flat_map(|p| p.resolve_in(&homes))
-        .collect();
-    protect.extend(hcp_adapter::session_sockets(
-        caller.parent_env.iter().map(|(k, v)| (k, v)),
-    ));
-    // A fleet's state database on a Unix socket: the child never reaches it, whatever
-    // its network (the database is the store of RUNTIME §9; its role is the owner's).
-    if let Some(state) = &config.state {
-        protect.extend(hcp_state_pg::PgConfig::sockets(state));
-    }
-    let owner = s.principal.is_owner();
-    let others = other_sandboxes(s.sandboxes, &s.principal.id, owner, s.workdir);
-    let pack = config.pack(s.pack_id);
-    let read: Vec<PathBuf> = pack.read.iter().map(|p| p.path()).collect();
-    let write: Vec<PathBuf> = pack.write.iter().map(|p| p.path()).collect();
-    let bootstrap: Vec<PathBuf> = BOOTSTRAP_HIDDEN
-        .iter()
-        .map(|p| home.root().join(p))
-        .collect();
-    let call = CallSandbox {
-        land: s.land,
-        owner,
-        workdir: s.workdir,
-        tmpdir: tmp.path(),
-        bin: s.bin,
-        hcp_home: home.root(),
-        bootstrap: s.bootstrap.then_some(bootstrap.as_slice()),
-        homes: &homes,
-        not_above: &not_above,
-        other_sandboxes: &others,
-        protect: &protect,
-        read: &read,
-        write: &write,
-        extra_ro: &[],
-    };
-    let policy = CallPolicy {
-        require: config.sandbox.require,
-        network: config.network_for(s.pack_id).map(network),
-        limits: resource_limits(&config.limits).tightened(&caller.limit_overrides),
-    };
+    let inputs = Inputs::read(home, caller, s, true)?;
+    let (call, policy) = inputs.call(home, caller, s);
+    let parent_path = inputs.parent_path.clone();
+    let tenant_home = inputs.tenant_home.clone();
     let (confinement, report) =
         Confinement::for_call(&call, &policy).map_err(|e| Refusal::adapter(&e))?;
+    let local = s.land == Land::Local;
+    let (home_dir, tmpdir, path) = match confinement.view() {
+        Some(v) => (
+            v.home().to_owned(),
+            PathBuf::from(hcp_adapter::VIEW_TMP),
+            Some(
+                parent_path
+                    .as_deref()
+                    .map_or_else(OsString::new, |p| v.path_var(p)),
+            ),
+        ),
+        None => (
+            if local {
+                s.workdir.to_owned()
+            } else {
+                tenant_home.clone().unwrap_or_else(|| s.workdir.to_owned())
+            },
+            std::env::temp_dir(),
+            None,
+        ),
+    };
+    let cwd = if local {
+        s.workdir.to_owned()
+    } else {
+        home_dir.clone()
+    };
     Ok(Confined {
+        proxy: confinement
+            .has_egress()
+            .then_some(hcp_adapter::EGRESS_PROXY_URL),
         confinement,
         report,
-        tmp,
+        home: home_dir,
+        cwd,
+        tmpdir,
+        path,
     })
 }
 
-/// The adapter's network of a configured mode.
-pub fn network(mode: NetworkMode) -> hcp_adapter::Network {
-    match mode {
-        NetworkMode::Allow => hcp_adapter::Network::Allow,
-        NetworkMode::Deny => hcp_adapter::Network::Deny,
+/// The protected names of a writable workdir (RUNTIME §5.1): `sandbox.protect_in_workdir`,
+/// else [`hcp_adapter::PROTECTED_IN_WORKDIR`]. What the view binds read-only and what the
+/// quarantine watches ([`crate::quarantine`]).
+pub fn protected_in_workdir(config: &RuntimeConfig) -> Vec<String> {
+    config
+        .sandbox
+        .protect_in_workdir
+        .clone()
+        .unwrap_or_else(|| {
+            hcp_adapter::PROTECTED_IN_WORKDIR
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect()
+        })
+}
+
+/// What a call's view is made of, read from `config.json`, the store and the caller (owned,
+/// so that [`confine`] and [`describe_view`] build the same [`CallSandbox`] from it).
+struct Inputs {
+    parent_path: Option<OsString>,
+    homes: Vec<PathBuf>,
+    tenant_home: Option<PathBuf>,
+    read: Vec<PathBuf>,
+    write: Vec<PathBuf>,
+    protect: Vec<String>,
+    etc: hcp_adapter::EtcIndex,
+    interpreter: Option<PathBuf>,
+}
+
+impl Inputs {
+    /// Reads them; `make_home`: make the tenant home when it does not exist yet.
+    fn read(
+        home: &Home,
+        caller: &Caller,
+        s: &ConfineSpec<'_>,
+        make_home: bool,
+    ) -> Result<Self, Refusal> {
+        let config = s.config;
+        let var = |name: &str| {
+            caller
+                .parent_env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let parent_path = var("PATH");
+        let pack = config.pack(s.pack_id);
+        Ok(Self {
+            homes: machine_homes(var("HOME").map(PathBuf::from)),
+            tenant_home: tenant_home(home, config, s, make_home)?,
+            read: config.read_for(s.pack_id),
+            write: pack.write.iter().map(|p| p.path()).collect(),
+            protect: protected_in_workdir(config),
+            etc: crate::view_index::view_index(home),
+            interpreter: s.bin.interpreter(parent_path.as_deref()),
+            parent_path,
+        })
+    }
+
+    /// The adapter's inputs of the call.
+    fn call<'a>(
+        &'a self,
+        home: &'a Home,
+        caller: &Caller,
+        s: &'a ConfineSpec<'a>,
+    ) -> (CallSandbox<'a>, CallPolicy) {
+        let config = s.config;
+        let call = CallSandbox {
+            land: s.land,
+            owner: s.owner,
+            writes: s.writes,
+            workdir: s.workdir,
+            tenant_home: self.tenant_home.as_deref(),
+            bin: s.bin.path(),
+            interpreter: self.interpreter.as_deref(),
+            hcp_home: home.root(),
+            bootstrap: s.bootstrap.then_some(&BOOTSTRAP_HIDDEN[..]),
+            homes: &self.homes,
+            read: &self.read,
+            write: &self.write,
+            protect_in_workdir: &self.protect,
+            etc: &self.etc,
+        };
+        let policy = CallPolicy {
+            require: config.sandbox.require,
+            network: adapter_network(config.network_for(s.pack_id)),
+            limits: resource_limits(&config.limits).tightened(&caller.limit_overrides),
+            cgroup: config.limits.cgroup.as_ref().map(|c| c.path()),
+        };
+        (call, policy)
     }
 }
 
-/// Other principals' sandboxes (RUNTIME §5: hidden from every call): the working
-/// directory of every session whose principal is not `principal_id`, except the ones that
-/// are or hold the caller's own: for a session, its own working directory (the operator
-/// gave two principals one sandbox), for the owner, the directory the call works in.
-fn other_sandboxes(
-    sandboxes: &[(String, PathBuf)],
-    principal_id: &str,
-    owner: bool,
-    workdir: &Path,
-) -> Vec<PathBuf> {
-    let own: Vec<&PathBuf> = sandboxes
-        .iter()
-        .filter(|(p, _)| !owner && p == principal_id)
-        .map(|(_, d)| d)
-        .collect();
-    let mut out: Vec<PathBuf> = sandboxes
-        .iter()
-        .filter(|(p, _)| owner || p != principal_id)
-        .map(|(_, d)| d)
-        .filter(|d| !own.iter().any(|o| o.starts_with(d)))
-        .filter(|d| !(owner && workdir.starts_with(d)))
-        .cloned()
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+/// The view a call of `s` gets, described without running anything or making its tenant
+/// home (for `hcp show --view`, RUNTIME §5.1): the very plan [`confine`] mounts, with the
+/// network mode and the limits it would apply. List it with
+/// [`hcp_adapter::View::describe`]; [`hcp_adapter::view::mounts_beneath`] names the host's
+/// mounts that come along.
+///
+/// # Errors
+/// The refusals [`confine`] would make of the view: `sandbox_unavailable` for a path of the
+/// configuration no view may hold, `project_required` for a `brain` call without a project.
+pub fn describe_view(
+    home: &Home,
+    caller: &Caller,
+    s: &ConfineSpec<'_>,
+) -> Result<(hcp_adapter::View, CallPolicy), Refusal> {
+    let inputs = Inputs::read(home, caller, s, false)?;
+    let (call, policy) = inputs.call(home, caller, s);
+    let store = home
+        .root()
+        .canonicalize()
+        .unwrap_or_else(|_| home.root().to_owned());
+    let view = hcp_adapter::View::of_call(&call, &[store], policy.limits.effective().tmp_bytes)
+        .map_err(|e| Refusal::adapter(&e))?;
+    Ok((view, policy))
+}
+
+/// The working directory of a call's child in its view (RUNTIME §5 "The child"): the
+/// tenant home at `/home/hcp` in `personal` and `brain` land, the workdir in `local`.
+pub fn child_cwd(land: Land, workdir: &Path) -> PathBuf {
+    if land == Land::Local {
+        workdir.to_owned()
+    } else {
+        PathBuf::from(hcp_adapter::VIEW_HOME)
+    }
+}
+
+/// The tenant home of a `personal` or `brain` call (RUNTIME §5.2), made on first use when
+/// `make`; `None` in `local` land.
+fn tenant_home(
+    home: &Home,
+    config: &RuntimeConfig,
+    s: &ConfineSpec<'_>,
+    make: bool,
+) -> Result<Option<PathBuf>, Refusal> {
+    let principal = if s.owner {
+        OWNER_TENANT
+    } else {
+        s.principal_id
+    };
+    let Some(tenant) = Tenant::of_call(s.land, principal, s.project) else {
+        if s.land == Land::Brain {
+            return Err(Refusal::new(
+                Code::ProjectRequired,
+                "a `brain` call needs a project, whose home it runs in".to_owned(),
+            ));
+        }
+        return Ok(None);
+    };
+    let homes = crate::home::homes_of(home.root(), config);
+    let path = tenant_home_path(&homes, s.pack_id, tenant)
+        .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
+    if make {
+        ensure_tenant_home(&homes, &path).map_err(|e| {
+            Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}"))
+        })?;
+    }
+    Ok(Some(path))
+}
+
+/// The adapter's network of a configured mode.
+pub fn adapter_network(mode: &NetworkMode) -> hcp_adapter::Network {
+    match mode {
+        NetworkMode::Deny => hcp_adapter::Network::Deny,
+        NetworkMode::Host => hcp_adapter::Network::Host,
+        NetworkMode::Allow(_) => hcp_adapter::Network::Allow,
+    }
 }
 
 /// The last layers of a child's environment (RUNTIME §5), after the parent's allowed
@@ -351,7 +524,7 @@ pub fn layer_env(
         verb_key: key,
         principal_id,
         project_id: allowed.project.as_deref(),
-        workdir: &allowed.workdir,
+        workdir: (allowed.land == Land::Local).then_some(allowed.workdir.as_path()),
     })?;
     if let Some(s) = secret {
         env = env.binding(s)?;
@@ -367,7 +540,15 @@ pub fn resource_limits(l: &LimitsConfig) -> hcp_adapter::ResourceLimits {
         open_files: l.open_files,
         file_size_bytes: l.file_size_bytes,
         processes: l.processes,
+        tmp_bytes: l.tmp_bytes,
+        memory_bytes: l.memory_bytes,
     }
+}
+
+/// Whether a child of `pack` running `bin` is the bootstrap pack's (RUNTIME §5.1): the pack
+/// is `hcp-cli` as lint knows it, and its pinned bin is the very file of the running `hcp`.
+pub fn is_bootstrap(pack: &InstalledPack, bin: &Path) -> bool {
+    is_running_hcp(bin) && hcp_lint::rules::hcp_bin_reserved::is_bootstrap(&pack.manifest)
 }
 
 /// Whether `bin` is the very file of the running hcp (same device and inode).
@@ -377,6 +558,28 @@ pub fn is_running_hcp(bin: &Path) -> bool {
         return false;
     };
     me.dev() == it.dev() && me.ino() == it.ino()
+}
+
+/// The machine's homes, resolved (`realpath`): `home_env` (the caller's `$HOME`) and every
+/// home of `/etc/passwd` (see [`user_homes`]), for the rule of a bin's directory in the view
+/// and a `local` workdir's. Read and resolved once per process for a given `home_env`.
+pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
+    static HOMES: std::sync::Mutex<Option<(Option<PathBuf>, Vec<PathBuf>)>> =
+        std::sync::Mutex::new(None);
+    let mut cached = HOMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((env, homes)) = cached.as_ref()
+        && *env == home_env
+    {
+        return homes.clone();
+    }
+    let homes: Vec<PathBuf> = user_homes(home_env.clone().into_iter())
+        .into_iter()
+        .map(|h| h.canonicalize().unwrap_or(h))
+        .collect();
+    *cached = Some((home_env, homes.clone()));
+    homes
 }
 
 /// Home directories a sandbox may not be, hold, or lie in a dot-directory of:
@@ -417,36 +620,20 @@ mod tests {
                 "{f}"
             );
         }
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
     }
 
     #[test]
-    fn other_sandboxes_leave_out_the_callers_own() {
-        let s = |p: &str, d: &str| (p.to_owned(), PathBuf::from(d));
-        let all = [
-            s("agent-1", "/w/a"),
-            s("agent-2", "/w/b"),
-            s("agent-2", "/w/shared"),
-            s("agent-3", "/w/shared"),
-            s("agent-3", "/w"),
-        ];
-        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
-        // A session: the others' directories, but those that are or hold its own.
-        assert_eq!(
-            other_sandboxes(&all, "agent-2", false, Path::new("/w/b")),
-            p(&["/w/a"])
-        );
-        assert_eq!(
-            other_sandboxes(&all, "agent-1", false, Path::new("/w/a")),
-            p(&["/w/b", "/w/shared"])
-        );
-        // The owner: every session's, but those its call works in.
-        assert_eq!(
-            other_sandboxes(&all, "owner", true, Path::new("/w/b/sub")),
-            p(&["/w/a", "/w/shared"])
-        );
-        assert_eq!(
-            other_sandboxes(&all, "owner", true, Path::new("/elsewhere")),
-            p(&["/w", "/w/a", "/w/b", "/w/shared"])
-        );
+    fn the_bootstrap_pack_never_reads_other_tenants_homes_or_the_quarantine() {
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::tenant::HOMES_DIR));
+        assert!(BOOTSTRAP_HIDDEN.contains(&hcp_store::StoreDir::Quarantine.name()));
+    }
+
+    #[test]
+    fn personal_and_brain_children_start_in_their_home() {
+        let w = Path::new("/w");
+        assert_eq!(child_cwd(Land::Local, w), PathBuf::from("/w"));
+        assert_eq!(child_cwd(Land::Personal, w), PathBuf::from("/home/hcp"));
+        assert_eq!(child_cwd(Land::Brain, w), PathBuf::from("/home/hcp"));
     }
 }

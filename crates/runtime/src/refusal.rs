@@ -2,6 +2,7 @@
 //! hint; and the conversions from every library error into one.
 
 use hcp_model::Code;
+use hcp_store::pack::PackError;
 
 /// A refusal of a call: code, lowercase message, hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,5 +71,30 @@ impl Refusal {
             r.hint = Some("pass large content through a file in the working directory".into());
         }
         r
+    }
+}
+
+/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
+/// uninstall, activation, and every face that loads a pack by id).
+pub fn pack_refusal(e: &PackError) -> Refusal {
+    let r = Refusal::new(e.code(), e.to_string());
+    match e {
+        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
+        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
+        PackError::BinMissing { .. } => {
+            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
+        }
+        PackError::BinUnsafe {
+            code: Code::HcpBinReserved,
+            ..
+        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI"),
+        PackError::BinUnsafe { .. } => {
+            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
+        }
+        PackError::Export(x) => r.hint(x.hint()),
+        PackError::Openapi(_) => {
+            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
+        }
+        _ => r,
     }
 }

@@ -85,7 +85,7 @@ impl Snapshot {
             Reads::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
             Reads::Pack { pack_id, key } => pack::load(home, pack_id)
                 .map(|p| (p, key.to_owned()))
-                .map_err(|e| crate::install::pack_refusal(&e)),
+                .map_err(|e| crate::refusal::pack_refusal(&e)),
         };
         let active = target
             .as_ref()
@@ -94,7 +94,7 @@ impl Snapshot {
             (Ok((p, key)), Reads::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
                 Some(
                     pack::openapi::pinned_operation(p, key)
-                        .map_err(|e| crate::install::pack_refusal(&e)),
+                        .map_err(|e| crate::refusal::pack_refusal(&e)),
                 )
             }
             _ => None,

@@ -31,6 +31,7 @@ mod conn;
 mod conninfo;
 mod counter;
 mod error;
+mod export;
 mod grant;
 mod machine;
 mod reads;

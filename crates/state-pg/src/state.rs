@@ -425,6 +425,14 @@ impl State for PgState {
         Ok((records.iter().map(record_bytes).collect(), 0))
     }
 
+    fn audit_read(
+        &self,
+        from: &[hcp_store::audit::ChainPos],
+        max: usize,
+    ) -> Result<hcp_store::audit::ReadBatch, AuditError> {
+        PgState::audit_read(self, from, max).map_err(|e| AuditError::Store(store_error(e)))
+    }
+
     /// A follower on a connection of its own (LISTEN on the schema's channel).
     fn audit_follow(&self, n: usize) -> Result<Box<dyn AuditFollow>, AuditError> {
         let state = self.detached();

@@ -41,6 +41,7 @@ mod digest;
 mod fields;
 mod follow;
 mod fsutil;
+mod read;
 mod record;
 mod report;
 mod scan;
@@ -52,6 +53,7 @@ pub use anchor::{ANCHOR_FILE, Anchor, Point};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
 pub use fields::{CounterKey, Intent, Outcome, Spends};
 pub use follow::{FileFollow, Follower};
+pub use read::{ChainPos, ReadBatch, ReadFault, ReadRecord};
 pub use record::{
     CORE_FIELDS, Decision, Entry, GENESIS, Kind, Record, args_digest, canonical_json, record_hash,
     sha256_tagged,

@@ -7,9 +7,16 @@
 //!
 //! ```json
 //! {
-//!   "sandbox": { "require": false, "tmpdir": "memory", "protect": ["~/.password-store"] },
+//!   "sandbox": {
+//!     "require": false,
+//!     "network": "deny",
+//!     "read": ["/nix/store"],
+//!     "homes": "/srv/hcp-homes",
+//!     "protect_in_workdir": [".git/hooks", ".envrc"]
+//!   },
 //!   "packs": {
-//!     "mail": { "write": ["/home/me/.hcp-example-mail"], "network": "deny" },
+//!     "mail": { "write": ["/srv/mail"], "network": "deny" },
+//!     "gh": { "network": {"allow": ["api.github.com:443"]} },
 //!     "tasks": { "server": "https://tasks.internal/v1" }
 //!   },
 //!   "limits": {
@@ -17,11 +24,15 @@
 //!     "address_space_bytes": 4294967296,
 //!     "open_files": 1024,
 //!     "file_size_bytes": 1073741824,
-//!     "processes": 4096
+//!     "processes": 4096,
+//!     "tmp_bytes": 67108864,
+//!     "memory_bytes": 2147483648,
+//!     "cgroup": "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/hcp"
 //!   },
 //!   "skills": { "export": ["~/.agents/skills", "~/.claude/skills"] },
 //!   "resolvers": { "ledger.ledger.post": "ledger.ledger.balance" },
 //!   "escalation": "approvals",
+//!   "policy_mode": "enforce",
 //!   "mcp": { "approve_by_elicitation": false, "elicitation_timeout_s": 300 },
 //!   "state": { "url": "host=/run/postgresql dbname=hcp user=hcp", "schema": "hcp" }
 //! }
@@ -31,16 +42,20 @@
 //! the state is the files of `$HCP_HOME`. The runtime reads it once per call
 //! ([`StateConfig::load`]) and never falls back from one to the other.
 //!
-//! Every key is optional and takes the default shown ([`RuntimeConfig::default`]);
-//! `sandbox.network` has none of its own: absent, each land has its default (`deny` for
-//! `local`, `allow` for `personal` and `brain`). A missing file is the defaults. Reading
-//! is strict: an unknown or repeated key, a wrong type, a zero limit, an export folder or
-//! protected path that is neither absolute nor `~/…`, a `read`/`write` grant that is not
-//! absolute, a path holding `..` or listed twice, a key of `packs` that is not a pack
-//! id, or a `server` that is not an `http(s)` URL is a [`ConfigError`] naming the file, line and column, and
+//! Every key is optional and takes the default shown ([`RuntimeConfig::default`]); the
+//! network of every land is `deny` unless `sandbox.network` or the pack's `network` says
+//! `host` or `{"allow": [DEST…]}` (RUNTIME §5.3). A missing file is the defaults. Reading
+//! is strict: an unknown or repeated key, a wrong type, a zero limit, an export folder
+//! that is neither absolute nor `~/…`, a `read`/`write` path, `sandbox.homes` or
+//! `limits.cgroup` that is not absolute, a protected name that is not relative, a path
+//! holding `..` or listed twice, a key of `packs` that is not a pack id, the network
+//! `"allow"` of earlier versions, or a `server` that is not an `http(s)` URL is a
+//! [`ConfigError`] naming the file, line and column, and
 //! `hcp exec` stops there (fail closed) rather than run with a configuration it did not
 //! understand. The per-exec overrides of the limits can only tighten them
-//! (`hcp_adapter::ResourceLimits::tightened`).
+//! (`hcp_adapter::ResourceLimits::tightened`). `sandbox.protect` and `sandbox.tmpdir`, keys
+//! of the confinement before the view (RUNTIME §5.3 "Earlier configurations"), are read
+//! and ignored: [`RuntimeConfig::ignored_keys`] names them for `hcp doctor`.
 
 use hcp_model::strict::{ParseError, StrictMap, parse_strict};
 use hcp_model::{Code, Location};
@@ -63,8 +78,14 @@ pub const DEFAULT_FILE_SIZE_BYTES: u64 = 1 << 30;
 /// Default `limits.processes`: 4096 processes and threads of the user. `RLIMIT_NPROC`
 /// counts all of the user's processes and threads, not only the child's (a desktop
 /// session alone can hold a thousand threads), so a tight value makes every `fork` of
-/// the child fail; the kernel does not apply it to root.
+/// the child fail; for root it is the `pids.max` of the call's pids cgroup.
 pub const DEFAULT_PROCESSES: u64 = 4096;
+/// Default `limits.tmp_bytes`: 64 MiB, the call's `/tmp` and `/dev/shm` together (RUNTIME
+/// §5.1).
+pub const DEFAULT_TMP_BYTES: u64 = 64 << 20;
+/// Default `limits.memory_bytes`: 2 GiB for all the call's processes together (RUNTIME
+/// §5.4).
+pub const DEFAULT_MEMORY_BYTES: u64 = 2 << 30;
 
 /// `$HCP_HOME/config.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +116,44 @@ pub struct RuntimeConfig {
     pub escalation: Option<EscalationMode>,
     /// How `hcp mcp` asks the person (RUNTIME §10).
     pub mcp: McpConfig,
+    /// `policy_mode` (default `"enforce"`): `"observe"` runs the runtime policy without
+    /// enforcing it (RUNTIME §11): a call it would refuse runs, and its intent records
+    /// `would_refuse`.
+    #[serde(skip_serializing_if = "PolicyMode::is_enforce")]
+    pub policy_mode: PolicyMode,
+}
+
+/// `policy_mode`: whether the runtime policy (RUNTIME §7) is enforced or only observed
+/// (RUNTIME §11).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyMode {
+    /// `"enforce"`: the policy refuses, binds, counts and controls output.
+    #[default]
+    Enforce,
+    /// `"observe"`: the policy decides each call and its intent records the first
+    /// refusal it would have made (`would_refuse`); nothing else of it takes effect.
+    Observe,
+}
+
+impl PolicyMode {
+    /// Whether this is the default, `enforce`.
+    pub fn is_enforce(&self) -> bool {
+        *self == Self::Enforce
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        match v.as_str() {
+            Some("enforce") => Ok(Self::Enforce),
+            Some("observe") => Ok(Self::Observe),
+            _ => Err(serde::de::Error::custom(format!(
+                "`policy_mode` is `\"enforce\"` or `\"observe\"`, not `{v}`"
+            ))),
+        }
+    }
 }
 
 impl RuntimeConfig {
@@ -109,25 +168,52 @@ impl RuntimeConfig {
         self.packs.get(pack_id).unwrap_or(&NONE)
     }
 
-    /// The network of a child of `pack_id`: the pack's `network`, else `sandbox.network`;
-    /// `None`: the land's default.
-    pub fn network_for(&self, pack_id: &str) -> Option<NetworkMode> {
-        self.pack(pack_id).network.or(self.sandbox.network)
+    /// The network of a child of `pack_id` (RUNTIME §5.3): the pack's `network`, else
+    /// `sandbox.network` (default `deny`).
+    pub fn network_for(&self, pack_id: &str) -> &NetworkMode {
+        self.pack(pack_id)
+            .network
+            .as_ref()
+            .unwrap_or(&self.sandbox.network)
+    }
+
+    /// The read-only paths of a child of `pack_id`: `sandbox.read`, then the pack's `read`.
+    pub fn read_for(&self, pack_id: &str) -> Vec<PathBuf> {
+        self.sandbox
+            .read
+            .iter()
+            .chain(&self.pack(pack_id).read)
+            .map(ConfigPath::path)
+            .collect()
+    }
+
+    /// Keys read and ignored, for `hcp doctor`'s warning (RUNTIME §5.3 "Earlier
+    /// configurations"): `sandbox.protect`, `sandbox.tmpdir`.
+    pub fn ignored_keys(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.sandbox.protect.is_some() {
+            out.push("sandbox.protect");
+        }
+        if self.sandbox.tmpdir.is_some() {
+            out.push("sandbox.tmpdir");
+        }
+        out
     }
 }
 
-/// One pack's entry of `packs` (RUNTIME §5 "Confinement of every land").
+/// One pack's entry of `packs` (RUNTIME §5.1, §5.3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PackConfig {
-    /// `read`: absolute paths the pack's children may read (and execute) although they
-    /// lie in a protected path (`~/.aws` for a cloud CLI) or, in `local` land, outside the
-    /// sandbox.
+    /// `read`: absolute paths in the view of the pack's children, at their own path,
+    /// read-only (RUNTIME §5.1).
     pub read: Vec<ConfigPath>,
-    /// `write`: absolute paths the pack's children may also write (`personal` and `brain`
-    /// write only their private `TMPDIR` otherwise).
+    /// `write`: absolute paths in the view of the pack's children, at their own path,
+    /// read-write. A socket listed here is reachable, and then so is every pathname socket
+    /// of the view (`socket(2)` of `AF_UNIX` passes).
     pub write: Vec<ConfigPath>,
-    /// `network`: `allow` or `deny` for this pack's children, over `sandbox.network`.
+    /// `network`: `"deny"`, `"host"` or `{"allow": [DEST…]}` for this pack's children, over
+    /// `sandbox.network`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkMode>,
     /// `server`: for a `kind: openapi` pack, the base URL its requests go to instead of
@@ -209,6 +295,35 @@ impl ConfigPath {
         }
         None
     }
+}
+
+/// Checks the destinations of one `network.allow` list of `config.json` (RUNTIME §5.5)
+/// with `hcp_egress::AllowList::parse`: `at` is the path of the list in the file
+/// (`["packs", "gh", "network", "allow"]`), `key` its dotted name for the message.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] (`bad_config`) at the line and column of the first entry
+/// that is not a destination or is listed twice.
+pub fn check_allow(
+    text: &str,
+    path: &Path,
+    at: &[&str],
+    key: &str,
+    entries: &[String],
+) -> Result<(), ConfigError> {
+    let Err((i, e)) = hcp_egress::AllowList::parse(entries) else {
+        return Ok(());
+    };
+    let idx = i.to_string();
+    let mut p: Vec<&str> = at.to_vec();
+    p.push(&idx);
+    let loc = hcp_model::locate(text, &p);
+    Err(ConfigError::Invalid {
+        path: path.to_owned(),
+        line: loc.map_or(0, |l| l.line),
+        column: loc.map_or(0, |l| l.column),
+        message: format!("`{key}[{i}]`: {e}"),
+    })
 }
 
 /// `state`: the PostgreSQL database that holds a fleet's sessions, grants, approvals,
@@ -520,54 +635,133 @@ impl ExportDir {
     }
 }
 
-/// `sandbox`: the kernel confinement of every call's child.
+/// `sandbox`: what every call's view holds and how a missing mechanism is answered
+/// (RUNTIME §5.1–§5.4).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
-    /// `require` (default `false`): refuse calls (`sandbox_unavailable`) where the kernel
-    /// has no Landlock, instead of running them without filesystem rules.
+    /// `require` (default `false`): refuse the owner's calls (`sandbox_unavailable`) where
+    /// the kernel cannot give the view, and any call whose `processes` or `memory` part
+    /// cannot be enforced. A session's call is refused without its view whatever this says.
     pub require: bool,
-    /// `network`: `allow` or `deny` for every pack without its own; absent (the default),
-    /// each land's default: `deny` for `local`, `allow` for `personal` and `brain`.
-    /// `deny` is total: no socket but a `socketpair`, no io_uring (seccomp).
+    /// `network` (default `"deny"`): every pack's network without its own (RUNTIME §5.3).
+    pub network: NetworkMode,
+    /// `read` (default none): absolute paths every call's view holds, read-only, at their
+    /// own path (programs kept outside the system directories: `/nix/store`).
+    pub read: Vec<ConfigPath>,
+    /// `homes` (default `$HCP_HOME/homes`): an absolute directory holding the tenant homes
+    /// (RUNTIME §5.2).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkMode>,
-    /// `tmpdir` (default `memory`): where the private `TMPDIR` of every call is made.
-    pub tmpdir: TmpdirMode,
-    /// `protect` (default none): more paths no child may read or write, beside the
-    /// built-in secrets (`~/.ssh`, `~/.aws` …, `/etc/shadow`); absolute or `~/…`.
-    pub protect: Vec<ConfigPath>,
+    pub homes: Option<ConfigPath>,
+    /// `protect_in_workdir` (default the list of RUNTIME §5.1, `hcp_adapter::PROTECTED_IN_WORKDIR`):
+    /// names relative to a writable workdir that a call may read and never write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protect_in_workdir: Option<Vec<String>>,
+    /// `tmpdir`: read and ignored (the call's `/tmp` is its own tmpfs now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tmpdir: Option<TmpdirMode>,
+    /// `protect`: read and ignored (what a call was not given is not in its view).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protect: Option<Vec<ConfigPath>>,
 }
 
-/// `sandbox.tmpdir`.
+/// `sandbox.tmpdir` of earlier versions, read and ignored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TmpdirMode {
-    /// `"memory"`: on tmpfs — the system temporary directory when it is tmpfs, else
-    /// `/dev/shm` — and on disk only where there is none
-    /// (`hcp_adapter::PrivateTmp::default_base`). Making and removing a directory there
-    /// costs about a microsecond per call instead of 0.06–4 ms on a journaled disk; what
-    /// a child writes there is held in memory until the call ends.
+    /// `"memory"`.
     #[default]
     Memory,
-    /// `"system"`: in the system temporary directory of `hcp` (`$TMPDIR`, else `/tmp`),
-    /// whatever it is on.
+    /// `"system"`.
     System,
 }
 
-/// `sandbox.network`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// A call's network (RUNTIME §5.3): `sandbox.network`, `packs.ID.network`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum NetworkMode {
-    /// `"allow"`.
+    /// `"deny"`: no socket at all but a `socketpair`.
     #[default]
-    Allow,
-    /// `"deny"`.
     Deny,
+    /// `"host"`: the host's network namespace.
+    Host,
+    /// `{"allow": [DEST…]}`: only those destinations, through hcp's egress proxy; each
+    /// `HOST:PORT` as written (the egress proxy reads them).
+    Allow(Vec<String>),
 }
 
-/// `limits`: soft = hard resource limits of every child (`setrlimit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+impl NetworkMode {
+    /// `deny`, `host` or `allow`.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Self::Deny => "deny",
+            Self::Host => "host",
+            Self::Allow(_) => "allow",
+        }
+    }
+}
+
+impl Serialize for NetworkMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Self::Deny => s.serialize_str("deny"),
+            Self::Host => s.serialize_str("host"),
+            Self::Allow(d) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("allow", d)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NetworkMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        match &v {
+            serde_json::Value::String(s) if s == "deny" => Ok(Self::Deny),
+            serde_json::Value::String(s) if s == "host" => Ok(Self::Host),
+            serde_json::Value::String(s) if s == "allow" => Err(D::Error::custom(
+                "the network `\"allow\"` of earlier versions is no longer read: write `\"host\"` for the host's network, or `{\"allow\": [DEST…]}` for some destinations",
+            )),
+            serde_json::Value::Object(m) => {
+                if let Some(k) = m.keys().find(|k| *k != "allow") {
+                    return Err(D::Error::custom(format!(
+                        "unknown field `{k}` of a network: the object form is `{{\"allow\": [DEST…]}}`"
+                    )));
+                }
+                let Some(serde_json::Value::Array(list)) = m.get("allow") else {
+                    return Err(D::Error::custom(
+                        "a network object is `{\"allow\": [DEST…]}`, a list of `HOST:PORT` strings",
+                    ));
+                };
+                let mut dests = Vec::with_capacity(list.len());
+                for d in list {
+                    match d.as_str() {
+                        Some(s) if !s.trim().is_empty() && !s.contains('\0') => {
+                            dests.push(s.to_owned());
+                        }
+                        _ => {
+                            return Err(D::Error::custom(format!(
+                                "a destination of `allow` is a `HOST:PORT` string, not `{d}`"
+                            )));
+                        }
+                    }
+                }
+                Ok(Self::Allow(dests))
+            }
+            _ => Err(D::Error::custom(format!(
+                "a network is `\"deny\"`, `\"host\"` or `{{\"allow\": [DEST…]}}`, not `{v}`"
+            ))),
+        }
+    }
+}
+
+/// `limits`: soft = hard resource limits of every child (`setrlimit`), the bounds of its
+/// tmpfs and of its memory, and the delegated cgroup an ordinary user's memory bound is
+/// made in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Seconds of CPU time ([`DEFAULT_CPU_SECONDS`]).
@@ -580,6 +774,16 @@ pub struct LimitsConfig {
     pub file_size_bytes: u64,
     /// Processes of the user ([`DEFAULT_PROCESSES`]).
     pub processes: u64,
+    /// Bytes of the call's `/tmp` and `/dev/shm` together ([`DEFAULT_TMP_BYTES`]).
+    pub tmp_bytes: u64,
+    /// Bytes of memory of all the call's processes together ([`DEFAULT_MEMORY_BYTES`]),
+    /// where a memory cgroup can be made.
+    pub memory_bytes: u64,
+    /// `cgroup` (default none): an absolute path of a delegated cgroup (v2, or of a v1
+    /// memory hierarchy) this user may make cgroups in, for the memory bound of an ordinary
+    /// user's calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<ConfigPath>,
 }
 
 impl Default for LimitsConfig {
@@ -590,19 +794,24 @@ impl Default for LimitsConfig {
             open_files: DEFAULT_OPEN_FILES,
             file_size_bytes: DEFAULT_FILE_SIZE_BYTES,
             processes: DEFAULT_PROCESSES,
+            tmp_bytes: DEFAULT_TMP_BYTES,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            cgroup: None,
         }
     }
 }
 
 impl LimitsConfig {
-    /// The limits by name, in file order.
-    pub fn named(&self) -> [(&'static str, u64); 5] {
+    /// The numeric limits by name, in file order.
+    pub fn named(&self) -> [(&'static str, u64); 7] {
         [
             ("cpu_seconds", self.cpu_seconds),
             ("address_space_bytes", self.address_space_bytes),
             ("open_files", self.open_files),
             ("file_size_bytes", self.file_size_bytes),
             ("processes", self.processes),
+            ("tmp_bytes", self.tmp_bytes),
+            ("memory_bytes", self.memory_bytes),
         ]
     }
 }
@@ -719,24 +928,67 @@ impl RuntimeConfig {
                 ),
             ));
         }
-        let n = config.sandbox.protect.len();
+        let n = config.sandbox.read.len();
         for i in 0..n {
             let idx = i.to_string();
-            let p = ["sandbox", "protect", idx.as_str()];
-            let entry = &config.sandbox.protect[i];
-            if let Some(fault) = entry.fault(true) {
-                return Err(located(&p, format!("`sandbox.protect[{i}]`: {fault}")));
+            let p = ["sandbox", "read", idx.as_str()];
+            let entry = &config.sandbox.read[i];
+            if let Some(fault) = entry.fault(false) {
+                return Err(located(&p, format!("`sandbox.read[{i}]`: {fault}")));
             }
-            if config.sandbox.protect[..i]
-                .iter()
-                .any(|e| e.raw == entry.raw)
-            {
+            if config.sandbox.read[..i].iter().any(|e| e.raw == entry.raw) {
                 return Err(located(
                     &p,
-                    format!("`sandbox.protect[{i}]` `{}` is listed twice", entry.raw),
+                    format!("`sandbox.read[{i}]` `{}` is listed twice", entry.raw),
                 ));
             }
-            config.sandbox.protect[i].at = hcp_model::locate(text, &p).unwrap_or_default();
+            config.sandbox.read[i].at = hcp_model::locate(text, &p).unwrap_or_default();
+        }
+        for (key, path) in [
+            (["sandbox", "homes"], config.sandbox.homes.as_mut()),
+            (["limits", "cgroup"], config.limits.cgroup.as_mut()),
+        ] {
+            if let Some(entry) = path {
+                if let Some(fault) = entry.fault(false) {
+                    return Err(located(&key, format!("`{}.{}`: {fault}", key[0], key[1])));
+                }
+                entry.at = hcp_model::locate(text, &key).unwrap_or_default();
+            }
+        }
+        if let Some(names) = &config.sandbox.protect_in_workdir {
+            for (i, name) in names.iter().enumerate() {
+                let idx = i.to_string();
+                let p = ["sandbox", "protect_in_workdir", idx.as_str()];
+                let rel = Path::new(name);
+                let normal = !name.is_empty()
+                    && !name.contains('\0')
+                    && rel.components().all(|c| matches!(c, Component::Normal(_)));
+                if !normal {
+                    return Err(located(
+                        &p,
+                        format!(
+                            "`sandbox.protect_in_workdir[{i}]` `{name}` is not a name relative to the workdir (`.git/hooks`, `.envrc`)"
+                        ),
+                    ));
+                }
+                if names[..i].contains(name) {
+                    return Err(located(
+                        &p,
+                        format!("`sandbox.protect_in_workdir[{i}]` `{name}` is listed twice"),
+                    ));
+                }
+            }
+        }
+        // Destinations (RUNTIME §5.5): each entry of a `network.allow` is one.
+        if let NetworkMode::Allow(list) = &config.sandbox.network {
+            let at = ["sandbox", "network", "allow"];
+            check_allow(text, path, &at, "sandbox.network.allow", list)?;
+        }
+        for (id, pack) in &config.packs.0 {
+            if let Some(NetworkMode::Allow(list)) = &pack.network {
+                let at = ["packs", id.as_str(), "network", "allow"];
+                check_allow(text, path, &at, &format!("packs.{id}.network.allow"), list)?;
+            }
         }
         for (id, pack) in &mut config.packs.0 {
             if let Err(why) = hcp_model::PackId::parse(id) {
@@ -818,15 +1070,13 @@ mod tests {
 
     #[test]
     fn keys_are_optional() {
-        let c = parse(r#"{"sandbox": {"network": "deny"}, "limits": {"processes": 64}}"#).unwrap();
+        let c = parse(r#"{"sandbox": {"network": "host"}, "limits": {"processes": 64}}"#).unwrap();
         assert_eq!(
             c,
             RuntimeConfig {
                 sandbox: SandboxConfig {
-                    require: false,
-                    network: Some(NetworkMode::Deny),
-                    tmpdir: TmpdirMode::Memory,
-                    protect: Vec::new(),
+                    network: NetworkMode::Host,
+                    ..SandboxConfig::default()
                 },
                 limits: LimitsConfig {
                     processes: 64,
@@ -836,53 +1086,78 @@ mod tests {
             }
         );
         assert_eq!(parse("{}").unwrap(), RuntimeConfig::default());
-        assert_eq!(RuntimeConfig::default().sandbox.network, None);
+        assert_eq!(RuntimeConfig::default().sandbox.network, NetworkMode::Deny);
+        assert_eq!(RuntimeConfig::default().limits.tmp_bytes, 64 << 20);
+        assert_eq!(RuntimeConfig::default().limits.memory_bytes, 2 << 30);
     }
 
     #[test]
-    fn protected_paths_and_pack_grants_are_read_with_their_place() {
+    fn view_paths_networks_and_homes_are_read_with_their_place() {
         let c = parse(
-            "{\"sandbox\": {\"protect\": [\"~/.password-store\", \"/srv/keys/\"]},\n \"packs\": {\"mail\": {\"write\": [\"/h/.hcp-example-mail\"],\n   \"read\": [\"/h/.aws\"], \"network\": \"deny\"}, \"git\": {}}}",
+            "{\"sandbox\": {\"read\": [\"/nix/store\"], \"homes\": \"/srv/homes/\",\n \"protect_in_workdir\": [\".git/hooks\", \".envrc\"]},\n \"packs\": {\"mail\": {\"write\": [\"/srv/mail\"],\n   \"read\": [\"/srv/ro\"], \"network\": {\"allow\": [\"imap.example.org:993\"]}}, \"git\": {}},\n \"limits\": {\"cgroup\": \"/sys/fs/cgroup/hcp\", \"tmp_bytes\": 1024}}",
         )
         .unwrap();
-        let homes = [PathBuf::from("/home/u"), PathBuf::from("/root")];
-        assert_eq!(
-            c.sandbox.protect[0].resolve_in(&homes),
-            [
-                PathBuf::from("/home/u/.password-store"),
-                PathBuf::from("/root/.password-store")
-            ]
-        );
-        assert_eq!(
-            c.sandbox.protect[1].resolve_in(&homes),
-            [PathBuf::from("/srv/keys")]
-        );
         let mail = c.pack("mail");
-        assert_eq!(mail.write[0].path(), PathBuf::from("/h/.hcp-example-mail"));
-        assert_eq!((mail.write[0].at.line, mail.write[0].at.column), (2, 31));
-        assert_eq!(mail.read[0].path(), PathBuf::from("/h/.aws"));
-        assert_eq!(c.network_for("mail"), Some(NetworkMode::Deny));
-        assert_eq!(c.network_for("git"), None);
-        assert_eq!(c.network_for("absent"), None);
-        assert!(c.pack("absent").write.is_empty());
-        let c = parse(r#"{"sandbox": {"network": "allow"}, "packs": {"a": {"network": "deny"}}}"#)
+        assert_eq!(mail.write[0].path(), PathBuf::from("/srv/mail"));
+        assert_eq!((mail.write[0].at.line, mail.write[0].at.column), (3, 31));
+        assert_eq!(
+            c.read_for("mail"),
+            [PathBuf::from("/nix/store"), PathBuf::from("/srv/ro")]
+        );
+        assert_eq!(c.read_for("git"), [PathBuf::from("/nix/store")]);
+        assert_eq!(
+            c.network_for("mail"),
+            &NetworkMode::Allow(vec!["imap.example.org:993".into()])
+        );
+        assert_eq!(c.network_for("git"), &NetworkMode::Deny);
+        assert_eq!(c.network_for("absent"), &NetworkMode::Deny);
+        assert_eq!(
+            c.sandbox.homes.as_ref().map(ConfigPath::path),
+            Some(PathBuf::from("/srv/homes"))
+        );
+        assert_eq!(
+            c.sandbox.protect_in_workdir.as_deref(),
+            Some(&[".git/hooks".to_owned(), ".envrc".to_owned()][..])
+        );
+        assert_eq!(
+            c.limits.cgroup.as_ref().map(ConfigPath::path),
+            Some(PathBuf::from("/sys/fs/cgroup/hcp"))
+        );
+        assert_eq!(c.limits.tmp_bytes, 1024);
+        let c = parse(r#"{"sandbox": {"network": "host"}, "packs": {"a": {"network": "deny"}}}"#)
             .unwrap();
-        assert_eq!(c.network_for("a"), Some(NetworkMode::Deny));
-        assert_eq!(c.network_for("b"), Some(NetworkMode::Allow));
+        assert_eq!(c.network_for("a"), &NetworkMode::Deny);
+        assert_eq!(c.network_for("b"), &NetworkMode::Host);
+        assert!(c.ignored_keys().is_empty());
     }
 
     #[test]
-    fn bad_protected_paths_and_grants_are_refused_at_their_place() {
+    fn the_keys_of_earlier_versions_are_read_and_ignored_or_refused() {
+        let c = parse(r#"{"sandbox": {"tmpdir": "system", "protect": ["~/.password-store"]}}"#)
+            .unwrap();
+        assert_eq!(c.ignored_keys(), ["sandbox.protect", "sandbox.tmpdir"]);
+        for text in [
+            r#"{"sandbox": {"network": "allow"}}"#,
+            "{\"packs\": {\"mail\":\n {\"network\": \"allow\"}}}",
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), "bad_config", "{text}");
+            let m = e.to_string();
+            assert!(
+                m.contains("write `\"host\"`") && m.contains("{\"allow\": [DEST…]}"),
+                "{m}"
+            );
+        }
+        let e = parse("{\"packs\": {\"mail\":\n {\"network\": \"allow\"}}}").unwrap_err();
+        let ConfigError::Invalid { line, .. } = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn bad_view_paths_and_networks_are_refused_at_their_place() {
         for (text, needle) in [
-            (r#"{"sandbox": {"protect": ["keys"]}}"#, "is relative"),
-            (r#"{"sandbox": {"protect": [""]}}"#, "may not be empty"),
-            (
-                r#"{"sandbox": {"protect": ["~bob/x"]}}"#,
-                "only `~` and `~/…`",
-            ),
-            (r#"{"sandbox": {"protect": ["/a/../b"]}}"#, "holds `..`"),
-            (r#"{"sandbox": {"protect": ["/a", "/a"]}}"#, "listed twice"),
-            (r#"{"sandbox": {"protect": "/a"}}"#, "invalid type"),
             (
                 r#"{"packs": {"mail": {"write": ["~/.mail"]}}}"#,
                 "follow the caller's `HOME`",
@@ -899,8 +1174,37 @@ mod tests {
             (r#"{"packs": {"mail": {"writ": []}}}"#, "unknown field"),
             (
                 r#"{"packs": {"mail": {"network": "maybe"}}}"#,
-                "unknown variant",
+                "a network is",
             ),
+            (
+                r#"{"packs": {"mail": {"network": {"deny": []}}}}"#,
+                "unknown field `deny`",
+            ),
+            (
+                r#"{"packs": {"mail": {"network": {"allow": "x:1"}}}}"#,
+                "a list of `HOST:PORT`",
+            ),
+            (
+                r#"{"packs": {"mail": {"network": {"allow": [1]}}}}"#,
+                "a `HOST:PORT` string",
+            ),
+            (r#"{"sandbox": {"read": ["rel"]}}"#, "is relative"),
+            (r#"{"sandbox": {"read": ["/a/../b"]}}"#, "holds `..`"),
+            (r#"{"sandbox": {"homes": "homes"}}"#, "is relative"),
+            (r#"{"limits": {"cgroup": "~/cg"}}"#, "absolute"),
+            (
+                r#"{"sandbox": {"protect_in_workdir": ["/abs"]}}"#,
+                "not a name relative",
+            ),
+            (
+                r#"{"sandbox": {"protect_in_workdir": ["../x"]}}"#,
+                "not a name relative",
+            ),
+            (
+                r#"{"sandbox": {"protect_in_workdir": [".envrc", ".envrc"]}}"#,
+                "listed twice",
+            ),
+            (r#"{"limits": {"tmp_bytes": 0}}"#, "at least 1"),
             (r#"{"packs": {"Bad_Id": {}}}"#, "not a pack id"),
             (r#"{"packs": {"mail": {}, "mail": {}}}"#, "duplicate"),
             (r#"{"packs": []}"#, "invalid type"),
@@ -933,6 +1237,7 @@ mod tests {
     fn bad_values_are_refused() {
         for text in [
             r#"{"sandbox": {"network": "maybe"}}"#,
+            r#"{"sandbox": {"network": "allow"}}"#,
             r#"{"sandbox": {"tmpdir": "disk"}}"#,
             r#"{"sandbox": {"require": "yes"}}"#,
             r#"{"limits": {"cpu_seconds": -1}}"#,
@@ -1099,6 +1404,13 @@ mod tests {
         );
         assert_eq!(c.escalation, Some(EscalationMode::Approvals));
         assert_eq!(parse("{}").unwrap().escalation, None);
+        assert_eq!(parse("{}").unwrap().policy_mode, PolicyMode::Enforce);
+        assert_eq!(
+            parse(r#"{"policy_mode": "observe"}"#).unwrap().policy_mode,
+            PolicyMode::Observe
+        );
+        assert!(parse(r#"{"policy_mode": "audit"}"#).is_err());
+        assert!(parse(r#"{"policy_mode": true}"#).is_err());
         for (text, needle, at) in [
             (
                 "{\"resolvers\": {\n  \"t.x\": \"nodot\"}}",
@@ -1239,5 +1551,76 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!((line, column), (2, 3));
+    }
+
+    #[test]
+    fn a_destination_that_is_not_one_is_refused_at_its_line_and_column() {
+        let text = "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\n  \"api.github.com:443\",\n  \"github.com\"]}}}}";
+        let entries = vec!["api.github.com:443".to_owned(), "github.com".to_owned()];
+        let at = ["packs", "gh", "network", "allow"];
+        let e = check_allow(
+            text,
+            Path::new("config.json"),
+            &at,
+            "packs.gh.network.allow",
+            &entries,
+        )
+        .unwrap_err();
+        let ConfigError::Invalid {
+            line,
+            column,
+            ref message,
+            ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((line, column), (3, 3));
+        assert_eq!(
+            message,
+            "`packs.gh.network.allow[1]`: `github.com` is not a destination: a port is required: `github.com:PORT` (for example `github.com:443`)"
+        );
+        assert_eq!(e.code(), "bad_config");
+        assert!(check_allow(text, Path::new("config.json"), &at, "k", &entries[..1]).is_ok());
+    }
+
+    #[test]
+    fn network_allow_entries_are_destinations() {
+        let c = parse(r#"{"sandbox": {"network": {"allow": ["*.example.org:443"]}}, "packs": {"gh": {"network": {"allow": ["api.github.com:443", "[::1]:8080"]}}}}"#).unwrap();
+        assert_eq!(
+            c.network_for("gh"),
+            &NetworkMode::Allow(vec!["api.github.com:443".into(), "[::1]:8080".into()])
+        );
+        for (text, at, needle) in [
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"github.com\"]}}}}",
+                (1, 41),
+                "`packs.gh.network.allow[0]`: `github.com` is not a destination: a port is required",
+            ),
+            (
+                "{\"sandbox\": {\"network\": {\"allow\": [\n \"a.example:443\", \"*.com:443\"]}}}",
+                (2, 19),
+                "`sandbox.network.allow[1]`: `*.com:443`",
+            ),
+            (
+                "{\"packs\": {\"gh\": {\"network\": {\"allow\": [\"a.example:1\", \"A.example:1\"]}}}}",
+                (1, 56),
+                "listed twice",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            let ConfigError::Invalid {
+                line,
+                column,
+                ref message,
+                ..
+            } = e
+            else {
+                panic!("{e:?}")
+            };
+            assert!(message.contains(needle), "{text}: {message}");
+            assert_eq!((line, column), at, "{text}: {message}");
+            assert_eq!(e.code(), "bad_config");
+        }
     }
 }

@@ -51,6 +51,9 @@ pub enum StoreDir {
     State,
     /// `staging/`: work directories of installs in progress; anything here is garbage.
     Staging,
+    /// `quarantine/`: what calls created under a protected name of their workdir
+    /// (RUNTIME §5.1; [`crate::quarantine`]).
+    Quarantine,
 }
 
 impl StoreDir {
@@ -62,6 +65,7 @@ impl StoreDir {
             Self::Audit => "audit",
             Self::State => "state",
             Self::Staging => "staging",
+            Self::Quarantine => "quarantine",
         }
     }
 }

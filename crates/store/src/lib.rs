@@ -23,10 +23,13 @@ pub mod grant;
 pub mod home;
 pub mod lock;
 pub mod pack;
+pub mod quarantine;
 pub mod session;
 pub mod skill;
 pub mod state;
 pub mod stimulus;
+pub mod tenant;
+pub mod tenant_admin;
 
 pub use error::{StoreError, StoreResult};
 pub use home::{Home, StoreDir, resolve_home};

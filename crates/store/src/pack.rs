@@ -73,12 +73,13 @@ pub enum PackError {
         reason: String,
     },
     /// `unsafe_path` or `symlink_in_pack`: a relative program leaves the pack directory or
-    /// crosses a symlink.
+    /// crosses a symlink; `hcp_bin_reserved`: a program of a pack other than the bootstrap
+    /// pack is the running `hcp` (install policy, `hcp_runtime::install`).
     #[error("program `{program}` is refused: {reason}")]
     BinUnsafe {
         /// The program as the manifest writes it.
         program: String,
-        /// `unsafe_path` or `symlink_in_pack`.
+        /// `unsafe_path`, `symlink_in_pack` or `hcp_bin_reserved`.
         code: Code,
         /// Why, lowercase.
         reason: String,

@@ -525,6 +525,26 @@ pub trait State: Send + Sync + std::fmt::Debug {
         })
     }
 
+    /// At most `max` records after `from` (one position per chain; a chain it does not
+    /// name is read from its start), each verified, oldest first within each chain, and
+    /// the first that does not verify (`hcp audit export`, RUNTIME §11). Takes no lock
+    /// on the trail and writes nothing.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the records cannot be read; [`AuditError::Unsupported`] by
+    /// default.
+    fn audit_read(
+        &self,
+        from: &[audit::ChainPos],
+        max: usize,
+    ) -> Result<audit::ReadBatch, AuditError> {
+        let _ = (from, max);
+        Err(AuditError::Unsupported {
+            backend: self.backend(),
+            what: "reading the audit records from a position",
+        })
+    }
+
     /// Signs a checkpoint of `count` records ending with `head` at `now` (`hcp audit
     /// checkpoint`); the caller verified the chain first.
     ///
@@ -811,6 +831,16 @@ impl State for FileState {
 
     fn audit_follow(&self, n: usize) -> Result<Box<dyn AuditFollow>, AuditError> {
         Ok(Box::new(self.log.follow_records(n)?))
+    }
+
+    fn audit_read(
+        &self,
+        from: &[audit::ChainPos],
+        max: usize,
+    ) -> Result<audit::ReadBatch, AuditError> {
+        let start = audit::ChainPos::start(None);
+        let from = from.iter().find(|p| p.machine.is_none()).unwrap_or(&start);
+        self.log.read_after(from, max)
     }
 
     fn audit_checkpoint(

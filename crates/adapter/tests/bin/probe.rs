@@ -36,33 +36,42 @@ fn main() {
     std::process::exit(code);
 }
 
-/// The driver: `drive [--land L] [--agent] [--deny|--allow] [--workdir D] [--tmp D]
-/// [--home D]… [--hcp-home D] [--other D]… [--protect P]… [--read P]… [--write P]…
-/// [--bootstrap-hide P]… [--pass-hcp-home] [--env K=V]… [--processes N] [--timeout-ms N] -- PROGRAM ARGS…`.
+/// The driver: `drive [--land L] [--agent] [--deny|--host|--allow] [--write-verb]
+/// [--workdir D] [--tenant D] [--hcp-home D] [--home D]… [--read P]… [--write P]…
+/// [--bootstrap-hide NAME]… [--protect NAME]… [--env K=V]… [--processes N] [--memory N]
+/// [--tmp-bytes N] [--cgroup D] [--require] [--echo-egress] [--timeout-ms N]
+/// -- PROGRAM ARGS…`.
 fn drive(args: &[String]) -> i32 {
     use hcp_adapter::{
-        CallPolicy, CallSandbox, ChildEnv, Confinement, Invocation, Limits, Network,
-        ResourceLimits, pin_bin, run, verify_bin,
+        CallPolicy, CallSandbox, ChildEnv, Confinement, Egress, Invocation, Limits, Network,
+        ResourceLimits, pin_bin, run, scan_etc, verify_bin,
     };
     let mut land = hcp_model::Land::Personal;
     let mut owner = true;
-    let mut network = None;
-    let (mut workdir, mut tmp, mut hcp_home) = (PathBuf::from("/"), PathBuf::new(), PathBuf::new());
-    let (mut homes, mut other, mut protect, mut read, mut write, mut hide) =
-        (vec![], vec![], vec![], vec![], vec![], None::<Vec<PathBuf>>);
+    let mut network = Network::Deny;
+    let mut writes = false;
+    let (mut workdir, mut tenant, mut hcp_home) = (PathBuf::from("/"), None, PathBuf::new());
+    let (mut homes, mut read, mut write) = (vec![], vec![], vec![]);
+    let mut hide: Option<Vec<String>> = None;
+    let mut protect: Option<Vec<String>> = None;
     let mut processes = 4096;
+    let mut memory = 2u64 << 30;
+    let mut tmp_bytes = 64u64 << 20;
+    let mut cgroup = None;
+    let mut require = false;
+    let mut echo = false;
     let mut extra_env: Vec<(String, String)> = Vec::new();
-    let mut pass_home = false;
     let mut timeout = Duration::from_secs(30);
     let mut i = 0;
     while i < args.len() && args[i] != "--" {
-        let v = || PathBuf::from(args.get(i + 1).cloned().unwrap_or_default());
+        let v = || args.get(i + 1).cloned().unwrap_or_default();
+        let n = || v().parse::<u64>().unwrap_or(0);
         let mut step = 2;
         match args[i].as_str() {
             "--land" => {
-                land = match args.get(i + 1).map(String::as_str) {
-                    Some("local") => hcp_model::Land::Local,
-                    Some("brain") => hcp_model::Land::Brain,
+                land = match v().as_str() {
+                    "local" => hcp_model::Land::Local,
+                    "brain" => hcp_model::Land::Brain,
                     _ => hcp_model::Land::Personal,
                 }
             }
@@ -70,36 +79,44 @@ fn drive(args: &[String]) -> i32 {
                 owner = false;
                 step = 1;
             }
-            "--deny" => {
-                network = Some(Network::Deny);
+            "--deny" | "--host" | "--allow" => {
+                network = match args[i].as_str() {
+                    "--deny" => Network::Deny,
+                    "--host" => Network::Host,
+                    _ => Network::Allow,
+                };
                 step = 1;
             }
-            "--allow" => {
-                network = Some(Network::Allow);
+            "--write-verb" => {
+                writes = true;
                 step = 1;
             }
-            "--workdir" => workdir = v(),
-            "--tmp" => tmp = v(),
-            "--hcp-home" => hcp_home = v(),
-            "--home" => homes.push(v()),
-            "--other" => other.push(v()),
-            "--protect" => protect.push(v()),
-            "--read" => read.push(v()),
-            "--write" => write.push(v()),
+            "--require" => {
+                require = true;
+                step = 1;
+            }
+            "--echo-egress" => {
+                echo = true;
+                step = 1;
+            }
+            "--workdir" => workdir = PathBuf::from(v()),
+            "--tenant" => tenant = Some(PathBuf::from(v())),
+            "--hcp-home" => hcp_home = PathBuf::from(v()),
+            "--home" => homes.push(PathBuf::from(v())),
+            "--read" => read.push(PathBuf::from(v())),
+            "--write" => write.push(PathBuf::from(v())),
             "--bootstrap-hide" => hide.get_or_insert_with(Vec::new).push(v()),
-            "--pass-hcp-home" => {
-                pass_home = true;
-                step = 1;
-            }
+            "--protect" => protect.get_or_insert_with(Vec::new).push(v()),
             "--env" => {
-                if let Some((k, val)) = args.get(i + 1).and_then(|kv| kv.split_once('=')) {
+                if let Some((k, val)) = v().split_once('=') {
                     extra_env.push((k.to_owned(), val.to_owned()));
                 }
             }
-            "--processes" => processes = v().to_string_lossy().parse().unwrap_or(4096),
-            "--timeout-ms" => {
-                timeout = Duration::from_millis(v().to_string_lossy().parse().unwrap_or(30_000));
-            }
+            "--processes" => processes = n(),
+            "--memory" => memory = n(),
+            "--tmp-bytes" => tmp_bytes = n(),
+            "--cgroup" => cgroup = Some(PathBuf::from(v())),
+            "--timeout-ms" => timeout = Duration::from_millis(n()),
             other => {
                 eprintln!("unknown driver option `{other}`");
                 return 2;
@@ -124,39 +141,63 @@ fn drive(args: &[String]) -> i32 {
         Ok(b) => b,
         Err(e) => return fail(e),
     };
+    let etc = scan_etc();
+    let protect: Vec<String> = protect.unwrap_or_else(|| {
+        hcp_adapter::PROTECTED_IN_WORKDIR
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    });
+    let hide_refs: Option<Vec<&str>> = hide
+        .as_ref()
+        .map(|h| h.iter().map(String::as_str).collect());
     let call = CallSandbox {
         land,
         owner,
+        writes,
         workdir: &workdir,
-        tmpdir: &tmp,
+        tenant_home: tenant.as_deref(),
         bin: bin.path(),
+        interpreter: None,
         hcp_home: &hcp_home,
-        bootstrap: hide.as_deref(),
+        bootstrap: hide_refs.as_deref(),
         homes: &homes,
-        not_above: &homes,
-        other_sandboxes: &other,
-        protect: &protect,
         read: &read,
         write: &write,
-        extra_ro: &[],
+        protect_in_workdir: &protect,
+        etc: &etc,
     };
     let policy = CallPolicy {
-        require: true,
+        require,
         network,
         limits: ResourceLimits {
             cpu_seconds: 30,
             address_space_bytes: 1 << 32,
             open_files: 256,
-            file_size_bytes: 1 << 24,
+            file_size_bytes: 1 << 26,
             processes,
+            tmp_bytes,
+            memory_bytes: memory,
         },
+        cgroup,
     };
     let (confine, report) = match Confinement::for_call(&call, &policy) {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
-    let mut env = ChildEnv::from_parent([("PATH", "/usr/bin:/bin")]).tmpdir(&tmp);
-    if pass_home {
+    let view = confine.view();
+    let home = view.map_or_else(
+        || tenant.clone().unwrap_or_else(|| workdir.clone()),
+        |v| v.home().to_owned(),
+    );
+    let path = view.map_or_else(
+        || OsString::from("/usr/bin:/bin"),
+        |v| v.path_var(std::ffi::OsStr::new("/usr/bin:/bin:/usr/local/bin")),
+    );
+    let mut env = ChildEnv::from_parent([("PATH", path)])
+        .home(&home)
+        .tmpdir(std::path::Path::new("/tmp"));
+    if hide.is_some() {
         env = env.hcp_home(&hcp_home);
     }
     if !extra_env.is_empty() {
@@ -165,12 +206,30 @@ fn drive(args: &[String]) -> i32 {
             Err(e) => return fail(e),
         };
     }
+    let echo_server = |listener: std::os::fd::OwnedFd| {
+        let l = std::net::TcpListener::from(listener);
+        std::thread::spawn(move || {
+            use std::io::{BufRead, Write};
+            for conn in l.incoming().flatten() {
+                let mut w = conn.try_clone().unwrap_or_else(|_| std::process::exit(3));
+                let mut line = String::new();
+                if std::io::BufReader::new(conn).read_line(&mut line).is_ok() {
+                    let _ = w.write_all(format!("echo {line}").as_bytes());
+                }
+            }
+        });
+    };
+    let cwd = if land == hcp_model::Land::Local {
+        workdir.clone()
+    } else {
+        home.clone()
+    };
     let inv = Invocation {
         bin: &bin,
         argv0: bin_path.clone(),
         args: program[1..].to_vec(),
         env: &env,
-        cwd: workdir.clone(),
+        cwd,
         limits: Limits {
             timeout,
             grace: Duration::from_millis(300),
@@ -178,6 +237,7 @@ fn drive(args: &[String]) -> i32 {
         },
         confine: Some(&confine),
         cancel: None,
+        egress: echo.then_some(Egress(&echo_server)),
     };
     match run(&inv) {
         Ok(o) => out(serde_json::json!({
@@ -188,6 +248,12 @@ fn drive(args: &[String]) -> i32 {
             "stderr": String::from_utf8_lossy(&o.stderr),
             "sandbox": report.field_json(),
             "pid_namespace": confine.has_pid_namespace(),
+            "socket_attempts": o.socket_attempts,
+            "memory_exceeded": o.memory_exceeded,
+            "no_proc": o.no_proc,
+            "view": view.map(|v| v.describe().to_vec()),
+            "protected": view.map(|v| v.protected_before().to_vec()),
+            "home": home,
         })),
         Err(e) => fail(e),
     }

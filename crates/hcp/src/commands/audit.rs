@@ -3,6 +3,7 @@
 //! records through the state backend (`hcp_store::state::State`): the file store's one
 //! trail, or a database's chains, one per machine (RUNTIME §9).
 
+mod export;
 mod follow;
 
 use super::session::{print, require_owner, with_causes};
@@ -24,6 +25,9 @@ pub enum AuditCommand {
     Tail(TailArgs),
     /// Print a signed checkpoint of the trail (count, head hash, time) to keep elsewhere.
     Checkpoint,
+    /// Ship the trail to an OpenTelemetry collector over OTLP/HTTP, one span per call and
+    /// per act of authority, resuming where the last export stopped.
+    Export(export::ExportArgs),
 }
 
 /// Arguments of `hcp audit verify`.
@@ -62,6 +66,7 @@ pub fn run(c: AuditCommand) -> CliResult {
         AuditCommand::Tail(a) if a.follow => follow::run(state, a.n),
         AuditCommand::Tail(a) => tail(state, a),
         AuditCommand::Checkpoint => make_checkpoint(state),
+        AuditCommand::Export(a) => export::run(&rt, a),
     }
 }
 

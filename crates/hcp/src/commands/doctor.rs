@@ -18,11 +18,20 @@ pub struct Args {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Scan `/etc` again for the store's index of what every view covers (RUNTIME §5.1;
+    /// owner only), before the examination.
+    #[arg(long)]
+    refresh: bool,
 }
 
 /// Runs `hcp doctor`.
 pub fn run(a: Args) -> CliResult {
     let rt = super::exec::runtime()?;
+    if a.refresh {
+        super::session::require_owner("doctor --refresh")?;
+        hcp_runtime::view_index::refresh_view_index(rt.home())
+            .map_err(|e| super::session::store_error(&e))?;
+    }
     let report = hcp_runtime::doctor::examine(&rt).map_err(CliError::from)?;
     let mut out = std::io::stdout().lock();
     let r = if a.json {
@@ -138,6 +147,7 @@ fn human(r: &Report) -> String {
             l.note.map(|n| format!(": {n}")).unwrap_or_default()
         ));
     }
+    view_lines(&r.view, &mut line);
     line("packs".into());
     if r.packs.is_empty() {
         line("  none installed".into());
@@ -154,6 +164,12 @@ fn human(r: &Report) -> String {
                 b.path.display(),
                 b.status
             ));
+        }
+    }
+    if !r.networks.is_empty() {
+        line("network by pack".into());
+        for n in &r.networks {
+            line(format!("  {}  {}", n.pack_id, n.line()));
         }
     }
     if !r.bindings.is_empty() {
@@ -193,8 +209,18 @@ fn human(r: &Report) -> String {
         }
     }
     let rp = &r.runtime_policy;
-    if rp.file.is_some() || rp.lock.present {
+    if rp.file.is_some() || rp.lock.present || rp.mode == "observe" {
         line("runtime policy".into());
+        if rp.mode == "observe" {
+            line(format!(
+                "  mode                  observe: not enforced{}",
+                if rp.file.is_some() {
+                    ""
+                } else {
+                    " (and there is no policy to observe)"
+                }
+            ));
+        }
         if let Some(f) = &rp.file {
             line(format!(
                 "  policy                `{}`: {}",
@@ -229,6 +255,9 @@ fn human(r: &Report) -> String {
     for n in &r.notes {
         line(format!("note: {n}"));
     }
+    if rp.mode == "observe" {
+        line("note: `policy_mode` is `observe` in `config.json`: the runtime policy refuses nothing; each call it would refuse runs and records `would_refuse` (`hcp policy replay` shows what a candidate would change)".into());
+    }
     if r.problems.is_empty() {
         line("no problems found".into());
     } else {
@@ -238,4 +267,88 @@ fn human(r: &Report) -> String {
         }
     }
     s
+}
+
+/// The view part (RUNTIME §5.1–§5.4): what calls are given beyond the view, the `/etc`
+/// index, the quarantine.
+fn view_lines(v: &hcp_runtime::view_health::ViewHealth, line: &mut impl FnMut(String)) {
+    line("view (what calls are given)".into());
+    line(format!(
+        "  /etc index            {}",
+        match (
+            &v.etc_index.scanned_at,
+            v.etc_index.age_seconds,
+            &v.etc_index.error
+        ) {
+            (Some(at), Some(age), _) => format!(
+                "scanned {at} ({age} s ago{}); `hcp doctor --refresh` scans again",
+                if v.etc_index.this_boot {
+                    ""
+                } else {
+                    ", another boot: the next call scans again"
+                }
+            ),
+            (_, _, Some(e)) => e.clone(),
+            _ => "none".into(),
+        }
+    ));
+    if let Some(m) = &v.missing_mechanism {
+        line(format!("  missing               {}", m.what));
+        line(format!("  fix                   {}", m.fix));
+    }
+    if v.host_network.is_empty() {
+        line("  host network          none".into());
+    }
+    for p in &v.host_network {
+        line(format!(
+            "  host network          {}",
+            if p == "*" {
+                "every pack without its own (`sandbox.network`)".to_owned()
+            } else {
+                format!("`{p}`")
+            }
+        ));
+    }
+    for s in &v.sockets {
+        line(format!(
+            "  socket                `{}` to `{}`: every pathname socket of its view is reachable",
+            s.path.display(),
+            s.pack
+        ));
+    }
+    for w in &v.write_paths {
+        line(format!(
+            "  write path            `{}` to `{}`",
+            w.path.display(),
+            w.pack
+        ));
+    }
+    for m in &v.mounts_beneath {
+        line(format!(
+            "  mount beneath         `{}` in `{}` of `{}`'s view: it comes along",
+            m.mount_point.display(),
+            m.view_path.display(),
+            m.pack
+        ));
+    }
+    for k in &v.ignored_keys {
+        line(format!("  ignored key           `{k}`"));
+    }
+    if v.quarantine.is_empty() {
+        line("  quarantine            empty".into());
+    }
+    for q in &v.quarantine {
+        let names: Vec<String> = q
+            .names
+            .iter()
+            .map(|n| format!("`{}`", n.display()))
+            .collect();
+        line(format!(
+            "  quarantine            call {}: {} ({} bytes) in `{}`",
+            q.audit_id,
+            names.join(", "),
+            q.bytes,
+            q.dir.display()
+        ));
+    }
 }

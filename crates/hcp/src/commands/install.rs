@@ -34,6 +34,9 @@ pub struct InstallArgs {
 pub struct UninstallArgs {
     /// The pack id.
     id: String,
+    /// Remove the pack's tenant homes too (RUNTIME §5.2): every principal's and project's.
+    #[arg(long)]
+    purge: bool,
 }
 
 /// Opens the store named by `HCP_HOME` (or the platform data directory); see
@@ -93,6 +96,9 @@ pub fn run_install(a: InstallArgs) -> CliResult {
     match hcp_runtime::install::install(&rt, &a.dir, &opts) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
+            for n in &done.view_notes {
+                eprintln!("warning: {n}");
+            }
             let r = &done.record;
             let bins = r.bins.len();
             out!(
@@ -158,5 +164,17 @@ pub fn run_uninstall(a: UninstallArgs) -> CliResult {
             ""
         }
     );
+    if a.purge {
+        let purged = hcp_runtime::home::purge(&rt, &removed.id).map_err(CliError::command)?;
+        out!(
+            "{} `{}`",
+            if purged {
+                "removed the tenant homes of"
+            } else {
+                "no tenant homes of"
+            },
+            removed.id
+        );
+    }
     Ok(exit::OK)
 }

@@ -10,6 +10,7 @@ pub mod connect;
 pub mod doctor;
 pub mod exec;
 pub mod grant;
+pub mod home;
 pub mod install;
 pub mod lint;
 pub mod list;
@@ -49,6 +50,8 @@ enum Command {
     List(list::Args),
     /// Show one installed pack.
     Show(show::Args),
+    /// Print, seed or remove a tenant home (RUNTIME §5.2; owner only).
+    Home(home::Args),
     /// Write an installed pack's SKILL.md for harnesses.
     Activate(activate::ActivateArgs),
     /// Remove an installed pack's SKILL.md; its verbs stop resolving.
@@ -98,6 +101,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Uninstall(a) => install::run_uninstall(a),
         Command::List(a) => list::run(a),
         Command::Show(a) => show::run(a),
+        Command::Home(a) => home::run(a),
         Command::Activate(a) => activate::run_activate(a),
         Command::Deactivate(a) => activate::run_deactivate(a),
         Command::Exec(a) => exec::run(a),

@@ -78,7 +78,12 @@ pub fn run(c: SessionCommand) -> CliResult {
     let rt = super::exec::runtime()?;
     let state = rt.state();
     match c {
-        SessionCommand::Start(a) => start(state, a),
+        SessionCommand::Start(a) => {
+            if let Some(dir) = &a.workdir {
+                hcp_runtime::home::workdir_outside_homes(&rt, dir).map_err(CliError::command)?;
+            }
+            start(state, a)
+        }
         SessionCommand::End(a) => end(state, a),
         SessionCommand::List(a) => list(state, a),
     }

@@ -15,9 +15,14 @@
 //! - pagers and editors, which run a shell on a keystroke: `less`, `more`, `most`,
 //!   `man`, `vi`, `vim`, `nvim`, `ex`, `view`, `emacs`, `nano`;
 //! - `git` when a template passes `-c` (a configuration value such as `core.pager`,
-//!   `core.sshCommand` or an alias starting with `!` is a command) or `--config-env`.
+//!   `core.sshCommand` or an alias starting with `!` is a command) or `--config-env`;
+//! - an interpreter told to run something other than a script file of its template:
+//!   `python3 -m MODULE`, `python3 -I -m MODULE` (`-Im`; a module such as `pdb`, `code`,
+//!   `timeit` or `pip` runs code or commands named in its arguments), `node -e` / `-p`,
+//!   `perl -e` / `-E`, `ruby -e`.
 //!
-//! Programs `exec_wrapper_bin` already refuses (shells, `awk`, `env` …) are not repeated.
+//! Programs `exec_wrapper_bin` already refuses (shells, `awk`, `env`, an interpreter given
+//! code on its command line: `node -e`, `perl -e`, `ruby -e` …) are not repeated.
 //!
 //! ## Why is this bad?
 //! Every argument still reaches the program as one argv element, but such a program can
@@ -35,10 +40,9 @@
 //! "verbs": { "query": { "description": "Run a query.", "cli": ["sqlite3", "-readonly", ":memory:", "{{sql}}"] } }
 //! ```
 
-use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
+use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
-use crate::rules::exec_wrapper_bin::{ALWAYS, normalize};
-use hcp_model::Kind;
+use crate::rules::exec_wrapper_bin::{ALWAYS, normalize, refusal};
 
 /// The rule's code.
 pub(crate) const CODE: hcp_model::Code = hcp_model::Code::CodeRunningCli;
@@ -50,11 +54,65 @@ const RUNS_COMMANDS: &[&str] = &[
     "ex", "view", "emacs", "nano",
 ];
 
+/// Interpreters and the options that make each run code that is not a script file:
+/// `(name, options)`. `-m` runs a module by name (Python).
+const INTERPRETER_CODE: &[(&str, &[&str])] = &[
+    ("python", &["-m", "-c"]),
+    ("pypy", &["-m", "-c"]),
+    ("node", &["-e", "-p", "--eval", "--print"]),
+    ("nodejs", &["-e", "-p", "--eval", "--print"]),
+    ("perl", &["-e", "-E"]),
+    ("ruby", &["-e"]),
+];
+
+/// Python options that take the next element as their value (so it is not the script).
+const PYTHON_VALUED: &[&str] = &["-W", "-X", "--check-hash-based-pycs"];
+
+/// The option of `template` (the argv after the program) that makes interpreter `name` run
+/// code other than a script file, if any: only the leading options count (what follows
+/// the script or `--` is the script's own).
+fn interpreter_code<'t>(name: &str, template: &'t [String]) -> Option<&'t str> {
+    let (_, options) = INTERPRETER_CODE.iter().find(|(n, _)| *n == name)?;
+    let mut it = template.iter();
+    while let Some(el) = it.next() {
+        if el == "--" || !el.starts_with('-') || el.contains("{{") {
+            return None;
+        }
+        let long = el.starts_with("--");
+        let hit = options.iter().any(|o| {
+            el == o
+                || (o.starts_with("--") && el.strip_prefix(o).is_some_and(|r| r.starts_with('=')))
+                || (!long
+                    && o.len() == 2
+                    && el.len() > 2
+                    && el[1..].chars().all(|c| c.is_ascii_alphabetic())
+                    && el[1..].contains(&o[1..]))
+        });
+        if hit {
+            return Some(el);
+        }
+        if PYTHON_VALUED.contains(&el.as_str()) && name.starts_with("py") {
+            it.next();
+        }
+    }
+    None
+}
+
 /// Why `program`, run with `templates`, may run commands; `None` when it is not known to.
 fn reason(program: &str, templates: &[&[String]]) -> Option<String> {
     let name = normalize(program);
     if ALWAYS.contains(&name.as_str()) {
         return None;
+    }
+    if let Some(opt) = templates
+        .iter()
+        .find_map(|t| interpreter_code(&name, t))
+    {
+        return Some(format!(
+            "program {} is an interpreter told to run code that is not a script file ({})",
+            tick(program),
+            tick(opt)
+        ));
     }
     if RUNS_COMMANDS.contains(&name.as_str()) {
         return Some(format!(
@@ -81,54 +139,21 @@ fn reason(program: &str, templates: &[&[String]]) -> Option<String> {
 const HINT: &str = "defence in depth only: the kernel confines what it starts (RUNTIME §5); prefer a CLI without a command escape, or pin the options that reach it";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((m, text)) = cx.manifest() else {
-        return;
+    // What `exec_wrapper_bin` refuses is not repeated.
+    let unless_refused = |program: &str, templates: &[&[String]]| {
+        refusal(program, templates)
+            .is_none()
+            .then(|| reason(program, templates))
+            .flatten()
     };
-    let all = written(m);
-    match m.kind {
-        Kind::Wrap => {
-            let Some(wrap) = &m.wrap else { return };
-            let templates: Vec<&[String]> = all
-                .iter()
-                .map(|w| {
-                    if w.has_program {
-                        w.elements.get(1..).unwrap_or(&[])
-                    } else {
-                        w.elements
-                    }
-                })
-                .collect();
-            if let Some(why) = reason(&wrap.bin, &templates) {
-                out.push(
-                    in_manifest(
-                        Diagnostic::warning(CODE, why),
-                        text,
-                        &["wrap", "bin"],
-                    )
-                    .hint(HINT),
-                );
-            }
-        }
-        Kind::Composite => {
-            for w in all.iter().filter(|w| w.has_program) {
-                let Some(program) = w.elements.first() else {
-                    continue;
-                };
-                let rest = w.elements.get(1..).unwrap_or(&[]);
-                if let Some(why) = reason(program, &[rest]) {
-                    out.push(
-                        in_manifest_at(
-                            Diagnostic::warning(CODE, format!("{}: {why}", w.owner)),
-                            text,
-                            &w.element_path(0),
-                        )
-                        .hint(HINT),
-                    );
-                }
-            }
-        }
-        Kind::Openapi => {}
-    }
+    program_findings(
+        cx,
+        Diagnostic::warning,
+        CODE,
+        HINT,
+        unless_refused,
+        out,
+    );
 }
 
 #[cfg(test)]
@@ -151,5 +176,32 @@ mod tests {
         // Already an error of `exec_wrapper_bin`: not repeated.
         assert!(reason("awk", &[]).is_none());
         assert!(reason("hcp-example-transit", &[]).is_none());
+    }
+
+    #[test]
+    fn interpreters_running_a_module_or_code_warn() {
+        for (program, t) in [
+            ("python3", s(&["-m", "http.server"])),
+            ("/usr/bin/python3.12", s(&["-I", "-m", "pydoc", "{{topic}}"])),
+            ("python3", s(&["-Im", "timeit", "--", "{{stmt}}"])),
+            ("python3", s(&["-W", "ignore", "-m", "json.tool"])),
+            ("node", s(&["-e", "process.exit(0)"])),
+            ("node", s(&["-p", "1"])),
+            ("node", s(&["--eval=1"])),
+            ("perl", s(&["-e", "print 1"])),
+            ("perl", s(&["-le", "print 1"])),
+            ("ruby", s(&["-e", "p 1"])),
+        ] {
+            assert!(reason(program, &[&t]).is_some(), "{program} {t:?}");
+        }
+        for (program, t) in [
+            ("python3", s(&["bins/tool.py", "-m", "x"])),
+            ("python3", s(&["-I", "tool.py"])),
+            ("node", s(&["server.js", "-e"])),
+            ("perl", s(&["--", "-e"])),
+            ("ruby", s(&["-w", "script.rb"])),
+        ] {
+            assert!(reason(program, &[&t]).is_none(), "{program} {t:?}");
+        }
     }
 }

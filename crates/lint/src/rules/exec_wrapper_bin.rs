@@ -33,9 +33,8 @@
 //! ```
 //! Name the CLI itself: `"wrap": { "bin": "ledger" }`.
 
-use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
+use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
-use hcp_model::Kind;
 
 /// The rule's code.
 pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExecWrapperBin;
@@ -168,7 +167,7 @@ fn is_eval_flag(el: &str) -> bool {
 
 /// Why `program`, run with `templates` (each the argv after the program), turns arguments
 /// into code; `None` when it does not.
-fn refusal(program: &str, templates: &[&[String]]) -> Option<String> {
+pub(crate) fn refusal(program: &str, templates: &[&[String]]) -> Option<String> {
     let name = normalize(program);
     if ALWAYS.contains(&name.as_str()) {
         return Some(format!(
@@ -199,54 +198,7 @@ fn refusal(program: &str, templates: &[&[String]]) -> Option<String> {
 const HINT: &str = "name the CLI itself as the program; hcp passes each argument as one argv element and never uses a shell (RUNTIME §1.2)";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    let Some((m, text)) = cx.manifest() else {
-        return;
-    };
-    let all = written(m);
-    match m.kind {
-        Kind::Wrap => {
-            let Some(wrap) = &m.wrap else { return };
-            let templates: Vec<&[String]> = all
-                .iter()
-                .map(|w| {
-                    if w.has_program {
-                        w.elements.get(1..).unwrap_or(&[])
-                    } else {
-                        w.elements
-                    }
-                })
-                .collect();
-            if let Some(why) = refusal(&wrap.bin, &templates) {
-                out.push(
-                    in_manifest(
-                        Diagnostic::error(CODE, why),
-                        text,
-                        &["wrap", "bin"],
-                    )
-                    .hint(HINT),
-                );
-            }
-        }
-        Kind::Composite => {
-            for w in all.iter().filter(|w| w.has_program) {
-                let Some(program) = w.elements.first() else {
-                    continue;
-                };
-                let rest = w.elements.get(1..).unwrap_or(&[]);
-                if let Some(why) = refusal(program, &[rest]) {
-                    out.push(
-                        in_manifest_at(
-                            Diagnostic::error(CODE, format!("{}: {why}", w.owner)),
-                            text,
-                            &w.element_path(0),
-                        )
-                        .hint(HINT),
-                    );
-                }
-            }
-        }
-        Kind::Openapi => {}
-    }
+    program_findings(cx, Diagnostic::error, CODE, HINT, refusal, out);
 }
 
 #[cfg(test)]

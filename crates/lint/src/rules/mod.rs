@@ -90,6 +90,7 @@ rules! {
     bad_placeholder: Error, "a malformed `{{placeholder}}` in a command template";
     reserved_placeholder: Error, "a placeholder name the runtime keeps, or one that selects the tenant";
     exec_wrapper_bin: Error, "the program is a shell or runs its arguments as a command";
+    hcp_bin_reserved: Error, "a pack other than the bootstrap pack `hcp-cli` whose bin is `hcp`";
     code_running_cli: Warning, "the program is a CLI known to run commands named in its arguments or input";
     secret_file: Error, "a `.env`, a `secrets/` directory or a private key in the pack";
     symlink_in_pack: Error, "a symbolic link inside the pack";
@@ -195,6 +196,8 @@ mod tests {
             "bad_binding",
             "bad_openapi",
             "unknown_operation",
+            // Issue 23 (RUNTIME §5.1): only the bootstrap pack sees the store.
+            "hcp_bin_reserved",
         ];
         let warnings = [
             "confirm_not_mirrored",

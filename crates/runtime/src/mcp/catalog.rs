@@ -58,6 +58,8 @@ impl Catalog {
         let same_policy = previous.signature.policy == signature.policy;
         let policy = match crate::policy::load(home) {
             Ok(None) => PolicyState::None,
+            // Observe mode (RUNTIME §11): the policy shapes no listing either.
+            Ok(Some(_)) if crate::policy::observe::observing(home) => PolicyState::None,
             Ok(Some(rp)) => PolicyState::Loaded(Arc::new(rp.policy)),
             Err(r) => PolicyState::Broken {
                 code: r.code,

@@ -26,6 +26,9 @@ pub struct PolicyHealth {
     pub cache_last_rebuilt: Option<String>,
     /// `tools.lock.json`.
     pub lock: LockHealth,
+    /// `config.json`'s `policy_mode`: `enforce`, or `observe` (RUNTIME §11: the policy
+    /// decides and records `would_refuse`, and refuses nothing).
+    pub mode: &'static str,
 }
 
 /// `tools.lock.json` against the active verbs.
@@ -56,6 +59,10 @@ pub fn examine(home: &Home, problems: &mut Vec<String>) -> PolicyHealth {
         cache: None,
         cache_last_rebuilt: source::last_rebuild(home).map(|(at, why)| format!("{at} ({why})")),
         lock: LockHealth::default(),
+        mode: match hcp_store::config::RuntimeConfig::load(home.root()).map(|c| c.policy_mode) {
+            Ok(hcp_store::config::PolicyMode::Observe) => "observe",
+            _ => "enforce",
+        },
     };
     match source::load(home) {
         Ok(None) => {}

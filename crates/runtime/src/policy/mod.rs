@@ -24,6 +24,7 @@ pub mod contracts;
 pub mod escalate;
 pub mod health;
 pub mod lock;
+pub mod observe;
 pub mod resolve;
 pub mod source;
 pub mod teach;
@@ -338,10 +339,7 @@ pub fn pre(
     wiring: Wiring<'_>,
 ) -> Result<PolicyPass, PolicyRefusal> {
     let principal = principal_of(call.principal);
-    let typed = histos::Call {
-        tool: call.tool.to_owned(),
-        args: engine_args(rp, call),
-    };
+    let typed = histos_call(rp, call);
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
@@ -381,8 +379,16 @@ pub fn pre(
     }
 }
 
-/// The call's values as the engine reads them: on the CLI face a value the contract
-/// types is read as that type ([`cli_typed`]).
+/// The engine's call: the tool, and its values as the engine reads them — on the CLI face
+/// (where every value came as text) a value the contract types is read as that type
+/// ([`cli_typed`]).
+fn histos_call(rp: &RuntimePolicy, call: &PolicyCall<'_>) -> histos::Call {
+    histos::Call {
+        tool: call.tool.to_owned(),
+        args: engine_args(rp, call),
+    }
+}
+
 fn engine_args(rp: &RuntimePolicy, call: &PolicyCall<'_>) -> histos::Map {
     let contract = rp.policy.tool(call.tool).and_then(|t| t.args.as_ref());
     let mut args = histos::Map::new();

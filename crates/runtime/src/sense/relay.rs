@@ -3,6 +3,7 @@
 
 use super::{MAX_LINE_BYTES, RECORDED_POLL, STOP_GRACE};
 use crate::Runtime;
+use crate::egress::CallEgress;
 use crate::prepare::Child;
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
@@ -26,9 +27,8 @@ struct Running {
     err_buf: Vec<u8>,
     out_skipping: bool,
     exit_code: Option<i32>,
-    /// Held until the trigger ends: its confinement (cgroup, covers) and `TMPDIR`.
+    /// Held until the trigger ends: its confinement (its cgroups).
     confinement: Option<hcp_adapter::Confinement>,
-    private_tmp: Option<hcp_adapter::PrivateTmp>,
 }
 
 impl Running {
@@ -48,13 +48,9 @@ impl Running {
         self.release();
     }
 
-    /// Drops the confinement, then removes the private `TMPDIR` (best effort: a leftover
-    /// is private and swept by a later call).
+    /// Drops the confinement (its cgroups go back to the pool).
     fn release(&mut self) {
         drop(self.confinement.take());
-        if let Some(t) = self.private_tmp.take() {
-            let _ = t.remove();
-        }
     }
 }
 
@@ -66,8 +62,9 @@ impl Drop for Running {
     }
 }
 
-/// Starts trigger `reference`'s child (streaming, no timeout: `hcp_adapter::start`).
-fn spawn(reference: String, c: Child) -> Result<Running, Refusal> {
+/// Starts trigger `reference`'s child (streaming, no timeout: `hcp_adapter::start`); its
+/// listener, under `{"allow": …}`, is served by `egress`.
+fn spawn(reference: String, c: Child, egress: Option<&CallEgress>) -> Result<Running, Refusal> {
     let Child {
         bin,
         argv0,
@@ -75,8 +72,7 @@ fn spawn(reference: String, c: Child) -> Result<Running, Refusal> {
         env,
         cwd,
         confinement,
-        private_tmp,
-        sandbox: _,
+        ..
     } = c;
     let inv = hcp_adapter::Invocation {
         bin: &bin,
@@ -87,6 +83,7 @@ fn spawn(reference: String, c: Child) -> Result<Running, Refusal> {
         limits: hcp_adapter::Limits::default(),
         confine: Some(&confinement),
         cancel: None,
+        egress: None,
     };
     let mut child = hcp_adapter::start(&inv).map_err(|e| {
         let r = Refusal::adapter(&e);
@@ -95,6 +92,7 @@ fn spawn(reference: String, c: Child) -> Result<Running, Refusal> {
             ..r
         }
     })?;
+    crate::egress::serve_trigger(egress, child.take_egress_listener());
     let out = child.take_stdout();
     let err = child.take_stderr();
     for fd in [&out, &err].into_iter().flatten() {
@@ -111,7 +109,6 @@ fn spawn(reference: String, c: Child) -> Result<Running, Refusal> {
         out_skipping: false,
         exit_code: None,
         confinement: Some(confinement),
-        private_tmp,
     })
 }
 
@@ -182,6 +179,9 @@ pub(crate) struct Sense<'a> {
     pub refs: &'a [String],
     /// The prepared child of each trigger that runs, by ref.
     pub triggers: Vec<(String, Child)>,
+    /// The egress proxy of each trigger, in the order of `triggers` (under
+    /// `{"allow": …}`): its listener is served when it starts.
+    pub egress: &'a [Option<CallEgress>],
     /// What to redact from what they print.
     pub redact: &'a Redactor,
     /// Stop after relaying this many events.
@@ -224,7 +224,7 @@ pub(crate) fn relay(
     };
     let triggers = std::mem::take(&mut sense.triggers);
     let n_planned = triggers.len();
-    let mut running = start_all(triggers)?;
+    let mut running = start_all(triggers, sense.egress)?;
     let watch = Watch { stop, events_fd };
     let ended = match supervise(rt, &sense, &mut running, &mut relay, watch, n_planned) {
         Ok(e) => e,
@@ -260,10 +260,13 @@ pub(crate) fn relay(
 }
 
 /// Starts every trigger; when one cannot be started, those already started are stopped.
-fn start_all(triggers: Vec<(String, Child)>) -> Result<Vec<Running>, Refusal> {
+fn start_all(
+    triggers: Vec<(String, Child)>,
+    egress: &[Option<CallEgress>],
+) -> Result<Vec<Running>, Refusal> {
     let mut running: Vec<Running> = Vec::new();
-    for (reference, child) in triggers {
-        match spawn(reference, child) {
+    for (i, (reference, child)) in triggers.into_iter().enumerate() {
+        match spawn(reference, child, egress.get(i).and_then(Option::as_ref)) {
             Ok(r) => running.push(r),
             Err(e) => {
                 for r in &mut running {

@@ -116,6 +116,7 @@ fn record(
 /// status, or the refusal of a trigger that could not start.
 pub(crate) fn stimuli(rt: &Runtime, r: Relayed, rec: &mut Record) -> Answer {
     rec.facts.events = Some(r.events);
+    rec.facts.connections = r.connections;
     let (code, exit) = match &r.status {
         Ok(status) => (None, Some(i32::from(*status))),
         Err(e) => (Some(e.code), None),

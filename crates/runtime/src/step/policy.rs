@@ -7,7 +7,7 @@ use super::Stop;
 use super::target::Verb;
 use crate::Runtime;
 use crate::policy::resolve::{Runner, VerbResolver};
-use crate::policy::{self, PolicyCall, PolicyPass, PolicyRefusal, RuntimePolicy, Wiring};
+use crate::policy::{self, PolicyCall, PolicyPass, PolicyRefusal, RuntimePolicy, Wiring, observe};
 use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_gate::Face;
@@ -78,6 +78,16 @@ pub(crate) fn verb(
 ) -> Result<Policed, Stop> {
     let policy = reads.policy.map_err(refusal)?;
     tool_lock(reads.lock, verb, rec)?;
+    let tool = verb.tool();
+    let observed = PolicyCall {
+        principal,
+        tool: &tool,
+        values: &values,
+        face: step.face,
+        now: step.now,
+    };
+    let config = reads.config.as_ref().ok();
+    let policy = observe::apply((policy, config), step.rt.state(), &observed, &mut rec.facts);
     let mut policed = Policed {
         values,
         spend: Spend::default(),
@@ -85,7 +95,6 @@ pub(crate) fn verb(
     };
     if let Some(rp) = policy.as_ref().filter(|_| !principal.is_owner()) {
         let config = config_of(reads.config)?;
-        let tool = verb.tool();
         let pass = pre(step, config, rp, principal, &tool, &policed.values, rec)?;
         policed.values = pass.values;
         policed.spend.take(pass.counters, pass.approvals);
@@ -108,6 +117,9 @@ pub(crate) fn stimuli(
 ) -> Result<Spend, Stop> {
     let config = reads.config;
     let policy = reads.policy.map_err(refusal)?;
+    let state = step.rt.state();
+    let of = (principal, pack_id, refs, step.now);
+    let policy = observe::apply_refs((policy, config.as_ref().ok()), state, of, &mut rec.facts);
     let mut spend = Spend::default();
     if let Some(rp) = policy.as_ref().filter(|_| !principal.is_owner()) {
         let config = config_of(config)?;

@@ -91,7 +91,8 @@ pub(crate) fn verb(
     }
 }
 
-/// How the run ended: its exit status, and the code and message of a timeout or a cancel.
+/// How the run ended: its exit status, and the code and message of a timeout, a cancel or
+/// the memory limit of the call's processes together (`memory_exceeded`).
 fn ended(ran: &Ran) -> (u8, Option<Code>, Option<String>) {
     let o = &ran.outcome;
     if o.timed_out {
@@ -109,6 +110,12 @@ fn ended(ran: &Ran) -> (u8, Option<Code>, Option<String>) {
             Code::Cancelled.exit_status(),
             Some(Code::Cancelled),
             Some("the caller abandoned the call; its process group was ended".to_string()),
+        )
+    } else if o.memory_exceeded {
+        (
+            Code::MemoryExceeded.exit_status(),
+            Some(Code::MemoryExceeded),
+            Some(crate::prepare::MEMORY_EXCEEDED.to_string()),
         )
     } else {
         (

@@ -1,6 +1,7 @@
 //! Step 2 of RUNTIME §5: who calls — the principal the snapshot made of the session
 //! (`crate::snapshot::principal_of`), or the owner without one. A present but bad token is
-//! refused (`bad_session`); it never falls back to the owner.
+//! refused (`bad_session`); it never falls back to the owner. A session's facts the
+//! runtime policy reads go into the call's records, for a replay (RUNTIME §6, §11).
 
 use super::Stop;
 use crate::record::Record;
@@ -18,6 +19,7 @@ pub(crate) fn resolve(
 ) -> Result<Principal, Stop> {
     let p = principal.map_err(|e| Stop::Recorded(session_refusal(e)))?;
     rec.principal = Some(p.id.clone());
+    crate::replay::note_session(&mut rec.facts, &p);
     Ok(p)
 }
 

@@ -5,6 +5,7 @@
 
 use super::Stop;
 use crate::Runtime;
+use crate::egress::CallEgress;
 use crate::http::Work;
 use crate::prepare::Child;
 use crate::record::Record;
@@ -13,6 +14,8 @@ use crate::refusal::Refusal;
 use crate::seam::Point;
 use crate::sense::{Sense, Sinks};
 use hcp_adapter::{Limits, Outcome};
+use hcp_gate::Allowed;
+use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
 use std::io::Write;
 use std::os::fd::BorrowedFd;
@@ -27,14 +30,15 @@ pub(crate) struct Ran {
 }
 
 /// Runs the verb's child (or sends its request) within `timeout` (default 60 s) until
-/// `cancel` fires; removes what preparation made.
+/// `cancel` fires; releases what preparation took. A protected name the call created in a
+/// writable workdir is moved into the quarantine before it answers ([`crate::quarantine`]).
 ///
 /// # Errors
 /// The adapter's failure to start the child (`spawn_failed`, `bin_changed` …): after
 /// admission, the call's outcome.
 pub(crate) fn verb(
     rt: &Runtime,
-    work: &mut Work,
+    (work, allowed, config): (&mut Work, &Allowed, &Result<RuntimeConfig, ConfigError>),
     (timeout, cancel): (Option<Duration>, Option<BorrowedFd<'_>>),
     rec: &mut Record,
 ) -> Result<Ran, Stop> {
@@ -42,10 +46,13 @@ pub(crate) fn verb(
         timeout: timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
         ..Limits::default()
     };
+    let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, config);
     rt.seam().watch_child();
     let run = work.run(limits, cancel, rec);
     rt.seam().reach(Point::ChildExited);
     work.clean_up();
+    let audit_id = rec.admitted_id().unwrap_or_default();
+    crate::quarantine::after_run(rt.home(), protected.as_ref(), &audit_id, &mut rec.facts);
     Ok(Ran {
         outcome: run?,
         limits,
@@ -61,6 +68,8 @@ pub(crate) struct Relayed {
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub events: u64,
+    /// The triggers' egress proxies' connections, by ref (`None`: no trigger had one).
+    pub connections: Option<serde_json::Value>,
 }
 
 /// A sense to relay: the pack, whose recorded stimuli it relays for `principal`, the
@@ -97,11 +106,16 @@ pub(crate) fn stimuli(
     }
     let mut out = Counting::new(events);
     let mut err = Counting::new(notes);
+    let mut triggers = r.triggers;
+    let egress: Vec<Option<CallEgress>> =
+        triggers.iter_mut().map(|(_, c)| c.egress.take()).collect();
+    let refs: Vec<String> = triggers.iter().map(|(r, _)| r.clone()).collect();
     let sense = Sense {
         pack: r.pack,
         principal: r.principal,
         refs: r.refs,
-        triggers: r.triggers,
+        triggers,
+        egress: &egress,
         redact: r.redact,
         count: r.count,
     };
@@ -111,11 +125,14 @@ pub(crate) fn stimuli(
         events_fd,
     };
     let status = crate::sense::relay(rt, sense, sinks, stop);
+    // Every trigger has ended: each proxy ends, its log by ref for the outcome.
+    let by_ref = refs.iter().map(String::as_str).zip(egress);
     Relayed {
         status,
         stdout_bytes: out.bytes,
         stderr_bytes: err.bytes,
         events: out.lines,
+        connections: crate::egress::trigger_connections(by_ref),
     }
 }
 

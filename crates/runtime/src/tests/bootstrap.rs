@@ -1,14 +1,14 @@
 //! The bootstrap pack's view of the store (RUNTIME §5 "Confinement of every land"): a
 //! child confined by [`crate::prepare::confine`] as the bootstrap pack's (`hcp-cli`, whose
 //! bin is the running `hcp`) reads the store but none of [`BOOTSTRAP_HIDDEN`], as the owner
-//! and as an agent, and writes nothing of it (`local` reads none of it). Run for real:
+//! and as an agent, in every land, and writes nothing of it. Run for real:
 //! `cat` and `sh` under the very confinement `hcp exec` builds, whatever user runs the
 //! tests.
 
 use crate::call::Caller;
 use crate::prepare::{BOOTSTRAP_HIDDEN, ConfineSpec, confine};
 use hcp_adapter::{ChildEnv, Invocation, Limits, Outcome, pin_bin, verify_bin};
-use hcp_model::{Land, Principal, SessionFacts};
+use hcp_model::Land;
 use hcp_store::Home;
 use hcp_store::config::RuntimeConfig;
 use std::ffi::OsString;
@@ -18,7 +18,7 @@ const SECRET: &str = "bootstrap-secret-51c7";
 
 /// The files of the store the bootstrap pack's child may not read (a planted secret in
 /// each), relative to the store.
-const HIDDEN_FILES: [&str; 7] = [
+const HIDDEN_FILES: [&str; 9] = [
     "state/bindings/agent-9/mail.json",
     "state/sessions/s1.json",
     "audit/digest.secret",
@@ -26,6 +26,8 @@ const HIDDEN_FILES: [&str; 7] = [
     "policy.json",
     "policy.yaml",
     "cache/policy.compiled",
+    "homes/mail/principal/agent-9/mbox",
+    "quarantine/q1/.envrc",
 ];
 
 /// A store with the bootstrap pack's readable files and a secret in each of
@@ -50,6 +52,8 @@ impl Store {
             "audit",
             "cache",
             "packs/hcp-cli",
+            "homes/mail/principal/agent-9",
+            "quarantine/q1",
         ] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
@@ -70,8 +74,9 @@ impl Store {
         }
     }
 
-    /// `sh -c SCRIPT` under the bootstrap pack's confinement of `land` for `principal`.
-    fn run_sh(&self, principal: &Principal, land: Land, script: &str) -> Outcome {
+    /// `sh -c SCRIPT` under the bootstrap pack's confinement of `land` for the owner or
+    /// an agent (`agent-1`).
+    fn run_sh(&self, owner: bool, land: Land, script: &str) -> Outcome {
         let sh = verify_bin(&pin_bin(Path::new("/bin/sh")).unwrap()).unwrap();
         let caller = Caller {
             session_token: None,
@@ -86,13 +91,15 @@ impl Store {
         let config = RuntimeConfig::default();
         let spec = ConfineSpec {
             land,
-            principal,
+            owner,
+            principal_id: if owner { "owner" } else { "agent-1" },
+            project: Some("p"),
+            writes: false,
             workdir: &self.work,
-            bin: sh.path(),
+            bin: &sh,
             bootstrap: true,
             pack_id: "hcp-cli",
             config: &config,
-            sandboxes: &[],
         };
         let confined = confine(&self.home, &caller, &spec)
             .unwrap_or_else(|r| panic!("{}: {}", r.code.as_str(), r.message));
@@ -102,30 +109,29 @@ impl Store {
             "{:?}",
             confined.report
         );
-        let env =
-            ChildEnv::from_parent(caller.parent_env.iter().cloned()).tmpdir(confined.tmp.path());
+        let env = confined.env(ChildEnv::from_parent(caller.parent_env.iter().cloned()));
         let out = hcp_adapter::run(&Invocation {
             bin: &sh,
             argv0: "sh".into(),
             args: vec![OsString::from("-c"), OsString::from(script)],
             env: &env,
-            cwd: self.work.clone(),
+            cwd: confined.cwd.clone(),
             limits: Limits::default(),
             confine: Some(&confined.confinement),
             cancel: None,
+            egress: None,
         })
         .unwrap();
         drop(confined.confinement);
-        confined.tmp.remove().unwrap();
         out
     }
 
-    /// What `principal`'s child of `land` reads and writes of the store.
-    fn check(&self, principal: &Principal, land: Land) {
+    /// What the child of the owner (or the agent) in `land` reads and writes of the store.
+    fn check(&self, owner: bool, land: Land) {
         let store = self.root.display();
-        let what = format!("{}, {land:?}", principal.id);
+        let what = format!("owner {owner}, {land:?}");
         let out = self.run_sh(
-            principal,
+            owner,
             land,
             &format!(
                 "cat {store}/packs/hcp-cli/surface.json {store}/audit/audit.jsonl; echo; \
@@ -133,15 +139,12 @@ impl Store {
             ),
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
-        // `local` reads its sandbox and the system only (the bootstrap pack's verbs are
-        // `personal`); the others read the store.
-        assert_eq!(
+        assert!(
             stdout.starts_with("readable-packreadable-trail"),
-            land != Land::Local,
             "{what}: the store reads: {stdout}"
         );
         for f in HIDDEN_FILES {
-            let out = self.run_sh(principal, land, &format!("cat {store}/{f}"));
+            let out = self.run_sh(owner, land, &format!("cat {store}/{f}"));
             let text = format!(
                 "{}{}",
                 String::from_utf8_lossy(&out.stdout),
@@ -154,7 +157,7 @@ impl Store {
         }
         // Nothing of the store is writable, the hidden parts included.
         let out = self.run_sh(
-            principal,
+            owner,
             land,
             &format!(
                 "echo x > {store}/evil; echo x > {store}/audit/audit.jsonl; \
@@ -176,10 +179,9 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
         );
     }
     let s = Store::new();
-    let agent = Principal::of_session("agent-1".into(), SessionFacts::default(), None);
-    for principal in [Principal::owner(None), agent] {
+    for owner in [true, false] {
         for land in [Land::Personal, Land::Brain, Land::Local] {
-            s.check(&principal, land);
+            s.check(owner, land);
         }
     }
     assert!(!s.root.join("evil").exists());
@@ -195,4 +197,56 @@ fn the_bootstrap_child_reads_the_store_but_none_of_its_secrets() {
             "{f}"
         );
     }
+}
+
+#[test]
+fn a_view_is_described_without_running_anything_or_making_the_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("hcp");
+    std::fs::create_dir_all(&root).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let home = Home::open(&root).unwrap();
+    let sh = verify_bin(&pin_bin(Path::new("/bin/sh")).unwrap()).unwrap();
+    let caller = Caller {
+        session_token: None,
+        project: None,
+        cwd: work.clone(),
+        parent_env: vec![("PATH".into(), "/usr/bin:/bin:/opt/nothing".into())],
+        limit_overrides: hcp_adapter::LimitOverrides::default(),
+    };
+    let config = RuntimeConfig::default();
+    let (view, policy) = crate::prepare::describe_view(
+        &home,
+        &caller,
+        &ConfineSpec {
+            land: Land::Personal,
+            owner: false,
+            principal_id: "agent-1",
+            project: None,
+            writes: false,
+            workdir: &work,
+            bin: &sh,
+            bootstrap: false,
+            pack_id: "mail",
+            config: &config,
+        },
+    )
+    .unwrap();
+    let tenant = root.join("homes/mail/principal/agent-1");
+    let entry = view
+        .describe()
+        .iter()
+        .find(|e| e.path == Path::new("/home/hcp"))
+        .unwrap();
+    assert_eq!(entry.source.as_deref(), Some(tenant.as_path()));
+    assert_eq!(entry.mode.word(), "rw");
+    assert!(!tenant.exists(), "describing made the tenant home");
+    assert!(view.describe().iter().any(|e| e.path == Path::new("/etc")));
+    assert!(!view.describe().iter().any(|e| e.path.starts_with(&root)));
+    assert_eq!(
+        view.path_var(std::ffi::OsStr::new("/usr/bin:/bin:/opt/nothing")),
+        "/usr/bin:/bin"
+    );
+    assert_eq!(policy.network, hcp_adapter::Network::Deny);
 }

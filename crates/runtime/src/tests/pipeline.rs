@@ -364,7 +364,10 @@ fn connect_redacts_the_credential_from_the_verbs_stderr_in_every_form() {
         &[("show", "read", "personal", false, &["env"])],
         false,
     );
-    std::fs::write(w.work.join("c.json"), "{\"token\": \"s3cr\\\"et/1\"}\n").unwrap();
+    // A `personal` verb reads what its tenant home holds (its working directory there).
+    let tenant = w.home().root().join("homes/tb/principal/owner");
+    std::fs::create_dir_all(&tenant).unwrap();
+    std::fs::write(tenant.join("c.json"), "{\"token\": \"s3cr\\\"et/1\"}\n").unwrap();
     let pack = crate::connect::connectable(&w.rt, "tb").unwrap();
     let words = crate::Words {
         named: vec![("file".into(), "c.json".into())],

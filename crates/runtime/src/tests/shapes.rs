@@ -4,9 +4,9 @@
 //! answer, connect and disconnect, sense, a resolver's call). Values that change from run
 //! to run are replaced by stable markers: ids by `[ID n]` in order of first appearance (so
 //! an intent, its outcome and the result's `audit_id` still show as one), argument digests
-//! by `[DIGEST n]`, chain hashes by `[HASH]`, times by `[TS]`, durations by 0, the
-//! temporary root by `[TMP]`; a `sandbox` field by the names of its parts (what each part
-//! says depends on the kernel).
+//! by `[DIGEST n]`, session digests by `[SESSION n]`, chain hashes by `[HASH]`, times by
+//! `[TS]`, durations by 0, the temporary root by `[TMP]`; a `sandbox` field by the names of
+//! its parts (what each part says depends on the kernel).
 
 use super::{World, s};
 use crate::call::{Answer, Call, CallArgs, Caller};
@@ -41,6 +41,7 @@ roles:
 struct Markers {
     ids: BTreeMap<String, usize>,
     digests: BTreeMap<String, usize>,
+    sessions: BTreeMap<String, usize>,
     root: String,
 }
 
@@ -63,6 +64,14 @@ impl Markers {
         format!("[DIGEST {}]", self.digests.entry(s.to_owned()).or_insert(n))
     }
 
+    fn session(&mut self, s: &str) -> String {
+        let n = self.sessions.len() + 1;
+        format!(
+            "[SESSION {}]",
+            self.sessions.entry(s.to_owned()).or_insert(n)
+        )
+    }
+
     /// Text with the temporary root and approval ids (in messages and hints) marked.
     fn text(&mut self, s: &str) -> String {
         let mut out = s.replace(&self.root, "[TMP]");
@@ -82,6 +91,7 @@ impl Markers {
             (Some("hash" | "prev"), Value::String(_)) => json!("[HASH]"),
             (Some("duration_ms"), Value::Number(_)) => json!(0),
             (Some("args_digest"), Value::String(d)) => json!(self.digest(d)),
+            (Some("session"), Value::String(d)) => json!(self.session(d)),
             (Some("sandbox"), Value::Object(m)) => sandbox_parts(m),
             (_, Value::String(s)) if is_uuid(s) || s.starts_with("apr_") => json!(self.id(s)),
             (_, Value::String(s)) => json!(self.text(s)),

@@ -35,6 +35,24 @@ pub struct BinLookup {
 /// executable; [`PackError::BinUnsafe`] when a relative path is absolute, climbs with `..`
 /// or crosses a symlink.
 pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedBin, PackError> {
+    let path = resolve(program, pack_dir, lookup)?;
+    let sha256 = hash_file(&path).map_err(|reason| PackError::BinMissing {
+        program: program.to_owned(),
+        reason,
+    })?;
+    Ok(PinnedBin {
+        program: program.to_owned(),
+        path,
+        sha256,
+    })
+}
+
+/// The path [`pin`] would pin `program` at, without hashing it: for install policy that
+/// looks at where a program is before anything is written (`hcp_bin_reserved`).
+///
+/// # Errors
+/// As [`pin`], but for a file that cannot be hashed.
+pub fn resolve(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PathBuf, PackError> {
     let path = if program.contains('/') {
         resolve_relative(program, pack_dir)?
     } else {
@@ -58,15 +76,7 @@ pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedB
             ),
         });
     }
-    let sha256 = hash_file(&path).map_err(|reason| PackError::BinMissing {
-        program: program.to_owned(),
-        reason,
-    })?;
-    Ok(PinnedBin {
-        program: program.to_owned(),
-        path,
-        sha256,
-    })
+    Ok(path)
 }
 
 fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError> {

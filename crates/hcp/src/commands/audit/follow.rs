@@ -27,7 +27,7 @@ fn io_error(what: &str, e: std::io::Error) -> CliError {
 }
 
 /// SIGINT and SIGTERM, blocked and readable from a descriptor.
-fn signal_fd() -> std::io::Result<OwnedFd> {
+pub(super) fn signal_fd() -> std::io::Result<OwnedFd> {
     // SAFETY: `set` is a local sigset initialised by `sigemptyset` before use; the calls
     // only read it. `signalfd` returns a new descriptor we own, or -1.
     unsafe {

@@ -239,6 +239,25 @@ fn print(answer: &Answer, json: bool) -> u8 {
         if r.truncated {
             let _ = writeln!(std::io::stderr().lock(), "hcp: output truncated at the cap");
         }
+        for name in r
+            .extra
+            .get("protected_created")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+        {
+            // RUNTIME §5.1: what the owner's tools run next is not a call's to plant.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "hcp: `{}` was created by the call under a protected name and moved into the quarantine (`hcp doctor` lists it)",
+                name.escape_debug()
+            );
+        }
+        // What the run taught (a refused destination, a socket tried under `deny`).
+        if let Some(h) = r.extra.get("hint").and_then(|h| h.as_str()) {
+            let _ = writeln!(std::io::stderr().lock(), "hcp: hint: {h}");
+        }
     }
     render_refusal(r, answer.exit);
     answer.exit

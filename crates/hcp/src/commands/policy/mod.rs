@@ -5,6 +5,7 @@
 //! A policy that does not load is refused with its POLICY code; an unknown key's message
 //! is the fault and its `hint:` the keys allowed there and the nearest one.
 
+mod replay;
 mod store;
 
 use crate::error::{CliError, CliResult};
@@ -46,6 +47,9 @@ pub enum PolicyCommand {
     /// Write `$HCP_HOME/tools.lock.json` for the active verbs (owner only), or `--check`
     /// the store against it.
     Lock(store::LockArgs),
+    /// Decide the recorded calls again under CANDIDATE and print which would now be
+    /// refused or allowed, by tool and principal (owner only).
+    Replay(replay::ReplayArgs),
 }
 
 fn load(file: &std::path::Path) -> Result<Policy, CliError> {
@@ -116,6 +120,7 @@ pub fn run(c: PolicyCommand) -> CliResult {
         PolicyCommand::Init(a) => store::init(&a),
         PolicyCommand::Coverage(a) => store::coverage(&a),
         PolicyCommand::Lock(a) => store::lock(&a),
+        PolicyCommand::Replay(a) => replay::run(&a),
     }
 }
 

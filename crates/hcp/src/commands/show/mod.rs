@@ -1,4 +1,6 @@
 //! `hcp show ID [--json]`: one installed pack, its verbs and its pins (RUNTIME §3).
+//! `hcp show ID.VERB --view [--principal P | --project J] [--json]`: the view a call of that
+//! verb gets (RUNTIME §5.1; `hcp_runtime::view_plan`), owner only.
 
 use super::install::{open_home, pack_error};
 use crate::error::CliResult;
@@ -7,25 +9,53 @@ use hcp_store::pack::{self, InstalledPack};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
+mod view;
+
 /// Arguments of `hcp show`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The pack id.
+    /// The pack id; with `--view`, `PACK.VERB`.
+    #[arg(value_name = "ID")]
     id: String,
     /// Print the same facts as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Show the view a call of the verb `ID` (`PACK.VERB`) gets: each path and its mode,
+    /// the network, the limits (owner only).
+    #[arg(long)]
+    view: bool,
+    /// With `--view`: a call of this principal (default: the owner's own).
+    #[arg(long, value_name = "P", requires = "view", conflicts_with = "project")]
+    principal: Option<String>,
+    /// With `--view`: a call for this project (a `brain` verb's).
+    #[arg(long, value_name = "J", requires = "view")]
+    project: Option<String>,
 }
 
 /// Runs `hcp show`.
 pub fn run(a: Args) -> CliResult {
+    if a.view {
+        return view::run(&a.id, a.principal, a.project, a.json);
+    }
     let home = open_home()?;
     let p = pack::load(&home, &a.id).map_err(pack_error)?;
     let active = pack::is_active(&home, p.id.as_str());
+    // The pack's network beside its verbs (RUNTIME §5.5); `config.json` that does not load
+    // is said, not fatal: `hcp doctor` names the fault.
+    let network = hcp_store::config::RuntimeConfig::load(home.root())
+        .map(|c| hcp_runtime::egress::pack_network(&c, p.id.as_str()))
+        .map_err(|e| e.to_string());
     if a.json {
-        out!("{:#}", to_json(&p, active));
+        let mut j = to_json(&p, active);
+        j["network"] = match &network {
+            Ok(n) => json!({"mode": n.mode, "key": n.key, "destinations": n.destinations}),
+            Err(e) => json!({"error": e}),
+        };
+        out!("{j:#}");
     } else {
-        out_raw!("{}", to_text(&p, active));
+        let line = network.map_or_else(|e| format!("unknown: {e}"), |n| n.line());
+        let text = to_text(&p, active, &line);
+        out_raw!("{}", text);
     }
     Ok(exit::OK)
 }
@@ -104,7 +134,7 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-fn to_text(p: &InstalledPack, active: bool) -> String {
+fn to_text(p: &InstalledPack, active: bool, network: &str) -> String {
     let m = &p.manifest;
     let r = &p.record;
     let j = to_json(p, active);
@@ -172,6 +202,7 @@ fn to_text(p: &InstalledPack, active: bool) -> String {
             let _ = writeln!(s, "    cannot read its operation: {}", clean(e));
         }
     }
+    let _ = writeln!(s, "network: {}", clean(network));
     let _ = writeln!(s, "pins:");
     for b in &r.bins {
         let _ = writeln!(

@@ -1,0 +1,1029 @@
+//! Building a view's plan in the parent (RUNTIME §5.1): from a [`ViewSpec`] to the entries
+//! and the child's steps, one list of data for both.
+//!
+//! What every call shares is found once per process ([`Layout`]: which system directories
+//! exist and which are symlinks into `/usr`, the directory the root tmpfs is mounted on,
+//! the password database's entry of this user); a call adds its own paths, resolved here
+//! (`realpath`), so that the child binds exactly the host path the parent looked at.
+
+use super::child::{ATTR_NODEV, ATTR_NOSUID, ATTR_RDONLY, How, Op};
+use super::{
+    Before, EntryMode, ProtectedName, StoreView, VIEW_HOME, VIEW_TMP, View, ViewEntry, ViewSpec,
+};
+use crate::AdapterError;
+use hcp_model::Land;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The system directories of the view (RUNTIME §5.1), read-only.
+const SYSTEM_DIRS: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// The device nodes of the view's `/dev`.
+const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+
+/// The links of the view's `/dev`.
+const DEV_LINKS: [(&str, &str); 4] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// Parts of the call's `/proc` made read-only.
+const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
+
+/// Parts of the call's `/proc` masked.
+const PROC_MASKED: [&str; 3] = ["kcore", "keys", "timer_list"];
+
+/// Directories that hold other users' or programs' files: never bound whole as a bin's
+/// directory.
+const SHARED_ROOTS: [&str; 7] = ["/", "/tmp", "/var/tmp", "/home", "/srv", "/mnt", "/media"];
+
+/// Trees that are the kernel's, never an operator's path.
+const KERNEL_TREES: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Bytes of the root tmpfs beyond `tmp_bytes`: the skeleton (directories, the generated
+/// `/etc/passwd`).
+const SKELETON_BYTES: u64 = 1 << 20;
+
+/// Where the view's own files live while it is built (removed before `execve`).
+const STAGE: &str = "/.hcp";
+const VOID: &str = "/.hcp/void";
+const EMPTY: &str = "/.hcp/empty";
+const PASSWD: &str = "/.hcp/passwd";
+
+/// What every call of this process shares.
+#[derive(Debug)]
+struct Layout {
+    /// System directories: `(path, Some(target))` for a symlink, `(path, None)` for a
+    /// directory.
+    system: Vec<(PathBuf, Option<PathBuf>)>,
+    /// `/etc` as resolved.
+    etc: PathBuf,
+    /// The host directory the root tmpfs is mounted on before `pivot_root`.
+    base: PathBuf,
+    /// This user's entry of `/etc/passwd`: name, gecos, shell.
+    user: (String, String, String),
+}
+
+fn layout() -> &'static Layout {
+    static LAYOUT: OnceLock<Layout> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        let system = SYSTEM_DIRS
+            .iter()
+            .filter_map(|d| {
+                let p = PathBuf::from(d);
+                let m = std::fs::symlink_metadata(&p).ok()?;
+                if m.file_type().is_symlink() {
+                    let t = std::fs::read_link(&p).ok()?;
+                    Some((p, Some(t)))
+                } else if m.is_dir() {
+                    Some((p, None))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let etc = Path::new("/etc")
+            .canonicalize()
+            .unwrap_or_else(|_| PathBuf::from("/etc"));
+        let base = ["/tmp", "/mnt", "/run", "/var/tmp", "/dev/shm"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        Layout {
+            system,
+            etc,
+            base,
+            user: own_passwd_entry(),
+        }
+    })
+}
+
+/// The effective user's name, gecos and shell in `/etc/passwd` (read without NSS), else
+/// `hcp`, empty, `/bin/sh`.
+fn own_passwd_entry() -> (String, String, String) {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() }.to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 7 && f[2] == uid)
+                .then(|| (f[0].to_owned(), f[4].to_owned(), f[6].to_owned()))
+        })
+        .unwrap_or_else(|| ("hcp".into(), String::new(), "/bin/sh".into()))
+}
+
+/// The `/etc/passwd` of a view: root, this user with `home`, and `nobody`.
+fn passwd(home: &Path) -> Vec<u8> {
+    // SAFETY: geteuid/getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let (name, gecos, shell) = &layout().user;
+    let home = home.display();
+    let mut out = String::new();
+    if uid == 0 {
+        out.push_str(&format!("root:x:0:0:{gecos}:{home}:{shell}\n"));
+    } else {
+        out.push_str("root:x:0:0:root:/root:/usr/sbin/nologin\n");
+        if uid != 65534 {
+            out.push_str(&format!("{name}:x:{uid}:{gid}:{gecos}:{home}:{shell}\n"));
+        }
+    }
+    if uid == 65534 {
+        out.push_str(&format!("{name}:x:{uid}:{gid}:{gecos}:{home}:{shell}\n"));
+    } else {
+        out.push_str("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+    }
+    out.into_bytes()
+}
+
+/// What the view binds for a pinned bin (or interpreter) at `bin` (RUNTIME §5.1, "the pinned
+/// bin"): nothing when it lies in a system directory or `/etc`; else its directory and,
+/// when that is named `bin`, the directory above it — unless the one above is a home, a
+/// top-level entry of a home (`~/.local`, `~/.cargo`), holds a home or a store, or is a
+/// shared root (`/`, `/tmp`, `/home` …): then the bin's directory alone. A directory that is
+/// itself such a place gives way to the bin file alone. Returns the paths to bind, each a
+/// directory, or the file itself. `homes` and `stores` are compared as given: pass them
+/// resolved (`realpath`).
+pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBuf> {
+    let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+    // The system directories as written and as resolved (`/bin` → `/usr/bin`), once per
+    // process: a bin in one of them (the common case) costs no system call here.
+    static SYSTEM: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let system = SYSTEM.get_or_init(|| {
+        SYSTEM_DIRS
+            .iter()
+            .chain(["/etc"].iter())
+            .flat_map(|d| [PathBuf::from(d), resolved(Path::new(d))])
+            .collect()
+    });
+    if system.iter().any(|d| bin.starts_with(d)) {
+        return Vec::new();
+    }
+    let bin = resolved(bin);
+    if system.iter().any(|d| bin.starts_with(d)) {
+        return Vec::new();
+    }
+    let unfit = |d: &Path| {
+        SHARED_ROOTS.iter().any(|r| d == Path::new(r))
+            || homes.iter().any(|h| h.starts_with(d))
+            || stores.iter().any(|s| s.starts_with(d) || d.starts_with(s))
+    };
+    let Some(dir) = bin.parent() else {
+        return vec![bin];
+    };
+    if unfit(dir) {
+        return vec![bin.clone()];
+    }
+    if dir.file_name().is_some_and(|n| n == "bin")
+        && let Some(above) = dir.parent()
+    {
+        let top_of_home = above.parent().is_some_and(|p| homes.iter().any(|h| h == p));
+        if !unfit(above) && !top_of_home {
+            return vec![above.to_owned()];
+        }
+    }
+    vec![dir.to_owned()]
+}
+
+fn cstr(p: &Path) -> Result<CString, AdapterError> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| AdapterError::SandboxFailed {
+        path: p.to_owned(),
+        reason: "a path of the view holds a NUL byte".into(),
+        source: None,
+    })
+}
+
+fn old(p: &Path) -> Result<CString, AdapterError> {
+    let mut b = b"/oldroot".to_vec();
+    b.extend_from_slice(p.as_os_str().as_bytes());
+    CString::new(b).map_err(|_| AdapterError::SandboxFailed {
+        path: p.to_owned(),
+        reason: "a path of the view holds a NUL byte".into(),
+        source: None,
+    })
+}
+
+fn unavailable(reason: String) -> AdapterError {
+    AdapterError::SandboxUnavailable { reason }
+}
+
+/// The kind of a host path as it will stand in the view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Socket,
+}
+
+fn kind_of(p: &Path) -> Option<Kind> {
+    let m = std::fs::metadata(p).ok()?;
+    let t = m.file_type();
+    Some(if t.is_dir() {
+        Kind::Dir
+    } else if t.is_socket() {
+        Kind::Socket
+    } else {
+        Kind::File
+    })
+}
+
+/// A bind of a host path, or a cover, planned at a view path; sorted by that path before
+/// the steps are made, so that a parent is bound before what lies in it.
+#[derive(Debug)]
+struct Planned {
+    at: PathBuf,
+    what: What,
+}
+
+#[derive(Debug)]
+enum What {
+    /// A host path (`host`) bound at `at`.
+    Host {
+        host: PathBuf,
+        kind: Kind,
+        writable: bool,
+        nofollow: bool,
+        optional: bool,
+        why: &'static str,
+    },
+    /// A protected name bound read-only onto itself (or its parent onto itself,
+    /// writable), in the view.
+    OntoItself { writable: bool, kind: Kind },
+    /// An empty file or directory over what may not be read.
+    Cover { dir: bool, why: &'static str },
+    /// The generated `/etc/passwd`.
+    Passwd,
+}
+
+struct Builder {
+    entries: Vec<ViewEntry>,
+    ops: Vec<Op>,
+    /// View paths made in the root tmpfs.
+    made: Vec<PathBuf>,
+    /// View paths where a host tree is mounted.
+    mounts: Vec<PathBuf>,
+}
+
+impl Builder {
+    fn entry(&mut self, path: &Path, mode: EntryMode, source: Option<&Path>, why: &'static str) {
+        self.entries.push(ViewEntry {
+            path: path.to_owned(),
+            mode,
+            source: source.map(Path::to_path_buf),
+            why,
+        });
+    }
+
+    fn under_mount(&self, p: &Path) -> bool {
+        self.mounts.iter().any(|m| p.starts_with(m))
+    }
+
+    /// Makes `p` (and the directories above it) in the root tmpfs, unless it lies in a
+    /// mounted host tree (where it exists already, as the host's).
+    fn make(&mut self, p: &Path, kind: Kind) -> Result<(), AdapterError> {
+        let mut at = PathBuf::from("/");
+        let comps: Vec<Component<'_>> = p.components().skip(1).collect();
+        for (i, c) in comps.iter().enumerate() {
+            at.push(c);
+            if self.under_mount(&at) {
+                return Ok(());
+            }
+            if self.made.contains(&at) {
+                continue;
+            }
+            let last = i + 1 == comps.len();
+            if last && kind != Kind::Dir {
+                self.ops.push(Op::Touch(cstr(&at)?));
+            } else {
+                self.ops.push(Op::Mkdir(cstr(&at)?, 0o755));
+            }
+            self.made.push(at.clone());
+        }
+        Ok(())
+    }
+}
+
+/// The view of `spec` ([`View::build`]).
+pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
+    let lay = layout();
+    let local = spec.land == Land::Local;
+    let home: PathBuf = if local {
+        spec.workdir.to_owned()
+    } else {
+        PathBuf::from(VIEW_HOME)
+    };
+    let mut b = Builder {
+        entries: Vec::new(),
+        ops: Vec::new(),
+        made: Vec::new(),
+        mounts: Vec::new(),
+    };
+    let ro = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
+
+    // The view's own files: an empty file and directory for covers, the generated
+    // passwd; one read-only mount of them, so that every cover bound from it is read-only.
+    b.ops.push(Op::Mkdir(cstr(Path::new(STAGE))?, 0o755));
+    b.ops.push(Op::Touch(cstr(Path::new(VOID))?));
+    b.ops.push(Op::Mkdir(cstr(Path::new(EMPTY))?, 0o555));
+    b.ops.push(Op::Write {
+        path: cstr(Path::new(PASSWD))?,
+        data: passwd(&home),
+    });
+    b.ops.push(Op::Bind {
+        src: cstr(Path::new(STAGE))?,
+        dst: cstr(Path::new(STAGE))?,
+        how: How {
+            nofollow: false,
+            optional: false,
+            set: ro,
+            clr: 0,
+        },
+    });
+
+    // /dev: the host's nodes (bound before the old tree loses `dev`), links, /dev/shm.
+    b.ops.push(Op::Mkdir(cstr(Path::new("/dev"))?, 0o755));
+    b.made.push(PathBuf::from("/dev"));
+    for d in DEVICES {
+        let p = Path::new("/dev").join(d);
+        b.ops.push(Op::Touch(cstr(&p)?));
+        b.ops.push(Op::Bind {
+            src: old(&p)?,
+            dst: cstr(&p)?,
+            how: How {
+                nofollow: false,
+                optional: false,
+                set: 0,
+                clr: 0,
+            },
+        });
+        b.entry(&p, EntryMode::Device, Some(&p), "device");
+    }
+    for (name, target) in DEV_LINKS {
+        let p = Path::new("/dev").join(name);
+        b.ops.push(Op::Symlink {
+            target: cstr(Path::new(target))?,
+            path: cstr(&p)?,
+        });
+        b.entry(
+            &p,
+            EntryMode::Symlink(PathBuf::from(target)),
+            None,
+            "device",
+        );
+    }
+    b.ops.push(Op::Mkdir(cstr(Path::new("/dev/shm"))?, 0o1777));
+    b.made.push(PathBuf::from("/dev/shm"));
+    b.entry(
+        Path::new("/dev/shm"),
+        EntryMode::Tmpfs,
+        None,
+        "shared memory, with /tmp in one bound",
+    );
+
+    // /tmp, made now so that what is bound beneath it (a workdir in the host's /tmp)
+    // finds it.
+    b.ops.push(Op::Mkdir(cstr(Path::new(VIEW_TMP))?, 0o1777));
+    b.made.push(PathBuf::from(VIEW_TMP));
+
+    // /proc: the call's own, parts read-only, parts masked.
+    b.ops.push(Op::Mkdir(cstr(Path::new("/proc"))?, 0o555));
+    b.made.push(PathBuf::from("/proc"));
+    b.ops.push(Op::Proc(cstr(Path::new("/proc"))?));
+    b.entry(
+        Path::new("/proc"),
+        EntryMode::Proc,
+        None,
+        "the call's processes",
+    );
+    for p in PROC_READ_ONLY {
+        let p = Path::new("/proc").join(p);
+        b.ops.push(Op::Bind {
+            src: cstr(&p)?,
+            dst: cstr(&p)?,
+            how: How {
+                nofollow: false,
+                optional: true,
+                set: ro,
+                clr: 0,
+            },
+        });
+        b.entry(&p, EntryMode::ReadOnly, None, "kernel settings");
+    }
+    for p in PROC_MASKED {
+        let p = Path::new("/proc").join(p);
+        b.ops.push(Op::Bind {
+            src: cstr(Path::new(VOID))?,
+            dst: cstr(&p)?,
+            how: How {
+                nofollow: false,
+                optional: true,
+                set: 0,
+                clr: 0,
+            },
+        });
+        b.entry(
+            &p,
+            EntryMode::Masked,
+            None,
+            "kernel memory, keys and timers",
+        );
+    }
+    b.ops.push(Op::ProcEnd);
+    b.mounts.push(PathBuf::from("/proc"));
+
+    // From here every bind of the old tree is read-only, nosuid and nodev.
+    b.ops.push(Op::Attr {
+        path: cstr(Path::new("/oldroot"))?,
+        set: ro,
+        clr: 0,
+        recursive: true,
+    });
+
+    // System directories.
+    for (p, link) in &lay.system {
+        match link {
+            Some(t) => {
+                b.ops.push(Op::Symlink {
+                    target: cstr(t)?,
+                    path: cstr(p)?,
+                });
+                b.made.push(p.clone());
+                b.entry(p, EntryMode::Symlink(t.clone()), None, "system");
+            }
+            None => {
+                b.ops.push(Op::Mkdir(cstr(p)?, 0o755));
+                b.made.push(p.clone());
+                b.ops.push(Op::Bind {
+                    src: old(p)?,
+                    dst: cstr(p)?,
+                    how: How {
+                        nofollow: false,
+                        optional: false,
+                        set: 0,
+                        clr: 0,
+                    },
+                });
+                b.mounts.push(p.clone());
+                b.entry(p, EntryMode::ReadOnly, Some(p), "system");
+            }
+        }
+    }
+
+    // What the call is given, sorted by view path.
+    let mut planned: Vec<Planned> = Vec::new();
+    planned.push(Planned {
+        at: PathBuf::from("/etc"),
+        what: What::Host {
+            host: lay.etc.clone(),
+            kind: Kind::Dir,
+            writable: false,
+            nofollow: false,
+            optional: false,
+            why: "system configuration",
+        },
+    });
+    let granted: Vec<&PathBuf> = spec.read.iter().chain(spec.write).collect();
+    for c in &spec.etc.covered {
+        if granted.iter().any(|g| c.path.starts_with(g)) {
+            continue;
+        }
+        planned.push(Planned {
+            at: c.path.clone(),
+            what: What::Cover {
+                dir: c.dir,
+                why: "not readable by every user",
+            },
+        });
+    }
+    if Path::new("/etc/passwd").exists() {
+        planned.push(Planned {
+            at: PathBuf::from("/etc/passwd"),
+            what: What::Passwd,
+        });
+    }
+    for l in &spec.etc.links {
+        planned.push(Planned {
+            at: l.target.clone(),
+            what: What::Host {
+                host: l.target.clone(),
+                kind: if l.dir { Kind::Dir } else { Kind::File },
+                writable: false,
+                nofollow: true,
+                optional: true,
+                why: "target of a symlink of /etc",
+            },
+        });
+    }
+    let mut programs: Vec<(PathBuf, &'static str)> = bin_dirs(spec.bin, spec.homes, spec.stores)
+        .into_iter()
+        .map(|p| (p, "pinned bin"))
+        .collect();
+    if let Some(i) = spec.interpreter {
+        programs.extend(
+            bin_dirs(i, spec.homes, spec.stores)
+                .into_iter()
+                .map(|p| (p, "interpreter of the pinned bin")),
+        );
+    }
+    for (p, why) in programs {
+        let kind = kind_of(&p).unwrap_or(Kind::File);
+        planned.push(Planned {
+            at: p.clone(),
+            what: What::Host {
+                host: p,
+                kind,
+                writable: false,
+                nofollow: true,
+                optional: false,
+                why,
+            },
+        });
+    }
+    // Operator paths: absolute, resolved, never a kernel tree or a store.
+    let mut operator: Vec<(PathBuf, bool)> = Vec::new();
+    for (list, writable) in [(spec.read, false), (spec.write, true)] {
+        for p in list {
+            let Ok(r) = p.canonicalize() else {
+                continue;
+            };
+            check_operator_path(p, &r, spec.stores)?;
+            operator.retain(|(q, _)| *q != r);
+            operator.push((r, writable));
+        }
+    }
+    let mut socket_listed = false;
+    for (p, writable) in operator {
+        let Some(kind) = kind_of(&p) else { continue };
+        socket_listed |= writable && kind == Kind::Socket;
+        planned.push(Planned {
+            at: p.clone(),
+            what: What::Host {
+                host: p,
+                kind,
+                writable,
+                nofollow: true,
+                optional: false,
+                why: if writable {
+                    "read-write path of the configuration"
+                } else {
+                    "read-only path of the configuration"
+                },
+            },
+        });
+    }
+    if let Some(store) = spec.store {
+        plan_store(&mut planned, store)?;
+    }
+    let mut protected = Vec::new();
+    if local {
+        let work = spec
+            .workdir
+            .canonicalize()
+            .map_err(|e| AdapterError::SandboxFailed {
+                path: spec.workdir.to_owned(),
+                reason: "cannot resolve the working directory".into(),
+                source: Some(e),
+            })?;
+        planned.push(Planned {
+            at: work.clone(),
+            what: What::Host {
+                host: work.clone(),
+                kind: Kind::Dir,
+                writable: spec.workdir_writable,
+                nofollow: true,
+                optional: false,
+                why: if spec.workdir_writable {
+                    "the workdir of a write verb"
+                } else {
+                    "the workdir of a read verb"
+                },
+            },
+        });
+        if spec.workdir_writable {
+            protected = plan_protected(&mut planned, &work, spec.protect_in_workdir);
+        }
+    } else {
+        let tenant = spec
+            .tenant_home
+            .ok_or_else(|| unavailable("a personal or brain call needs its tenant home".into()))?;
+        // A home not made yet (a view described before any call) stands as given; a call's
+        // is always made before its view is built.
+        let tenant = tenant.canonicalize().unwrap_or_else(|_| tenant.to_owned());
+        planned.push(Planned {
+            at: PathBuf::from(VIEW_HOME),
+            what: What::Host {
+                host: tenant,
+                kind: Kind::Dir,
+                writable: true,
+                nofollow: true,
+                optional: false,
+                why: "the tenant home",
+            },
+        });
+    }
+    planned.sort_by(|a, b| a.at.cmp(&b.at));
+    for p in &planned {
+        emit(&mut b, p)?;
+    }
+
+    // /tmp (= TMPDIR) and /dev/shm: the root tmpfs, each its own writable mount.
+    for p in [VIEW_TMP, "/dev/shm"] {
+        b.ops.push(Op::Bind {
+            src: cstr(Path::new(p))?,
+            dst: cstr(Path::new(p))?,
+            how: How {
+                nofollow: false,
+                optional: false,
+                set: 0,
+                clr: 0,
+            },
+        });
+    }
+    b.entry(
+        Path::new(VIEW_TMP),
+        EntryMode::Tmpfs,
+        None,
+        "the call's temporary directory",
+    );
+    // The view's own files go (the covers keep what they show).
+    b.ops.push(Op::Detach(cstr(Path::new(STAGE))?));
+    for f in [VOID, PASSWD] {
+        b.ops.push(Op::Unlink(cstr(Path::new(f))?));
+    }
+    for d in [EMPTY, STAGE] {
+        b.ops.push(Op::Rmdir(cstr(Path::new(d))?));
+    }
+
+    let base = cstr(&lay.base)?;
+    let tmpfs_data = CString::new(format!(
+        "size={},mode=0755",
+        spec.tmp_bytes.saturating_add(SKELETON_BYTES)
+    ))
+    .map_err(|_| unavailable("bad tmpfs options".into()))?;
+    Ok(View {
+        entries: b.entries,
+        protected,
+        home,
+        socket_listed,
+        ops: b.ops,
+        base,
+        tmpfs_data,
+    })
+}
+
+/// Refuses an operator's path no view may hold: `/`, a kernel tree, a store or what holds
+/// one.
+fn check_operator_path(given: &Path, p: &Path, stores: &[PathBuf]) -> Result<(), AdapterError> {
+    let refuse = |why: &str| {
+        Err(unavailable(format!(
+            "the configured path `{}` {why}, which no call may reach",
+            given.display()
+        )))
+    };
+    if p == Path::new("/") {
+        return refuse("is `/`");
+    }
+    if KERNEL_TREES.iter().any(|t| p.starts_with(t)) {
+        return refuse("lies in a kernel tree (`/proc`, `/sys`, `/dev`)");
+    }
+    for s in stores {
+        if s.starts_with(p) {
+            return refuse(&format!("holds the store `{}`", s.display()));
+        }
+        if p.starts_with(s) {
+            return refuse(&format!("lies inside the store `{}`", s.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The store for the bootstrap pack: read-only, its hidden names covered.
+fn plan_store(planned: &mut Vec<Planned>, store: StoreView<'_>) -> Result<(), AdapterError> {
+    let root = store
+        .root
+        .canonicalize()
+        .map_err(|e| AdapterError::SandboxFailed {
+            path: store.root.to_owned(),
+            reason: "cannot resolve the store".into(),
+            source: Some(e),
+        })?;
+    planned.push(Planned {
+        at: root.clone(),
+        what: What::Host {
+            host: root.clone(),
+            kind: Kind::Dir,
+            writable: false,
+            nofollow: true,
+            optional: false,
+            why: "the store, for the bootstrap pack",
+        },
+    });
+    for name in store.hidden {
+        let p = root.join(name);
+        if let Ok(m) = std::fs::symlink_metadata(&p) {
+            planned.push(Planned {
+                at: p,
+                what: What::Cover {
+                    dir: m.is_dir(),
+                    why: "of the store, not the bootstrap pack's to read",
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The protected names of a writable workdir (RUNTIME §5.1): each that exists bound
+/// read-only onto itself, its parent inside the workdir bound onto itself; returns what
+/// each was before the call.
+fn plan_protected(planned: &mut Vec<Planned>, work: &Path, names: &[String]) -> Vec<ProtectedName> {
+    let mut out = Vec::new();
+    let mut parents: Vec<PathBuf> = Vec::new();
+    for name in names {
+        let rel = Path::new(name);
+        let normal =
+            !rel.is_absolute() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+        if !normal {
+            continue;
+        }
+        let path = work.join(rel);
+        // Every component below the workdir must be what it says: a symlink on the way
+        // is left alone (a mount cannot stand on it).
+        let mut at = work.to_owned();
+        let mut before = Before::Absent;
+        for (i, c) in rel.components().enumerate() {
+            at.push(c);
+            let last = i + 1 == rel.components().count();
+            match std::fs::symlink_metadata(&at) {
+                Err(_) => {
+                    before = Before::Absent;
+                    break;
+                }
+                Ok(m) if m.file_type().is_symlink() => {
+                    before = if last { Before::Symlink } else { Before::Other };
+                    break;
+                }
+                Ok(m) if last => {
+                    before = if m.is_dir() {
+                        Before::Dir
+                    } else if m.is_file() {
+                        Before::File
+                    } else {
+                        Before::Other
+                    };
+                }
+                Ok(m) if !m.is_dir() => {
+                    before = Before::Other;
+                    break;
+                }
+                Ok(_) => {}
+            }
+        }
+        if matches!(before, Before::Dir | Before::File) {
+            let mut parent = path.parent().map(Path::to_path_buf);
+            while let Some(p) = parent {
+                if p == work {
+                    break;
+                }
+                if !parents.contains(&p) {
+                    parents.push(p.clone());
+                    planned.push(Planned {
+                        at: p.clone(),
+                        what: What::OntoItself {
+                            writable: true,
+                            kind: Kind::Dir,
+                        },
+                    });
+                }
+                parent = p.parent().map(Path::to_path_buf);
+            }
+            planned.push(Planned {
+                at: path.clone(),
+                what: What::OntoItself {
+                    writable: false,
+                    kind: if before == Before::Dir {
+                        Kind::Dir
+                    } else {
+                        Kind::File
+                    },
+                },
+            });
+        }
+        out.push(ProtectedName {
+            name: name.clone(),
+            path,
+            before,
+        });
+    }
+    out
+}
+
+fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
+    let ro = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
+    match &p.what {
+        What::Host {
+            host,
+            kind,
+            writable,
+            nofollow,
+            optional,
+            why,
+        } => {
+            b.make(&p.at, *kind)?;
+            b.ops.push(Op::Bind {
+                src: old(host)?,
+                dst: cstr(&p.at)?,
+                how: How {
+                    nofollow: *nofollow,
+                    optional: *optional,
+                    set: 0,
+                    clr: if *writable { ATTR_RDONLY } else { 0 },
+                },
+            });
+            if *kind == Kind::Dir {
+                b.mounts.push(p.at.clone());
+            }
+            let mode = if *writable {
+                EntryMode::ReadWrite
+            } else {
+                EntryMode::ReadOnly
+            };
+            b.entry(&p.at, mode, Some(host), why);
+        }
+        What::OntoItself { writable, kind } => {
+            b.ops.push(Op::Bind {
+                src: cstr(&p.at)?,
+                dst: cstr(&p.at)?,
+                how: How {
+                    nofollow: true,
+                    optional: false,
+                    set: if *writable { 0 } else { ro },
+                    clr: 0,
+                },
+            });
+            if !*writable {
+                b.entry(
+                    &p.at,
+                    EntryMode::ReadOnly,
+                    Some(&p.at),
+                    "protected name of the workdir",
+                );
+            }
+            let _ = kind;
+        }
+        What::Cover { dir, why } => {
+            let from = if *dir { EMPTY } else { VOID };
+            b.ops.push(Op::Bind {
+                src: cstr(Path::new(from))?,
+                dst: cstr(&p.at)?,
+                how: How {
+                    nofollow: false,
+                    optional: true,
+                    set: 0,
+                    clr: 0,
+                },
+            });
+            b.entry(&p.at, EntryMode::Masked, None, why);
+        }
+        What::Passwd => {
+            b.ops.push(Op::Bind {
+                src: cstr(Path::new(PASSWD))?,
+                dst: cstr(&p.at)?,
+                how: How {
+                    nofollow: false,
+                    optional: true,
+                    set: 0,
+                    clr: 0,
+                },
+            });
+            b.entry(
+                &p.at,
+                EntryMode::Generated,
+                None,
+                "names the call's home for its user",
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_bins_directory_is_bound_with_its_prefix_unless_that_is_a_home_or_a_store() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path().canonicalize().unwrap();
+        for p in [
+            "opt/tool/bin",
+            "home/u/.cargo/bin",
+            "home/u/proj/bin",
+            "loose",
+        ] {
+            std::fs::create_dir_all(r.join(p)).unwrap();
+        }
+        for f in [
+            "opt/tool/bin/t",
+            "home/u/.cargo/bin/c",
+            "home/u/proj/bin/p",
+            "home/u/h",
+            "loose/l",
+        ] {
+            std::fs::write(r.join(f), "").unwrap();
+        }
+        let homes = [r.join("home/u")];
+        let none: [PathBuf; 0] = [];
+        assert_eq!(
+            bin_dirs(&r.join("opt/tool/bin/t"), &homes, &none),
+            [r.join("opt/tool")]
+        );
+        // `~/.cargo` is a top-level entry of a home: its `bin` alone.
+        assert_eq!(
+            bin_dirs(&r.join("home/u/.cargo/bin/c"), &homes, &none),
+            [r.join("home/u/.cargo/bin")]
+        );
+        assert_eq!(
+            bin_dirs(&r.join("home/u/proj/bin/p"), &homes, &none),
+            [r.join("home/u/proj/bin")]
+        );
+        // In a home itself: the file alone.
+        assert_eq!(
+            bin_dirs(&r.join("home/u/h"), &homes, &none),
+            [r.join("home/u/h")]
+        );
+        // A directory that holds a store: the bin's directory alone.
+        let stores = [r.join("opt/tool/store")];
+        assert_eq!(
+            bin_dirs(&r.join("opt/tool/bin/t"), &homes, &stores),
+            [r.join("opt/tool/bin")]
+        );
+        assert_eq!(
+            bin_dirs(&r.join("loose/l"), &homes, &none),
+            [r.join("loose")]
+        );
+        assert!(bin_dirs(Path::new("/bin/sh"), &homes, &none).is_empty());
+        assert!(bin_dirs(Path::new("/usr/bin/env"), &homes, &none).is_empty());
+    }
+
+    #[test]
+    fn the_hosts_mounts_beneath_a_bound_path_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let tenant = d.path().canonicalize().unwrap();
+        let etc = super::super::EtcIndex::default();
+        let view = build(&ViewSpec {
+            land: Land::Personal,
+            workdir: Path::new("/"),
+            workdir_writable: false,
+            tenant_home: Some(&tenant),
+            bin: Path::new("/bin/sh"),
+            interpreter: None,
+            homes: &[],
+            stores: &[],
+            read: &[],
+            write: &[],
+            protect_in_workdir: &[],
+            store: None,
+            etc: &etc,
+            tmp_bytes: 1 << 20,
+        })
+        .unwrap();
+        let info = format!(
+            "22 1 0:21 / / rw - ext4 /dev/vda rw\n\
+             30 22 0:40 / /usr/local/share/x rw - tmpfs t rw\n\
+             31 22 0:41 / {}/with\\040space rw - tmpfs t rw\n\
+             32 22 0:42 / /srv/elsewhere rw - tmpfs t rw\n",
+            tenant.display()
+        );
+        assert_eq!(
+            super::super::mounts_beneath(&view, &info),
+            vec![
+                (PathBuf::from("/usr"), PathBuf::from("/usr/local/share/x")),
+                (PathBuf::from("/home/hcp"), tenant.join("with space")),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_generated_passwd_names_the_home_for_this_user() {
+        let text = String::from_utf8(passwd(Path::new("/home/hcp"))).unwrap();
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let line = text
+            .lines()
+            .find(|l| l.split(':').nth(2) == Some(uid.to_string().as_str()))
+            .unwrap();
+        assert_eq!(line.split(':').nth(5), Some("/home/hcp"), "{text}");
+    }
+}
