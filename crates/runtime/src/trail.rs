@@ -1,9 +1,10 @@
 //! The audit trail's part in a call that the pipeline's steps call into (RUNTIME §5.4,
 //! §6): what a call answers when its outcome record could not be written.
 
-use crate::record::Facts;
+use hcp_model::CallFacts;
+use hcp_model::facts::Deferred;
 use hcp_store::audit::AuditError;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The result field that marks a call whose outcome record could not be written.
 pub const OUTCOME_DEFERRED: &str = "outcome_deferred";
@@ -11,17 +12,16 @@ pub const OUTCOME_DEFERRED: &str = "outcome_deferred";
 /// The verb ran and its outcome record could not be written (RUNTIME §6: an I/O error;
 /// the reserve keeps a full disk from causing one): the call answers with the child's
 /// result, never with a refusal — a harness must never retry a write that happened — and
-/// the result says so (`outcome_deferred`: `{"code", "message"}`, the audit's failure).
+/// the result says so ([`OUTCOME_DEFERRED`]: `{"code", "message"}`, the audit's failure).
 /// The intent stands, so the trail shows the call `interrupted`. Answers the call's
 /// `audit_id` (its intent's).
-pub(crate) fn defer_outcome(facts: &mut Facts, intent: String, e: &AuditError) -> String {
-    facts.result_extra.insert(
-        OUTCOME_DEFERRED.into(),
-        json!({
-            "code": e.code(),
-            "message": format!("the verb ran, but its outcome record could not be written: {e}; the trail shows the call interrupted"),
-        }),
-    );
+pub(crate) fn defer_outcome(facts: &mut CallFacts, intent: String, e: &AuditError) -> String {
+    facts.outcome_deferred = Some(Deferred {
+        code: e.code(),
+        message: format!(
+            "the verb ran, but its outcome record could not be written: {e}; the trail shows the call interrupted"
+        ),
+    });
     intent
 }
 

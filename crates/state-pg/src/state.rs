@@ -611,19 +611,6 @@ fn record_bytes(r: &crate::PgRecord) -> Vec<u8> {
     hcp_store::audit::canonical_json(&r.to_json())
 }
 
-fn fault_of(code: &str) -> Fault {
-    match code {
-        "prev_mismatch" => Fault::PrevMismatch,
-        "truncated" => Fault::Truncated,
-        "missing_log" => Fault::MissingLog,
-        "anchor_mismatch" => Fault::AnchorMismatch,
-        "machine_mismatch" => Fault::MachineMismatch,
-        "checkpoint_mismatch" => Fault::CheckpointMismatch,
-        "rollback" => Fault::Rollback,
-        _ => Fault::HashMismatch,
-    }
-}
-
 /// Every machine's chain as the store's report: one [`ChainVerify`] per machine, `line`
 /// meaning `seq`.
 fn audit_report(r: &audit::VerifyReport, source: &CheckpointSource) -> AuditReport {
@@ -650,7 +637,7 @@ fn audit_report(r: &audit::VerifyReport, source: &CheckpointSource) -> AuditRepo
                         })
                         .collect(),
                     broken: c.fault.as_ref().map(|f| Broken {
-                        fault: fault_of(f.code),
+                        fault: f.code,
                         line: f.seq.unwrap_or(0),
                         id: f.id.clone(),
                         expected: None,

@@ -88,7 +88,7 @@ fn each_machine_keys_its_chain_and_checks_only_its_own_keyed_hashes() {
     assert_eq!(chain(&r, &ib), ChainCheck::NotChecked);
     // A's body edited: A names it, B cannot (it lacks A's key) but sees it sound.
     let url = std::env::var("HCP_TEST_PG_URL").unwrap();
-    let schema = cfg.schema().unwrap();
+    let schema = cfg.schema.as_deref().unwrap();
     support::psql(
         &url,
         &format!(
@@ -155,7 +155,7 @@ fn the_state_witness_takes_acts_and_catches_a_rewritten_chain() {
     // The owner of the database cuts the chain and its head back (the machines' role
     // cannot): behind the witnessed checkpoint.
     let url = std::env::var("HCP_TEST_PG_URL").unwrap();
-    let schema = cfg.schema().unwrap();
+    let schema = cfg.schema.as_deref().unwrap();
     support::psql(
         &url,
         &format!(
@@ -226,7 +226,7 @@ fn an_unusable_witness_refuses_acts_not_records_and_the_hundredth_record_is_witn
 fn a_machine_role_may_insert_checkpoints_and_never_rewrite_them() {
     let Some(url) = support::url() else { return };
     let cfg = support::fresh_on(&url, "wrole");
-    let schema = cfg.schema().unwrap().to_owned();
+    let schema = cfg.schema.clone().unwrap();
     let role = format!("hcpw_{}", &schema[schema.len() - 12..]);
     support::psql(&url, &format!("CREATE ROLE {role} LOGIN PASSWORD 'pw'"));
     for g in hcp_state_pg::schema::grant_statements(&schema, &role).unwrap() {

@@ -79,7 +79,7 @@ impl StoreError {
             Self::Config(e) => e.code(),
             Self::NoStore { .. } => Code::NoStore,
             Self::Witness(_) => Code::WitnessUnavailable,
-            Self::Audit(e) => Code::parse(e.code()).unwrap_or(Code::AuditUnavailable),
+            Self::Audit(e) => e.code(),
         }
     }
 

@@ -191,6 +191,17 @@ pub fn init_with_reserve(
             reason: "it is not a directory".into(),
         });
     }
+    // A directory that exists is made a store (or migrated) by one process at a time: the
+    // lock is on the directory itself, since nothing of the store may be written before
+    // its marker says what it is. (A store made whole under a temporary name needs none:
+    // its rename is the one that wins.)
+    let _held = match std::fs::File::open(root) {
+        Ok(dir) if root.is_dir() => {
+            dir.lock().map_err(|e| StoreError::io("lock", root, e))?;
+            Some(dir)
+        }
+        _ => None,
+    };
     if let Some(m) = Marker::read(root)? {
         return Ok(Made::Already {
             store_id: m.store_id,

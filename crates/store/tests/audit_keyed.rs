@@ -41,7 +41,7 @@ fn entry(i: u64, principal: &str) -> Entry {
         operation: Some(Operation::Write),
         land: Some(Land::Personal),
         decision: Decision::Deny,
-        code: Some("missing_grant".into()),
+        code: Some(hcp_model::Code::MissingGrant),
         args_digest: args_digest([("to", &v)]),
         exit_code: None,
         duration_ms: i,
@@ -213,7 +213,7 @@ fn log_and_anchor_deleted_together_are_missing_log_never_a_fresh_trail() {
     assert_eq!(fault(&log), Some((Fault::MissingLog, 1)));
     let e = log.append(&entry(1, "alice")).unwrap_err();
     assert_eq!(
-        (e.code(), e.cause_code()),
+        (e.code().as_str(), e.cause_code().as_str()),
         ("audit_unavailable", "missing_log")
     );
     assert!(!log.path().exists(), "no new trail was started");
@@ -672,6 +672,35 @@ fn a_missing_or_empty_directory_is_no_store_and_nothing_is_made() {
         .filter(|n| n.contains(".init-"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn processes_making_one_store_at_once_make_it_once() {
+    // A directory that exists (made in place, under the directory's lock) and one that
+    // does not (made whole, the first rename wins).
+    for exists in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("hcp");
+        if exists {
+            std::fs::create_dir(&root).unwrap();
+        }
+        let made: Vec<made::Made> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| made::init(&root, Actor::owner(), None).unwrap()))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let new = made
+            .iter()
+            .filter(|m| matches!(m, made::Made::New { .. }))
+            .count();
+        assert_eq!(new, 1, "exists {exists}: {made:?}");
+        let home = made::open(&root).unwrap();
+        let log = AuditLog::new(&home);
+        let r = log.verify().unwrap();
+        assert!(r.broken.is_none(), "exists {exists}: {r:?}");
+        assert_eq!(r.records, 1, "one `init` record");
+    }
 }
 
 #[test]

@@ -57,9 +57,21 @@ pub(crate) struct Fresh {
 
 impl Fresh {
     /// Removes what was made: the whole home when it did not exist, else every top-level
-    /// entry it did not hold before. (A witness keeps the checkpoint it took: it is
-    /// append-only.)
+    /// entry it did not hold before — unless a pack is installed in it by then. (A
+    /// witness keeps the checkpoint it took: it is append-only.)
     pub(crate) fn undo(self) {
+        // Under the store lock, and only while no pack is in it: another `hcp install`
+        // may have used the store meanwhile, and what it installed stays.
+        let Ok(home) = hcp_store::Home::open(&self.root) else {
+            return;
+        };
+        let Ok(_lock) = hcp_store::StoreLock::acquire(&home) else {
+            return;
+        };
+        let packs = home.dir(hcp_store::home::StoreDir::Packs);
+        if std::fs::read_dir(&packs).is_ok_and(|mut d| d.next().is_some()) {
+            return;
+        }
         match self.before {
             None => {
                 let _ = std::fs::remove_dir_all(&self.root);
@@ -111,9 +123,11 @@ pub(crate) fn open_or_init_for(
                 .ok()
                 .map(|d| d.flatten().map(|e| e.file_name()).collect());
             let witness = made::witness_of(&root).map_err(|e| super::session::store_error(&e))?;
-            make(&root, witness.as_deref())?;
+            // Only a store this process made is taken back (another `hcp install` may
+            // have made it first).
+            let fresh = matches!(make(&root, witness.as_deref())?, Made::New { .. });
             let home = made::open(&root).map_err(|e| super::session::store_error(&e))?;
-            Ok((home, Some(Fresh { root, before })))
+            Ok((home, fresh.then_some(Fresh { root, before })))
         }
         other => other
             .map(|h| (h, None))

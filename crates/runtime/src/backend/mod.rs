@@ -22,7 +22,7 @@ pub use unusable::Unusable;
 use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_state_pg::WitnessChoice;
-use hcp_state_pg::{MachineId, MigrateReport, PgState};
+use hcp_state_pg::{MachineId, MigrateReport, PgConfig, PgState};
 use hcp_store::audit::AuditError;
 use hcp_store::audit::witness::{DirWitness, UnknownWitness, Witness};
 use hcp_store::config::{ConfigError, StateConfig, WitnessConfig};
@@ -42,7 +42,7 @@ pub enum Backend {
         /// The connection (opened on first use).
         state: Arc<PgState>,
         /// The configuration it was made from.
-        config: hcp_state_pg::StateConfig,
+        config: StateConfig,
     },
     /// None can be used; every state method answers this.
     Unusable(Unusable),
@@ -100,16 +100,15 @@ fn file_witness(w: hcp_store::config::WitnessChoice) -> Option<Arc<dyn Witness>>
 }
 
 fn postgres(home: &Home, cfg: &StateConfig, witness: WitnessChoice) -> Backend {
-    let pg = pg_config(cfg);
     let machine = match MachineId::load_or_create(&home.dir(StoreDir::State)) {
         Ok(m) => m,
         Err(e) => return Backend::Unusable(Unusable::of(hcp_state_pg::store_error(e))),
     };
     // This machine's chain is keyed by its own store's chain key (RUNTIME §6, §9).
-    match PgState::open(&pg, machine).map(|s| s.with_local(home).map(|s| s.with_witness(witness))) {
+    match PgState::open(cfg, machine).map(|s| s.with_local(home).map(|s| s.with_witness(witness))) {
         Ok(Ok(state)) => Backend::Postgres {
             state: Arc::new(state),
-            config: pg,
+            config: cfg.clone(),
         },
         Ok(Err(e)) => Backend::Unusable(Unusable::of(e)),
         Err(e) => {
@@ -126,15 +125,6 @@ fn postgres(home: &Home, cfg: &StateConfig, witness: WitnessChoice) -> Backend {
             };
             Backend::Unusable(Unusable::config(hcp_state_pg::BACKEND, &e))
         }
-    }
-}
-
-/// The PostgreSQL backend's configuration from `config.json`'s.
-pub fn pg_config(cfg: &StateConfig) -> hcp_state_pg::StateConfig {
-    let c = hcp_state_pg::StateConfig::new(cfg.url.clone());
-    match &cfg.schema {
-        Some(s) => c.with_schema(s.clone()),
-        None => c,
     }
 }
 
