@@ -365,7 +365,7 @@ codes! {
     OwnerOnly => "owner_only", Command, EX_NOPERM, EX_NOPERM, "An owner-only command called with `HCP_SESSION` set.";
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
-    BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
+    BadWorkdir => "bad_workdir", Command, EX_USAGE, EX_USAGE, "A working directory that may not be one (RUNTIME §4 `--workdir`): a session's, or a `local` call's current directory.";
     BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
@@ -472,6 +472,7 @@ mod tests {
         use exit::*;
         let cases = [
             (Code::Usage, EX_USAGE, USAGE),
+            (Code::BadWorkdir, EX_USAGE, EX_USAGE),
             (Code::ArgInvalid, EX_DATAERR, EX_DATAERR),
             (Code::UnknownVerb, EX_NOINPUT, EX_NOINPUT),
             (Code::StoreIo, EX_IOERR, EX_IOERR),
