@@ -52,6 +52,11 @@ pub struct Limits {
     pub stdout_cap: usize,
     /// Bytes of stderr kept; the rest is read and discarded ([`DEFAULT_OUTPUT_CAP`]).
     pub stderr_cap: usize,
+    /// End the group (`SIGTERM`, then `SIGKILL` after [`Limits::grace`]) once a stream is
+    /// past its cap: a `read` verb's child (RUNTIME §5), whose answer is cut anyway. A
+    /// `write` verb's child (false, the default) runs to its end or its timeout, so a
+    /// write is never cut in the middle.
+    pub end_at_cap: bool,
 }
 
 impl Default for Limits {
@@ -61,6 +66,7 @@ impl Default for Limits {
             grace: DEFAULT_GRACE,
             stdout_cap: DEFAULT_OUTPUT_CAP,
             stderr_cap: DEFAULT_OUTPUT_CAP,
+            end_at_cap: false,
         }
     }
 }
@@ -303,6 +309,10 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             out_of_memory = true;
             let _ = killpg(pgid, Signal::SIGKILL);
             let _ = kill(pgid, Signal::SIGKILL);
+        }
+        if inv.limits.end_at_cap && kill_at.is_none() && streams.iter().any(|s| s.truncated) {
+            let _ = killpg(pgid, Signal::SIGTERM);
+            kill_at = Some(Instant::now() + inv.limits.grace);
         }
         if cancel_fired {
             cancelled = true;

@@ -27,6 +27,7 @@ use std::fmt;
 
 #[cfg(feature = "histos")]
 pub mod histos;
+mod hint;
 
 /// The exit statuses of `hcp` (RUNTIME §2, §5; DESIGN "Exit statuses"), by name.
 pub mod exit {
