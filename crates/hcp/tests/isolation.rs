@@ -345,3 +345,28 @@ fn binary_stdout_is_base64_in_json() {
         (Some("cafe\n"), None)
     );
 }
+
+/// A damaged install record refuses its own pack alone: the other packs' calls go on, and
+/// `hcp doctor` names the pack with its repair and exits 1.
+#[test]
+fn a_damaged_install_record_refuses_its_pack_alone() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let record = w.hcp_home.join("packs/probe/.hcp/record.json");
+    assert!(record.is_file(), "{}", record.display());
+    std::fs::write(&record, "{}\n").unwrap();
+    let (o, _) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["probe.big", "3"], &[]);
+    assert_ne!(code(&o), 0, "{}", w.render(&o));
+    assert_eq!(v["ok"], Value::Bool(false), "{v}");
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("pack `probe` has a damaged record") && text.contains("hcp uninstall probe"),
+        "{text}"
+    );
+}

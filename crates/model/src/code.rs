@@ -25,9 +25,9 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+mod hint;
 #[cfg(feature = "histos")]
 pub mod histos;
-mod hint;
 
 /// The exit statuses of `hcp` (RUNTIME §2, §5; DESIGN "Exit statuses"), by name.
 pub mod exit {

@@ -83,7 +83,7 @@ pub struct Around {
 /// # Errors
 /// `bad_workdir` (exit 64) naming `dir`, the rule it broke and what it collided with.
 pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
-    let refuse = |rule: Rule, why: String| {
+    let refuse = |(rule, why): (Rule, String)| {
         Refusal::new(
             Code::BadWorkdir,
             format!(
@@ -96,8 +96,15 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
             "give a project directory of its own (for example one below `/tmp` or inside a home, not its dot-directories); see `hcp session start --help`",
         )
     };
+    rules(dir, around).map_err(refuse)
+}
+
+/// A broken rule and what broke it.
+type Broken = (Rule, String);
+
+fn rules(dir: &Path, around: &Around) -> Result<PathBuf, Broken> {
     let work = std::fs::canonicalize(dir).map_err(|e| {
-        refuse(
+        (
             Rule::Missing,
             match e.kind() {
                 std::io::ErrorKind::NotFound => "does not exist".into(),
@@ -109,15 +116,25 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
         )
     })?;
     if !work.is_dir() {
-        return Err(refuse(Rule::NotADirectory, "is not a directory".into()));
+        return Err((Rule::NotADirectory, "is not a directory".into()));
     }
     if work == Path::new("/") {
-        return Err(refuse(Rule::Root, "is `/`".into()));
+        return Err((Rule::Root, "is `/`".into()));
     }
+    places_rule(&work)?;
+    homes_rule(&work, &around.homes)?;
+    around_rule(&work, around)?;
+    if around.writable && nix::unistd::access(&work, nix::unistd::AccessFlags::W_OK).is_err() {
+        return Err((Rule::NotWritable, "is not writable by the owner".into()));
+    }
+    Ok(work)
+}
+
+fn places_rule(work: &Path) -> Result<(), Broken> {
     let (systems, shared) = places();
     for root in shared {
-        if work == *root {
-            return Err(refuse(
+        if work == root {
+            return Err((
                 Rule::SharedPlace,
                 format!(
                     "is `{}`, shared by every user and program; use a directory below it",
@@ -125,52 +142,50 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
                 ),
             ));
         }
-        if root.starts_with(&work) {
-            return Err(refuse(
-                Rule::SharedPlace,
-                format!("holds `{}`", root.display()),
-            ));
+        if root.starts_with(work) {
+            return Err((Rule::SharedPlace, format!("holds `{}`", root.display())));
         }
     }
     let below_shared = shared.iter().any(|r| work.starts_with(r));
     for place in systems {
-        if work == *place {
-            return Err(refuse(
+        if work == place {
+            return Err((
                 Rule::SharedPlace,
                 format!("is the system directory `{}`", place.display()),
             ));
         }
-        if place.starts_with(&work) {
-            return Err(refuse(
+        if place.starts_with(work) {
+            return Err((
                 Rule::SharedPlace,
                 format!("holds the system directory `{}`", place.display()),
             ));
         }
         if work.starts_with(place) && !below_shared {
-            return Err(refuse(
+            return Err((
                 Rule::SharedPlace,
                 format!("lies inside the system directory `{}`", place.display()),
             ));
         }
     }
-    for home in &around.homes {
-        if work == *home {
-            return Err(refuse(
+    Ok(())
+}
+
+fn homes_rule(work: &Path, homes: &[PathBuf]) -> Result<(), Broken> {
+    for home in homes {
+        if work == home {
+            return Err((
                 Rule::Home,
                 "is a home; use a project directory inside it".into(),
             ));
         }
-        if home.starts_with(&work) {
-            return Err(refuse(
-                Rule::Home,
-                format!("holds the home `{}`", home.display()),
-            ));
+        if home.starts_with(work) {
+            return Err((Rule::Home, format!("holds the home `{}`", home.display())));
         }
         if let Ok(rest) = work.strip_prefix(home)
             && let Some(first) = rest.components().next()
             && first.as_os_str().as_encoded_bytes().starts_with(b".")
         {
-            return Err(refuse(
+            return Err((
                 Rule::Home,
                 format!(
                     "lies inside `{}`, a dot-directory of a home (configuration, keys, tools)",
@@ -179,18 +194,22 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
             ));
         }
     }
+    Ok(())
+}
+
+fn around_rule(work: &Path, around: &Around) -> Result<(), Broken> {
     for store in &around.stores {
         let store = std::fs::canonicalize(store).unwrap_or_else(|_| store.clone());
         let how = if work == store {
             "is"
         } else if work.starts_with(&store) {
             "lies inside"
-        } else if store.starts_with(&work) {
+        } else if store.starts_with(work) {
             "holds"
         } else {
             continue;
         };
-        return Err(refuse(
+        return Err((
             Rule::Store,
             format!("{how} the store's `{}`", store.display()),
         ));
@@ -199,12 +218,12 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
         let other = std::fs::canonicalize(other).unwrap_or_else(|_| other.clone());
         let how = if work.starts_with(&other) {
             "lies inside"
-        } else if other.starts_with(&work) {
+        } else if other.starts_with(work) {
             "holds"
         } else {
             continue;
         };
-        return Err(refuse(
+        return Err((
             Rule::OtherSession,
             format!(
                 "{how} `{}`, the workdir of a live session of another principal",
@@ -212,13 +231,7 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
             ),
         ));
     }
-    if around.writable && nix::unistd::access(&work, nix::unistd::AccessFlags::W_OK).is_err() {
-        return Err(refuse(
-            Rule::NotWritable,
-            "is not writable by the owner".into(),
-        ));
-    }
-    Ok(work)
+    Ok(())
 }
 
 /// The system directories and the shared roots, resolved, once per process.
