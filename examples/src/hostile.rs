@@ -365,12 +365,7 @@ fn userns_undo(covered: &str) -> i32 {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    println!("open-tree {}", {
-        let _ = std::io::stdout().flush();
-        // open_tree's own report line, without the exit.
-        let r = open_tree_line(&parent, &name);
-        r
-    });
+    println!("open-tree {}", open_tree_line(&parent, &name));
     let attr = [0u64, 1, 0, 0]; // attr_set 0, attr_clr MOUNT_ATTR_RDONLY
     let r = unsafe {
         libc::syscall(
