@@ -30,7 +30,7 @@ pub(crate) mod child;
 pub mod etc;
 
 pub use build::bin_dirs;
-pub use etc::{Covered, EtcIndex, LinkTarget, scan_etc, scan_etc_at};
+pub use etc::{Covered, EtcIndex, LinkTarget, Stamp, scan_etc, scan_etc_at};
 
 use hcp_model::Land;
 use serde::Serialize;
