@@ -52,8 +52,9 @@ pub struct CallSandbox<'a> {
     pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,
-    /// A script bin's interpreter, `env` resolved (`None` otherwise).
-    pub interpreter: Option<&'a Path>,
+    /// The files of a script bin's pinned interpreter
+    /// ([`VerifiedBin::interpreters`](crate::VerifiedBin::interpreters)); empty otherwise.
+    pub interpreters: &'a [PathBuf],
     /// `$HCP_HOME`: never in a view, but for the bootstrap pack.
     pub hcp_home: &'a Path,
     /// `Some(names)` when the pinned bin is the running `hcp` (the bootstrap pack): the
@@ -191,7 +192,7 @@ impl View {
             workdir_writable: call.writes,
             tenant_home: call.tenant_home,
             bin: call.bin,
-            interpreter: call.interpreter,
+            interpreters: call.interpreters,
             homes: call.homes,
             stores,
             read: call.read,

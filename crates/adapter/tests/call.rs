@@ -835,7 +835,7 @@ fn without_namespaces_an_agent_is_refused_and_the_owner_runs_unconfined() {
         workdir: &work,
         tenant_home: Some(&tenant),
         bin: bin.path(),
-        interpreter: None,
+        interpreters: &[],
         hcp_home: &hcp,
         bootstrap: None,
         homes: &homes,

@@ -534,12 +534,12 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         .into_iter()
         .map(|p| (p, "pinned bin"))
         .collect();
-    if let Some(i) = spec.interpreter {
-        programs.extend(
-            bin_dirs(i, spec.homes, spec.stores)
-                .into_iter()
-                .map(|p| (p, "interpreter of the pinned bin")),
-        );
+    for i in spec.interpreters {
+        for p in bin_dirs(i, spec.homes, spec.stores) {
+            if !programs.iter().any(|(q, _)| *q == p) {
+                programs.push((p, "interpreter of the pinned bin"));
+            }
+        }
     }
     for (p, why) in programs {
         let kind = kind_of(&p).unwrap_or(Kind::File);
@@ -1103,7 +1103,7 @@ mod tests {
             workdir_writable: false,
             tenant_home: Some(&tenant),
             bin: Path::new("/bin/sh"),
-            interpreter: None,
+            interpreters: &[],
             homes: &[],
             stores: &[],
             read: &[],

@@ -93,8 +93,9 @@ pub struct ViewSpec<'a> {
     pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,
-    /// A script bin's interpreter (its `#!` line, `env` resolved), when there is one.
-    pub interpreter: Option<&'a Path>,
+    /// The files of a script bin's pinned interpreter (its `#!` line as install resolved
+    /// it, [`crate::VerifiedBin::interpreters`]); empty for a bin that is not a script.
+    pub interpreters: &'a [PathBuf],
     /// The homes of the machine (`$HOME`, the password database's), resolved: a bin's
     /// directory that is one, a top-level entry of one, or holds one is not bound whole
     /// ([`bin_dirs`]).

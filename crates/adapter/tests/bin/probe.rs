@@ -171,7 +171,7 @@ fn drive(args: &[String]) -> i32 {
         workdir: &workdir,
         tenant_home: tenant.as_deref(),
         bin: bin.path(),
-        interpreter: None,
+        interpreters: &[],
         hcp_home: &hcp_home,
         bootstrap: hide_refs.as_deref(),
         homes: &homes,
