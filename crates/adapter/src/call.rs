@@ -186,25 +186,35 @@ impl View {
         stores: &[PathBuf],
         tmp_bytes: u64,
     ) -> Result<Self, AdapterError> {
-        View::build(&ViewSpec {
-            land: call.land,
-            workdir: call.workdir,
-            workdir_writable: call.writes,
-            tenant_home: call.tenant_home,
-            bin: call.bin,
-            interpreters: call.interpreters,
-            homes: call.homes,
-            stores,
-            read: call.read,
-            write: call.write,
-            protect_in_workdir: call.protect_in_workdir,
-            store: call.bootstrap.map(|hidden| StoreView {
-                root: call.hcp_home,
-                hidden,
-            }),
-            etc: call.etc,
-            tmp_bytes,
-        })
+        View::build(&view_spec(call, call.workdir, stores, tmp_bytes))
+    }
+}
+
+/// The view's inputs of `call`, its workdir `workdir`.
+fn view_spec<'a>(
+    call: &CallSandbox<'a>,
+    workdir: &'a Path,
+    stores: &'a [PathBuf],
+    tmp_bytes: u64,
+) -> ViewSpec<'a> {
+    ViewSpec {
+        land: call.land,
+        workdir,
+        workdir_writable: call.writes,
+        tenant_home: call.tenant_home,
+        bin: call.bin,
+        interpreters: call.interpreters,
+        homes: call.homes,
+        stores,
+        read: call.read,
+        write: call.write,
+        protect_in_workdir: call.protect_in_workdir,
+        store: call.bootstrap.map(|hidden| StoreView {
+            root: call.hcp_home,
+            hidden,
+        }),
+        etc: call.etc,
+        tmp_bytes,
     }
 }
 
@@ -243,13 +253,16 @@ impl Confinement {
             .hcp_home
             .canonicalize()
             .unwrap_or_else(|_| call.hcp_home.to_owned())];
-        if local {
+        // A `local` workdir is resolved once, here, and the view binds that very path.
+        let workdir = if local {
             check_sandbox_dir(&SandboxPaths {
                 workdir: call.workdir,
                 protected: &stores,
                 not_above: call.homes,
-            })?;
-        }
+            })?
+        } else {
+            call.workdir.to_owned()
+        };
         let mut c = Confinement::with_effective_limits(&limits);
         // In a user namespace of the call's own (an ordinary user) the bounding set gives
         // nothing back at `execve`: no uid 0 is mapped there, and `no_new_privs` is set.
@@ -258,7 +271,12 @@ impl Confinement {
         // The view, or why there is none.
         let missing = support.view_missing();
         let view = match &missing {
-            None => Some(Arc::new(View::of_call(call, &stores, limits.tmp_bytes)?)),
+            None => Some(Arc::new(View::build_resolved(&view_spec(
+                call,
+                &workdir,
+                &stores,
+                limits.tmp_bytes,
+            ))?)),
             Some(why) if !call.owner => {
                 return Err(unavailable(format!(
                     "{why}; a call of a session runs only in its view"

@@ -46,6 +46,7 @@ mod run;
 mod seccomp;
 mod spawn;
 mod stream;
+mod system;
 pub mod view;
 mod workdir;
 

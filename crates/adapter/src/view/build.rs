@@ -71,28 +71,29 @@ struct Layout {
 fn layout() -> &'static Layout {
     static LAYOUT: OnceLock<Layout> = OnceLock::new();
     LAYOUT.get_or_init(|| {
+        use crate::system::Entry;
         let system = SYSTEM_DIRS
             .iter()
             .filter_map(|d| {
                 let p = PathBuf::from(d);
-                let m = std::fs::symlink_metadata(&p).ok()?;
-                if m.file_type().is_symlink() {
-                    let t = std::fs::read_link(&p).ok()?;
-                    Some((p, Some(t)))
-                } else if m.is_dir() {
-                    Some((p, None))
-                } else {
-                    None
+                match crate::system::entry(&p) {
+                    Entry::Link { target, .. } => Some((p, Some(target))),
+                    Entry::Dir => Some((p, None)),
+                    Entry::File | Entry::Missing => None,
                 }
             })
             .collect();
-        let etc = Path::new("/etc")
-            .canonicalize()
-            .unwrap_or_else(|_| PathBuf::from("/etc"));
-        let base = ["/tmp", "/mnt", "/run", "/var/tmp", "/dev/shm"]
+        let etc = crate::system::resolve(Path::new("/etc"));
+        let base = ["/tmp", "/mnt", "/run"]
             .iter()
             .map(PathBuf::from)
-            .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            .find(|p| crate::system::entry(p) == Entry::Dir)
+            .or_else(|| {
+                ["/var/tmp", "/dev/shm"]
+                    .iter()
+                    .map(PathBuf::from)
+                    .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            })
             .unwrap_or_else(|| PathBuf::from("/tmp"));
         Layout {
             system,
@@ -150,9 +151,10 @@ fn passwd(home: &Path) -> Vec<u8> {
 /// itself such a place, or lies at the top of a home or one level in (`~/bin`,
 /// `~/.local/bin`, `~/.cargo/bin`, `~/tools`: where a user keeps tools of every kind) gives
 /// way to the bin file alone. Returns the paths to bind, each a directory, or the file
-/// itself. `homes` and `stores` are compared as given: pass them resolved (`realpath`).
+/// itself. `bin`, `homes` and `stores` are compared as given: pass them resolved
+/// (`realpath`; a pinned path is). A bin's directory that became a symlink since the pin
+/// then fails the call's bind (it follows no symlink) rather than binding elsewhere.
 pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBuf> {
-    let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
     // The system directories as written and as resolved (`/bin` → `/usr/bin`), once per
     // process: a bin in one of them (the common case) costs no system call here.
     static SYSTEM: OnceLock<Vec<PathBuf>> = OnceLock::new();
@@ -160,16 +162,13 @@ pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBu
         SYSTEM_DIRS
             .iter()
             .chain(["/etc"].iter())
-            .flat_map(|d| [PathBuf::from(d), resolved(Path::new(d))])
+            .flat_map(|d| [PathBuf::from(d), crate::system::resolve(Path::new(d))])
             .collect()
     });
     if system.iter().any(|d| bin.starts_with(d)) {
         return Vec::new();
     }
-    let bin = resolved(bin);
-    if system.iter().any(|d| bin.starts_with(d)) {
-        return Vec::new();
-    }
+    let bin = bin.to_owned();
     let unfit = |d: &Path| {
         SHARED_ROOTS.iter().any(|r| d == Path::new(r))
             || homes.iter().any(|h| h.starts_with(d))
@@ -349,7 +348,7 @@ impl Builder {
 }
 
 /// The view of `spec` ([`View::build`]).
-pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
+pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View, AdapterError> {
     let lay = layout();
     let local = spec.land == Land::Local;
     let home: PathBuf = if local {
@@ -598,14 +597,17 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
     }
     let mut protected = Vec::new();
     if local {
-        let work = spec
-            .workdir
-            .canonicalize()
-            .map_err(|e| AdapterError::SandboxFailed {
-                path: spec.workdir.to_owned(),
-                reason: "cannot resolve the working directory".into(),
-                source: Some(e),
-            })?;
+        let work = if workdir_resolved {
+            spec.workdir.to_owned()
+        } else {
+            spec.workdir
+                .canonicalize()
+                .map_err(|e| AdapterError::SandboxFailed {
+                    path: spec.workdir.to_owned(),
+                    reason: "cannot resolve the working directory".into(),
+                    source: Some(e),
+                })?
+        };
         planned.push(Planned {
             at: work.clone(),
             what: What::Host {
@@ -796,6 +798,16 @@ fn plan_protected(
 ) -> Result<Vec<ProtectedName>, AdapterError> {
     let mut out = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
+    // The names share their first components (`.git`): each path is looked at once.
+    let mut looked: Vec<(PathBuf, Option<std::fs::Metadata>)> = Vec::new();
+    let mut lstat = |p: &Path| {
+        if let Some((_, m)) = looked.iter().find(|(q, _)| q == p) {
+            return m.clone();
+        }
+        let m = std::fs::symlink_metadata(p).ok();
+        looked.push((p.to_owned(), m.clone()));
+        m
+    };
     let mut push = |planned: &mut Vec<Planned>, at: &Path, writable: bool, kind: Kind| {
         if !seen.iter().any(|p| p == at) {
             seen.push(at.to_owned());
@@ -823,7 +835,7 @@ fn plan_protected(
         while i < comps.len() {
             at.push(comps[i]);
             let last = i + 1 == comps.len();
-            let Ok(m) = std::fs::symlink_metadata(&at) else {
+            let Some(m) = lstat(&at) else {
                 before = if hops == 0 { Before::Absent } else { before };
                 break;
             };
@@ -1097,22 +1109,25 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let tenant = d.path().canonicalize().unwrap();
         let etc = super::super::EtcIndex::default();
-        let view = build(&ViewSpec {
-            land: Land::Personal,
-            workdir: Path::new("/"),
-            workdir_writable: false,
-            tenant_home: Some(&tenant),
-            bin: Path::new("/bin/sh"),
-            interpreters: &[],
-            homes: &[],
-            stores: &[],
-            read: &[],
-            write: &[],
-            protect_in_workdir: &[],
-            store: None,
-            etc: &etc,
-            tmp_bytes: 1 << 20,
-        })
+        let view = build(
+            &ViewSpec {
+                land: Land::Personal,
+                workdir: Path::new("/"),
+                workdir_writable: false,
+                tenant_home: Some(&tenant),
+                bin: Path::new("/bin/sh"),
+                interpreters: &[],
+                homes: &[],
+                stores: &[],
+                read: &[],
+                write: &[],
+                protect_in_workdir: &[],
+                store: None,
+                etc: &etc,
+                tmp_bytes: 1 << 20,
+            },
+            false,
+        )
         .unwrap();
         let info = format!(
             "22 1 0:21 / / rw - ext4 /dev/vda rw\n\

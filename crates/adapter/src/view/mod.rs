@@ -222,7 +222,12 @@ impl View {
     /// `personal`/`brain` call without a tenant home; `sandbox_failed` when a path cannot be
     /// resolved or holds a NUL byte.
     pub fn build(spec: &ViewSpec<'_>) -> Result<Self, crate::AdapterError> {
-        build::build(spec)
+        build::build(spec, false)
+    }
+
+    /// [`build`](Self::build) of a spec whose workdir is resolved already.
+    pub(crate) fn build_resolved(spec: &ViewSpec<'_>) -> Result<Self, crate::AdapterError> {
+        build::build(spec, true)
     }
 
     /// The entries of the view, in the order they are made (what `hcp show --view` lists).
