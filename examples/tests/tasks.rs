@@ -126,7 +126,7 @@ fn each_verb_against_the_example_server() {
         Some(&token),
     )
     .unwrap_err();
-    assert_eq!(e.code(), "arg_invalid");
+    assert_eq!(e.code, "arg_invalid");
     assert_eq!(s.hits(), before);
 }
 

@@ -131,7 +131,7 @@ pub fn run(a: &Args) -> Result<()> {
             operation: None,
             land: None,
             decision: Decision::Deny,
-            code: Some("missing_grant".into()),
+            code: Some(hcp_model::Code::MissingGrant),
             args_digest: format!("hmac-sha256:{i:064x}"),
             exit_code: None,
             duration_ms: 1,

@@ -1,13 +1,14 @@
-//! The one error type of the adapter, with the stable codes and exit statuses of
-//! RUNTIME §5.
+//! The one error type of the adapter, with the stable codes of RUNTIME §5 (the table of
+//! `hcp-model` gives each its exit status).
 
+use hcp_model::Code;
 use std::io;
 use std::path::PathBuf;
 
 /// Why the adapter refused or failed to run a command.
 ///
-/// Every variant has a stable snake_case [`code`](AdapterError::code) (harnesses match on
-/// it) and the `hcp exec` [`exit_status`](AdapterError::exit_status) RUNTIME §5 gives it.
+/// Every variant has a stable [`code`](AdapterError::code) (harnesses match on it), whose
+/// [`Code::exit_status`] is the `hcp exec` status RUNTIME §5 gives it.
 /// A timeout is not an error: it is [`Outcome::timed_out`](crate::Outcome::timed_out).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -135,42 +136,24 @@ pub enum AdapterError {
 }
 
 impl AdapterError {
-    /// The stable snake_case code (RUNTIME §5).
-    pub fn code(&self) -> &'static str {
+    /// The stable code (RUNTIME §5); its [`Code::exit_status`] is the status `hcp exec`
+    /// answers with: 127 `bin_missing`; 126 `bin_not_executable`, `bin_changed`,
+    /// `env_refused`, `spawn_failed`, `sandbox_failed`; 65 `arg_*`; 77
+    /// `project_required`, `sandbox_unavailable`; 70 `supervise_failed`.
+    pub fn code(&self) -> Code {
         match self {
-            Self::BinMissing { .. } => "bin_missing",
-            Self::BinNotExecutable { .. } => "bin_not_executable",
-            Self::BinChanged { .. } => "bin_changed",
-            Self::ArgMissing { .. } => "arg_missing",
-            Self::ArgInvalid { .. } | Self::ArgTooLong { .. } => "arg_invalid",
-            Self::ArgLooksLikeFlag { .. } => "arg_looks_like_flag",
-            Self::ProjectRequired => "project_required",
-            Self::EnvRefused { .. } => "env_refused",
-            Self::SpawnFailed { .. } => "spawn_failed",
-            Self::SuperviseFailed { .. } => "supervise_failed",
-            Self::SandboxUnavailable { .. } => "sandbox_unavailable",
-            Self::SandboxFailed { .. } => "sandbox_failed",
-        }
-    }
-
-    /// The exit status `hcp exec` answers with (RUNTIME §5): 127 `bin_missing`; 126
-    /// `bin_not_executable`, `bin_changed`, `env_refused`, `spawn_failed`,
-    /// `sandbox_failed`; 65 `arg_*`; 77 `project_required`, `sandbox_unavailable`; 70
-    /// `supervise_failed`.
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            Self::BinMissing { .. } => 127,
-            Self::BinNotExecutable { .. }
-            | Self::BinChanged { .. }
-            | Self::EnvRefused { .. }
-            | Self::SpawnFailed { .. }
-            | Self::SandboxFailed { .. } => 126,
-            Self::ArgMissing { .. }
-            | Self::ArgInvalid { .. }
-            | Self::ArgTooLong { .. }
-            | Self::ArgLooksLikeFlag { .. } => 65,
-            Self::ProjectRequired | Self::SandboxUnavailable { .. } => 77,
-            Self::SuperviseFailed { .. } => 70,
+            Self::BinMissing { .. } => Code::BinMissing,
+            Self::BinNotExecutable { .. } => Code::BinNotExecutable,
+            Self::BinChanged { .. } => Code::BinChanged,
+            Self::ArgMissing { .. } => Code::ArgMissing,
+            Self::ArgInvalid { .. } | Self::ArgTooLong { .. } => Code::ArgInvalid,
+            Self::ArgLooksLikeFlag { .. } => Code::ArgLooksLikeFlag,
+            Self::ProjectRequired => Code::ProjectRequired,
+            Self::EnvRefused { .. } => Code::EnvRefused,
+            Self::SpawnFailed { .. } => Code::SpawnFailed,
+            Self::SuperviseFailed { .. } => Code::SuperviseFailed,
+            Self::SandboxUnavailable { .. } => Code::SandboxUnavailable,
+            Self::SandboxFailed { .. } => Code::SandboxFailed,
         }
     }
 }
@@ -195,9 +178,12 @@ mod tests {
             path: "/x".into(),
             source: None,
         };
-        assert_eq!((e.code(), e.exit_status()), ("bin_missing", 127));
+        assert_eq!((e.code(), e.code().exit_status()), (Code::BinMissing, 127));
         let e = AdapterError::ArgLooksLikeFlag { name: "q".into() };
-        assert_eq!((e.code(), e.exit_status()), ("arg_looks_like_flag", 65));
+        assert_eq!(
+            (e.code(), e.code().exit_status()),
+            (Code::ArgLooksLikeFlag, 65)
+        );
         assert_eq!(
             e.to_string(),
             "argument `q` starts with `-` and would be read as an option"

@@ -685,6 +685,7 @@ fn supervise_io(reason: &'static str, source: io::Error) -> AdapterError {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use hcp_model::Code;
     use std::os::unix::process::CommandExt;
     use std::path::Path;
     use std::process::{Command, Stdio};
@@ -770,7 +771,11 @@ mod tests {
             egress: None,
         };
         let e = run(&inv).unwrap_err();
-        assert_eq!((e.code(), e.exit_status()), ("arg_invalid", 65), "{e}");
+        assert_eq!(
+            (e.code(), e.code().exit_status()),
+            (Code::ArgInvalid, 65),
+            "{e}"
+        );
         assert!(e.to_string().contains("one exec takes at most"), "{e}");
     }
 

@@ -865,7 +865,7 @@ fn without_namespaces_an_agent_is_refused_and_the_owner_runs_unconfined() {
     };
     let e = Confinement::for_call_with(&support, &call, &policy).unwrap_err();
     assert_eq!(
-        (e.code(), e.exit_status()),
+        (e.code().as_str(), e.code().exit_status()),
         ("sandbox_unavailable", 77),
         "{e}"
     );

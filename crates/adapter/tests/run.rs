@@ -7,6 +7,7 @@ use hcp_adapter::{
     AdapterError, BinPin, CallVars, ChildEnv, Confinement, Invocation, Limits, Outcome, Rlimit,
     SessionValues, VerifiedBin, pin_bin, render, run, verify_bin,
 };
+use hcp_model::Code;
 use hcp_model::exec::ArgValue;
 use hcp_model::template::parse_template;
 use pretty_assertions::assert_eq;
@@ -378,7 +379,7 @@ fn copy_exec(from: &str, to: &Path) {
 }
 
 fn code(r: Result<VerifiedBin, AdapterError>) -> &'static str {
-    r.map(|_| "ok").unwrap_or_else(|e| e.code())
+    r.map(|_| "ok").unwrap_or_else(|e| e.code().as_str())
 }
 
 #[test]
@@ -398,7 +399,7 @@ fn pins_catch_changed_missing_and_unexecutable_bins() {
     copy_exec("/bin/false", &other);
     std::fs::rename(&other, &bin).unwrap();
     let e = verify_bin(&pin).unwrap_err();
-    assert_eq!((e.code(), e.exit_status()), ("bin_changed", 126));
+    assert_eq!((e.code(), e.code().exit_status()), (Code::BinChanged, 126));
 
     // Not executable, a directory, missing, relative.
     copy_exec("/bin/true", &bin);
@@ -411,7 +412,7 @@ fn pins_catch_changed_missing_and_unexecutable_bins() {
     assert_eq!(code(verify_bin(&as_dir)), "bin_not_executable");
     std::fs::remove_file(&bin).unwrap();
     let e = verify_bin(&pin).unwrap_err();
-    assert_eq!((e.code(), e.exit_status()), ("bin_missing", 127));
+    assert_eq!((e.code(), e.code().exit_status()), (Code::BinMissing, 127));
     let relative = BinPin {
         path: "tool".into(),
         ..pin

@@ -46,11 +46,11 @@ impl ExportError {
     /// `store_damaged` for a cursor that cannot be used, or the store's or backend's.
     pub fn code(&self) -> Code {
         match self {
-            Self::Audit(e) => Code::parse(e.code()).unwrap_or(Code::AuditUnavailable),
+            Self::Audit(e) => e.code(),
             Self::Store(e) => e.code(),
             Self::Cursor { .. } => Code::StoreDamaged,
             Self::Collector { .. } => Code::ExportFailed,
-            Self::Damaged(f) => Code::parse(f.fault.as_str()).unwrap_or(Code::HashMismatch),
+            Self::Damaged(f) => f.fault.code(),
         }
     }
 

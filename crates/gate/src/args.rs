@@ -266,13 +266,7 @@ pub fn check_operation_args<'a>(
         .map(|(k, v)| (k.clone(), arg_json(v)))
         .collect();
     if let Err(r) = hcp_openapi::check(op, &json) {
-        let code = match r.code {
-            hcp_openapi::RefusalCode::ArgUnknown => Code::ArgUnknown,
-            hcp_openapi::RefusalCode::ArgMissing => Code::ArgMissing,
-            hcp_openapi::RefusalCode::BindingRequired => Code::BindingRequired,
-            hcp_openapi::RefusalCode::BadOpenapi => Code::BadOpenapi,
-            hcp_openapi::RefusalCode::ArgInvalid => Code::ArgInvalid,
-        };
+        let code = r.code;
         let hint = match (code, r.argument.as_deref().and_then(|a| op.argument(a))) {
             (Code::ArgMissing, Some(a)) => Some(format!("pass `--{} VALUE`", a.name)),
             _ => None,

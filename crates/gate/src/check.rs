@@ -4,7 +4,9 @@ use crate::args::{check_args, check_operation_args};
 use crate::code::{Code, Step};
 use hcp_model::manifest::{CommandPlan, PlanError};
 use hcp_model::template::{Element, SessionVar};
-use hcp_model::{ArgValue, Capability, Land, Manifest, Operation, Plane, PolicyFile, Transport};
+use hcp_model::{
+    ArgValue, Capability, Land, Manifest, Operation, Plane, PolicyFile, Principal, Transport,
+};
 use jiff::Timestamp;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -28,36 +30,6 @@ impl Face {
             Self::Cli => Transport::Cli,
             Self::Json => Transport::JsonExec,
             Self::Mcp => Transport::Mcp,
-        }
-    }
-}
-
-/// What the gate needs of a session (RUNTIME §4).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SessionView {
-    /// The principal id.
-    pub principal_id: String,
-    /// Projects the principal is a member of, in the order given at session start.
-    pub projects: Vec<String>,
-    /// The sandbox working directory, absolute.
-    pub workdir: Option<PathBuf>,
-}
-
-/// Who is calling (RUNTIME §4): the owner (no session, every grant) or a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Principal {
-    /// The local user, holding every grant.
-    Owner,
-    /// A principal from a valid session.
-    Session(SessionView),
-}
-
-impl Principal {
-    /// The principal id; `owner` for the owner.
-    pub fn id(&self) -> &str {
-        match self {
-            Self::Owner => "owner",
-            Self::Session(s) => &s.principal_id,
         }
     }
 }
@@ -86,7 +58,7 @@ pub struct GrantView {
 /// Everything the gate reads besides the call itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
-    /// Who is calling.
+    /// Who is calling, and for which project (`HCP_PROJECT`).
     pub principal: &'a Principal,
     /// The resolved pack.
     pub pack: PackView<'a>,
@@ -99,8 +71,6 @@ pub struct Context<'a> {
     /// The caller's current directory (the sandbox working directory when the session
     /// names none).
     pub cwd: &'a Path,
-    /// `HCP_PROJECT` of the caller: which of the session's projects a call is for.
-    pub project: Option<&'a str>,
 }
 
 /// An allowed call: what the adapter needs.
@@ -160,6 +130,18 @@ fn deny(code: Code, step: Step, message: impl Into<String>, hint: Option<String>
     })
 }
 
+/// `pack_inactive` (step 1): pack `pack_id` is installed but not active.
+pub fn inactive(pack_id: &str) -> Refusal {
+    Refusal {
+        code: Code::PackInactive,
+        step: Step::Target,
+        message: format!("pack `{pack_id}` is installed but not active"),
+        hint: Some(format!("the owner runs `hcp activate {pack_id}`")),
+        operation: None,
+        land: None,
+    }
+}
+
 /// Runs steps 1–6 of RUNTIME §5 for a resolved target: the pack is active and offers the
 /// face, the principal may call this plane, the arguments (step 3), the grant (step 4),
 /// the land (step 5) and the confirm gate (step 6, §4.5). The runtime policy, binding mint
@@ -193,12 +175,7 @@ fn check_verb<'a>(
     let verb = ctx.verb_key;
     // Step 1: target.
     if !ctx.pack.active {
-        return deny(
-            Code::PackInactive,
-            Step::Target,
-            format!("pack `{}` is installed but not active", m.id),
-            Some(format!("the owner runs `hcp activate {}`", m.id)),
-        );
+        return Decision::Deny(inactive(&m.id));
     }
     if !m.offers(ctx.face.transport()) {
         return deny(
@@ -255,7 +232,7 @@ fn check_verb<'a>(
         a => a,
     };
     // Step 2: principal (the session itself was resolved by the caller).
-    if m.plane == Plane::Control && *ctx.principal != Principal::Owner {
+    if m.plane == Plane::Control && !ctx.principal.is_owner() {
         return with_entry(deny(
             Code::ControlPlane,
             Step::Principal,
@@ -276,14 +253,14 @@ fn check_verb<'a>(
         Err(r) => return with_entry(deny(r.code, Step::Arguments, r.message, r.hint)),
     };
     // Step 4: grants (§4.6, §9.4).
-    if let Principal::Session(s) = ctx.principal {
+    if !ctx.principal.is_owner() {
         let mut needed = vec![Capability::for_operation(entry.operation)];
         if m.connect_verb() == Some(verb) {
             needed.push(Capability::PackConnect);
         }
         for cap in needed {
             if let Err(r) = crate::grant::require(
-                &s.principal_id,
+                &ctx.principal.id,
                 &m.id,
                 ctx.grants.held.iter().copied(),
                 cap,
@@ -347,18 +324,16 @@ fn land_obligations(
         });
     let project = resolve_project(ctx)?;
     if needs_project && project.is_none() {
-        let hint = match ctx.principal {
-            Principal::Owner => {
-                "set `HCP_PROJECT`, or run the call in a session started with `--project`"
-                    .to_string()
-            }
-            Principal::Session(s) if s.projects.len() > 1 => {
+        let hint = match &ctx.principal.session {
+            None => "set `HCP_PROJECT`, or run the call in a session started with `--project`"
+                .to_string(),
+            Some(s) if s.projects.len() > 1 => {
                 format!(
                     "set `HCP_PROJECT` to one of the session's projects: {}",
                     s.projects.join(", ")
                 )
             }
-            Principal::Session(_) => "the owner starts the session with `--project`".to_string(),
+            Some(_) => "the owner starts the session with `--project`".to_string(),
         };
         return Err(deny(
             Code::ProjectRequired,
@@ -367,11 +342,14 @@ fn land_obligations(
             Some(hint),
         ));
     }
-    let workdir = match ctx.principal {
-        Principal::Session(SessionView {
-            workdir: Some(w), ..
-        }) => w.clone(),
-        _ => ctx.cwd.to_path_buf(),
+    let workdir = match ctx
+        .principal
+        .session
+        .as_ref()
+        .and_then(|s| s.workdir.as_ref())
+    {
+        Some(w) => w.clone(),
+        None => ctx.cwd.to_path_buf(),
     };
     Ok((project, workdir))
 }
@@ -413,12 +391,7 @@ pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
     };
     // Step 1: target.
     if !ctx.pack.active {
-        return Err(refuse(deny(
-            Code::PackInactive,
-            Step::Target,
-            format!("pack `{}` is installed but not active", m.id),
-            Some(format!("the owner runs `hcp activate {}`", m.id)),
-        )));
+        return Err(inactive(&m.id));
     }
     let trigger = m
         .stimulus_triggers
@@ -475,7 +448,7 @@ pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
         r
     };
     // Step 2: principal.
-    if m.plane == Plane::Control && *ctx.principal != Principal::Owner {
+    if m.plane == Plane::Control && !ctx.principal.is_owner() {
         return Err(with_entry(refuse(deny(
             Code::ControlPlane,
             Step::Principal,
@@ -499,9 +472,9 @@ pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
         }
     }
     // Step 4: grants.
-    if let Principal::Session(s) = ctx.principal {
+    if !ctx.principal.is_owner() {
         crate::grant::require(
-            &s.principal_id,
+            &ctx.principal.id,
             &m.id,
             ctx.grants.held.iter().copied(),
             Capability::SenseEnable,
@@ -528,9 +501,9 @@ pub fn check_stimulus(ctx: &Context<'_>) -> Result<StimulusAllowed, Refusal> {
 /// The project of a call: `HCP_PROJECT` when set (a session must be a member), else a
 /// session's only project.
 fn resolve_project(ctx: &Context<'_>) -> Result<Option<String>, Decision> {
-    match (ctx.principal, ctx.project) {
-        (Principal::Owner, p) => Ok(p.map(str::to_owned)),
-        (Principal::Session(s), Some(p)) => {
+    match (&ctx.principal.session, ctx.principal.project.as_deref()) {
+        (None, p) => Ok(p.map(str::to_owned)),
+        (Some(s), Some(p)) => {
             if s.projects.iter().any(|q| q == p) {
                 Ok(Some(p.to_owned()))
             } else {
@@ -539,7 +512,7 @@ fn resolve_project(ctx: &Context<'_>) -> Result<Option<String>, Decision> {
                     Step::Land,
                     format!(
                         "principal `{}` is not a member of project `{p}`",
-                        s.principal_id
+                        ctx.principal.id
                     ),
                     Some(format!(
                         "the session's projects are: {}",
@@ -552,7 +525,7 @@ fn resolve_project(ctx: &Context<'_>) -> Result<Option<String>, Decision> {
                 ))
             }
         }
-        (Principal::Session(s), None) => Ok(if s.projects.len() == 1 {
+        (Some(s), None) => Ok(if s.projects.len() == 1 {
             s.projects.first().cloned()
         } else {
             None
@@ -563,7 +536,7 @@ fn resolve_project(ctx: &Context<'_>) -> Result<Option<String>, Decision> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hcp_model::{parse_manifest, parse_policy};
+    use hcp_model::{SessionFacts, parse_manifest, parse_policy};
     use pretty_assertions::assert_eq;
 
     const MANIFEST: &str = r#"{
@@ -603,12 +576,17 @@ mod tests {
         s.parse().unwrap()
     }
 
+    fn owner() -> Principal {
+        Principal::owner(None)
+    }
+
     fn agent(projects: &[&str]) -> Principal {
-        Principal::Session(SessionView {
-            principal_id: "agent-1".into(),
+        let s = SessionFacts {
             projects: projects.iter().map(|s| s.to_string()).collect(),
             workdir: Some("/sandbox".into()),
-        })
+            ..SessionFacts::default()
+        };
+        Principal::of_session("agent-1".into(), s, None)
     }
 
     fn decide(
@@ -626,8 +604,12 @@ mod tests {
                 .map(|(c, at)| (c.parse().unwrap(), t(at)))
                 .collect(),
         };
+        let who = Principal {
+            project: project.map(str::to_owned),
+            ..who.clone()
+        };
         let ctx = Context {
-            principal: who,
+            principal: &who,
             pack: PackView {
                 manifest: &w.m,
                 policy: &w.p,
@@ -638,7 +620,6 @@ mod tests {
             face: Face::Cli,
             grants: &g,
             cwd: Path::new("/cwd"),
-            project,
         };
         let owned: Vec<(String, ArgValue)> = args
             .iter()
@@ -659,7 +640,7 @@ mod tests {
     #[test]
     fn owner_reads_in_the_callers_directory() {
         let w = w();
-        let a = decide(&w, &Principal::Owner, "mail.list", &[], None, None, &[]).unwrap();
+        let a = decide(&w, &owner(), "mail.list", &[], None, None, &[]).unwrap();
         assert_eq!(a.workdir, PathBuf::from("/cwd"));
         assert_eq!(a.operation, Operation::Read);
     }
@@ -669,12 +650,12 @@ mod tests {
         let w = w();
         let args = [("to", s("bob")), ("body", s("hi"))];
         assert_eq!(
-            decide(&w, &Principal::Owner, "mail.send", &[], None, None, &args).unwrap_err(),
+            decide(&w, &owner(), "mail.send", &[], None, None, &args).unwrap_err(),
             Code::ConfirmRequired
         );
         let mut with = args.to_vec();
         with.push(("confirm", ArgValue::Bool(true)));
-        assert!(decide(&w, &Principal::Owner, "mail.send", &[], None, None, &with).is_ok());
+        assert!(decide(&w, &owner(), "mail.send", &[], None, None, &with).is_ok());
         // the agent without a grant is refused before the confirm gate
         assert_eq!(
             decide(&w, &agent(&[]), "mail.send", &[], None, None, &args).unwrap_err(),
@@ -692,7 +673,7 @@ mod tests {
         let w = w();
         let g = GrantView::default();
         let ctx = Context {
-            principal: &Principal::Owner,
+            principal: &owner(),
             pack: PackView {
                 manifest: &w.m,
                 policy: &w.p,
@@ -703,7 +684,6 @@ mod tests {
             face: Face::Json,
             grants: &g,
             cwd: Path::new("/"),
-            project: None,
         };
         let args: Vec<(String, ArgValue)> = vec![("to".into(), s("a")), ("body".into(), s("b"))];
         match check(&ctx, args.iter().map(|(k, v)| (k, v))) {
@@ -849,30 +829,10 @@ mod tests {
         assert_eq!(a.project.as_deref(), Some("p1"));
         assert_eq!(a.workdir, PathBuf::from("/sandbox"));
         assert_eq!(
-            decide(
-                &w,
-                &Principal::Owner,
-                "notes.create",
-                &[],
-                None,
-                None,
-                &text
-            )
-            .unwrap_err(),
+            decide(&w, &owner(), "notes.create", &[], None, None, &text).unwrap_err(),
             Code::ProjectRequired
         );
-        assert!(
-            decide(
-                &w,
-                &Principal::Owner,
-                "notes.create",
-                &[],
-                None,
-                Some("any"),
-                &text
-            )
-            .is_ok()
-        );
+        assert!(decide(&w, &owner(), "notes.create", &[], None, Some("any"), &text).is_ok());
     }
 
     #[test]
@@ -930,23 +890,19 @@ mod tests {
                 face: Face::Cli,
                 grants: &g,
                 cwd: Path::new("/cwd"),
-                project: None,
             };
             check_stimulus(&ctx).map_err(|e| e.code)
         };
-        let a = check(&Principal::Owner, "new", &[]).unwrap();
+        let a = check(&owner(), "new", &[]).unwrap();
         assert_eq!((a.plan.is_some(), a.land), (true, Land::Personal));
         // a stimulus only the runtime records has no command to plan
         assert!(
-            check(&Principal::Owner, "binding.degraded", &[])
+            check(&owner(), "binding.degraded", &[])
                 .unwrap()
                 .plan
                 .is_none()
         );
-        assert_eq!(
-            check(&Principal::Owner, "nope", &[]),
-            Err(Code::UnknownStimulus)
-        );
+        assert_eq!(check(&owner(), "nope", &[]), Err(Code::UnknownStimulus));
         let agent = agent(&["p1"]);
         assert_eq!(check(&agent, "new", &[]), Err(Code::MissingGrant));
         // a read grant is not sense.enable
@@ -960,9 +916,6 @@ mod tests {
             check(&agent, "brainy", &g).unwrap().project.as_deref(),
             Some("p1")
         );
-        assert_eq!(
-            check(&Principal::Owner, "brainy", &[]),
-            Err(Code::ProjectRequired)
-        );
+        assert_eq!(check(&owner(), "brainy", &[]), Err(Code::ProjectRequired));
     }
 }

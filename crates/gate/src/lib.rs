@@ -20,8 +20,9 @@ pub mod grant;
 pub mod target;
 
 pub use check::{
-    Allowed, Context, Decision, Face, GrantView, PackView, Principal, SessionView, StimulusAllowed,
-    check, check_operation, check_stimulus,
+    Allowed, Context, Decision, Face, GrantView, PackView, StimulusAllowed, check, check_operation,
+    check_stimulus,
 };
 pub use code::{Code, Step};
 pub use grant::GrantStatus;
+pub use hcp_model::{Principal, SessionFacts};

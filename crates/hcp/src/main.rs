@@ -1,8 +1,8 @@
 //! `hcp`: the Harness Context Protocol pack runtime.
 //!
 //! A thin binary: clap arguments → one module per subcommand under [`commands`] → the
-//! library crates (`hcp-lint`, `hcp-store`, `hcp-gate`, `hcp-adapter`, `histos`). Errors
-//! are rendered in one place ([`error`]).
+//! library crates (`hcp-runtime`, which wires the gate and the steps of a call; `hcp-lint`,
+//! `hcp-store`, `hcp-adapter`, `histos`). Errors are rendered in one place ([`error`]).
 
 /// `println!` that ignores a closed stdout (a broken pipe is not an error, STYLE.md §2).
 macro_rules! out {

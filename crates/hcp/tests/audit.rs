@@ -54,7 +54,7 @@ fn entry(principal: &str, i: u64) -> Entry {
         } else {
             Decision::Deny
         },
-        code: (!allow).then(|| "missing_grant".to_owned()),
+        code: (!allow).then_some(hcp_model::Code::MissingGrant),
         args_digest: args_digest([("stop", &to)]),
         exit_code: allow.then_some(0),
         duration_ms: i,
@@ -278,7 +278,7 @@ fn a_damaged_last_line_refuses_appends() {
     write_lines(&w, &text);
     let e = log(&w).append(&entry("alice", 1)).unwrap_err();
     assert_eq!(
-        (e.code(), e.cause_code()),
+        (e.code().as_str(), e.cause_code().as_str()),
         ("audit_unavailable", "unparseable")
     );
     assert_eq!(lines(&w).len(), 2);
@@ -424,7 +424,7 @@ fn every_cut_wipe_and_replacement_is_a_fault_with_exit_1() {
     // Nothing can be appended over the evidence: an append is refused.
     let e = log(&w).append(&entry("alice", 9)).unwrap_err();
     assert_eq!(
-        (e.code(), e.cause_code()),
+        (e.code().as_str(), e.cause_code().as_str()),
         ("audit_unavailable", "missing_anchor")
     );
 }

@@ -157,7 +157,7 @@ fn append_refusals(w: &World, n: usize) {
             operation: None,
             land: None,
             decision: Decision::Deny,
-            code: Some("missing_grant".into()),
+            code: Some(hcp_model::Code::MissingGrant),
             args_digest: format!("hmac-sha256:{i:064x}"),
             exit_code: None,
             duration_ms: 1,

@@ -131,8 +131,16 @@ fn observe_mode_binds_nothing() {
 #[test]
 fn observe_mode_applies_no_output_control() {
     let w = world("observe");
+    // The file the probe prints lies outside the view unless the operator gives it.
+    let given = w.root().join("given");
+    std::fs::create_dir(&given).unwrap();
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        json!({"policy_mode": "observe", "packs": {"polprobe": {"read": [given]}}}).to_string(),
+    )
+    .unwrap();
     let agent = session(&w, "agent", &["--role", "agent"]);
-    let path = w.root().join("out.json");
+    let path = given.join("out.json");
     std::fs::write(&path, json!({"n": "not a number"}).to_string()).unwrap();
     let (out, v) = call(
         &w,

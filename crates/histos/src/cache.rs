@@ -62,9 +62,11 @@ pub enum CacheError {
 }
 
 impl CacheError {
-    /// A stable code for notes (`hcp doctor`): `cache_not_a_cache`, `cache_other_version`,
-    /// `cache_other_source`, `cache_truncated`, `cache_corrupted`.
-    pub fn code(&self) -> &'static str {
+    /// A stable word for why a compiled entry was not used, for a cache note (`hcp
+    /// doctor`): `cache_not_a_cache`, `cache_other_version`, `cache_other_source`,
+    /// `cache_truncated`, `cache_corrupted`. Not a refusal code: a compiled entry that
+    /// cannot be used is compiled again.
+    pub fn reason(&self) -> &'static str {
         match self {
             CacheError::NotACache => "cache_not_a_cache",
             CacheError::OtherVersion { .. } => "cache_other_version",

@@ -51,6 +51,30 @@ pub enum PolicyCode {
 }
 
 impl PolicyCode {
+    /// Every code, in the order above.
+    pub const ALL: &'static [PolicyCode] = &[
+        PolicyCode::DuplicateKey,
+        PolicyCode::InvalidBinding,
+        PolicyCode::InvalidGrant,
+        PolicyCode::NotAnObject,
+        PolicyCode::NotFound,
+        PolicyCode::ToolsNotAMapping,
+        PolicyCode::UnknownKey,
+        PolicyCode::Unparseable,
+        PolicyCode::UnsafePattern,
+        PolicyCode::UnsupportedFeature,
+        PolicyCode::UnsupportedVersion,
+        PolicyCode::PolicyInvalid,
+        PolicyCode::InvalidField,
+        PolicyCode::InvalidContract,
+        PolicyCode::InvalidCanary,
+        PolicyCode::MissingKey,
+        PolicyCode::NotAList,
+        PolicyCode::NotAMapping,
+        PolicyCode::PolicyTooLarge,
+        PolicyCode::InvalidImport,
+    ];
+
     /// The stable snake_case code.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -44,6 +44,16 @@ pub enum LockCode {
 }
 
 impl LockCode {
+    /// Every code, in the order above.
+    pub const ALL: &'static [LockCode] = &[
+        LockCode::Unparseable,
+        LockCode::DuplicateKey,
+        LockCode::UnsupportedVersion,
+        LockCode::Invalid,
+        LockCode::TooLarge,
+        LockCode::NotFound,
+    ];
+
     /// The stable snake_case code.
     pub fn as_str(self) -> &'static str {
         match self {

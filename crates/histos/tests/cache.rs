@@ -257,7 +257,7 @@ fn an_entry_of_another_version_or_source_is_refused() {
     other_engine[v] = other_engine[v].wrapping_add(1);
     let e = Policy::from_cache_bytes(&other_engine, &d).unwrap_err();
     assert!(matches!(e, CacheError::OtherVersion { .. }), "{e}");
-    assert_eq!(e.code(), "cache_other_version");
+    assert_eq!(e.reason(), "cache_other_version");
     let other = source_digest(b"another policy");
     assert_eq!(
         Policy::from_cache_bytes(&bytes, &other).unwrap_err(),

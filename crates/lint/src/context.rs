@@ -281,8 +281,8 @@ pub(crate) fn in_manifest_at(d: Diagnostic, text: &str, path: &[String]) -> Diag
 /// with the rest of its array, located there. `kind: openapi` runs no program.
 pub(crate) fn program_findings(
     cx: &Ctx<'_>,
-    make: fn(&'static str, String) -> Diagnostic,
-    code: &'static str,
+    make: fn(hcp_model::Code, String) -> Diagnostic,
+    code: hcp_model::Code,
     hint: &str,
     reason: impl Fn(&str, &[&[String]]) -> Option<String>,
     out: &mut Vec<Diagnostic>,

@@ -1,6 +1,7 @@
 //! Diagnostics as data: code, severity, message, location, hint. The renderers are
 //! beside them in [`crate::render`].
 
+use hcp_model::Code;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -18,7 +19,7 @@ pub enum Level {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
     /// Stable code of RUNTIME §2.
-    pub code: &'static str,
+    pub code: Code,
     /// Severity.
     pub level: Level,
     /// Lowercase message, user values in backticks.
@@ -36,7 +37,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An error with `code` and `message`.
-    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
             level: Level::Error,
@@ -48,7 +49,7 @@ impl Diagnostic {
         }
     }
     /// A warning with `code` and `message`.
-    pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn warning(code: Code, message: impl Into<String>) -> Self {
         Self {
             level: Level::Warning,
             ..Self::error(code, message)

@@ -60,6 +60,6 @@ pub(crate) fn lint(surface: &str, policy: &str, skill: &str) -> Vec<Diagnostic> 
 /// `(code, file, line)` of each finding.
 pub(crate) fn found(ds: &[Diagnostic]) -> Vec<(&'static str, Option<&str>, usize)> {
     ds.iter()
-        .map(|d| (d.code, d.file.as_deref(), d.line))
+        .map(|d| (d.code.as_str(), d.file.as_deref(), d.line))
         .collect()
 }

@@ -23,7 +23,7 @@ fn lint_as(dir: &Path, label: &str) -> Report {
 }
 
 fn codes(r: &Report) -> BTreeSet<&'static str> {
-    r.diagnostics.iter().map(|d| d.code).collect()
+    r.diagnostics.iter().map(|d| d.code.as_str()).collect()
 }
 
 fn fixture_names() -> Vec<String> {
@@ -81,9 +81,9 @@ fn every_rule_has_a_fixture() {
     for rule in hcp_lint::RULES {
         let has = names
             .iter()
-            .any(|n| n.split("--").next() == Some(rule.code))
-            || RUNTIME_MADE.contains(&rule.code)
-            || NEVER_RAISED.contains(&rule.code);
+            .any(|n| n.split("--").next() == Some(rule.code.as_str()))
+            || RUNTIME_MADE.contains(&rule.code.as_str())
+            || NEVER_RAISED.contains(&rule.code.as_str());
         assert!(has, "rule `{}` has no fixture", rule.code);
     }
 }
@@ -138,7 +138,7 @@ fn symlink_to_a_system_file_and_to_a_sibling() {
     let found: Vec<(&str, Option<&str>)> = r
         .diagnostics
         .iter()
-        .map(|d| (d.code, d.file.as_deref()))
+        .map(|d| (d.code.as_str(), d.file.as_deref()))
         .collect();
     assert_eq!(
         found,
@@ -178,7 +178,7 @@ fn secrets_are_refused() {
     let found: Vec<(&str, Option<&str>)> = r
         .diagnostics
         .iter()
-        .map(|d| (d.code, d.file.as_deref()))
+        .map(|d| (d.code.as_str(), d.file.as_deref()))
         .collect();
     assert_eq!(
         found,

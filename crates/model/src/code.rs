@@ -15,8 +15,8 @@
 //! The table also holds the decision codes of the Histos engine that refuse a call
 //! (RUNTIME §7: `unknown_tool`, `rbac`, `rate_limit` …) and its POLICY load codes, so a
 //! refusal of the runtime policy is a [`Code`] like any other; the engine keeps its own
-//! table (`histos::Rule`, `histos::PolicyCode`) and the runtime's tests check that each
-//! of them parses here. A few spellings serve two places with one meaning for a harness
+//! table (`histos::Rule`, `histos::PolicyCode`, `histos::lock::LockCode`), and the
+//! exhaustive conversions of `code::histos` (feature `histos`) bring each into this one. A few spellings serve two places with one meaning for a harness
 //! (`duplicate_key` in a pack file and in the runtime policy; `write_stimulus` at lint and
 //! at sense; `unparseable` in the policy and the audit trail): one entry each.
 //!
@@ -24,6 +24,9 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
+
+#[cfg(feature = "histos")]
+pub mod histos;
 
 /// The exit statuses of `hcp` (RUNTIME §2, §5; DESIGN "Exit statuses"), by name.
 pub mod exit {

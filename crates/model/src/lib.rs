@@ -8,17 +8,22 @@
 //! and column.
 //!
 //! It also holds the code table ([`code`]): every stable code of hcp with its step and
-//! exit status.
+//! exit status; the one shape of the caller ([`Principal`], RUNTIME §4); and what a call
+//! learned for its records and result ([`CallFacts`], RUNTIME §5, §6).
 //!
 //! It does no I/O: callers hand it text and get values or a [`ParseError`]. Lint rules
 //! live in `hcp-lint`, the store in `hcp-store`, the gate in `hcp-gate`.
 
+#![deny(missing_docs)]
+
 pub mod capability;
 pub mod code;
 pub mod exec;
+pub mod facts;
 pub mod id;
 pub mod manifest;
 pub mod policy;
+pub mod principal;
 pub mod span;
 pub mod strict;
 pub mod template;
@@ -26,12 +31,14 @@ pub mod template;
 pub use capability::{Capability, UnknownCapability};
 pub use code::{Code, Step, exit};
 pub use exec::{ArgValue, Envelope, ExecResult};
+pub use facts::CallFacts;
 pub use id::{PackId, validate_pack_id};
 pub use manifest::{
     Binding, BindingMode, Kind, Manifest, OpenapiRef, PassThrough, Plane, SpecSource, Transport,
     Trigger, VerbSpec, Wrap,
 };
 pub use policy::{Land, Operation, PolicyEntry, PolicyFile, Privacy};
+pub use principal::{Principal, SessionFacts};
 pub use span::{Location, locate};
 pub use strict::{ParseCode, ParseError, StrictMap, StrictValue, parse_strict};
 

@@ -104,11 +104,11 @@ pub enum TemplateError {
 }
 
 impl TemplateError {
-    /// The lint code.
-    pub fn code(&self) -> &'static str {
+    /// The lint code: `bad_placeholder` or `reserved_placeholder`.
+    pub fn code(&self) -> crate::Code {
         match self {
-            Self::BadPlaceholder(_) => "bad_placeholder",
-            Self::Reserved(_) => "reserved_placeholder",
+            Self::BadPlaceholder(_) => crate::Code::BadPlaceholder,
+            Self::Reserved(_) => crate::Code::ReservedPlaceholder,
         }
     }
 }

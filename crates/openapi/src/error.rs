@@ -1,7 +1,7 @@
 //! The two refusals of this crate: a document (or one of its operations) hcp cannot use,
 //! and a call whose arguments the document does not allow.
 
-use std::fmt;
+use hcp_model::Code;
 
 /// `bad_openapi` (RUNTIME §1.3): the document, or the part of it an operation needs, is
 /// refused. `pointer` is the RFC 6901 JSON pointer of the fault in the document (`""` for
@@ -29,8 +29,8 @@ impl BadOpenapi {
     }
 
     /// The stable code, `bad_openapi`.
-    pub fn code(&self) -> &'static str {
-        "bad_openapi"
+    pub fn code(&self) -> Code {
+        Code::BadOpenapi
     }
 }
 
@@ -48,48 +48,11 @@ pub enum OperationError {
 
 impl OperationError {
     /// The stable code: `unknown_operation` or `bad_openapi`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unknown(_) => "unknown_operation",
+            Self::Unknown(_) => Code::UnknownOperation,
             Self::Bad(b) => b.code(),
         }
-    }
-}
-
-/// The codes of a [`Refusal`]: the argument codes of RUNTIME §5 step 3, and the binding
-/// code of step 8 when the operation needs a credential that was not given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RefusalCode {
-    /// An argument that is not a parameter or body property of the operation.
-    ArgUnknown,
-    /// A required parameter or body property is absent.
-    ArgMissing,
-    /// A value outside the document's type, enum, bounds or pattern, a path parameter
-    /// that could leave its path segment, a header value with control characters.
-    ArgInvalid,
-    /// The operation's security scheme needs a credential and none was given.
-    BindingRequired,
-    /// No server to send to: the document names none that is absolute and the operator
-    /// set none.
-    BadOpenapi,
-}
-
-impl RefusalCode {
-    /// The stable snake_case code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ArgUnknown => "arg_unknown",
-            Self::ArgMissing => "arg_missing",
-            Self::ArgInvalid => "arg_invalid",
-            Self::BindingRequired => "binding_required",
-            Self::BadOpenapi => "bad_openapi",
-        }
-    }
-}
-
-impl fmt::Display for RefusalCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -98,8 +61,11 @@ impl fmt::Display for RefusalCode {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct Refusal {
-    /// The stable code.
-    pub code: RefusalCode,
+    /// The stable code: the argument codes of RUNTIME §5 step 3 (`arg_unknown`,
+    /// `arg_missing`, `arg_invalid`), `binding_required` (step 8: the operation's security
+    /// scheme needs a credential and none was given) or `bad_openapi` (no server to send
+    /// to: the document names none that is absolute and the operator set none).
+    pub code: Code,
     /// The argument concerned, when one is.
     pub argument: Option<String>,
     /// Lowercase, user values in backticks.
@@ -107,16 +73,11 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub(crate) fn arg(code: RefusalCode, name: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn arg(code: Code, name: &str, message: impl Into<String>) -> Self {
         Self {
             code,
             argument: Some(name.to_owned()),
             message: message.into(),
         }
-    }
-
-    /// The stable code as text.
-    pub fn code(&self) -> &'static str {
-        self.code.as_str()
     }
 }

@@ -37,7 +37,7 @@ pub mod schema;
 mod send;
 mod server;
 
-pub use error::{BadOpenapi, OperationError, Refusal, RefusalCode};
+pub use error::{BadOpenapi, OperationError, Refusal};
 pub use load::{Document, MAX_DOCUMENT_BYTES, Version};
 pub use operation::{
     ArgIn, ArgSpec, Auth, Body, Dropped, Method, Operation, QueryStyle, RESERVED_NAMES, Security,

@@ -1,10 +1,11 @@
 //! From a call's arguments to one HTTP request, refused before anything is sent when the
 //! arguments do not fit the operation (RUNTIME §1.3, §5 step 3).
 
-use crate::error::{Refusal, RefusalCode};
+use crate::error::Refusal;
 use crate::operation::{ArgIn, ArgSpec, Auth, Method, Operation, QueryStyle};
 use crate::pointer::shorten;
 use crate::server::{ServerUrl, origin_of};
+use hcp_model::Code;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -149,13 +150,13 @@ pub fn check<'a>(op: &'a Operation, args: &Map<String, Value>) -> Result<Checked
                     d.location, d.wire, d.why
                 ));
             }
-            return Err(Refusal::arg(RefusalCode::ArgUnknown, name, message));
+            return Err(Refusal::arg(Code::ArgUnknown, name, message));
         }
     }
     for a in &op.args {
         if a.required && !args.contains_key(&a.name) {
             return Err(Refusal::arg(
-                RefusalCode::ArgMissing,
+                Code::ArgMissing,
                 &a.name,
                 format!("missing required argument `{}`", a.name),
             ));
@@ -167,14 +168,14 @@ pub fn check<'a>(op: &'a Operation, args: &Map<String, Value>) -> Result<Checked
         let v = a.schema.coerce(v.clone());
         if let Err(why) = a.schema.check(&v) {
             return Err(Refusal::arg(
-                RefusalCode::ArgInvalid,
+                Code::ArgInvalid,
                 &a.name,
                 format!("argument `{}` {why}", a.name),
             ));
         }
         if holds_nul(&v) {
             return Err(Refusal::arg(
-                RefusalCode::ArgInvalid,
+                Code::ArgInvalid,
                 &a.name,
                 format!("argument `{}` holds a NUL character", a.name),
             ));
@@ -183,7 +184,7 @@ pub fn check<'a>(op: &'a Operation, args: &Map<String, Value>) -> Result<Checked
             ArgIn::Path => {
                 if let Some(why) = leaves_segment(&text_of(a, &v, ",")) {
                     return Err(Refusal::arg(
-                        RefusalCode::ArgInvalid,
+                        Code::ArgInvalid,
                         &a.name,
                         format!("path argument `{}` {why}", a.name),
                     ));
@@ -195,7 +196,7 @@ pub fn check<'a>(op: &'a Operation, args: &Map<String, Value>) -> Result<Checked
                     .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
                 {
                     return Err(Refusal::arg(
-                        RefusalCode::ArgInvalid,
+                        Code::ArgInvalid,
                         &a.name,
                         format!(
                             "header argument `{}` holds a control or non-ASCII character",
@@ -240,7 +241,7 @@ pub fn plan(
             .find(|(a, _)| a.location == ArgIn::Path && a.wire == wire)
             .ok_or_else(|| {
                 Refusal::arg(
-                    RefusalCode::ArgMissing,
+                    Code::ArgMissing,
                     wire,
                     format!("missing path argument `{}`", shorten(wire)),
                 )
@@ -280,7 +281,7 @@ pub fn plan(
         || !url.path().starts_with(base.path().trim_end_matches('/'))
     {
         return Err(Refusal {
-            code: RefusalCode::ArgInvalid,
+            code: Code::ArgInvalid,
             argument: None,
             message: "the request would leave the server's origin or path".into(),
         });
@@ -315,7 +316,7 @@ pub fn plan(
         (Auth::Bearer { scheme } | Auth::ApiKeyHeader { scheme, .. }, None) => {
             if !op.security.optional {
                 return Err(Refusal {
-                    code: RefusalCode::BindingRequired,
+                    code: Code::BindingRequired,
                     argument: None,
                     message: format!(
                         "operation `{}` needs a credential (security scheme `{}`)",

@@ -7,7 +7,7 @@
 //! working directory — without verifying the bin, spending or running anything, and
 //! hands it back with the refusal ([`Preview`], `Answer::preview`). `hcp mcp` shows it to
 //! the person (an elicitation); on an accept it calls again with the preview's
-//! [`Preview::digest`] ([`crate::pipeline::exec_answered`]): the gate then counts the call
+//! [`Preview::digest`] ([`crate::pipeline::Mode::Answered`]): the gate then counts the call
 //! as confirmed, and after child preparation the runtime refuses it (`confirm_required`,
 //! nothing spent) unless the command it is about to run has that very digest.
 //!
@@ -23,10 +23,9 @@ use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_adapter::SessionValues;
 use hcp_gate::{Context, Decision};
-use hcp_model::{ArgValue, Code, Land, Operation};
+use hcp_model::{ArgValue, Code, Land, Operation, Principal};
 use hcp_store::approval::Approval;
 use hcp_store::pack::InstalledPack;
-use hcp_store::session::Session;
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -38,7 +37,8 @@ use std::path::Path;
 /// The property of the elicitation's form the person sets to go ahead.
 pub const RUN_KEY: &str = "run";
 
-/// What the person answered through the face for one call ([`crate::pipeline::exec_answered`]).
+/// What the person answered through the face for one call
+/// ([`crate::pipeline::Mode::Answered`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answered {
     /// The [`Preview::digest`] of the command they accepted at the confirm gate.
@@ -115,8 +115,7 @@ pub(crate) struct PreviewOf<'a> {
     pub verb_key: &'a str,
     pub args: &'a [(String, ArgValue)],
     pub policy: Option<&'a histos::Policy>,
-    pub session: Option<&'a Session>,
-    pub principal: &'a str,
+    pub principal: &'a Principal,
 }
 
 /// The command a call refused at step 6 would run once confirmed, rendered as child
@@ -131,7 +130,7 @@ pub(crate) fn preview(ctx: &Context<'_>, p: &PreviewOf<'_>) -> Option<Preview> {
         return None;
     };
     let mut values: BTreeMap<String, ArgValue> = allowed.values.clone();
-    if let (Some(policy), Some(s)) = (p.policy, p.session) {
+    if let (Some(policy), Some(s)) = (p.policy, &p.principal.session) {
         let tool = format!("{}.{}", p.pack.id, p.verb_key);
         for (arg, attr) in policy
             .tool(&tool)
@@ -142,7 +141,7 @@ pub(crate) fn preview(ctx: &Context<'_>, p: &PreviewOf<'_>) -> Option<Preview> {
         }
     }
     let session = SessionValues {
-        principal_id: p.principal.to_owned(),
+        principal_id: p.principal.id.clone(),
         project_id: allowed.project.clone(),
         workdir: allowed.workdir.clone(),
     };
@@ -169,7 +168,7 @@ pub(crate) fn preview(ctx: &Context<'_>, p: &PreviewOf<'_>) -> Option<Preview> {
         verb_key: p.verb_key.to_owned(),
         operation: allowed.operation,
         land: allowed.land,
-        principal: p.principal.to_owned(),
+        principal: p.principal.id.clone(),
         bin: lossy(pin.path.as_os_str()),
         argv0: lossy(&argv0),
         args: args.iter().map(|a| lossy(a)).collect(),

@@ -1,29 +1,29 @@
 //! `hcp connect PACK` and `hcp disconnect PACK` (RUNTIME §8): establish and remove a
 //! `user` pack's binding for the calling principal and the pack's binding family.
 //!
-//! Connect runs the pack's connect verb through the pipeline ([`pipeline::connect_verb`]:
-//! the gate with `verb.exec.write` and `pack.connect`, the confirm gate when its policy
-//! asks, the runtime policy, the audit), then reads the credential from the verb's
-//! stdout: exactly one JSON object of at most [`MAX_CREDENTIAL_BYTES`] bytes. Anything
-//! else is refused with `connect_output_invalid` and nothing is stored. The credential is
-//! never shown: the answer leaves out the verb's stdout, redacts the credential from its
-//! stderr (the one redaction, [`crate::redact`]: plain and JSON-escaped forms), and no
-//! message quotes it (DESIGN.md, "Bindings and stimuli").
+//! Connect runs the pack's connect verb through the pipeline ([`pipeline::run`] of a
+//! [`pipeline::Binding`] in [`Mode::Connect`]: the gate with `verb.exec.write` and
+//! `pack.connect`, the confirm gate when its policy asks, the runtime policy, the audit),
+//! then reads the credential from the verb's stdout: exactly one JSON object of at most
+//! [`MAX_CREDENTIAL_BYTES`] bytes. Anything else is refused with `connect_output_invalid`
+//! and nothing is stored. The credential is never shown: the answer leaves out the verb's
+//! stdout, redacts the credential from its stderr (the one redaction, [`crate::redact`]:
+//! plain and JSON-escaped forms), and no message quotes it (DESIGN.md, "Bindings and
+//! stimuli"). Disconnect is the pipeline's [`Mode::Disconnect`].
 
 use crate::Runtime;
-use crate::call::{Call, CallArgs, Caller, Words};
-use crate::pipeline;
+use crate::call::{Caller, Words};
+use crate::pipeline::{self, Binding, Mode, Subject};
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
-use hcp_gate::Face;
-use hcp_model::{BindingMode, Capability, Code, ExecResult, exit};
+use crate::step::bind::{self, Of};
+use hcp_model::facts::{BindingOutcome, BindingResult, Stored};
+use hcp_model::{BindingMode, CallFacts, Code, ExecResult, exit};
 use hcp_store::StoreLock;
-use hcp_store::audit::{Decision, Entry};
 use hcp_store::binding::{self, MAX_CREDENTIAL_BYTES};
 use hcp_store::pack::{self, InstalledPack};
-use hcp_store::session::{OWNER, SessionError};
 use jiff::Timestamp;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::time::Duration;
 
 /// What `hcp connect` answered.
@@ -46,7 +46,7 @@ pub struct Connected {
 /// `state_unavailable` (74), the pack's (`not_installed` …), `not_connectable` (66).
 pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
     crate::backend::ready(rt).map_err(|e| Refusal::store(&e))?;
-    let pack = pack::load(rt.home(), id).map_err(|e| crate::install::pack_refusal(&e))?;
+    let pack = pack::load(rt.home(), id).map_err(|e| crate::refusal::pack_refusal(&e))?;
     if pack.manifest.binding.mode != BindingMode::User {
         return Err(Refusal::new(
             Code::NotConnectable,
@@ -97,20 +97,18 @@ pub fn connect(
         .map(str::to_owned)
         .unwrap_or_default();
     let digest = args_digest(rt, pack, &verb_key, &words)?;
-    let call = Call {
-        pack_id: Some(pack.id.to_string()),
-        target: verb_key.clone(),
+    let binding = Binding {
+        pack,
+        words,
         timeout,
-        args: CallArgs::Words(words),
-        face: Face::Cli,
     };
-    let (answer, principal) = pipeline::connect_verb(rt, caller, call);
+    let answer = pipeline::run(rt, caller, Subject::Binding(binding), Mode::Connect);
     let mut result = answer.result;
     // The verb's stdout is the credential: it never leaves this function.
     let stdout = answer.stdout;
     result.stdout = None;
     result.data = Value::Null;
-    let Some(code) = result.exit_code else {
+    let Some(status) = result.exit_code else {
         // Refused before the verb ran: the pipeline's answer as it is.
         return Ok(Connected {
             result,
@@ -119,83 +117,126 @@ pub fn connect(
             stored: None,
         });
     };
-    let Some(principal) = principal else {
+    let Some(principal) = answer.principal else {
         return Err(Refusal::new(
             Code::StoreDamaged,
             "the connect verb ran without a principal",
         ));
     };
-    let record = |code: Option<Code>, outcome: &str, run: Option<&str>| {
-        record_binding(rt, &principal, pack, &verb_key, &digest, code, outcome, run)
+    let of = Of {
+        pack,
+        verb_key: &verb_key,
+        principal: &principal,
+        args_digest: &digest,
     };
-    if code != 0 || result.code.is_some() {
-        result.ok = false;
-        if result.code.is_none() {
-            result.code = Some(Code::ConnectFailed);
-            result.error = Some(format!(
-                "the connect verb `{verb_key}` of `{}` exited with status {code}; nothing was stored",
-                pack.id
-            ));
-        }
-        result.hint =
-            Some("see the verb's stderr; the pack's skill says how its connect works".to_string());
-        let refusal = result.code;
-        let id = record(refusal, "refused", result.audit_id.as_deref());
-        result.extra.insert("binding_audit_id".into(), json!(id));
-        return Ok(Connected {
-            result,
-            exit: answer.exit,
-            stderr: answer.stderr,
-            stored: None,
-        });
+    let ran = Ran {
+        result,
+        exit: answer.exit,
+        stderr: answer.stderr,
+    };
+    if status != 0 || ran.result.code.is_some() {
+        return Ok(failed(rt, &of, ran, status));
     }
     let now = Timestamp::now();
-    let secret = match credential(&stdout, result.truncated, now) {
-        Ok(s) => s,
-        Err(why) => {
-            let id = record(
-                Some(Code::ConnectOutputInvalid),
-                "refused",
-                result.audit_id.as_deref(),
-            );
-            result.ok = false;
-            result.code = Some(Code::ConnectOutputInvalid);
-            result.error = Some(format!(
-                "the connect verb `{verb_key}` of `{}` did not print a credential: {why}; nothing was stored",
-                pack.id
-            ));
-            result.hint = Some(format!(
-                "a connect verb prints exactly one JSON object of at most {MAX_CREDENTIAL_BYTES} bytes on stdout"
-            ));
-            result.extra.insert("binding_audit_id".into(), json!(id));
-            // Its stderr may quote what it printed: not shown.
-            result.stderr = None;
-            return Ok(Connected {
-                result,
-                exit: Code::ConnectOutputInvalid.exit_status(),
-                stderr: Vec::new(),
-                stored: None,
-            });
-        }
-    };
-    let family = pack.manifest.family().to_owned();
-    let redacted = Redactor::new(&secret).bytes(&answer.stderr);
+    match credential(&stdout, ran.result.truncated, now) {
+        Ok(secret) => store(rt, &of, ran, secret, now),
+        Err(why) => Ok(invalid(rt, &of, ran, &why)),
+    }
+}
+
+/// What the connect verb's run answered, its stdout taken out.
+struct Ran {
+    result: ExecResult,
+    exit: u8,
+    stderr: Vec<u8>,
+}
+
+/// The connect verb exited non-zero (or its run ended with a code): nothing is stored.
+fn failed(rt: &Runtime, of: &Of<'_>, mut ran: Ran, status: i32) -> Connected {
+    let result = &mut ran.result;
+    result.ok = false;
+    if result.code.is_none() {
+        result.code = Some(Code::ConnectFailed);
+        result.error = Some(format!(
+            "the connect verb `{}` of `{}` exited with status {status}; nothing was stored",
+            of.verb_key, of.pack.id
+        ));
+    }
+    result.hint =
+        Some("see the verb's stderr; the pack's skill says how its connect works".to_string());
+    let run = result.audit_id.as_deref();
+    let id = bind::record(rt, of, result.code, BindingOutcome::Refused, run);
+    connected(result, id, None);
+    Connected {
+        result: ran.result,
+        exit: ran.exit,
+        stderr: ran.stderr,
+        stored: None,
+    }
+}
+
+/// The connect verb printed no credential (`why`, never quoting it): nothing is stored,
+/// and its stderr, which may quote what it printed, is not shown.
+fn invalid(rt: &Runtime, of: &Of<'_>, mut ran: Ran, why: &str) -> Connected {
+    let result = &mut ran.result;
+    let code = Code::ConnectOutputInvalid;
+    let id = bind::record(
+        rt,
+        of,
+        Some(code),
+        BindingOutcome::Refused,
+        result.audit_id.as_deref(),
+    );
+    result.ok = false;
+    result.code = Some(code);
+    result.error = Some(format!(
+        "the connect verb `{}` of `{}` did not print a credential: {why}; nothing was stored",
+        of.verb_key, of.pack.id
+    ));
+    result.hint = Some(format!(
+        "a connect verb prints exactly one JSON object of at most {MAX_CREDENTIAL_BYTES} bytes on stdout"
+    ));
+    connected(result, id, None);
+    result.stderr = None;
+    Connected {
+        result: ran.result,
+        exit: code.exit_status(),
+        stderr: Vec::new(),
+        stored: None,
+    }
+}
+
+/// Stores the credential for the principal and the pack's family, and records it.
+fn store(
+    rt: &Runtime,
+    of: &Of<'_>,
+    mut ran: Ran,
+    secret: Map<String, Value>,
+    now: Timestamp,
+) -> Result<Connected, Refusal> {
+    let family = of.pack.manifest.family().to_owned();
+    let redacted = Redactor::new(&secret).bytes(&ran.stderr);
+    let result = &mut ran.result;
     result.stderr = Some(String::from_utf8_lossy(&redacted).into_owned());
-    let stored = StoreLock::acquire(rt.home())
+    let principal = of.principal.to_owned();
+    let saved = StoreLock::acquire(rt.home())
         .and_then(|_lock| binding::save(rt.home(), &principal, &family, secret, now))
         .map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
-    let id = record(None, "stored", result.audit_id.as_deref());
-    result.extra.insert(
-        "binding".into(),
-        json!({
-            "principal": principal,
-            "family": family,
-            "expires_at": stored.expires_at.map(|t| t.to_string()),
-        }),
+    let id = bind::record(
+        rt,
+        of,
+        None,
+        BindingOutcome::Stored,
+        result.audit_id.as_deref(),
     );
-    result.extra.insert("binding_audit_id".into(), json!(id));
+    let stored = Stored {
+        principal: principal.clone(),
+        family: family.clone(),
+        expires_at: saved.expires_at.map(|t| t.to_string()),
+    };
+    connected(result, id, Some(stored));
     Ok(Connected {
-        result,
+        result: ran.result,
         exit: exit::OK,
         stderr: redacted,
         stored: Some((principal, family)),
@@ -217,83 +258,39 @@ pub struct Disconnected {
 
 /// Runs `hcp disconnect` for `pack` (from [`connectable`]): removes the calling
 /// principal's credential for the pack's family. A session needs `pack.connect` on the
-/// pack (the one grant check, with the rug-pull guard). Audited either way.
+/// pack (the one grant check, with the rug-pull guard); a damaged install record is
+/// refused (`store_damaged`), as exec refuses it. Audited either way.
 ///
 /// # Errors
-/// `bad_session`, `missing_grant`, or the store's.
+/// `bad_session`, `missing_grant`, `store_damaged`, or the store's.
 pub fn disconnect(
     rt: &Runtime,
     caller: &Caller,
     pack: &InstalledPack,
 ) -> Result<Disconnected, Refusal> {
-    let verb_key = pack.manifest.connect_verb().unwrap_or_default().to_owned();
-    let digest = rt
-        .state()
-        .args_digest(&[])
-        .map_err(|e| Refusal::store(&e))?;
-    let now = Timestamp::now();
-    let refuse = |principal: &str, r: Refusal| {
-        let mut entry = binding_entry(pack, &verb_key, principal, Some(r.code), &digest);
-        entry.extra.insert("binding".into(), json!("refused"));
-        let _ = rt.state().record(&entry);
-        r
-    };
-    let session = match &caller.session_token {
-        None => None,
-        Some(t) => match rt.state().session_resolve(&t.to_string_lossy(), now) {
-            Ok(s) => Some(s),
-            Err(SessionError::Bad(b)) => {
-                return Err(refuse(
-                    "unknown",
-                    Refusal::new(Code::BadSession, format!("bad session: {b}"))
-                        .hint("the owner starts a new session with `hcp session start`"),
-                ));
-            }
-            Err(e) => return Err(refuse("unknown", Refusal::new(e.code(), e.to_string()))),
-        },
-    };
-    let principal = session
-        .as_ref()
-        .map_or(OWNER, |s| s.principal.as_str())
-        .to_owned();
-    if let Some(s) = &session {
-        let held = rt
-            .state()
-            .grants_held(&s.principal, &pack.id)
-            .map_err(|e| refuse(&principal, Refusal::store(&e)))?;
-        let changed = pack
-            .record
-            .content_changed_at
-            .as_deref()
-            .and_then(|t| t.parse::<Timestamp>().ok());
-        hcp_gate::grant::require(
-            s.principal.as_str(),
-            pack.id.as_str(),
-            held.iter().map(|h| (h.capability, h.granted_at)),
-            Capability::PackConnect,
-            changed,
-        )
-        .map_err(|r| refuse(&principal, Refusal::from_gate(&r)))?;
-    }
-    let family = pack.manifest.family().to_owned();
-    let removed = StoreLock::acquire(rt.home())
-        .and_then(|_lock| binding::remove(rt.home(), &principal, &family))
-        .map_err(|e| Refusal::store(&e))?;
-    let audit_id = record_binding(
-        rt,
-        &principal,
+    let binding = Binding {
         pack,
-        &verb_key,
-        &digest,
-        None,
-        if removed { "removed" } else { "absent" },
-        None,
-    );
+        words: Words::default(),
+        timeout: None,
+    };
+    let answer = pipeline::run(rt, caller, Subject::Binding(binding), Mode::Disconnect);
+    let r = answer.result;
+    if let Some(code) = r.code {
+        return Err(Refusal {
+            code,
+            message: r.error.unwrap_or_default(),
+            hint: r.hint,
+        });
+    }
+    let act = answer.facts.binding;
     Ok(Disconnected {
-        principal,
-        family,
-        removed,
-        audit_id,
+        principal: answer.principal.unwrap_or_default(),
+        family: act
+            .as_ref()
+            .and_then(|a| a.family.clone())
+            .unwrap_or_else(|| pack.manifest.family().to_owned()),
+        removed: act.is_some_and(|a| a.outcome == BindingOutcome::Removed),
+        audit_id: r.audit_id,
     })
 }
 
@@ -353,56 +350,12 @@ fn args_digest(
         .map_err(|e| Refusal::store(&e))
 }
 
-/// Appends the audit record of a binding decision: stored, refused, removed, absent, with
-/// the family and the run's record. It carries the usual digest of the arguments, never
-/// the credential. Returns its id.
-#[allow(clippy::too_many_arguments)]
-fn record_binding(
-    rt: &Runtime,
-    principal: &str,
-    pack: &InstalledPack,
-    verb_key: &str,
-    args_digest: &str,
-    code: Option<Code>,
-    outcome: &str,
-    run: Option<&str>,
-) -> Option<String> {
-    let mut entry = binding_entry(pack, verb_key, principal, code, args_digest);
-    entry.extra.insert("binding".into(), json!(outcome));
-    entry
-        .extra
-        .insert("family".into(), json!(pack.manifest.family()));
-    if let Some(r) = run {
-        entry.extra.insert("run_audit_id".into(), json!(r));
-    }
-    rt.state().record(&entry).ok().map(|a| a.id)
-}
-
-/// The audit entry of a binding decision on `pack`'s connect verb.
-fn binding_entry(
-    pack: &InstalledPack,
-    verb_key: &str,
-    principal: &str,
-    code: Option<Code>,
-    args_digest: &str,
-) -> Entry {
-    let policy = pack.policy.verbs.get(verb_key);
-    Entry {
-        principal: principal.to_owned(),
-        project: None,
-        pack_id: Some(pack.id.to_string()),
-        verb_key: verb_key.to_owned(),
-        operation: policy.map(|p| p.operation),
-        land: policy.map(|p| p.privacy.land),
-        decision: if code.is_some() {
-            Decision::Deny
-        } else {
-            Decision::Allow
-        },
-        code: code.map(|c| c.as_str().to_owned()),
-        args_digest: args_digest.to_owned(),
-        exit_code: None,
-        duration_ms: 0,
-        extra: std::collections::BTreeMap::new(),
-    }
+/// Adds what `hcp connect` did with the credential to its result: the binding decision's
+/// record `audit_id` and, when it was stored, for whom.
+fn connected(result: &mut ExecResult, audit_id: Option<String>, stored: Option<Stored>) {
+    let facts = CallFacts {
+        connected: Some(BindingResult { audit_id, stored }),
+        ..CallFacts::default()
+    };
+    result.extra.extend(facts.result_fields());
 }

@@ -16,6 +16,7 @@ use crate::refusal::Refusal;
 use hcp_adapter::{
     KernelSupport, LandlockSupport, ResourceLimits, SCOPE_LANDLOCK_ABI, Status, TESTED_LANDLOCK_ABI,
 };
+use hcp_store::Home;
 use hcp_store::config::RuntimeConfig;
 use hcp_store::pack;
 use serde::Serialize;
@@ -281,11 +282,58 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     let audit = audit_health(rt, &mut problems);
 
     let sandbox = sandbox(&config, &mut problems, &mut notes);
+    let limits = limits(&config);
+
+    let packs = pack_bins(home, &listing, &mut problems);
+
+    let bindings = bindings(home, &mut problems);
+    let skill_exports = hcp_store::skill::export::health(
+        home,
+        &config,
+        std::env::var_os("HOME").as_deref(),
+        &mut problems,
+    );
+    let runtime_policy = crate::policy::health::examine(home, &mut problems);
+    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
+    Ok(Report {
+        ok: problems.is_empty(),
+        store: StoreHealth {
+            exists: root.is_dir(),
+            home: root,
+            config: ConfigHealth {
+                present: config_path.exists(),
+                path: config_path,
+                error: config_error,
+            },
+            packs_installed: listing.len(),
+            packs_active: listing.iter().filter(|p| p.active).count(),
+            audit,
+        },
+        state,
+        sandbox,
+        limits,
+        networks: listing
+            .iter()
+            .map(|l| crate::egress::pack_network(&config, &l.id))
+            .collect(),
+        packs,
+        bindings,
+        skill_exports,
+        runtime_policy,
+        view,
+        problems,
+        notes,
+    })
+}
+
+/// The resource limits `config.json` asks for, what applies under the hard limits hcp
+/// runs under, and whether the kernel enforces each.
+fn limits(config: &RuntimeConfig) -> Vec<Limit> {
     let limits_config = crate::prepare::resource_limits(&config.limits);
     let effective = limits_config.effective();
     let root_user = hcp_adapter::running_as_root();
     let cgroup = matches!(KernelSupport::probe().pids_cgroup, Ok(Some(_)));
-    let limits = config
+    config
         .limits
         .named()
         .into_iter()
@@ -308,10 +356,18 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
                 },
             }
         })
-        .collect();
+        .collect()
+}
 
+/// Each installed pack's pinned bins, checked; a damaged record or a bin that changed is
+/// a problem.
+fn pack_bins(
+    home: &Home,
+    listing: &[pack::PackListing],
+    problems: &mut Vec<String>,
+) -> Vec<PackBins> {
     let mut packs = Vec::new();
-    for l in &listing {
+    for l in listing {
         if let Some(d) = &l.damaged {
             problems.push(format!("pack `{}` has a damaged record: {d}", l.id));
             packs.push(PackBins {
@@ -359,9 +415,14 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             bins,
         });
     }
+    packs
+}
 
+/// The credential files: one wider than 0600 is refused at exec (`binding_insecure`), so
+/// it is a problem.
+fn bindings(home: &Home, problems: &mut Vec<String>) -> Vec<BindingFile> {
     // Credential files wider than 0600 are refused at exec (`binding_insecure`): say so.
-    let bindings: Vec<BindingFile> = hcp_store::binding::list(home)
+    hcp_store::binding::list(home)
         .into_iter()
         .map(|(principal, family, mode)| {
             let secure = mode & 0o077 == 0;
@@ -372,44 +433,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
             }
             BindingFile { principal, family, mode: format!("{mode:04o}"), secure }
         })
-        .collect();
-    let skill_exports = hcp_store::skill::export::health(
-        home,
-        &config,
-        std::env::var_os("HOME").as_deref(),
-        &mut problems,
-    );
-    let runtime_policy = crate::policy::health::examine(home, &mut problems);
-    let view = crate::view_health::examine(rt, &config, &mut problems, &mut notes);
-    Ok(Report {
-        ok: problems.is_empty(),
-        store: StoreHealth {
-            exists: root.is_dir(),
-            home: root,
-            config: ConfigHealth {
-                present: config_path.exists(),
-                path: config_path,
-                error: config_error,
-            },
-            packs_installed: listing.len(),
-            packs_active: listing.iter().filter(|p| p.active).count(),
-            audit,
-        },
-        state,
-        sandbox,
-        limits,
-        networks: listing
-            .iter()
-            .map(|l| crate::egress::pack_network(&config, &l.id))
-            .collect(),
-        packs,
-        bindings,
-        skill_exports,
-        runtime_policy,
-        view,
-        problems,
-        notes,
-    })
+        .collect()
 }
 
 /// The sandbox section: what `KernelSupport::probe` offers against what `config.json`

@@ -15,14 +15,13 @@
 //!
 //! A `deny` or `host` call never makes a [`CallEgress`]: no proxy, no thread.
 
-use crate::record::Facts;
 use crate::refusal::Refusal;
 use hcp_egress::{AllowList, ConnectionLog, Destination, Proxy, ProxyConfig};
+use hcp_model::CallFacts;
 use hcp_model::Code;
 use hcp_store::config::{NetworkMode, RuntimeConfig};
 use serde::Serialize;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Mutex, PoisonError};
 
@@ -94,7 +93,7 @@ impl CallEgress {
     /// writes its log into `facts`: the outcome record's `connections`, and the result's
     /// `sandbox.network.refused` (with `refused_other` when more destinations were
     /// refused than it names, and `proxy` when the proxy could not start).
-    pub fn finish(self, facts: &mut Facts) {
+    pub fn finish(self, facts: &mut CallFacts) {
         let state = self
             .state
             .into_inner()
@@ -106,13 +105,7 @@ impl CallEgress {
             // network namespace): nothing was served.
             Serving::Ready(_) => (ConnectionLog::new(), None),
         };
-        note(
-            &log,
-            failed.as_deref(),
-            &self.key,
-            &mut facts.audit_extra,
-            &mut facts.result_extra,
-        );
+        note(&log, failed.as_deref(), &self.key, facts);
     }
 }
 
@@ -141,15 +134,15 @@ pub fn for_call(
 /// After the run of a child that had `egress`: the proxy ended and its log written
 /// ([`CallEgress::finish`]); a refused destination gives the result its hint ([`hint`])
 /// unless it has one already.
-pub fn after_run(egress: Option<CallEgress>, facts: &mut Facts) {
+pub fn after_run(egress: Option<CallEgress>, facts: &mut CallFacts) {
     let Some(e) = egress else {
         return;
     };
     e.finish(facts);
-    if !facts.result_extra.contains_key("hint")
-        && let Some(h) = hint(&facts.result_extra)
+    if facts.hint.is_none()
+        && let Some(h) = hint(facts.sandbox_after_run())
     {
-        facts.result_extra.insert("hint".into(), h.into());
+        facts.hint = Some(h);
     }
 }
 
@@ -233,22 +226,12 @@ pub fn pack_network(config: &RuntimeConfig, pack_id: &str) -> PackNetwork {
     }
 }
 
-/// Writes `log` into a call's audit and result extras (as [`CallEgress::finish`]).
-fn note(
-    log: &ConnectionLog,
-    failed: Option<&str>,
-    key: &str,
-    audit_extra: &mut BTreeMap<String, Value>,
-    result_extra: &mut Map<String, Value>,
-) {
-    audit_extra.insert("connections".into(), log.outcome_json());
+/// Writes `log` into a call's facts (as [`CallEgress::finish`]): its records'
+/// `connections`, its result's `sandbox.network`.
+fn note(log: &ConnectionLog, failed: Option<&str>, key: &str, facts: &mut CallFacts) {
+    facts.connections = Some(log.outcome_json());
     let (refused, other) = log.refused_json();
-    let sandbox = result_extra
-        .entry("sandbox")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Value::Object(sandbox) = sandbox else {
-        return;
-    };
+    let sandbox = facts.sandbox_after_run();
     let network = sandbox
         .entry("network")
         .or_insert_with(|| serde_json::json!({"mode": "allow"}));
@@ -278,10 +261,10 @@ pub fn key_for(pack_id: &str, pack_has_own: bool) -> String {
     }
 }
 
-/// The result's hint when its `sandbox.network` part names refused destinations
+/// The result's hint when its `sandbox`'s `network` part names refused destinations
 /// (RUNTIME §5.5: the model and the operator see why): the first of them and the key.
-pub fn hint(result_extra: &Map<String, Value>) -> Option<String> {
-    let network = result_extra.get("sandbox")?.get("network")?;
+pub fn hint(sandbox: &Map<String, Value>) -> Option<String> {
+    let network = sandbox.get("network")?;
     let refused = network.get("refused")?.as_array()?;
     let first = refused.first()?;
     let key = network
@@ -328,21 +311,17 @@ mod tests {
         s.read_to_string(&mut answer).unwrap();
         assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
         assert!(answer.contains("`packs.gh.network`"), "{answer}");
-        let (mut audit, mut result) = (BTreeMap::new(), Map::new());
-        result.insert(
-            "sandbox".into(),
-            serde_json::json!({"network": {"mode": "allow", "enforced": true, "refused": []}}),
-        );
+        let sandbox =
+            serde_json::json!({"network": {"mode": "allow", "enforced": true, "refused": []}});
+        let mut facts = CallFacts {
+            sandbox: Some(hcp_model::facts::Sandbox::One(sandbox)),
+            ..CallFacts::default()
+        };
         let Serving::Running(proxy) = egress.state.into_inner().unwrap() else {
             panic!("not serving")
         };
-        note(
-            &proxy.finish(),
-            None,
-            "packs.gh.network",
-            &mut audit,
-            &mut result,
-        );
+        note(&proxy.finish(), None, "packs.gh.network", &mut facts);
+        let (audit, result) = (facts.audit_fields(), facts.result_fields());
         assert_eq!(
             result["sandbox"]["network"],
             serde_json::json!({
@@ -353,27 +332,22 @@ mod tests {
         assert_eq!(audit["connections"]["total"], 1);
         assert_eq!(audit["connections"]["first"][0]["reason"], "not_listed");
         assert_eq!(
-            hint(&result).unwrap(),
+            hint(facts.sandbox_after_run()).unwrap(),
             "the network refused `evil.example:443`: it is not a destination of this pack; the owner may list it in `packs.gh.network` of `config.json` (`{\"allow\": [\"HOST:PORT\"]}`)"
         );
     }
 
     #[test]
     fn nothing_refused_no_hint() {
-        let (mut audit, mut result) = (BTreeMap::new(), Map::new());
-        note(
-            &ConnectionLog::new(),
-            None,
-            "sandbox.network",
-            &mut audit,
-            &mut result,
-        );
+        let mut facts = CallFacts::default();
+        note(&ConnectionLog::new(), None, "sandbox.network", &mut facts);
+        let (audit, result) = (facts.audit_fields(), facts.result_fields());
         assert_eq!(
             result["sandbox"]["network"]["refused"],
             serde_json::json!([])
         );
         assert_eq!(audit["connections"]["total"], 0);
-        assert_eq!(hint(&result), None);
+        assert_eq!(hint(facts.sandbox_after_run()), None);
     }
 
     #[test]

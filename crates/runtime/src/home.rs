@@ -91,7 +91,7 @@ pub fn check_whose(whose: &Whose) -> Result<(), Refusal> {
 
 /// Checks what the owner named: the pack installed, the principal or project id one.
 fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf), Refusal> {
-    hcp_store::pack::load(rt.home(), pack).map_err(|e| crate::install::pack_refusal(&e))?;
+    hcp_store::pack::load(rt.home(), pack).map_err(|e| crate::refusal::pack_refusal(&e))?;
     check_whose(whose)?;
     let homes = homes(rt)?;
     let home = tenant_home_path(&homes, pack, whose.tenant())

@@ -17,11 +17,11 @@
 //! §5.3: the network governs children; an `openapi` verb reaches its one origin).
 
 use crate::prepare::{self, ChildSpec};
-use crate::record::Facts;
+use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_adapter::{Invocation, Limits, Outcome};
 use hcp_model::{ArgValue, Code};
-use hcp_openapi::{Credential, HttpOutcome, Operation, RefusalCode, RequestPlan};
+use hcp_openapi::{Credential, HttpOutcome, Operation, RequestPlan};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -72,7 +72,7 @@ impl Work {
         &mut self,
         limits: Limits,
         cancel: Option<BorrowedFd<'_>>,
-        facts: &mut Facts,
+        rec: &mut Record,
     ) -> Result<Outcome, Refusal> {
         match self {
             Self::Child(child) => {
@@ -94,17 +94,14 @@ impl Work {
                     egress: Some(hcp_adapter::Egress(&serve)),
                 };
                 let run = hcp_adapter::run(&inv).map_err(|e| Refusal::adapter(&e));
-                crate::egress::after_run(egress, facts);
+                crate::egress::after_run(egress, &mut rec.facts);
                 let outcome = run?;
-                crate::prepare::after_run(child, &outcome, facts);
+                crate::prepare::after_run(child, &outcome, &mut rec.facts);
                 Ok(outcome)
             }
             Self::Http(r) => {
                 let (outcome, status) = send(&r.plan, limits.timeout, cancel);
-                if let Some(s) = status {
-                    facts.result_extra.insert("http_status".into(), s.into());
-                    facts.audit_extra.insert("http_status".into(), s.into());
-                }
+                rec.facts.http_status = status;
                 Ok(outcome)
             }
         }
@@ -176,13 +173,7 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
     };
     let args = json_args(spec.values);
     let plan = hcp_openapi::plan(op, &server, &args, credential.as_ref()).map_err(|r| {
-        let code = match r.code {
-            RefusalCode::ArgUnknown => Code::ArgUnknown,
-            RefusalCode::ArgMissing => Code::ArgMissing,
-            RefusalCode::ArgInvalid => Code::ArgInvalid,
-            RefusalCode::BindingRequired => Code::BindingRequired,
-            RefusalCode::BadOpenapi => Code::BadOpenapi,
-        };
+        let code = r.code;
         let refusal = Refusal::new(code, r.message);
         if code == Code::BindingRequired {
             refusal.hint(format!(

@@ -94,7 +94,7 @@ pub fn install(
         Err(r) => {
             // Lint's rules cover these; should a rule set miss one, say it as lint would.
             if !report.diagnostics.iter().any(|d| d.code == r.code.as_str()) {
-                let mut d = Diagnostic::error(r.code.as_str(), r.message).in_file(r.file);
+                let mut d = Diagnostic::error(r.code, r.message).in_file(r.file);
                 if let Some((line, column)) = r.at {
                     d = d.at(line, column);
                 }
@@ -205,30 +205,7 @@ fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<Stri
     notes
 }
 
-/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
-/// uninstall, activation, and every face that loads a pack by id).
-pub fn pack_refusal(e: &PackError) -> crate::Refusal {
-    let r = crate::Refusal::new(e.code(), e.to_string());
-    match e {
-        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
-        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
-        PackError::BinMissing { .. } => {
-            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
-        }
-        PackError::BinUnsafe {
-            code: Code::HcpBinReserved,
-            ..
-        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI"),
-        PackError::BinUnsafe { .. } => {
-            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
-        }
-        PackError::Export(x) => r.hint(x.hint()),
-        PackError::Openapi(_) => {
-            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
-        }
-        _ => r,
-    }
-}
+pub use crate::refusal::pack_refusal;
 
 /// Removes pack `id` from the store of `rt` (its activation, bindings, stimuli, grants),
 /// and what the state keeps for it ([`hcp_store::state::State::pack_removed`]).

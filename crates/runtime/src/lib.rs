@@ -1,38 +1,44 @@
 //! `hcp-runtime`: the orchestration of RUNTIME §5 for every face — `hcp exec` (the CLI
-//! face and the JSON envelope), `hcp mcp`'s tools, `hcp connect` and `hcp sense` — and the
-//! install policy (lint before the store).
+//! face and the JSON envelope), `hcp mcp`'s tools, `hcp connect`, `hcp disconnect` and
+//! `hcp sense` — and the install policy (lint before the store).
 //!
-//! One call, top to bottom ([`pipeline`]); where each rule lives:
+//! One call, one path: [`pipeline::run`] takes a [`pipeline::Subject`] (a verb, a pack's
+//! stimuli, a pack's binding) in a [`pipeline::Mode`] (a run, a run the person answered,
+//! connect, disconnect) through the steps, one file each under `src/step/`, in the
+//! contract's order:
 //!
 //! ```text
-//!  face (hcp binary: clap, envelope, MCP request)           Call + Caller
+//!  face (hcp binary: clap, envelope, MCP request)        Subject + Mode + Caller
 //!    │
-//!  0 snapshot ........ snapshot.rs   every read up front: session, pack, active,
-//!    │                               grants, runtime policy, config.json, binding
-//!  1 target .......... target.rs     PACK.VERB / verb key → pack     unknown_verb 66
-//!  2 principal ....... pipeline.rs   session or owner                bad_session 77
-//!  3 arguments ┐                     arg_* tenant_in_args            65
-//!  4 grant     │ hcp-gate            verb.exec.* pack.connect sense.enable, rug-pull
-//!  5 land      │ (pure)              project_required not_project_member    77
-//!  6 confirm   ┘                     confirm_required                77
-//!  7 runtime policy .. policy.rs     Histos pre-gate, DRY: counters checked,
-//!    │                               approval looked up, nothing spent     77
-//!  8 binding ......... pipeline.rs   connect_only, credential, binding.degraded
-//!  9a prepare ........ prepare.rs    bin (pins.rs), argv, env layers, config.json
-//!    │                               limits, local sandbox + TMPDIR, audit ready
-//!  9b ADMIT .......... State::admit  THE spending step: counter slots, approval
-//!    │                               and the durable intent record: all or nothing
-//!  9c run ............ hcp-adapter   no shell, clean env, bounds     timeout cancelled
-//!  post-gate ......... pipeline.rs   credential redaction (redact.rs), output
-//!    │                 policy.rs     controls                         output_withheld
-//!  outcome record .... State::record_outcome  audit (RUNTIME §6); after admission
-//!                                    every end (a spawn that failed too) is an outcome
+//!  0 snapshot ........ snapshot.rs       every read up front: session (→ the one
+//!    │                                   Principal), pack, active, grants, runtime
+//!    │                                   policy, tool lock, config.json, binding
+//!  1 target .......... step/target.rs    PACK.VERB / verb key / stimuli    unknown_verb 66
+//!  2 principal ....... step/principal.rs session or owner                  bad_session 77
+//!  3–6 gate .......... step/gate.rs      hcp-gate (pure): arguments, grant (rug-pull),
+//!    │                                   land, confirm                    65, 77
+//!  7 runtime policy .. step/policy.rs    tool lock; Histos pre-gate, DRY: counters
+//!    │                                   checked, approval looked up, nothing spent  77
+//!  8 binding ......... step/binding.rs   connect_only, credential, binding.degraded
+//!  9a prepare ........ step/prepare.rs   prepare::child (bin, argv, env layers,
+//!    │                                   confinement) for the verb and each trigger;
+//!    │                                   http.rs for a kind: openapi verb; audit ready
+//!  9b admit .......... step/admit.rs     THE spending step: counter slots, approval and
+//!    │                                   the durable intent record: all or nothing
+//!  9c run ............ step/run.rs       hcp-adapter / the request / the sense relay
+//!  post-gate ......... step/post.rs      credential redaction (redact.rs), signal,
+//!    │                                   output controls                  output_withheld
+//!  outcome ........... step/outcome.rs   the outcome record (RUNTIME §6) and the answer;
+//!    │                                   a stop's one refusal record, or after
+//!    │                                   admission its outcome
+//!  binding act ....... step/bind.rs      disconnect's removal; connect's decision records
 //! ```
 //!
-//! The refusals the pipeline's own steps raise (2, 8, 9b) and what a call spends are in
-//! `steps.rs`. `hcp sense` runs steps 0–9b for a pack's stimuli ([`pipeline::sense`], tool
-//! `PACK_ID.REF` at step 7), then [`sense::relay`]. `hcp connect` is [`connect::connect`]:
-//! the pipeline's run of the connect verb, then the credential stored ([`connect`]).
+//! Each step answers its result or a `Stop` (recorded, or not: the trail or the state
+//! cannot take a record). What a call learned goes into one typed
+//! [`hcp_model::CallFacts`], flattened into its records and its result in one place; see
+//! this crate's README for how to add a fact. Step 7's resource resolvers call back into
+//! the pipeline through the [`policy::resolve::Runner`] it is handed (no import circle).
 //!
 //! This crate owns the order; the checks themselves live in the libraries: `hcp-gate`
 //! (pure steps 1–6), `histos` (the engine of step 7), `hcp-store` (the disk and the
@@ -41,9 +47,11 @@
 //! `hcp-model` ([`hcp_model::code`]).
 
 #![deny(missing_docs)]
+#![warn(clippy::too_many_lines)]
 
 pub mod backend;
 pub mod call;
+pub mod caller;
 pub mod confirm;
 pub mod connect;
 pub mod decide;
@@ -66,12 +74,11 @@ pub mod replay;
 pub mod schema;
 pub mod seam;
 pub mod sense;
-mod sense_audit;
-mod sense_relay;
 pub mod signature;
 pub mod snapshot;
-mod steps;
+mod step;
 pub mod target;
+pub mod tool;
 pub mod view_health;
 pub mod view_index;
 pub mod view_plan;

@@ -1,761 +1,408 @@
-//! The pipeline of RUNTIME §5, top to bottom, for every face: [`exec`] (the CLI face, the
-//! JSON envelope, MCP's tools), [`connect_verb`] (`hcp connect`'s run) and [`sense`]
-//! (`hcp sense`'s admission). Each step is a few lines here; what a step checks lives in
-//! the module it names (see the crate docs for the map).
+//! The one pipeline of RUNTIME §5: [`run`] takes what a call names — its [`Subject`]: a
+//! verb, a pack's stimuli, a pack's binding — through the steps of `crate::step` in the
+//! contract's order, in the [`Mode`] the face makes it (a run, a run the person answered,
+//! `hcp connect`, `hcp disconnect`). `hcp exec` (the CLI face and the JSON envelope),
+//! `hcp mcp`'s tools, a resolver's call, `hcp connect`, `hcp disconnect` and `hcp sense`
+//! all come through here.
 //!
-//! Every refusal from step 2 on is recorded (RUNTIME §6); a target miss too, under the
-//! principal the session names. Nothing single-use is spent before `State::admit`
+//! Every refusal from step 2 on is recorded (RUNTIME §6); a target miss of a verb too,
+//! under the principal the session names. Nothing single-use is spent before admission
 //! (step 9b), and everything that can refuse without spending runs before it. Admission
 //! writes the call's durable `intent`; from then on every end of the call — a run, a
 //! timeout, a cancel, a spawn that failed — is its `outcome` record, not a refusal.
 
 use crate::Runtime;
-use crate::call::{Answer, Call, Caller};
-use crate::confirm::{self, Answered};
-use crate::http::Work;
-use crate::policy;
-use crate::prepare::{self, ChildSpec};
-use crate::record::Facts;
+use crate::call::{Answer, Call, CallArgs, Caller, Words};
+use crate::confirm::Answered;
+use crate::policy::resolve::Runner;
+use crate::record::{Record, early_refusal};
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
-use crate::seam::Point;
-use crate::snapshot::{Snapshot, Subject};
-use crate::steps::{
-    PolicyStep, SenseCall, Spend, Stop, admit_sense, admit_stop, checked_capabilities,
-    content_changed_at, grants_view, mint_refusal, policy_config, policy_refusal, principal_of,
-    record_outcome, runtime_policy_pre, session_refusal, signal_name, stop, stop_record, tool_lock,
-};
-use hcp_adapter::Limits;
-use hcp_gate::{Context, Decision, Face, PackView, Principal};
-use hcp_model::manifest::arguments;
-use hcp_model::{BindingMode, Code, ExecResult, exit};
-use hcp_store::audit::Decision as Logged;
+use crate::sense::Sinks;
+use crate::snapshot::{Reads, Snapshot};
+use crate::step::admit::{Admit, sense_capabilities, verb_capabilities};
+use crate::step::binding::{ConnectVerb, Mint};
+use crate::step::gate::GateReads;
+use crate::step::policy::{PolicyReads, PolicyStep};
+use crate::step::prepare::PrepareReads;
+use crate::step::run::Relay;
+use crate::step::{self, Stop};
+use hcp_gate::Face;
+use hcp_model::Code;
+use hcp_model::facts::RecordFace;
 use hcp_store::pack::InstalledPack;
-use hcp_store::state::Admission;
 use jiff::Timestamp;
-use serde_json::Value;
 use std::os::fd::BorrowedFd;
+use std::time::Duration;
 
-/// Runs one call through RUNTIME §5 and answers it; every refusal carries its code.
-/// `cancel` is how the face abandons the call mid-run (`hcp exec`: a signal; `hcp mcp`:
-/// the client cancelled or went away): a descriptor that becomes readable, or hangs up,
-/// when the call must end. The adapter then ends the child's process group, and the run is
-/// answered and recorded with code `cancelled`.
-pub fn exec(rt: &Runtime, caller: &Caller, call: Call, cancel: Option<BorrowedFd<'_>>) -> Answer {
-    execute(rt, caller, &call, cancel, false, None).0
+/// What a call names.
+#[derive(Debug)]
+pub enum Subject<'a> {
+    /// A verb, as a face names it (`hcp exec`, the envelope, an MCP tool).
+    Verb(Call),
+    /// A pack's stimuli: `hcp sense PACK [REF]`.
+    Stimuli(Stimuli<'a>),
+    /// A pack's binding: `hcp connect PACK` (its connect verb with `words`) and `hcp
+    /// disconnect PACK`.
+    Binding(Binding<'a>),
 }
 
-/// [`exec`] for a call the person answered through the face (RUNTIME §10,
-/// [`crate::confirm`]). With [`Answered::command`], the gate counts the call as confirmed —
-/// its arguments, and so its audit digest, stay as sent — and after child preparation it
-/// is refused (`confirm_required`, nothing spent) unless the command it is about to run
-/// has that digest, the [`crate::confirm::Preview::digest`] the person accepted; its
-/// record says `"confirm": "elicitation"`. With [`Answered::approval`], a record that
-/// takes that approval says `"approved_by": "elicitation"`.
-pub fn exec_answered(
+/// `hcp sense PACK [REF] [--count N]` and where its relay writes.
+#[derive(Debug)]
+pub struct Stimuli<'a> {
+    /// The pack.
+    pub pack_id: &'a str,
+    /// The ref; every ref the pack declares when `None`.
+    pub reference: Option<&'a str>,
+    /// Stop after relaying this many events.
+    pub count: Option<u64>,
+    /// Where the events and the notes go.
+    pub sinks: Sinks<'a>,
+}
+
+/// A pack's binding, for `hcp connect` and `hcp disconnect` (the pack from
+/// [`crate::connect::connectable`]).
+#[derive(Debug)]
+pub struct Binding<'a> {
+    /// The pack.
+    pub pack: &'a InstalledPack,
+    /// The connect verb's words (`hcp connect` only).
+    pub words: Words,
+    /// `--timeout` of the connect verb.
+    pub timeout: Option<Duration>,
+}
+
+/// How the face makes the call.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode<'a> {
+    /// Run it. `cancel` is how the face abandons the call mid-run (`hcp exec`: a signal;
+    /// `hcp mcp`: the client cancelled or went away; `hcp sense`: a signal stops the
+    /// relay): a descriptor that becomes readable, or hangs up, when the call must end.
+    /// The adapter then ends the child's process group, and the run is answered and
+    /// recorded with code `cancelled` (a sense's relay stops and answers 0).
+    Exec(Option<BorrowedFd<'a>>),
+    /// Run a call the person answered through the face (RUNTIME §10, [`crate::confirm`]).
+    /// With [`Answered::command`], the gate counts the call as confirmed — its arguments,
+    /// and so its audit digest, stay as sent — and after child preparation it is refused
+    /// (`confirm_required`, nothing spent) unless the command it is about to run has that
+    /// digest, the [`crate::confirm::Preview::digest`] the person accepted; its record says
+    /// `"confirm": "elicitation"`. With [`Answered::approval`], a record that takes that
+    /// approval says `"approved_by": "elicitation"`.
+    Answered(Option<BorrowedFd<'a>>, &'a Answered),
+    /// `hcp connect`: run the pack's connect verb, the one path on which a session may
+    /// (elsewhere it is `connect_only`: its stdout is the credential).
+    Connect,
+    /// `hcp disconnect`: steps 1, 2 and the grant of step 4 (`pack.connect` for a
+    /// session), then the credential removed and recorded.
+    Disconnect,
+}
+
+impl<'a> Mode<'a> {
+    fn cancel(self) -> Option<BorrowedFd<'a>> {
+        match self {
+            Self::Exec(c) | Self::Answered(c, _) => c,
+            Self::Connect | Self::Disconnect => None,
+        }
+    }
+
+    fn answered(self) -> Option<&'a Answered> {
+        match self {
+            Self::Answered(_, a) => Some(a),
+            _ => None,
+        }
+    }
+
+    fn connect_verb(self) -> ConnectVerb {
+        match self {
+            Self::Connect => ConnectVerb::Connecting,
+            _ => ConnectVerb::Refused,
+        }
+    }
+}
+
+/// Runs one call through RUNTIME §5 and answers it; every refusal carries its code. A
+/// subject and a mode that do not go together (a verb to disconnect, a binding to run)
+/// are refused `internal_error`, unrecorded.
+pub fn run(rt: &Runtime, caller: &Caller, subject: Subject<'_>, mode: Mode<'_>) -> Answer {
+    let resolvers = Resolvers { rt, caller };
+    drive(rt, caller, subject, mode, Some(&resolvers))
+}
+
+/// How step 7 makes a resolver's call: through this pipeline, as the same caller, with
+/// no resolver of its own (no loop).
+struct Resolvers<'a> {
+    rt: &'a Runtime,
+    caller: &'a Caller,
+}
+
+impl Runner for Resolvers<'_> {
+    fn run(&self, call: Call) -> Answer {
+        drive(
+            self.rt,
+            self.caller,
+            Subject::Verb(call),
+            Mode::Exec(None),
+            None,
+        )
+    }
+}
+
+/// What every step of one call may consult.
+struct Cx<'a> {
+    rt: &'a Runtime,
+    caller: &'a Caller,
+    mode: Mode<'a>,
+    runner: Option<&'a dyn Runner>,
+    now: Timestamp,
+}
+
+fn drive(
     rt: &Runtime,
     caller: &Caller,
-    call: Call,
-    cancel: Option<BorrowedFd<'_>>,
-    answered: &Answered,
+    subject: Subject<'_>,
+    mode: Mode<'_>,
+    runner: Option<&dyn Runner>,
 ) -> Answer {
-    execute(rt, caller, &call, cancel, false, Some(answered)).0
-}
-
-/// Runs the connect verb of a pack for `hcp connect` (RUNTIME §8), the one path on which a
-/// session may run it (elsewhere it is `connect_only`: its stdout is the credential).
-/// Also names the principal the call was made as (`owner` without a session), for whom
-/// `hcp connect` stores what the verb printed (the answer's raw `stdout`); `None` when no
-/// principal was resolved.
-pub fn connect_verb(rt: &Runtime, caller: &Caller, call: Call) -> (Answer, Option<String>) {
-    execute(rt, caller, &call, None, true, None)
-}
-
-fn execute(
-    rt: &Runtime,
-    caller: &Caller,
-    call: &Call,
-    cancel: Option<BorrowedFd<'_>>,
-    via_connect: bool,
-    answered: Option<&Answered>,
-) -> (Answer, Option<String>) {
     // A state that cannot be used refuses before any step (RUNTIME §9): no refusal
     // could be recorded, and nothing falls back to the files. A database's connection
     // is opened, and its schema checked, by the snapshot's reads (one round trip).
     if let Err(e) = crate::backend::ready_to_read(rt) {
-        return (crate::record::early_refusal(Refusal::store(&e)), None);
+        return early_refusal(Refusal::store(&e));
     }
     let now = Timestamp::now();
-
-    // ── 0. Snapshot: every read of the store and the state, up front. ──────────────────
-    let subject = Subject::Verb {
-        pack_id: call.pack_id.as_deref(),
-        target: &call.target,
-    };
-    let mut snap = Snapshot::load(rt, caller, subject, now);
-    if let Some(r) = snap.unavailable.take() {
-        return (crate::record::early_refusal(r), None);
-    }
-    let mut facts = Facts::start(rt);
-    let answer = match steps(
+    let cx = Cx {
         rt,
         caller,
-        snap,
-        call,
-        cancel,
-        via_connect,
-        answered,
-        &mut facts,
-    ) {
-        Ok(a) => a,
-        Err(s) => {
-            let audit_id = stop_record(rt, &mut facts, &s);
-            facts.refusal_answer(s.refusal, audit_id)
+        mode,
+        runner,
+        now,
+    };
+    // ── 0. Snapshot: every read of the store and the state, up front. ──────────────────
+    let reads = match (&subject, mode) {
+        (Subject::Verb(call), Mode::Exec(_) | Mode::Answered(..)) => Reads::Verb {
+            pack_id: call.pack_id.as_deref(),
+            target: &call.target,
+        },
+        (Subject::Stimuli(s), Mode::Exec(_)) => Reads::Pack {
+            pack_id: s.pack_id,
+            key: s.reference.unwrap_or("*"),
+        },
+        (Subject::Binding(b), Mode::Connect) => Reads::Verb {
+            pack_id: Some(b.pack.id.as_str()),
+            target: b.pack.manifest.connect_verb().unwrap_or_default(),
+        },
+        (Subject::Binding(b), Mode::Disconnect) => Reads::Pack {
+            pack_id: b.pack.id.as_str(),
+            key: b.pack.manifest.connect_verb().unwrap_or_default(),
+        },
+        _ => {
+            return early_refusal(Refusal::new(
+                Code::InternalError,
+                "a call's subject and mode do not go together",
+            ));
         }
     };
-    (answer, facts.principal)
+    let mut snap = Snapshot::load(rt, caller, reads, now);
+    if let Some(r) = snap.unavailable.take() {
+        return early_refusal(r);
+    }
+    let mut rec = Record::start(rt);
+    let answer = match subject {
+        Subject::Verb(call) => verb(&cx, snap, &call, &mut rec),
+        Subject::Stimuli(s) => stimuli(&cx, snap, s, &mut rec),
+        Subject::Binding(b) if matches!(mode, Mode::Connect) => {
+            verb(&cx, snap, &connect_call(b), &mut rec)
+        }
+        Subject::Binding(_) => disconnect(&cx, snap, &mut rec),
+    };
+    answer.unwrap_or_else(|stop| match (mode, stop) {
+        (Mode::Disconnect, Stop::Recorded(r)) => {
+            let audit_id = step::bind::refused(rt, &rec, r.code);
+            rec.refusal_answer(r, audit_id)
+        }
+        (_, stop) => step::outcome::stopped(rt, &mut rec, stop),
+    })
 }
 
-/// Steps 1–10 of RUNTIME §5 on the call's snapshot: one function, read top to bottom, so
-/// it takes the call's every input.
-#[allow(clippy::too_many_lines, clippy::too_many_arguments)]
-fn steps(
-    rt: &Runtime,
-    caller: &Caller,
-    snap: Snapshot,
-    call: &Call,
-    cancel: Option<BorrowedFd<'_>>,
-    via_connect: bool,
-    answered: Option<&Answered>,
-    facts: &mut Facts,
-) -> Result<Answer, Stop> {
-    facts.principal = Some(snap.principal_label());
+/// The call of `hcp connect`: the pack's connect verb with the command line's words.
+fn connect_call(b: Binding<'_>) -> Call {
+    Call {
+        pack_id: Some(b.pack.id.to_string()),
+        target: b
+            .pack
+            .manifest
+            .connect_verb()
+            .unwrap_or_default()
+            .to_owned(),
+        args: CallArgs::Words(b.words),
+        face: Face::Cli,
+        timeout: b.timeout,
+    }
+}
+
+/// Steps 1–9 and the post-gate for a verb, on the call's snapshot.
+fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<Answer, Stop> {
+    rec.principal = Some(snap.principal_label());
     let Snapshot {
-        now,
-        session,
+        principal,
         target,
         active,
         grants,
-        policy: runtime_policy,
+        policy,
         lock,
         config,
         credential,
         operation,
         sandboxes,
-        unavailable: _,
+        ..
     } = snap;
-
-    // ── 1. Target (a miss is recorded under the session's principal). ──────────────────
-    let (pack, verb_key) = target.map_err(|r| {
-        facts.pack_id.clone_from(&call.pack_id);
-        facts.verb_key = Some(call.target.clone());
-        stop(r)
-    })?;
-    facts.pack_id = Some(pack.id.to_string());
-    facts.verb_key = Some(verb_key.clone());
-    if let Some(entry) = pack.policy.verbs.get(&verb_key) {
-        facts.operation = Some(entry.operation);
-        facts.land = Some(entry.privacy.land);
-    }
-    // A `kind: openapi` verb: its compiled operation (the pinned copy), RUNTIME §1.3.
-    let operation = operation.transpose().map_err(stop)?;
-
-    // ── 2. Principal. ──────────────────────────────────────────────────────────────────
-    let session = session.transpose().map_err(|e| stop(session_refusal(e)))?;
-    let principal = principal_of(session.as_ref());
-    facts.principal = Some(principal.id().to_owned());
-    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
-    let takes: Vec<String> = match &operation {
-        Some(op) => crate::http::takes(op),
-        None => pack
-            .manifest
-            .plan_verb(&verb_key)
-            .map(|p| arguments(&p).into_iter().map(|(n, _)| n).collect())
-            .unwrap_or_default(),
+    let verb = step::target::verb(target, operation, call, rec)?;
+    let principal = step::principal::resolve(principal, rec)?;
+    let answered = cx.mode.answered();
+    let who = (&verb, &principal);
+    let reads = GateReads {
+        grants,
+        active,
+        policy: &policy,
     };
-    let args = call.args.for_verb(&takes);
-    let pairs: Vec<(&str, &hcp_model::ArgValue)> =
-        args.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let digest = rt.state().args_digest(&pairs);
-    facts.args_digest = Some(digest.map_err(|e| stop(Refusal::store(&e)))?);
-    let grants = grants_view(grants).map_err(stop)?;
-    let content_changed_at = content_changed_at(&pack).map_err(stop)?;
-
-    // ── 3–6. The pure gate: arguments, grant, land, confirm (hcp-gate). ────────────────
-    let ctx = Context {
-        principal: &principal,
-        pack: PackView {
-            manifest: &pack.manifest,
-            policy: &pack.policy,
-            active,
-            content_changed_at,
-        },
-        verb_key: &verb_key,
+    let allowed = step::gate::verb(cx.rt, cx.caller, who, reads, (call, answered), rec)?;
+    let step7 = PolicyStep {
+        rt: cx.rt,
+        runner: cx.runner,
+        timeout: call.timeout,
         face: call.face,
-        grants: &grants,
-        cwd: &caller.cwd,
-        project: caller.project.as_deref(),
+        now: cx.now,
     };
-    let confirmed = answered.and_then(|a| a.command.as_deref());
-    let gated = match confirmed {
-        Some(_) => confirm::with_confirm(&args),
-        None => args.clone(),
+    let reads = PolicyReads {
+        policy,
+        lock,
+        config: &config,
     };
-    let decision = match &operation {
-        Some(op) => hcp_gate::check_operation(&ctx, op, gated.iter().map(|(k, v)| (k, v))),
-        None => hcp_gate::check(&ctx, gated.iter().map(|(k, v)| (k, v))),
-    };
-    let allowed = match decision {
-        Decision::Allow(a) => a,
-        Decision::Deny(r) => {
-            if r.code == Code::ConfirmRequired && call.face == Face::Mcp {
-                // What would run once confirmed, for the face to show the person.
-                let of = confirm::PreviewOf {
-                    pack: &pack,
-                    verb_key: &verb_key,
-                    args: &args,
-                    policy: runtime_policy
-                        .as_ref()
-                        .ok()
-                        .and_then(Option::as_ref)
-                        .map(|p| &p.policy),
-                    session: session.as_ref(),
-                    principal: principal.id(),
-                };
-                facts.preview = confirm::preview(&ctx, &of).map(Box::new);
-            }
-            return Err(stop(Refusal::from_gate(&r)));
-        }
-    };
-    facts.project.clone_from(&allowed.project);
-
-    // ── 7. The tool lock, then the runtime policy, dry: counters checked, approvals ──
-    //       looked up, a resolver's own call made.
-    let runtime_policy = runtime_policy.map_err(|r| stop(policy_refusal(r)))?;
-    let tool = format!("{}.{verb_key}", pack.id);
-    tool_lock(lock, &pack, &verb_key, facts)?;
-    let mut values = allowed.values.clone();
-    let runtime_policy = crate::policy::observe::apply(
-        runtime_policy,
-        config.as_ref().ok(),
-        rt.state(),
-        session.as_ref(),
-        &tool,
-        &values,
-        call.face == Face::Cli,
-        now,
-        facts,
-    );
-    let mut spend = Spend::default();
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
-        let step = PolicyStep {
-            rt,
-            caller,
-            timeout: call.timeout,
-            config: policy_config(&config).map_err(stop)?,
-            cli_face: call.face == Face::Cli,
-            now,
-        };
-        let pass = runtime_policy_pre(&step, rp, s, &tool, &values, facts)?;
-        values = pass.values;
-        spend.take(pass.counters, pass.approvals);
-    }
-
-    // ── 8. Binding mint. ───────────────────────────────────────────────────────────────
-    if !via_connect
-        && principal != Principal::Owner
-        && pack.manifest.connect_verb() == Some(verb_key.as_str())
-    {
-        return Err(stop(
-            Refusal::new(
-                Code::ConnectOnly,
-                format!(
-                    "verb `{verb_key}` establishes the binding of `{}`; a session runs it through `hcp connect`",
-                    pack.id
-                ),
-            )
-            .hint(format!("run `hcp connect {}`", pack.id)),
-        ));
-    }
-    let credential = match credential {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            return Err(stop(mint_refusal(
-                rt,
-                &pack,
-                principal.id(),
-                &verb_key,
-                &e,
-                now,
-            )));
-        }
-    };
-
-    // ── 9a. Child preparation: bin, argv, environment, limits, sandbox; for a ─────────
-    //        `kind: openapi` verb, its one HTTP request instead (http.rs).
-    let spec = ChildSpec {
-        pack: &pack,
-        key: &verb_key,
-        allowed: &allowed,
-        values: &values,
-        principal_id: principal.id(),
-        owner: principal == Principal::Owner,
-        secret: credential.as_ref().map(|c| &c.secret),
+    let policed = step::policy::verb(&step7, who, reads, allowed.values.clone(), rec)?;
+    let connect = cx.mode.connect_verb();
+    let credential = step::binding::verb(cx.rt, who, connect, credential, cx.now)?;
+    let secret = credential.as_ref().map(|c| &c.secret);
+    let reads = PrepareReads {
         config: &config,
         sandboxes: &sandboxes,
     };
-    let mut child = match &operation {
-        None => Work::Child(Box::new(
-            prepare::child(rt.home(), caller, &spec).map_err(stop)?,
-        )),
-        Some(op) => Work::Http(crate::http::prepare(op, &spec).map_err(stop)?),
+    let values = (&allowed, &policed.values);
+    let env = (cx.rt, cx.caller);
+    let mut work = step::prepare::verb(env, who, values, (secret, reads), answered, rec)?;
+    rec.operation = Some(allowed.operation);
+    rec.land = Some(allowed.land);
+    let tool = verb.tool();
+    let admit = Admit {
+        pack: &verb.pack,
+        capabilities: verb_capabilities(&verb.pack, &verb.key, allowed.operation, &principal),
+        spend: &policed.spend,
+        tool: &tool,
     };
-    if let Some(accepted) = confirmed {
-        // The person accepted one command: this call runs that one or nothing. A request
-        // of a `kind: openapi` verb has no preview to accept (confirm::preview renders
-        // commands only), so an answer for one is refused.
-        let about_to_run = match &child {
-            Work::Child(c) => crate::pins::pin_of(&pack, &allowed.plan.program).map(|pin| {
-                confirm::digest(pack.id.as_str(), &verb_key, &pin, &c.argv0, &c.args, &c.cwd)
-            }),
-            Work::Http(_) => Err(confirm::changed()),
-        };
-        let refused = match about_to_run {
-            Ok(d) if d == accepted => None,
-            Ok(_) => Some(confirm::changed()),
-            Err(r) => Some(r),
-        };
-        if let Some(r) = refused {
-            child.clean_up();
-            return Err(stop(r));
-        }
-        facts
-            .audit_extra
-            .insert("confirm".into(), Value::String("elicitation".into()));
+    if let Err(stop) = step::admit::admit(cx.rt, (&principal, cx.now), &admit, answered, rec) {
+        work.clean_up();
+        return Err(stop);
     }
-    if let Some(s) = child.sandbox() {
-        facts.audit_extra.insert("sandbox".into(), s.clone());
-        facts.result_extra.insert("sandbox".into(), s);
-    }
-    let remove_tmp = |child: &mut Work| child.clean_up();
-    // Fail closed: a call whose record could not be written is not run.
-    if let Err(e) = rt.state().audit_ready() {
-        remove_tmp(&mut child);
-        return Err(Stop {
-            refusal: Refusal::new(
-                Code::AuditUnavailable,
-                format!("the audit trail cannot be written, so nothing runs: {e}"),
-            ),
-            recorded: false,
-        });
-    }
-
-    // ── 9b. Admission: the one step that spends (counter slots, the approval) and makes
-    //       the call's intent record durable; nothing runs without it. ─────────────────
-    facts.operation = Some(allowed.operation);
-    facts.land = Some(allowed.land);
-    let intent = facts.intent();
-    let capabilities = checked_capabilities(&pack, &verb_key, allowed.operation, &principal);
-    let admitted = rt
-        .state()
-        .admit(&Admission {
-            session: session.as_ref().map(|s| s.token_sha256.as_str()),
-            pack: &pack.id,
-            capabilities: &capabilities,
-            intent: &intent,
-            counters: &spend.counters,
-            approvals: &spend.approvals,
-            now,
-        })
-        .map_err(|e| {
-            remove_tmp(&mut child);
-            admit_stop(e, &tool, facts)
-        })?;
-    facts.admitted(admitted.intent.id.clone(), intent);
-    rt.seam().reach(Point::Admitted);
-    if let Some(id) = admitted.approval_ids.first() {
-        facts
-            .audit_extra
-            .insert("approval_id".into(), id.clone().into());
-        if answered.and_then(|a| a.approval.as_ref()) == Some(id) {
-            facts
-                .audit_extra
-                .insert("approved_by".into(), Value::String("elicitation".into()));
-        }
-    }
-
-    // ── 9c. The adapter runs the child (or hcp sends the request: http.rs). ─────────────
-    let limits = Limits {
-        timeout: call.timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
-        ..Limits::default()
-    };
-    let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, &config);
-    rt.seam().watch_child();
-    let run = child.run(limits, cancel, facts);
-    rt.seam().reach(Point::ChildExited);
-    remove_tmp(&mut child);
-    crate::quarantine::after_run(rt.home(), protected.as_ref(), &admitted.intent.id, facts);
-    let mut outcome = run.map_err(stop)?;
-    let duration_ms = facts.elapsed_ms();
-    let (exit, mut code, mut error) = if outcome.timed_out {
-        (
-            Code::Timeout.exit_status(),
-            Some(Code::Timeout),
-            Some(format!(
-                "the verb ran past its timeout of {:.3} s",
-                limits.timeout.as_secs_f64()
-            )),
-        )
-    } else if outcome.cancelled {
-        (
-            // The caller went away (no face prints this status).
-            Code::Cancelled.exit_status(),
-            Some(Code::Cancelled),
-            Some("the caller abandoned the call; its process group was ended".to_string()),
-        )
-    } else if outcome.memory_exceeded {
-        (
-            Code::MemoryExceeded.exit_status(),
-            Some(Code::MemoryExceeded),
-            Some(crate::prepare::MEMORY_EXCEEDED.to_string()),
-        )
-    } else {
-        (
-            u8::try_from(outcome.exit_code.clamp(0, 255)).unwrap_or(exit::REFUSED),
-            None,
-            None,
-        )
-    };
-    let truncated = outcome.truncated();
-
-    // ── Post-gate: the credential never leaves; the runtime policy's output controls. ──
-    if let Some(c) = &credential {
-        // The credential reaches the child only: a verb that prints it (its environment,
-        // an error quoting it) does not hand it to the caller (RUNTIME §8).
-        let r = Redactor::new(&c.secret);
-        outcome.stdout = r.bytes(&outcome.stdout);
-        outcome.stderr = r.bytes(&outcome.stderr);
-    }
-    if let Some(sig) = outcome
-        .signal
-        .filter(|_| !outcome.timed_out && !outcome.cancelled)
-    {
-        // A limit the kernel enforced ends the child with a signal: say which.
-        facts.result_extra.insert("signal".into(), sig.into());
-        facts
-            .result_extra
-            .insert("signal_name".into(), signal_name(sig).into());
-        facts.audit_extra.insert("signal".into(), sig.into());
-    }
-    let mut stdout = std::mem::take(&mut outcome.stdout);
-    let mut withheld = false;
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
-        let post = policy::post(rp, s, &tool, &stdout, &outcome.stderr);
-        outcome.stderr = post.stderr;
-        facts
-            .audit_extra
-            .insert("post_rule".into(), post.rule.clone().into());
-        match post.stdout {
-            Some(b) => stdout = b,
-            None => {
-                stdout = Vec::new();
-                withheld = true;
-            }
-        }
-    }
-    let exit = if withheld && code.is_none() {
-        code = Some(Code::OutputWithheld);
-        error = Some("the runtime policy withheld the verb's output".to_string());
-        Code::OutputWithheld.exit_status()
-    } else {
-        exit
-    };
-
-    // ── Outcome record. ────────────────────────────────────────────────────────────────
-    let audit_id = record_outcome(rt, facts, code, &outcome, duration_ms)?;
-
-    // ── The answer. ────────────────────────────────────────────────────────────────────
-    let stdout_text = String::from_utf8_lossy(&stdout).into_owned();
-    let data = if outcome.stdout_truncated {
-        Value::Null
-    } else {
-        serde_json::from_str(&stdout_text).unwrap_or(Value::Null)
-    };
-    let result = ExecResult {
-        ok: !outcome.timed_out && !outcome.cancelled && !withheld && outcome.exit_code == 0,
-        pack_id: Some(pack.id.to_string()),
-        verb_key: Some(verb_key),
-        operation: Some(allowed.operation.to_string()),
-        land: Some(allowed.land.to_string()),
-        error,
-        code,
-        hint: None,
-        exit_code: Some(outcome.exit_code),
-        stdout: Some(stdout_text),
-        stderr: Some(String::from_utf8_lossy(&outcome.stderr).into_owned()),
-        data,
-        truncated,
-        duration_ms,
-        audit_id: Some(audit_id),
-        extra: std::mem::take(&mut facts.result_extra),
-    };
-    Ok(Answer {
-        result,
-        exit,
-        stdout,
-        stderr: outcome.stderr,
-        preview: None,
-    })
+    let run = (&mut work, &allowed, &config);
+    let ran = step::run::verb(cx.rt, run, (call.timeout, cx.mode.cancel()), rec)?;
+    let posted = step::post::verb(
+        ran,
+        (&principal, &tool),
+        (credential.as_ref(), policed.policy.as_ref()),
+        rec,
+    );
+    step::outcome::verb(cx.rt, (&verb, &allowed), posted, rec)
 }
 
-// ════════════════════════════════════════════════════════════════════════════════════
-// `hcp sense` (RUNTIME §8): the same steps for a pack's stimuli, up to admission; the
-// relay (`crate::sense`) then runs the admitted triggers.
-// ════════════════════════════════════════════════════════════════════════════════════
-
-/// A sense admitted: the triggers to run and the credential to redact from what they
-/// print.
-#[derive(Debug)]
-pub struct SenseAdmitted {
-    /// The pack.
-    pub pack: InstalledPack,
-    /// The principal id (`owner` without a session).
-    pub principal: String,
-    /// The refs asked for.
-    pub refs: Vec<String>,
-    /// The triggers that run.
-    pub triggers: Vec<crate::sense::Planned>,
-    /// What to redact from their output.
-    pub redactor: Redactor,
-    /// Why the triggers do not run when every ref was asked for and the binding could
-    /// not be minted (`binding_required` …): the recorded stimuli still flow.
-    pub unbound: Option<Code>,
-    /// The sense's intent record, for its outcome when the relay stops
-    /// ([`crate::sense::run`]).
-    pub audit: crate::sense::SenseAudit,
-}
-
-/// Why a sense did not start (recorded when a principal was resolved).
-#[derive(Debug)]
-pub struct SenseRefused {
-    /// The refusal.
-    pub refusal: Refusal,
-}
-
-/// Admits `hcp sense PACK [REF]`: the pack, its refs, the principal, steps 1–6 for every
-/// ref (`hcp_gate::check_stimulus`), the runtime policy for every ref (tool
-/// `PACK_ID.REF`), binding mint for the triggers that run, their preparation, then
-/// admission, which writes the sense's intent (its outcome follows when the relay stops:
-/// [`crate::sense::run`]). Refusals of the target (before a principal is known)
-/// are not recorded; every later one is, with `"face": "sense"` and `verb_key` the ref
-/// (`*` for all).
-///
-/// # Errors
-/// [`SenseRefused`].
-#[allow(clippy::too_many_lines)]
-pub fn sense(
-    rt: &Runtime,
-    caller: &Caller,
-    pack_id: &str,
-    reference: Option<&str>,
-) -> Result<SenseAdmitted, SenseRefused> {
-    let now = Timestamp::now();
-    let target = reference.unwrap_or("*");
-    crate::backend::ready(rt).map_err(|e| SenseRefused {
-        refusal: Refusal::store(&e),
-    })?;
-    let mut facts = Facts::start(rt);
-    facts.verb_key = Some(target.to_owned());
-    facts.operation = Some(hcp_model::Operation::Read);
-    facts
-        .audit_extra
-        .insert("face".into(), Value::String("sense".into()));
-    let refused = |refusal: Refusal| SenseRefused { refusal };
-
-    // ── 0. Snapshot. ───────────────────────────────────────────────────────────────────
-    let subject = Subject::Stimulus {
-        pack_id,
-        reference: target,
-    };
-    let snap = Snapshot::load(rt, caller, subject, now);
+/// Steps 1–9 for a pack's stimuli (`hcp sense`): the gate and the runtime policy for
+/// every ref (tool `PACK_ID.REF`), binding mint and preparation for the triggers that run,
+/// admission (the sense's intent), then the relay and, when it stops, its outcome.
+/// Refusals of the target come before anything is recorded; every later one is recorded
+/// with `"face": "sense"` and `verb_key` the ref (`*` for all).
+fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Result<Answer, Stop> {
+    rec.verb_key = Some(s.reference.unwrap_or("*").to_owned());
+    rec.operation = Some(hcp_model::Operation::Read);
+    rec.facts.face = Some(RecordFace::Sense);
     let label = snap.principal_label();
     let Snapshot {
-        now: _,
-        session,
-        target: found,
+        principal,
+        target,
         active,
         grants,
-        policy: runtime_policy,
-        lock: _,
+        policy,
         config,
         credential,
-        operation: _,
         sandboxes,
-        unavailable,
+        ..
     } = snap;
-    if let Some(r) = unavailable {
-        return Err(refused(r));
-    }
-
-    // ── 1. Target: the pack, active, the refs it declares (not recorded). ─────────────
-    let (pack, _) = found.map_err(refused)?;
-    if !active {
-        return Err(refused(
-            Refusal::new(
-                Code::PackInactive,
-                format!("pack `{}` is installed but not active", pack.id),
-            )
-            .hint(format!("the owner runs `hcp activate {}`", pack.id)),
-        ));
-    }
-    let refs = crate::sense::refs(&pack, reference).map_err(refused)?;
-    facts.pack_id = Some(pack.id.to_string());
-    facts.land = pack.policy.stimuli.get(target).map(|p| p.privacy.land);
-    facts.principal = Some(label);
-    let record_refusal = |facts: &Facts, r: Refusal| {
-        let entry = facts.entry(Logged::Deny, Some(r.code.as_str()), None);
-        let _ = rt.state().record(&entry);
-        refused(r)
+    let stim = step::target::stimuli(target, active, s.reference, rec)?;
+    rec.principal = Some(label);
+    let principal = step::principal::resolve(principal, rec)?;
+    let reads = GateReads {
+        grants,
+        active,
+        policy: &policy,
     };
-
-    // ── 2. Principal. ──────────────────────────────────────────────────────────────────
-    let session = match session.transpose() {
-        Ok(s) => s,
-        Err(e) => return Err(record_refusal(&facts, session_refusal(e))),
+    let refs = (&stim.pack, stim.refs.as_slice());
+    let allowed = step::gate::stimuli(cx.caller, refs, &principal, reads)?;
+    let step7 = PolicyStep {
+        rt: cx.rt,
+        runner: cx.runner,
+        timeout: None,
+        face: Face::Cli,
+        now: cx.now,
     };
-    let principal = principal_of(session.as_ref());
-    facts.principal = Some(principal.id().to_owned());
-    crate::replay::note_session(&mut facts.audit_extra, session.as_ref());
-    let grants = match grants_view(grants) {
-        Ok(g) => g,
-        Err(r) => return Err(record_refusal(&facts, r)),
+    let ids = (stim.pack.id.as_str(), stim.refs.as_slice());
+    let reads = PolicyReads {
+        policy,
+        lock: None,
+        config: &config,
     };
-    let content_changed_at = match content_changed_at(&pack) {
-        Ok(c) => c,
-        Err(r) => return Err(record_refusal(&facts, r)),
+    let spend = step::policy::stimuli(&step7, ids, &principal, reads, rec)?;
+    let asked = (allowed.as_slice(), s.reference);
+    let mint = step::binding::stimuli(cx.rt, (&stim.pack, &principal), asked, credential, cx.now)?;
+    let (secret, unbound, running) = match mint {
+        Mint::Bound(secret) => (secret, None, allowed.as_slice()),
+        Mint::Unbound(code) => (None, Some(code), &[][..]),
     };
-
-    // ── 3–6. The pure gate, for every ref. ────────────────────────────────────────────
-    let mut allowed = Vec::new();
-    for r in &refs {
-        let ctx = Context {
-            principal: &principal,
-            pack: PackView {
-                manifest: &pack.manifest,
-                policy: &pack.policy,
-                active,
-                content_changed_at,
-            },
-            verb_key: r,
-            face: Face::Cli,
-            grants: &grants,
-            cwd: &caller.cwd,
-            project: caller.project.as_deref(),
-        };
-        match hcp_gate::check_stimulus(&ctx) {
-            Ok(a) => allowed.push((r.clone(), a)),
-            Err(d) => return Err(record_refusal(&facts, Refusal::from_gate(&d))),
-        }
-    }
-
-    // ── 7. The runtime policy, dry, for every ref. ────────────────────────────────────
-    let runtime_policy = match runtime_policy {
-        Ok(p) => p,
-        Err(r) => return Err(record_refusal(&facts, policy_refusal(r))),
-    };
-    let runtime_policy = crate::policy::observe::apply_refs(
-        runtime_policy,
-        config.as_ref().ok(),
-        rt.state(),
-        session.as_ref(),
-        pack.id.as_str(),
-        &refs,
-        now,
-        &mut facts,
-    );
-    let mut spend = Spend::default();
-    if let (Some(rp), Some(s)) = (&runtime_policy, &session) {
-        let config = match policy_config(&config) {
-            Ok(c) => c,
-            Err(r) => return Err(record_refusal(&facts, r)),
-        };
-        let step = PolicyStep {
-            rt,
-            caller,
-            timeout: None,
-            config,
-            cli_face: false,
-            now,
-        };
-        for r in &refs {
-            let tool = format!("{}.{r}", pack.id);
-            let none = std::collections::BTreeMap::new();
-            match runtime_policy_pre(&step, rp, s, &tool, &none, &mut facts) {
-                Ok(pass) => spend.take(pass.counters, pass.approvals),
-                Err(st) => return Err(record_refusal(&facts, st.refusal)),
-            }
-        }
-    }
-
-    // ── 8. Binding mint, for the triggers that run. ───────────────────────────────────
-    let running: Vec<&(String, hcp_gate::StimulusAllowed)> =
-        allowed.iter().filter(|(_, a)| a.plan.is_some()).collect();
-    let mut secret = None;
-    if !running.is_empty() && pack.manifest.binding.mode == BindingMode::User {
-        match credential {
-            Some(Ok(c)) => secret = Some(c.secret),
-            Some(Err(e)) => {
-                let r = mint_refusal(rt, &pack, principal.id(), &running[0].0, &e, now);
-                if reference.is_some() {
-                    return Err(record_refusal(&facts, r));
-                }
-                // Every stimulus asked for: the recorded ones still flow, among them the
-                // `binding.degraded` just recorded.
-                let c = SenseCall {
-                    session: session.map(|s| s.token_sha256),
-                    pack,
-                    principal,
-                    refs,
-                    triggers: Vec::new(),
-                    secret: None,
-                    unbound: Some(r.code),
-                };
-                return admit_sense(rt, c, &spend, facts, now);
-            }
-            None => {}
-        }
-    }
-
-    // ── 9a. Trigger preparation. ──────────────────────────────────────────────────────
-    let mut planned = Vec::new();
-    let world = crate::sense::World {
-        home: rt.home(),
-        caller,
+    let reads = PrepareReads {
         config: &config,
         sandboxes: &sandboxes,
     };
-    for (r, a) in running {
-        match crate::sense::plan(&world, &pack, &principal, r, a, secret.as_ref()) {
-            Ok(p) => planned.push(p),
-            Err(x) => return Err(record_refusal(&facts, x)),
-        }
-    }
-    if !planned.is_empty() {
-        let by_ref: serde_json::Map<String, Value> = planned
-            .iter()
-            .map(|p| (p.reference.clone(), p.sandbox.clone()))
-            .collect();
-        facts.audit_extra.insert("sandbox".into(), by_ref.into());
-    }
-    let c = SenseCall {
-        session: session.map(|s| s.token_sha256),
-        pack,
-        principal,
-        refs,
-        triggers: planned,
-        secret,
-        unbound: None,
+    let env = (cx.rt, cx.caller);
+    let who = (&stim, &principal);
+    let triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;
+    let tool = format!("{}.{}", stim.pack.id, stim.refs.join(","));
+    let admit = Admit {
+        pack: &stim.pack,
+        capabilities: sense_capabilities(&principal),
+        spend: &spend,
+        tool: &tool,
     };
-    admit_sense(rt, c, &spend, facts, now)
+    step::admit::admit(cx.rt, (&principal, cx.now), &admit, None, rec)?;
+    let redact = secret.as_ref().map(Redactor::new).unwrap_or_default();
+    let relay = Relay {
+        pack: &stim.pack,
+        principal: &principal.id,
+        refs: &stim.refs,
+        triggers,
+        redact: &redact,
+        count: s.count,
+    };
+    let relayed = step::run::stimuli(cx.rt, relay, s.sinks, (cx.mode.cancel(), unbound));
+    Ok(step::outcome::stimuli(cx.rt, relayed, rec))
+}
+
+/// Steps 1, 2 and the grant of step 4 for `hcp disconnect`, then the credential removed.
+fn disconnect(cx: &Cx<'_>, snap: Snapshot, rec: &mut Record) -> Result<Answer, Stop> {
+    rec.principal = Some(snap.principal_label());
+    let Snapshot {
+        principal,
+        target,
+        grants,
+        ..
+    } = snap;
+    let verb = step::target::binding(target, rec)?;
+    let principal = step::principal::resolve(principal, rec)?;
+    step::gate::binding(&verb.pack, &principal, grants)?;
+    step::bind::disconnect(cx.rt, (&verb, &principal), rec)
 }

@@ -5,14 +5,14 @@
 //! `/etc` index, the operator's paths, the network). Nothing here spends: a failure refuses
 //! the call with every approval and counter slot untouched.
 
-use crate::call::Caller;
+use crate::caller::Caller;
 use crate::refusal::Refusal;
 use hcp_adapter::{
     CallPolicy, CallSandbox, CallVars, ChildEnv, Confinement, SandboxReport, SessionValues,
     VerifiedBin,
 };
 use hcp_gate::Allowed;
-use hcp_model::{ArgValue, Code, Land, Operation};
+use hcp_model::{ArgValue, CallFacts, Code, Land, Operation, Principal};
 use hcp_store::Home;
 use hcp_store::config::{ConfigError, LimitsConfig, NetworkMode, RuntimeConfig};
 use hcp_store::pack::InstalledPack;
@@ -77,10 +77,8 @@ pub struct ChildSpec<'a> {
     pub allowed: &'a Allowed,
     /// The values after the runtime policy's `bind`.
     pub values: &'a BTreeMap<String, ArgValue>,
-    /// The principal id.
-    pub principal_id: &'a str,
-    /// Whether the principal is the owner.
-    pub owner: bool,
+    /// Who calls.
+    pub principal: &'a Principal,
     /// The credential object, for the binding's variables.
     pub secret: Option<&'a Map<String, Value>>,
     /// `config.json` as the snapshot read it; its failure refuses here, after the bin
@@ -106,7 +104,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     let pack = spec.pack;
     let bin = crate::pins::verify(pack, &allowed.plan.program)?;
     let session_values = SessionValues {
-        principal_id: spec.principal_id.to_owned(),
+        principal_id: spec.principal.id.clone(),
         project_id: allowed.project.clone(),
         workdir: allowed.workdir.clone(),
     };
@@ -117,7 +115,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
     if bootstrap {
         // The bootstrap pack (hcp-cli) wraps hcp itself: it reads this store (DESIGN.md).
         env = env.hcp_home(home.root());
-        if !spec.owner {
+        if !spec.principal.is_owner() {
             // …as the caller, never as the owner: an agent granted hcp-cli does not read
             // the owner-only audit through it.
             env = env.not_the_owner();
@@ -130,8 +128,8 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         caller,
         &ConfineSpec {
             land: allowed.land,
-            owner: spec.owner,
-            principal_id: spec.principal_id,
+            owner: spec.principal.is_owner(),
+            principal_id: &spec.principal.id,
             project: allowed.project.as_deref(),
             writes: allowed.operation == Operation::Write,
             workdir: &allowed.workdir,
@@ -142,8 +140,15 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         },
     )?;
     let env = confined.env(env);
-    let env = layer_env(env, pack, spec.key, spec.principal_id, allowed, spec.secret)
-        .map_err(|e| Refusal::adapter(&e))?;
+    let env = layer_env(
+        env,
+        pack,
+        spec.key,
+        &spec.principal.id,
+        allowed,
+        spec.secret,
+    )
+    .map_err(|e| Refusal::adapter(&e))?;
     let argv0 = pack
         .manifest
         .cli_bin
@@ -167,22 +172,16 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
 /// `/proc` of its own, and a call whose child tried to make a socket under `network: deny`
 /// carries the hint naming the key ([`network_hint`]) and, in its record,
 /// `socket_attempts`.
-pub fn after_run(child: &Child, outcome: &hcp_adapter::Outcome, facts: &mut crate::record::Facts) {
-    if outcome.no_proc
-        && let Some(Value::Object(sandbox)) = facts.result_extra.get_mut("sandbox")
-    {
-        sandbox.insert(
+pub fn after_run(child: &Child, outcome: &hcp_adapter::Outcome, facts: &mut CallFacts) {
+    if outcome.no_proc && facts.sandbox.is_some() {
+        facts.sandbox_after_run().insert(
             "filesystem".into(),
             "enforced, without a /proc: the kernel refused the call one of its own".into(),
         );
     }
     if outcome.socket_attempts > 0 {
-        facts
-            .result_extra
-            .insert("hint".into(), child.network_hint.clone().into());
-        facts
-            .audit_extra
-            .insert("socket_attempts".into(), outcome.socket_attempts.into());
+        facts.hint = Some(child.network_hint.clone());
+        facts.socket_attempts = Some(outcome.socket_attempts);
     }
 }
 

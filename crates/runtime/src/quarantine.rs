@@ -211,7 +211,7 @@ pub fn after_run(
     home: &Home,
     watch: Option<&Watch>,
     audit_id: &str,
-    facts: &mut crate::record::Facts,
+    facts: &mut hcp_model::CallFacts,
 ) {
     let Some(w) = watch else {
         return;
@@ -220,12 +220,10 @@ pub fn after_run(
     if created.is_empty() {
         return;
     }
-    facts
-        .audit_extra
-        .insert("protected_created".into(), audit_field(&created));
-    facts
-        .result_extra
-        .insert("protected_created".into(), result_field(&created));
+    facts.protected_created = Some(hcp_model::facts::ProtectedCreated {
+        audit: audit_field(&created),
+        result: result_field(&created),
+    });
 }
 
 #[cfg(test)]

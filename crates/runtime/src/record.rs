@@ -1,18 +1,19 @@
-//! What a call learned so far ([`Facts`]), and the audit records and answers made of it:
-//! the one record of a refusal ([`Facts::entry`]), the `intent` of an allowed call
-//! ([`Facts::intent`]) and, once admitted, its `outcome` ([`Facts::outcome`]).
+//! The record of one call: what it learned so far ([`Record`]), and the audit records and
+//! answers made of it — the one record of a refusal ([`Record::entry`]), the `intent` of
+//! an allowed call ([`Record::intent`]) and, once admitted, its `outcome`
+//! ([`Record::outcome`]); the answer of a refusal ([`Record::refusal_answer`]).
 
 use crate::call::Answer;
 use crate::refusal::Refusal;
-use hcp_model::{ExecResult, Land, Operation};
+use hcp_model::{CallFacts, Code, ExecResult, Land, Operation};
 use hcp_store::audit::{Decision, Entry, Intent, Outcome};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// Facts known so far, for the result and the audit record.
+/// What a call learned so far, for its result and its audit records.
 #[derive(Debug)]
-pub struct Facts {
+pub struct Record {
     /// When the call started.
     pub started: Instant,
     /// The resolved pack.
@@ -29,11 +30,9 @@ pub struct Facts {
     pub project: Option<String>,
     /// The digest of the arguments.
     pub args_digest: Option<String>,
-    /// Additive audit fields (`policy_hash`, `rule`, `post_rule`, `approval_id`, `sandbox`,
-    /// `signal`, `face`).
-    pub audit_extra: BTreeMap<String, Value>,
-    /// Extra result fields (`approval_id`, `sandbox`, `signal`, `signal_name`).
-    pub result_extra: serde_json::Map<String, Value>,
+    /// What the call learned beyond those, for its records and its result
+    /// ([`CallFacts`]).
+    pub facts: CallFacts,
     /// What a call refused at the confirm gate would run (the MCP face).
     pub preview: Option<Box<crate::confirm::Preview>>,
     /// The admitted call's intent record (its `id` is the `audit_id`) and the extra
@@ -42,7 +41,7 @@ pub struct Facts {
     pub admitted: Option<(String, BTreeMap<String, Value>)>,
 }
 
-impl Facts {
+impl Record {
     /// Nothing known yet; the clock starts. Until the arguments are known the record's
     /// digest is that of no arguments, by `rt`'s state.
     pub fn start(rt: &crate::Runtime) -> Self {
@@ -62,8 +61,7 @@ impl Facts {
             principal: None,
             project: None,
             args_digest: None,
-            audit_extra: BTreeMap::new(),
-            result_extra: serde_json::Map::new(),
+            facts: CallFacts::default(),
             preview: None,
             admitted: None,
         }
@@ -76,7 +74,7 @@ impl Facts {
 
     /// The audit entry of a decision: `code` set for a refusal (`Deny`), or for an allowed
     /// call that ended abnormally (`timeout`, `cancelled`, `output_withheld`).
-    pub fn entry(&self, decision: Decision, code: Option<&str>, exit_code: Option<i32>) -> Entry {
+    pub fn entry(&self, decision: Decision, code: Option<Code>, exit_code: Option<i32>) -> Entry {
         Entry {
             principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
             project: self.project.clone(),
@@ -85,11 +83,11 @@ impl Facts {
             operation: self.operation,
             land: self.land,
             decision,
-            code: code.map(str::to_owned),
+            code,
             args_digest: self.args_digest.clone().unwrap_or_default(),
             exit_code,
             duration_ms: self.elapsed_ms(),
-            extra: self.audit_extra.clone(),
+            extra: self.facts.audit_fields(),
         }
     }
 
@@ -104,7 +102,44 @@ impl Facts {
             operation: self.operation.unwrap_or(Operation::Read),
             land: self.land,
             args_digest: self.args_digest.clone().unwrap_or_default(),
-            extra: self.audit_extra.clone(),
+            extra: self.facts.audit_fields(),
+        }
+    }
+
+    /// The admitted call's `audit_id` (its intent's `id`), until its outcome is taken.
+    pub fn admitted_id(&self) -> Option<String> {
+        self.admitted.as_ref().map(|(id, _)| id.clone())
+    }
+
+    /// The answer of a call that ended with exit status `exit` without a result of a run
+    /// of its own (a sense's relay), with its `audit_id`.
+    pub fn answer(&mut self, exit: u8, audit_id: Option<String>) -> Answer {
+        let result = ExecResult {
+            ok: exit == 0,
+            pack_id: self.pack_id.clone(),
+            verb_key: self.verb_key.clone(),
+            operation: self.operation.map(|o| o.to_string()),
+            land: self.land.map(|l| l.to_string()),
+            error: None,
+            code: None,
+            hint: None,
+            exit_code: Some(i32::from(exit)),
+            stdout: None,
+            stderr: None,
+            data: Value::Null,
+            truncated: false,
+            duration_ms: self.elapsed_ms(),
+            audit_id,
+            extra: self.facts.result_fields(),
+        };
+        Answer {
+            result,
+            exit,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            preview: None,
+            principal: self.principal.clone(),
+            facts: std::mem::take(&mut self.facts),
         }
     }
 
@@ -121,24 +156,20 @@ impl Facts {
     /// `post_rule`, `approved_by` …). Taking it means a later stop writes no second one.
     pub fn outcome(
         &mut self,
-        code: Option<&str>,
+        code: Option<Code>,
         exit_code: Option<i32>,
         bytes: (u64, u64),
         truncated: bool,
     ) -> Option<Outcome> {
         let (intent, at_admission) = self.admitted.take()?;
-        let extra = self
-            .audit_extra
-            .iter()
-            .filter(|(k, v)| at_admission.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut extra = self.facts.audit_fields();
+        extra.retain(|k, v| at_admission.get(k) != Some(v));
         Some(Outcome {
             intent,
             principal: self.principal.clone().unwrap_or_else(|| "unknown".into()),
             pack_id: self.pack_id.clone().unwrap_or_default(),
             verb_key: self.verb_key.clone().unwrap_or_default(),
-            code: code.map(str::to_owned),
+            code,
             exit_code,
             duration_ms: self.elapsed_ms(),
             stdout_bytes: bytes.0,
@@ -167,7 +198,7 @@ impl Facts {
             truncated: false,
             duration_ms: self.elapsed_ms(),
             audit_id,
-            extra: self.result_extra.clone(),
+            extra: self.facts.result_fields(),
         };
         Answer {
             result,
@@ -175,6 +206,8 @@ impl Facts {
             stdout: Vec::new(),
             stderr: Vec::new(),
             preview: self.preview.take(),
+            principal: self.principal.clone(),
+            facts: std::mem::take(&mut self.facts),
         }
     }
 }
@@ -182,5 +215,5 @@ impl Facts {
 /// The refusal answer of a call that never reached the pipeline (a bad envelope, a value
 /// too long for MCP): not audited, as no principal was resolved.
 pub fn early_refusal(r: Refusal) -> Answer {
-    Facts::new().refusal_answer(r, None)
+    Record::new().refusal_answer(r, None)
 }

@@ -2,6 +2,7 @@
 //! hint; and the conversions from every library error into one.
 
 use hcp_model::Code;
+use hcp_store::pack::PackError;
 
 /// A refusal of a call: code, lowercase message, hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +54,7 @@ impl Refusal {
         }
     }
 
-    /// An adapter failure, with its code (the adapter spells it; the table knows it).
+    /// An adapter failure, with its code.
     pub fn adapter(e: &hcp_adapter::AdapterError) -> Self {
         let mut message = e.to_string();
         if matches!(
@@ -65,7 +66,7 @@ impl Refusal {
             // The OS error is what tells a spawn or sandbox failure apart.
             message = format!("{message}: {cause}");
         }
-        let mut r = Self::new(code_of(e.code()), message);
+        let mut r = Self::new(e.code(), message);
         if matches!(e, hcp_adapter::AdapterError::ArgTooLong { .. }) {
             r.hint = Some("pass large content through a file in the working directory".into());
         }
@@ -73,10 +74,27 @@ impl Refusal {
     }
 }
 
-/// The table's code for a code spelled by a crate that keeps its own names (the
-/// adapter, the audit trail, the Histos engine). An unknown spelling is
-/// `internal_error`: the call is refused either way (the runtime's tests check that
-/// every spelling those crates use is in the table).
-pub fn code_of(text: &str) -> Code {
-    Code::parse(text).unwrap_or(Code::InternalError)
+/// A pack refusal or failure with its code and the hint `hcp` gives for it (install,
+/// uninstall, activation, and every face that loads a pack by id).
+pub fn pack_refusal(e: &PackError) -> Refusal {
+    let r = Refusal::new(e.code(), e.to_string());
+    match e {
+        PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
+        PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
+        PackError::BinMissing { .. } => {
+            r.hint("install the program or put it on `PATH`; install pins it by path and digest")
+        }
+        PackError::BinUnsafe {
+            code: Code::HcpBinReserved,
+            ..
+        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI"),
+        PackError::BinUnsafe { .. } => {
+            r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
+        }
+        PackError::Export(x) => r.hint(x.hint()),
+        PackError::Openapi(_) => {
+            r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
+        }
+        _ => r,
+    }
 }

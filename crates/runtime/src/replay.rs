@@ -25,34 +25,26 @@
 //! [`note_session`] is the other half: the session facts each record of a session's call
 //! keeps for this.
 
-use hcp_model::{Code, Step};
-use hcp_store::session::Session;
+use hcp_model::facts::SessionRecord;
+use hcp_model::{CallFacts, Code, Principal, Step};
 use histos::{Context, Effect, Engine, LimitKey, LimitSpec, LimitStore, LimitVerdict, Policy};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-/// Adds the facts of `session` that the runtime policy reads to a call's audit fields
-/// (RUNTIME §6: `session`, the session's id; `role`; `attributes`; `can_view`), for
+/// Notes the facts of `principal`'s session that the runtime policy reads among a call's
+/// facts (RUNTIME §6: `session`, the session's id; `role`; `attributes`; `can_view`), for
 /// replay. Nothing for the owner's calls.
-pub fn note_session(extra: &mut BTreeMap<String, Value>, session: Option<&Session>) {
-    let Some(s) = session else {
+pub fn note_session(facts: &mut CallFacts, principal: &Principal) {
+    let Some(s) = &principal.session else {
         return;
     };
-    extra.insert("session".into(), Value::String(s.token_sha256.clone()));
-    if let Some(r) = &s.role {
-        extra.insert("role".into(), Value::String(r.clone()));
-    }
-    let attrs: Map<String, Value> = s
-        .attributes
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    extra.insert("attributes".into(), Value::Object(attrs));
-    extra.insert(
-        "can_view".into(),
-        Value::Array(s.can_view.iter().cloned().map(Value::String).collect()),
-    );
+    facts.session = Some(SessionRecord {
+        id: s.token_sha256.clone(),
+        role: s.role.clone(),
+        attributes: s.attributes.clone(),
+        can_view: s.can_view.clone(),
+    });
 }
 
 /// What the candidate makes of a call.
@@ -64,7 +56,7 @@ pub enum Verdict {
     /// It would be refused (or paused: `requires_confirmation`) with this code.
     Refuse {
         /// The code (`rbac`, `unknown_tool`, `rate_limit` …).
-        code: String,
+        code: Code,
     },
     /// The trail does not keep what the decision needs.
     Undecidable {
@@ -237,10 +229,8 @@ fn past_policy(code: &str) -> bool {
     Code::parse(code).is_some_and(|c| c.step() > Step::RuntimePolicy)
 }
 
-fn refuse(code: &str) -> Verdict {
-    Verdict::Refuse {
-        code: code.to_owned(),
-    }
+fn refuse(code: Code) -> Verdict {
+    Verdict::Refuse { code }
 }
 
 fn ms_of(m: &Map<String, Value>) -> u64 {
@@ -268,18 +258,18 @@ fn decide(
     };
     let p = inp.candidate;
     let Some(tool) = p.tool(tool_name) else {
-        return refuse("unknown_tool");
+        return refuse(Code::UnknownTool);
     };
     for (_, attr) in &tool.bindings {
         if !principal.attributes.contains_key(attr) {
-            return refuse("arg_binding_unresolved");
+            return refuse(Code::ArgBindingUnresolved);
         }
     }
     if !p.allows(&principal.role, tool_name) {
-        return refuse("rbac");
+        return refuse(Code::Rbac);
     }
     if tool.args.is_none() {
-        return refuse("no_arg_schema");
+        return refuse(Code::NoArgSchema);
     }
     if !tool.constraints.is_empty() {
         return Verdict::Undecidable {
@@ -291,26 +281,49 @@ fn decide(
     let now_ms = ms_of(m);
     if str_of(m, "args_digest") == Some(inp.empty_args_digest) {
         // No arguments: the engine decides the whole chain.
-        let ctx = Context {
-            limits: Some(limits as &dyn LimitStore),
-            now_ms,
-            consume_limits: true,
-            ..Default::default()
-        };
-        let call = histos::Call {
-            tool: tool_name.to_owned(),
-            args: histos::Map::new(),
-        };
-        let d = Engine::pre(p, Some(&principal), None, &call, &ctx);
-        return match d.effect {
-            Effect::Allow => Verdict::Allow,
-            Effect::RequireConfirmation => refuse("requires_confirmation"),
-            _ if d.rule.as_str() == "no_escalation_tier" && inp.escalation_tier => {
-                refuse("requires_confirmation")
-            }
-            _ => refuse(d.rule.as_str()),
-        };
+        return decide_whole((tool_name, &principal, now_ms), inp, limits);
     }
+    decide_past_arguments(m, (tool, tool_name, &principal, now_ms), inp, limits)
+}
+
+/// A recorded call without arguments: the engine decides the whole chain, counting limits
+/// over the replay.
+fn decide_whole(
+    (tool_name, principal, now_ms): (&str, &histos::Principal, u64),
+    inp: &Inputs<'_>,
+    limits: &histos::MemoryLimitStore,
+) -> Verdict {
+    let ctx = Context {
+        limits: Some(limits as &dyn LimitStore),
+        now_ms,
+        consume_limits: true,
+        ..Default::default()
+    };
+    let call = histos::Call {
+        tool: tool_name.to_owned(),
+        args: histos::Map::new(),
+    };
+    let d = Engine::pre(inp.candidate, Some(principal), None, &call, &ctx);
+    match d.effect {
+        Effect::Allow => Verdict::Allow,
+        Effect::RequireConfirmation => refuse(Code::RequiresConfirmation),
+        _ if d.rule == histos::Rule::NoEscalationTier && inp.escalation_tier => {
+            refuse(Code::RequiresConfirmation)
+        }
+        _ => refuse(Code::try_from(d.rule).unwrap_or(Code::InternalError)),
+    }
+}
+
+/// A recorded call with arguments, which the trail keeps only as a keyed digest: its
+/// argument checks are carried over only from the policy in force, when the candidate
+/// checks them alike; then limits (counted over the replay), escalation, confirmation.
+fn decide_past_arguments(
+    m: &Map<String, Value>,
+    (tool, tool_name, principal, now_ms): (&histos::model::Tool, &str, &histos::Principal, u64),
+    inp: &Inputs<'_>,
+    limits: &histos::MemoryLimitStore,
+) -> Verdict {
+    let p = inp.candidate;
     // Arguments unknown: carried over only from the policy in force, checking them alike.
     let then = str_of(m, "code");
     let passed_then = str_of(m, "kind") == Some("intent") || then.is_some_and(past_arguments);
@@ -341,20 +354,20 @@ fn decide(
         };
         match limits.check(key, spec, now_ms) {
             LimitVerdict::Ok => {}
-            LimitVerdict::Budget => return refuse("budget"),
-            LimitVerdict::RateLimit => return refuse("rate_limit"),
-            LimitVerdict::Capacity => return refuse("limit_store_capacity"),
+            LimitVerdict::Budget => return refuse(Code::Budget),
+            LimitVerdict::RateLimit => return refuse(Code::RateLimit),
+            LimitVerdict::Capacity => return refuse(Code::LimitStoreCapacity),
         }
     }
     if tool.requires_escalation {
         return refuse(if inp.escalation_tier {
-            "requires_confirmation"
+            Code::RequiresConfirmation
         } else {
-            "no_escalation_tier"
+            Code::NoEscalationTier
         });
     }
     if tool.requires_confirmation {
-        return refuse("requires_confirmation");
+        return refuse(Code::RequiresConfirmation);
     }
     if spec.rate_limit.is_some() || spec.budget.is_some() {
         let key = LimitKey {
@@ -389,7 +402,7 @@ pub fn groups(replayed: &[Replayed]) -> BTreeMap<Change, Vec<Group>> {
         let why = match (&r.now, r.change) {
             (Verdict::Undecidable { reason }, _) => reason.clone(),
             (_, Change::NowAllowed) => format!("was `{}`", r.then),
-            (Verdict::Refuse { code }, _) => code.clone(),
+            (Verdict::Refuse { code }, _) => code.as_str().to_owned(),
             (Verdict::Allow, _) => "allow".into(),
         };
         by.entry((r.change, r.tool.clone(), r.principal.clone(), why))
@@ -472,12 +485,7 @@ roles:
         let r = replay(&records, &inp(&narrowed));
         assert_eq!(
             (r[0].change, r[0].now.clone()),
-            (
-                Change::NowRefused,
-                Verdict::Refuse {
-                    code: "rbac".into()
-                }
-            )
+            (Change::NowRefused, Verdict::Refuse { code: Code::Rbac })
         );
         assert_eq!(r[1].change, Change::Unchanged);
         // Same argument checks: the allowed call passes again.
@@ -502,7 +510,7 @@ roles:
             (
                 Change::Unchanged,
                 Verdict::Refuse {
-                    code: "arg_schema".into()
+                    code: Code::ArgSchema
                 }
             )
         );
@@ -551,11 +559,6 @@ roles:
                 Change::NotGoverned
             ]
         );
-        assert_eq!(
-            r[2].now,
-            Verdict::Refuse {
-                code: "budget".into()
-            }
-        );
+        assert_eq!(r[2].now, Verdict::Refuse { code: Code::Budget });
     }
 }

@@ -309,47 +309,65 @@ fn fits(schema: &JsonObject, v: &Value, at: &str) -> Result<(), String> {
         }
     }
     if let Value::Array(items) = v {
-        let n = items.len() as u64;
-        if bound("minItems").is_some_and(|m| n < m) || bound("maxItems").is_some_and(|m| n > m) {
-            return fail("a list of a length out of its bounds".into());
+        fits_list(schema, items, (at, &here))?;
+    }
+    if let Value::Object(m) = v {
+        fits_object(schema, m, (at, &here))?;
+    }
+    Ok(())
+}
+
+/// [`fits`] of a list at `at` (`here`: how a failure there names it).
+fn fits_list(schema: &JsonObject, items: &[Value], (at, here): (&str, &str)) -> Result<(), String> {
+    let fail = |why: &str| Err(format!("{here}: {why}"));
+    let bound = |key: &str| schema.get(key).and_then(Value::as_u64);
+    let n = items.len() as u64;
+    if bound("minItems").is_some_and(|m| n < m) || bound("maxItems").is_some_and(|m| n > m) {
+        return fail("a list of a length out of its bounds");
+    }
+    if schema.get("uniqueItems") == Some(&json!(true))
+        && items
+            .iter()
+            .enumerate()
+            .any(|(i, a)| items[..i].iter().any(|b| same(a, b)))
+    {
+        return fail("a list with repeated elements");
+    }
+    if let Some(Value::Object(each)) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            fits(each, item, &format!("{at}[{i}]"))?;
         }
-        if schema.get("uniqueItems") == Some(&json!(true))
-            && items
-                .iter()
-                .enumerate()
-                .any(|(i, a)| items[..i].iter().any(|b| same(a, b)))
-        {
-            return fail("a list with repeated elements".into());
-        }
-        if let Some(Value::Object(each)) = schema.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                fits(each, item, &format!("{at}[{i}]"))?;
+    }
+    Ok(())
+}
+
+/// [`fits`] of an object at `at` (`here`: how a failure there names it).
+fn fits_object(
+    schema: &JsonObject,
+    m: &serde_json::Map<String, Value>,
+    (at, here): (&str, &str),
+) -> Result<(), String> {
+    let props = schema.get("properties").and_then(Value::as_object);
+    if let Some(Value::Array(req)) = schema.get("required") {
+        for name in req.iter().filter_map(Value::as_str) {
+            if !m.contains_key(name) {
+                return Err(format!("{here}: no `{name}`, which is required"));
             }
         }
     }
-    if let Value::Object(m) = v {
-        let props = schema.get("properties").and_then(Value::as_object);
-        if let Some(Value::Array(req)) = schema.get("required") {
-            for name in req.iter().filter_map(Value::as_str) {
-                if !m.contains_key(name) {
-                    return fail(format!("no `{name}`, which is required"));
-                }
+    for (k, x) in m {
+        let path = if at.is_empty() {
+            k.clone()
+        } else {
+            format!("{at}.{k}")
+        };
+        match props.and_then(|p| p.get(k)) {
+            Some(Value::Object(sub)) => fits(sub, x, &path)?,
+            Some(_) => {}
+            None if schema.get("additionalProperties") == Some(&json!(false)) => {
+                return Err(format!("{here}: `{k}` is not among its properties"));
             }
-        }
-        for (k, x) in m {
-            let path = if at.is_empty() {
-                k.clone()
-            } else {
-                format!("{at}.{k}")
-            };
-            match props.and_then(|p| p.get(k)) {
-                Some(Value::Object(sub)) => fits(sub, x, &path)?,
-                Some(_) => {}
-                None if schema.get("additionalProperties") == Some(&json!(false)) => {
-                    return fail(format!("`{k}` is not among its properties"));
-                }
-                None => {}
-            }
+            None => {}
         }
     }
     Ok(())

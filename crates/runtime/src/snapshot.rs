@@ -8,6 +8,7 @@ use crate::Runtime;
 use crate::call::Caller;
 use crate::policy::{self, PolicyRefusal, RuntimePolicy};
 use crate::refusal::Refusal;
+use hcp_model::{Principal, SessionFacts};
 use hcp_store::StoreError;
 use hcp_store::binding::{self, Credential, MintError};
 use hcp_store::config::{ConfigError, RuntimeConfig};
@@ -22,8 +23,9 @@ use jiff::Timestamp;
 pub struct Snapshot {
     /// The call's time, at which everything was read (sessions' expiry, windows).
     pub now: Timestamp,
-    /// The session of `HCP_SESSION`; `None` for the owner.
-    pub session: Option<Result<Session, SessionError>>,
+    /// Who calls: the owner without `HCP_SESSION`, else the session's principal
+    /// ([`principal_of`]); the session's failure when it cannot be used.
+    pub principal: Result<Principal, SessionError>,
     /// The pack and verb key (or stimulus ref) the call names.
     pub target: Result<(InstalledPack, String), Refusal>,
     /// Whether that pack is active.
@@ -53,9 +55,12 @@ pub struct Snapshot {
     pub unavailable: Option<Refusal>,
 }
 
-/// What the call names: a verb (through a face), or a pack's stimuli (`hcp sense`).
+/// What the call names, as the snapshot reads it: a verb to resolve (through a face, or
+/// `hcp connect`'s connect verb), or an installed pack as it is, active or not, with the
+/// key its records name (`hcp sense`: a stimulus ref, `*` for all; `hcp disconnect`: the
+/// connect verb).
 #[derive(Debug, Clone, Copy)]
-pub enum Subject<'a> {
+pub enum Reads<'a> {
     /// `pack_id` (when the face names it apart) and the target.
     Verb {
         /// The pack, when named apart.
@@ -63,33 +68,33 @@ pub enum Subject<'a> {
         /// `PACK.VERB` or a verb key.
         target: &'a str,
     },
-    /// A pack's stimulus ref (`*` for all), for `hcp sense`.
-    Stimulus {
+    /// A pack and a key of it.
+    Pack {
         /// The pack.
         pack_id: &'a str,
-        /// The ref, or `*`.
-        reference: &'a str,
+        /// The stimulus ref (or `*`), or the connect verb.
+        key: &'a str,
     },
 }
 
 impl Snapshot {
     /// Reads everything a call of `subject` by `caller` may need, at `now`.
-    pub fn load(rt: &Runtime, caller: &Caller, subject: Subject<'_>, now: Timestamp) -> Self {
+    pub fn load(rt: &Runtime, caller: &Caller, subject: Reads<'_>, now: Timestamp) -> Self {
         let home = rt.home();
         let target = match subject {
-            Subject::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
-            Subject::Stimulus { pack_id, reference } => pack::load(home, pack_id)
-                .map(|p| (p, reference.to_owned()))
-                .map_err(|e| crate::install::pack_refusal(&e)),
+            Reads::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
+            Reads::Pack { pack_id, key } => pack::load(home, pack_id)
+                .map(|p| (p, key.to_owned()))
+                .map_err(|e| crate::refusal::pack_refusal(&e)),
         };
         let active = target
             .as_ref()
             .is_ok_and(|(p, _)| pack::is_active(home, p.id.as_str()));
         let operation = match (&target, subject) {
-            (Ok((p, key)), Subject::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
+            (Ok((p, key)), Reads::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
                 Some(
                     pack::openapi::pinned_operation(p, key)
-                        .map_err(|e| crate::install::pack_refusal(&e)),
+                        .map_err(|e| crate::refusal::pack_refusal(&e)),
                 )
             }
             _ => None,
@@ -102,7 +107,10 @@ impl Snapshot {
             now,
         );
         let unavailable = unavailable(&reads);
-        let session = reads.session;
+        let principal = match reads.session {
+            None => Ok(Principal::owner(caller.project.clone())),
+            Some(s) => s.map(|s| principal_of(s, caller.project.clone())),
+        };
         let grants = reads.grants.map_err(|e| Refusal::store(&e));
         let sandboxes = match reads.sandboxes {
             None => Ok(Vec::new()),
@@ -114,12 +122,8 @@ impl Snapshot {
                 })
                 .map_err(|e| Refusal::store(&e)),
         };
-        let principal = match &session {
-            None => Some(hcp_store::session::OWNER),
-            Some(Ok(s)) => Some(s.principal.as_str()),
-            Some(Err(_)) => None,
-        };
-        let credential = match (&target, principal, subject) {
+        let who = principal.as_ref().ok().map(|p| p.id.as_str());
+        let credential = match (&target, who, subject) {
             (Ok((p, key)), Some(who), _)
                 if p.manifest.binding.mode == hcp_model::BindingMode::User
                     && p.manifest.connect_verb() != Some(key.as_str()) =>
@@ -128,11 +132,14 @@ impl Snapshot {
             }
             _ => None,
         };
-        let lock = matches!(session, Some(Ok(_))).then(|| policy::lock::read(home));
+        let lock = principal
+            .as_ref()
+            .is_ok_and(|p| !p.is_owner())
+            .then(|| policy::lock::read(home));
         Self {
             now,
             operation,
-            session,
+            principal,
             target,
             active,
             grants,
@@ -148,12 +155,25 @@ impl Snapshot {
     /// The principal a refusal is recorded under: `owner` without a session, the
     /// session's principal when its token is valid, `unknown` otherwise.
     pub fn principal_label(&self) -> String {
-        match &self.session {
-            None => hcp_store::session::OWNER.into(),
-            Some(Ok(s)) => s.principal.as_str().to_owned(),
-            Some(Err(_)) => "unknown".into(),
+        match &self.principal {
+            Ok(p) => p.id.clone(),
+            Err(_) => "unknown".into(),
         }
     }
+}
+
+/// The principal of a call made under `session` for `project` (`HCP_PROJECT`): the one
+/// place a [`Principal`] is made of a session (the owner's is [`Principal::owner`]).
+pub fn principal_of(session: Session, project: Option<String>) -> Principal {
+    let facts = SessionFacts {
+        token_sha256: session.token_sha256,
+        role: session.role,
+        projects: session.projects,
+        attributes: session.attributes,
+        can_view: session.can_view,
+        workdir: session.workdir,
+    };
+    Principal::of_session(session.principal.as_str().to_owned(), facts, project)
 }
 
 /// The first part of `reads` the state could not answer (`state_unavailable`).

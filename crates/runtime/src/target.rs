@@ -23,44 +23,64 @@ pub fn resolve(
     pack_id: Option<&str>,
     target: &str,
 ) -> Result<(InstalledPack, String), Refusal> {
-    let load = |id: &str| -> Result<Option<InstalledPack>, Refusal> {
-        match pack::load(home, id) {
-            Ok(p) => Ok(Some(p)),
-            Err(PackError::NotInstalled { .. }) => Ok(None),
-            Err(e) => Err(Refusal::new(e.code(), e.to_string())),
-        }
-    };
     if let Some(id) = pack_id {
-        let Some(p) = load(id)? else {
-            return Err(
-                Refusal::new(Code::UnknownVerb, format!("pack `{id}` is not installed"))
-                    .hint("`hcp list` shows the installed packs"),
-            );
-        };
-        if !p.manifest.verbs.contains_key(target) {
-            if p.manifest.pass_through_allows(target) {
-                return Err(pass_through(&p, target));
-            }
-            let known: Vec<String> = p
-                .manifest
-                .verbs
-                .keys()
-                .map(|k| format!("{id}.{k}"))
-                .collect();
-            return Err(unknown(target, known));
-        }
-        return Ok((p, target.to_owned()));
+        return named(home, id, target);
     }
+    let mut passed_through = None;
+    if let Some(found) = dotted(home, target, &mut passed_through)? {
+        return Ok(found);
+    }
+    bare(home, target, passed_through)
+}
+
+/// Pack `id`, installed or not (`None`).
+fn load(home: &Home, id: &str) -> Result<Option<InstalledPack>, Refusal> {
+    match pack::load(home, id) {
+        Ok(p) => Ok(Some(p)),
+        Err(PackError::NotInstalled { .. }) => Ok(None),
+        Err(e) => Err(Refusal::new(e.code(), e.to_string())),
+    }
+}
+
+/// Verb `target` of pack `id`, named apart.
+fn named(home: &Home, id: &str, target: &str) -> Result<(InstalledPack, String), Refusal> {
+    let Some(p) = load(home, id)? else {
+        return Err(
+            Refusal::new(Code::UnknownVerb, format!("pack `{id}` is not installed"))
+                .hint("`hcp list` shows the installed packs"),
+        );
+    };
+    if !p.manifest.verbs.contains_key(target) {
+        if p.manifest.pass_through_allows(target) {
+            return Err(pass_through(&p, target));
+        }
+        let known: Vec<String> = p
+            .manifest
+            .verbs
+            .keys()
+            .map(|k| format!("{id}.{k}"))
+            .collect();
+        return Err(unknown(target, known));
+    }
+    Ok((p, target.to_owned()))
+}
+
+/// Each `PACK.VERB` reading of a dotted target, in order; notes the first `pass_through`
+/// subcommand one names.
+fn dotted(
+    home: &Home,
+    target: &str,
+    passed_through: &mut Option<Refusal>,
+) -> Result<Option<(InstalledPack, String)>, Refusal> {
     // The readings come in pairs with the same pack id (`echo.say` reads as `echo` +
     // `say`, then `echo` + `echo.say`): each pack is loaded once.
     let mut loaded: Option<(&str, Option<InstalledPack>)> = None;
-    let mut passed_through: Option<Refusal> = None;
     for (id, verb) in hcp_gate::target::readings(target) {
         if hcp_model::validate_pack_id(id).is_err() {
             continue;
         }
         if loaded.as_ref().is_none_or(|(l, _)| *l != id) {
-            loaded = Some((id, load(id)?));
+            loaded = Some((id, load(home, id)?));
         }
         if let Some((_, slot)) = &mut loaded {
             if slot
@@ -68,22 +88,30 @@ pub fn resolve(
                 .is_some_and(|p| p.manifest.verbs.contains_key(verb))
                 && let Some(p) = slot.take()
             {
-                return Ok((p, verb.to_owned()));
+                return Ok(Some((p, verb.to_owned())));
             }
             if let Some(p) = slot.as_ref()
                 && passed_through.is_none()
                 && p.manifest.pass_through_allows(verb)
             {
-                passed_through = Some(pass_through(p, verb));
+                *passed_through = Some(pass_through(p, verb));
             }
         }
     }
-    // A bare verb key: unique across active packs.
+    Ok(None)
+}
+
+/// A bare verb key: unique across active packs.
+fn bare(
+    home: &Home,
+    target: &str,
+    mut passed_through: Option<Refusal>,
+) -> Result<(InstalledPack, String), Refusal> {
     let ids = pack::active_ids(home).map_err(|e| Refusal::store(&e))?;
     let mut hits = Vec::new();
     let mut known = Vec::new();
     for id in ids {
-        if let Some(p) = load(id.as_str())? {
+        if let Some(p) = load(home, id.as_str())? {
             for k in p.manifest.verbs.keys() {
                 known.push(format!("{id}.{k}"));
             }

@@ -104,38 +104,8 @@ pub fn describe(
     verb_key: &str,
     whose: Option<&Whose>,
 ) -> Result<Described, Refusal> {
-    let pack =
-        hcp_store::pack::load(rt.home(), pack_id).map_err(|e| crate::install::pack_refusal(&e))?;
-    let entry = pack.policy.verbs.get(verb_key).ok_or_else(|| {
-        Refusal::new(
-            Code::UnknownVerb,
-            format!("pack `{pack_id}` has no verb `{verb_key}`"),
-        )
-        .hint(format!("`hcp show {pack_id}` lists its verbs"))
-    })?;
-    let (land, operation) = (entry.privacy.land, entry.operation);
-    if pack.manifest.kind == hcp_model::Kind::Openapi {
-        return Err(Refusal::new(
-            Code::KindUnsupported,
-            format!(
-                "`{pack_id}.{verb_key}` is an HTTP request hcp sends itself: no child, no view"
-            ),
-        )
-        .hint(format!(
-            "`hcp show {pack_id}` shows its operation and server"
-        )));
-    }
-    let (principal, project) = match whose {
-        None => (OWNER_TENANT.to_owned(), None),
-        Some(w) => {
-            // The same checks as `hcp home` (an id that can name a home).
-            crate::home::check_whose(w)?;
-            match w {
-                Whose::Principal(p) => (p.clone(), None),
-                Whose::Project(j) => (OWNER_TENANT.to_owned(), Some(j.clone())),
-            }
-        }
-    };
+    let (pack, land, operation) = verb_of(rt, pack_id, verb_key)?;
+    let (principal, project) = tenant_of(whose)?;
     if land == Land::Brain && project.is_none() {
         return Err(Refusal::new(
             Code::ProjectRequired,
@@ -171,25 +141,8 @@ pub fn describe(
         },
     )?;
     let view: Vec<ViewEntry> = plan.describe().to_vec();
-    let mounts_beneath = std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|mi| hcp_adapter::view::mounts_beneath(&plan, &mi))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(view_path, mount_point)| Beneath {
-            view_path,
-            mount_point,
-        })
-        .collect();
-    let network = match config.network_for(pack_id) {
-        NetworkMode::Allow(d) => Network {
-            mode: "allow",
-            destinations: d.clone(),
-        },
-        other => Network {
-            mode: other.mode(),
-            destinations: Vec::new(),
-        },
-    };
+    let mounts_beneath = beneath(&plan);
+    let network = network_of(config, pack_id);
     Ok(Described {
         pack_id: pack_id.to_owned(),
         verb_key: verb_key.to_owned(),
@@ -203,4 +156,78 @@ pub fn describe(
         network,
         limits: policy.limits.effective(),
     })
+}
+
+/// Pack `pack_id` and its verb `verb_key`'s land and operation; a `kind: openapi` verb
+/// runs no child and has no view.
+fn verb_of(
+    rt: &Runtime,
+    pack_id: &str,
+    verb_key: &str,
+) -> Result<(hcp_store::pack::InstalledPack, Land, Operation), Refusal> {
+    let pack =
+        hcp_store::pack::load(rt.home(), pack_id).map_err(|e| crate::refusal::pack_refusal(&e))?;
+    let entry = pack.policy.verbs.get(verb_key).ok_or_else(|| {
+        Refusal::new(
+            Code::UnknownVerb,
+            format!("pack `{pack_id}` has no verb `{verb_key}`"),
+        )
+        .hint(format!("`hcp show {pack_id}` lists its verbs"))
+    })?;
+    let (land, operation) = (entry.privacy.land, entry.operation);
+    if pack.manifest.kind == hcp_model::Kind::Openapi {
+        return Err(Refusal::new(
+            Code::KindUnsupported,
+            format!(
+                "`{pack_id}.{verb_key}` is an HTTP request hcp sends itself: no child, no view"
+            ),
+        )
+        .hint(format!(
+            "`hcp show {pack_id}` shows its operation and server"
+        )));
+    }
+    Ok((pack, land, operation))
+}
+
+/// The principal and project whose view it is: the owner's own call when `whose` is
+/// `None`.
+fn tenant_of(whose: Option<&Whose>) -> Result<(String, Option<String>), Refusal> {
+    Ok(match whose {
+        None => (OWNER_TENANT.to_owned(), None),
+        Some(w) => {
+            // The same checks as `hcp home` (an id that can name a home).
+            crate::home::check_whose(w)?;
+            match w {
+                Whose::Principal(p) => (p.clone(), None),
+                Whose::Project(j) => (OWNER_TENANT.to_owned(), Some(j.clone())),
+            }
+        }
+    })
+}
+
+/// The host's mounts beneath the paths `plan` binds (they come along into the view).
+fn beneath(plan: &hcp_adapter::View) -> Vec<Beneath> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|mi| hcp_adapter::view::mounts_beneath(plan, &mi))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(view_path, mount_point)| Beneath {
+            view_path,
+            mount_point,
+        })
+        .collect()
+}
+
+/// The network a call of `pack_id` gets, as `config.json` gives it.
+fn network_of(config: &RuntimeConfig, pack_id: &str) -> Network {
+    match config.network_for(pack_id) {
+        NetworkMode::Allow(d) => Network {
+            mode: "allow",
+            destinations: d.clone(),
+        },
+        other => Network {
+            mode: other.mode(),
+            destinations: Vec::new(),
+        },
+    }
 }

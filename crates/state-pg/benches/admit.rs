@@ -163,7 +163,7 @@ fn pairwise(home: &Home, p: Option<&Pg>) {
     let pack = PackId::parse("probe").unwrap();
     let intent = fields(json!({"kind": "intent", "principal": "agent", "verb_key": "say"}));
     let pool = std::env::var("HCP_TEST_PG_POOL_URL").ok().and_then(|u| {
-        let cfg = StateConfig::new(u).with_schema(p?.cfg.schema().ok()?);
+        let cfg = StateConfig::new(u).with_schema(p?.cfg.schema_name());
         Some(cfg)
     });
     let mut names = vec!["file"];
@@ -302,7 +302,7 @@ fn bench(c: &mut Criterion) {
             });
         });
         if let Ok(pool) = std::env::var("HCP_TEST_PG_POOL_URL") {
-            let cfg = StateConfig::new(pool).with_schema(p.cfg.schema().unwrap());
+            let cfg = StateConfig::new(pool).with_schema(p.cfg.schema_name());
             g.bench_function("pool_connect", |b| {
                 b.iter(|| {
                     let s = PgState::connect(&cfg, p.state.machine().clone()).unwrap();

@@ -8,7 +8,7 @@ use crate::PgState;
 use crate::audit::{self, Stamped};
 use crate::error::PgError;
 use crate::time::Ts;
-use hcp_model::{Capability, PackId};
+use hcp_model::{Capability, Code, PackId};
 use hcp_store::counter::Limits;
 use hcp_store::session::{BadSession, Timestamp};
 use postgres::types::Type;
@@ -132,13 +132,13 @@ pub enum AdmitRefusal {
 
 impl AdmitRefusal {
     /// `bad_session`, `missing_grant`, `budget`, `rate_limit`, `requires_confirmation`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Session(_) => hcp_store::session::BAD_SESSION.as_str(),
-            Self::MissingGrant { .. } | Self::Suspended { .. } => "missing_grant",
-            Self::Budget { .. } => "budget",
-            Self::RateLimit { .. } => "rate_limit",
-            Self::ApprovalGone { .. } => "requires_confirmation",
+            Self::Session(_) => hcp_store::session::BAD_SESSION,
+            Self::MissingGrant { .. } | Self::Suspended { .. } => Code::MissingGrant,
+            Self::Budget { .. } => Code::Budget,
+            Self::RateLimit { .. } => Code::RateLimit,
+            Self::ApprovalGone { .. } => Code::RequiresConfirmation,
         }
     }
 }
@@ -159,7 +159,7 @@ pub enum AdmitError {
 
 impl AdmitError {
     /// The refusal's, the audit's or the database's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
             Self::Refused(r) => r.code(),
             Self::Audit(e) => e.code(),

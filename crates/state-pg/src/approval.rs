@@ -7,6 +7,7 @@
 use crate::PgState;
 use crate::error::{PgError, PgResult};
 use crate::time::Ts;
+use hcp_model::Code;
 use hcp_store::approval::Call;
 use hcp_store::session::Timestamp;
 use jiff::SignedDuration;
@@ -173,13 +174,13 @@ pub enum ApprovalError {
 impl ApprovalError {
     /// `unknown_approval`, `approval_used`, `approval_expired`, `approval_decided`,
     /// `not_an_escalation`, or the database's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Unknown(_) => "unknown_approval",
-            Self::Used(_) => "approval_used",
-            Self::Expired(_) => "approval_expired",
-            Self::Decided { .. } => "approval_decided",
-            Self::NotAnEscalation(_) => "not_an_escalation",
+            Self::Unknown(_) => Code::UnknownApproval,
+            Self::Used(_) => Code::ApprovalUsed,
+            Self::Expired(_) => Code::ApprovalExpired,
+            Self::Decided { .. } => Code::ApprovalDecided,
+            Self::NotAnEscalation(_) => Code::NotAnEscalation,
             Self::State(e) => e.code(),
         }
     }

@@ -21,7 +21,8 @@
 use crate::PgState;
 use crate::error::{PgError, PgResult};
 use crate::machine::MachineId;
-use hcp_store::audit::{Entry, GENESIS, canonical_json, sha256_tagged};
+use hcp_model::Code;
+use hcp_store::audit::{Entry, Fault as StoreFault, GENESIS, canonical_json, sha256_tagged};
 use hcp_store::session::{Timestamp, format_ts};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Type;
@@ -58,9 +59,9 @@ pub enum AuditError {
 
 impl AuditError {
     /// `audit_bad_entry`, or the database's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::ReservedField { .. } => "audit_bad_entry",
+            Self::ReservedField { .. } => Code::AuditBadEntry,
             Self::State(e) => e.code(),
         }
     }
@@ -87,7 +88,12 @@ pub fn body_from_entry(entry: &Entry) -> Map<String, Value> {
         "decision".into(),
         Value::String(entry.decision.as_str().into()),
     );
-    m.insert("code".into(), opt(&entry.code));
+    m.insert(
+        "code".into(),
+        entry
+            .code
+            .map_or(Value::Null, |c| Value::String(c.as_str().into())),
+    );
     m.insert(
         "args_digest".into(),
         Value::String(entry.args_digest.clone()),
@@ -212,8 +218,8 @@ pub struct PgAppended {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     /// `hash_mismatch`, `prev_mismatch`, `machine_mismatch`, `truncated`,
-    /// `anchor_mismatch`, `missing_log`.
-    pub code: &'static str,
+    /// `anchor_mismatch`, `missing_log`: the file store's fault of the same name.
+    pub code: StoreFault,
     /// The record where it shows, when there is one.
     pub seq: Option<u64>,
     /// That record's `id`, when it has one.
@@ -322,7 +328,7 @@ impl ChainWalk {
         }
     }
 
-    fn fault(&mut self, code: &'static str, seq: Option<u64>, id: Option<String>, reason: String) {
+    fn fault(&mut self, code: StoreFault, seq: Option<u64>, id: Option<String>, reason: String) {
         self.report.fault = Some(Fault {
             code,
             seq,
@@ -352,12 +358,12 @@ impl ChainWalk {
             } else {
                 format!("record {seq} of machine `{machine}` does not link to the record before it")
             };
-            self.fault("prev_mismatch", Some(seq), id, reason);
+            self.fault(StoreFault::PrevMismatch, Some(seq), id, reason);
             return false;
         }
         if chain_hash(prev, seq, body) != hash {
             self.fault(
-                "hash_mismatch",
+                StoreFault::HashMismatch,
                 Some(seq),
                 id,
                 format!("record {seq} of machine `{machine}` was changed: its hash does not match its content"),
@@ -366,7 +372,7 @@ impl ChainWalk {
         }
         let Some(m) = parsed else {
             self.fault(
-                "hash_mismatch",
+                StoreFault::HashMismatch,
                 Some(seq),
                 None,
                 format!("record {seq} of machine `{machine}` is not a JSON object"),
@@ -375,7 +381,7 @@ impl ChainWalk {
         };
         if m.get("machine").and_then(Value::as_str) != Some(machine.as_str()) {
             self.fault(
-                "machine_mismatch",
+                StoreFault::MachineMismatch,
                 Some(seq),
                 id,
                 format!("record {seq} in the chain of machine `{machine}` names another machine"),
@@ -416,19 +422,19 @@ impl ChainWalk {
             let machine = self.report.machine.clone();
             match anchor {
                 None => self.fault(
-                    "anchor_mismatch",
+                    StoreFault::AnchorMismatch,
                     None,
                     None,
                     format!("machine `{machine}` has records but no anchor"),
                 ),
                 Some((seq, _)) if seq > 0 && last == 0 => self.fault(
-                    "missing_log",
+                    StoreFault::MissingLog,
                     None,
                     None,
                     format!("the anchor of machine `{machine}` counts {seq} records; none is left"),
                 ),
                 Some((seq, _)) if seq > last => self.fault(
-                    "truncated",
+                    StoreFault::Truncated,
                     Some(last + 1),
                     None,
                     format!(
@@ -438,7 +444,7 @@ impl ChainWalk {
                 ),
                 Some((seq, hash)) if seq != last || Some(&hash) != self.report.head.as_ref() && last > 0 => {
                     self.fault(
-                        "anchor_mismatch",
+                        StoreFault::AnchorMismatch,
                         Some(seq),
                         None,
                         format!("the anchor of machine `{machine}` does not match its last record {last}"),

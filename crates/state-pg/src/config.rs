@@ -4,13 +4,15 @@ use crate::conninfo;
 use crate::error::{PgError, PgResult};
 use crate::tls::{self, Roots, Verify};
 use postgres::config::{Host, SslMode};
-use serde::Deserialize;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 /// The default PostgreSQL schema (namespace) of hcp's tables.
-pub const DEFAULT_SCHEMA: &str = "hcp";
+pub use hcp_store::config::DEFAULT_SCHEMA;
+
+/// `config.json`'s `state` object (RUNTIME §9): the store's, the one type of it.
+pub use hcp_store::config::StateConfig;
 
 /// Time limit of a connection attempt when the URL names none, in seconds.
 pub const CONNECT_TIMEOUT_S: u64 = 5;
@@ -22,26 +24,28 @@ pub const STATEMENT_TIMEOUT_MS: u64 = 10_000;
 /// How long a statement waits for a row lock, in milliseconds (`lock_timeout`).
 pub const LOCK_TIMEOUT_MS: u64 = 5_000;
 
-/// `config.json`'s `state` object (RUNTIME §9).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StateConfig {
-    /// A libpq connection string: `postgresql://user:password@host:port/db?key=value` or
-    /// `host=/path/to/socket dbname=… user=…`.
-    pub url: String,
-    /// The PostgreSQL schema that holds hcp's tables ([`DEFAULT_SCHEMA`] when absent):
-    /// `^[a-z_][a-z0-9_]{0,62}$`.
-    #[serde(default)]
-    pub schema: Option<String>,
-}
-
-impl StateConfig {
+/// What the PostgreSQL backend reads of a [`StateConfig`].
+pub trait PgConfig {
     /// The Unix sockets the URL names (`host=/path` with its `port`, a `host` query
     /// parameter, each host of a list): `DIR/.s.PGSQL.PORT`, what a call's child must not
     /// reach, since the database behind them is the fleet's state (RUNTIME §5, §9). Empty
     /// for a URL that does not parse (such a state refuses every call) or names only TCP
     /// hosts.
-    pub fn sockets(&self) -> Vec<PathBuf> {
+    fn sockets(&self) -> Vec<PathBuf>;
+
+    /// The schema name, checked.
+    ///
+    /// # Errors
+    /// [`PgError::Config`] for a name outside `^[a-z_][a-z0-9_]{0,62}$` or one that
+    /// starts with `pg_`.
+    fn checked_schema(&self) -> PgResult<&str>;
+
+    /// The URL without its password, for messages and `hcp doctor`.
+    fn redacted_url(&self) -> String;
+}
+
+impl PgConfig for StateConfig {
+    fn sockets(&self) -> Vec<PathBuf> {
         let Ok(split) = conninfo::split(&self.url) else {
             return Vec::new();
         };
@@ -68,35 +72,9 @@ impl StateConfig {
             .collect()
     }
 
-    /// A configuration of `url` in the default schema.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            schema: None,
-        }
-    }
-
-    /// The same in `schema`.
-    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = Some(schema.into());
-        self
-    }
-
-    /// The schema name, checked.
-    ///
-    /// # Errors
-    /// [`PgError::Config`] for a name outside `^[a-z_][a-z0-9_]{0,62}$` or one that
-    /// starts with `pg_`.
-    pub fn schema(&self) -> PgResult<&str> {
-        let s = self.schema.as_deref().unwrap_or(DEFAULT_SCHEMA);
-        let ok = s.len() <= 63
-            && s.chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-            && s.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            && !s.starts_with("pg_");
-        if ok {
+    fn checked_schema(&self) -> PgResult<&str> {
+        let s = self.schema_name();
+        if hcp_store::config::valid_schema_name(s) {
             Ok(s)
         } else {
             Err(PgError::Config {
@@ -107,8 +85,7 @@ impl StateConfig {
         }
     }
 
-    /// The URL without its password, for messages and `hcp doctor`.
-    pub fn redacted_url(&self) -> String {
+    fn redacted_url(&self) -> String {
         conninfo::redact(&self.url)
     }
 }
@@ -135,7 +112,7 @@ fn home_root_cert() -> Option<PathBuf> {
 /// `application_name=hcp`, and the startup options `statement_timeout`, `lock_timeout`
 /// (sent with the startup message: no round trip).
 pub(crate) fn target(cfg: &StateConfig) -> PgResult<Target> {
-    cfg.schema()?;
+    cfg.checked_schema()?;
     let split = conninfo::split(&cfg.url).map_err(bad)?;
     let mut config = postgres::Config::from_str(&split.rest).map_err(|e| {
         bad(format!(
@@ -298,6 +275,11 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.code(), "bad_config");
-        assert!(StateConfig::new("x").with_schema("pg_x").schema().is_err());
+        assert!(
+            StateConfig::new("x")
+                .with_schema("pg_x")
+                .checked_schema()
+                .is_err()
+        );
     }
 }

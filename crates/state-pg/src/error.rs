@@ -1,13 +1,8 @@
 //! The crate's one error type, and how a PostgreSQL failure becomes `state_unavailable`.
 
+use hcp_model::Code;
 use postgres::error::SqlState;
 use std::path::PathBuf;
-
-/// The stable code of every failure to reach or use the shared state (RUNTIME §9, exit 74).
-pub const STATE_UNAVAILABLE: &str = "state_unavailable";
-
-/// The exit status of [`STATE_UNAVAILABLE`] (RUNTIME §9: the store is unusable).
-pub const EXIT_STATE_UNAVAILABLE: u8 = 74;
 
 /// Why the database could not be used, for messages and hints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +46,8 @@ impl Failure {
 }
 
 /// What can go wrong in the PostgreSQL state backend. Every variant but
-/// [`PgError::Config`] and [`PgError::Io`] has the code [`STATE_UNAVAILABLE`]; none is
+/// [`PgError::Config`] and [`PgError::Io`] has the code `state_unavailable` (RUNTIME §9,
+/// exit 74); none is
 /// ever answered by falling back to the files of `$HCP_HOME`.
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
@@ -110,11 +106,11 @@ fn schema_message(found: Option<i32>, expected: i32) -> String {
 impl PgError {
     /// The stable code: `state_unavailable`, `bad_config` ([`PgError::Config`]) or
     /// `store_io` ([`PgError::Io`]).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Config { .. } => "bad_config",
-            Self::Io { .. } => "store_io",
-            Self::Unavailable { .. } | Self::Schema { .. } => STATE_UNAVAILABLE,
+            Self::Config { .. } => Code::BadConfig,
+            Self::Io { .. } => Code::StoreIo,
+            Self::Unavailable { .. } | Self::Schema { .. } => Code::StateUnavailable,
         }
     }
 

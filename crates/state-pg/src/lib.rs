@@ -53,9 +53,9 @@ pub use audit::{
     chain_hash,
 };
 pub use config::{
-    CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, STATEMENT_TIMEOUT_MS, StateConfig,
+    CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, PgConfig, STATEMENT_TIMEOUT_MS, StateConfig,
 };
-pub use error::{EXIT_STATE_UNAVAILABLE, Failure, PgError, PgResult, STATE_UNAVAILABLE};
+pub use error::{Failure, PgError, PgResult};
 pub use machine::{MACHINE_ID_FILE, MachineId};
 pub use reads::PgCallReads;
 pub use schema::{MigrateReport, SCHEMA_VERSION};
@@ -188,7 +188,7 @@ impl PgState {
         Ok(Self {
             failed: Mutex::new(None),
             target: config::target(cfg)?,
-            schema: cfg.schema()?.to_owned(),
+            schema: cfg.checked_schema()?.to_owned(),
             url: cfg.redacted_url(),
             machine,
             conn: Mutex::new(None),
@@ -212,7 +212,11 @@ impl PgState {
     pub fn migrate_to(cfg: &StateConfig, target: i32) -> PgResult<MigrateReport> {
         let t = config::target(cfg)?;
         let mut client = config::open(&t)?;
-        schema::migrate_to(&mut client, cfg.schema()?, target.min(SCHEMA_VERSION))
+        schema::migrate_to(
+            &mut client,
+            cfg.checked_schema()?,
+            target.min(SCHEMA_VERSION),
+        )
     }
 
     /// The server's facts on a connection of its own that does not check the schema's
@@ -223,7 +227,7 @@ impl PgState {
     /// [`PgError::Config`], [`PgError::Unavailable`].
     pub fn probe(cfg: &StateConfig) -> PgResult<ServerInfo> {
         let t = config::target(cfg)?;
-        let schema = cfg.schema()?;
+        let schema = cfg.checked_schema()?;
         let mut client = config::open(&t)?;
         let server_version: String = client
             .query_typed_one("SELECT current_setting('server_version')", &[])?

@@ -25,9 +25,9 @@ pub enum SessionLookupError {
 
 impl SessionLookupError {
     /// `bad_session`, or the database's code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> hcp_model::Code {
         match self {
-            Self::Bad(_) => BAD_SESSION.as_str(),
+            Self::Bad(_) => BAD_SESSION,
             Self::State(e) => e.code(),
         }
     }

@@ -15,8 +15,8 @@ use hcp_store::StoreError;
 use hcp_store::approval::{Approval, ApprovalError};
 use hcp_store::audit::checkpoint::Checkpoint;
 use hcp_store::audit::{
-    Appended, AuditError, AuditFollow, AuditReport, Broken, ChainVerify, DigestKey, Entry, Fault,
-    GENESIS, Interrupted, Outcome, VerifyReport,
+    Appended, AuditError, AuditFollow, AuditReport, Broken, ChainVerify, DigestKey, Entry, GENESIS,
+    Interrupted, Outcome, VerifyReport,
 };
 use hcp_store::config::ConfigError;
 use hcp_store::counter::{Limits, Verdict};
@@ -482,17 +482,6 @@ fn record_bytes(r: &crate::PgRecord) -> Vec<u8> {
     hcp_store::audit::canonical_json(&r.to_json())
 }
 
-fn fault_of(code: &str) -> Fault {
-    match code {
-        "prev_mismatch" => Fault::PrevMismatch,
-        "truncated" => Fault::Truncated,
-        "missing_log" => Fault::MissingLog,
-        "anchor_mismatch" => Fault::AnchorMismatch,
-        "machine_mismatch" => Fault::MachineMismatch,
-        _ => Fault::HashMismatch,
-    }
-}
-
 /// Every machine's chain as the store's report: one [`ChainVerify`] per machine, `line`
 /// meaning `seq`.
 fn audit_report(r: &audit::VerifyReport) -> AuditReport {
@@ -519,7 +508,7 @@ fn audit_report(r: &audit::VerifyReport) -> AuditReport {
                         })
                         .collect(),
                     broken: c.fault.as_ref().map(|f| Broken {
-                        fault: fault_of(f.code),
+                        fault: f.code,
                         line: f.seq.unwrap_or(0),
                         id: f.id.clone(),
                         expected: None,

@@ -251,7 +251,7 @@ fn a_denial_is_found_within_its_window_and_not_after() {
 fn a_version_2_database_is_refused_then_migrated_to_3_keeping_its_approvals() {
     let Some(url) = support::url() else { return };
     let cfg = StateConfig::new(&url).with_schema(support::schema_name("v2"));
-    let schema = cfg.schema().unwrap().to_owned();
+    let schema = cfg.schema_name().to_owned();
     let two = PgState::migrate_to(&cfg, 2).unwrap();
     assert_eq!((two.from, two.to), (None, 2));
     // An approved confirmation as an hcp of version 2 wrote it (no `escalation` given).

@@ -29,7 +29,7 @@ struct Driver {
 impl Driver {
     fn spawn(cfg: &StateConfig, home: &Path, session: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hcp-state-pg-driver"))
-            .args(["--url", &cfg.url, "--schema", cfg.schema().unwrap()])
+            .args(["--url", &cfg.url, "--schema", cfg.schema_name()])
             .arg("--home")
             .arg(home)
             .args(["--session", session, "--pack", "probe", "--wait"])
@@ -246,7 +246,7 @@ fn no_admit_on_machine_b_after_a_revoke_on_machine_a_commits() {
         return;
     };
     let f = fleet(cfg);
-    let schema = f.cfg.schema().unwrap().to_owned();
+    let schema = f.cfg.schema_name().to_owned();
     // Machine B loops until refused.
     let mut b = Driver::spawn(&f.cfg, f.homes[1].path(), &f.session, &["--count", "0"]);
     assert_eq!(b.line(), "ready");

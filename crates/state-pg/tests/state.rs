@@ -71,7 +71,7 @@ fn migrate_creates_then_reports_current_and_connect_checks_the_version() {
         two.applied.iter().map(|a| a.0).collect::<Vec<_>>(),
         (2..=SCHEMA_VERSION).collect::<Vec<_>>()
     );
-    let lines = two.lines(cfg.schema().unwrap());
+    let lines = two.lines(cfg.schema_name());
     assert_eq!(lines.len(), two.applied.len() + 1, "{lines:?}");
     let again = PgState::migrate(&cfg).unwrap();
     assert!(again.applied.is_empty());
@@ -92,7 +92,7 @@ fn migrate_creates_then_reports_current_and_connect_checks_the_version() {
         &url,
         &format!(
             "INSERT INTO {}.schema_version (version, description) VALUES (99, 'future')",
-            cfg.schema().unwrap()
+            cfg.schema_name()
         ),
     );
     // The open connection checked the version when it opened; a new one refuses.
@@ -155,7 +155,7 @@ fn sessions_are_stored_hashed_resolved_and_ended_fleet_wide() {
             "-qAtc",
             &format!(
                 "SELECT count(*) FROM {}.sessions WHERE token_sha256 LIKE '%{}%'",
-                cfg.schema().unwrap(),
+                cfg.schema_name(),
                 &token.as_str()[5..]
             ),
         ])
@@ -578,7 +578,7 @@ fn chains_per_machine_verify_tail_and_follow() {
 fn a_record_edited_cut_or_moved_by_hand_is_named() {
     let Some(cfg) = fresh("tamper") else { return };
     let url = std::env::var("HCP_TEST_PG_URL").unwrap();
-    let schema = cfg.schema().unwrap().to_owned();
+    let schema = cfg.schema_name().to_owned();
     let a = machine(&cfg);
     let m = a.machine().as_str().to_owned();
     let rec = fields(json!({"kind": "refusal", "principal": "alice"}));
@@ -597,7 +597,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
     );
     let f = fault(&a);
     assert_eq!(
-        (f.code, f.seq, f.id.as_deref()),
+        (f.code.as_str(), f.seq, f.id.as_deref()),
         ("hash_mismatch", Some(3), Some(ids[2].as_str()))
     );
     assert!(f.reason.contains(&m), "{}", f.reason);
@@ -614,7 +614,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         &format!("DELETE FROM {schema}.audit_record WHERE machine = '{m}' AND seq = 2"),
     );
     let f = fault(&a);
-    assert_eq!((f.code, f.seq), ("prev_mismatch", Some(3)));
+    assert_eq!((f.code.as_str(), f.seq), ("prev_mismatch", Some(3)));
 
     let b = machine(&cfg);
     b.record(&rec, t(9)).unwrap();
@@ -631,7 +631,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         .iter()
         .find(|c| c.machine == b.machine().as_str())
         .unwrap();
-    assert_eq!(fb.fault.as_ref().unwrap().code, "missing_log");
+    assert_eq!(fb.fault.as_ref().unwrap().code.as_str(), "missing_log");
 
     let c = machine(&cfg);
     for i in 0..3 {
@@ -650,7 +650,7 @@ fn a_record_edited_cut_or_moved_by_hand_is_named() {
         .iter()
         .find(|x| x.machine == c.machine().as_str())
         .unwrap();
-    assert_eq!(fc.fault.as_ref().unwrap().code, "truncated");
+    assert_eq!(fc.fault.as_ref().unwrap().code.as_str(), "truncated");
     assert_eq!(fc.records, 2);
 }
 
@@ -773,7 +773,7 @@ fn verify_while_another_machine_appends_is_sound() {
 fn a_machine_role_appends_to_the_audit_but_cannot_rewrite_it() {
     let Some(url) = support::url() else { return };
     let cfg = support::fresh_on(&url, "roles");
-    let schema = cfg.schema().unwrap().to_owned();
+    let schema = cfg.schema_name().to_owned();
     let role = format!("hcp_{}", &schema[schema.len() - 12..]);
     psql(&url, &format!("CREATE ROLE {role} LOGIN PASSWORD 'pw'"));
     for g in hcp_state_pg::schema::grant_statements(&schema, &role).unwrap() {
@@ -1115,7 +1115,7 @@ fn a_calls_reads_check_a_new_connections_schema_in_the_same_statement() {
     let ok = state.call_reads(Some(token.as_str()), Some(&notes), t(1));
     assert_eq!(ok.session.unwrap().unwrap_err().code(), "bad_session");
     assert_eq!(ok.grants.unwrap(), vec![]);
-    let schema = cfg.schema().unwrap();
+    let schema = cfg.schema_name();
     psql(
         &url,
         &format!(
@@ -1139,7 +1139,7 @@ fn a_column_the_client_cannot_decode_is_damage_not_an_unreachable_server() {
     let (token, s) = session("agent-1", t(0));
     a.session_insert(&s).unwrap();
     let url = support::url().unwrap();
-    let schema = cfg.schema().unwrap();
+    let schema = cfg.schema_name();
     psql(
         &url,
         &format!("UPDATE {schema}.sessions SET projects = '{{NULL}}'"),

@@ -64,6 +64,7 @@ pub use verify::{Broken, Interrupted, RepairNote, VerifyReport};
 use crate::error::StoreError;
 use crate::home::{Home, StoreDir};
 use crate::session::Timestamp;
+use hcp_model::Code;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -108,22 +109,27 @@ pub enum Fault {
 
 impl Fault {
     /// The code: `hash_mismatch`, `truncated`, `missing_log` …
-    pub fn as_str(self) -> &'static str {
+    pub fn code(self) -> Code {
         match self {
-            Self::Unparseable => "unparseable",
-            Self::HashMismatch => "hash_mismatch",
-            Self::PrevMismatch => "prev_mismatch",
-            Self::SeqMismatch => "seq_mismatch",
-            Self::Truncated => "truncated",
-            Self::MissingLog => "missing_log",
-            Self::MissingAnchor => "missing_anchor",
-            Self::AnchorMismatch => "anchor_mismatch",
-            Self::BadAnchor => "bad_anchor",
-            Self::CheckpointMismatch => "checkpoint_mismatch",
-            Self::OrphanOutcome => "orphan_outcome",
-            Self::DuplicateOutcome => "duplicate_outcome",
-            Self::MachineMismatch => "machine_mismatch",
+            Self::Unparseable => Code::Unparseable,
+            Self::HashMismatch => Code::HashMismatch,
+            Self::PrevMismatch => Code::PrevMismatch,
+            Self::SeqMismatch => Code::SeqMismatch,
+            Self::Truncated => Code::Truncated,
+            Self::MissingLog => Code::MissingLog,
+            Self::MissingAnchor => Code::MissingAnchor,
+            Self::AnchorMismatch => Code::AnchorMismatch,
+            Self::BadAnchor => Code::BadAnchor,
+            Self::CheckpointMismatch => Code::CheckpointMismatch,
+            Self::OrphanOutcome => Code::OrphanOutcome,
+            Self::DuplicateOutcome => Code::DuplicateOutcome,
+            Self::MachineMismatch => Code::MachineMismatch,
         }
+    }
+
+    /// [`Fault::code`]'s spelling.
+    pub fn as_str(self) -> &'static str {
+        self.code().as_str()
     }
 }
 
@@ -177,14 +183,14 @@ impl AuditError {
     /// The stable code: `audit_bad_entry` for a reserved field; a state backend that
     /// cannot be used answers its own (`state_unavailable`, `bad_config`, RUNTIME §9);
     /// `usage` for what the backend does not offer; else `audit_unavailable`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::ReservedField { .. } => "audit_bad_entry",
+            Self::ReservedField { .. } => Code::AuditBadEntry,
             Self::Store(e @ (StoreError::StateUnavailable { .. } | StoreError::Config(_))) => {
-                e.code().as_str()
+                e.code()
             }
-            Self::Unsupported { .. } => "usage",
-            _ => "audit_unavailable",
+            Self::Unsupported { .. } => Code::Usage,
+            _ => Code::AuditUnavailable,
         }
     }
 
@@ -204,13 +210,13 @@ impl AuditError {
     }
 
     /// The cause's own code: the [`Fault`] of the trail, `unparseable`, or the store's.
-    pub fn cause_code(&self) -> &'static str {
+    pub fn cause_code(&self) -> Code {
         match self {
-            Self::Damaged { .. } => Fault::Unparseable.as_str(),
-            Self::Contradicted { fault, .. } => fault.as_str(),
-            Self::ReservedField { .. } => "audit_bad_entry",
-            Self::Store(e) => e.code().as_str(),
-            Self::Unsupported { .. } => "usage",
+            Self::Damaged { .. } => Fault::Unparseable.code(),
+            Self::Contradicted { fault, .. } => fault.code(),
+            Self::ReservedField { .. } => Code::AuditBadEntry,
+            Self::Store(e) => e.code(),
+            Self::Unsupported { .. } => Code::Usage,
         }
     }
 }

@@ -344,6 +344,9 @@ pub struct StateConfig {
     pub url_at: Location,
 }
 
+/// The PostgreSQL schema of hcp's tables when `state.schema` names none.
+pub const DEFAULT_SCHEMA: &str = "hcp";
+
 /// Whether `s` is a usable PostgreSQL schema name for hcp's tables.
 pub fn valid_schema_name(s: &str) -> bool {
     s.len() <= 63
@@ -356,6 +359,26 @@ pub fn valid_schema_name(s: &str) -> bool {
 }
 
 impl StateConfig {
+    /// A `state` of `url`, in the default schema ([`DEFAULT_SCHEMA`]), not read from a
+    /// file.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The same in `schema`.
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// The schema named, else [`DEFAULT_SCHEMA`] (unchecked: [`valid_schema_name`]).
+    pub fn schema_name(&self) -> &str {
+        self.schema.as_deref().unwrap_or(DEFAULT_SCHEMA)
+    }
+
     /// The `state` of `$HCP_HOME/config.json` (RUNTIME §9), for choosing the backend before
     /// any state is touched: `None` for a missing file or one without `state`. A file that
     /// does not parse refuses unless it is a JSON object with no `state` key at all (then

@@ -200,7 +200,7 @@ impl AdmitError {
             Self::ApprovalGone => Code::RequiresConfirmation,
             Self::Session(_) => Code::BadSession,
             Self::Grant { .. } => Code::MissingGrant,
-            Self::Audit(e) => Code::parse(e.code()).unwrap_or(Code::AuditUnavailable),
+            Self::Audit(e) => e.code(),
             Self::State(e) => e.code(),
         }
     }

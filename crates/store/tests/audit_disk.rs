@@ -78,7 +78,7 @@ fn refusal(i: u64) -> Entry {
         operation: Some(Operation::Read),
         land: Some(Land::Local),
         decision: Decision::Deny,
-        code: Some("missing_grant".into()),
+        code: Some(hcp_model::Code::MissingGrant),
         args_digest: DigestKey::from_bytes([3; 32]).args_digest([]),
         exit_code: None,
         duration_ms: i,

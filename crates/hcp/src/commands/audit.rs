@@ -73,10 +73,7 @@ pub fn run(c: AuditCommand) -> CliResult {
 /// An audit failure: its code (`audit_unavailable`, `state_unavailable`, `usage` …) and
 /// that code's exit status (74, 64).
 pub(crate) fn audit_error(e: &AuditError) -> CliError {
-    let err = with_causes(
-        CliError::new(hcp_runtime::refusal::code_of(e.code()), e.to_string()),
-        e,
-    );
+    let err = with_causes(CliError::new(e.code(), e.to_string()), e);
     match e.hint() {
         Some(h) => err.hint(h),
         None => err,
@@ -194,11 +191,8 @@ fn read_checkpoint(path: &std::path::Path) -> Result<Checkpoint, CliError> {
         )
     })?;
     Checkpoint::parse(&text).map_err(|e| {
-        CliError::new(
-            hcp_runtime::refusal::code_of(e.code()),
-            format!("`{}` is {e}", path.display()),
-        )
-        .hint("a checkpoint is the line `hcp audit checkpoint` printed, unchanged")
+        CliError::new(e.code(), format!("`{}` is {e}", path.display()))
+            .hint("a checkpoint is the line `hcp audit checkpoint` printed, unchanged")
     })
 }
 
@@ -255,7 +249,7 @@ fn make_checkpoint(state: &dyn State) -> CliResult {
         && let Some(b) = &c.report.broken
     {
         return Err(CliError::new(
-            hcp_runtime::refusal::code_of(b.fault.as_str()),
+            b.fault.code(),
             format!(
                 "the audit trail is broken at line {}, so it is not checkpointed: {}",
                 b.line, b.detail

@@ -1,14 +1,14 @@
 //! `hcp sense PACK [REF]` (RUNTIME §8): relays a pack's stimuli as JSON lines
 //! `{"pack_id", "ref", "event"}` on stdout, as they arrive, until stopped. The runtime
-//! admits the call through the same steps as exec (`hcp_runtime::pipeline::sense`: the
-//! gate, the runtime policy, binding mint, each decision audited) and relays
-//! (`hcp_runtime::sense::relay`); this module reads the command line, arms the signals and
-//! hands the relay hcp's stdout and stderr.
+//! admits the call through the same steps as exec and relays it (`hcp_runtime::pipeline`
+//! with the subject `Stimuli`: the gate, the runtime policy, binding mint, each decision
+//! audited, then the relay and its outcome); this module reads the command line, arms the
+//! signals (which stop the relay) and hands it hcp's stdout and stderr.
 
 use super::exec::{caller, runtime};
 use crate::error::{CliError, CliResult};
+use hcp_runtime::pipeline::{self, Mode, Stimuli, Subject};
 use hcp_runtime::sense::Sinks;
-use std::io::Write;
 use std::os::fd::AsFd;
 
 /// Arguments of `hcp sense`.
@@ -33,23 +33,29 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     let rt = runtime()?;
     let caller = caller()?;
-    let mut admitted = hcp_runtime::pipeline::sense(&rt, &caller, &a.pack, a.reference.as_deref())
-        .map_err(|r| CliError::from(r.refusal))?;
-    if let Some(code) = admitted.unbound {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "hcp: sense: the triggers of `{}` cannot run ({code}); relaying recorded stimuli only",
-            admitted.pack.id
-        );
-    }
     let signals = crate::signals::arm()?;
     let stdout = std::io::stdout();
-    let sinks = Sinks {
-        events: &mut std::io::stdout(),
-        notes: &mut std::io::stderr(),
-        stop: signals.read.as_fd(),
-        events_fd: Some(stdout.as_fd()),
+    let stimuli = Stimuli {
+        pack_id: &a.pack,
+        reference: a.reference.as_deref(),
+        count: a.count,
+        sinks: Sinks {
+            events: &mut std::io::stdout(),
+            notes: &mut std::io::stderr(),
+            events_fd: Some(stdout.as_fd()),
+        },
     };
-    // The relay, then the sense's outcome record (its intent was written at admission).
-    hcp_runtime::sense::run(&rt, &mut admitted, a.count, sinks).map_err(CliError::from)
+    let stop = Mode::Exec(Some(signals.read.as_fd()));
+    let answer = pipeline::run(&rt, &caller, Subject::Stimuli(stimuli), stop);
+    let r = answer.result;
+    match (r.code, r.error) {
+        (Some(code), error) => {
+            let e = CliError::call(code, error.unwrap_or_default());
+            Err(match r.hint {
+                Some(h) => e.hint(h),
+                None => e,
+            })
+        }
+        (None, _) => Ok(answer.exit),
+    }
 }

@@ -19,6 +19,9 @@
 use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::AbsolutePathInSkill;
+
 const STARTS: &[char] = &['`', '\'', '"', '(', '<', '[', '=', ':', ','];
 const ENDS: &[char] = &['`', '\'', '"', ')', '>', ']', ',', ';', '|'];
 
@@ -63,8 +66,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         for (offset, path) in find(line) {
             let column = line[..offset].chars().count() + 1;
             out.push(
-                Diagnostic::warning(
-                    "absolute_path_in_skill",
+                Diagnostic::warning(CODE,
                     format!("host-absolute path {} in the skill", tick(path)),
                 )
                 .in_file(hcp_model::SKILL_FILE)

@@ -24,11 +24,14 @@ use crate::context::{Ctx, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::{BindingMode, Plane};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadBinding;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
     };
-    let err = |msg: &str| Diagnostic::error("bad_binding", msg.to_owned());
+    let err = |msg: &str| Diagnostic::error(CODE, msg.to_owned());
     match (m.plane, m.binding.mode) {
         (Plane::Runtime, BindingMode::Mothership) => out.push(
             in_manifest(err("a `mothership` binding on a `runtime` pack"), text, &["binding", "mode"])

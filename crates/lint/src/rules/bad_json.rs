@@ -28,6 +28,9 @@ use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use hcp_model::{ParseCode, ParseError};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadJson;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let start = out.len();
     super::parse_failure(cx, ParseCode::BadJson, hint, out);

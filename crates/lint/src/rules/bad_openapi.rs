@@ -26,11 +26,14 @@ use crate::context::{Ctx, DocFault, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadOpenapi;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
     };
-    let err = |msg: String| Diagnostic::error("bad_openapi", msg);
+    let err = |msg: String| Diagnostic::error(CODE, msg);
     if m.kind != Kind::Openapi {
         if m.openapi.is_some() {
             out.push(

@@ -16,6 +16,9 @@ use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use hcp_model::{ParseCode, ParseError};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadOperation;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     super::parse_failure(cx, ParseCode::BadOperation, hint, out);
 }

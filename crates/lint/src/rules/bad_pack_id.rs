@@ -19,6 +19,9 @@
 use crate::context::{Ctx, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadPackId;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
@@ -48,7 +51,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     };
     {
         out.push(
-            in_manifest(Diagnostic::error("bad_pack_id", why), text, &["id"])
+            in_manifest(Diagnostic::error(CODE, why), text, &["id"])
                 .hint("a pack id matches `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 64 characters"),
         );
     }

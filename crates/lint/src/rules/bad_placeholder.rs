@@ -28,6 +28,9 @@ use crate::diagnostic::Diagnostic;
 use hcp_model::template::{Element, SessionVar, TemplateError, parse_element};
 use hcp_model::{Kind, Land};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadPlaceholder;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
@@ -39,8 +42,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         {
             out.push(
                 in_manifest_at(
-                    Diagnostic::error(
-                        "bad_placeholder",
+                    Diagnostic::error(CODE,
                         format!("{}: `cli[0]` may not be a placeholder", w.owner),
                     ),
                     text,
@@ -53,7 +55,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             if let Err(TemplateError::BadPlaceholder(why)) = parse_element(el) {
                 out.push(
                     in_manifest_at(
-                        Diagnostic::error("bad_placeholder", format!("{}: {why}", w.owner)),
+                        Diagnostic::error(CODE, format!("{}: {why}", w.owner)),
                         text,
                         &w.element_path(i),
                     )
@@ -148,8 +150,7 @@ fn workdir_outside_local(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             at.push(i.to_string());
             out.push(
                 in_manifest_at(
-                    Diagnostic::error(
-                        "bad_placeholder",
+                    Diagnostic::error(CODE,
                         format!(
                             "{owner}: `{{{{@workdir}}}}` in a `{}` verb, which has no working directory",
                             land.as_str()
@@ -200,7 +201,7 @@ mod tests {
         );
         let s = edit(SURFACE, "\"cliBin\": \"sample\"", "\"cliBin\": \"{{bin}}\"");
         let s = s.replace("[\"sample\", ", "[\"{{bin}}\", ");
-        let codes: Vec<&str> = lint(&s, POLICY, SKILL).iter().map(|d| d.code).collect();
+        let codes: Vec<&str> = lint(&s, POLICY, SKILL).iter().map(|d| d.code.as_str()).collect();
         assert_eq!(codes, vec!["bad_placeholder"; 5]);
     }
 

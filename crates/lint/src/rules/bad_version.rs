@@ -18,6 +18,9 @@ use crate::context::{Ctx, in_manifest, in_policy};
 use crate::diagnostic::Diagnostic;
 use hcp_model::{ParseCode, ParseError};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::BadVersion;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     super::parse_failure(cx, ParseCode::BadVersion, hint, out);
     if let Some((p, text)) = cx.policy()
@@ -25,8 +28,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     {
         out.push(
             in_policy(
-                Diagnostic::error(
-                    "bad_version",
+                Diagnostic::error(CODE,
                     format!(
                         "policy `version` is `{}`; this runtime reads version `1`",
                         p.version
@@ -43,8 +45,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     {
         out.push(
             in_manifest(
-                Diagnostic::error(
-                    "bad_version",
+                Diagnostic::error(CODE,
                     format!("protocol affinity `hcp` is `{v}`; this runtime speaks HCP/1"),
                 ),
                 text,

@@ -22,11 +22,14 @@ use crate::context::{Ctx, in_manifest, in_manifest_at, tick, written};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::CliBinMismatch;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
     };
-    let err = |msg: String| Diagnostic::error("cli_bin_mismatch", msg);
+    let err = |msg: String| Diagnostic::error(CODE, msg);
     match m.kind {
         Kind::Openapi => return,
         Kind::Wrap if m.wrap.is_none() => out.push(

@@ -44,6 +44,9 @@ use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
 use crate::rules::exec_wrapper_bin::{ALWAYS, normalize, refusal};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::CodeRunningCli;
+
 /// Programs that can run commands whatever the template.
 const RUNS_COMMANDS: &[&str] = &[
     "sqlite", "duckdb", "psql", "mysql", "mariadb", "find", "tar", "rsync", "zip", "sed",
@@ -146,7 +149,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     program_findings(
         cx,
         Diagnostic::warning,
-        "code_running_cli",
+        CODE,
         HINT,
         unless_refused,
         out,

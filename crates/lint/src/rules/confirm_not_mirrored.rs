@@ -22,6 +22,9 @@
 use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ConfirmNotMirrored;
+
 fn mirrors(el: &str) -> bool {
     ["--confirm", "--apply"]
         .iter()
@@ -55,8 +58,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if !elements.iter().any(|e| mirrors(e)) {
             out.push(
                 in_policy(
-                    Diagnostic::warning(
-                        "confirm_not_mirrored",
+                    Diagnostic::warning(CODE,
                         format!("verb {} needs confirmation, but its command has no `--confirm` or `--apply`", tick(key)),
                     ),
                     text,

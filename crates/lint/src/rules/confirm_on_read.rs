@@ -18,6 +18,9 @@ use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Operation;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ConfirmOnRead;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((p, text)) = cx.policy() else {
         return;
@@ -27,8 +30,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             if entry.operation == Operation::Read && entry.confirm.is_some() {
                 out.push(
                     in_policy(
-                        Diagnostic::error(
-                            "confirm_on_read",
+                        Diagnostic::error(CODE,
                             format!("{} is a `read`; `confirm` may be set only on writes", tick(key)),
                         ),
                         text,

@@ -17,6 +17,9 @@ use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Operation;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ConnectNotWrite;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -30,8 +33,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if entry.operation != Operation::Write {
         out.push(
             in_policy(
-                Diagnostic::error(
-                    "connect_not_write",
+                Diagnostic::error(CODE,
                     format!(
                         "connect verb {} is a `{}`; it must be a `write`",
                         tick(key),

@@ -25,6 +25,9 @@ use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use hcp_model::{ParseCode, ParseError};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::DuplicateKey;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     super::parse_failure(cx, ParseCode::DuplicateKey, hint, out);
 }

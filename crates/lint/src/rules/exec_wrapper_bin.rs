@@ -36,6 +36,9 @@
 use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExecWrapperBin;
+
 /// Programs refused whatever their arguments.
 pub(crate) const ALWAYS: &[&str] = &[
     "sh",
@@ -195,7 +198,7 @@ pub(crate) fn refusal(program: &str, templates: &[&[String]]) -> Option<String> 
 const HINT: &str = "name the CLI itself as the program; hcp passes each argument as one argv element and never uses a shell (RUNTIME §1.2)";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
-    program_findings(cx, Diagnostic::error, "exec_wrapper_bin", HINT, refusal, out);
+    program_findings(cx, Diagnostic::error, CODE, HINT, refusal, out);
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
 use crate::source::EntryKind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExtraFile;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let document_top = cx
         .source
@@ -50,8 +53,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             EntryKind::File => "file",
             _ => "entry",
         };
-        let d = Diagnostic::warning(
-            "extra_file",
+        let d = Diagnostic::warning(CODE,
             format!("{what} {} is not one of the three pack files", tick(&e.rel)),
         )
         .in_file(e.rel.clone());

@@ -17,6 +17,9 @@
 use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExtraStimulus;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -25,8 +28,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if !m.stimulus_triggers.iter().any(|t| &t.reference == key) {
             out.push(
                 in_policy(
-                    Diagnostic::error(
-                        "extra_stimulus",
+                    Diagnostic::error(CODE,
                         format!(
                             "stimulus entry {} is not the `ref` of a manifest trigger",
                             tick(key)

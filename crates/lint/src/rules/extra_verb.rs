@@ -15,6 +15,9 @@
 use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ExtraVerb;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -23,8 +26,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if !m.verbs.contains_key(key) {
             out.push(
                 in_policy(
-                    Diagnostic::error(
-                        "extra_verb",
+                    Diagnostic::error(CODE,
                         format!("policy entry {} is not a verb of the manifest", tick(key)),
                     ),
                     text,

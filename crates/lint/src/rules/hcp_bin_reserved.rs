@@ -25,6 +25,9 @@ use crate::diagnostic::Diagnostic;
 use crate::rules::exec_wrapper_bin::normalize;
 use hcp_model::{BindingMode, Kind, Manifest, Plane};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::HcpBinReserved;
+
 /// The id of the bootstrap pack (RUNTIME §5.1), the one pack whose bin may be `hcp`.
 pub const BOOTSTRAP_PACK: &str = "hcp-cli";
 
@@ -66,7 +69,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let reason = |program: &str, _: &[&[String]]| names_hcp(program).then(|| message(m, program));
-    program_findings(cx, Diagnostic::error, "hcp_bin_reserved", HINT, reason, out);
+    program_findings(cx, Diagnostic::error, CODE, HINT, reason, out);
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use crate::source::{EntryKind, MAX_FILE_BYTES};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::MissingFile;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for name in hcp_model::PACK_FILES {
         if cx.source.file(name).is_some() {
@@ -30,7 +33,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         let entry = cx.source.entries.iter().find(|e| e.rel == name);
         let d = match entry {
             None => {
-                let d = Diagnostic::error("missing_file", format!("the pack has no `{name}`"));
+                let d = Diagnostic::error(CODE, format!("the pack has no `{name}`"));
                 let other_case = cx
                     .source
                     .entries
@@ -47,27 +50,24 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 }
             }
             Some(e) => match e.kind {
-                EntryKind::Symlink => Diagnostic::error(
-                    "missing_file",
+                EntryKind::Symlink => Diagnostic::error(CODE,
                     format!("`{name}` is a symlink, not a regular file"),
                 )
                 .hint("replace the link with the file itself: install follows no symlink"),
-                EntryKind::Dir => Diagnostic::error(
-                    "missing_file",
+                EntryKind::Dir => Diagnostic::error(CODE,
                     format!("`{name}` is a directory, not a regular file"),
                 ),
                 EntryKind::Other => {
-                    Diagnostic::error("missing_file", format!("`{name}` is not a regular file"))
+                    Diagnostic::error(CODE, format!("`{name}` is not a regular file"))
                 }
-                EntryKind::File if e.size > MAX_FILE_BYTES => Diagnostic::error(
-                    "missing_file",
+                EntryKind::File if e.size > MAX_FILE_BYTES => Diagnostic::error(CODE,
                     format!(
                         "`{name}` is {} bytes; a pack file is at most {MAX_FILE_BYTES} bytes",
                         e.size
                     ),
                 ),
                 EntryKind::File => {
-                    Diagnostic::error("missing_file", format!("`{name}` could not be read"))
+                    Diagnostic::error(CODE, format!("`{name}` could not be read"))
                         .hint("check the file's permissions")
                 }
             },
@@ -94,7 +94,7 @@ mod tests {
         let r = crate::check(&src);
         let d = &r.diagnostics[0];
         assert_eq!(
-            (d.code, d.file.as_deref()),
+            (d.code.as_str(), d.file.as_deref()),
             ("missing_file", Some("policy.json"))
         );
         assert_eq!(

@@ -17,6 +17,9 @@
 use crate::context::{Ctx, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::MissingStimulus;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, text)), Some((p, _))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -26,8 +29,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             let index = i.to_string();
             out.push(
                 in_manifest(
-                    Diagnostic::error(
-                        "missing_stimulus",
+                    Diagnostic::error(CODE,
                         format!(
                             "stimulus trigger {} has no entry in `policy.json` `stimuli`",
                             tick(&t.reference)

@@ -14,6 +14,9 @@
 use crate::context::{Ctx, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::MissingVerb;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, text)), Some((p, _))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -22,8 +25,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if !p.verbs.contains_key(key) {
             out.push(
                 in_manifest(
-                    Diagnostic::error(
-                        "missing_verb",
+                    Diagnostic::error(CODE,
                         format!("verb {} has no entry in `policy.json` `verbs`", tick(key)),
                     ),
                     text,

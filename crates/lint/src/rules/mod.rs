@@ -10,8 +10,9 @@ use crate::diagnostic::{Diagnostic, Level};
 /// One lint rule: a stable code (RUNTIME §2), its level and its check.
 #[derive(Clone, Copy)]
 pub struct Rule {
-    /// The stable code every diagnostic of this rule carries.
-    pub code: &'static str,
+    /// The stable code every diagnostic of this rule carries (RUNTIME §2): its module's
+    /// `CODE`, spelled as the module is named.
+    pub code: hcp_model::Code,
     /// The level of its diagnostics.
     pub level: Level,
     /// One lowercase line saying what it finds.
@@ -58,7 +59,7 @@ macro_rules! rules {
         /// Every rule, in the order [`crate::check`] runs them.
         pub static RULES: &[Rule] = &[$(
             Rule {
-                code: stringify!($module),
+                code: $module::CODE,
                 level: Level::$level,
                 summary: $summary,
                 run: $module::run,
@@ -129,7 +130,7 @@ pub(crate) fn parse_failure(
         let Some(e) = e.filter(|e| e.code == code) else {
             continue;
         };
-        let mut d = Diagnostic::error(code.as_str(), e.message.clone())
+        let mut d = Diagnostic::error(code.code(), e.message.clone())
             .in_file(file)
             .at(e.line, e.column);
         if let Some(h) = hint(e) {
@@ -154,8 +155,20 @@ mod tests {
     }
 
     #[test]
+    fn each_rule_module_names_its_own_code() {
+        for r in RULES {
+            let doc = r.doc();
+            assert!(
+                doc.starts_with(&format!("`{}` (", r.code)),
+                "rule `{}`: {doc}",
+                r.code
+            );
+        }
+    }
+
+    #[test]
     fn codes_are_the_ones_of_runtime_section_2() {
-        let codes: Vec<&str> = RULES.iter().map(|r| r.code).collect();
+        let codes: Vec<&str> = RULES.iter().map(|r| r.code.as_str()).collect();
         let errors = [
             "missing_file",
             "bad_json",

@@ -17,6 +17,9 @@
 use crate::context::{Ctx, in_manifest};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::PassThroughPresent;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
@@ -24,7 +27,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if m.pass_through.is_some() {
         out.push(
             in_manifest(
-                Diagnostic::warning("pass_through_present", "the manifest has `pass_through`"),
+                Diagnostic::warning(CODE, "the manifest has `pass_through`"),
                 text,
                 &["pass_through"],
             )

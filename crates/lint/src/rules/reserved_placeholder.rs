@@ -23,6 +23,9 @@ use crate::context::{Ctx, in_manifest_at, written};
 use crate::diagnostic::Diagnostic;
 use hcp_model::template::{TemplateError, parse_element};
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::ReservedPlaceholder;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
@@ -32,7 +35,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             if let Err(TemplateError::Reserved(why)) = parse_element(el) {
                 out.push(
                     in_manifest_at(
-                        Diagnostic::error("reserved_placeholder", format!("{}: {why}", w.owner)),
+                        Diagnostic::error(CODE, format!("{}: {why}", w.owner)),
                         text,
                         &w.element_path(i),
                     )

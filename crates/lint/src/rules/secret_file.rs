@@ -21,6 +21,9 @@
 use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::SecretFile;
+
 /// Whether an entry named `name` (a basename) holds secrets; `dir` when it is a directory.
 pub(crate) fn is_secret(name: &str, dir: bool) -> bool {
     let lower = name.to_lowercase();
@@ -66,7 +69,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             "a secret or private key"
         };
         out.push(
-            Diagnostic::error("secret_file", format!("{} looks like {what}", tick(&e.rel)))
+            Diagnostic::error(CODE, format!("{} looks like {what}", tick(&e.rel)))
                 .in_file(e.rel.clone())
                 .hint("remove it: secrets stay out of a pack; the binding mode says how the runtime mints a credential"),
         );

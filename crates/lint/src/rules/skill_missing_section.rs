@@ -29,6 +29,9 @@
 use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::SkillMissingSection;
+
 fn is_table_separator(line: &str) -> bool {
     let t = line.trim();
     t.contains('|')
@@ -73,7 +76,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     }
     for (message, hint) in missing {
         out.push(
-            Diagnostic::warning("skill_missing_section", message)
+            Diagnostic::warning(CODE, message)
                 .in_file(hcp_model::SKILL_FILE)
                 .hint(hint),
         );

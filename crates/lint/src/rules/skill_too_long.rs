@@ -14,6 +14,9 @@
 use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::SkillTooLong;
+
 /// The most lines a skill should have.
 pub const MAX_SKILL_LINES: usize = 60;
 
@@ -24,8 +27,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let n = skill.lines().count();
     if n > MAX_SKILL_LINES {
         out.push(
-            Diagnostic::warning(
-                "skill_too_long",
+            Diagnostic::warning(CODE,
                 format!("`HARNESS.md` has {n} lines; one screen is {MAX_SKILL_LINES}"),
             )
             .in_file(hcp_model::SKILL_FILE)

@@ -17,6 +17,9 @@
 use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::SurfaceIdMismatch;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, _)), Some((p, text))) = (cx.manifest(), cx.policy()) else {
         return;
@@ -24,8 +27,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if p.surface_id != m.id {
         out.push(
             in_policy(
-                Diagnostic::error(
-                    "surface_id_mismatch",
+                Diagnostic::error(CODE,
                     format!(
                         "`surface_id` is {}, but the manifest `id` is {}",
                         tick(&p.surface_id),

@@ -23,6 +23,9 @@ use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
 use crate::source::EntryKind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::SymlinkInPack;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     for e in cx
         .source
@@ -31,8 +34,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         .filter(|e| e.kind == EntryKind::Symlink)
     {
         out.push(
-            Diagnostic::error(
-                "symlink_in_pack",
+            Diagnostic::error(CODE,
                 format!("{} is a symbolic link", tick(&e.rel)),
             )
             .in_file(e.rel.clone())

@@ -22,6 +22,9 @@ use crate::context::{Ctx, in_manifest, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::UnknownOperation;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
@@ -34,8 +37,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         let Some(id) = &v.operation else {
             out.push(
                 in_manifest(
-                    Diagnostic::error(
-                        "unknown_operation",
+                    Diagnostic::error(CODE,
                         format!("verb {} names no `operation`", tick(key)),
                     ),
                     text,
@@ -63,8 +65,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         };
         out.push(
             in_manifest(
-                Diagnostic::error(
-                    "unknown_operation",
+                Diagnostic::error(CODE,
                     format!(
                         "verb {}: the document has no operation {}",
                         tick(key),

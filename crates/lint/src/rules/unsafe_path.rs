@@ -22,6 +22,9 @@
 use crate::context::{Ctx, tick};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::UnsafePath;
+
 /// Why a name (one path segment) is unsafe, or `None`.
 pub(crate) fn why_unsafe(name: &str) -> Option<&'static str> {
     if name.contains("..") {
@@ -42,8 +45,7 @@ pub(crate) fn why_unsafe(name: &str) -> Option<&'static str> {
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     if cx.source.truncated {
         out.push(
-            Diagnostic::error(
-                "unsafe_path",
+            Diagnostic::error(CODE,
                 format!(
                     "the pack is deeper than {} levels or holds more than {} entries; what lies beyond was not checked",
                     crate::source::MAX_DEPTH,
@@ -57,7 +59,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         let name = e.rel.rsplit('/').next().unwrap_or(&e.rel);
         if let Some(why) = why_unsafe(name) {
             out.push(
-                Diagnostic::error("unsafe_path", format!("entry {} {why}", tick(&e.rel)))
+                Diagnostic::error(CODE, format!("entry {} {why}", tick(&e.rel)))
                     .in_file(e.rel.clone())
                     .hint("rename or remove it; a pack holds only its three files"),
             );

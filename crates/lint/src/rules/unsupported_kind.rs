@@ -16,6 +16,9 @@ use crate::context::Ctx;
 use crate::diagnostic::Diagnostic;
 use hcp_model::Kind;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::UnsupportedKind;
+
 pub(crate) fn run(cx: &Ctx<'_>, _out: &mut Vec<Diagnostic>) {
     let Some((m, _)) = cx.manifest() else {
         return;

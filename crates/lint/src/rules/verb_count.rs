@@ -14,6 +14,9 @@
 use crate::context::{Ctx, in_manifest};
 use crate::diagnostic::Diagnostic;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::VerbCount;
+
 /// The fewest verbs a pack should have.
 pub const MIN_VERBS: usize = 5;
 /// The most verbs a pack should have.
@@ -34,8 +37,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     };
     out.push(
         in_manifest(
-            Diagnostic::warning(
-                "verb_count",
+            Diagnostic::warning(CODE,
                 format!(
                     "the pack has {n} verb{}; 5 to 12 are expected",
                     if n == 1 { "" } else { "s" }

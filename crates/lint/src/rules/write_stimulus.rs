@@ -18,6 +18,9 @@ use crate::context::{Ctx, in_policy, tick};
 use crate::diagnostic::Diagnostic;
 use hcp_model::Operation;
 
+/// The rule's code.
+pub(crate) const CODE: hcp_model::Code = hcp_model::Code::WriteStimulus;
+
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((p, text)) = cx.policy() else {
         return;
@@ -26,8 +29,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
         if entry.operation != Operation::Read {
             out.push(
                 in_policy(
-                    Diagnostic::error(
-                        "write_stimulus",
+                    Diagnostic::error(CODE,
                         format!(
                             "stimulus {} is `{}`; a trigger's operation must be `read`",
                             tick(key),

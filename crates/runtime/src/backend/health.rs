@@ -4,7 +4,7 @@ use super::{Backend, pg_refusal};
 use crate::Runtime;
 use crate::refusal::Refusal;
 use hcp_model::Code;
-use hcp_state_pg::{PgState, SCHEMA_VERSION, ServerInfo};
+use hcp_state_pg::{PgConfig, PgState, SCHEMA_VERSION, ServerInfo};
 use serde::Serialize;
 
 /// The state backend as `hcp doctor` shows it (RUNTIME §9).
@@ -159,7 +159,7 @@ pub fn health(rt: &Runtime) -> StateHealth {
 /// (read on a connection of its own, which does not check the schema).
 fn server_info(
     state: &PgState,
-    config: &hcp_state_pg::StateConfig,
+    config: &hcp_store::config::StateConfig,
 ) -> Result<ServerInfo, hcp_state_pg::PgError> {
     match state.info() {
         Err(hcp_state_pg::PgError::Schema { .. }) => PgState::probe(config),

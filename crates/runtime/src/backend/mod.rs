@@ -21,7 +21,7 @@ pub use unusable::Unusable;
 
 use crate::Runtime;
 use crate::refusal::Refusal;
-use hcp_state_pg::{MachineId, MigrateReport, PgState};
+use hcp_state_pg::{MachineId, MigrateReport, PgConfig, PgState};
 use hcp_store::audit::AuditError;
 use hcp_store::config::{ConfigError, StateConfig};
 use hcp_store::home::StoreDir;
@@ -40,7 +40,7 @@ pub enum Backend {
         /// The connection (opened on first use).
         state: Arc<PgState>,
         /// The configuration it was made from.
-        config: hcp_state_pg::StateConfig,
+        config: StateConfig,
     },
     /// None can be used; every state method answers this.
     Unusable(Unusable),
@@ -78,15 +78,14 @@ pub(crate) fn choose(
 }
 
 fn postgres(home: &Home, cfg: &StateConfig) -> Backend {
-    let pg = pg_config(cfg);
     let machine = match MachineId::load_or_create(&home.dir(StoreDir::State)) {
         Ok(m) => m,
         Err(e) => return Backend::Unusable(Unusable::of(hcp_state_pg::store_error(e))),
     };
-    match PgState::open(&pg, machine) {
+    match PgState::open(cfg, machine) {
         Ok(state) => Backend::Postgres {
             state: Arc::new(state),
-            config: pg,
+            config: cfg.clone(),
         },
         Err(e) => {
             // The URL does not parse: `bad_config` at `state.url`'s place.
@@ -102,15 +101,6 @@ fn postgres(home: &Home, cfg: &StateConfig) -> Backend {
             };
             Backend::Unusable(Unusable::config(hcp_state_pg::BACKEND, &e))
         }
-    }
-}
-
-/// The PostgreSQL backend's configuration from `config.json`'s.
-pub fn pg_config(cfg: &StateConfig) -> hcp_state_pg::StateConfig {
-    let c = hcp_state_pg::StateConfig::new(cfg.url.clone());
-    match &cfg.schema {
-        Some(s) => c.with_schema(s.clone()),
-        None => c,
     }
 }
 

@@ -161,19 +161,17 @@ pub fn workdir_required(
     if !local || s.has_workdir || visible(entry, viewer, policy).is_err() {
         return None;
     }
-    let mut facts = crate::record::Facts::start(rt);
-    facts.pack_id = Some(entry.pack_id.clone());
-    facts.verb_key = Some(entry.verb_key.clone());
-    facts.operation = Some(entry.operation);
-    facts.land = Some(hcp_model::Land::Local);
-    facts.principal = Some(s.principal.clone());
+    let mut rec = crate::record::Record::start(rt);
+    rec.pack_id = Some(entry.pack_id.clone());
+    rec.verb_key = Some(entry.verb_key.clone());
+    rec.operation = Some(entry.operation);
+    rec.land = Some(hcp_model::Land::Local);
+    rec.principal = Some(s.principal.clone());
     let pairs: Vec<(&str, &ArgValue)> = args.iter().map(|(k, v)| (k.as_str(), v)).collect();
     if let Ok(d) = rt.state().args_digest(&pairs) {
-        facts.args_digest = Some(d);
+        rec.args_digest = Some(d);
     }
-    facts
-        .audit_extra
-        .insert("transport".into(), Value::String("http".into()));
+    rec.facts.transport = Some(hcp_model::facts::Transport::Http);
     let r = Refusal::new(
         Code::WorkdirRequired,
         format!(
@@ -182,11 +180,7 @@ pub fn workdir_required(
         ),
     )
     .hint("start the agent's session with `hcp session start … --workdir DIR` and give the client that token");
-    let entry_record = facts.entry(
-        hcp_store::audit::Decision::Deny,
-        Some(r.code.as_str()),
-        None,
-    );
+    let entry_record = rec.entry(hcp_store::audit::Decision::Deny, Some(r.code), None);
     let audit_id = rt.state().record(&entry_record).ok().map(|a| a.id);
-    Some(facts.refusal_answer(r, audit_id))
+    Some(rec.refusal_answer(r, audit_id))
 }

@@ -72,12 +72,14 @@ impl Viewer {
                 });
             grants.insert(id.to_owned(), held);
         }
+        let p = crate::snapshot::principal_of(s, caller.project.clone());
+        let session = p.session.unwrap_or_default();
         Self::Session(SessionViewer {
-            principal: s.principal.as_str().to_owned(),
-            role: s.role.clone().unwrap_or_default(),
-            can_view: s.can_view.clone(),
+            principal: p.id,
+            role: session.role.unwrap_or_default(),
+            can_view: session.can_view,
             grants,
-            has_workdir: s.workdir.is_some(),
+            has_workdir: session.workdir.is_some(),
         })
     }
 }

@@ -4,7 +4,7 @@
 //! `hcp policy init` and the report of `hcp policy coverage`.
 //!
 //! A verb's definition is the tool exactly as `hcp mcp` lists it to a client that confirms
-//! by argument when no runtime policy narrows it (`crate::mcp::catalog::pack_tool`):
+//! by argument when no runtime policy narrows it (`crate::tool::pack_tool`):
 //! `{"name": "PACK_ID.VERB_KEY", "description" (the manifest's, then operation, land and
 //! how it is confirmed), "inputSchema", "annotations", "_meta": {"hcp": {"pack_id",
 //! "verb_key", "operation", "land", "confirm"}}}`. The input schema is
@@ -50,11 +50,11 @@ pub fn valid_tool_name(name: &str) -> bool {
 }
 
 /// The tool definition of `verb_key` of `pack` (see the module docs): exactly the tool
-/// `hcp mcp` lists ([`crate::mcp::catalog::pack_tool`]); `None` when the pack has no such
+/// `hcp mcp` lists ([`crate::tool::pack_tool`]); `None` when the pack has no such
 /// verb, no policy entry for it, or cannot plan it (a `kind: openapi` verb: when its pinned
 /// operation cannot be read).
 pub fn definition(pack: &InstalledPack, verb_key: &str) -> Option<Value> {
-    crate::mcp::catalog::pack_tool(pack, verb_key)
+    crate::tool::pack_tool(pack, verb_key)
 }
 
 /// The verb as a tool source: its definition read by the MCP projection, with the three
@@ -217,10 +217,7 @@ pub fn init(packs: &[InstalledPack], role: Option<&str>, command: &str) -> Resul
 
 fn policy_refusal(what: &str, e: &PolicyError) -> Refusal {
     let t = super::teach::split(e);
-    let r = Refusal::new(
-        crate::refusal::code_of(e.code.as_str()),
-        format!("{what}: {}", t.message),
-    );
+    let r = Refusal::new(Code::from(e.code), format!("{what}: {}", t.message));
     match t.hint {
         Some(h) => r.hint(h),
         None => r,

@@ -41,11 +41,6 @@ pub fn lock_path(home: &Home) -> PathBuf {
     home.root().join(LOCK_FILE)
 }
 
-/// The table's code of a lock that does not read.
-pub fn code_of(c: LockCode) -> Code {
-    crate::refusal::code_of(c.as_str())
-}
-
 /// The refusal of a lock that does not read.
 pub fn refusal_of(e: &LockError) -> PolicyRefusal {
     let at = e
@@ -54,7 +49,7 @@ pub fn refusal_of(e: &LockError) -> PolicyRefusal {
         .map(|l| format!(" (at {l})"))
         .unwrap_or_default();
     PolicyRefusal::new(
-        code_of(e.code),
+        Code::from(e.code),
         format!("the tool lock `{LOCK_FILE}` does not read: {}{at}", e.message),
     )
     .with_hint(
@@ -74,7 +69,7 @@ pub fn read(home: &Home) -> Result<Option<Lock>, PolicyRefusal> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
             return Err(PolicyRefusal::new(
-                code_of(LockCode::Unparseable),
+                Code::from(LockCode::Unparseable),
                 format!("the tool lock `{LOCK_FILE}` does not read: {e}"),
             )
             .with_hint(
@@ -285,7 +280,7 @@ pub fn sources(packs: &[InstalledPack]) -> Result<Vec<(ToolSource, String)>, Ref
             }
             let s = contracts::tool_source(p, &key).map_err(|e| {
                 Refusal::new(
-                    crate::refusal::code_of(e.code.as_str()),
+                    Code::from(e.code),
                     format!("`{name}` cannot be locked: {}", e.message),
                 )
             })?;

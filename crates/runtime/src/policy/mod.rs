@@ -29,10 +29,11 @@ pub mod resolve;
 pub mod source;
 pub mod teach;
 
-use hcp_model::{ArgValue, Code};
+use hcp_gate::Face;
+use hcp_model::{ArgValue, Code, Principal};
 use hcp_store::audit;
+use hcp_store::config::EscalationMode;
 use hcp_store::counter::{Limits, Verdict};
-use hcp_store::session::Session;
 use hcp_store::state::{ApprovalKey, ApprovalRequest, CounterSlot, State};
 use histos::engine::Args;
 use histos::{
@@ -98,17 +99,19 @@ impl PolicyRefusal {
     }
 }
 
-/// The Histos principal of a session (RUNTIME §7: role and attributes from the session).
-pub fn principal_of(s: &Session) -> histos::Principal {
+/// The Histos principal of a call's principal (RUNTIME §7: role, attributes and
+/// `can_view` from its session; none of them for the owner, whom no policy governs).
+pub fn principal_of(p: &Principal) -> histos::Principal {
     let mut attributes = histos::Map::new();
-    for (k, v) in &s.attributes {
+    let session = p.session.as_ref();
+    for (k, v) in session.map(|s| &s.attributes).into_iter().flatten() {
         attributes.insert(k.clone(), Value::Str(v.clone()));
     }
     histos::Principal {
-        role: s.role.clone().unwrap_or_default(),
-        identity: Some(s.principal.as_str().to_owned()),
+        role: session.and_then(|s| s.role.clone()).unwrap_or_default(),
+        identity: Some(p.id.clone()),
         attributes,
-        can_view: s.can_view.clone(),
+        can_view: session.map(|s| s.can_view.clone()).unwrap_or_default(),
     }
 }
 
@@ -270,7 +273,7 @@ pub struct PolicyPass {
     /// The call's values after `bind` (HISTOS-ENGINE §5).
     pub values: BTreeMap<String, ArgValue>,
     /// The engine's rule (`allow`, `confirmed`, `escalated`).
-    pub rule: String,
+    pub rule: &'static str,
     /// The counter slots the call takes at admission.
     pub counters: Vec<CounterSlot>,
     /// The approvals the call uses at admission, each its id as looked up and its key:
@@ -286,8 +289,9 @@ pub struct PolicyPass {
 pub struct Wiring<'a> {
     /// The resolver of this tool's resource, when `resolvers` names one.
     pub resolver: Option<&'a dyn ResourceResolver>,
-    /// Whether the owner's approval queue answers `escalate` (`"escalation": "approvals"`).
-    pub escalation: bool,
+    /// What answers `escalate`: `config.json`'s `escalation` (`approvals`: the owner's
+    /// approval queue), or nothing.
+    pub escalation: Option<EscalationMode>,
 }
 
 impl std::fmt::Debug for Wiring<'_> {
@@ -299,30 +303,26 @@ impl std::fmt::Debug for Wiring<'_> {
     }
 }
 
-/// The engine's call of `tool` with `values`: from the CLI face (where every value came
-/// as text), a value is typed by the tool's argument contract where it fits.
-fn histos_call(
-    rp: &RuntimePolicy,
-    tool: &str,
-    values: &BTreeMap<String, ArgValue>,
-    cli_face: bool,
-) -> histos::Call {
-    let contract = rp.policy.tool(tool).and_then(|t| t.args.as_ref());
-    let mut args = histos::Map::new();
-    for (k, v) in values {
-        let typed = if cli_face {
-            contract
-                .and_then(|c| c.field(k))
-                .and_then(|f| cli_typed(v, f.ty))
-        } else {
-            None
-        };
-        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
+impl Wiring<'_> {
+    fn by_approvals(&self) -> bool {
+        self.escalation == Some(EscalationMode::Approvals)
     }
-    histos::Call {
-        tool: tool.to_owned(),
-        args,
-    }
+}
+
+/// One call as the runtime policy decides it: who, which tool, with what values, through
+/// which face (a CLI-face value is text, read as the type the contract declares), when.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyCall<'a> {
+    /// The session principal (its role, attributes and `can_view`).
+    pub principal: &'a Principal,
+    /// `PACK_ID.VERB_KEY` (or `PACK_ID.REF`).
+    pub tool: &'a str,
+    /// The call's values after the gate.
+    pub values: &'a BTreeMap<String, ArgValue>,
+    /// The face the call came through.
+    pub face: Face,
+    /// The call's time.
+    pub now: Timestamp,
 }
 
 /// The dry pre-gate for one call of a session principal (RUNTIME §7): nothing is spent.
@@ -332,154 +332,203 @@ fn histos_call(
 /// `requires_confirmation` and a pending approval id (recording the request is not
 /// spending), marked as an escalation when the owner's queue is asked to answer
 /// `escalate`.
-#[allow(clippy::too_many_arguments, clippy::too_many_lines)]
 pub fn pre(
     state: &dyn State,
     rp: &RuntimePolicy,
-    session: &Session,
-    tool: &str,
-    values: &BTreeMap<String, ArgValue>,
-    cli_face: bool,
-    now: Timestamp,
+    call: &PolicyCall<'_>,
     wiring: Wiring<'_>,
 ) -> Result<PolicyPass, PolicyRefusal> {
-    let principal = principal_of(session);
-    let call = histos_call(rp, tool, values, cli_face);
+    let principal = principal_of(call.principal);
+    let typed = histos_call(rp, call);
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
         checked: Mutex::new(Vec::new()),
     };
-    let tier = escalate::ApprovalTier::new(state, rp.hash(), now);
+    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now);
     let approvals = DryApprovals {
         state,
         policy_hash: rp.hash(),
-        now,
+        now: call.now,
         found: std::cell::RefCell::new(None),
         tier: &tier,
     };
-    let now_ms = u64::try_from(now.as_millisecond()).unwrap_or(0);
     let ctx = histos::Context {
         limits: Some(&limits),
-        now_ms,
+        now_ms: u64::try_from(call.now.as_millisecond()).unwrap_or(0),
         tier: wiring
-            .escalation
+            .by_approvals()
             .then_some(&tier as &dyn histos::EscalationTier),
         confirm: Some(&approvals),
         mode: histos::Mode::Enforce,
         consume_limits: false,
     };
-    let d = Engine::pre(&rp.policy, Some(&principal), wiring.resolver, &call, &ctx);
-    let rule = d.rule.as_str().to_owned();
-    let refused = |e: hcp_store::StoreError| PolicyRefusal::new(e.code(), e.to_string());
+    let d = Engine::pre(&rp.policy, Some(&principal), wiring.resolver, &typed, &ctx);
     match d.effect {
         Effect::Allow => {
-            let mut bound = call.args.clone();
-            d.apply_bindings(&mut bound);
-            let mut out = BTreeMap::new();
-            for (k, v) in bound.iter() {
-                let Some(a) = to_arg(v) else {
-                    return Err(PolicyRefusal::new(
-                        Code::ArgBindingUnresolved,
-                        format!("bound argument `{k}` is not a string, number or boolean"),
-                    ));
-                };
-                out.insert(k.clone(), a);
-            }
             let mut taken: Vec<(String, ApprovalKey)> = tier.approved().into_iter().collect();
             taken.extend(approvals.found.into_inner());
-            Ok(PolicyPass {
-                values: out,
-                rule,
-                counters: limits.checked.into_inner().unwrap_or_default(),
-                approvals: taken,
-            })
+            let counters = limits.checked.into_inner().unwrap_or_default();
+            allowed(&d, typed.args, counters, taken)
         }
-        Effect::RequireConfirmation => {
-            let mut bound = call.args.clone();
-            d.apply_bindings(&mut bound);
-            let digest = bound_digest(state, &Args::plain(&bound)).map_err(refused)?;
-            let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
-            // The owner's queue was asked to answer `escalate` and has no answer yet: the
-            // call waits for that; otherwise it waits for its confirmation.
-            let escalation = tier.pending();
-            let window = if escalation {
-                None
-            } else {
-                rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in)
-            };
-            let request = ApprovalRequest {
-                key: approval_key(tool, &principal, &digest, rp.hash(), escalation),
-                summary,
-                window_s: window,
-            };
-            let a = state.approval_request(&request, now).map_err(refused)?;
-            let (message, hint) = if escalation {
-                (
-                    format!(
-                        "`{tool}` needs the owner's answer to its escalation, which the agent cannot give itself: approval `{}` is pending",
-                        a.id
-                    ),
-                    format!(
-                        "the owner reviews it with `hcp approvals` and answers with `hcp approve {0}` or `hcp deny {0}`; then the same call is asked again",
-                        a.id
-                    ),
-                )
-            } else {
-                (
-                    format!(
-                        "`{tool}` needs an approval the agent cannot give itself: approval `{}` is pending",
-                        a.id
-                    ),
-                    format!(
-                        "the owner reviews it with `hcp approvals` and grants it with `hcp approve {}`; then the same call passes once",
-                        a.id
-                    ),
-                )
-            };
-            Err(PolicyRefusal {
-                code: Code::RequiresConfirmation,
-                message,
-                hint: Some(hint),
-                approval_id: Some(a.id),
-            })
-        }
+        Effect::RequireConfirmation => paused(state, rp, call, &principal, &d, typed.args, &tier),
         _ => {
             let failed = limits.failed.load(std::sync::atomic::Ordering::Relaxed);
-            let code = if failed {
-                Code::LimitStoreUnavailable
-            } else {
-                crate::refusal::code_of(&rule)
-            };
-            let mut message = if failed {
-                format!(
-                    "the call counters of `{tool}` cannot be read or written; the call is refused"
-                )
-            } else {
-                format!("the runtime policy refuses `{tool}`: {}", d.reason)
-            };
-            if let Some(f) = &d.field {
-                message.push_str(&format!(" (field `{f}`)"));
-            }
-            let hint = match code {
-                Code::EscalationDenied if wiring.escalation => Some(
-                    "the owner denied this call's escalation; the same call is refused until the denial lapses".to_owned(),
-                ),
-                Code::NoEscalationTier => Some(
-                    "the operator wires the owner's approval queue as the tier with `\"escalation\": \"approvals\"` in `config.json`".to_owned(),
-                ),
-                Code::NoResourceResolver => Some(format!(
-                    "the operator names a `read` verb whose JSON stdout is the resource in `config.json`: `\"resolvers\": {{\"{tool}\": \"PACK.VERB\"}}`"
-                )),
-                _ => None,
-            };
-            Err(PolicyRefusal {
-                code,
-                message,
-                hint,
-                approval_id: None,
-            })
+            Err(refused(call.tool, &d, failed, wiring))
         }
+    }
+}
+
+/// The engine's call: the tool, and its values as the engine reads them — on the CLI face
+/// (where every value came as text) a value the contract types is read as that type
+/// ([`cli_typed`]).
+fn histos_call(rp: &RuntimePolicy, call: &PolicyCall<'_>) -> histos::Call {
+    histos::Call {
+        tool: call.tool.to_owned(),
+        args: engine_args(rp, call),
+    }
+}
+
+fn engine_args(rp: &RuntimePolicy, call: &PolicyCall<'_>) -> histos::Map {
+    let contract = rp.policy.tool(call.tool).and_then(|t| t.args.as_ref());
+    let mut args = histos::Map::new();
+    for (k, v) in call.values {
+        let typed = if call.face == Face::Cli {
+            contract
+                .and_then(|c| c.field(k))
+                .and_then(|f| cli_typed(v, f.ty))
+        } else {
+            None
+        };
+        args.insert(k.clone(), typed.unwrap_or_else(|| to_value(v)));
+    }
+    args
+}
+
+/// An allowed call: its values after `bind`, and what admission will take.
+fn allowed(
+    d: &histos::Decision,
+    mut bound: histos::Map,
+    counters: Vec<CounterSlot>,
+    approvals: Vec<(String, ApprovalKey)>,
+) -> Result<PolicyPass, PolicyRefusal> {
+    d.apply_bindings(&mut bound);
+    let mut values = BTreeMap::new();
+    for (k, v) in bound.iter() {
+        let Some(a) = to_arg(v) else {
+            return Err(PolicyRefusal::new(
+                Code::ArgBindingUnresolved,
+                format!("bound argument `{k}` is not a string, number or boolean"),
+            ));
+        };
+        values.insert(k.clone(), a);
+    }
+    Ok(PolicyPass {
+        values,
+        rule: d.rule.as_str(),
+        counters,
+        approvals,
+    })
+}
+
+/// A call paused for the owner's answer: its approval request recorded (not spent), and
+/// the refusal naming it. When the owner's queue was asked to answer `escalate` and has
+/// no answer yet (`tier`), the call waits for that, not for a confirmation.
+fn paused(
+    state: &dyn State,
+    rp: &RuntimePolicy,
+    call: &PolicyCall<'_>,
+    principal: &histos::Principal,
+    d: &histos::Decision,
+    mut bound: histos::Map,
+    tier: &escalate::ApprovalTier<'_>,
+) -> Result<PolicyPass, PolicyRefusal> {
+    let store = |e: hcp_store::StoreError| PolicyRefusal::new(e.code(), e.to_string());
+    let tool = call.tool;
+    let escalation = tier.pending();
+    d.apply_bindings(&mut bound);
+    let digest = bound_digest(state, &Args::plain(&bound)).map_err(store)?;
+    let summary = bound.iter().map(|(k, v)| (k.clone(), preview(v))).collect();
+    let window = if escalation {
+        None
+    } else {
+        rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in)
+    };
+    let request = ApprovalRequest {
+        key: approval_key(tool, principal, &digest, rp.hash(), escalation),
+        summary,
+        window_s: window,
+    };
+    let a = state.approval_request(&request, call.now).map_err(store)?;
+    let (message, hint) = if escalation {
+        (
+            format!(
+                "`{tool}` needs the owner's answer to its escalation, which the agent cannot give itself: approval `{}` is pending",
+                a.id
+            ),
+            format!(
+                "the owner reviews it with `hcp approvals` and answers with `hcp approve {0}` or `hcp deny {0}`; then the same call is asked again",
+                a.id
+            ),
+        )
+    } else {
+        (
+            format!(
+                "`{tool}` needs an approval the agent cannot give itself: approval `{}` is pending",
+                a.id
+            ),
+            format!(
+                "the owner reviews it with `hcp approvals` and grants it with `hcp approve {}`; then the same call passes once",
+                a.id
+            ),
+        )
+    };
+    Err(PolicyRefusal {
+        code: Code::RequiresConfirmation,
+        message,
+        hint: Some(hint),
+        approval_id: Some(a.id),
+    })
+}
+
+/// A call the policy refuses: the rule's code (`limit_store_unavailable` when a counter
+/// could not be read: fail closed), why, and what the operator can wire.
+fn refused(
+    tool: &str,
+    d: &histos::Decision,
+    counters_failed: bool,
+    wiring: Wiring<'_>,
+) -> PolicyRefusal {
+    let code = if counters_failed {
+        Code::LimitStoreUnavailable
+    } else {
+        Code::try_from(d.rule).unwrap_or(Code::InternalError)
+    };
+    let mut message = if counters_failed {
+        format!("the call counters of `{tool}` cannot be read or written; the call is refused")
+    } else {
+        format!("the runtime policy refuses `{tool}`: {}", d.reason)
+    };
+    if let Some(f) = &d.field {
+        message.push_str(&format!(" (field `{f}`)"));
+    }
+    let hint = match code {
+        Code::EscalationDenied if wiring.by_approvals() => Some(
+            "the owner denied this call's escalation; the same call is refused until the denial lapses".to_owned(),
+        ),
+        Code::NoEscalationTier => Some(
+            "the operator wires the owner's approval queue as the tier with `\"escalation\": \"approvals\"` in `config.json`".to_owned(),
+        ),
+        Code::NoResourceResolver => Some(format!(
+            "the operator names a `read` verb whose JSON stdout is the resource in `config.json`: `\"resolvers\": {{\"{tool}\": \"PACK.VERB\"}}`"
+        )),
+        _ => None,
+    };
+    PolicyRefusal {
+        code,
+        message,
+        hint,
+        approval_id: None,
     }
 }
 
@@ -509,7 +558,7 @@ pub struct PostResult {
     /// The stderr the caller may see (canaries and secrets redacted).
     pub stderr: Vec<u8>,
     /// The post-gate's rule (`allow`, `post_redaction`, `output_schema`…).
-    pub rule: String,
+    pub rule: &'static str,
 }
 
 /// The output post-gate on the child's output (RUNTIME §7). stdout that is JSON — read
@@ -519,12 +568,12 @@ pub struct PostResult {
 /// the text redaction of canaries and secrets (HISTOS-ENGINE §1e, exception text).
 pub fn post(
     rp: &RuntimePolicy,
-    session: &Session,
+    principal: &Principal,
     tool: &str,
     stdout: &[u8],
     stderr: &[u8],
 ) -> PostResult {
-    let principal = principal_of(session);
+    let principal = principal_of(principal);
     let parsed = std::str::from_utf8(stdout)
         .ok()
         .and_then(|t| histos::json::parse(t).ok());
@@ -537,7 +586,7 @@ pub fn post(
     };
     let ctx = histos::Context::default();
     let out = Engine::post(&rp.policy, Some(&principal), tool, value, &ctx);
-    let rule = out.decision.rule.as_str().to_owned();
+    let rule = out.decision.rule.as_str();
     let (err_text, _) = Engine::post_text(&rp.policy, tool, &String::from_utf8_lossy(stderr));
     let stdout = match (out.decision.effect, out.value) {
         (Effect::Allow, _) => Some(stdout.to_vec()),

@@ -9,11 +9,11 @@
 //!
 //! [`apply`] is the one hook step 7 calls.
 
-use super::{DryApprovals, DryLimits, RuntimePolicy, escalate};
-use crate::record::Facts;
-use hcp_model::{ArgValue, Code};
+use super::{DryApprovals, DryLimits, PolicyCall, RuntimePolicy, escalate};
+use hcp_gate::Face;
+use hcp_model::facts::PolicyMode as Mode;
+use hcp_model::{CallFacts, Code, Principal};
 use hcp_store::config::{PolicyMode, RuntimeConfig};
-use hcp_store::session::Session;
 use hcp_store::state::State;
 use histos::{Effect, Engine};
 use jiff::Timestamp;
@@ -30,44 +30,39 @@ pub enum Observed {
     Unchecked(&'static str),
 }
 
-/// Decides `tool` with `values` for `session` under `rp` as step 7 would, with nothing
-/// spent, asked for or run: counters read, approvals looked up, no escalation tier asked
-/// (one configured would pause the call: `requires_confirmation`), no resolver run.
-#[allow(clippy::too_many_arguments)]
+/// Decides `call` under `rp` as step 7 would, with nothing spent, asked for or run:
+/// counters read, approvals looked up, no escalation tier asked (one configured would
+/// pause the call: `requires_confirmation`), no resolver run.
 pub fn observe(
     state: &dyn State,
     rp: &RuntimePolicy,
-    session: &Session,
-    tool: &str,
-    values: &BTreeMap<String, ArgValue>,
-    cli_face: bool,
-    now: Timestamp,
+    call: &PolicyCall<'_>,
     config: &RuntimeConfig,
 ) -> Observed {
-    let principal = super::principal_of(session);
-    let call = super::histos_call(rp, tool, values, cli_face);
+    let principal = super::principal_of(call.principal);
+    let typed = super::histos_call(rp, call);
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
         checked: std::sync::Mutex::new(Vec::new()),
     };
-    let tier = escalate::ApprovalTier::new(state, rp.hash(), now);
+    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now);
     let approvals = DryApprovals {
         state,
         policy_hash: rp.hash(),
-        now,
+        now: call.now,
         found: std::cell::RefCell::new(None),
         tier: &tier,
     };
     let ctx = histos::Context {
         limits: Some(&limits),
-        now_ms: u64::try_from(now.as_millisecond()).unwrap_or(0),
+        now_ms: u64::try_from(call.now.as_millisecond()).unwrap_or(0),
         tier: None,
         confirm: Some(&approvals),
         mode: histos::Mode::Observe,
         consume_limits: false,
     };
-    let d = Engine::pre(&rp.policy, Some(&principal), None, &call, &ctx);
+    let d = Engine::pre(&rp.policy, Some(&principal), None, &typed, &ctx);
     match d.effect {
         Effect::Allow => Observed::Pass,
         Effect::RequireConfirmation => Observed::WouldRefuse(Code::RequiresConfirmation),
@@ -75,12 +70,11 @@ pub fn observe(
             if limits.failed.load(std::sync::atomic::Ordering::Relaxed) {
                 return Observed::WouldRefuse(Code::LimitStoreUnavailable);
             }
-            let code = crate::refusal::code_of(d.rule.as_str());
-            match code {
+            match Code::try_from(d.rule).unwrap_or(Code::InternalError) {
                 Code::NoEscalationTier if config.escalation.is_some() => {
                     Observed::WouldRefuse(Code::RequiresConfirmation)
                 }
-                Code::NoResourceResolver if config.resolvers.get(tool).is_some() => {
+                Code::NoResourceResolver if config.resolvers.get(call.tool).is_some() => {
                     Observed::Unchecked("resource")
                 }
                 c => Observed::WouldRefuse(c),
@@ -90,83 +84,66 @@ pub fn observe(
 }
 
 /// Step 7's hook: under `"policy_mode": "observe"` (and a policy and a session to
-/// observe), observes the call, notes `policy_mode`, `policy_hash` and `would_refuse` (or
-/// `observe_unchecked`) in its record, and answers `None`, so that no later step applies
-/// the policy; otherwise answers `policy` as it is.
-#[allow(clippy::too_many_arguments)]
+/// observe), observes `call`, notes `policy_mode`, `policy_hash` and `would_refuse` (or
+/// `observe_unchecked`) among its facts, and answers `None`, so that no later step
+/// applies the policy; otherwise answers `policy` as it is.
 pub fn apply(
-    policy: Option<RuntimePolicy>,
-    config: Option<&RuntimeConfig>,
+    (policy, config): (Option<RuntimePolicy>, Option<&RuntimeConfig>),
     state: &dyn State,
-    session: Option<&Session>,
-    tool: &str,
-    values: &BTreeMap<String, ArgValue>,
-    cli_face: bool,
-    now: Timestamp,
-    facts: &mut Facts,
+    call: &PolicyCall<'_>,
+    facts: &mut CallFacts,
 ) -> Option<RuntimePolicy> {
-    observe_calls(policy, config, session, facts, |rp, s, c| {
-        observe(state, rp, s, tool, values, cli_face, now, c)
+    observe_calls((policy, config), call.principal, facts, |rp, c| {
+        observe(state, rp, call, c)
     })
 }
 
 /// The common part of [`apply`] and [`apply_refs`]: `first` observes what the record is
 /// of and answers the first thing to note.
 fn observe_calls(
-    policy: Option<RuntimePolicy>,
-    config: Option<&RuntimeConfig>,
-    session: Option<&Session>,
-    facts: &mut Facts,
-    first: impl FnOnce(&RuntimePolicy, &Session, &RuntimeConfig) -> Observed,
+    (policy, config): (Option<RuntimePolicy>, Option<&RuntimeConfig>),
+    principal: &Principal,
+    facts: &mut CallFacts,
+    first: impl FnOnce(&RuntimePolicy, &RuntimeConfig) -> Observed,
 ) -> Option<RuntimePolicy> {
-    let (Some(rp), Some(s), Some(c)) = (policy.as_ref(), session, config) else {
+    let (Some(rp), Some(c)) = (policy.as_ref(), config) else {
         return policy;
     };
-    if c.policy_mode != PolicyMode::Observe {
+    if principal.is_owner() || c.policy_mode != PolicyMode::Observe {
         return policy;
     }
-    let e = &mut facts.audit_extra;
-    e.insert("policy_mode".into(), "observe".into());
-    e.insert("policy_hash".into(), rp.hash().into());
-    match first(rp, s, c) {
+    facts.policy_mode = Some(Mode::Observe);
+    facts.policy_hash = Some(rp.hash().to_owned());
+    match first(rp, c) {
         Observed::Pass => {}
-        Observed::WouldRefuse(code) => {
-            e.insert("would_refuse".into(), code.as_str().into());
-        }
-        Observed::Unchecked(what) => {
-            e.insert("observe_unchecked".into(), what.into());
-        }
+        Observed::WouldRefuse(code) => facts.would_refuse = Some(code),
+        Observed::Unchecked(what) => facts.observe_unchecked = Some(what),
     }
     None
 }
 
 /// [`apply`] for `hcp sense` of `refs` of pack `pack_id` (tools `PACK_ID.REF`, no
-/// arguments): the first ref the policy would refuse is the record's `would_refuse`.
-#[allow(clippy::too_many_arguments)]
+/// arguments) by `principal` at `now`: the first ref the policy would refuse is the
+/// record's `would_refuse`.
 pub fn apply_refs(
-    policy: Option<RuntimePolicy>,
-    config: Option<&RuntimeConfig>,
+    (policy, config): (Option<RuntimePolicy>, Option<&RuntimeConfig>),
     state: &dyn State,
-    session: Option<&Session>,
-    pack_id: &str,
-    refs: &[String],
-    now: Timestamp,
-    facts: &mut Facts,
+    (principal, pack_id, refs, now): (&Principal, &str, &[String], Timestamp),
+    facts: &mut CallFacts,
 ) -> Option<RuntimePolicy> {
     let none = BTreeMap::new();
-    observe_calls(policy, config, session, facts, |rp, s, c| {
+    observe_calls((policy, config), principal, facts, |rp, c| {
         refs.iter()
             .map(|r| {
-                observe(
-                    state,
-                    rp,
-                    s,
-                    &format!("{pack_id}.{r}"),
-                    &none,
-                    false,
+                let tool = format!("{pack_id}.{r}");
+                let call = PolicyCall {
+                    principal,
+                    tool: &tool,
+                    values: &none,
+                    face: Face::Json,
                     now,
-                    c,
-                )
+                };
+                observe(state, rp, &call, c)
             })
             .find(|o| *o != Observed::Pass)
             .unwrap_or(Observed::Pass)

@@ -18,75 +18,48 @@
 //! | is refused (not active, no grant, …) or times out | `resolver_error`, received its code (`pack_inactive`, `missing_grant`, `timeout` …) |
 //!
 //! A resolver call never resolves a resource of its own: a resolver verb whose tool has
-//! `resource` constraints is refused `no_resource_resolver` (no loop).
+//! `resource` constraints is refused `no_resource_resolver` (no loop). The call is made by
+//! the [`Runner`] the pipeline hands step 7, whose own calls are handed none.
 
-use crate::Runtime;
-use crate::call::{Call, CallArgs, Caller};
+use crate::call::{Answer, Call, CallArgs};
 use hcp_gate::Face;
+use hcp_model::facts::ResolverRun;
 use hcp_model::{ArgValue, Code, Operation};
+use hcp_store::Home;
 use histos::engine::Args;
 use histos::{Map, ResolveError, ResourceResolver};
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::time::Duration;
 
-thread_local! {
-    /// Whether this thread runs a resolver's call (each runs on a thread of its own).
-    static RESOLVING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the current call is a resolver's own (then it resolves nothing itself).
-pub fn resolving() -> bool {
-    RESOLVING.with(Cell::get)
-}
-
-struct Nested;
-
-impl Nested {
-    fn enter() -> Self {
-        RESOLVING.with(|r| r.set(true));
-        Self
-    }
-}
-
-impl Drop for Nested {
-    fn drop(&mut self) {
-        RESOLVING.with(|r| r.set(false));
-    }
-}
-
-/// What a resolver's call did, for the tool's audit record and answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolverRun {
-    /// The resolver verb, `PACK.VERB`.
-    pub verb: String,
-    /// The audit id of its own record, when it ran or was refused through the pipeline.
-    pub audit_id: Option<String>,
-    /// Why it gave no resource, when it did not.
-    pub code: Option<Code>,
+/// How a resolver's call is made: through the whole pipeline, as the caller of the call
+/// whose tool it resolves ([`crate::pipeline`] hands one to step 7).
+pub trait Runner: Sync {
+    /// Makes `call` and answers it.
+    fn run(&self, call: Call) -> Answer;
 }
 
 /// A resolver verb of `config.json` as the engine's [`ResourceResolver`], for one call.
 pub struct VerbResolver<'a> {
-    rt: &'a Runtime,
-    caller: &'a Caller,
+    runner: &'a dyn Runner,
+    home: &'a Home,
     verb: &'a str,
     timeout: Option<Duration>,
     run: RefCell<Option<ResolverRun>>,
 }
 
 impl<'a> VerbResolver<'a> {
-    /// The resolver `verb` (`PACK.VERB`), called as `caller` within `timeout` (the tool's
-    /// call's own, else the default).
+    /// The resolver `verb` (`PACK.VERB`) of the store `home`, called through `runner`
+    /// within `timeout` (the tool's call's own, else the default).
     pub fn new(
-        rt: &'a Runtime,
-        caller: &'a Caller,
+        runner: &'a dyn Runner,
+        home: &'a Home,
         verb: &'a str,
         timeout: Option<Duration>,
     ) -> Self {
         Self {
-            rt,
-            caller,
+            runner,
+            home,
             verb,
             timeout,
             run: RefCell::new(None),
@@ -135,7 +108,7 @@ impl ResourceResolver for VerbResolver<'_> {
     ) -> Result<Option<Cow<'r, Map>>, ResolveError> {
         // What the verb is and takes; a target that does not resolve is left to the call,
         // which refuses it with its own record.
-        let found = crate::target::resolve(self.rt.home(), None, self.verb).ok();
+        let found = crate::target::resolve(self.home, None, self.verb).ok();
         let mut takes = None;
         if let Some((pack, key)) = &found {
             if pack.policy.verbs.get(key).map(|e| e.operation) != Some(Operation::Read) {
@@ -160,14 +133,7 @@ impl ResourceResolver for VerbResolver<'_> {
         };
         // The call runs on a thread of its own: the engine deciding the tool is inside
         // this callback on this thread, and a call decides its own tool with the engine.
-        let answer = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let _nested = Nested::enter();
-                    crate::pipeline::exec(self.rt, self.caller, call, None)
-                })
-                .join()
-        });
+        let answer = std::thread::scope(|scope| scope.spawn(|| self.runner.run(call)).join());
         let Ok(answer) = answer else {
             return Err(self.refused(None, Code::InternalError, "its call failed".into()));
         };

@@ -280,7 +280,7 @@ pub(crate) fn refusal_of(path: &Path, e: &histos::PolicyError) -> PolicyRefusal 
         None => "fix it, then check it with `hcp policy check FILE`; every call is refused until it loads".into(),
     };
     PolicyRefusal::new(
-        crate::refusal::code_of(e.code.as_str()),
+        Code::from(e.code),
         format!(
             "the runtime policy `{}` does not load: {}",
             path.display(),
@@ -308,7 +308,7 @@ fn decode(bytes: &[u8], name: &str, digest: &[u8; 32]) -> Result<Policy, String>
     if file != name.as_bytes() {
         return Err("cache_other_file".into());
     }
-    Policy::from_cache_bytes(rest, digest).map_err(|e| e.code().to_owned())
+    Policy::from_cache_bytes(rest, digest).map_err(|e| e.reason().to_owned())
 }
 
 /// A `u8`-length-prefixed field and what follows it.

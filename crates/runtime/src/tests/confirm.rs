@@ -22,7 +22,12 @@ fn call(face: Face, target: &str, args: &[(&str, ArgValue)]) -> Call {
 }
 
 fn mcp(w: &World, c: &Caller, target: &str, args: &[(&str, ArgValue)]) -> Answer {
-    crate::pipeline::exec(&w.rt, c, call(Face::Mcp, target, args), None)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call(Face::Mcp, target, args)),
+        crate::pipeline::Mode::Exec(None),
+    )
 }
 
 fn confirmed(w: &World, c: &Caller, args: &[(&str, ArgValue)], digest: &str) -> Answer {
@@ -30,7 +35,12 @@ fn confirmed(w: &World, c: &Caller, args: &[(&str, ArgValue)], digest: &str) -> 
         command: Some(digest.to_owned()),
         approval: None,
     };
-    crate::pipeline::exec_answered(&w.rt, c, call(Face::Mcp, "tp.put", args), None, &answered)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call(Face::Mcp, "tp.put", args)),
+        crate::pipeline::Mode::Answered(None, &answered),
+    )
 }
 
 fn with_attrs(w: &World, principal: &str, role: &str, attrs: &[&str]) -> Caller {

@@ -36,7 +36,12 @@ fn mcp_call(w: &World, c: &Caller, name: &str, args: &[(&str, ArgValue)]) -> cra
         face: Face::Mcp,
         timeout: None,
     };
-    crate::pipeline::exec(&w.rt, c, call, None)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Exec(None),
+    )
 }
 
 /// Every tool hidden from `c` is refused, when called by name, with the code the
@@ -312,7 +317,12 @@ fn a_pending_approval_granted_by_the_person_passes_that_call_once() {
         face: Face::Mcp,
         timeout: None,
     };
-    let a = crate::pipeline::exec_answered(&w.rt, &agent, call.clone(), None, &answered);
+    let a = crate::pipeline::run(
+        &w.rt,
+        &agent,
+        crate::pipeline::Subject::Verb(call.clone()),
+        crate::pipeline::Mode::Answered(None, &answered),
+    );
     assert_eq!(code(&a), (None, 0), "{:?}", a.result);
     let r = w.last_record();
     assert_eq!(
@@ -320,6 +330,11 @@ fn a_pending_approval_granted_by_the_person_passes_that_call_once() {
         (&Value::String(id), &json!("elicitation"))
     );
     // Once: the same call again is paused anew.
-    let a = crate::pipeline::exec_answered(&w.rt, &agent, call, None, &answered);
+    let a = crate::pipeline::run(
+        &w.rt,
+        &agent,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Answered(None, &answered),
+    );
     assert_eq!(code(&a), (Some("requires_confirmation"), 77));
 }

@@ -10,6 +10,7 @@ mod lock;
 mod mcp;
 mod pipeline;
 mod resolve;
+mod shapes;
 mod spending;
 mod table;
 
@@ -234,7 +235,43 @@ impl World {
             face: Face::Json,
             timeout: None,
         };
-        crate::pipeline::exec(&self.rt, caller, call, None)
+        crate::pipeline::run(
+            &self.rt,
+            caller,
+            crate::pipeline::Subject::Verb(call),
+            crate::pipeline::Mode::Exec(None),
+        )
+    }
+
+    /// `hcp sense PACK [REF] --count N` as `caller`: the answer and the events relayed.
+    pub fn sense(
+        &self,
+        caller: &Caller,
+        pack: &str,
+        reference: Option<&str>,
+        count: u64,
+    ) -> (Answer, String) {
+        let (stop, _keep) = nix::unistd::pipe().unwrap();
+        let mut events = Vec::new();
+        let stimuli = crate::pipeline::Stimuli {
+            pack_id: pack,
+            reference,
+            count: Some(count),
+            sinks: crate::sense::Sinks {
+                events: &mut events,
+                notes: &mut std::io::sink(),
+                events_fd: None,
+            },
+        };
+        let cancel = std::os::fd::AsFd::as_fd(&stop);
+        let subject = crate::pipeline::Subject::Stimuli(stimuli);
+        let a = crate::pipeline::run(
+            &self.rt,
+            caller,
+            subject,
+            crate::pipeline::Mode::Exec(Some(cancel)),
+        );
+        (a, String::from_utf8(events).unwrap())
     }
 
     /// `tp.say TEXT` as `caller`.

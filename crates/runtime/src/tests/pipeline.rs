@@ -39,7 +39,12 @@ fn step_9c_timeout_ends_the_call() {
         face: crate::Face::Json,
         timeout: Some(std::time::Duration::from_millis(200)),
     };
-    let a = crate::pipeline::exec(&w.rt, &w.owner(), call, None);
+    let a = crate::pipeline::run(
+        &w.rt,
+        &w.owner(),
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Exec(None),
+    );
     assert_eq!(code(&a), (Some("timeout"), 124));
     assert_eq!(w.last_record()["code"], json!("timeout"));
 }
@@ -318,8 +323,8 @@ fn sense_goes_through_step_7_like_any_call() {
     w.policy("schema_version: histos.policy/0.1\ntools:\n  tp.say:\n    args: {text: {type: string}}\nroles:\n  agent: {allow: [tp.say]}\n");
     let agent = w.session("agent", Some("agent"), &[]);
     w.grant("agent", "tp", &[Capability::SenseEnable]);
-    let r = crate::pipeline::sense(&w.rt, &agent, "tp", Some("lines")).unwrap_err();
-    assert_eq!(r.refusal.code.as_str(), "unknown_tool");
+    let (a, _) = w.sense(&agent, "tp", Some("lines"), 1);
+    assert_eq!(code(&a), (Some("unknown_tool"), 77));
     let rec = w.last_record();
     assert_eq!(
         (&rec["face"], &rec["verb_key"], &rec["code"], &rec["rule"]),
@@ -330,15 +335,24 @@ fn sense_goes_through_step_7_like_any_call() {
             &json!("unknown_tool")
         )
     );
-    // listed: admitted, with its trigger planned
+    // listed: admitted, its trigger run and its event relayed
     w.policy(POLICY);
-    let ok = crate::pipeline::sense(&w.rt, &agent, "tp", Some("lines")).unwrap();
-    assert_eq!(ok.triggers.len(), 1);
-    assert_eq!(w.last_record()["decision"], json!("allow"));
+    let (a, events) = w.sense(&agent, "tp", Some("lines"), 1);
+    assert_eq!(code(&a), (None, 0));
+    assert_eq!(
+        events,
+        "{\"event\":{\"n\":1},\"pack_id\":\"tp\",\"ref\":\"lines\"}\n"
+    );
+    let records = w.records();
+    let intent = &records[records.len() - 2];
+    assert_eq!(
+        (&intent["kind"], &intent["decision"]),
+        (&json!("intent"), &json!("allow"))
+    );
     // without sense.enable: the one grant check
     let other = w.session("other", Some("agent"), &[]);
-    let r = crate::pipeline::sense(&w.rt, &other, "tp", None).unwrap_err();
-    assert_eq!(r.refusal.code.as_str(), "missing_grant");
+    let (a, _) = w.sense(&other, "tp", None, 1);
+    assert_eq!(code(&a), (Some("missing_grant"), 77));
 }
 
 #[test]
@@ -374,4 +388,41 @@ fn connect_redacts_the_credential_from_the_verbs_stderr_in_every_form() {
     assert_eq!(r.code.as_str(), "missing_grant");
     let d = crate::connect::disconnect(&w.rt, &w.owner(), &pack).unwrap();
     assert!(d.removed);
+}
+
+#[test]
+fn disconnect_refuses_a_damaged_install_record_as_exec_does() {
+    let w = World::new();
+    w.install_pack(
+        "tb",
+        "user",
+        &[("show", "read", "personal", false, &["env"])],
+        false,
+    );
+    let pack = crate::connect::connectable(&w.rt, "tb").unwrap();
+    let record = w.home().root().join("packs/tb/.hcp/record.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    r["content_changed_at"] = json!("not a time");
+    std::fs::write(&record, r.to_string()).unwrap();
+    let a = w.exec(&w.owner(), "tb.show", &[]);
+    assert_eq!(code(&a), (Some("store_damaged"), 74));
+    let before = w.records().len();
+    for caller in [w.owner(), w.session("agent", None, &[])] {
+        let e = crate::connect::disconnect(&w.rt, &caller, &pack).unwrap_err();
+        assert_eq!((e.code.as_str(), e.exit()), ("store_damaged", 74), "{e:?}");
+    }
+    // each refusal is recorded, as the binding's refusal
+    let records = w.records();
+    assert_eq!(records.len(), before + 2);
+    for r in &records[before..] {
+        assert_eq!(
+            (&r["code"], &r["binding"], &r["verb_key"]),
+            (
+                &json!("store_damaged"),
+                &json!("refused"),
+                &json!("connect")
+            )
+        );
+    }
 }

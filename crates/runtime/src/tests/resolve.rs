@@ -83,7 +83,12 @@ fn act(w: &World, c: &crate::Caller, id: &str, timeout_ms: Option<u64>) -> Answe
         face: crate::Face::Json,
         timeout: timeout_ms.map(std::time::Duration::from_millis),
     };
-    crate::pipeline::exec(&w.rt, c, call, None)
+    crate::pipeline::run(
+        &w.rt,
+        c,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Exec(None),
+    )
 }
 
 /// The resolver's own record and the tool's, by the ids the answer names.

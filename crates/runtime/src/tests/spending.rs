@@ -228,7 +228,12 @@ fn admission_refuses_a_slot_taken_since_the_dry_check_as_the_dry_check_would() {
         face: crate::Face::Json,
         timeout: None,
     };
-    let a = crate::pipeline::exec(&racing, &c, call, None);
+    let a = crate::pipeline::run(
+        &racing,
+        &c,
+        crate::pipeline::Subject::Verb(call),
+        crate::pipeline::Mode::Exec(None),
+    );
     assert_eq!(code(&a), (Some("rate_limit"), 77));
     let r = w.last_record();
     assert_eq!(

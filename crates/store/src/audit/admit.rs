@@ -23,6 +23,7 @@ use crate::approval::{self, UsedMarker};
 use crate::counter::{self, Counters, Limits, MAX_RECENT, Verdict};
 use crate::error::StoreError;
 use crate::session::Timestamp;
+use hcp_model::Code;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
@@ -124,19 +125,19 @@ pub enum AdmitError {
 }
 
 impl AdmitError {
-    /// `budget`, `rate_limit`, `unknown_approval`, `approval_pending`, `approval_used`,
-    /// `approval_expired`, or the audit's code.
-    pub fn code(&self) -> &'static str {
+    /// `budget`, `rate_limit`, `unknown_approval`, `requires_confirmation` (the approval
+    /// is still pending), `approval_used`, `approval_expired`, or the audit's code.
+    pub fn code(&self) -> Code {
         match self {
             Self::Limit { verdict, .. } => match verdict {
-                Verdict::Budget => "budget",
-                _ => "rate_limit",
+                Verdict::Budget => Code::Budget,
+                _ => Code::RateLimit,
             },
             Self::Approval { reason, .. } => match reason {
-                ApprovalRefusal::Unknown => "unknown_approval",
-                ApprovalRefusal::NotApproved => "approval_pending",
-                ApprovalRefusal::Used => "approval_used",
-                ApprovalRefusal::Expired => "approval_expired",
+                ApprovalRefusal::Unknown => Code::UnknownApproval,
+                ApprovalRefusal::NotApproved => Code::RequiresConfirmation,
+                ApprovalRefusal::Used => Code::ApprovalUsed,
+                ApprovalRefusal::Expired => Code::ApprovalExpired,
             },
             Self::Unavailable(e) => e.code(),
         }

@@ -61,8 +61,8 @@ pub enum CheckpointError {
 
 impl CheckpointError {
     /// `bad_checkpoint`.
-    pub fn code(&self) -> &'static str {
-        "bad_checkpoint"
+    pub fn code(&self) -> hcp_model::Code {
+        hcp_model::Code::BadCheckpoint
     }
 }
 

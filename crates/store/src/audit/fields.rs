@@ -3,7 +3,7 @@
 
 use super::AuditError;
 use super::record::{CORE_FIELDS, Decision, Entry, Kind};
-use hcp_model::{Land, Operation};
+use hcp_model::{Code, Land, Operation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -81,7 +81,7 @@ pub struct Outcome {
     pub verb_key: String,
     /// Why the run did not end on its own (`timeout`, `cancelled`, `output_withheld`, a
     /// spawn failure such as `bin_changed`), `None` when it did.
-    pub code: Option<String>,
+    pub code: Option<Code>,
     /// The child's exit status, `None` when it never started or ended by a signal.
     pub exit_code: Option<i32>,
     /// Wall time from admission to the end of the run, in milliseconds.
@@ -136,6 +136,10 @@ fn opt(s: &Option<String>) -> Value {
     s.clone().map_or(Value::Null, Value::String)
 }
 
+fn code(c: Option<Code>) -> Value {
+    c.map_or(Value::Null, |c| Value::String(c.as_str().into()))
+}
+
 /// The fields of an entry's record (a refusal or an event).
 pub(crate) fn entry_fields(e: &Entry) -> Result<(Kind, Map<String, Value>), AuditError> {
     check_extra(&e.extra)?;
@@ -150,7 +154,7 @@ pub(crate) fn entry_fields(e: &Entry) -> Result<(Kind, Map<String, Value>), Audi
     );
     m.insert("land".into(), opt(&e.land.map(|l| l.as_str().to_owned())));
     m.insert("decision".into(), Value::String(e.decision.as_str().into()));
-    m.insert("code".into(), opt(&e.code));
+    m.insert("code".into(), code(e.code));
     m.insert("args_digest".into(), Value::String(e.args_digest.clone()));
     m.insert(
         "exit_code".into(),
@@ -202,7 +206,7 @@ pub(crate) fn outcome_fields(o: &Outcome) -> Result<Map<String, Value>, AuditErr
     m.insert("principal".into(), Value::String(o.principal.clone()));
     m.insert("pack_id".into(), Value::String(o.pack_id.clone()));
     m.insert("verb_key".into(), Value::String(o.verb_key.clone()));
-    m.insert("code".into(), opt(&o.code));
+    m.insert("code".into(), code(o.code));
     m.insert(
         "exit_code".into(),
         o.exit_code.map_or(Value::Null, Value::from),

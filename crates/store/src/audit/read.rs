@@ -250,7 +250,7 @@ mod tests {
             operation: None,
             land: None,
             decision: Decision::Deny,
-            code: Some("missing_grant".into()),
+            code: Some(hcp_model::Code::MissingGrant),
             args_digest: "sha256:00".into(),
             exit_code: None,
             duration_ms: 1,

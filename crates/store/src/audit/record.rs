@@ -1,9 +1,8 @@
 //! The audit record (RUNTIME §6), its canonical encoding and its hash.
 
-use hcp_model::{ArgValue, Land, Operation};
+use hcp_model::{ArgValue, Code, Land, Operation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The `prev` of the first record: `sha256:` and 64 zeros.
@@ -108,7 +107,7 @@ pub struct Entry {
     /// Allowed or refused.
     pub decision: Decision,
     /// The refusal code (`missing_grant` …); `None` when allowed.
-    pub code: Option<String>,
+    pub code: Option<Code>,
     /// [`args_digest`] of the call's arguments.
     pub args_digest: String,
     /// The child's exit status; `None` for a refusal.
@@ -242,10 +241,7 @@ fn write_compact<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
     let _ = serde_json::to_writer(&mut *out, v);
 }
 
-/// `sha256:` and the lowercase hex SHA-256 of `bytes`.
-pub fn sha256_tagged(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+pub use crate::digest::sha256_tagged;
 
 /// The hash of a record given as a JSON object: [`sha256_tagged`] over the
 /// [`canonical_json`] of the object without its `hash` key.

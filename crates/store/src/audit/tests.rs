@@ -34,7 +34,7 @@ fn entry(i: u64) -> Entry {
         } else {
             Decision::Deny
         },
-        code: (!i.is_multiple_of(2)).then(|| "missing_grant".to_owned()),
+        code: (!i.is_multiple_of(2)).then_some(hcp_model::Code::MissingGrant),
         args_digest: args_digest([("to", &v)]),
         exit_code: i.is_multiple_of(2).then_some(0),
         duration_ms: i,
@@ -255,7 +255,7 @@ fn a_cut_tail_is_truncated_and_stops_appends() {
         assert_eq!(b.expected.as_deref(), Some("8 records"));
         let e = l.append(&entry(9)).unwrap_err();
         assert_eq!(
-            (e.code(), e.cause_code()),
+            (e.code().as_str(), e.cause_code().as_str()),
             ("audit_unavailable", "truncated")
         );
         assert_eq!(lines(&l).len(), 8 - cut, "the evidence is not written over");
@@ -459,7 +459,7 @@ fn a_complete_line_that_is_not_a_record_stops_appends() {
         .unwrap();
     let e = l.append(&entry(3)).unwrap_err();
     assert_eq!(
-        (e.code(), e.cause_code()),
+        (e.code().as_str(), e.cause_code().as_str()),
         ("audit_unavailable", "unparseable")
     );
     assert_eq!(fault(&l), Some((Fault::Unparseable, 3)));

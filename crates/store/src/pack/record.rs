@@ -125,10 +125,7 @@ impl InstallRecord {
     }
 }
 
-/// `sha256:<64 lowercase hex>` of `bytes`.
-pub fn sha256_tagged(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
-}
+pub use crate::digest::sha256_tagged;
 
 /// The digest over a pack's three file digests: sha256 of the lines
 /// `<name> <digest>\n` for `surface.json`, `policy.json`, `HARNESS.md` in that order

@@ -7,7 +7,7 @@ use std::fmt;
 
 /// The reserved principal id of the caller without a session (RUNTIME §4: "the local
 /// user, holding every grant"). It cannot be given a session or a grant.
-pub const OWNER: &str = "owner";
+pub const OWNER: &str = hcp_model::principal::OWNER;
 
 /// The longest principal id, role, project or `can_view` class, in bytes.
 pub const MAX_NAME_LEN: usize = 128;

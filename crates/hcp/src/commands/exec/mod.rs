@@ -1,12 +1,13 @@
 //! `hcp exec` (RUNTIME §5): the main job, on its CLI face and its JSON face. This module
 //! reads the command line or the envelope, hands the call to the runtime's pipeline
-//! (`hcp_runtime::pipeline::exec`) and prints the answer.
+//! (`hcp_runtime::pipeline::run`) and prints the answer.
 
 pub mod face;
 
 use crate::env;
 use crate::error::{CliError, CliResult};
 use hcp_model::{Code, Envelope, parse_strict};
+use hcp_runtime::pipeline::{self, Mode, Subject};
 use hcp_runtime::{Answer, Call, CallArgs, Caller, Face, Refusal, Runtime};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -118,7 +119,7 @@ pub fn run(a: Args) -> CliResult {
     // child running unrecorded (crate::signals).
     let signals = crate::signals::arm()?;
     let cancel = std::os::fd::AsFd::as_fd(&signals.read);
-    let answer = hcp_runtime::pipeline::exec(&rt, &caller, call, Some(cancel));
+    let answer = pipeline::run(&rt, &caller, Subject::Verb(call), Mode::Exec(Some(cancel)));
     Ok(print(&answer, json || json_face))
 }
 
@@ -227,11 +228,12 @@ fn print(answer: &Answer, json: bool) -> u8 {
     if r.exit_code.is_some() {
         let _ = std::io::stdout().lock().write_all(&answer.stdout);
         let _ = std::io::stderr().lock().write_all(&answer.stderr);
-        if let (Some(sig), Some(name)) = (r.extra.get("signal"), r.extra.get("signal_name")) {
+        if let Some(sig) = answer.facts.signal {
             let _ = writeln!(
                 std::io::stderr().lock(),
-                "hcp: the verb was ended by signal {sig}: {}",
-                name.as_str().unwrap_or("")
+                "hcp: the verb was ended by signal {}: {}",
+                sig.number,
+                sig.name
             );
         }
         if r.truncated {

@@ -164,7 +164,7 @@ pub fn classify(line: &[u8]) -> Line {
                 format!(
                     "{what}: key `{key}` appears twice in {at}; hcp refuses a repeated key rather than keep one"
                 ),
-                Some(json!({ "code": "duplicate_key", "key": key, "path": path })),
+                Some(json!({ "code": hcp_model::Code::DuplicateKey, "key": key, "path": path })),
             ));
         }
     };
@@ -432,7 +432,7 @@ pub async fn pump<R>(
                     format!(
                         "the request is larger than {max} bytes (at least {oversized_bytes} read); it was not read"
                     ),
-                    Some(json!({ "code": "request_too_large", "max_bytes": max })),
+                    Some(json!({ "code": hcp_model::Code::RequestTooLarge, "max_bytes": max })),
                 )),
                 None => Line::Drop(format!(
                     "a line of {oversized_bytes} bytes or more with no id"

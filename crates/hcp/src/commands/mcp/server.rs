@@ -273,10 +273,12 @@ impl Server {
         let (rt, caller) = (self.rt.clone(), who.caller.clone());
         let task = tokio::task::spawn_blocking(move || {
             let cancel = Some(reader.as_fd());
-            let answer = match &answered {
-                None => hcp_runtime::pipeline::exec(&rt, &caller, call, cancel),
-                Some(a) => hcp_runtime::pipeline::exec_answered(&rt, &caller, call, cancel, a),
+            use hcp_runtime::pipeline::{Mode, Subject, run};
+            let mode = match &answered {
+                None => Mode::Exec(cancel),
+                Some(a) => Mode::Answered(cancel, a),
             };
+            let answer = run(&rt, &caller, Subject::Verb(call), mode);
             drop(slot);
             answer
         });

@@ -61,7 +61,7 @@ fn load(file: &std::path::Path) -> Result<Policy, CliError> {
 pub(crate) fn policy_error(file: &std::path::Path, e: &PolicyError) -> CliError {
     let t = hcp_runtime::policy::teach::split(e);
     let err = CliError::new(
-        hcp_runtime::refusal::code_of(e.code.as_str()),
+        hcp_model::Code::from(e.code),
         format!("policy `{}` does not load: {}", file.display(), t.message),
     );
     match t.hint {

@@ -68,7 +68,7 @@ fn read_all(state: &dyn hcp_store::state::State) -> Result<Vec<Map<String, Value
         }
         if let Some(f) = b.fault {
             return Err(CliError::new(
-                Code::parse(f.fault.as_str()).unwrap_or(Code::HashMismatch),
+                f.fault.code(),
                 format!(
                     "the trail does not verify at record {}{}: {}: {}",
                     f.seq,

@@ -1,12 +1,14 @@
 //! The relay loop of `hcp sense`: runs the admitted triggers and relays their JSON lines
 //! and the recorded stimuli until stopped (see [`crate::sense`] and DESIGN.md).
 
+use super::{MAX_LINE_BYTES, RECORDED_POLL, STOP_GRACE};
 use crate::Runtime;
-use crate::pipeline::SenseAdmitted;
+use crate::egress::CallEgress;
+use crate::prepare::Child;
 use crate::redact::Redactor;
 use crate::refusal::Refusal;
-use crate::sense::{MAX_LINE_BYTES, Planned, RECORDED_POLL, STOP_GRACE};
 use hcp_model::{Code, exit};
+use hcp_store::pack::InstalledPack;
 use hcp_store::stimulus;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -60,29 +62,37 @@ impl Drop for Running {
     }
 }
 
-fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
+/// Starts trigger `reference`'s child (streaming, no timeout: `hcp_adapter::start`); its
+/// listener, under `{"allow": …}`, is served by `egress`.
+fn spawn(reference: String, c: Child, egress: Option<&CallEgress>) -> Result<Running, Refusal> {
+    let Child {
+        bin,
+        argv0,
+        args,
+        env,
+        cwd,
+        confinement,
+        ..
+    } = c;
     let inv = hcp_adapter::Invocation {
-        bin: &p.bin,
-        argv0: p.argv0.clone().into(),
-        args: p.args.clone(),
-        env: &p.env,
-        cwd: p.workdir.clone(),
+        bin: &bin,
+        argv0,
+        args,
+        env: &env,
+        cwd,
         limits: hcp_adapter::Limits::default(),
-        confine: Some(&p.confinement),
+        confine: Some(&confinement),
         cancel: None,
         egress: None,
     };
     let mut child = hcp_adapter::start(&inv).map_err(|e| {
         let r = Refusal::adapter(&e);
         Refusal {
-            message: format!(
-                "trigger `{}` could not be started: {}",
-                p.reference, r.message
-            ),
+            message: format!("trigger `{reference}` could not be started: {}", r.message),
             ..r
         }
     })?;
-    crate::egress::serve_trigger(p.egress.as_ref(), child.take_egress_listener());
+    crate::egress::serve_trigger(egress, child.take_egress_listener());
     let out = child.take_stdout();
     let err = child.take_stderr();
     for fd in [&out, &err].into_iter().flatten() {
@@ -90,7 +100,7 @@ fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
         let _ = fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
     }
     Ok(Running {
-        reference: p.reference.clone(),
+        reference,
         child: Some(child),
         out,
         err,
@@ -98,7 +108,7 @@ fn spawn(p: &mut Planned) -> Result<Running, Refusal> {
         err_buf: Vec::new(),
         out_skipping: false,
         exit_code: None,
-        confinement: Some(std::mem::take(&mut p.confinement)),
+        confinement: Some(confinement),
     })
 }
 
@@ -111,14 +121,12 @@ enum Stop {
     Done,
 }
 
-/// Where the relay writes and what stops it.
+/// Where the relay writes.
 pub struct Sinks<'a> {
     /// The events, one JSON line each, flushed per line (hcp's stdout).
     pub events: &'a mut dyn Write,
     /// The triggers' stderr, relayed line by line, and the relay's notes (hcp's stderr).
     pub notes: &'a mut dyn Write,
-    /// Readable (or hung up) when the relay must stop: the signal pipe.
-    pub stop: BorrowedFd<'a>,
     /// The descriptor of `events`, watched for its reader going away.
     pub events_fd: Option<BorrowedFd<'a>>,
 }
@@ -161,145 +169,76 @@ impl Relay<'_, '_> {
     }
 }
 
+/// An admitted sense, as the relay runs it.
+pub(crate) struct Sense<'a> {
+    /// The pack.
+    pub pack: &'a InstalledPack,
+    /// The principal whose recorded stimuli are relayed.
+    pub principal: &'a str,
+    /// The refs asked for.
+    pub refs: &'a [String],
+    /// The prepared child of each trigger that runs, by ref.
+    pub triggers: Vec<(String, Child)>,
+    /// The egress proxy of each trigger, in the order of `triggers` (under
+    /// `{"allow": …}`): its listener is served when it starts.
+    pub egress: &'a [Option<CallEgress>],
+    /// What to redact from what they print.
+    pub redact: &'a Redactor,
+    /// Stop after relaying this many events.
+    pub count: Option<u64>,
+}
+
+/// What the relay waits on besides the triggers' streams: `stop`, readable (or hung up)
+/// when the relay must stop (the signal pipe), and the reader of `events` going away.
+#[derive(Clone, Copy)]
+struct Watch<'a> {
+    stop: Option<BorrowedFd<'a>>,
+    events_fd: Option<BorrowedFd<'a>>,
+}
+
 /// Runs the admitted triggers and relays events until stopped, at most `count` of them;
-/// answers the exit status: 0 when asked to stop (signal, `--count`, the reader gone),
-/// else, once every trigger has exited on its own, the first failure's status.
+/// answers the exit status: 0 when asked to stop (`stop` readable, `--count`, the reader
+/// gone), else, once every trigger has exited on its own, the first failure's status.
 ///
 /// # Errors
 /// A trigger that cannot be started (`spawn_failed`, `bin_changed` …) or a failed `poll`
 /// (`supervise_failed`); the triggers already started are stopped first.
-pub fn relay(
+pub(crate) fn relay(
     rt: &Runtime,
-    admitted: &mut SenseAdmitted,
-    count: Option<u64>,
+    mut sense: Sense<'_>,
     sinks: Sinks<'_>,
+    stop: Option<BorrowedFd<'_>>,
 ) -> Result<u8, Refusal> {
     let Sinks {
         events,
         notes,
-        stop,
         events_fd,
     } = sinks;
-    let pack = &admitted.pack;
-    let principal = admitted.principal.as_str();
-    let refs = &admitted.refs;
-    let planned = &mut admitted.triggers;
     let mut relay = Relay {
-        pack_id: pack.id.as_str(),
-        redact: &admitted.redactor,
+        pack_id: sense.pack.id.as_str(),
+        redact: sense.redact,
         sent: 0,
-        count,
+        count: sense.count,
         events,
         notes,
     };
-    let mut running = Vec::new();
-    let n_planned = planned.len();
-    for p in planned.iter_mut() {
-        match spawn(p) {
-            Ok(r) => running.push(r),
-            Err(e) => {
-                for r in &mut running {
-                    r.stop();
-                }
-                return Err(e);
+    let triggers = std::mem::take(&mut sense.triggers);
+    let n_planned = triggers.len();
+    let mut running = start_all(triggers, sense.egress)?;
+    let watch = Watch { stop, events_fd };
+    let ended = match supervise(rt, &sense, &mut running, &mut relay, watch, n_planned) {
+        Ok(e) => e,
+        Err(e) => {
+            for r in &mut running {
+                r.stop();
             }
-        }
-    }
-    let ref_strs: Vec<&str> = refs.iter().map(String::as_str).collect();
-    let mut delivered: Vec<String> = Vec::new();
-    let mut next_recorded = Instant::now();
-    let stop = 'main: loop {
-        if Instant::now() >= next_recorded {
-            match deliver_recorded(rt, pack, principal, &ref_strs, &mut delivered, &mut relay) {
-                Ok(()) => {}
-                Err(()) => break 'main Stop::Asked,
-            }
-            if relay.done() {
-                break 'main Stop::Asked;
-            }
-            next_recorded = Instant::now() + RECORDED_POLL;
-        }
-        if n_planned > 0 && running.iter().all(|r| r.child.is_none()) {
-            break 'main Stop::Done;
-        }
-        let mut fds: Vec<PollFd<'_>> = Vec::new();
-        let mut which: Vec<(usize, bool)> = Vec::new();
-        for (i, r) in running.iter().enumerate() {
-            if let Some(fd) = &r.out {
-                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                which.push((i, true));
-            }
-            if let Some(fd) = &r.err {
-                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                which.push((i, false));
-            }
-        }
-        let n_streams = fds.len();
-        fds.push(PollFd::new(stop, PollFlags::POLLIN));
-        if let Some(fd) = events_fd {
-            fds.push(PollFd::new(fd, PollFlags::empty()));
-        }
-        let wait = next_recorded.saturating_duration_since(Instant::now());
-        let timeout = PollTimeout::try_from(wait.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => {
-                for r in &mut running {
-                    r.stop();
-                }
-                return Err(Refusal::new(
-                    Code::SuperviseFailed,
-                    format!("poll failed: {e}"),
-                ));
-            }
-        }
-        let ready: Vec<bool> = fds
-            .iter()
-            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-            .collect();
-        drop(fds);
-        if ready[n_streams] || ready.get(n_streams + 1).copied().unwrap_or(false) {
-            // A signal, or whoever reads our stdout went away.
-            break 'main Stop::Asked;
-        }
-        for (k, (i, is_out)) in which.iter().enumerate() {
-            if !ready[k] {
-                continue;
-            }
-            let r = &mut running[*i];
-            if *is_out {
-                if read_events(r, &mut relay).is_err() {
-                    break 'main Stop::Asked;
-                }
-                if relay.done() {
-                    break 'main Stop::Asked;
-                }
-            } else {
-                read_stderr(r, &mut relay);
-            }
-        }
-        for r in &mut running {
-            let exited = r
-                .child
-                .as_ref()
-                .is_some_and(hcp_adapter::Started::has_exited);
-            if r.child.is_some() && (r.out.is_none() && r.err.is_none() || exited) {
-                // The direct child is done: relay what is already written, then end the
-                // rest of its group (like exec) and reap it.
-                if read_events(r, &mut relay).is_err() {
-                    break 'main Stop::Asked;
-                }
-                read_stderr(r, &mut relay);
-                r.finish();
-                r.out = None;
-                r.err = None;
-            }
+            return Err(e);
         }
     };
     for r in &mut running {
         r.stop();
     }
-    if stop == Stop::Asked {
+    if ended == Stop::Asked {
         return Ok(exit::OK);
     }
     // Every trigger ended on its own: the first failure's status, else 0.
@@ -320,13 +259,146 @@ pub fn relay(
     Ok(status)
 }
 
+/// Starts every trigger; when one cannot be started, those already started are stopped.
+fn start_all(
+    triggers: Vec<(String, Child)>,
+    egress: &[Option<CallEgress>],
+) -> Result<Vec<Running>, Refusal> {
+    let mut running: Vec<Running> = Vec::new();
+    for (i, (reference, child)) in triggers.into_iter().enumerate() {
+        match spawn(reference, child, egress.get(i).and_then(Option::as_ref)) {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                for r in &mut running {
+                    r.stop();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(running)
+}
+
+/// The relay's loop: the recorded stimuli every [`RECORDED_POLL`], the triggers' lines as
+/// they come, until asked to stop or every trigger has exited.
+fn supervise(
+    rt: &Runtime,
+    sense: &Sense<'_>,
+    running: &mut [Running],
+    relay: &mut Relay<'_, '_>,
+    watch: Watch<'_>,
+    n_planned: usize,
+) -> Result<Stop, Refusal> {
+    let refs: Vec<&str> = sense.refs.iter().map(String::as_str).collect();
+    let mut delivered: Vec<String> = Vec::new();
+    let mut next_recorded = Instant::now();
+    loop {
+        if Instant::now() >= next_recorded {
+            let pending = (sense.pack, sense.principal, refs.as_slice());
+            if deliver_recorded(rt, pending, &mut delivered, relay).is_err() || relay.done() {
+                return Ok(Stop::Asked);
+            }
+            next_recorded = Instant::now() + RECORDED_POLL;
+        }
+        if n_planned > 0 && running.iter().all(|r| r.child.is_none()) {
+            return Ok(Stop::Done);
+        }
+        let wait = next_recorded.saturating_duration_since(Instant::now());
+        if let Some(stop) = poll_once(running, relay, watch, wait)? {
+            return Ok(stop);
+        }
+    }
+}
+
+/// One `poll` over the triggers' streams, the stop descriptor and the reader of our
+/// stdout, at most `wait`; relays what became readable and finishes the triggers whose
+/// direct child exited. `Some` when the relay must end.
+fn poll_once(
+    running: &mut [Running],
+    relay: &mut Relay<'_, '_>,
+    watch: Watch<'_>,
+    wait: std::time::Duration,
+) -> Result<Option<Stop>, Refusal> {
+    let mut fds: Vec<PollFd<'_>> = Vec::new();
+    let mut which: Vec<(usize, bool)> = Vec::new();
+    for (i, r) in running.iter().enumerate() {
+        if let Some(fd) = &r.out {
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            which.push((i, true));
+        }
+        if let Some(fd) = &r.err {
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            which.push((i, false));
+        }
+    }
+    let n_streams = fds.len();
+    if let Some(fd) = watch.stop {
+        fds.push(PollFd::new(fd, PollFlags::POLLIN));
+    }
+    if let Some(fd) = watch.events_fd {
+        fds.push(PollFd::new(fd, PollFlags::empty()));
+    }
+    let timeout = PollTimeout::try_from(wait.as_millis().max(1)).unwrap_or(PollTimeout::MAX);
+    match poll(&mut fds, timeout) {
+        Ok(_) | Err(Errno::EINTR) => {}
+        Err(e) => {
+            return Err(Refusal::new(
+                Code::SuperviseFailed,
+                format!("poll failed: {e}"),
+            ));
+        }
+    }
+    let ready: Vec<bool> = fds
+        .iter()
+        .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+        .collect();
+    drop(fds);
+    if ready[n_streams..].iter().any(|r| *r) {
+        // A signal, or whoever reads our stdout went away.
+        return Ok(Some(Stop::Asked));
+    }
+    for (k, (i, is_out)) in which.iter().enumerate() {
+        if !ready[k] {
+            continue;
+        }
+        let r = &mut running[*i];
+        if *is_out {
+            if read_events(r, relay).is_err() || relay.done() {
+                return Ok(Some(Stop::Asked));
+            }
+        } else {
+            read_stderr(r, relay);
+        }
+    }
+    Ok(finish_exited(running, relay))
+}
+
+/// The triggers whose direct child is done: relays what is already written, then ends
+/// the rest of the group (like exec) and reaps it. `Some` when our stdout closed.
+fn finish_exited(running: &mut [Running], relay: &mut Relay<'_, '_>) -> Option<Stop> {
+    for r in running {
+        let exited = r
+            .child
+            .as_ref()
+            .is_some_and(hcp_adapter::Started::has_exited);
+        if r.child.is_some() && (r.out.is_none() && r.err.is_none() || exited) {
+            if read_events(r, relay).is_err() {
+                return Some(Stop::Asked);
+            }
+            read_stderr(r, relay);
+            r.finish();
+            r.out = None;
+            r.err = None;
+        }
+    }
+    None
+}
+
 /// Relays the recorded stimuli not yet delivered by this process, then acknowledges them.
 /// `Err` when stdout is closed.
 fn deliver_recorded(
     rt: &Runtime,
-    pack: &hcp_store::pack::InstalledPack,
-    principal: &str,
-    refs: &[&str],
+    (pack, principal, refs): (&InstalledPack, &str, &[&str]),
     delivered: &mut Vec<String>,
     relay: &mut Relay<'_, '_>,
 ) -> Result<(), ()> {

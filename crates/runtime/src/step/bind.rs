@@ -1,0 +1,165 @@
+//! The binding acts of RUNTIME §8 and their records: `hcp disconnect` removes the calling
+//! principal's credential for the pack's family ([`disconnect`], after steps 1, 2 and the
+//! grant of step 4); `hcp connect`'s decision on what its verb printed (stored, refused)
+//! is recorded by [`record`]. Each is an audit record of its own — `"binding": "stored" |
+//! "refused" | "removed" | "absent"`, the family, the run's record — with the usual digest
+//! of the arguments, never the credential.
+
+use super::Stop;
+use super::target::Verb;
+use crate::Runtime;
+use crate::call::Answer;
+use crate::record::Record;
+use crate::refusal::Refusal;
+use hcp_model::facts::{BindingAct, BindingOutcome};
+use hcp_model::{CallFacts, Code, ExecResult, Principal, exit};
+use hcp_store::StoreLock;
+use hcp_store::audit::{Decision, Entry};
+use hcp_store::binding;
+use hcp_store::pack::InstalledPack;
+use serde_json::Value;
+
+/// Removes `principal`'s credential for the family of `verb`'s pack and records it.
+///
+/// # Errors
+/// The store's failure to remove it (not recorded).
+pub(crate) fn disconnect(
+    rt: &Runtime,
+    (verb, principal): (&Verb, &Principal),
+    rec: &mut Record,
+) -> Result<Answer, Stop> {
+    let pack = &verb.pack;
+    let family = pack.manifest.family().to_owned();
+    let removed = StoreLock::acquire(rt.home())
+        .and_then(|_lock| binding::remove(rt.home(), &principal.id, &family))
+        .map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;
+    let outcome = if removed {
+        BindingOutcome::Removed
+    } else {
+        BindingOutcome::Absent
+    };
+    let digest = rec.args_digest.clone().unwrap_or_default();
+    let of = Of {
+        pack,
+        verb_key: &verb.key,
+        principal: &principal.id,
+        args_digest: &digest,
+    };
+    let audit_id = record(rt, &of, None, outcome, None);
+    rec.facts.binding = Some(BindingAct {
+        outcome,
+        family: Some(family),
+        run_audit_id: None,
+    });
+    let result = ExecResult {
+        ok: true,
+        pack_id: rec.pack_id.clone(),
+        verb_key: rec.verb_key.clone(),
+        operation: rec.operation.map(|o| o.to_string()),
+        land: rec.land.map(|l| l.to_string()),
+        error: None,
+        code: None,
+        hint: None,
+        exit_code: None,
+        stdout: None,
+        stderr: None,
+        data: Value::Null,
+        truncated: false,
+        duration_ms: rec.elapsed_ms(),
+        audit_id,
+        extra: serde_json::Map::new(),
+    };
+    Ok(Answer {
+        result,
+        exit: exit::OK,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        preview: None,
+        principal: Some(principal.id.clone()),
+        facts: std::mem::take(&mut rec.facts),
+    })
+}
+
+/// Whose binding decision on which pack: what its record names.
+pub(crate) struct Of<'a> {
+    pub pack: &'a InstalledPack,
+    pub verb_key: &'a str,
+    pub principal: &'a str,
+    pub args_digest: &'a str,
+}
+
+/// Appends the record of a binding decision (`code` for a refusal): what became of the
+/// credential, the family and the run's record. Returns its id.
+pub(crate) fn record(
+    rt: &Runtime,
+    of: &Of<'_>,
+    code: Option<Code>,
+    outcome: BindingOutcome,
+    run: Option<&str>,
+) -> Option<String> {
+    let act = BindingAct {
+        outcome,
+        family: Some(of.pack.manifest.family().to_owned()),
+        run_audit_id: run.map(str::to_owned),
+    };
+    rt.state().record(&entry(of, code, act)).ok().map(|a| a.id)
+}
+
+/// The record of `hcp disconnect` refused (`"binding": "refused"`), under the principal
+/// the call is recorded as. Returns its id.
+pub(crate) fn refused(rt: &Runtime, rec: &Record, code: Code) -> Option<String> {
+    let digest = rec.args_digest.clone().unwrap_or_default();
+    let principal = rec.principal.clone().unwrap_or_else(|| "unknown".into());
+    let act = BindingAct {
+        outcome: BindingOutcome::Refused,
+        family: None,
+        run_audit_id: None,
+    };
+    let mut e = Entry {
+        principal,
+        project: None,
+        pack_id: rec.pack_id.clone(),
+        verb_key: rec.verb_key.clone().unwrap_or_default(),
+        operation: rec.operation,
+        land: rec.land,
+        decision: Decision::Deny,
+        code: Some(code),
+        args_digest: digest,
+        exit_code: None,
+        duration_ms: 0,
+        extra: Default::default(),
+    };
+    e.extra = CallFacts {
+        binding: Some(act),
+        ..CallFacts::default()
+    }
+    .audit_fields();
+    rt.state().record(&e).ok().map(|a| a.id)
+}
+
+/// The audit entry of a binding decision on `of.pack`'s connect verb.
+fn entry(of: &Of<'_>, code: Option<Code>, act: BindingAct) -> Entry {
+    let policy = of.pack.policy.verbs.get(of.verb_key);
+    Entry {
+        principal: of.principal.to_owned(),
+        project: None,
+        pack_id: Some(of.pack.id.to_string()),
+        verb_key: of.verb_key.to_owned(),
+        operation: policy.map(|p| p.operation),
+        land: policy.map(|p| p.privacy.land),
+        decision: if code.is_some() {
+            Decision::Deny
+        } else {
+            Decision::Allow
+        },
+        code,
+        args_digest: of.args_digest.to_owned(),
+        exit_code: None,
+        duration_ms: 0,
+        extra: CallFacts {
+            binding: Some(act),
+            ..CallFacts::default()
+        }
+        .audit_fields(),
+    }
+}
