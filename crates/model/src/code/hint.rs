@@ -1,5 +1,5 @@
 //! The next step for every code: a hint naming the command to run next, or the file of the
-//! repository to read (`docs/packs.md`, `docs/config.md`). A refusal that carries no hint of
+//! repository to read (`README.md`, `docs/rules.md`). A refusal that carries no hint of
 //! its own is given this one, so no refusal leaves its reader without a next command.
 //!
 //! The match is exhaustive: a code added to the table does not compile until it has its
@@ -22,16 +22,18 @@ impl Code {
             UnknownVerb | AmbiguousVerb => "list the active verbs with `hcp list`",
             PackInactive => "activate the pack with `hcp activate PACK`",
             TransportNotOffered => {
-                "add the face to the pack's `transports` (docs/packs.md), then `hcp install --force DIR`"
+                "add the face to the pack's `transports` (README.md, docs/rules.md), then `hcp install --force DIR`"
             }
             KindUnsupported | PassThroughUnsupported => {
-                "turn `pass_through` into named verbs with `hcp pack promote DIR` (docs/packs.md)"
+                "turn `pass_through` into named verbs with `hcp pack promote DIR` (README.md, docs/rules.md)"
             }
             NotInstalled | PackUnreadable => "list the installed packs with `hcp list`",
-            NotConnectable => "see the pack's `binding` with `hcp show PACK` (docs/packs.md)",
+            NotConnectable => {
+                "see the pack's `binding` with `hcp show PACK` (README.md, docs/rules.md)"
+            }
             UnknownStimulus => "see the pack's stimuli with `hcp show PACK`",
             WriteStimulus => {
-                "make the stimulus `read` in policy.json (docs/packs.md), then `hcp lint DIR`"
+                "make the stimulus `read` in policy.json (README.md, docs/rules.md), then `hcp lint DIR`"
             }
 
             BadSession => "ask the owner for a new session: `hcp session start --principal ID`",
@@ -93,10 +95,10 @@ impl Code {
                 "see the rule that decided with `hcp policy decide TOOL --principal ID`"
             }
             NoResourceResolver => {
-                "name a resolver in `config.json` (`hcp config set resolvers.TOOL PACK.VERB`; docs/config.md)"
+                "name a resolver in `config.json`: `\"resolvers\": {\"TOOL\": \"PACK.VERB\"}` (README.md); `hcp doctor` checks the file"
             }
             NoEscalationTier | EscalationError => {
-                "wire escalation to the owner: `hcp config set escalation approvals` (docs/config.md)"
+                "wire escalation to the owner: `\"escalation\": \"approvals\"` in `config.json` (README.md), then `hcp approvals`"
             }
             CanaryExfil | SecretDetected | InjectionPattern | ExfiltrationPattern => {
                 "the owner reviews the call in `hcp audit tail`; remove the secret or canary from the arguments"
@@ -123,7 +125,7 @@ impl Code {
             }
 
             BadConfig => {
-                "fix `config.json` with `hcp config set KEY VALUE` (every key: docs/config.md)"
+                "fix `config.json` at the place named (its keys: README.md); `hcp doctor` checks it"
             }
             SandboxUnavailable | SandboxFailed => {
                 "`hcp doctor` names what the kernel lacks and its fix"
@@ -132,7 +134,7 @@ impl Code {
                 "install the pack again to pin its bin: `hcp install --force DIR`"
             }
             EnvRefused => {
-                "remove the name from `wrap.agent_env` (docs/packs.md), then `hcp install --force DIR`"
+                "remove the name from `wrap.agent_env` (README.md, docs/rules.md), then `hcp install --force DIR`"
             }
             SpawnFailed | SuperviseFailed => {
                 "`hcp doctor` checks the machine; `hcp show PACK` names the bin"
@@ -142,7 +144,9 @@ impl Code {
             }
             Timeout => "give the call more time with `--timeout SECS`",
             Cancelled => "run the call again: `hcp exec PACK.VERB …`",
-            MemoryExceeded => "raise `limits.memory_bytes` with `hcp config set` (docs/config.md)",
+            MemoryExceeded => {
+                "raise `limits.memory_bytes` in `config.json` (README.md); `hcp doctor` shows the limits"
+            }
             OutcomeDeferred => {
                 "do not run the write again: it happened; `hcp audit verify` shows the call"
             }
@@ -159,7 +163,9 @@ impl Code {
             }
             AuditDamaged | AuditBadEntry => "`hcp audit verify` names the first fault",
             NoStore => "make a store with `hcp init` (or fix `HCP_HOME`)",
-            WitnessUnavailable => "`hcp doctor` checks `audit.witness` (docs/config.md)",
+            WitnessUnavailable => {
+                "`hcp doctor` checks `audit.witness` in `config.json` (README.md)"
+            }
 
             LintFailed | MissingFile | BadJson | UnknownField | BadPackId | SurfaceIdMismatch
             | BadVersion | BadLand | BadOperation | MissingVerb | ExtraVerb | MissingStimulus
@@ -169,15 +175,15 @@ impl Code {
             | ConfirmNotMirrored | VerbCount | SkillTooLong | SkillMissingSection
             | AbsolutePathInSkill | ExtraFile | PassThroughPresent | UnsupportedKind
             | CodeRunningCli => {
-                "fix the pack (each field and lint code: docs/packs.md), then `hcp lint DIR`"
+                "fix the pack (each lint code and its fix: docs/rules.md), then `hcp lint DIR`"
             }
             AlreadyInstalled => "replace it with `hcp install --force DIR`",
-            BadPackDir => "give the pack's directory: `hcp install DIR` (docs/packs.md)",
+            BadPackDir => "give the pack's directory: `hcp install DIR` (README.md, docs/rules.md)",
             NothingToPromote => {
-                "`hcp pack promote DIR` needs a pack with `pass_through` (docs/packs.md)"
+                "`hcp pack promote DIR` needs a pack with `pass_through` (README.md, docs/rules.md)"
             }
             SkillCollision | SkillExportUnusable => {
-                "check `skills.export` in `config.json` (docs/config.md); `hcp doctor` lists each folder"
+                "check `skills.export` in `config.json` (README.md); `hcp doctor` lists each folder"
             }
 
             OwnerOnly => {
@@ -212,7 +218,10 @@ mod tests {
             .iter()
             .map(|c| (c, c.next_step()))
             .filter(|(_, h)| {
-                !(h.contains("`hcp ") || h.contains("docs/") || h.contains("`--"))
+                !(h.contains("`hcp ")
+                    || h.contains("docs/")
+                    || h.contains("README.md")
+                    || h.contains("`--"))
                     || h.contains("RUNTIME")
             })
             .map(|(c, h)| format!("{c}: {h}"))
