@@ -807,9 +807,9 @@ fn one_sessions_workdir_refuses_nobody_else_across_the_fleet() {
     let Some((ua, ub)) = urls() else { return };
     let (schema, ms) = fleet("workdirs", &[&ua, &ub], &["echo"]);
     let (a, b) = (&ms[0], &ms[1]);
-    let dir = a.w.work.join("careless");
-    std::fs::create_dir_all(&dir).unwrap();
     for p in ["careless-live", "careless-ended", "careless-expired"] {
+        let dir = a.w.work.join(p);
+        std::fs::create_dir_all(&dir).unwrap();
         a.ok(&[
             "session",
             "start",

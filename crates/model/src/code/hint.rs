@@ -63,7 +63,7 @@ impl Code {
             ConfirmRequired => "run it again with `--confirm` once the user agreed",
 
             UnknownTool => {
-                "add the tool to the runtime policy with `hcp policy init --merge FILE`, check it with `hcp policy check`, then `hcp policy lock`"
+                "add the tool to the runtime policy (`hcp policy init PACK` prints its entry), check it with `hcp policy check`, then `hcp policy lock`"
             }
             Rbac => {
                 "grant the role the tool in the runtime policy (`hcp policy decide` shows why), or start the session with `--role ROLE`"
