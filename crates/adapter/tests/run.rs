@@ -488,6 +488,21 @@ fn a_child_past_its_cap_is_ended_when_asked_and_drained_otherwise() {
     assert!(out.stdout_truncated);
     assert!(!out.timed_out);
     assert_eq!(out.signal, Some(15));
+    assert_eq!(out.exit_code, hcp_adapter::ENDED_AT_CAP);
+    // A child that ignores the SIGTERM (as a PID namespace's init does unless it handles
+    // it) is killed after the grace, and its status is the same one.
+    let limits = Limits {
+        stdout_cap: 1000,
+        end_at_cap: true,
+        grace: std::time::Duration::from_millis(100),
+        timeout: std::time::Duration::from_secs(600),
+        ..Limits::default()
+    };
+    let out = sh_with("trap '' TERM; exec yes", limits);
+    assert!(out.stdout_truncated);
+    assert!(!out.timed_out);
+    assert_eq!(out.signal, Some(9));
+    assert_eq!(out.exit_code, hcp_adapter::ENDED_AT_CAP);
     let limits = Limits {
         stdout_cap: 1000,
         ..Limits::default()
