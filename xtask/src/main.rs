@@ -17,7 +17,10 @@ mod bench_mcp;
 mod bench_openapi;
 mod bench_store;
 mod demo;
+mod docs_config;
+mod docs_packs;
 mod generate;
+mod schema_doc;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,7 +35,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Write docs/rules.md and the JSON Schemas of surface.json and policy.json.
+    /// Write docs/rules.md, docs/packs.md, docs/config.md and the JSON Schemas of
+    /// surface.json and policy.json.
     Generate(generate::Args),
     /// Build, install the gold packs into a fresh store and run a scripted agent.
     Demo(demo::Args),

@@ -164,6 +164,12 @@ macro_rules! codes {
                 match self { $(Self::$v => exit::$cmd,)* }
             }
 
+            /// What the code means, one sentence (its line of the table; the generated
+            /// `docs/packs.md` shows it).
+            pub fn summary(self) -> &'static str {
+                match self { $(Self::$v => $d,)* }
+            }
+
             /// The code spelled `text`, if it is one.
             pub fn parse(text: &str) -> Option<Code> {
                 match text { $($s => Some(Self::$v),)* _ => None }

@@ -89,7 +89,7 @@ pub const DEFAULT_TMP_BYTES: u64 = 64 << 20;
 pub const DEFAULT_MEMORY_BYTES: u64 = 2 << 30;
 
 /// `$HCP_HOME/config.json`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
     /// The confinement of every call's child.
@@ -98,8 +98,8 @@ pub struct RuntimeConfig {
     pub limits: LimitsConfig,
     /// Where activation also writes the skills (RUNTIME §10).
     pub skills: SkillsConfig,
-    /// The shared state of a fleet (RUNTIME §9); `None`: the files of `$HCP_HOME`. Never
-    /// serialised (its URL may hold a password).
+    /// The shared state of a fleet (RUNTIME §9); absent, the state is the files of
+    /// `$HCP_HOME`. Never serialised (its URL may hold a password).
     #[serde(skip_serializing)]
     pub state: Option<StateConfig>,
     /// `packs`: per pack id, what its children may read and write beyond their land's
@@ -127,11 +127,12 @@ pub struct RuntimeConfig {
 }
 
 /// `audit`: where the trail's signed checkpoints are witnessed (RUNTIME §6).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditConfig {
-    /// `audit.witness`: an absolute directory, or `"state"` for the fleet's PostgreSQL
-    /// database (needs `state`); absent, no witness. Read through [`AuditConfig::witness`].
+    /// `audit.witness`: an absolute directory, which must exist, or `"state"` for the
+    /// fleet's PostgreSQL database (needs `state`); absent, no witness. The runtime reads
+    /// it through [`AuditConfig::witness`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub witness: Option<String>,
 }
@@ -193,7 +194,7 @@ impl WitnessConfig {
 
 /// `policy_mode`: whether the runtime policy (RUNTIME §7) is enforced or only observed
 /// (RUNTIME §11).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PolicyMode {
     /// `"enforce"`: the policy refuses, binds, counts and controls output.
@@ -270,7 +271,7 @@ impl RuntimeConfig {
 }
 
 /// One pack's entry of `packs` (RUNTIME §5.1, §5.3).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PackConfig {
     /// `read`: absolute paths in the view of the pack's children, at their own path,
@@ -295,7 +296,7 @@ pub struct PackConfig {
 /// in the file. `~` and `~/…` are allowed in `sandbox.protect` only
 /// ([`ConfigPath::resolve_in`]); grants are absolute, since `~` would follow the caller's
 /// `HOME`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct ConfigPath {
     /// The text of the entry.
@@ -397,14 +398,14 @@ pub fn check_allow(
 /// `state`: the PostgreSQL database that holds a fleet's sessions, grants, approvals,
 /// counters and audit (RUNTIME §9). The runtime's backend (`hcp-state-pg`) parses the URL
 /// itself and reports a URL it cannot use as `bad_config` at [`StateConfig::url_at`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// A libpq connection string: `postgresql://user@host/db?sslmode=…` or the key-word
     /// form `host=/path/to/socket dbname=… user=…`.
     pub url: String,
     /// The PostgreSQL schema (namespace) of hcp's tables, `^[a-z_][a-z0-9_]{0,62}$`, not
-    /// starting with `pg_`; `None`: `hcp`.
+    /// starting with `pg_`; absent, `hcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
     /// Where the key `state.url` is in `config.json` (0:0 for one not read from a file).
@@ -527,7 +528,7 @@ pub const MAX_ELICITATION_TIMEOUT_S: u64 = 86_400;
 
 /// `mcp`: how `hcp mcp` puts the person in the loop, and what `hcp mcp --http` lets in
 /// (RUNTIME §10).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     /// `approve_by_elicitation` (default `false`): a call the runtime policy pauses for
@@ -535,9 +536,9 @@ pub struct McpConfig {
     /// accept approves that pending approval as `hcp approve` would. Off, the owner answers
     /// with `hcp approve` only.
     pub approve_by_elicitation: bool,
-    /// `elicitation_timeout_s` (default [`DEFAULT_ELICITATION_TIMEOUT_S`], 1 to
-    /// [`MAX_ELICITATION_TIMEOUT_S`]): seconds `hcp mcp` waits for the person's answer; an
-    /// answer after that is ignored and the call is refused as if declined.
+    /// `elicitation_timeout_s` (default 300): seconds `hcp mcp` waits for the person's
+    /// answer, 1 to 86400 (one day, [`MAX_ELICITATION_TIMEOUT_S`]); an answer after that is
+    /// ignored and the call is refused as if declined.
     pub elicitation_timeout_s: u64,
     /// `http`: what `hcp mcp --http` lets in.
     pub http: McpHttpConfig,
@@ -554,7 +555,7 @@ impl Default for McpConfig {
 }
 
 /// `mcp.http`: what `hcp mcp --http` lets in (RUNTIME §10, "Streamable HTTP").
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpHttpConfig {
     /// `origins` (default none): the browser origins whose requests are served, each
@@ -567,7 +568,7 @@ pub struct McpHttpConfig {
 }
 
 /// One entry of `mcp.http.origins`: `http://HOST[:PORT]` or `https://HOST[:PORT]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct HttpOrigin(String);
 
@@ -618,7 +619,7 @@ impl<'de> Deserialize<'de> for HttpOrigin {
 }
 
 /// `escalation`: the semantic tier of the runtime policy's `escalate` (RUNTIME §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EscalationMode {
     /// `"approvals"`: the owner's approval queue answers (`hcp approvals` lists the
@@ -654,7 +655,7 @@ fn tool_fault(what: &str, text: &str) -> Option<String> {
 }
 
 /// `skills`: the folders where harnesses look for skills (RUNTIME §10).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SkillsConfig {
     /// `export` (default none): activation also writes `DIR/ID/SKILL.md` in each folder,
@@ -666,7 +667,7 @@ pub struct SkillsConfig {
 /// One folder of `skills.export`, as written: an absolute path, or `~` / `~/…`, which is
 /// expanded from `HOME` when the folder is used ([`ExportDir::resolve`]). `~user` is not
 /// expanded, a relative path and a `..` component are refused when the file is read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct ExportDir {
     /// The text of the entry.
@@ -730,7 +731,7 @@ impl ExportDir {
 
 /// `sandbox`: what every call's view holds and how a missing mechanism is answered
 /// (RUNTIME §5.1–§5.4).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// `require` (default `false`): refuse the owner's calls (`sandbox_unavailable`) where
@@ -746,8 +747,9 @@ pub struct SandboxConfig {
     /// (RUNTIME §5.2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub homes: Option<ConfigPath>,
-    /// `protect_in_workdir` (default the list of RUNTIME §5.1, `hcp_adapter::PROTECTED_IN_WORKDIR`):
-    /// names relative to a writable workdir that a call may read and never write.
+    /// `protect_in_workdir`: names relative to a writable workdir that a call may read and
+    /// never write; absent, the default list `hcp_adapter::PROTECTED_IN_WORKDIR` (RUNTIME
+    /// §5.1). A list given here replaces the default one: keep its names and add yours.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protect_in_workdir: Option<Vec<String>>,
     /// `tmpdir`: read and ignored (the call's `/tmp` is its own tmpfs now).
@@ -759,7 +761,7 @@ pub struct SandboxConfig {
 }
 
 /// `sandbox.tmpdir` of earlier versions, read and ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TmpdirMode {
     /// `"memory"`.
@@ -805,6 +807,29 @@ impl Serialize for NetworkMode {
                 m.end()
             }
         }
+    }
+}
+
+/// The schema of a network: `"deny"`, `"host"` or `{"allow": [DEST…]}` (for
+/// `docs/config.md`).
+impl schemars::JsonSchema for NetworkMode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NetworkMode".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "oneOf": [
+                {"const": "deny", "type": "string", "description": "No socket at all but a `socketpair`."},
+                {"const": "host", "type": "string", "description": "The host's network."},
+                {
+                    "type": "object",
+                    "description": "Only these destinations (`HOST:PORT`, `*.DOMAIN:PORT`), through hcp's egress proxy.",
+                    "properties": {"allow": {"type": "array", "items": {"type": "string"}}},
+                    "required": ["allow"],
+                    "additionalProperties": false
+                }
+            ]
+        })
     }
 }
 
@@ -854,7 +879,7 @@ impl<'de> Deserialize<'de> for NetworkMode {
 /// `limits`: soft = hard resource limits of every child (`setrlimit`), the bounds of its
 /// tmpfs and of its memory, and the delegated cgroup an ordinary user's memory bound is
 /// made in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// Seconds of CPU time ([`DEFAULT_CPU_SECONDS`]).

@@ -17,6 +17,8 @@ pub struct Rule {
     pub level: Level,
     /// One lowercase line saying what it finds.
     pub summary: &'static str,
+    /// One lowercase line saying how to fix what it finds (`docs/packs.md`).
+    pub fix: &'static str,
     run: fn(&Ctx<'_>, &mut Vec<Diagnostic>),
     source: &'static str,
 }
@@ -53,7 +55,7 @@ impl Rule {
 }
 
 macro_rules! rules {
-    ($($module:ident: $level:ident, $summary:literal;)*) => {
+    ($($module:ident: $level:ident, $summary:literal, $fix:literal;)*) => {
         $(pub mod $module;)*
 
         /// Every rule, in the order [`crate::check`] runs them.
@@ -62,6 +64,7 @@ macro_rules! rules {
                 code: $module::CODE,
                 level: Level::$level,
                 summary: $summary,
+                fix: $fix,
                 run: $module::run,
                 source: include_str!(concat!(stringify!($module), ".rs")),
             },
@@ -70,42 +73,78 @@ macro_rules! rules {
 }
 
 rules! {
-    missing_file: Error, "one of `surface.json`, `policy.json`, `HARNESS.md` is missing or unreadable";
-    bad_json: Error, "a pack file is not well-formed JSON, or a value has the wrong type";
-    duplicate_key: Error, "the same key twice in one JSON object";
-    unknown_field: Error, "a field the format does not define";
-    bad_version: Error, "`version` (policy) or `hcp` (manifest) is not `1`";
-    bad_land: Error, "a land token other than `personal`, `brain`, `local`";
-    bad_operation: Error, "an operation other than `read`, `write`";
-    bad_pack_id: Error, "the manifest `id` is not a valid pack id";
-    surface_id_mismatch: Error, "the policy's `surface_id` differs from the manifest `id`";
-    missing_verb: Error, "a manifest verb without a policy entry";
-    extra_verb: Error, "a policy verb entry the manifest does not declare";
-    missing_stimulus: Error, "a stimulus trigger without a policy entry";
-    extra_stimulus: Error, "a policy stimulus entry no trigger declares";
-    write_stimulus: Error, "a stimulus entry whose operation is not `read`";
-    confirm_on_read: Error, "`confirm` on an entry that is not a write";
-    connect_not_write: Error, "the connect verb is not a write";
-    cli_bin_mismatch: Error, "a verb's program cannot be determined, or `cli[0]` differs from `cliBin`";
-    bad_placeholder: Error, "a malformed `{{placeholder}}` in a command template";
-    reserved_placeholder: Error, "a placeholder name the runtime keeps, or one that selects the tenant";
-    exec_wrapper_bin: Error, "the program is a shell or runs its arguments as a command";
-    hcp_bin_reserved: Error, "a pack other than the bootstrap pack `hcp-cli` whose bin is `hcp`";
-    code_running_cli: Warning, "the program is a CLI known to run commands named in its arguments or input";
-    secret_file: Error, "a `.env`, a `secrets/` directory or a private key in the pack";
-    symlink_in_pack: Error, "a symbolic link inside the pack";
-    unsafe_path: Error, "an entry whose name holds `..`, a control character or an absolute path";
-    bad_binding: Error, "a binding that does not fit the plane or names no usable connect verb";
-    bad_openapi: Error, "the OpenAPI document, or how the manifest uses it, is refused";
-    unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document";
-    confirm_not_mirrored: Warning, "a confirmed write whose command has no `--confirm` or `--apply` flag";
-    verb_count: Warning, "fewer than 5 or more than 12 verbs";
-    skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)";
-    skill_missing_section: Warning, "`HARNESS.md` lacks a title, a hot-path table or an anti-patterns section";
-    absolute_path_in_skill: Warning, "a host-absolute path in `HARNESS.md`";
-    extra_file: Warning, "an entry beside the three pack files";
-    pass_through_present: Warning, "the manifest keeps the bootstrap `pass_through`";
-    unsupported_kind: Warning, "a `kind` this runtime parses but does not execute";
+    missing_file: Error, "one of `surface.json`, `policy.json`, `HARNESS.md` is missing or unreadable",
+        "add the missing file beside the others (`surface.json`, `policy.json`, `HARNESS.md`, exact names)";
+    bad_json: Error, "a pack file is not well-formed JSON, or a value has the wrong type",
+        "correct the JSON at the line and column named; each field's type is in `docs/packs.md`";
+    duplicate_key: Error, "the same key twice in one JSON object",
+        "keep one of the two keys";
+    unknown_field: Error, "a field the format does not define",
+        "remove the field, or correct its spelling (the message names the nearest field)";
+    bad_version: Error, "`version` (policy) or `hcp` (manifest) is not `1`",
+        "set `\"version\": 1` in policy.json and `\"hcp\": 1` (or nothing) in surface.json";
+    bad_land: Error, "a land token other than `personal`, `brain`, `local`",
+        "write `personal`, `brain` or `local` in `privacy.land`";
+    bad_operation: Error, "an operation other than `read`, `write`",
+        "write `read` or `write` in `operation`";
+    bad_pack_id: Error, "the manifest `id` is not a valid pack id",
+        "use lowercase letters, digits and single `-`, at most 64 characters";
+    surface_id_mismatch: Error, "the policy's `surface_id` differs from the manifest `id`",
+        "set the policy's `surface_id` to the manifest's `id`";
+    missing_verb: Error, "a manifest verb without a policy entry",
+        "add a policy entry for the verb under `verbs`, with its `operation` and `privacy.land`";
+    extra_verb: Error, "a policy verb entry the manifest does not declare",
+        "remove the policy entry, or declare the verb in `surface.json`";
+    missing_stimulus: Error, "a stimulus trigger without a policy entry",
+        "add a `read` entry for the trigger's `ref` under the policy's `stimuli`";
+    extra_stimulus: Error, "a policy stimulus entry no trigger declares",
+        "remove the entry, or declare the trigger in `stimulusTriggers`";
+    write_stimulus: Error, "a stimulus entry whose operation is not `read`",
+        "make the stimulus entry's `operation` `read`: a stimulus never writes";
+    confirm_on_read: Error, "`confirm` on an entry that is not a write",
+        "remove `confirm`, or make the entry a `write` if it changes state";
+    connect_not_write: Error, "the connect verb is not a write",
+        "make the connect verb's policy entry a `write`";
+    cli_bin_mismatch: Error, "a verb's program cannot be determined, or `cli[0]` differs from `cliBin`",
+        "start every `cli` of a `wrap` pack with `cliBin` (and give `wrap.bin`); a composite verb's `cli[0]` is its program";
+    bad_placeholder: Error, "a malformed `{{placeholder}}` in a command template",
+        "write a whole element `{{name}}` or `{{name?}}`, or `--flag={{name}}`";
+    reserved_placeholder: Error, "a placeholder name the runtime keeps, or one that selects the tenant",
+        "rename the placeholder; the tenant comes from the session (`{{@principal_id}}`, `{{@project_id}}`, `{{@workdir}}`)";
+    exec_wrapper_bin: Error, "the program is a shell or runs its arguments as a command",
+        "name the CLI itself as the program; each argument reaches it as one argv element, no shell";
+    hcp_bin_reserved: Error, "a pack other than the bootstrap pack `hcp-cli` whose bin is `hcp`",
+        "wrap another program: only the bootstrap pack `hcp-cli` may run `hcp`";
+    code_running_cli: Warning, "the program is a CLI known to run commands named in its arguments or input",
+        "prefer a verb whose `cli` fixes the subcommand and passes no code; a warning, the confinement still holds";
+    secret_file: Error, "a `.env`, a `secrets/` directory or a private key in the pack",
+        "remove it: credentials come from the binding (`hcp connect`), never from the pack";
+    symlink_in_pack: Error, "a symbolic link inside the pack",
+        "replace the link with the file itself: install follows no symlink";
+    unsafe_path: Error, "an entry whose name holds `..`, a control character or an absolute path",
+        "rename the entry: no `..`, control character or absolute path";
+    bad_binding: Error, "a binding that does not fit the plane or names no usable connect verb",
+        "use `mothership` only with `\"plane\": \"control\"`; give a `user` binding a `connect` verb (or a `binding.family`)";
+    bad_openapi: Error, "the OpenAPI document, or how the manifest uses it, is refused",
+        "fix the document at the JSON pointer named, or name a usable `openapi.spec`";
+    unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document",
+        "set the verb's `operation` to an `operationId` of the document";
+    confirm_not_mirrored: Warning, "a confirmed write whose command has no `--confirm` or `--apply` flag",
+        "add the CLI's own `--confirm` (or `--apply`) flag to the verb's `cli`";
+    verb_count: Warning, "fewer than 5 or more than 12 verbs",
+        "split or merge verbs so the pack has 5 to 12";
+    skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)",
+        "shorten `HARNESS.md` to one screen: the lead, the hot-path table, the anti-patterns";
+    skill_missing_section: Warning, "`HARNESS.md` lacks a title, a hot-path table or an anti-patterns section",
+        "add a `# Title`, a hot-path table and an anti-patterns section to `HARNESS.md`";
+    absolute_path_in_skill: Warning, "a host-absolute path in `HARNESS.md`",
+        "write paths relative to the working directory, or as the program's own names";
+    extra_file: Warning, "an entry beside the three pack files",
+        "move it out of the pack: install copies only the three files";
+    pass_through_present: Warning, "the manifest keeps the bootstrap `pass_through`",
+        "run `hcp pack promote DIR` to write one named verb per subcommand, then remove `pass_through`";
+    unsupported_kind: Warning, "a `kind` this runtime parses but does not execute",
+        "use `wrap`, `composite` or `openapi`";
 }
 
 /// The rule with `code`.
