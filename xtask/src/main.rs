@@ -18,6 +18,7 @@ mod bench_openapi;
 mod bench_store;
 mod demo;
 mod docs_config;
+mod docs_links;
 mod docs_packs;
 mod generate;
 mod schema_doc;

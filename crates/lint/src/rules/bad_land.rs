@@ -26,5 +26,5 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 }
 
 fn hint(_: &ParseError) -> Option<String> {
-    Some("a land is `personal`, `brain` (shared project context) or `local` (seeds §4.3)".into())
+    Some("a land is `personal`, `brain` (shared project context) or `local` (docs/packs.md)".into())
 }

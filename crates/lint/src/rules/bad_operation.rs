@@ -25,7 +25,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
 
 fn hint(_: &ParseError) -> Option<String> {
     Some(
-        "an operation is `read` or `write`; anything that changes state is `write` (seeds §4.2)"
+        "an operation is `read` or `write`; anything that changes state is `write` (docs/packs.md)"
             .into(),
     )
 }

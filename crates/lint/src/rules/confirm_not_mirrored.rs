@@ -64,7 +64,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["verbs", key, "confirm"],
                 )
-                .hint("add the CLI's own `--confirm` (or `--apply`) flag to the verb's `cli` (seeds §4.5.4)"),
+                .hint("add the CLI's own `--confirm` (or `--apply`) flag to the verb's `cli` (docs/packs.md)"),
             );
         }
     }

@@ -36,7 +36,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                         text,
                         &[section, key, "confirm"],
                     )
-                    .hint("remove `confirm`, or make the entry a `write` if it changes state (seeds §4.5.1)"),
+                    .hint("remove `confirm`, or make the entry a `write` if it changes state (docs/packs.md)"),
                 );
             }
         }

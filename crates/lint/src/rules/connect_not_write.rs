@@ -43,7 +43,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 text,
                 &["verbs", key, "operation"],
             )
-            .hint("a command that establishes a binding changes state (seeds §4.2.5)"),
+            .hint("a command that establishes a binding changes state (docs/packs.md)"),
         );
     }
 }

@@ -38,7 +38,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     &["stimuli", key],
                 )
                 .hint(
-                    "remove the entry, or declare the trigger in `stimulusTriggers` (seeds §4.4.4)",
+                    "remove the entry, or declare the trigger in `stimulusTriggers` (docs/packs.md)",
                 ),
             );
         }

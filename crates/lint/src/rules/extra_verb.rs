@@ -32,7 +32,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["verbs", key],
                 )
-                .hint("remove the entry, or declare the verb in `surface.json` (seeds §4.4.2)"),
+                .hint("remove the entry, or declare the verb in `surface.json` (docs/packs.md)"),
             );
         }
     }

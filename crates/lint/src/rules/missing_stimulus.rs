@@ -38,7 +38,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["stimulusTriggers", &index, "ref"],
                 )
-                .hint("add a `read` entry for it under `stimuli` (seeds §4.4.3)"),
+                .hint("add a `read` entry for it under `stimuli` (docs/packs.md)"),
             );
         }
     }

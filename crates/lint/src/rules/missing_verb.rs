@@ -31,7 +31,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["verbs", key],
                 )
-                .hint("add an entry with its `operation` and `privacy.land` (seeds §4.4.1)"),
+                .hint("add an entry with its `operation` and `privacy.land` (docs/packs.md)"),
             );
         }
     }

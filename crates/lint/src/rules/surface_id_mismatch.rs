@@ -38,7 +38,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                 &["surface_id"],
             )
             .hint(format!(
-                "set `\"surface_id\": \"{}\"` (seeds §4.4.5)",
+                "set `\"surface_id\": \"{}\"` (docs/packs.md)",
                 m.id.escape_default()
             )),
         );

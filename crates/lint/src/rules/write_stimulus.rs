@@ -39,7 +39,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &["stimuli", key, "operation"],
                 )
-                .hint("sense cannot write (seeds §4.2.6); make the effect a write verb"),
+                .hint("sense cannot write (docs/packs.md); make the effect a write verb"),
             );
         }
     }
