@@ -761,7 +761,9 @@ pub struct SandboxConfig {
 }
 
 /// `sandbox.tmpdir` of earlier versions, read and ignored.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TmpdirMode {
     /// `"memory"`.
