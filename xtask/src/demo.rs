@@ -43,9 +43,10 @@ const AGENT: &str = "agent-1";
 pub fn run(a: &Args, root: &Path) -> Result<()> {
     if !a.no_build {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
-        println!("$ cargo build --bins");
+        println!("$ cargo build --bins   # hcp and the example CLIs; a first build takes minutes");
+        // Cargo's own progress goes to the inherited stderr: a cold build is not silent.
         let st = Command::new(&cargo)
-            .args(["build", "--bins", "--quiet"])
+            .args(["build", "--bins"])
             .current_dir(root)
             .status()
             .context("cannot run cargo")?;
@@ -869,6 +870,10 @@ mod tests {
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "skipped: the_script_answers_as_scripted_against_the_built_bins: {reason}"
+            );
+            hcp_examples::skipped::record(
+                "demo::tests::the_script_answers_as_scripted_against_the_built_bins",
+                &reason,
             );
             return;
         }
