@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod hostile;
+pub mod skipped;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

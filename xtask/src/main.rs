@@ -22,6 +22,7 @@ mod docs_links;
 mod docs_packs;
 mod generate;
 mod schema_doc;
+mod test;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ enum Command {
     Demo(demo::Args),
     /// Run a benchmark (`gate`, `store`, `exec`, `agent`); figures go to BENCHMARKS.md.
     Bench(bench::Args),
+    /// Run the whole suite with what CI starts (PostgreSQL with TLS and pgbouncer, the
+    /// view's setup), print the skipped tests, stop it all.
+    Test(test::Args),
 }
 
 /// The workspace root (the parent of `xtask/`).
@@ -57,6 +61,7 @@ fn main() -> std::process::ExitCode {
         Command::Generate(a) => generate::run(&a, &repo_root()),
         Command::Demo(a) => demo::run(&a, &repo_root()),
         Command::Bench(a) => bench::run(a),
+        Command::Test(a) => test::run(&a, &repo_root()),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -506,6 +506,10 @@ mod tests {
                 std::io::stderr().lock(),
                 "skipped: cgroup::tests::a_child_is_cloned_into_a_cgroup_v2_without_writing_it: {why}"
             );
+            hcp_examples::skipped::record(
+                "cgroup::tests::a_child_is_cloned_into_a_cgroup_v2_without_writing_it",
+                why,
+            );
         };
         if !crate::limits::running_as_root() {
             skip("only root moves a process into a cgroup it made here");
@@ -572,6 +576,10 @@ mod tests {
             let _ = writeln!(
                 std::io::stderr().lock(),
                 "skipped: cgroup::tests::pooled_cgroups_are_held_by_one_call_at_a_time_and_kept: {why}"
+            );
+            hcp_examples::skipped::record(
+                "cgroup::tests::pooled_cgroups_are_held_by_one_call_at_a_time_and_kept",
+                why,
             );
         };
         if !crate::limits::running_as_root() {

@@ -45,6 +45,7 @@ fn skip(why: &str) {
         "CI=true and {test} cannot run: {why}"
     );
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {why}");
+    hcp_examples::skipped::record(test, why);
 }
 
 fn spend() -> Admission {

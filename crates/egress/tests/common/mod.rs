@@ -29,6 +29,7 @@ pub fn skip(reason: &str) {
     let test = thread.name().unwrap_or("a test");
     assert!(!in_ci(), "CI=true and {test} cannot run: {reason}");
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+    hcp_examples::skipped::record(test, reason);
 }
 
 /// A running proxy and its port.

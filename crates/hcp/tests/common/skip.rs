@@ -2,7 +2,8 @@
 //! test prints with `eprintln!` and shows it only for a failure or with `--nocapture`, so a
 //! skip would pass silently. [`skip`] also writes its line straight to the test process's
 //! standard error (`std::io::stderr()`, which the capture does not take), where it appears
-//! in a plain `cargo test` run. Under `CI=true` a skip is a failure.
+//! in a plain `cargo test` run, and records it for the run's one summary line
+//! (`hcp_examples::skipped`). Under `CI=true` a skip is a failure.
 
 use std::io::Write;
 
@@ -20,6 +21,7 @@ pub fn skip(reason: &str) {
     assert!(!in_ci(), "CI=true and {test} cannot run: {reason}");
     eprintln!("skipped: {test}: {reason}");
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+    hcp_examples::skipped::record(test, reason);
 }
 
 /// Skips the running test because of `reason` in every run, CI's too: for a test whose
@@ -31,4 +33,5 @@ pub fn skip_everywhere(reason: &str) {
     let test = thread.name().unwrap_or("a test");
     eprintln!("skipped: {test}: {reason}");
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+    hcp_examples::skipped::record(test, reason);
 }

@@ -26,6 +26,7 @@ pub fn skip(reason: &str) {
         "CI=true and {test} cannot run: {reason}"
     );
     let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: {reason}");
+    hcp_examples::skipped::record(test, reason);
 }
 
 /// The shared test server's URL, or `None` (after [`skip`]).
