@@ -99,6 +99,15 @@ fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf)
     Ok((homes, home))
 }
 
+/// The path of `whose` home for `pack`, checked as [`path`] checks it but not made: what
+/// an act of authority on the home records before it is made (RUNTIME §6).
+///
+/// # Errors
+/// As [`path`].
+pub fn locate(rt: &Runtime, pack: &str, whose: &Whose) -> Result<PathBuf, Refusal> {
+    checked(rt, pack, whose).map(|(_, home)| home)
+}
+
 /// The path of `whose` home for `pack` (`hcp home`), made (empty, `0700`) when it is new,
 /// so that the owner can copy a CLI's configuration into it.
 ///

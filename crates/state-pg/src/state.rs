@@ -97,6 +97,8 @@ pub fn approval(a: approval::Approval) -> Approval {
         approved_at: a.approved_at,
         used_at: a.taken_at,
         denied_at: a.denied_at,
+        session: a.session,
+        project: a.project,
     }
 }
 
@@ -147,7 +149,13 @@ impl State for PgState {
         new: &NewSession,
         now: Timestamp,
     ) -> Result<(Token, Session), SessionError> {
-        let (token, session) = hcp_store::session::prepare(new, now)?;
+        self.session_start_prepared(hcp_store::session::prepare(new, now)?)
+    }
+
+    fn session_start_prepared(
+        &self,
+        (token, session): (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
         let stored = self
             .session_insert(&session)
             .map_err(|e| SessionError::Store(store_error(e)))?;
@@ -258,6 +266,8 @@ impl State for PgState {
             summary: request.summary.clone(),
             escalation: k.escalation,
             window_s: request.window_s,
+            session: request.session.clone(),
+            project: request.project.clone(),
         };
         PgState::approval_request(self, &r, now)
             .map(approval)

@@ -318,6 +318,14 @@ pub fn render_marked(pack: &InstalledPack, store_id: Option<&str>) -> String {
             code_cell(&exec_form(pack, key)),
         );
     }
+    // RUNTIME §8: the skill says which family a pack shares.
+    if let Some(family) = &m.binding.family {
+        let _ = write!(
+            out,
+            "\n## Binding family\n\nThis pack is of binding family `{family}`: every installed pack of that family uses the one credential a principal connects for it (`hcp show {}` names them).\n",
+            pack.id
+        );
+    }
     out
 }
 

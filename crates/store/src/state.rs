@@ -90,6 +90,11 @@ pub struct ApprovalRequest {
     pub summary: BTreeMap<String, String>,
     /// How long the approval is usable once granted, in seconds (`None`: the default).
     pub window_s: Option<u64>,
+    /// The session's short id the call was made under (shown by `hcp approvals`; the
+    /// key's principal digest is what binds it, RUNTIME §7).
+    pub session: Option<String>,
+    /// The call's project (shown by `hcp approvals`; bound through the key likewise).
+    pub project: Option<String>,
 }
 
 /// One counter slot a call takes: `rate_limit` and `budget` of one tool for one identity.
@@ -237,6 +242,17 @@ pub trait State: Send + Sync + std::fmt::Debug {
         &self,
         new: &NewSession,
         now: Timestamp,
+    ) -> Result<(Token, Session), SessionError>;
+
+    /// Stores a session [`crate::session::prepare`] made (its token and session), so that
+    /// its start can be recorded, with its id, before it is stored (RUNTIME §6: `session
+    /// start` is an act of authority).
+    ///
+    /// # Errors
+    /// [`SessionError`]: the store's.
+    fn session_start_prepared(
+        &self,
+        prepared: (Token, Session),
     ) -> Result<(Token, Session), SessionError>;
 
     /// Resolves a present `HCP_SESSION` token to its session (RUNTIME §5 step 2).
@@ -747,6 +763,13 @@ impl State for FileState {
         session::start(&self.home, new, now)
     }
 
+    fn session_start_prepared(
+        &self,
+        prepared: (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
+        session::start_prepared(&self.home, prepared)
+    }
+
     fn session_resolve(&self, token: &str, now: Timestamp) -> Result<Session, SessionError> {
         session::resolve(&self.home, token, now)
     }
@@ -811,11 +834,12 @@ impl State for FileState {
         request: &ApprovalRequest,
         now: Timestamp,
     ) -> Result<Approval, StoreError> {
-        approval::request(
+        approval::request_in(
             &self.home,
             &request.key.call(),
             request.summary.clone(),
             request.window_s,
+            (request.session.clone(), request.project.clone()),
             now,
         )
     }
@@ -1060,6 +1084,8 @@ mod tests {
             key: key(),
             summary: BTreeMap::new(),
             window_s: Some(60),
+            session: None,
+            project: None,
         };
         let a = state.approval_request(&request, t(0)).unwrap();
         let pack = PackId::parse("p").unwrap();

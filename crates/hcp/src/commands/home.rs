@@ -70,12 +70,28 @@ struct RmArgs {
     whose: WhoseArgs,
 }
 
+/// Whose home a record names: `{"principal": P}` or `{"project": J}`.
+fn whose_json(w: &Whose) -> serde_json::Value {
+    match w {
+        Whose::Principal(p) => serde_json::json!({"principal": p}),
+        Whose::Project(j) => serde_json::json!({"project": j}),
+    }
+}
+
 /// Runs `hcp home`.
 pub fn run(a: Args) -> CliResult {
     super::session::require_owner("home")?;
     let rt = super::exec::runtime()?;
     if let Some(HomeCommand::Rm(r)) = a.command {
         let whose = r.whose.whose();
+        let path = hcp_runtime::home::locate(&rt, &r.pack, &whose).map_err(CliError::command)?;
+        if path.exists() {
+            super::authority::record(
+                &rt,
+                "home rm",
+                serde_json::json!({"pack_id": r.pack, "whose": whose_json(&whose), "home": path.to_string_lossy()}),
+            )?;
+        }
         let (home, existed) =
             hcp_runtime::home::remove(&rt, &r.pack, &whose).map_err(CliError::command)?;
         if existed {
@@ -94,6 +110,16 @@ pub fn run(a: Args) -> CliResult {
     let whose = a.whose.whose();
     match &a.seed {
         Some(dir) => {
+            let path = hcp_runtime::home::locate(&rt, &pack, &whose).map_err(CliError::command)?;
+            // A source that is no directory is refused by the seed itself (nothing done,
+            // nothing to record).
+            if dir.is_dir() {
+                super::authority::record(
+                    &rt,
+                    "home --seed",
+                    serde_json::json!({"pack_id": pack, "whose": whose_json(&whose), "home": path.to_string_lossy(), "from": dir.to_string_lossy()}),
+                )?;
+            }
             let (home, s) =
                 hcp_runtime::home::seed(&rt, &pack, &whose, dir).map_err(CliError::command)?;
             out!(

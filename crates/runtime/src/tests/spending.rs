@@ -119,6 +119,12 @@ impl State for Racing {
     ) -> Result<(Token, Session), SessionError> {
         self.0.session_start(n, t)
     }
+    fn session_start_prepared(
+        &self,
+        p: (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
+        self.0.session_start_prepared(p)
+    }
     fn session_resolve(&self, k: &str, t: Timestamp) -> Result<Session, SessionError> {
         self.0.session_resolve(k, t)
     }

@@ -1,0 +1,32 @@
+//! The acts of authority `hcp`'s commands make (RUNTIME §6): each is checked, then
+//! recorded here, then made; an act that cannot be recorded does not happen (74) and
+//! nothing of it is written ([`hcp_runtime::authority`]).
+
+use crate::error::CliError;
+use hcp_runtime::Runtime;
+use hcp_store::audit::Actor;
+use serde_json::Value;
+
+/// Records the owner's act `act` with what it changes.
+///
+/// # Errors
+/// The audit's refusal (`audit_unavailable`, `witness_unavailable` …, 74): do not make
+/// the act.
+pub(crate) fn record(rt: &Runtime, act: &str, changed: Value) -> Result<(), CliError> {
+    record_as(rt, Actor::owner(), act, changed)
+}
+
+/// Records `actor`'s act `act` with what it changes.
+///
+/// # Errors
+/// As [`record`].
+pub(crate) fn record_as(
+    rt: &Runtime,
+    actor: Actor,
+    act: &str,
+    changed: Value,
+) -> Result<(), CliError> {
+    hcp_runtime::authority::record(rt, act, actor, changed)
+        .map(|_| ())
+        .map_err(|e| super::audit::audit_error(&e))
+}
