@@ -314,6 +314,8 @@ fn atomic_world() -> (World, std::path::PathBuf) {
     ok(&w, &["install", &ledger]);
     ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
     exec_common::session(&w, "bob", &[]);
+    // Bob's home for `echo` exists (`hcp home` makes it): seeding it is what is refused.
+    ok(&w, &["home", "echo", "--principal", "bob"]);
     let seed = w.root().join("seed");
     std::fs::create_dir_all(&seed).unwrap();
     std::fs::write(seed.join("rc"), "x").unwrap();

@@ -186,3 +186,38 @@ pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+/// An owner's command that writes a watched file itself (`hcp config set` / `unset`,
+/// RUNTIME §3, §6): under the store lock, records `act` with `changed`, then runs `write`
+/// (which writes the file), then keeps the file's new digest, so the next call does not
+/// record the same change again as `config changed`. When the record fails nothing is
+/// written.
+///
+/// # Errors
+/// [`StoreError`]: the record's refusal (74; `write` not run), or `write`'s.
+pub fn change_file(
+    rt: &Runtime,
+    act: &str,
+    changed: Value,
+    write: impl FnOnce() -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    let home = rt.home();
+    home.ensure(hcp_store::home::StoreDir::State)?;
+    let _lock = hcp_store::StoreLock::acquire(home)?;
+    by_owner(rt, act, changed)?;
+    write()?;
+    let path = home
+        .dir(hcp_store::home::StoreDir::State)
+        .join(FILES_RECORD);
+    let mut last: serde_json::Map<String, Value> = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default();
+    for (act, now) in current(home.root()) {
+        last.insert(act.to_owned(), now);
+    }
+    let bytes = serde_json::to_vec(&Value::Object(last))
+        .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
+    hcp_store::atomic::write_atomic(&path, &bytes)
+}

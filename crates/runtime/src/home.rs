@@ -137,7 +137,26 @@ pub fn seed(
     source: &Path,
 ) -> Result<(PathBuf, hcp_store::tenant_admin::Seeded), Refusal> {
     let (homes, home) = checked(rt, pack, whose)?;
-    let seeded = hcp_store::tenant_admin::seed(&homes, &home, source).map_err(|e| {
+    let whose_json = match whose {
+        Whose::Principal(p) => serde_json::json!({"principal": p}),
+        Whose::Project(j) => serde_json::json!({"project": j}),
+    };
+    let authorize = |s: &hcp_store::tenant_admin::Seeded| {
+        crate::authority::by_owner(
+            rt,
+            "home --seed",
+            serde_json::json!({
+                "pack_id": pack,
+                "whose": whose_json,
+                "home": home.to_string_lossy(),
+                "from": source.to_string_lossy(),
+                "entries": s.entries,
+                "bytes": s.bytes,
+            }),
+        )
+        .map(|_| ())
+    };
+    let seeded = hcp_store::tenant_admin::seed_with(&homes, &home, source, &authorize).map_err(|e| {
         let r = Refusal::new(e.code(), e.to_string());
         match e {
             hcp_store::tenant_admin::SeedError::Conflict { .. } => r.hint(format!(

@@ -30,6 +30,7 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
     let home = rt.home().clone();
     // Checked (installed), recorded, then made.
     let installed = hcp_store::pack::load(&home, &a.id).map_err(pack_error)?;
+    hcp_store::pack::ensure_writable(&home).map_err(super::install::store_error)?;
     super::authority::record(
         &rt,
         "activate",
@@ -60,6 +61,7 @@ pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
     let home = rt.home().clone();
     let id = hcp_store::pack::parse_id(&a.id).map_err(pack_error)?;
     let active = hcp_store::pack::is_active(&home, id.as_str());
+    hcp_store::pack::ensure_writable(&home).map_err(super::install::store_error)?;
     if active || hcp_store::pack::pack_dir(&home, id.as_str()).exists() {
         super::authority::record(
             &rt,

@@ -1,6 +1,11 @@
 //! The acts of authority `hcp`'s commands make (RUNTIME §6): each is checked, then
 //! recorded here, then made; an act that cannot be recorded does not happen (74) and
 //! nothing of it is written ([`hcp_runtime::authority`]).
+//!
+//! `hcp config set` / `unset` (RUNTIME §3) write `config.json` through
+//! [`hcp_runtime::authority::change_file`] (`act` `config set` / `config unset`, with the
+//! key and the new file's digest), which records the act, writes, and keeps the digest so
+//! the next call does not record the same change as `config changed`.
 
 use crate::error::CliError;
 use hcp_runtime::Runtime;

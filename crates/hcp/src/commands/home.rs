@@ -110,16 +110,6 @@ pub fn run(a: Args) -> CliResult {
     let whose = a.whose.whose();
     match &a.seed {
         Some(dir) => {
-            let path = hcp_runtime::home::locate(&rt, &pack, &whose).map_err(CliError::command)?;
-            // A source that is no directory is refused by the seed itself (nothing done,
-            // nothing to record).
-            if dir.is_dir() {
-                super::authority::record(
-                    &rt,
-                    "home --seed",
-                    serde_json::json!({"pack_id": pack, "whose": whose_json(&whose), "home": path.to_string_lossy(), "from": dir.to_string_lossy()}),
-                )?;
-            }
             let (home, s) =
                 hcp_runtime::home::seed(&rt, &pack, &whose, dir).map_err(CliError::command)?;
             out!(
