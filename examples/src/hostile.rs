@@ -35,6 +35,15 @@
 //! tcp-echo HOST PORT LINE      send LINE on a TCP connection, print the answer's first line
 //! shm-list                     the System V shared memory segments this process sees
 //! euid                         print the effective uid
+//! unshare-user | clone-user | clone3   a user namespace of its own by `unshare`, by
+//!                              `clone(CLONE_NEWUSER)`; a child by `clone3`
+//! userns-undo COVERED          in a user and mount namespace of its own (if it gets them):
+//!                              detach the cover of COVERED, clone the mount beneath it,
+//!                              make `/usr` writable, mount a new proc; one line each
+//! setns-mnt | mount-tmpfs DIR  enter its own mount namespace again; mount a tmpfs
+//! handle PATH                  `name_to_handle_at` then `open_by_handle_at` of PATH
+//! ptrace-attach PID            `PTRACE_ATTACH` to PID
+//! spin                         burn CPU until killed
 //! ```
 //!
 //! Every process of `daemon … stay`, `setsid-sleep` and `kill-after` keeps the FIFO open
@@ -227,8 +236,194 @@ pub fn dispatch(cmd: &str, args: &[String]) -> Option<i32> {
             println!("euid {}", unsafe { libc::geteuid() });
             0
         }
+        _ => return wall(cmd, args),
+    })
+}
+
+/// The commands of the hostile review of the wall (a call trying to leave or undo its view).
+fn wall(cmd: &str, args: &[String]) -> Option<i32> {
+    let a = |i: usize| args.get(i).cloned().unwrap_or_default();
+    let c = |s: &str| std::ffi::CString::new(s).unwrap_or_default();
+    Some(match cmd {
+        // SAFETY (each arm): system calls with integers, NUL-terminated paths and buffers
+        // on this stack; a child made here only calls `_exit`.
+        "unshare-user" => report(status(unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0)),
+        "clone-user" => {
+            let flags = (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong;
+            let pid =
+                unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+            if pid == 0 {
+                unsafe { libc::_exit(0) };
+            }
+            if pid > 0 {
+                unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+            }
+            report(status(pid > 0))
+        }
+        "clone3" => {
+            let mut args = [0u64; 11];
+            args[4] = libc::SIGCHLD as u64; // exit_signal
+            let pid = unsafe { libc::syscall(libc::SYS_clone3, args.as_mut_ptr(), 88usize) };
+            if pid == 0 {
+                unsafe { libc::_exit(0) };
+            }
+            if pid > 0 {
+                unsafe { libc::waitpid(pid as i32, std::ptr::null_mut(), 0) };
+            }
+            report(status(pid > 0))
+        }
+        "userns-undo" => userns_undo(&a(0)),
+        "setns-mnt" => {
+            let fd = unsafe { libc::open(c"/proc/self/ns/mnt".as_ptr(), libc::O_RDONLY) };
+            report(status(
+                fd >= 0 && unsafe { libc::setns(fd, libc::CLONE_NEWNS) } == 0,
+            ))
+        }
+        "mount-tmpfs" => {
+            let dir = c(&a(0));
+            let r = unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            report(status(r == 0))
+        }
+        "handle" => {
+            // struct file_handle with room for 128 bytes of handle.
+            let mut h = [0u32; 34];
+            h[0] = 128;
+            let mut mount_id = 0i32;
+            let p = c(&a(0));
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_name_to_handle_at,
+                    libc::AT_FDCWD,
+                    p.as_ptr(),
+                    h.as_mut_ptr(),
+                    &raw mut mount_id,
+                    0,
+                )
+            };
+            if r != 0 {
+                return Some(report(Err(std::io::Error::last_os_error())));
+            }
+            let root = unsafe { libc::open(c"/".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) };
+            let fd = unsafe {
+                libc::syscall(
+                    libc::SYS_open_by_handle_at,
+                    root,
+                    h.as_mut_ptr(),
+                    libc::O_RDONLY,
+                )
+            };
+            report(status(fd >= 0))
+        }
+        "ptrace-attach" => {
+            let pid: libc::pid_t = a(0).parse().unwrap_or(1);
+            let r = unsafe { libc::ptrace(libc::PTRACE_ATTACH, pid, 0, 0) };
+            report(status(r == 0))
+        }
+        "spin" => {
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
         _ => return None,
     })
+}
+
+/// `userns-undo`: a user and a mount namespace of the call's own, then every way out of the
+/// view it inherited that such a namespace might open (see the module docs). Exits 0 when
+/// the namespaces were had (each attempt says what it got), 1 when they were refused.
+fn userns_undo(covered: &str) -> i32 {
+    // SAFETY: integers only.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
+        return report(Err(std::io::Error::last_os_error()));
+    }
+    // SAFETY: a getter that cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let _ = std::fs::write("/proc/self/setgroups", "deny");
+    let maps = std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"));
+    println!(
+        "ok unshared, uid map {}",
+        line(maps.map(|()| String::new()))
+    );
+    let cov = std::ffi::CString::new(covered).unwrap_or_default();
+    // SAFETY (below): NUL-terminated paths, structs on this stack.
+    let r = unsafe { libc::umount2(cov.as_ptr(), libc::MNT_DETACH) };
+    println!("umount {}", line(status(r == 0)));
+    let parent = std::path::Path::new(covered)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let name = std::path::Path::new(covered)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    println!("open-tree {}", open_tree_line(&parent, &name));
+    let attr = [0u64, 1, 0, 0]; // attr_set 0, attr_clr MOUNT_ATTR_RDONLY
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c"/usr".as_ptr(),
+            0u32,
+            attr.as_ptr(),
+            32usize,
+        )
+    };
+    println!("usr-writable {}", line(status(r == 0)));
+    let _ = std::fs::create_dir_all("/tmp/newproc");
+    let r = unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/tmp/newproc".as_ptr(),
+            c"proc".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    println!("proc {}", line(status(r == 0)));
+    println!(
+        "read {}",
+        line(std::fs::read(covered).map(|b| format!("ok {} bytes", b.len())))
+    );
+    0
+}
+
+/// `open-tree`'s line for DIR and REL.
+fn open_tree_line(dir: &str, rel: &str) -> String {
+    let c = std::ffi::CString::new(dir).unwrap_or_default();
+    // SAFETY: a NUL-terminated path; flags only.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            1u32 | libc::O_CLOEXEC as u32,
+        )
+    };
+    if fd < 0 {
+        return line(Err(std::io::Error::last_os_error()));
+    }
+    let rel = std::ffi::CString::new(rel).unwrap_or_default();
+    // SAFETY: a descriptor we hold and a NUL-terminated relative path.
+    let f = unsafe { libc::openat(fd as i32, rel.as_ptr(), libc::O_RDONLY) };
+    line(status(f >= 0).map(|_| "ok opened".to_owned()))
+}
+
+/// `ok …` or `denied ERRNO` without printing.
+fn line(r: std::io::Result<String>) -> String {
+    match r {
+        Ok(s) if s.is_empty() => "ok".to_owned(),
+        Ok(s) => s,
+        Err(e) => format!("denied {}", errno_name(&e)),
+    }
 }
 
 /// Whether this process descends from a non-owner call: hcp's seccomp marker answers
@@ -354,6 +549,7 @@ pub fn errno_name(e: &std::io::Error) -> String {
         Some(libc::ENOENT) => "ENOENT".into(),
         Some(libc::EROFS) => "EROFS".into(),
         Some(libc::ENOSYS) => "ENOSYS".into(),
+        Some(libc::EINVAL) => "EINVAL".into(),
         Some(libc::EAGAIN) => "EAGAIN".into(),
         Some(libc::ESRCH) => "ESRCH".into(),
         Some(libc::ENXIO) => "ENXIO".into(),

@@ -119,7 +119,7 @@ fn main() {
                 workdir: &work,
                 tenant_home: Some(&tenant),
                 bin: bin.path(),
-                interpreter: None,
+                interpreters: &[],
                 hcp_home: &hcp_home,
                 bootstrap: None,
                 homes: &homes,

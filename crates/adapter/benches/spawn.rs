@@ -134,7 +134,7 @@ fn confine(c: &mut Criterion) {
                 workdir: world.path(),
                 tenant_home: Some(&tenant),
                 bin: bin.path(),
-                interpreter: None,
+                interpreters: &[],
                 hcp_home: world.path(),
                 bootstrap: None,
                 homes: &[],

@@ -52,8 +52,9 @@ pub struct CallSandbox<'a> {
     pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,
-    /// A script bin's interpreter, `env` resolved (`None` otherwise).
-    pub interpreter: Option<&'a Path>,
+    /// The files of a script bin's pinned interpreter
+    /// ([`VerifiedBin::interpreters`](crate::VerifiedBin::interpreters)); empty otherwise.
+    pub interpreters: &'a [PathBuf],
     /// `$HCP_HOME`: never in a view, but for the bootstrap pack.
     pub hcp_home: &'a Path,
     /// `Some(names)` when the pinned bin is the running `hcp` (the bootstrap pack): the
@@ -185,25 +186,35 @@ impl View {
         stores: &[PathBuf],
         tmp_bytes: u64,
     ) -> Result<Self, AdapterError> {
-        View::build(&ViewSpec {
-            land: call.land,
-            workdir: call.workdir,
-            workdir_writable: call.writes,
-            tenant_home: call.tenant_home,
-            bin: call.bin,
-            interpreter: call.interpreter,
-            homes: call.homes,
-            stores,
-            read: call.read,
-            write: call.write,
-            protect_in_workdir: call.protect_in_workdir,
-            store: call.bootstrap.map(|hidden| StoreView {
-                root: call.hcp_home,
-                hidden,
-            }),
-            etc: call.etc,
-            tmp_bytes,
-        })
+        View::build(&view_spec(call, call.workdir, stores, tmp_bytes))
+    }
+}
+
+/// The view's inputs of `call`, its workdir `workdir`.
+fn view_spec<'a>(
+    call: &CallSandbox<'a>,
+    workdir: &'a Path,
+    stores: &'a [PathBuf],
+    tmp_bytes: u64,
+) -> ViewSpec<'a> {
+    ViewSpec {
+        land: call.land,
+        workdir,
+        workdir_writable: call.writes,
+        tenant_home: call.tenant_home,
+        bin: call.bin,
+        interpreters: call.interpreters,
+        homes: call.homes,
+        stores,
+        read: call.read,
+        write: call.write,
+        protect_in_workdir: call.protect_in_workdir,
+        store: call.bootstrap.map(|hidden| StoreView {
+            root: call.hcp_home,
+            hidden,
+        }),
+        etc: call.etc,
+        tmp_bytes,
     }
 }
 
@@ -242,20 +253,30 @@ impl Confinement {
             .hcp_home
             .canonicalize()
             .unwrap_or_else(|_| call.hcp_home.to_owned())];
-        if local {
+        // A `local` workdir is resolved once, here, and the view binds that very path.
+        let workdir = if local {
             check_sandbox_dir(&SandboxPaths {
                 workdir: call.workdir,
                 protected: &stores,
                 not_above: call.homes,
-            })?;
-        }
+            })?
+        } else {
+            call.workdir.to_owned()
+        };
         let mut c = Confinement::with_effective_limits(&limits);
-        c.drop_caps = Some(crate::privileges::last_cap());
+        // In a user namespace of the call's own (an ordinary user) the bounding set gives
+        // nothing back at `execve`: no uid 0 is mapped there, and `no_new_privs` is set.
+        c.drop_caps = Some(root.then(crate::privileges::last_cap));
 
         // The view, or why there is none.
         let missing = support.view_missing();
         let view = match &missing {
-            None => Some(Arc::new(View::of_call(call, &stores, limits.tmp_bytes)?)),
+            None => Some(Arc::new(View::build_resolved(&view_spec(
+                call,
+                &workdir,
+                &stores,
+                limits.tmp_bytes,
+            ))?)),
             Some(why) if !call.owner => {
                 return Err(unavailable(format!(
                     "{why}; a call of a session runs only in its view"

@@ -205,9 +205,14 @@ struct Memory {
 #[derive(Debug)]
 pub struct CallCgroup {
     slots: Vec<Slot>,
-    /// `<dir>/cgroup.procs` of each, which the child writes `0` to.
+    /// `<dir>/cgroup.procs` of each, which the child writes `0` to (but the one it was
+    /// cloned into).
     pub(crate) procs: Vec<CString>,
     memory: Option<Memory>,
+    /// The first slot on a cgroup v2 (a pooled one, whose directory is held open): the
+    /// child is cloned into it (`CLONE_INTO_CGROUP`) rather than writing its
+    /// `cgroup.procs`.
+    v2: Option<usize>,
 }
 
 impl CallCgroup {
@@ -225,6 +230,7 @@ impl CallCgroup {
             slots: Vec::new(),
             procs: Vec::new(),
             memory: None,
+            v2: None,
         };
         let same = bases.pids.is_some() && bases.pids == bases.memory;
         if let (Some(base), Some(max)) = (&bases.pids, bounds.processes) {
@@ -244,12 +250,28 @@ impl CallCgroup {
     }
 
     fn push(&mut self, slot: Slot) -> io::Result<()> {
+        if self.v2.is_none()
+            && let Some(lock) = &slot.lock
+            && nix::sys::statfs::fstatfs(lock)
+                .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        {
+            self.v2 = Some(self.slots.len());
+        }
         self.procs.push(
             CString::new(slot.dir.join("cgroup.procs").as_os_str().as_bytes())
                 .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?,
         );
         self.slots.push(slot);
         Ok(())
+    }
+
+    /// The index of the cgroup v2 the child can be cloned into (`CLONE_INTO_CGROUP`,
+    /// Linux 5.7) and a descriptor of its directory; `None` without one (cgroup v1 alone).
+    pub(crate) fn join_at_clone(&self) -> Option<(usize, std::os::fd::RawFd)> {
+        use std::os::fd::AsRawFd;
+        let i = self.v2?;
+        let fd = self.slots.get(i)?.lock.as_ref()?.as_raw_fd();
+        Some((i, fd))
     }
 
     /// The cgroups' directories.
@@ -457,6 +479,90 @@ pub fn sweep(base: &Path) -> usize {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A cgroup v2 mount of this machine, from `/proc/self/mountinfo`.
+    fn cgroup2_mount() -> Option<PathBuf> {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .ok()?
+            .lines()
+            .find(|l| {
+                l.split(" - ")
+                    .nth(1)
+                    .is_some_and(|t| t.starts_with("cgroup2 "))
+            })
+            .and_then(|l| l.split_whitespace().nth(4))
+            .map(PathBuf::from)
+    }
+
+    #[test]
+    fn a_child_is_cloned_into_a_cgroup_v2_without_writing_it() {
+        use std::io::Write;
+        let skip = |why: &str| {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true and {why}"
+            );
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "skipped: cgroup::tests::a_child_is_cloned_into_a_cgroup_v2_without_writing_it: {why}"
+            );
+        };
+        if !crate::limits::running_as_root() {
+            skip("only root moves a process into a cgroup it made here");
+            return;
+        }
+        let Some(mount) = cgroup2_mount() else {
+            skip("no cgroup2 is mounted");
+            return;
+        };
+        let dir = mount.join(format!("hcp-test-into-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let lock = std::fs::File::open(&dir).unwrap();
+        let cg = CallCgroup {
+            slots: vec![Slot {
+                dir: dir.clone(),
+                lock: Some(lock),
+            }],
+            // A path the child would fail to write: the clone alone places it.
+            procs: vec![CString::new(dir.join("no-such-file").as_os_str().as_bytes()).unwrap()],
+            memory: None,
+            v2: Some(0),
+        };
+        assert!(cg.join_at_clone().is_some());
+        let confine = crate::Confinement {
+            cgroup: Some(std::sync::Arc::new(cg)),
+            ..crate::Confinement::new()
+        };
+        let argv = [
+            std::ffi::OsStr::new("cat"),
+            std::ffi::OsStr::new("/proc/self/cgroup"),
+        ];
+        let s = crate::spawn::spawn(
+            crate::spawn::Program::Path(Path::new("/bin/cat")),
+            &argv,
+            &crate::ChildEnv::new(),
+            Path::new("/"),
+            Some(&confine),
+            false,
+        );
+        let out = s.map(|s| {
+            let mut out = String::new();
+            use std::io::Read;
+            std::fs::File::from(s.stdout)
+                .read_to_string(&mut out)
+                .unwrap();
+            let _ = crate::spawn::reap(s.pid);
+            out
+        });
+        drop(confine);
+        let _ = std::fs::remove_dir(&dir);
+        let name = dir.strip_prefix(&mount).unwrap().display().to_string();
+        match out {
+            Ok(out) => assert!(out.lines().any(|l| l == format!("0::/{name}")), "{out}"),
+            // A kernel before 5.7 (no CLONE_INTO_CGROUP) falls back to writing the file.
+            Err(e) => panic!("the child was not made: {:?}", e.error),
+        }
+    }
 
     #[test]
     fn pooled_cgroups_are_held_by_one_call_at_a_time_and_kept() {

@@ -117,8 +117,10 @@ pub struct Confinement {
     pub(crate) id_maps: Option<Arc<IdMaps>>,
     pub(crate) view: Option<Arc<View>>,
     pub(crate) cgroup: Option<Arc<CallCgroup>>,
-    /// Empty every capability set (the privileges module), up to this capability number.
-    pub(crate) drop_caps: Option<u32>,
+    /// Empty every capability set (the privileges module): the bounding set too, up to
+    /// this capability number, or (`None`: in a user namespace of the call's own, where
+    /// it grants nothing after `execve`) not.
+    pub(crate) drop_caps: Option<Option<u32>>,
     /// Landlock's scopes: a ruleset made once per process.
     pub(crate) landlock_scope: Option<RawFd>,
     pub(crate) filters: Option<Filters>,
@@ -250,7 +252,8 @@ impl Confinement {
     }
 
     /// Steps 2–5 of the module docs, in the child before it enters its working
-    /// directory: the cgroups, the id maps, the network namespace, the view.
+    /// directory: the cgroups (but the one `clone3` placed it in, index `joined`), the id
+    /// maps, the network namespace, the view.
     /// Async-signal-safe, no allocation.
     ///
     /// # Errors
@@ -259,11 +262,16 @@ impl Confinement {
     pub(crate) fn isolate_in_child(
         &self,
         channel: RawFd,
+        joined: i32,
         facts: &AtomicU32,
         failed_op: &AtomicI32,
     ) -> io::Result<()> {
         if let Some(cg) = &self.cgroup {
-            for procs in &cg.procs {
+            // The one `clone3` placed the child in (`joined`, -1 for none) is not written.
+            for (i, procs) in cg.procs.iter().enumerate() {
+                if i32::try_from(i).is_ok_and(|i| i == joined) {
+                    continue;
+                }
                 let e = write_cfile(procs, b"0");
                 if e != 0 {
                     return Err(io::Error::from_raw_os_error(e));

@@ -46,6 +46,7 @@ mod run;
 mod seccomp;
 mod spawn;
 mod stream;
+mod system;
 pub mod view;
 mod workdir;
 
@@ -62,7 +63,7 @@ pub use error::AdapterError;
 pub use netns::{EGRESS_PORT, EGRESS_PROXY_URL};
 pub use pin::{
     BinPin, DigestParseError, RACY_MARGIN, Sha256Digest, StatFingerprint, VerifiedBin, pin_bin,
-    shebang_interpreter, verify_bin,
+    verify_bin,
 };
 pub use privileges::capability_sets;
 pub use procs::{ProcessMechanism, become_subreaper, end_orphans, process_mechanism};

@@ -27,15 +27,18 @@
 //! after the check is not what runs. Its `argv[0]` is the CLI name; recent kernels name
 //! the process (`comm`, what `ps -e` and `pgrep` show) after the file, older ones after
 //! the descriptor number. After the spawn the adapter compares the file's status again and
-//! kills the child (`bin_changed`) if it was written in between. Residual window: a
-//! `#!` script is executed by its pinned path (its interpreter re-opens it by name; a
-//! close-on-exec descriptor cannot be handed over), so a replacement between the spawn
-//! and the interpreter's read is not seen. Without `execveat` (Linux before 3.19) the
-//! pinned path is used too.
+//! kills the child (`bin_changed`) if it was written in between. A `#!` script is run by
+//! the interpreter install pinned with it ([`VerifiedBin::run_by`]): that file, verified
+//! like the bin, is what `execveat` runs, with the script's path as its argument.
+//! Residual window: the interpreter re-opens the script by name (a close-on-exec
+//! descriptor cannot be handed over), so a replacement of the script between the spawn and
+//! the interpreter's read is not seen (the check after the spawn compares it by path).
+//! Without `execveat` (Linux before 3.19) the pinned paths are executed.
 
 use crate::AdapterError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
@@ -156,6 +159,7 @@ pub struct VerifiedBin {
     pub(crate) script: bool,
     hashed: bool,
     refreshed: Option<StatFingerprint>,
+    pub(crate) interpreter: Option<Box<Interpreter>>,
 }
 
 impl VerifiedBin {
@@ -181,45 +185,60 @@ impl VerifiedBin {
         self.script
     }
 
-    /// A script's interpreter (RUNTIME §5.1: the view holds it), from its `#!` line read
-    /// through the verified descriptor, resolved: `#!/usr/bin/env NAME` is `NAME` looked up
-    /// in `path` (the parent's `PATH`, `:`-separated). `None` for a program that is not a
-    /// script, or an interpreter that cannot be found.
-    pub fn interpreter(&self, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    /// `self`, a script, run by the interpreter install pinned (RUNTIME §5.1): `files`, each
+    /// checked against its pin ([`verify_bin`]), the script's interpreter first and the
+    /// program that runs last; `argv`, what that program gets before the call's own
+    /// arguments (its `argv[0]`, the `#!` line's argument, the script's path: what the
+    /// kernel and `env` would give it). [`run`](crate::run) then executes the last file
+    /// through its verified descriptor with `argv` and the call's arguments (the call's
+    /// `argv[0]` is dropped, as the kernel drops it), and the view holds every file of the
+    /// chain ([`interpreters`](Self::interpreters)); no `PATH` is searched at call time.
+    ///
+    /// # Errors
+    /// `bin_not_executable` when `self` is not a script, `files` is empty, or its last file
+    /// is itself a script (which only a path could run).
+    pub fn run_by(
+        mut self,
+        argv: Vec<OsString>,
+        files: Vec<VerifiedBin>,
+    ) -> Result<Self, AdapterError> {
+        let refuse = |reason: &str| AdapterError::BinNotExecutable {
+            path: self.path.clone(),
+            reason: reason.to_owned(),
+            source: None,
+        };
         if !self.script {
-            return None;
+            return Err(refuse("it is not a script, so no interpreter runs it"));
         }
-        let mut head = [0u8; 256];
-        let n = self.file.read_at(&mut head, 0).ok()?;
-        shebang_interpreter(&head[..n], path)
+        match files.last() {
+            None => return Err(refuse("its pinned interpreter names no file")),
+            Some(last) if last.script => {
+                return Err(refuse(
+                    "the last file of its pinned interpreter is a script",
+                ));
+            }
+            Some(_) => {}
+        }
+        self.interpreter = Some(Box::new(Interpreter { argv, files }));
+        Ok(self)
+    }
+
+    /// The files of the interpreter that runs this script ([`run_by`](Self::run_by)), the
+    /// script's interpreter first; none for a program that is not run by one.
+    pub fn interpreters(&self) -> impl Iterator<Item = &Path> {
+        self.interpreter
+            .iter()
+            .flat_map(|i| i.files.iter().map(|f| f.path.as_path()))
     }
 }
 
-/// The interpreter the `#!` line at the start of `head` (a file's first bytes) names,
-/// resolved: `#!/usr/bin/env NAME` is `NAME` looked up in `path` (`:`-separated); `None`
-/// for no `#!` line or an interpreter that cannot be found (see
-/// [`VerifiedBin::interpreter`]).
-pub fn shebang_interpreter(head: &[u8], path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let line = head.strip_prefix(b"#!")?;
-    let line = &line[..line.iter().position(|b| *b == b'\n').unwrap_or(line.len())];
-    let text = std::str::from_utf8(line).ok()?;
-    let mut words = text.split_whitespace();
-    let program = PathBuf::from(words.next()?);
-    if program.file_name().is_none_or(|n| n != "env") {
-        return program.canonicalize().ok();
-    }
-    let name = words.find(|w| !w.starts_with('-'))?;
-    if name.contains('/') {
-        return Path::new(name).canonicalize().ok();
-    }
-    path?
-        .as_bytes()
-        .split(|b| *b == b':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(std::ffi::OsStr::from_bytes(d)).join(name))
-        .find(|p| p.is_file())
-        .and_then(|p| p.canonicalize().ok())
+/// What runs a script ([`VerifiedBin::run_by`]).
+#[derive(Debug)]
+pub(crate) struct Interpreter {
+    /// The arguments before the call's own.
+    pub(crate) argv: Vec<OsString>,
+    /// The files of the chain, each verified; the last is executed.
+    pub(crate) files: Vec<VerifiedBin>,
 }
 
 /// Pins the bin at `path`: its digest and, when trustworthy, its fingerprint
@@ -258,6 +277,7 @@ pub fn verify_bin(pin: &BinPin) -> Result<VerifiedBin, AdapterError> {
             script: n == 2 && head == *b"#!",
             hashed: false,
             refreshed: None,
+            interpreter: None,
         });
     }
     let (actual, refreshed) = hash_and_fingerprint(&pin.path, &file, &meta)?;
@@ -279,6 +299,7 @@ pub fn verify_bin(pin: &BinPin) -> Result<VerifiedBin, AdapterError> {
         script: n == 2 && head == *b"#!",
         hashed: true,
         refreshed,
+        interpreter: None,
     })
 }
 

@@ -2,14 +2,18 @@
 //!
 //! As root (no user namespace: it would map host uid 0), the child empties all five
 //! capability sets before `execve`: every capability leaves the bounding set
-//! (`PR_CAPBSET_DROP`), the ambient set is cleared, and the effective, permitted and
-//! inheritable sets are set to nothing (`capset`). `execve` of uid 0 then gives the program
-//! the bounding set ∪ inheritable set, which is empty; `no_new_privs` (set after) keeps a
-//! setuid or file-capability program from raising it. In a user namespace the same steps
-//! run: the child holds no capability in it after `execve` either (its uid there is not 0),
-//! and its bounding set is empty too. Uid 0 still passes the owner bits of root's files, so
-//! the view keeps `/proc`'s dangerous parts read-only or masked and leaves every `/etc`
-//! entry that is not world-readable out (the view module).
+//! (`PR_CAPBSET_DROP`, one call each), and the effective, permitted and inheritable sets are
+//! set to nothing (`capset`), which clears the ambient set with them. `execve` of uid 0
+//! then gives the program the bounding set ∪ inheritable set, which is empty;
+//! `no_new_privs` (set after) keeps a setuid or file-capability program from raising it. In
+//! the user namespace of an ordinary user's call the child holds every capability of that
+//! namespace until the `capset`, and none after `execve` either: its uid there is not 0,
+//! no uid 0 is mapped (so no file capability applies), and `no_new_privs` is set; its
+//! bounding set is left full, since it could give nothing back (41 system calls fewer),
+//! and a user namespace of its own, which would reset it, is refused by the seccomp
+//! filter. Uid 0 still passes the owner bits of root's files, so the view keeps `/proc`
+//! read-only, masks its dangerous parts and leaves every `/etc` entry that is not
+//! world-readable out (the view module).
 //!
 //! Real-time scheduling and negative nice values fail: `RLIMIT_RTPRIO` and `RLIMIT_NICE`
 //! are 0 (the limits module), and no child has `CAP_SYS_NICE`.
@@ -43,34 +47,25 @@ struct CapData {
     inheritable: u32,
 }
 
-/// Empties every capability set of the calling child (see the module docs): `last + 1`
-/// `prctl` calls, one more for the ambient set and one `capset`. Async-signal-safe, no
-/// allocation. Returns 0 or the errno.
-pub(crate) fn drop_all(last: u32) -> i32 {
+/// Empties every capability set of the calling child (see the module docs): with
+/// `bounding`, `last + 1` `prctl` calls for the bounding set (as root, where it is what
+/// `execve` of uid 0 gives back), then one `capset` of nothing, which also clears the
+/// ambient set (the kernel keeps an ambient capability only while it is both permitted
+/// and inheritable). Async-signal-safe, no allocation. Returns 0 or the errno.
+pub(crate) fn drop_all(bounding: Option<u32>) -> i32 {
     let errno = || {
         std::io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EINVAL)
     };
-    for cap in 0..=last {
-        // SAFETY: integers only. EINVAL: a capability the kernel does not know.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if r != 0 && errno() != libc::EINVAL {
-            return errno();
+    if let Some(last) = bounding {
+        for cap in 0..=last {
+            // SAFETY: integers only. EINVAL: a capability the kernel does not know.
+            let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+            if r != 0 && errno() != libc::EINVAL {
+                return errno();
+            }
         }
-    }
-    // SAFETY: integers only.
-    let r = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    if r != 0 && errno() != libc::EINVAL {
-        return errno();
     }
     let mut h = CapHeader {
         version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3

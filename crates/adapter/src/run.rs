@@ -210,7 +210,11 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         Stream::new(Some(child.stdout), inv.limits.stdout_cap)?,
         Stream::new(Some(child.stderr), inv.limits.stderr_cap)?,
     ];
-    let pidfd = if use_pidfd { pidfd_open(pgid) } else { None };
+    let pidfd = if use_pidfd {
+        child.pidfd.take().or_else(|| pidfd_open(pgid))
+    } else {
+        None
+    };
 
     let deadline = start + inv.limits.timeout;
     let mut kill_at: Option<Instant> = None;
@@ -382,22 +386,29 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
 }
 
 /// Starts the child ([`spawn::spawn`]). An ELF bin is executed through its verified
-/// descriptor (`execveat`); a `#!` script, or any bin where the kernel lacks `execveat`
-/// (Linux before 3.19), by its pinned path (see the pin module's docs).
+/// descriptor (`execveat`); a `#!` script run by its pinned interpreter
+/// ([`VerifiedBin::run_by`]) by that interpreter's verified descriptor, with the pinned
+/// arguments before the call's own; a script without one (a caller of the adapter that
+/// pinned none), or any program where the kernel lacks `execveat` (Linux before 3.19), by
+/// its pinned path (see the pin module's docs).
 pub(crate) fn spawn(inv: &Invocation<'_>, listen: bool) -> Result<Spawned, AdapterError> {
     let bin = inv.bin;
-    check_exec_size(inv)?;
-    let first = if bin.script {
-        Program::Path(&bin.path)
-    } else {
-        Program::Fd(bin.file.as_raw_fd())
+    let interpreter = bin.interpreter.as_deref().filter(|_| bin.script);
+    let argv: Vec<&OsStr> = match interpreter {
+        Some(i) => i.argv.iter().map(OsString::as_os_str).collect(),
+        None => vec![inv.argv0.as_os_str()],
+    }
+    .into_iter()
+    .chain(inv.args.iter().map(OsString::as_os_str))
+    .collect();
+    check_exec_size(&argv, inv.env)?;
+    let (first, by_path) = match interpreter.and_then(|i| i.files.last()) {
+        Some(runs) => (Program::Fd(runs.file.as_raw_fd()), runs.path.as_path()),
+        None if bin.script => (Program::Path(&bin.path), bin.path.as_path()),
+        None => (Program::Fd(bin.file.as_raw_fd()), bin.path.as_path()),
     };
-    let start = |program: Program<'_>| {
-        let argv: Vec<&OsStr> = std::iter::once(inv.argv0.as_os_str())
-            .chain(inv.args.iter().map(OsString::as_os_str))
-            .collect();
-        spawn::spawn(program, &argv, inv.env, &inv.cwd, inv.confine, listen)
-    };
+    let start =
+        |program: Program<'_>| spawn::spawn(program, &argv, inv.env, &inv.cwd, inv.confine, listen);
     match start(first) {
         Ok(c) => Ok(c),
         Err(e) if e.step == Some(Step::Chdir) => Err(AdapterError::SpawnFailed {
@@ -415,7 +426,7 @@ pub(crate) fn spawn(inv: &Invocation<'_>, listen: bool) -> Result<Spawned, Adapt
                 && matches!(first, Program::Fd(_)) =>
         {
             // No execveat: fall back to the pinned path (residual window documented).
-            start(Program::Path(&bin.path)).map_err(|e| spawn_error(inv, e))
+            start(Program::Path(by_path)).map_err(|e| spawn_error(inv, e))
         }
         Err(e) => Err(spawn_error(inv, e)),
     }
@@ -424,16 +435,13 @@ pub(crate) fn spawn(inv: &Invocation<'_>, listen: bool) -> Result<Spawned, Adapt
 /// Refuses argv and environment that together exceed what one `execve` takes
 /// (`sysconf(_SC_ARG_MAX)`: a quarter of the stack limit, at least 128 KiB), counting
 /// each string with its NUL and each pointer, as the kernel does.
-fn check_exec_size(inv: &Invocation<'_>) -> Result<(), AdapterError> {
-    let strings: usize = inv.argv0.len()
-        + 1
-        + inv.args.iter().map(|a| a.len() + 1).sum::<usize>()
-        + inv
-            .env
+fn check_exec_size(argv: &[&OsStr], env: &ChildEnv) -> Result<(), AdapterError> {
+    let strings: usize = argv.iter().map(|a| a.len() + 1).sum::<usize>()
+        + env
             .iter()
             .map(|(k, v)| k.len() + v.len() + 2)
             .sum::<usize>();
-    let pointers = (inv.args.len() + 2 + inv.env.len() + 1) * std::mem::size_of::<usize>();
+    let pointers = (argv.len() + 1 + env.len() + 1) * std::mem::size_of::<usize>();
     let bytes = strings + pointers;
     // SAFETY: sysconf takes a constant.
     let max = usize::try_from(unsafe { libc::sysconf(libc::_SC_ARG_MAX) }).unwrap_or(128 * 1024);
@@ -504,21 +512,25 @@ fn spawn_error(inv: &Invocation<'_>, e: SpawnError) -> AdapterError {
 }
 
 /// After the spawn: the file must still have the status it had when verified (a write in
-/// between changes its ctime). A script is checked by path, since that is what ran.
+/// between changes its ctime), and so must each file of a script's interpreter. A script
+/// is checked by path, since that is what ran.
 pub(crate) fn check_unchanged(bin: &VerifiedBin) -> Result<(), AdapterError> {
-    let now = if bin.script {
-        std::fs::metadata(&bin.path)
-    } else {
-        bin.file.metadata()
-    };
-    match now.map(|m| StatFingerprint::of(&m)) {
-        Ok(fp) if fp == bin.snapshot => Ok(()),
-        _ => Err(AdapterError::BinChanged {
-            path: bin.path.clone(),
-            pinned: "the verified file".into(),
-            actual: "a file written or replaced while starting".into(),
-        }),
+    let files = std::iter::once(bin).chain(bin.interpreter.iter().flat_map(|i| i.files.iter()));
+    for f in files {
+        let now = if f.script {
+            std::fs::metadata(&f.path)
+        } else {
+            f.file.metadata()
+        };
+        if !matches!(now.map(|m| StatFingerprint::of(&m)), Ok(fp) if fp == f.snapshot) {
+            return Err(AdapterError::BinChanged {
+                path: f.path.clone(),
+                pinned: "the verified file".into(),
+                actual: "a file written or replaced while starting".into(),
+            });
+        }
     }
+    Ok(())
 }
 
 /// Owns the child until it is reaped; dropping it kills the group and reaps the child.

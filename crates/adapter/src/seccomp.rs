@@ -10,9 +10,16 @@
 //!
 //! - the base, every call: `EPERM` for `ptrace`, the kernel keyrings (`keyctl`, `add_key`,
 //!   `request_key`: the owner's session and user keyrings are not the call's, and
-//!   `request_key` can start a helper as root), `bpf` and `userfaultfd`; `EACCES` for
-//!   `io_uring_setup`, `io_uring_enter` and `io_uring_register` in every network mode
-//!   (io_uring's `IORING_OP_SOCKET` would make a socket without `socket(2)`);
+//!   `request_key` can start a helper as root), `bpf`, `userfaultfd` and
+//!   `open_by_handle_at`; `EACCES` for `io_uring_setup`, `io_uring_enter` and
+//!   `io_uring_register` in every network mode (io_uring's `IORING_OP_SOCKET` would make a
+//!   socket without `socket(2)`);
+//! - no user namespace of the call's own: `unshare` and `clone` with `CLONE_NEWUSER` answer
+//!   `EPERM`, and `clone3`, whose flags lie in memory a filter cannot read, `ENOSYS` (libc
+//!   then falls back to `clone`). A new user namespace would give its maker every
+//!   capability in it again, whatever the child dropped: the mounts of a namespace of its
+//!   own (a tmpfs of any size, beyond `limits.tmp_bytes`), and as root, whose namespace maps
+//!   host uid 0, capabilities over root's files in the view;
 //! - `socket(2)` by network mode ([`Net`]): under `deny` no socket at all — a call for
 //!   another family than `AF_UNIX` is handed to hcp as a seccomp user notification when
 //!   hcp listens (hcp answers `EACCES` and learns that the child tried, for the result's
@@ -79,7 +86,15 @@ pub(crate) struct Filter {
 }
 
 /// System calls the base part refuses with `EPERM`.
-const BASE: [i64; 3] = [libc::SYS_ptrace, libc::SYS_bpf, libc::SYS_userfaultfd];
+const BASE: [i64; 4] = [
+    libc::SYS_ptrace,
+    libc::SYS_bpf,
+    libc::SYS_userfaultfd,
+    libc::SYS_open_by_handle_at,
+];
+
+/// `CLONE_NEWUSER`, the flag `unshare` and `clone` may not carry.
+const NEW_USER: u32 = libc::CLONE_NEWUSER as u32;
 
 /// The keyring calls (`add_key`, `request_key`, `keyctl`), refused with `EPERM` too: their
 /// numbers are consecutive, so one range check (two instructions) covers them.
@@ -109,6 +124,7 @@ const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 const RET_ALLOW: u32 = 0x7fff_0000; // SECCOMP_RET_ALLOW
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
@@ -134,6 +150,8 @@ enum To {
     Notify,
     Socket,
     Prctl,
+    /// `unshare` or `clone`: their flags (argument 0) checked for `CLONE_NEWUSER`.
+    Namespaces,
     /// The instruction after the next (the end of a range check).
     Over,
 }
@@ -201,11 +219,19 @@ pub(crate) fn build(filter: Filter) -> Vec<SockFilter> {
     }
     a.range(KEYRINGS, To::Eperm);
     a.range(IO_URING, To::Eacces);
+    a.jeq(libc::SYS_unshare as u32, To::Namespaces, To::Next);
+    a.jeq(libc::SYS_clone as u32, To::Namespaces, To::Next);
+    a.jeq(libc::SYS_clone3 as u32, To::Enosys, To::Next);
     a.jeq(libc::SYS_socket as u32, To::Socket, To::Next);
     if filter.marker {
         a.jeq(libc::SYS_prctl as u32, To::Prctl, To::Next);
     }
     a.ret(RET_ALLOW);
+
+    // unshare(2), clone(2): no new user namespace (the flags are an int, argument 0).
+    a.label(To::Namespaces);
+    a.ld(ARG0);
+    a.code.push((JSET_K, To::Eperm, To::Allow, NEW_USER));
 
     // socket(2): by family.
     a.label(To::Socket);

@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 pub struct SandboxPaths<'a> {
     /// The workdir: read-only or read-write in the view, the child's cwd and `HOME`.
     pub workdir: &'a Path,
-    /// Paths the workdir may neither be, hold, nor lie inside (`$HCP_HOME`): a write verb
-    /// could write there. A workdir that breaks this is refused (`sandbox_unavailable`).
+    /// Paths the workdir may neither be, hold, nor lie inside (`$HCP_HOME`), resolved
+    /// (`realpath`): a write verb could write there. A workdir that breaks this is refused
+    /// (`sandbox_unavailable`).
     pub protected: &'a [PathBuf],
     /// Home directories: the workdir may lie inside one but neither be nor hold one, nor
     /// lie inside one of its dot-directories (`~/.ssh`, `~/.config`, `~/.cargo` …): a
     /// project under a home is a workdir, the home itself is not. Refused likewise.
+    /// Resolved, like `protected`.
     pub not_above: &'a [PathBuf],
 }
 
@@ -36,7 +38,8 @@ pub const SHARED_ROOTS: [&str; 6] = ["/tmp", "/var/tmp", "/home", "/srv", "/mnt"
 /// Refuses a working directory that is `/` or a [`SHARED_ROOTS`] directory, is or lies
 /// inside a [`NOT_A_SANDBOX`] directory (`/var/tmp` apart), holds a protected path or a
 /// home, is a home or lies inside a home's dot-directory, or lies inside a protected path.
-pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterError> {
+/// Returns the workdir resolved.
+pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<PathBuf, AdapterError> {
     let work = paths
         .workdir
         .canonicalize()
@@ -46,13 +49,12 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
             reason: "the sandbox working directory is `/`".into(),
         });
     }
-    let resolve = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
     // The shared roots and system directories as resolved, once per process.
     static RESOLVED: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
     let (shared, systems) = RESOLVED.get_or_init(|| {
         let r = |list: &[&str]| {
             list.iter()
-                .map(|p| resolve_system(Path::new(p)))
+                .map(|p| crate::system::resolve(Path::new(p)))
                 .collect::<Vec<_>>()
         };
         (r(&SHARED_ROOTS), r(&NOT_A_SANDBOX))
@@ -86,16 +88,16 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
             p.display()
         ),
     };
-    for p in paths.protected.iter().map(resolve) {
+    for p in paths.protected {
         if p.starts_with(&work) {
-            return Err(refuse(&p, "holds"));
+            return Err(refuse(p, "holds"));
         }
-        if work.starts_with(&p) {
-            return Err(refuse(&p, "lies inside"));
+        if work.starts_with(p) {
+            return Err(refuse(p, "lies inside"));
         }
     }
-    for home in paths.not_above.iter().map(resolve) {
-        if work == home {
+    for home in paths.not_above {
+        if work == *home {
             return Err(AdapterError::SandboxUnavailable {
                 reason: format!(
                     "the sandbox working directory `{}` is a home directory; use a project directory inside it",
@@ -104,11 +106,11 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
             });
         }
         if home.starts_with(&work) {
-            return Err(refuse(&home, "holds the home directory"));
+            return Err(refuse(home, "holds the home directory"));
         }
         // Dot-directories of a home hold keys, credentials, configuration, tools and
         // what runs at login; none is a sandbox.
-        if let Ok(rest) = work.strip_prefix(&home)
+        if let Ok(rest) = work.strip_prefix(home)
             && let Some(first) = rest.components().next()
             && first.as_os_str().as_encoded_bytes().starts_with(b".")
         {
@@ -121,23 +123,7 @@ pub(crate) fn check_sandbox_dir(paths: &SandboxPaths<'_>) -> Result<(), AdapterE
             });
         }
     }
-    Ok(())
-}
-
-/// `path` with symlinks resolved, for a system path such as `/usr` or `/var/tmp`: one
-/// `readlink` a component that is not a symlink (the common case), `canonicalize` from
-/// the first that is; a path that does not exist is kept as written.
-pub(crate) fn resolve_system(path: &Path) -> PathBuf {
-    let mut at = PathBuf::from("/");
-    for c in path.components().skip(1) {
-        at.push(c);
-        match std::fs::read_link(&at) {
-            Ok(_) => return path.canonicalize().unwrap_or_else(|_| path.to_owned()),
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-            Err(_) => return path.to_owned(),
-        }
-    }
-    at
+    Ok(work)
 }
 
 pub(crate) fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> AdapterError {
@@ -153,23 +139,6 @@ pub(crate) fn sandbox_failed(path: &Path, reason: &str, e: io::Error) -> Adapter
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-
-    #[test]
-    fn system_paths_resolve_like_canonicalize() {
-        for p in [
-            "/usr",
-            "/bin",
-            "/lib64",
-            "/var/tmp",
-            "/etc",
-            "/nonexistent-hcp/x",
-        ] {
-            let want = Path::new(p)
-                .canonicalize()
-                .unwrap_or_else(|_| PathBuf::from(p));
-            assert_eq!(resolve_system(Path::new(p)), want, "{p}");
-        }
-    }
 
     fn refused(paths: &SandboxPaths<'_>, needle: &str) {
         let e = check_sandbox_dir(paths).unwrap_err();

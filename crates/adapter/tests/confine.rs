@@ -121,7 +121,7 @@ impl World {
                 workdir: &work,
                 tenant_home: Some(&tenant),
                 bin,
-                interpreter: None,
+                interpreters: &[],
                 hcp_home: &hcp,
                 bootstrap: None,
                 homes: &homes,

@@ -36,15 +36,27 @@ fn stable(w: &World, out: &std::process::Output) -> String {
     );
     // The built bins' directory first: it lies in the checkout, or wherever the build puts it.
     let text = w.filter(&raw.replace(&common::bin_dir().display().to_string(), "[BIN]"));
-    text.lines()
+    let kept: Vec<&str> = text
+        .lines()
         .filter(|l| {
             !l.ends_with("(system)")
                 && !l.ends_with("(not readable by every user)")
                 && !l.ends_with("(target of a symlink of /etc)")
                 && !l.starts_with("sandbox ")
         })
-        .map(|l| format!("{l}\n"))
-        .collect()
+        .collect();
+    // The view is in path order, and where the built bins' directory sorts depends on where
+    // the checkout lies: its lines go last in the view, just before `network`.
+    let (pinned, rest): (Vec<&str>, Vec<&str>) =
+        kept.into_iter().partition(|l| l.ends_with("(pinned bin)"));
+    let mut lines = Vec::new();
+    for l in rest {
+        if l.starts_with("network ") {
+            lines.extend(pinned.iter().copied());
+        }
+        lines.push(l);
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 #[test]

@@ -242,46 +242,44 @@ fn reserved_bins(pack: &CheckedPack, lookup: &pack::BinLookup) -> Result<(), Pac
     Ok(())
 }
 
-/// The notes of [`Installed::view_notes`]: for each pinned bin and a script's interpreter
-/// outside the system directories, when the view binds less than its prefix (the file
-/// alone, or its `bin` directory without the directory above), and a script whose
-/// interpreter cannot be found.
+/// The notes of [`Installed::view_notes`] (RUNTIME §5.1: "warns when either lies outside
+/// the view"): a pinned bin outside the system directories when the view binds less than
+/// its prefix (the file alone, or its `bin` directory without the directory above), and
+/// each file of a script's pinned interpreter that lies outside the system directories,
+/// with what of it the view binds.
 fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<String> {
     let homes =
         crate::prepare::machine_homes(std::env::var_os("HOME").map(std::path::PathBuf::from));
     let stores = [rt.home().root().to_owned()];
     let id = &record.pack_id;
     let mut notes = Vec::new();
-    let note = |notes: &mut Vec<String>, what: &str, p: &Path| {
-        let Some(d) = hcp_adapter::bin_dirs(p, &homes, &stores).into_iter().next() else {
-            return;
-        };
-        let dir = p.parent();
-        let cut = d == p
-            || (dir.and_then(Path::file_name).is_some_and(|n| n == "bin")
-                && Some(d.as_path()) == dir);
-        if cut {
-            notes.push(format!(
-                "{what} `{}` of `{id}` lies outside the system directories and its calls see `{}` alone; add what else it needs with `packs.{id}.read` in `config.json`",
-                p.display(),
-                d.display()
-            ));
-        }
-    };
     for b in &record.bins {
         let path = b.path.as_path();
-        note(&mut notes, "the bin", path);
-        let mut head = [0u8; 256];
-        let n = std::fs::File::open(path)
-            .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-            .unwrap_or(0);
-        if head[..n].starts_with(b"#!") {
-            match hcp_adapter::shebang_interpreter(&head[..n], std::env::var_os("PATH").as_deref()) {
-                Some(i) => note(&mut notes, "the interpreter", &i),
-                None => notes.push(format!(
-                    "the interpreter of `{}` (its `#!` line) is not found here, so its calls cannot run it",
-                    path.display()
-                )),
+        if let Some(d) = hcp_adapter::bin_dirs(path, &homes, &stores)
+            .into_iter()
+            .next()
+        {
+            let dir = path.parent();
+            let cut = d == path
+                || (dir.and_then(Path::file_name).is_some_and(|n| n == "bin")
+                    && Some(d.as_path()) == dir);
+            if cut {
+                notes.push(format!(
+                    "the bin `{}` of `{id}` lies outside the system directories and its calls see `{}` alone; add what else it needs with `packs.{id}.read` in `config.json`",
+                    path.display(),
+                    d.display()
+                ));
+            }
+        }
+        for f in b.interpreter.iter().flat_map(|i| i.files.iter()) {
+            let shown = hcp_adapter::bin_dirs(&f.path, &homes, &stores);
+            if let Some(d) = shown.first() {
+                notes.push(format!(
+                    "the interpreter `{}` of `{}` (pinned with it) lies outside the system directories and its calls see `{}` of it; add what else it needs with `packs.{id}.read` in `config.json`",
+                    f.path.display(),
+                    path.display(),
+                    d.display()
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The one bin verifier (RUNTIME §3, §5 step 9) for every caller — exec, sense, doctor:
 //! an install record's pin checked by `hcp_adapter::verify_bin`, with the stat fast path
-//! across calls.
+//! across calls; for a script, each file of the interpreter install pinned with it too
+//! (RUNTIME §5.1), which is then what runs it (`hcp_adapter::VerifiedBin::run_by`).
 //!
 //! After a verify that had to hash the bin, the stat fingerprint it vouched for is kept in
 //! `packs/<id>/.hcp/fingerprints.json` so the next call checks a `stat` instead of
@@ -12,8 +13,9 @@
 use crate::refusal::Refusal;
 use hcp_adapter::{AdapterError, BinPin, StatFingerprint, VerifiedBin};
 use hcp_model::Code;
-use hcp_store::pack::{InstalledPack, PinnedBin};
+use hcp_store::pack::{InstalledPack, PinnedBin, PinnedFile};
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 const FILE: &str = ".hcp/fingerprints.json";
@@ -30,14 +32,15 @@ struct Entry {
     fingerprint: StatFingerprint,
 }
 
-/// The fingerprint kept for `pin`, when there is one for exactly this pin.
-fn cached(pack_dir: &Path, pin: &PinnedBin) -> Option<StatFingerprint> {
+/// The fingerprint kept for the file pinned at `path` with digest `sha256`, when there is
+/// one for exactly this pin.
+fn cached(pack_dir: &Path, path: &Path, sha256: &str) -> Option<StatFingerprint> {
     let bytes = std::fs::read(pack_dir.join(FILE)).ok()?;
     let cache: Cache = serde_json::from_slice(&bytes).ok()?;
     cache
         .entries
         .into_iter()
-        .find(|e| e.path == pin.path && e.sha256 == pin.sha256)
+        .find(|e| e.path == path && e.sha256 == sha256)
         .map(|e| e.fingerprint)
 }
 
@@ -69,12 +72,22 @@ fn remember(pack_dir: &Path, pin: &BinPin, verified: &VerifiedBin) {
 /// # Errors
 /// `store_damaged` when the record's digest is not a sha256 digest.
 pub fn bin_pin(pin: &PinnedBin, fingerprint: Option<StatFingerprint>) -> Result<BinPin, Refusal> {
+    file_pin(&pin.program, &pin.path, &pin.sha256, fingerprint)
+}
+
+/// The adapter's pin of a file pinned at `path` with `sha256` for `program`.
+fn file_pin(
+    program: &str,
+    path: &Path,
+    sha256: &str,
+    fingerprint: Option<StatFingerprint>,
+) -> Result<BinPin, Refusal> {
     Ok(BinPin {
-        path: pin.path.clone(),
-        sha256: pin.sha256.parse().map_err(|_| {
+        path: path.to_owned(),
+        sha256: sha256.parse().map_err(|_| {
             Refusal::new(
                 Code::StoreDamaged,
-                format!("pin of `{}` is not a sha256 digest", pin.program),
+                format!("pin of `{program}` is not a sha256 digest"),
             )
         })?,
         fingerprint,
@@ -96,7 +109,7 @@ pub fn pin_of(pack: &InstalledPack, program: &str) -> Result<BinPin, Refusal> {
             pack.id
         ))
     })?;
-    bin_pin(pin, cached(&pack.dir, pin))
+    bin_pin(pin, cached(&pack.dir, &pin.path, &pin.sha256))
 }
 
 /// Verifies the bin `program` of `pack` against its pin and holds it open for the run:
@@ -106,7 +119,73 @@ pub fn pin_of(pack: &InstalledPack, program: &str) -> Result<BinPin, Refusal> {
 /// # Errors
 /// As [`pin_of`] and [`verify_pin`].
 pub fn verify(pack: &InstalledPack, program: &str) -> Result<VerifiedBin, Refusal> {
-    verify_pin(pack, &pin_of(pack, program)?)
+    let verified = verify_pin(pack, &pin_of(pack, program)?)?;
+    if !verified.is_script() {
+        return Ok(verified);
+    }
+    let reinstall = || {
+        format!(
+            "review the script and its interpreter, then `hcp install --force` the pack `{}`",
+            pack.id
+        )
+    };
+    let Some(interpreter) = pack
+        .record
+        .bin(program)
+        .and_then(|b| b.interpreter.as_ref())
+    else {
+        return Err(Refusal::new(
+            Code::BinChanged,
+            format!(
+                "the interpreter of the script `{}` was not pinned at install (an install by an earlier hcp), so a call cannot know what runs it",
+                verified.path().display()
+            ),
+        )
+        .hint(reinstall()));
+    };
+    let mut files = Vec::with_capacity(interpreter.files.len());
+    for f in &interpreter.files {
+        files.push(verify_interpreter(pack, program, verified.path(), f)?);
+    }
+    let argv = interpreter.argv.iter().map(OsString::from).collect();
+    verified
+        .run_by(argv, files)
+        .map_err(|e| Refusal::adapter(&e).hint(reinstall()))
+}
+
+/// Verifies one file of a script's pinned interpreter (`bin_missing` when it is gone,
+/// `bin_changed` when it changed, each naming it), with the stat fast path.
+fn verify_interpreter(
+    pack: &InstalledPack,
+    program: &str,
+    script: &Path,
+    f: &PinnedFile,
+) -> Result<VerifiedBin, Refusal> {
+    let pin = file_pin(
+        program,
+        &f.path,
+        &f.sha256,
+        cached(&pack.dir, &f.path, &f.sha256),
+    )?;
+    let verified = hcp_adapter::verify_bin(&pin).map_err(|e| {
+        let r = Refusal::adapter(&e);
+        Refusal::new(
+            r.code,
+            format!(
+                "the interpreter of `{}` (pinned at install): {}",
+                script.display(),
+                r.message
+            ),
+        )
+        .hint(format!(
+            "the interpreter changed or moved since install; review it, then `hcp install --force` the pack `{}`",
+            pack.id
+        ))
+    })?;
+    if verified.hashed() {
+        remember(&pack.dir, &pin, &verified);
+    }
+    Ok(verified)
 }
 
 /// Verifies `pin`, a pin of `pack` ([`pin_of`]).
@@ -127,22 +206,29 @@ pub fn verify_pin(pack: &InstalledPack, pin: &BinPin) -> Result<VerifiedBin, Ref
     Ok(verified)
 }
 
-/// A full check of one pinned bin, hashing it whatever its fingerprint (`hcp doctor`):
-/// `Ok`, or why not, as `(missing, reason)`.
+/// A full check of one pinned bin and the files of its pinned interpreter, hashing each
+/// whatever its fingerprint (`hcp doctor`): `Ok`, or why not, as `(missing, reason)`.
 ///
 /// # Errors
-/// `(true, reason)` when the bin is gone, `(false, reason)` when it changed or is not an
+/// `(true, reason)` when a file is gone, `(false, reason)` when one changed or is not an
 /// executable file.
 pub fn check(pin: &PinnedBin) -> Result<(), (bool, String)> {
-    let p = bin_pin(pin, None).map_err(|r| (false, r.message))?;
+    check_file(&pin.program, "pinned bin", &pin.path, &pin.sha256)?;
+    for f in pin.interpreter.iter().flat_map(|i| i.files.iter()) {
+        check_file(&pin.program, "pinned interpreter", &f.path, &f.sha256)?;
+    }
+    Ok(())
+}
+
+fn check_file(program: &str, what: &str, path: &Path, sha256: &str) -> Result<(), (bool, String)> {
+    let p = file_pin(program, path, sha256, None).map_err(|r| (false, r.message))?;
     match hcp_adapter::verify_bin(&p) {
         Ok(_) => Ok(()),
         Err(AdapterError::BinMissing { path, source }) => Err((
             true,
             format!(
-                "pinned bin `{}` of `{}` is missing: {}",
+                "{what} `{}` of `{program}` is missing: {}",
                 path.display(),
-                pin.program,
                 source.map_or_else(|| "it is not an absolute path".into(), |e| e.to_string())
             ),
         )),
@@ -153,17 +239,15 @@ pub fn check(pin: &PinnedBin) -> Result<(), (bool, String)> {
         }) => Err((
             false,
             format!(
-                "pinned bin `{}` of `{}` changed since install: digest is `{actual}`, pinned `{pinned}`",
+                "{what} `{}` of `{program}` changed since install: digest is `{actual}`, pinned `{pinned}`",
                 path.display(),
-                pin.program
             ),
         )),
         Err(e) => Err((
             false,
             format!(
-                "pinned bin `{}` of `{}` changed since install: {e}",
-                pin.path.display(),
-                pin.program
+                "{what} `{}` of `{program}` changed since install: {e}",
+                path.display(),
             ),
         )),
     }

@@ -354,7 +354,7 @@ struct Inputs {
     write: Vec<PathBuf>,
     protect: Vec<String>,
     etc: hcp_adapter::EtcIndex,
-    interpreter: Option<PathBuf>,
+    interpreters: Vec<PathBuf>,
 }
 
 impl Inputs {
@@ -382,7 +382,7 @@ impl Inputs {
             write: pack.write.iter().map(|p| p.path()).collect(),
             protect: protected_in_workdir(config),
             etc: crate::view_index::view_index(home),
-            interpreter: s.bin.interpreter(parent_path.as_deref()),
+            interpreters: s.bin.interpreters().map(Path::to_path_buf).collect(),
             parent_path,
         })
     }
@@ -402,7 +402,7 @@ impl Inputs {
             workdir: s.workdir,
             tenant_home: self.tenant_home.as_deref(),
             bin: s.bin.path(),
-            interpreter: self.interpreter.as_deref(),
+            interpreters: &self.interpreters,
             hcp_home: home.root(),
             bootstrap: s.bootstrap.then_some(&BOOTSTRAP_HIDDEN[..]),
             homes: &self.homes,

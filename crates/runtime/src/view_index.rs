@@ -11,9 +11,10 @@
 //!
 //! It is made again by every `install`, by `hcp doctor --refresh` and `hcp init`
 //! ([`refresh_view_index`]), and by the first call of a boot: a call whose index names
-//! another boot, or that finds none or a damaged one, scans `/etc` before it runs
-//! ([`view_index`]) and writes what it found (best effort: a store it cannot write still
-//! gets the fresh scan).
+//! another boot, or that finds none or a damaged one, or whose `/etc` changed where the
+//! index looks (`hcp_adapter::EtcIndex::is_current`: a handful of `statx`), scans `/etc`
+//! before it runs ([`view_index`]) and writes what it found (best effort: a store it
+//! cannot write still gets the fresh scan).
 
 use hcp_adapter::EtcIndex;
 use hcp_store::Home;
@@ -91,12 +92,14 @@ pub fn stored(home: &Home) -> Result<ViewIndex, String> {
     Ok(index)
 }
 
-/// The index a call's view uses: the stored one when it was made in this boot, else a
-/// fresh scan, written into the store when it can be (RUNTIME §5.1: "the first call of a
-/// boot").
+/// The index a call's view uses: the stored one when it was made in this boot and `/etc`
+/// and the directories holding its covered entries have not changed since
+/// ([`EtcIndex::is_current`]: an entry added beside a covered one, a new file at the top of
+/// `/etc`), else a fresh scan, written into the store when it can be (RUNTIME §5.1: "the
+/// first call of a boot").
 pub fn view_index(home: &Home) -> EtcIndex {
     match stored(home) {
-        Ok(i) if i.boot_id == boot_id() => i.etc,
+        Ok(i) if i.boot_id == boot_id() && i.etc.is_current() => i.etc,
         _ => match refresh_view_index(home) {
             Ok(i) => i.etc,
             Err(_) => hcp_adapter::scan_etc(),

@@ -24,6 +24,7 @@ use std::path::PathBuf;
 pub mod bins;
 pub(crate) mod fsops;
 mod install;
+pub mod interpreter;
 pub mod openapi;
 mod read;
 pub mod record;
@@ -36,7 +37,7 @@ pub use install::{
 pub use read::{
     InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
 };
-pub use record::{InstallRecord, PackSummaryFields, PinnedBin};
+pub use record::{InstallRecord, PackSummaryFields, PinnedBin, PinnedFile, PinnedInterpreter};
 
 /// Why a pack operation was refused or failed. Every variant has a stable code
 /// ([`PackError::code`]).

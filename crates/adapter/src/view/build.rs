@@ -34,9 +34,6 @@ const DEV_LINKS: [(&str, &str); 4] = [
     ("stderr", "/proc/self/fd/2"),
 ];
 
-/// Parts of the call's `/proc` made read-only.
-const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
-
 /// Parts of the call's `/proc` masked.
 const PROC_MASKED: [&str; 3] = ["kcore", "keys", "timer_list"];
 
@@ -74,28 +71,29 @@ struct Layout {
 fn layout() -> &'static Layout {
     static LAYOUT: OnceLock<Layout> = OnceLock::new();
     LAYOUT.get_or_init(|| {
+        use crate::system::Entry;
         let system = SYSTEM_DIRS
             .iter()
             .filter_map(|d| {
                 let p = PathBuf::from(d);
-                let m = std::fs::symlink_metadata(&p).ok()?;
-                if m.file_type().is_symlink() {
-                    let t = std::fs::read_link(&p).ok()?;
-                    Some((p, Some(t)))
-                } else if m.is_dir() {
-                    Some((p, None))
-                } else {
-                    None
+                match crate::system::entry(&p) {
+                    Entry::Link { target, .. } => Some((p, Some(target))),
+                    Entry::Dir => Some((p, None)),
+                    Entry::File | Entry::Missing => None,
                 }
             })
             .collect();
-        let etc = Path::new("/etc")
-            .canonicalize()
-            .unwrap_or_else(|_| PathBuf::from("/etc"));
-        let base = ["/tmp", "/mnt", "/run", "/var/tmp", "/dev/shm"]
+        let etc = crate::system::resolve(Path::new("/etc"));
+        let base = ["/tmp", "/mnt", "/run"]
             .iter()
             .map(PathBuf::from)
-            .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            .find(|p| crate::system::entry(p) == Entry::Dir)
+            .or_else(|| {
+                ["/var/tmp", "/dev/shm"]
+                    .iter()
+                    .map(PathBuf::from)
+                    .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+            })
             .unwrap_or_else(|| PathBuf::from("/tmp"));
         Layout {
             system,
@@ -150,11 +148,13 @@ fn passwd(home: &Path) -> Vec<u8> {
 /// when that is named `bin`, the directory above it — unless the one above is a home, a
 /// top-level entry of a home (`~/.local`, `~/.cargo`), holds a home or a store, or is a
 /// shared root (`/`, `/tmp`, `/home` …): then the bin's directory alone. A directory that is
-/// itself such a place gives way to the bin file alone. Returns the paths to bind, each a
-/// directory, or the file itself. `homes` and `stores` are compared as given: pass them
-/// resolved (`realpath`).
+/// itself such a place, or lies at the top of a home or one level in (`~/bin`,
+/// `~/.local/bin`, `~/.cargo/bin`, `~/tools`: where a user keeps tools of every kind) gives
+/// way to the bin file alone. Returns the paths to bind, each a directory, or the file
+/// itself. `bin`, `homes` and `stores` are compared as given: pass them resolved
+/// (`realpath`; a pinned path is). A bin's directory that became a symlink since the pin
+/// then fails the call's bind (it follows no symlink) rather than binding elsewhere.
 pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBuf> {
-    let resolved = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
     // The system directories as written and as resolved (`/bin` → `/usr/bin`), once per
     // process: a bin in one of them (the common case) costs no system call here.
     static SYSTEM: OnceLock<Vec<PathBuf>> = OnceLock::new();
@@ -162,16 +162,13 @@ pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBu
         SYSTEM_DIRS
             .iter()
             .chain(["/etc"].iter())
-            .flat_map(|d| [PathBuf::from(d), resolved(Path::new(d))])
+            .flat_map(|d| [PathBuf::from(d), crate::system::resolve(Path::new(d))])
             .collect()
     });
     if system.iter().any(|d| bin.starts_with(d)) {
         return Vec::new();
     }
-    let bin = resolved(bin);
-    if system.iter().any(|d| bin.starts_with(d)) {
-        return Vec::new();
-    }
+    let bin = bin.to_owned();
     let unfit = |d: &Path| {
         SHARED_ROOTS.iter().any(|r| d == Path::new(r))
             || homes.iter().any(|h| h.starts_with(d))
@@ -180,7 +177,16 @@ pub fn bin_dirs(bin: &Path, homes: &[PathBuf], stores: &[PathBuf]) -> Vec<PathBu
     let Some(dir) = bin.parent() else {
         return vec![bin];
     };
-    if unfit(dir) {
+    // A directory at the top of a home or one level in (`~/bin`, `~/.local/bin`,
+    // `~/.cargo/bin`, `~/tools`) is where a user keeps tools of every kind, scripts with
+    // tokens in them among them: the bin alone.
+    let crowded = |d: &Path| {
+        let up = d.parent();
+        homes
+            .iter()
+            .any(|h| up == Some(h.as_path()) || up.and_then(Path::parent) == Some(h.as_path()))
+    };
+    if unfit(dir) || crowded(dir) {
         return vec![bin.clone()];
     }
     if dir.file_name().is_some_and(|n| n == "bin")
@@ -216,24 +222,53 @@ fn unavailable(reason: String) -> AdapterError {
     AdapterError::SandboxUnavailable { reason }
 }
 
-/// The kind of a host path as it will stand in the view.
+/// The kind of a host path as it will stand in the view. The child checks that what it
+/// binds is still of this kind (`How::kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Dir,
     File,
     Socket,
+    Fifo,
+    Symlink,
+    /// A device node: no view holds one but its own `/dev`.
+    Device,
 }
 
+impl Kind {
+    fn of(m: &std::fs::Metadata) -> Self {
+        let t = m.file_type();
+        if t.is_dir() {
+            Self::Dir
+        } else if t.is_symlink() {
+            Self::Symlink
+        } else if t.is_socket() {
+            Self::Socket
+        } else if t.is_fifo() {
+            Self::Fifo
+        } else if t.is_file() {
+            Self::File
+        } else {
+            Self::Device
+        }
+    }
+
+    /// The `S_IFMT` bits of this kind.
+    fn mode(self) -> u32 {
+        match self {
+            Self::Dir => libc::S_IFDIR,
+            Self::File => libc::S_IFREG,
+            Self::Socket => libc::S_IFSOCK,
+            Self::Fifo => libc::S_IFIFO,
+            Self::Symlink => libc::S_IFLNK,
+            Self::Device => 0,
+        }
+    }
+}
+
+/// The kind of what `p` names, its symlinks followed.
 fn kind_of(p: &Path) -> Option<Kind> {
-    let m = std::fs::metadata(p).ok()?;
-    let t = m.file_type();
-    Some(if t.is_dir() {
-        Kind::Dir
-    } else if t.is_socket() {
-        Kind::Socket
-    } else {
-        Kind::File
-    })
+    std::fs::metadata(p).ok().map(|m| Kind::of(&m))
 }
 
 /// A bind of a host path, or a cover, planned at a view path; sorted by that path before
@@ -313,7 +348,7 @@ impl Builder {
 }
 
 /// The view of `spec` ([`View::build`]).
-pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
+pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View, AdapterError> {
     let lay = layout();
     let local = spec.land == Land::Local;
     let home: PathBuf = if local {
@@ -342,10 +377,8 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         src: cstr(Path::new(STAGE))?,
         dst: cstr(Path::new(STAGE))?,
         how: How {
-            nofollow: false,
-            optional: false,
             set: ro,
-            clr: 0,
+            ..How::PLAIN
         },
     });
 
@@ -358,12 +391,7 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         b.ops.push(Op::Bind {
             src: old(&p)?,
             dst: cstr(&p)?,
-            how: How {
-                nofollow: false,
-                optional: false,
-                set: 0,
-                clr: 0,
-            },
+            how: How::PLAIN,
         });
         b.entry(&p, EntryMode::Device, Some(&p), "device");
     }
@@ -394,7 +422,9 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
     b.ops.push(Op::Mkdir(cstr(Path::new(VIEW_TMP))?, 0o1777));
     b.made.push(PathBuf::from(VIEW_TMP));
 
-    // /proc: the call's own, parts read-only, parts masked.
+    // /proc: the call's own, read-only as a whole (uid 0 passes the owner bits of every
+    // file in it: `/proc/sys`, `/proc/sysrq-trigger`, a process's own attributes), parts
+    // masked.
     b.ops.push(Op::Mkdir(cstr(Path::new("/proc"))?, 0o555));
     b.made.push(PathBuf::from("/proc"));
     b.ops.push(Op::Proc(cstr(Path::new("/proc"))?));
@@ -402,33 +432,14 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         Path::new("/proc"),
         EntryMode::Proc,
         None,
-        "the call's processes",
+        "the call's processes, read-only",
     );
-    for p in PROC_READ_ONLY {
-        let p = Path::new("/proc").join(p);
-        b.ops.push(Op::Bind {
-            src: cstr(&p)?,
-            dst: cstr(&p)?,
-            how: How {
-                nofollow: false,
-                optional: true,
-                set: ro,
-                clr: 0,
-            },
-        });
-        b.entry(&p, EntryMode::ReadOnly, None, "kernel settings");
-    }
     for p in PROC_MASKED {
         let p = Path::new("/proc").join(p);
         b.ops.push(Op::Bind {
             src: cstr(Path::new(VOID))?,
             dst: cstr(&p)?,
-            how: How {
-                nofollow: false,
-                optional: true,
-                set: 0,
-                clr: 0,
-            },
+            how: How::OPTIONAL,
         });
         b.entry(
             &p,
@@ -465,12 +476,7 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
                 b.ops.push(Op::Bind {
                     src: old(p)?,
                     dst: cstr(p)?,
-                    how: How {
-                        nofollow: false,
-                        optional: false,
-                        set: 0,
-                        clr: 0,
-                    },
+                    how: How::PLAIN,
                 });
                 b.mounts.push(p.clone());
                 b.entry(p, EntryMode::ReadOnly, Some(p), "system");
@@ -527,12 +533,12 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         .into_iter()
         .map(|p| (p, "pinned bin"))
         .collect();
-    if let Some(i) = spec.interpreter {
-        programs.extend(
-            bin_dirs(i, spec.homes, spec.stores)
-                .into_iter()
-                .map(|p| (p, "interpreter of the pinned bin")),
-        );
+    for i in spec.interpreters {
+        for p in bin_dirs(i, spec.homes, spec.stores) {
+            if !programs.iter().any(|(q, _)| *q == p) {
+                programs.push((p, "interpreter of the pinned bin"));
+            }
+        }
     }
     for (p, why) in programs {
         let kind = kind_of(&p).unwrap_or(Kind::File);
@@ -549,20 +555,26 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         });
     }
     // Operator paths: absolute, resolved, never a kernel tree or a store.
-    let mut operator: Vec<(PathBuf, bool)> = Vec::new();
+    let mut operator: Vec<(PathBuf, bool, Kind)> = Vec::new();
     for (list, writable) in [(spec.read, false), (spec.write, true)] {
         for p in list {
             let Ok(r) = p.canonicalize() else {
                 continue;
             };
             check_operator_path(p, &r, spec.stores)?;
-            operator.retain(|(q, _)| *q != r);
-            operator.push((r, writable));
+            let Some(kind) = kind_of(&r) else { continue };
+            check_operator_kind(p, kind, writable)?;
+            operator.retain(|(q, _, _)| *q != r);
+            operator.push((r, writable, kind));
         }
     }
     let mut socket_listed = false;
-    for (p, writable) in operator {
-        let Some(kind) = kind_of(&p) else { continue };
+    let write_roots: Vec<PathBuf> = operator
+        .iter()
+        .filter(|(_, w, k)| *w && *k == Kind::Dir)
+        .map(|(p, _, _)| p.clone())
+        .collect();
+    for (p, writable, kind) in operator {
         socket_listed |= writable && kind == Kind::Socket;
         planned.push(Planned {
             at: p.clone(),
@@ -585,14 +597,17 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
     }
     let mut protected = Vec::new();
     if local {
-        let work = spec
-            .workdir
-            .canonicalize()
-            .map_err(|e| AdapterError::SandboxFailed {
-                path: spec.workdir.to_owned(),
-                reason: "cannot resolve the working directory".into(),
-                source: Some(e),
-            })?;
+        let work = if workdir_resolved {
+            spec.workdir.to_owned()
+        } else {
+            spec.workdir
+                .canonicalize()
+                .map_err(|e| AdapterError::SandboxFailed {
+                    path: spec.workdir.to_owned(),
+                    reason: "cannot resolve the working directory".into(),
+                    source: Some(e),
+                })?
+        };
         planned.push(Planned {
             at: work.clone(),
             what: What::Host {
@@ -609,7 +624,9 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
             },
         });
         if spec.workdir_writable {
-            protected = plan_protected(&mut planned, &work, spec.protect_in_workdir);
+            let mut writable = vec![work.clone()];
+            writable.extend(write_roots.iter().cloned());
+            protected = plan_protected(&mut planned, &work, &writable, spec.protect_in_workdir)?;
         }
     } else {
         let tenant = spec
@@ -640,12 +657,7 @@ pub(super) fn build(spec: &ViewSpec<'_>) -> Result<View, AdapterError> {
         b.ops.push(Op::Bind {
             src: cstr(Path::new(p))?,
             dst: cstr(Path::new(p))?,
-            how: How {
-                nofollow: false,
-                optional: false,
-                set: 0,
-                clr: 0,
-            },
+            how: How::PLAIN,
         });
     }
     b.entry(
@@ -706,6 +718,29 @@ fn check_operator_path(given: &Path, p: &Path, stores: &[PathBuf]) -> Result<(),
     Ok(())
 }
 
+/// Refuses an operator's path of a kind no view holds there: a socket or a FIFO named
+/// read-only (a read-only mount keeps neither `connect` nor a writer out: it would be a
+/// channel to whoever listens), a device node anywhere.
+fn check_operator_kind(given: &Path, kind: Kind, writable: bool) -> Result<(), AdapterError> {
+    let what = match kind {
+        Kind::Socket if !writable => "a socket",
+        Kind::Fifo if !writable => "a FIFO",
+        Kind::Device => "a device node",
+        _ => return Ok(()),
+    };
+    Err(unavailable(if kind == Kind::Device {
+        format!(
+            "the configured path `{}` is {what}, which no view holds",
+            given.display()
+        )
+    } else {
+        format!(
+            "the read-only path `{}` of the configuration is {what}, which a read-only mount does not keep a call from using; name it among the pack's `write` paths to give calls that endpoint",
+            given.display()
+        )
+    }))
+}
+
 /// The store for the bootstrap pack: read-only, its hidden names covered.
 fn plan_store(planned: &mut Vec<Planned>, store: StoreView<'_>) -> Result<(), AdapterError> {
     let root = store
@@ -745,9 +780,43 @@ fn plan_store(planned: &mut Vec<Planned>, store: StoreView<'_>) -> Result<(), Ad
 /// The protected names of a writable workdir (RUNTIME §5.1): each that exists bound
 /// read-only onto itself, its parent inside the workdir bound onto itself; returns what
 /// each was before the call.
-fn plan_protected(planned: &mut Vec<Planned>, work: &Path, names: &[String]) -> Vec<ProtectedName> {
+///
+/// Each name is walked one component at a time, nothing followed blindly:
+/// - a symlink is bound onto itself (it can be neither removed nor replaced) and, when it
+///   resolves into a tree the call may write (`writable`: the workdir, the operator's
+///   read-write paths), the walk goes on from its target, so that `.git -> repo.git` or
+///   `.git/hooks -> ../githooks` protects `repo.git/hooks` or `githooks`; a symlink to the
+///   workdir itself or above it refuses the call (its target cannot be made read-only
+///   without the workdir);
+/// - a regular file where the name goes on (`.git` a `gitdir:` file: it names where git finds
+///   the config and hooks) is bound read-only onto itself.
+fn plan_protected(
+    planned: &mut Vec<Planned>,
+    work: &Path,
+    writable: &[PathBuf],
+    names: &[String],
+) -> Result<Vec<ProtectedName>, AdapterError> {
     let mut out = Vec::new();
-    let mut parents: Vec<PathBuf> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    // The names share their first components (`.git`): each path is looked at once.
+    let mut looked: Vec<(PathBuf, Option<std::fs::Metadata>)> = Vec::new();
+    let mut lstat = |p: &Path| {
+        if let Some((_, m)) = looked.iter().find(|(q, _)| q == p) {
+            return m.clone();
+        }
+        let m = std::fs::symlink_metadata(p).ok();
+        looked.push((p.to_owned(), m.clone()));
+        m
+    };
+    let mut push = |planned: &mut Vec<Planned>, at: &Path, writable: bool, kind: Kind| {
+        if !seen.iter().any(|p| p == at) {
+            seen.push(at.to_owned());
+            planned.push(Planned {
+                at: at.to_owned(),
+                what: What::OntoItself { writable, kind },
+            });
+        }
+    };
     for name in names {
         let rel = Path::new(name);
         let normal =
@@ -755,76 +824,129 @@ fn plan_protected(planned: &mut Vec<Planned>, work: &Path, names: &[String]) -> 
         if !normal {
             continue;
         }
-        let path = work.join(rel);
-        // Every component below the workdir must be what it says: a symlink on the way
-        // is left alone (a mount cannot stand on it).
+        let comps: Vec<Component<'_>> = rel.components().collect();
         let mut at = work.to_owned();
         let mut before = Before::Absent;
-        for (i, c) in rel.components().enumerate() {
-            at.push(c);
-            let last = i + 1 == rel.components().count();
-            match std::fs::symlink_metadata(&at) {
-                Err(_) => {
-                    before = Before::Absent;
-                    break;
-                }
-                Ok(m) if m.file_type().is_symlink() => {
-                    before = if last { Before::Symlink } else { Before::Other };
-                    break;
-                }
-                Ok(m) if last => {
-                    before = if m.is_dir() {
-                        Before::Dir
-                    } else if m.is_file() {
-                        Before::File
-                    } else {
-                        Before::Other
+        // The directories walked through inside a writable tree: bound onto themselves
+        // once the name is found, so that it cannot be moved away with them.
+        let mut parents: Vec<PathBuf> = Vec::new();
+        let mut i = 0;
+        let mut hops = 0;
+        while i < comps.len() {
+            at.push(comps[i]);
+            let last = i + 1 == comps.len();
+            let Some(m) = lstat(&at) else {
+                before = if hops == 0 { Before::Absent } else { before };
+                break;
+            };
+            match Kind::of(&m) {
+                Kind::Symlink => {
+                    if hops == 0 {
+                        before = if last { Before::Symlink } else { Before::Other };
+                    }
+                    push(planned, &at, false, Kind::Symlink);
+                    hops += 1;
+                    let target = match at.canonicalize() {
+                        Ok(t) if hops <= MAX_PROTECTED_HOPS => t,
+                        _ => break,
                     };
+                    if work.starts_with(&target) {
+                        return Err(unavailable(format!(
+                            "the protected name `{name}` of the workdir is a symlink to `{}`, which holds the workdir; a call may not write there",
+                            target.display()
+                        )));
+                    }
+                    let Some(root) = writable.iter().find(|w| target.starts_with(w)) else {
+                        // Outside every tree the call may write: nothing to protect there.
+                        break;
+                    };
+                    // Go on from the target: the rest of the name lies beneath it, and
+                    // the directories down to it may not be moved either.
+                    parents = target
+                        .ancestors()
+                        .skip(1)
+                        .take_while(|a| a.starts_with(root) && a != root)
+                        .map(Path::to_path_buf)
+                        .collect();
+                    at = target;
+                    if !last {
+                        parents.push(at.clone());
+                    }
+                    if last {
+                        let kind = kind_of(&at).unwrap_or(Kind::File);
+                        protect(planned, &mut push, &at, kind, &parents, work, writable);
+                        break;
+                    }
+                    i += 1;
+                    continue;
                 }
-                Ok(m) if !m.is_dir() => {
-                    before = Before::Other;
+                Kind::Dir if !last => parents.push(at.clone()),
+                Kind::Dir | Kind::File if last => {
+                    let kind = Kind::of(&m);
+                    if hops == 0 {
+                        before = if kind == Kind::Dir {
+                            Before::Dir
+                        } else {
+                            Before::File
+                        };
+                    }
+                    protect(planned, &mut push, &at, kind, &parents, work, writable);
+                }
+                Kind::File => {
+                    // A file where the name goes on: it says where the rest is found.
+                    if hops == 0 {
+                        before = Before::Other;
+                    }
+                    protect(
+                        planned,
+                        &mut push,
+                        &at,
+                        Kind::File,
+                        &parents,
+                        work,
+                        writable,
+                    );
                     break;
                 }
-                Ok(_) => {}
-            }
-        }
-        if matches!(before, Before::Dir | Before::File) {
-            let mut parent = path.parent().map(Path::to_path_buf);
-            while let Some(p) = parent {
-                if p == work {
+                _ => {
+                    if hops == 0 {
+                        before = Before::Other;
+                    }
                     break;
                 }
-                if !parents.contains(&p) {
-                    parents.push(p.clone());
-                    planned.push(Planned {
-                        at: p.clone(),
-                        what: What::OntoItself {
-                            writable: true,
-                            kind: Kind::Dir,
-                        },
-                    });
-                }
-                parent = p.parent().map(Path::to_path_buf);
             }
-            planned.push(Planned {
-                at: path.clone(),
-                what: What::OntoItself {
-                    writable: false,
-                    kind: if before == Before::Dir {
-                        Kind::Dir
-                    } else {
-                        Kind::File
-                    },
-                },
-            });
+            i += 1;
         }
         out.push(ProtectedName {
             name: name.clone(),
-            path,
+            path: work.join(rel),
             before,
         });
     }
-    out
+    Ok(out)
+}
+
+/// Symlinks followed at most while walking one protected name.
+const MAX_PROTECTED_HOPS: usize = 8;
+
+/// Plans `at` (of `kind`) read-only onto itself and each of `parents` (the directories
+/// walked through to it) onto itself, writable, but the roots of the writable trees
+/// themselves (the workdir, an operator's path), which stay as they are bound.
+fn protect(
+    planned: &mut Vec<Planned>,
+    push: &mut impl FnMut(&mut Vec<Planned>, &Path, bool, Kind),
+    at: &Path,
+    kind: Kind,
+    parents: &[PathBuf],
+    work: &Path,
+    writable: &[PathBuf],
+) {
+    for p in parents {
+        if p != work && !writable.iter().any(|w| w == p) {
+            push(planned, p, true, Kind::Dir);
+        }
+    }
+    push(planned, at, false, kind);
 }
 
 fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
@@ -839,14 +961,18 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
             why,
         } => {
             b.make(&p.at, *kind)?;
+            let how = if *nofollow {
+                How::nofollow(kind.mode())
+            } else {
+                How::PLAIN
+            };
             b.ops.push(Op::Bind {
                 src: old(host)?,
                 dst: cstr(&p.at)?,
                 how: How {
-                    nofollow: *nofollow,
                     optional: *optional,
-                    set: 0,
                     clr: if *writable { ATTR_RDONLY } else { 0 },
+                    ..how
                 },
             });
             if *kind == Kind::Dir {
@@ -860,14 +986,18 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
             b.entry(&p.at, mode, Some(host), why);
         }
         What::OntoItself { writable, kind } => {
+            // A symlink takes no attribute (it cannot be written anyway).
+            let set = if *writable || *kind == Kind::Symlink {
+                0
+            } else {
+                ro
+            };
             b.ops.push(Op::Bind {
                 src: cstr(&p.at)?,
                 dst: cstr(&p.at)?,
                 how: How {
-                    nofollow: true,
-                    optional: false,
-                    set: if *writable { 0 } else { ro },
-                    clr: 0,
+                    set,
+                    ..How::nofollow(kind.mode())
                 },
             });
             if !*writable {
@@ -878,19 +1008,13 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
                     "protected name of the workdir",
                 );
             }
-            let _ = kind;
         }
         What::Cover { dir, why } => {
             let from = if *dir { EMPTY } else { VOID };
             b.ops.push(Op::Bind {
                 src: cstr(Path::new(from))?,
                 dst: cstr(&p.at)?,
-                how: How {
-                    nofollow: false,
-                    optional: true,
-                    set: 0,
-                    clr: 0,
-                },
+                how: How::OPTIONAL,
             });
             b.entry(&p.at, EntryMode::Masked, None, why);
         }
@@ -898,12 +1022,7 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
             b.ops.push(Op::Bind {
                 src: cstr(Path::new(PASSWD))?,
                 dst: cstr(&p.at)?,
-                how: How {
-                    nofollow: false,
-                    optional: true,
-                    set: 0,
-                    clr: 0,
-                },
+                how: How::OPTIONAL,
             });
             b.entry(
                 &p.at,
@@ -949,14 +1068,22 @@ mod tests {
             bin_dirs(&r.join("opt/tool/bin/t"), &homes, &none),
             [r.join("opt/tool")]
         );
-        // `~/.cargo` is a top-level entry of a home: its `bin` alone.
+        // `~/.cargo/bin` holds every tool cargo installed: the bin alone; so does a
+        // project's `bin` at the top of a home.
         assert_eq!(
             bin_dirs(&r.join("home/u/.cargo/bin/c"), &homes, &none),
-            [r.join("home/u/.cargo/bin")]
+            [r.join("home/u/.cargo/bin/c")]
         );
         assert_eq!(
             bin_dirs(&r.join("home/u/proj/bin/p"), &homes, &none),
-            [r.join("home/u/proj/bin")]
+            [r.join("home/u/proj/bin/p")]
+        );
+        // Deeper in a home: the directory above `bin`.
+        std::fs::create_dir_all(r.join("home/u/src/tool/bin")).unwrap();
+        std::fs::write(r.join("home/u/src/tool/bin/t"), "").unwrap();
+        assert_eq!(
+            bin_dirs(&r.join("home/u/src/tool/bin/t"), &homes, &none),
+            [r.join("home/u/src/tool")]
         );
         // In a home itself: the file alone.
         assert_eq!(
@@ -982,22 +1109,25 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let tenant = d.path().canonicalize().unwrap();
         let etc = super::super::EtcIndex::default();
-        let view = build(&ViewSpec {
-            land: Land::Personal,
-            workdir: Path::new("/"),
-            workdir_writable: false,
-            tenant_home: Some(&tenant),
-            bin: Path::new("/bin/sh"),
-            interpreter: None,
-            homes: &[],
-            stores: &[],
-            read: &[],
-            write: &[],
-            protect_in_workdir: &[],
-            store: None,
-            etc: &etc,
-            tmp_bytes: 1 << 20,
-        })
+        let view = build(
+            &ViewSpec {
+                land: Land::Personal,
+                workdir: Path::new("/"),
+                workdir_writable: false,
+                tenant_home: Some(&tenant),
+                bin: Path::new("/bin/sh"),
+                interpreters: &[],
+                homes: &[],
+                stores: &[],
+                read: &[],
+                write: &[],
+                protect_in_workdir: &[],
+                store: None,
+                etc: &etc,
+                tmp_bytes: 1 << 20,
+            },
+            false,
+        )
         .unwrap();
         let info = format!(
             "22 1 0:21 / / rw - ext4 /dev/vda rw\n\

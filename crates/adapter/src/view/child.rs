@@ -69,6 +69,36 @@ pub(crate) struct How {
     pub set: u64,
     /// Mount attributes cleared after the bind (`MOUNT_ATTR_RDONLY` for a read-write one).
     pub clr: u64,
+    /// With `nofollow`: the type the source must be (`S_IFDIR`, `S_IFREG`, `S_IFLNK`,
+    /// `S_IFSOCK`), or 0 for any. A source of another type (a FIFO or a symlink swapped in
+    /// since the plan) fails the bind with `ENOTDIR`, `EISDIR` or `ELOOP`.
+    pub kind: u32,
+}
+
+impl How {
+    /// A bind of a tree only root writes: one `mount`, no attribute of its own.
+    pub(crate) const PLAIN: Self = Self {
+        nofollow: false,
+        optional: false,
+        set: 0,
+        clr: 0,
+        kind: 0,
+    };
+
+    /// [`How::PLAIN`] whose source may be missing.
+    pub(crate) const OPTIONAL: Self = Self {
+        optional: true,
+        ..Self::PLAIN
+    };
+
+    /// A bind through descriptors that follow no symlink, of a source of type `kind`.
+    pub(crate) const fn nofollow(kind: u32) -> Self {
+        Self {
+            nofollow: true,
+            kind,
+            ..Self::PLAIN
+        }
+    }
 }
 
 /// One step of the plan. Paths are absolute in the new root (`/usr`), or in the old one
@@ -176,10 +206,11 @@ fn mount_setattr(dirfd: i32, path: &CStr, flags: libc::c_uint, set: u64, clr: u6
     })
 }
 
-/// `openat2(path, O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`: a descriptor or `-errno`.
+/// `openat2(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, RESOLVE_NO_SYMLINKS)`: a descriptor or
+/// `-errno`. A symlink on the way fails (`ELOOP`); a symlink at the end is opened itself.
 fn open_nofollow(path: &CStr) -> i32 {
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        flags: (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
         mode: 0,
         resolve: RESOLVE_NO_SYMLINKS,
     };
@@ -203,11 +234,39 @@ fn close(fd: i32) {
     }
 }
 
+/// 0 when the file `fd` refers to is of type `kind` (`S_IF*`, 0: any), else the errno a
+/// path of the wrong type would have met: `ENOTDIR`, `EISDIR`, `ELOOP`, `EINVAL`.
+fn check_kind(fd: i32, kind: u32) -> i32 {
+    if kind == 0 {
+        return 0;
+    }
+    // SAFETY: a struct on this stack the kernel fills; a descriptor we hold.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &raw mut st) } != 0 {
+        return errno();
+    }
+    let got = st.st_mode & libc::S_IFMT;
+    if got == kind {
+        return 0;
+    }
+    match (kind, got) {
+        (libc::S_IFDIR, _) => libc::ENOTDIR,
+        (_, libc::S_IFDIR) => libc::EISDIR,
+        (_, libc::S_IFLNK) => libc::ELOOP,
+        _ => libc::EINVAL,
+    }
+}
+
 /// A bind through descriptors, never following a symlink (see the module docs).
 fn bind_nofollow(src: &CStr, dst: &CStr, how: How) -> i32 {
     let s = open_nofollow(src);
     if s < 0 {
         return -s;
+    }
+    let e = check_kind(s, how.kind);
+    if e != 0 {
+        close(s);
+        return e;
     }
     // SAFETY: a descriptor we hold and an empty path; the flags clone the tree.
     let tree = unsafe {
@@ -354,7 +413,7 @@ fn run_op(op: &Op) -> i32 {
                     c"proc".as_ptr(),
                     p.as_ptr(),
                     c"proc".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
                     std::ptr::null(),
                 )
                 .into(),

@@ -13,7 +13,14 @@
 //! the first list and binds the second read-only at its own path.
 //!
 //! The scan costs a directory walk of `/etc` (about a thousand `getdents`/`lstat` here, a
-//! few milliseconds), which is why it is not made per call.
+//! few milliseconds), which is why it is not made per call. What a call checks instead is
+//! cheap ([`EtcIndex::is_current`]): the change time of `/etc` and of each directory that
+//! holds a covered entry, as the scan found them ([`EtcIndex::stamps`], a handful of
+//! `statx`). An entry added, removed or renamed there since the scan makes the index stale,
+//! and the runtime scans again before the call runs. What this does not see: an existing
+//! entry made unreadable in place (`chmod`, which changes the entry's time, not its
+//! directory's), and a new entry in a directory that holds no covered one; those wait for
+//! the next scan (an install, `hcp doctor --refresh`, the next boot).
 
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
@@ -52,7 +59,18 @@ pub struct LinkTarget {
     pub dir: bool,
 }
 
-/// What [`scan_etc`] found: the two lists a view needs of `/etc`, each sorted by path.
+/// A directory's change time as the scan saw it, before it read the directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stamp {
+    /// The directory (`/etc`, `/etc/ssl`).
+    pub path: PathBuf,
+    /// Its `st_ctime` in nanoseconds since the Unix epoch.
+    pub ctime_ns: i64,
+}
+
+/// What [`scan_etc`] found: the two lists a view needs of `/etc`, each sorted by path, and
+/// the stamps that tell whether they still hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EtcIndex {
@@ -60,6 +78,29 @@ pub struct EtcIndex {
     pub covered: Vec<Covered>,
     /// The targets outside the system directories of `/etc`'s symlinks, one per target.
     pub links: Vec<LinkTarget>,
+    /// `/etc` and every directory holding a covered entry, with its change time before the
+    /// scan read it (see the module docs); empty in an index of an earlier hcp, which
+    /// [`is_current`](Self::is_current) never takes for current.
+    #[serde(default)]
+    pub stamps: Vec<Stamp>,
+}
+
+impl EtcIndex {
+    /// Whether `/etc` and each directory holding a covered entry are unchanged since the
+    /// scan (one `statx` each): no entry was added, removed or renamed in them. `false`
+    /// for an index without stamps.
+    pub fn is_current(&self) -> bool {
+        !self.stamps.is_empty()
+            && self.stamps.iter().all(|s| {
+                std::fs::symlink_metadata(&s.path).is_ok_and(|m| ctime_ns(&m) == s.ctime_ns)
+            })
+    }
+}
+
+fn ctime_ns(m: &std::fs::Metadata) -> i64 {
+    m.ctime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(m.ctime_nsec())
 }
 
 /// Scans `/etc` (see the module docs).
@@ -72,21 +113,45 @@ pub fn scan_etc() -> EtcIndex {
 /// …) or beneath `etc` itself.
 pub fn scan_etc_at(etc: &Path) -> EtcIndex {
     let mut index = EtcIndex::default();
+    // Every directory walked, with its change time before it was read.
+    let mut walked: Vec<Stamp> = Vec::new();
     match std::fs::symlink_metadata(etc) {
-        Ok(m) if m.is_dir() && others_may_enter(&m) => walk(etc, etc, &mut index),
-        Ok(m) => index.covered.push(Covered {
-            path: etc.to_owned(),
-            dir: m.is_dir(),
-        }),
+        Ok(m) if m.is_dir() && others_may_enter(&m) => {
+            walked.push(Stamp {
+                path: etc.to_owned(),
+                ctime_ns: ctime_ns(&m),
+            });
+            walk(etc, etc, &mut index, &mut walked);
+        }
+        Ok(m) => {
+            index.covered.push(Covered {
+                path: etc.to_owned(),
+                dir: m.is_dir(),
+            });
+            walked.push(Stamp {
+                path: etc.to_owned(),
+                ctime_ns: ctime_ns(&m),
+            });
+        }
         Err(_) => {}
     }
     index.covered.sort_by(|a, b| a.path.cmp(&b.path));
     index.links.sort_by(|a, b| a.target.cmp(&b.target));
     index.links.dedup_by(|a, b| a.target == b.target);
+    index.stamps = walked
+        .into_iter()
+        .filter(|s| {
+            s.path == etc
+                || index
+                    .covered
+                    .iter()
+                    .any(|c| c.path.parent() == Some(s.path.as_path()))
+        })
+        .collect();
     index
 }
 
-fn walk(etc: &Path, dir: &Path, index: &mut EtcIndex) {
+fn walk(etc: &Path, dir: &Path, index: &mut EtcIndex, walked: &mut Vec<Stamp>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -104,7 +169,11 @@ fn walk(etc: &Path, dir: &Path, index: &mut EtcIndex) {
             }
         } else if t.is_dir() {
             if others_may_enter(&meta) {
-                walk(etc, &path, index);
+                walked.push(Stamp {
+                    path: path.clone(),
+                    ctime_ns: ctime_ns(&meta),
+                });
+                walk(etc, &path, index, walked);
             } else {
                 index.covered.push(Covered { path, dir: true });
             }
@@ -247,6 +316,35 @@ mod tests {
                 dir: false,
             }]
         );
+    }
+
+    #[test]
+    fn an_entry_added_beside_a_covered_one_makes_the_index_stale() {
+        let d = tempfile::tempdir().unwrap();
+        let etc = d.path().canonicalize().unwrap().join("etc");
+        std::fs::create_dir_all(etc.join("ssl/private")).unwrap();
+        std::fs::create_dir_all(etc.join("open")).unwrap();
+        mode(&etc.join("ssl/private"), 0o700);
+        let index = scan_etc_at(&etc);
+        let stamped: Vec<&Path> = index.stamps.iter().map(|s| s.path.as_path()).collect();
+        assert_eq!(stamped, [etc.as_path(), etc.join("ssl").as_path()]);
+        assert!(index.is_current());
+        // A directory with no covered entry is not watched.
+        std::fs::write(etc.join("open/new"), "x").unwrap();
+        assert!(index.is_current());
+        // A secret made beside a covered entry, or at the top: the index no longer holds.
+        std::fs::write(etc.join("ssl/new.key"), "x").unwrap();
+        assert!(!index.is_current());
+        let index = scan_etc_at(&etc);
+        assert!(index.is_current());
+        std::fs::write(etc.join("new-secret"), "x").unwrap();
+        assert!(!index.is_current());
+        // An index of an earlier hcp, without stamps, is never current.
+        let old = EtcIndex {
+            stamps: Vec::new(),
+            ..scan_etc_at(&etc)
+        };
+        assert!(!old.is_current());
     }
 
     #[test]

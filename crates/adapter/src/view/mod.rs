@@ -30,7 +30,7 @@ pub(crate) mod child;
 pub mod etc;
 
 pub use build::bin_dirs;
-pub use etc::{Covered, EtcIndex, LinkTarget, scan_etc, scan_etc_at};
+pub use etc::{Covered, EtcIndex, LinkTarget, Stamp, scan_etc, scan_etc_at};
 
 use hcp_model::Land;
 use serde::Serialize;
@@ -93,8 +93,9 @@ pub struct ViewSpec<'a> {
     pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,
-    /// A script bin's interpreter (its `#!` line, `env` resolved), when there is one.
-    pub interpreter: Option<&'a Path>,
+    /// The files of a script bin's pinned interpreter (its `#!` line as install resolved
+    /// it, [`crate::VerifiedBin::interpreters`]); empty for a bin that is not a script.
+    pub interpreters: &'a [PathBuf],
     /// The homes of the machine (`$HOME`, the password database's), resolved: a bin's
     /// directory that is one, a top-level entry of one, or holds one is not bound whole
     /// ([`bin_dirs`]).
@@ -221,7 +222,12 @@ impl View {
     /// `personal`/`brain` call without a tenant home; `sandbox_failed` when a path cannot be
     /// resolved or holds a NUL byte.
     pub fn build(spec: &ViewSpec<'_>) -> Result<Self, crate::AdapterError> {
-        build::build(spec)
+        build::build(spec, false)
+    }
+
+    /// [`build`](Self::build) of a spec whose workdir is resolved already.
+    pub(crate) fn build_resolved(spec: &ViewSpec<'_>) -> Result<Self, crate::AdapterError> {
+        build::build(spec, true)
     }
 
     /// The entries of the view, in the order they are made (what `hcp show --view` lists).

@@ -39,8 +39,12 @@ fn main() {
 /// The driver: `drive [--land L] [--agent] [--deny|--host|--allow] [--write-verb]
 /// [--workdir D] [--tenant D] [--hcp-home D] [--home D]… [--read P]… [--write P]…
 /// [--bootstrap-hide NAME]… [--protect NAME]… [--env K=V]… [--processes N] [--memory N]
-/// [--tmp-bytes N] [--cgroup D] [--require] [--echo-egress] [--timeout-ms N]
-/// -- PROGRAM ARGS…`.
+/// [--tmp-bytes N] [--cgroup D] [--require] [--echo-egress] [--timeout-ms N] [--cpu N]
+/// [--swap PATH=TARGET]… [--swap-fifo PATH]… -- PROGRAM ARGS…`.
+///
+/// `--swap` and `--swap-fifo` are the race of a hostile tree: once the call's view is
+/// planned and before its child binds it, PATH is replaced by a symlink to TARGET, or by
+/// a FIFO.
 fn drive(args: &[String]) -> i32 {
     use hcp_adapter::{
         CallPolicy, CallSandbox, ChildEnv, Confinement, Egress, Invocation, Limits, Network,
@@ -62,6 +66,8 @@ fn drive(args: &[String]) -> i32 {
     let mut echo = false;
     let mut extra_env: Vec<(String, String)> = Vec::new();
     let mut timeout = Duration::from_secs(30);
+    let mut cpu = 30;
+    let mut swaps: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
     let mut i = 0;
     while i < args.len() && args[i] != "--" {
         let v = || args.get(i + 1).cloned().unwrap_or_default();
@@ -117,6 +123,13 @@ fn drive(args: &[String]) -> i32 {
             "--tmp-bytes" => tmp_bytes = n(),
             "--cgroup" => cgroup = Some(PathBuf::from(v())),
             "--timeout-ms" => timeout = Duration::from_millis(n()),
+            "--cpu" => cpu = n(),
+            "--swap" => {
+                let v = v();
+                let (p, t) = v.split_once('=').unwrap_or((v.as_str(), ""));
+                swaps.push((PathBuf::from(p), Some(PathBuf::from(t))));
+            }
+            "--swap-fifo" => swaps.push((PathBuf::from(v()), None)),
             other => {
                 eprintln!("unknown driver option `{other}`");
                 return 2;
@@ -158,7 +171,7 @@ fn drive(args: &[String]) -> i32 {
         workdir: &workdir,
         tenant_home: tenant.as_deref(),
         bin: bin.path(),
-        interpreter: None,
+        interpreters: &[],
         hcp_home: &hcp_home,
         bootstrap: hide_refs.as_deref(),
         homes: &homes,
@@ -171,7 +184,7 @@ fn drive(args: &[String]) -> i32 {
         require,
         network,
         limits: ResourceLimits {
-            cpu_seconds: 30,
+            cpu_seconds: cpu,
             address_space_bytes: 1 << 32,
             open_files: 256,
             file_size_bytes: 1 << 26,
@@ -185,6 +198,12 @@ fn drive(args: &[String]) -> i32 {
         Ok(x) => x,
         Err(e) => return fail(e),
     };
+    for (path, target) in &swaps {
+        if let Err(e) = swap(path, target.as_deref()) {
+            eprintln!("drive: cannot swap `{}`: {e}", path.display());
+            return 2;
+        }
+    }
     let view = confine.view();
     let home = view.map_or_else(
         || tenant.clone().unwrap_or_else(|| workdir.clone()),
@@ -256,5 +275,29 @@ fn drive(args: &[String]) -> i32 {
             "home": home,
         })),
         Err(e) => fail(e),
+    }
+}
+
+/// Replaces `path` (a file, a directory with what it holds, a symlink) by a symlink to
+/// `target`, or by a FIFO.
+fn swap(path: &std::path::Path, target: Option<&std::path::Path>) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path)?,
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(_) => {}
+    }
+    match target {
+        Some(t) => std::os::unix::fs::symlink(t, path),
+        None => {
+            use std::os::unix::ffi::OsStrExt;
+            let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+            // SAFETY: a NUL-terminated path.
+            if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
     }
 }

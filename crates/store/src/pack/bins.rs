@@ -5,8 +5,8 @@
 //! A program holding a `/` is a path relative to the pack directory: every component is
 //! checked with `lstat` and none may be a symlink, `..` or absolute. A bare name is looked
 //! up on the installing process's `PATH` (the `which` crate) and pinned by its canonical
-//! path. Either way the file is hashed through a descriptor opened with `O_NOFOLLOW`.
-//! Nothing is executed.
+//! path. Either way the file is hashed through a descriptor opened with `O_NOFOLLOW`, and a
+//! script's interpreter is pinned with it ([`super::interpreter`]). Nothing is executed.
 
 use super::PackError;
 use super::record::PinnedBin;
@@ -40,10 +40,12 @@ pub fn pin(program: &str, pack_dir: &Path, lookup: &BinLookup) -> Result<PinnedB
         program: program.to_owned(),
         reason,
     })?;
+    let interpreter = super::interpreter::pin_interpreter(program, &path, lookup)?;
     Ok(PinnedBin {
         program: program.to_owned(),
         path,
         sha256,
+        interpreter,
     })
 }
 
@@ -177,10 +179,16 @@ mod tests {
     fn relative_bin_is_pinned_and_verified() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().canonicalize().unwrap();
-        exe(&dir.join("bin/tool"), b"#!x\n");
+        exe(&dir.join("bin/tool"), b"#!/bin/sh\n");
         let pin = pin("bin/tool", &dir, &BinLookup::default()).unwrap();
         assert_eq!(pin.path, dir.join("bin/tool"));
-        assert_eq!(pin.sha256, sha256_tagged(b"#!x\n"));
+        assert_eq!(pin.sha256, sha256_tagged(b"#!/bin/sh\n"));
+        let interpreter = pin.interpreter.unwrap();
+        assert_eq!(interpreter.line, "/bin/sh");
+        assert_eq!(
+            interpreter.files[0].path,
+            std::fs::canonicalize("/bin/sh").unwrap()
+        );
         assert_eq!(hash_file(&pin.path).unwrap(), pin.sha256);
     }
 

@@ -67,6 +67,37 @@ pub struct PinnedBin {
     pub path: PathBuf,
     /// `sha256:<64 hex>` of the file's bytes at install.
     pub sha256: String,
+    /// A script's interpreter as install resolved it (RUNTIME §5.1, see
+    /// [`super::interpreter`]); absent for a program that is not a script, and in the
+    /// records of an hcp before interpreters were pinned (a call of such a script is then
+    /// refused until the pack is installed again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<PinnedInterpreter>,
+}
+
+/// What runs a script bin (RUNTIME §5.1): the program a call executes and the arguments
+/// it gets before the call's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedInterpreter {
+    /// The script's `#!` line without `#!` (`/usr/bin/env python3`), for messages.
+    pub line: String,
+    /// The arguments of the program that runs, before the call's own: its `argv[0]`, the
+    /// `#!` line's argument, the script's path (`["python3", "/opt/t/bin/tool"]`).
+    pub argv: Vec<String>,
+    /// The files that run, each pinned: the script's interpreter first, the program a
+    /// call executes last (more than one when an interpreter is itself a script).
+    pub files: Vec<PinnedFile>,
+}
+
+/// A file pinned by path and digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinnedFile {
+    /// The absolute, resolved path.
+    pub path: PathBuf,
+    /// `sha256:<64 hex>` of its bytes at install.
+    pub sha256: String,
 }
 
 impl InstallRecord {

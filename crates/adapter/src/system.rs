@@ -1,0 +1,129 @@
+//! The machine's top-level directories as this process found them, once: which exist,
+//! which are symlinks (merged `/usr`: `/bin` → `usr/bin`) and where each leads, for the
+//! view's system directories (the view module), the rule of a bin's directory
+//! ([`crate::bin_dirs`]) and the rules of a workdir (the workdir module).
+//!
+//! One listing of `/` tells the type of every top-level entry (`getdents` gives it), so a
+//! name that is a plain directory costs nothing more; only a symlink is read and its target
+//! resolved. That replaces a `readlink` or `realpath` per name per rule (about 60 system
+//! calls a call before).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// What a top-level name of the machine is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// Not there.
+    Missing,
+    /// A directory, at its own path.
+    Dir,
+    /// Another kind of file (not a directory, not a symlink).
+    File,
+    /// A symlink: its target as read, and where it leads, resolved (the target as written
+    /// when it cannot be resolved).
+    Link {
+        /// The target as read (`usr/bin`).
+        target: PathBuf,
+        /// Resolved (`/usr/bin`).
+        resolved: PathBuf,
+    },
+}
+
+/// The top-level entries of `/`, by name (`usr`, `bin` …), as found at the first use.
+fn top() -> &'static Vec<(String, Entry)> {
+    static TOP: OnceLock<Vec<(String, Entry)>> = OnceLock::new();
+    TOP.get_or_init(|| {
+        let Ok(rd) = std::fs::read_dir("/") else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let t = e.file_type().ok()?;
+                let entry = if t.is_symlink() {
+                    let p = Path::new("/").join(&name);
+                    let target = std::fs::read_link(&p).ok()?;
+                    let resolved = p.canonicalize().unwrap_or_else(|_| {
+                        if target.is_absolute() {
+                            target.clone()
+                        } else {
+                            Path::new("/").join(&target)
+                        }
+                    });
+                    Entry::Link { target, resolved }
+                } else if t.is_dir() {
+                    Entry::Dir
+                } else {
+                    Entry::File
+                };
+                Some((name, entry))
+            })
+            .collect()
+    })
+}
+
+/// What the absolute path `p` of one component below `/` (`/usr`) is.
+pub(crate) fn entry(p: &Path) -> Entry {
+    let name = p
+        .strip_prefix("/")
+        .ok()
+        .and_then(|r| r.to_str())
+        .unwrap_or_default();
+    top()
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(Entry::Missing, |(_, e)| e.clone())
+}
+
+/// `path` (absolute) with its symlinks resolved, for a system path such as `/usr`, `/bin`
+/// or `/var/tmp`: what `realpath` gives, from the listing of `/` for the first component
+/// and one `readlink` for each further one (none for the top-level names). A path whose
+/// first component is missing is kept as written.
+pub(crate) fn resolve(path: &Path) -> PathBuf {
+    let mut comps = path.components();
+    let (Some(std::path::Component::RootDir), Some(first)) = (comps.next(), comps.next()) else {
+        return path.to_owned();
+    };
+    let first = Path::new("/").join(first);
+    let rest = comps.as_path();
+    match entry(&first) {
+        Entry::Link { resolved, .. } if rest.as_os_str().is_empty() => resolved,
+        Entry::Link { .. } => path.canonicalize().unwrap_or_else(|_| path.to_owned()),
+        Entry::Missing | Entry::File => path.to_owned(),
+        Entry::Dir => {
+            let mut at = first;
+            for c in rest.components() {
+                at.push(c);
+                match std::fs::read_link(&at) {
+                    Ok(_) => return path.canonicalize().unwrap_or_else(|_| path.to_owned()),
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                    Err(_) => return path.to_owned(),
+                }
+            }
+            at
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_paths_resolve_like_canonicalize() {
+        for p in [
+            "/usr", "/bin", "/sbin", "/lib", "/etc", "/var/tmp", "/tmp", "/lib64",
+        ] {
+            let path = Path::new(p);
+            let want = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+            assert_eq!(resolve(path), want, "{p}");
+        }
+        assert_eq!(
+            resolve(Path::new("/no-such-top-level-dir")),
+            PathBuf::from("/no-such-top-level-dir")
+        );
+        assert_eq!(entry(Path::new("/usr")), Entry::Dir);
+    }
+}
