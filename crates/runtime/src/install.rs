@@ -124,19 +124,7 @@ pub fn install_joining(
         }
     };
     reserved_bins(&checked, &opts.lookup)?;
-    if let Some(given) = join {
-        let declared = checked.manifest.binding.family.as_deref();
-        if declared != Some(given) {
-            return Err(PackError::FamilyNotDeclared {
-                given: given.to_owned(),
-                declared: declared.map_or_else(
-                    || "it declares no `binding.family`".to_owned(),
-                    |f| format!("it declares `binding.family` `{f}`"),
-                ),
-            }
-            .into());
-        }
-    }
+    check_join(&checked.manifest, join)?;
     // A state that cannot be told of the install refuses it before anything is written.
     crate::backend::ready(rt).map_err(PackError::Store)?;
     let manifest = &checked.manifest;
@@ -144,41 +132,7 @@ pub fn install_joining(
         if let Some(a) = opts.authorize {
             a(p)?;
         }
-        let family = manifest.family();
-        let holders = family_holders(rt.home(), &manifest.id, family);
-        // A reinstall of a pack already in the family (it claimed it first, or the owner
-        // joined it) needs nothing more.
-        let admitted =
-            pack::load(rt.home(), &manifest.id).is_ok_and(|p| p.manifest.family() == family);
-        let joins = !holders.is_empty() && !admitted;
-        if joins && join != Some(family) {
-            return Err(PackError::FamilyClaimed {
-                family: family.to_owned(),
-                holder: holders[0].clone(),
-            });
-        }
-        let mut changed = serde_json::json!({
-            "pack_id": p.record.pack_id,
-            "files_digest": p.record.files_digest,
-            "bins": p.record.bins.iter().map(|b| serde_json::json!({
-                "path": b.path.to_string_lossy(),
-                "sha256": b.sha256,
-            })).collect::<Vec<_>>(),
-            "replaced": p.replaced,
-            "content_changed": p.content_changed,
-            "active": p.active,
-            "family": family,
-        });
-        if joins {
-            changed["joined"] = serde_json::json!(holders);
-        }
-        let act = if joins {
-            "install --join-family"
-        } else {
-            "install"
-        };
-        crate::authority::by_owner(rt, act, changed)?;
-        Ok(())
+        authorize_install(rt, manifest, join, p)
     };
     let opts = InstallOptions {
         force: opts.force,
@@ -287,6 +241,73 @@ fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<Stri
 }
 
 pub use crate::refusal::pack_refusal;
+
+/// `--join-family FAMILY` must name the family the pack declares (RUNTIME §8).
+///
+/// # Errors
+/// [`PackError::FamilyNotDeclared`].
+fn check_join(manifest: &hcp_model::Manifest, join: Option<&str>) -> Result<(), PackError> {
+    let Some(given) = join else { return Ok(()) };
+    let declared = manifest.binding.family.as_deref();
+    if declared == Some(given) {
+        return Ok(());
+    }
+    Err(PackError::FamilyNotDeclared {
+        given: given.to_owned(),
+        declared: declared.map_or_else(
+            || "it declares no `binding.family`".to_owned(),
+            |f| format!("it declares `binding.family` `{f}`"),
+        ),
+    })
+}
+
+/// The install's act of authority, under the store lock with the new copy staged: a
+/// family another installed pack holds needs the owner's `join` (RUNTIME §8), then the
+/// act is recorded (`install`, or `install --join-family` with the packs it joins).
+///
+/// # Errors
+/// [`PackError::FamilyClaimed`]; the audit's refusal as [`PackError::Store`].
+fn authorize_install(
+    rt: &Runtime,
+    manifest: &hcp_model::Manifest,
+    join: Option<&str>,
+    p: &pack::Pending<'_>,
+) -> Result<(), PackError> {
+    let family = manifest.family();
+    let holders = family_holders(rt.home(), &manifest.id, family);
+    // A reinstall of a pack already in the family (it claimed it first, or the owner
+    // joined it) needs nothing more.
+    let admitted = pack::load(rt.home(), &manifest.id).is_ok_and(|p| p.manifest.family() == family);
+    let joins = !holders.is_empty() && !admitted;
+    if joins && join != Some(family) {
+        return Err(PackError::FamilyClaimed {
+            family: family.to_owned(),
+            holder: holders[0].clone(),
+        });
+    }
+    let mut changed = serde_json::json!({
+        "pack_id": p.record.pack_id,
+        "files_digest": p.record.files_digest,
+        "bins": p.record.bins.iter().map(|b| serde_json::json!({
+            "path": b.path.to_string_lossy(),
+            "sha256": b.sha256,
+        })).collect::<Vec<_>>(),
+        "replaced": p.replaced,
+        "content_changed": p.content_changed,
+        "active": p.active,
+        "family": family,
+    });
+    if joins {
+        changed["joined"] = serde_json::json!(holders);
+    }
+    let act = if joins {
+        "install --join-family"
+    } else {
+        "install"
+    };
+    crate::authority::by_owner(rt, act, changed)?;
+    Ok(())
+}
 
 /// The installed packs other than `id` whose binding family (`binding.family`, else their
 /// id) is `family`, in id order. A pack that cannot be read is left out (its own

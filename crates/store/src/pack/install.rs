@@ -82,8 +82,11 @@ pub struct InstallOptions<'a> {
     /// to do. An `Err` refuses the install and leaves the store as it was (the staged copy
     /// is removed): the caller records the act here, and checks what must be checked under
     /// the lock (a `binding.family` another pack holds, RUNTIME §8).
-    pub authorize: Option<&'a dyn Fn(&Pending<'_>) -> Result<(), PackError>>,
+    pub authorize: Option<&'a Authorize<'a>>,
 }
+
+/// The act of authority's gate of an install ([`InstallOptions::authorize`]).
+pub type Authorize<'a> = dyn Fn(&Pending<'_>) -> Result<(), PackError> + 'a;
 
 /// What an install is about to do, as [`InstallOptions::authorize`] is shown it.
 #[derive(Debug, Clone, Copy)]
