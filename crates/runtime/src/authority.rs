@@ -136,6 +136,16 @@ fn content(v: Option<&Value>) -> Value {
 /// [`StoreError`]: the change cannot be recorded, so the call must not go on under it
 /// (`audit_unavailable`, `witness_unavailable`, 74).
 pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
+    match note_files_now(rt) {
+        // A `config.json` that does not load stops every call with its place (`bad_config`,
+        // a later step): no call runs under it, and its change is recorded by the first
+        // call after it is fixed.
+        Err(e) if e.code() == hcp_model::Code::BadConfig => Ok(()),
+        r => r,
+    }
+}
+
+fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
     let home = rt.home();
     let root = home.root();
     let path = home
