@@ -140,7 +140,12 @@ pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
         // A `config.json` that does not load stops every call with its place (`bad_config`,
         // a later step): no call runs under it, and its change is recorded by the first
         // call after it is fixed.
-        Err(e) if e.code() == hcp_model::Code::BadConfig => Ok(()),
+        Err(e)
+            if e.code() == hcp_model::Code::BadConfig
+                || hcp_store::config::RuntimeConfig::load(rt.home().root()).is_err() =>
+        {
+            Ok(())
+        }
         r => r,
     }
 }
