@@ -211,6 +211,9 @@ impl State for Racing {
     fn record_authority(&self, a: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
         self.0.record_authority(a)
     }
+    fn record_noticed(&self, a: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
+        self.0.record_noticed(a)
+    }
     fn audit_ready(&self) -> Result<(), AuditError> {
         self.0.audit_ready()
     }
