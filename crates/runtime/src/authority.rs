@@ -7,7 +7,8 @@
 //!
 //! Also the acts no command makes: a runtime policy or `config.json` that changed since
 //! the last record of it is recorded once, with its digest, by the next call that sees it
-//! ([`note_files`]).
+//! ([`note_files`]); a witness that cannot take that record's checkpoint never refuses
+//! the call (the checkpoint is left to the next act of authority or 100th call).
 
 use crate::Runtime;
 use hcp_store::StoreError;
@@ -133,8 +134,10 @@ fn content(v: Option<&Value>) -> Value {
 /// Called by each call before its first step.
 ///
 /// # Errors
-/// [`StoreError`]: the change cannot be recorded, so the call must not go on under it
-/// (`audit_unavailable`, `witness_unavailable`, 74).
+/// [`StoreError`]: the change cannot be recorded in the trail, so the call must not go on
+/// under it (`audit_unavailable`, 74). A witness that cannot take the checkpoint after the
+/// record does not refuse the call ([`hcp_store::state::State::record_noticed`]): the
+/// checkpoint is left to the next act of authority or the next 100th call.
 pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
     match note_files_now(rt) {
         // A `config.json` that does not load stops every call with its place (`bad_config`,
@@ -191,7 +194,14 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
             } else {
                 after
             };
-            by_owner(rt, act, changed)?;
+            // Noticed, not made: the witness never refuses the call (RUNTIME §6).
+            rt.state()
+                .record_noticed(&Authority {
+                    act: act.to_owned(),
+                    actor: Actor::owner(),
+                    changed,
+                })
+                .map_err(store_error)?;
         }
         last.insert(act.to_owned(), now);
         // Kept after each record, so a failure later records nothing twice.

@@ -425,6 +425,21 @@ impl State for PgState {
         Ok(appended(a))
     }
 
+    /// A noticed act (a changed runtime policy or `config.json`) on this machine's chain,
+    /// durable when it returns; the witness's checkpoint is then asked for, and a witness
+    /// that cannot take it leaves it to the next act of authority or 100th call.
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let mut fields = act.to_fields();
+        fields.insert(audit::KIND_FIELD.into(), Value::String("authority".into()));
+        let a = PgState::record(self, &fields, Timestamp::now()).map_err(audit_error)?;
+        if self.witness_name().is_some() {
+            let c = self.chain_checkpoint(a.seq, &a.hash, a.ts)?;
+            // A witness never refuses a call (RUNTIME §6).
+            let _ = self.witness_take(&c);
+        }
+        Ok(appended(a))
+    }
+
     /// The checkpoint of this machine's chain at its head, when one of this process's
     /// records was a multiple of 100 and a witness is configured.
     fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {

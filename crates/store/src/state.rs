@@ -599,6 +599,24 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// (`audit_unavailable`, `state_unavailable`).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError>;
 
+    /// Records an act noticed at a call rather than made by a command — a changed runtime
+    /// policy or `config.json` (RUNTIME §6) — as [`State::record_authority`] does, except
+    /// that the witness never refuses it: the record is made durable (an error here
+    /// refuses the call, as any call whose audit fails), then the witness is asked for a
+    /// checkpoint, and a witness that cannot take one (`witness_unavailable`) leaves the
+    /// checkpoint to the next act of authority or the next 100th call. A witness refuses
+    /// acts of authority, never calls.
+    ///
+    /// The default is [`State::record_authority`] (stricter: a witness that fails
+    /// refuses).
+    ///
+    /// # Errors
+    /// Any [`AuditError`] but [`AuditError::Witness`] (`audit_unavailable`,
+    /// `state_unavailable`).
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        self.record_authority(act)
+    }
+
     /// After a call has answered (off the call path): when one of the records this
     /// process appended is a multiple of 100 in its chain, has the witness take a
     /// checkpoint. `Ok(None)` when none is due or no witness is configured.
@@ -964,6 +982,17 @@ impl State for FileState {
         let a = self.log.append_authority(act)?;
         if let Some(w) = &self.witness {
             self.log.witness(w.as_ref(), act_time(&a))?;
+        }
+        Ok(a)
+    }
+
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let a = self.log.append_authority(act)?;
+        if let Some(w) = &self.witness {
+            match self.log.witness(w.as_ref(), act_time(&a)) {
+                Ok(_) | Err(AuditError::Witness(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(a)
     }
