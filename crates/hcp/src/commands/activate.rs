@@ -28,15 +28,16 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
     super::session::require_owner("activate")?;
     let rt = super::exec::runtime()?;
     let home = rt.home().clone();
-    // Checked (installed), recorded, then made.
-    let installed = hcp_store::pack::load(&home, &a.id).map_err(pack_error)?;
-    hcp_store::pack::ensure_writable(&home).map_err(super::install::store_error)?;
-    super::authority::record(
-        &rt,
-        "activate",
-        serde_json::json!({"pack_id": installed.id.as_str(), "files_digest": installed.record.files_digest}),
-    )?;
-    let pack = skill::activate(&home, &a.id).map_err(pack_error)?;
+    // Checked (installed, every export folder can take the skill), recorded, then made.
+    let pack = skill::activate_authorized(&home, &a.id, |installed| {
+        hcp_runtime::authority::by_owner(
+            &rt,
+            "activate",
+            serde_json::json!({"pack_id": installed.id.as_str(), "files_digest": installed.record.files_digest}),
+        )?;
+        Ok(())
+    })
+    .map_err(pack_error)?;
     out!(
         "activated `{}`: `{}`",
         pack.id,
