@@ -82,9 +82,9 @@ pub fn run(c: SessionCommand) -> CliResult {
             if let Some(dir) = &a.workdir {
                 hcp_runtime::home::workdir_outside_homes(&rt, dir).map_err(CliError::command)?;
             }
-            start(state, a)
+            start(&rt, a)
         }
-        SessionCommand::End(a) => end(state, a),
+        SessionCommand::End(a) => end(&rt, a),
         SessionCommand::List(a) => list(state, a),
     }
 }
@@ -152,7 +152,8 @@ pub(crate) fn print(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
-fn start(state: &dyn State, a: StartArgs) -> CliResult {
+fn start(rt: &hcp_runtime::Runtime, a: StartArgs) -> CliResult {
+    let state = rt.state();
     let ttl = a
         .ttl
         .as_deref()
@@ -168,8 +169,12 @@ fn start(state: &dyn State, a: StartArgs) -> CliResult {
         workdir: a.workdir,
         ttl,
     };
+    let prepared = session::prepare(&new, Timestamp::now()).map_err(|e| session_error(&e))?;
+    // An act of authority (RUNTIME §6): recorded, with the session's id, before it is
+    // stored.
+    super::authority::record(rt, "session start", session_facts(&prepared.1))?;
     let (token, s) = state
-        .session_start(&new, Timestamp::now())
+        .session_start_prepared(prepared)
         .map_err(|e| session_error(&e))?;
     print(&format!("{}\n", token.as_str()));
     eprintln!(
@@ -191,10 +196,40 @@ fn read_token(arg: &str) -> Result<String, CliError> {
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
-fn end(state: &dyn State, a: EndArgs) -> CliResult {
+/// What a `session start` or `session end` record says of a session: its id and its
+/// principal's facts, never its token.
+fn session_facts(s: &Session) -> serde_json::Value {
+    json!({
+        "session": s.short_id(),
+        "principal": s.principal,
+        "role": s.role,
+        "projects": s.projects,
+        "attributes": s.attributes,
+        "can_view": s.can_view,
+        "workdir": s.workdir,
+        "expires_at": session::format_ts(s.expires_at),
+    })
+}
+
+fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
+    let state = rt.state();
     let now = Timestamp::now();
     if let Some(p) = a.principal {
         let p = PrincipalId::parse(&p).map_err(|e| session_error(&e))?;
+        let open: Vec<String> = state
+            .session_list()
+            .map_err(|e| store_error(&e))?
+            .iter()
+            .filter(|s| s.principal == p && s.ended_at.is_none())
+            .map(|s| s.short_id().to_owned())
+            .collect();
+        if !open.is_empty() {
+            super::authority::record(
+                rt,
+                "session end",
+                json!({"principal": p.to_string(), "sessions": open}),
+            )?;
+        }
         let ended = state
             .session_end_principal(&p, now)
             .map_err(|e| session_error(&e))?;
@@ -206,6 +241,20 @@ fn end(state: &dyn State, a: EndArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let token = read_token(a.token.as_deref().unwrap_or("-"))?;
+    if session::is_token_shape(&token) {
+        let digest = format!("sha256:{}", session::token_digest(&token));
+        let sessions = state.session_list().map_err(|e| store_error(&e))?;
+        if let Some(s) = sessions
+            .iter()
+            .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
+        {
+            super::authority::record(
+                rt,
+                "session end",
+                json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
+            )?;
+        }
+    }
     let (s, changed) = state
         .session_end(&token, now)
         .map_err(|e| session_error(&e))?;
