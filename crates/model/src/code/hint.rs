@@ -29,9 +29,7 @@ impl Code {
                 "turn `pass_through` into named verbs with `hcp pack promote DIR` (docs/packs.md)"
             }
             NotInstalled | PackUnreadable => "list the installed packs with `hcp list`",
-            NotConnectable => {
-                "see the pack's `binding` with `hcp show PACK` (docs/packs.md)"
-            }
+            NotConnectable => "see the pack's `binding` with `hcp show PACK` (docs/packs.md)",
             UnknownStimulus => "see the pack's stimuli with `hcp show PACK`",
             WriteStimulus => {
                 "make the stimulus `read` in policy.json (docs/packs.md), then `hcp lint DIR`"
@@ -180,6 +178,9 @@ impl Code {
             }
             AlreadyInstalled => "replace it with `hcp install --force DIR`",
             BadPackDir => "give the pack's directory: `hcp install DIR` (docs/packs.md)",
+            FamilyClaimed => {
+                "share the family on purpose with `hcp install DIR --join-family FAMILY`, or give the pack a `binding.family` of its own"
+            }
             NothingToPromote => {
                 "`hcp pack promote DIR` needs a pack with `pass_through` (docs/packs.md)"
             }
