@@ -329,6 +329,7 @@ codes! {
     // Lint and install (RUNTIME §2, §3).
     LintFailed => "lint_failed", Pack, REFUSED, REFUSED, "Lint found errors; nothing was installed.";
     AlreadyInstalled => "already_installed", Pack, REFUSED, REFUSED, "The pack is installed and `--force` was not given.";
+    FamilyClaimed => "family_claimed", Pack, REFUSED, REFUSED, "The pack names a `binding.family` another installed pack uses; the owner joins it with `hcp install DIR --join-family FAMILY` (RUNTIME §8).";
     BadPackDir => "bad_pack_dir", Pack, USAGE, USAGE, "A directory that cannot be linted at all.";
     MissingFile => "missing_file", Pack, REFUSED, REFUSED, "A pack file is missing.";
     BadJson => "bad_json", Pack, REFUSED, REFUSED, "A pack file is not JSON of the right shape.";

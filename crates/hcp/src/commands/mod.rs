@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod activate;
 pub mod approve;
 pub mod audit;
+pub mod authority;
 pub mod connect;
 pub mod doctor;
 pub mod exec;

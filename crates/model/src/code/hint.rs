@@ -1,6 +1,7 @@
 //! The next step for every code: a hint naming the command to run next, or the file of the
-//! repository to read (`README.md`, `docs/rules.md`). A refusal that carries no hint of
-//! its own is given this one, so no refusal leaves its reader without a next command.
+//! repository to read (`README.md`, `docs/packs.md`, `docs/config.md`, `docs/rules.md`). A refusal that
+//! carries no hint of its own is given this one, so no refusal leaves its reader without a
+//! next command.
 //!
 //! The match is exhaustive: a code added to the table does not compile until it has its
 //! hint here.
@@ -22,18 +23,16 @@ impl Code {
             UnknownVerb | AmbiguousVerb => "list the active verbs with `hcp list`",
             PackInactive => "activate the pack with `hcp activate PACK`",
             TransportNotOffered => {
-                "add the face to the pack's `transports` (README.md, docs/rules.md), then `hcp install --force DIR`"
+                "add the face to the pack's `transports` (docs/packs.md), then `hcp install --force DIR`"
             }
             KindUnsupported | PassThroughUnsupported => {
-                "turn `pass_through` into named verbs with `hcp pack promote DIR` (README.md, docs/rules.md)"
+                "turn `pass_through` into named verbs with `hcp pack promote DIR` (docs/packs.md)"
             }
             NotInstalled | PackUnreadable => "list the installed packs with `hcp list`",
-            NotConnectable => {
-                "see the pack's `binding` with `hcp show PACK` (README.md, docs/rules.md)"
-            }
+            NotConnectable => "see the pack's `binding` with `hcp show PACK` (docs/packs.md)",
             UnknownStimulus => "see the pack's stimuli with `hcp show PACK`",
             WriteStimulus => {
-                "make the stimulus `read` in policy.json (README.md, docs/rules.md), then `hcp lint DIR`"
+                "make the stimulus `read` in policy.json (docs/packs.md), then `hcp lint DIR`"
             }
 
             BadSession => "ask the owner for a new session: `hcp session start --principal ID`",
@@ -95,10 +94,10 @@ impl Code {
                 "see the rule that decided with `hcp policy decide TOOL --principal ID`"
             }
             NoResourceResolver => {
-                "name a resolver in `config.json`: `\"resolvers\": {\"TOOL\": \"PACK.VERB\"}` (README.md); `hcp doctor` checks the file"
+                "name a resolver in `config.json`: `\"resolvers\": {\"TOOL\": \"PACK.VERB\"}` (docs/config.md); `hcp doctor` checks the file"
             }
             NoEscalationTier | EscalationError => {
-                "wire escalation to the owner: `\"escalation\": \"approvals\"` in `config.json` (README.md), then `hcp approvals`"
+                "wire escalation to the owner: `\"escalation\": \"approvals\"` in `config.json` (docs/config.md), then `hcp approvals`"
             }
             CanaryExfil | SecretDetected | InjectionPattern | ExfiltrationPattern => {
                 "the owner reviews the call in `hcp audit tail`; remove the secret or canary from the arguments"
@@ -125,7 +124,7 @@ impl Code {
             }
 
             BadConfig => {
-                "fix `config.json` at the place named (its keys: README.md); `hcp doctor` checks it"
+                "fix `config.json` at the place named (its keys: docs/config.md); `hcp doctor` checks it"
             }
             SandboxUnavailable | SandboxFailed => {
                 "`hcp doctor` names what the kernel lacks and its fix"
@@ -134,7 +133,7 @@ impl Code {
                 "install the pack again to pin its bin: `hcp install --force DIR`"
             }
             EnvRefused => {
-                "remove the name from `wrap.agent_env` (README.md, docs/rules.md), then `hcp install --force DIR`"
+                "remove the name from `wrap.agent_env` (docs/packs.md), then `hcp install --force DIR`"
             }
             SpawnFailed | SuperviseFailed => {
                 "`hcp doctor` checks the machine; `hcp show PACK` names the bin"
@@ -145,7 +144,7 @@ impl Code {
             Timeout => "give the call more time with `--timeout SECS`",
             Cancelled => "run the call again: `hcp exec PACK.VERB …`",
             MemoryExceeded => {
-                "raise `limits.memory_bytes` in `config.json` (README.md); `hcp doctor` shows the limits"
+                "raise `limits.memory_bytes` in `config.json` (docs/config.md); `hcp doctor` shows the limits"
             }
             OutcomeDeferred => {
                 "do not run the write again: it happened; `hcp audit verify` shows the call"
@@ -164,7 +163,7 @@ impl Code {
             AuditDamaged | AuditBadEntry => "`hcp audit verify` names the first fault",
             NoStore => "make a store with `hcp init` (or fix `HCP_HOME`)",
             WitnessUnavailable => {
-                "`hcp doctor` checks `audit.witness` in `config.json` (README.md)"
+                "`hcp doctor` checks `audit.witness` in `config.json` (docs/config.md)"
             }
 
             LintFailed | MissingFile | BadJson | UnknownField | BadPackId | SurfaceIdMismatch
@@ -175,15 +174,18 @@ impl Code {
             | ConfirmNotMirrored | VerbCount | SkillTooLong | SkillMissingSection
             | AbsolutePathInSkill | ExtraFile | PassThroughPresent | UnsupportedKind
             | CodeRunningCli => {
-                "fix the pack (each lint code and its fix: docs/rules.md), then `hcp lint DIR`"
+                "fix the pack (each lint code and its fix: docs/packs.md), then `hcp lint DIR`"
             }
             AlreadyInstalled => "replace it with `hcp install --force DIR`",
-            BadPackDir => "give the pack's directory: `hcp install DIR` (README.md, docs/rules.md)",
+            BadPackDir => "give the pack's directory: `hcp install DIR` (docs/packs.md)",
+            FamilyClaimed => {
+                "share the family on purpose with `hcp install DIR --join-family FAMILY`, or give the pack a `binding.family` of its own"
+            }
             NothingToPromote => {
-                "`hcp pack promote DIR` needs a pack with `pass_through` (README.md, docs/rules.md)"
+                "`hcp pack promote DIR` needs a pack with `pass_through` (docs/packs.md)"
             }
             SkillCollision | SkillExportUnusable => {
-                "check `skills.export` in `config.json` (README.md); `hcp doctor` lists each folder"
+                "check `skills.export` in `config.json` (docs/config.md); `hcp doctor` lists each folder"
             }
 
             OwnerOnly => {
