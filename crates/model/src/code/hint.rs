@@ -1,7 +1,7 @@
 //! The next step for every code: a hint naming the command to run next, or the file of the
-//! repository to read (`README.md`, `docs/packs.md`, `docs/config.md`, `docs/rules.md`). A refusal that
-//! carries no hint of its own is given this one, so no refusal leaves its reader without a
-//! next command.
+//! repository to read (`README.md`, `docs/packs.md`, `docs/config.md`, `docs/rules.md`). A
+//! refusal that carries no hint of its own is given this one, so no refusal leaves its
+//! reader without a next command.
 //!
 //! The match is exhaustive: a code added to the table does not compile until it has its
 //! hint here.
