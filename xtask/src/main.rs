@@ -1,8 +1,9 @@
 //! `cargo xtask`: chores of the hcp workspace (STYLE.md §14).
 //!
 //! One module per subcommand: [`generate`] writes the files derived from the code
-//! (`docs/rules.md`, `schemas/*.schema.json`) or, with `--check`, fails when a committed
-//! one is stale. To add a chore (`demo`, `bench`): write `src/<name>.rs` with an `Args`
+//! (`docs/rules.md`, `docs/packs.md`, `docs/config.md`, `schemas/*.schema.json`) or, with
+//! `--check`, fails when a committed one is stale; [`test`] runs the suite with what CI
+//! starts around it. To add a chore (`demo`, `bench`): write `src/<name>.rs` with an `Args`
 //! struct and a `run(&Args) -> anyhow::Result<()>`, then add a variant to [`Command`] and
 //! a match arm in [`main`].
 
