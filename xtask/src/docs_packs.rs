@@ -77,8 +77,8 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ),
     (
         "{{verb}}",
-        "in `wrap.argv_template` only: the verb key. A verb with no `cli` runs \
-         `argv_template`.",
+        "the verb key, for `wrap.argv_template`: a verb with no `cli` runs \
+         `argv_template` with its key here.",
     ),
 ];
 
