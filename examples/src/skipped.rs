@@ -2,7 +2,7 @@
 //! server is missing) says `skipped: TEST: REASON` on stderr and also appends one line to
 //! a file beside the test binaries, `target/<triple>/<profile>/hcp-skipped.tsv`; the
 //! last test binary of the workspace (`xtask`'s) and `cargo xtask test` print the run's
-//! total as one line, `N skipped: …`.
+//! total as one line, `N skipped: REASON: TEST, …`.
 //!
 //! A line is `RUN\tTEST\tREASON`, where RUN is the parent process of the test binary: the
 //! `cargo test` that runs every binary of the run, so lines of earlier runs (or of a single
@@ -73,14 +73,22 @@ fn parse(text: &str, run: u32) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The one summary line of `skips`: `N skipped: TEST (REASON), …`, or `0 skipped`.
+/// The one summary line of `skips`: `N skipped: REASON: TEST, TEST; REASON: TEST`, the
+/// tests grouped by reason in the order first seen, or `0 skipped`.
 pub fn summary(skips: &[(String, String)]) -> String {
     if skips.is_empty() {
         return "0 skipped".to_owned();
     }
-    let items: Vec<String> = skips
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (t, why) in skips {
+        match groups.iter_mut().find(|(w, _)| *w == why.as_str()) {
+            Some((_, tests)) => tests.push(t),
+            None => groups.push((why, vec![t])),
+        }
+    }
+    let items: Vec<String> = groups
         .iter()
-        .map(|(t, why)| format!("{t} ({why})"))
+        .map(|(why, tests)| format!("{why}: {}", tests.join(", ")))
         .collect();
     format!("{} skipped: {}", skips.len(), items.join("; "))
 }
@@ -122,7 +130,13 @@ mod tests {
                 ("d".to_owned(), "no node".to_owned())
             ]
         );
-        assert_eq!(summary(&skips), "2 skipped: a::b (no psql); d (no node)");
+        assert_eq!(summary(&skips), "2 skipped: no psql: a::b; no node: d");
+        let same = [
+            ("t1".to_owned(), "no server".to_owned()),
+            ("t2".to_owned(), "no node".to_owned()),
+            ("t3".to_owned(), "no server".to_owned()),
+        ];
+        assert_eq!(summary(&same), "3 skipped: no server: t1, t3; no node: t2");
         assert_eq!(summary(&[]), "0 skipped");
     }
 
