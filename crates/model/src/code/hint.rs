@@ -192,6 +192,9 @@ impl Code {
                 "run it as the owner, without `HCP_SESSION` (`hcp COMMAND` with `HCP_SESSION` unset)"
             }
             BadPrincipal | BadValue | BadTtl => "see `hcp session start --help`",
+            BadConfigKey => {
+                "`hcp config get` prints every key with its value; set one with `hcp config set KEY VALUE`"
+            }
             BadWorkdir => "give a project directory of its own; see `hcp session start --help`",
             BadSeed => "give a directory to copy: `hcp home PACK --principal P --seed DIR`",
             BadCapability => "see `hcp grant --help` for the capabilities",
