@@ -172,9 +172,12 @@ fn start(rt: &hcp_runtime::Runtime, a: StartArgs) -> CliResult {
     let prepared = session::prepare(&new, Timestamp::now()).map_err(|e| session_error(&e))?;
     // An act of authority (RUNTIME §6): recorded, with the session's id, before it is
     // stored.
-    super::authority::record(rt, "session start", session_facts(&prepared.1))?;
-    let (token, s) = state
-        .session_start_prepared(prepared)
+    let act = super::authority::record(rt, "session start", session_facts(&prepared.1))?;
+    let (token, s) = act
+        .settle(
+            state.session_start_prepared(prepared),
+            hcp_store::session::SessionError::code,
+        )
         .map_err(|e| session_error(&e))?;
     print(&format!("{}\n", token.as_str()));
     eprintln!(
@@ -223,15 +226,18 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
             .filter(|s| s.principal == p && s.ended_at.is_none())
             .map(|s| s.short_id().to_owned())
             .collect();
+        let act = super::authority::begin(rt, "session end")?;
         if !open.is_empty() {
-            super::authority::record(
-                rt,
-                "session end",
+            super::authority::record_act(
+                &act,
                 json!({"principal": p.to_string(), "sessions": open}),
             )?;
         }
-        let ended = state
-            .session_end_principal(&p, now)
+        let ended = act
+            .settle(
+                state.session_end_principal(&p, now),
+                hcp_store::session::SessionError::code,
+            )
             .map_err(|e| session_error(&e))?;
         match ended.len() {
             0 => print(&format!("no session of `{p}` to end\n")),
@@ -241,6 +247,7 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let token = read_token(a.token.as_deref().unwrap_or("-"))?;
+    let act = super::authority::begin(rt, "session end")?;
     if session::is_token_shape(&token) {
         let digest = format!("sha256:{}", session::token_digest(&token));
         let sessions = state.session_list().map_err(|e| store_error(&e))?;
@@ -248,15 +255,17 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
             .iter()
             .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
         {
-            super::authority::record(
-                rt,
-                "session end",
+            super::authority::record_act(
+                &act,
                 json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
             )?;
         }
     }
-    let (s, changed) = state
-        .session_end(&token, now)
+    let (s, changed) = act
+        .settle(
+            state.session_end(&token, now),
+            hcp_store::session::SessionError::code,
+        )
         .map_err(|e| session_error(&e))?;
     if changed {
         print(&format!(
