@@ -90,9 +90,11 @@ pub fn run(c: SessionCommand) -> CliResult {
 }
 
 /// Refuses a caller that has `HCP_SESSION` set, valid or not (`owner_only`, exit 77):
-/// owner-only commands never look at the token.
+/// owner-only commands never act on the token. The attempt is recorded as the contract's
+/// refusals are ([`record_owner_only`]), when there is a store to record it in.
 pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
-    if std::env::var_os(env::HCP_SESSION).is_some() {
+    if let Some(token) = std::env::var_os(env::HCP_SESSION) {
+        record_owner_only(command, &token.to_string_lossy());
         return Err(CliError::new(
             Code::OwnerOnly,
             format!("`hcp {command}` is for the owner only, and `HCP_SESSION` is set"),
@@ -100,6 +102,46 @@ pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
         .hint("run it without `HCP_SESSION`, as the local user"));
     }
     Ok(())
+}
+
+/// Records a session holder's attempt at the owner's command `command` (RUNTIME §6: a
+/// refusal is one record): a `refusal` with code `owner_only`, the principal and the
+/// `session` the token names (`unknown` and no session when it names none that is live),
+/// `verb_key` the command and `command` = `hcp COMMAND`. Nothing else of the store changes. Best
+/// effort, like the refusals the contract leaves unrecorded: no store (`hcp init`), or a
+/// trail that cannot take the record, leaves the refusal unrecorded and answered the same.
+fn record_owner_only(command: &str, token: &str) {
+    let Ok(home) = open_home() else {
+        return;
+    };
+    let rt = hcp_runtime::Runtime::open(home);
+    let state = rt.state();
+    let session = state.session_resolve(token, Timestamp::now()).ok();
+    let entry = hcp_store::audit::Entry {
+        principal: session
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |s| s.principal.to_string()),
+        project: None,
+        pack_id: None,
+        verb_key: command.to_owned(),
+        operation: None,
+        land: None,
+        decision: hcp_store::audit::Decision::Deny,
+        code: Some(Code::OwnerOnly),
+        args_digest: state.args_digest(&[]).unwrap_or_default(),
+        exit_code: None,
+        duration_ms: 0,
+        extra: [
+            Some(("command".to_owned(), json!(format!("hcp {command}")))),
+            session
+                .as_ref()
+                .map(|s| ("session".to_owned(), json!(s.short_id()))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    };
+    let _ = state.record(&entry);
 }
 
 /// The store's directory from `HCP_HOME` or the platform data directory (RUNTIME §3),
