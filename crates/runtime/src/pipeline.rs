@@ -307,6 +307,7 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
         work.clean_up();
         return Err(stop);
     }
+    work.admitted();
     let run = (&mut work, &allowed, &config);
     let ran = step::run::verb(cx.rt, run, (call.timeout, cx.mode.cancel()), rec)?;
     let posted = step::post::verb(
@@ -375,7 +376,7 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
     };
     let env = (cx.rt, cx.caller);
     let who = (&stim, &principal);
-    let triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;
+    let mut triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;
     let tool = format!("{}.{}", stim.pack.id, stim.refs.join(","));
     let admit = Admit {
         pack: &stim.pack,
@@ -384,6 +385,9 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         tool: &tool,
     };
     step::admit::admit(cx.rt, (&principal, cx.now), &admit, None, rec)?;
+    for (_, child) in &mut triggers {
+        child.fresh.keep();
+    }
     let redact = secret.as_ref().map(Redactor::new).unwrap_or_default();
     let relay = Relay {
         pack: &stim.pack,

@@ -66,6 +66,9 @@ pub struct Child {
     /// Under `{"allow": …}`: the egress proxy the child's listener is served by
     /// (RUNTIME §5.5, [`crate::egress`]).
     pub egress: Option<crate::egress::CallEgress>,
+    /// The fingerprints of the bins hashed to verify it, kept once the call is admitted
+    /// ([`crate::pins::Fresh::keep`]).
+    pub fresh: crate::pins::Fresh,
 }
 
 /// What preparation needs of the call.
@@ -104,7 +107,7 @@ pub struct ChildSpec<'a> {
 pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child, Refusal> {
     let allowed = spec.allowed;
     let pack = spec.pack;
-    let bin = crate::pins::verify(pack, &allowed.plan.program)?;
+    let (bin, fresh) = crate::pins::verify_deferred(pack, &allowed.plan.program)?;
     let session_values = SessionValues {
         principal_id: spec.principal.id.clone(),
         project_id: allowed.project.clone(),
@@ -165,6 +168,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         sandbox: Some(confined.report.field_json()),
         network_hint: network_hint(pack.id.as_str()),
         egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
+        fresh,
         confinement: confined.confinement,
     })
 }
