@@ -322,8 +322,8 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
 /// Steps 1–9 for a pack's stimuli (`hcp sense`): the gate and the runtime policy for
 /// every ref (tool `PACK_ID.REF`), binding mint and preparation for the triggers that run,
 /// admission (the sense's intent), then the relay and, when it stops, its outcome.
-/// Refusals of the target come before anything is recorded; every later one is recorded
-/// with `"face": "sense"` and `verb_key` the ref (`*` for all).
+/// Every refusal, the target's too, is recorded with `"face": "sense"` and `verb_key`
+/// the ref (`*` for all).
 fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Result<Answer, Stop> {
     rec.verb_key = Some(s.reference.unwrap_or("*").to_owned());
     rec.operation = Some(hcp_model::Operation::Read);
@@ -340,8 +340,9 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         sandboxes,
         ..
     } = snap;
-    let stim = step::target::stimuli(target, active, s.reference, rec)?;
     rec.principal = Some(label);
+    rec.pack_id = Some(s.pack_id.to_owned());
+    let stim = step::target::stimuli(target, active, s.reference, rec)?;
     let principal = step::principal::resolve(principal, rec)?;
     let reads = GateReads {
         grants,
