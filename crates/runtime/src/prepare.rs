@@ -133,7 +133,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         caller,
         &ConfineSpec {
             land: allowed.land,
-            owner: spec.principal.is_owner(),
+            caller: spec.principal.kind(),
             principal_id: &spec.principal.id,
             project: allowed.project.as_deref(),
             writes: allowed.operation == Operation::Write,
@@ -219,8 +219,8 @@ pub fn config_of(config: &Result<RuntimeConfig, ConfigError>) -> Result<&Runtime
 pub struct ConfineSpec<'a> {
     /// The verb's (or trigger's) land.
     pub land: Land,
-    /// Whether the caller is the owner (no nested-call marker).
-    pub owner: bool,
+    /// Whose call: the owner's (no nested-call marker) or a session's.
+    pub caller: hcp_model::principal::Kind,
     /// The caller's principal id (`owner` without a session).
     pub principal_id: &'a str,
     /// The call's project (a `brain` call's tenant).
@@ -401,7 +401,7 @@ impl Inputs {
         let config = s.config;
         let call = CallSandbox {
             land: s.land,
-            owner: s.owner,
+            caller: s.caller,
             writes: s.writes,
             workdir: s.workdir,
             tenant_home: self.tenant_home.as_deref(),
@@ -468,7 +468,7 @@ fn tenant_home(
     s: &ConfineSpec<'_>,
     make: bool,
 ) -> Result<Option<PathBuf>, Refusal> {
-    let principal = if s.owner {
+    let principal = if s.caller == hcp_model::principal::Kind::Owner {
         OWNER_TENANT
     } else {
         s.principal_id

@@ -990,15 +990,15 @@ impl State for FileState {
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
         self.authority_ready()?;
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness {
-            if let Err(e) = self.log.witness(w.as_ref(), act_time(&a)) {
-                // Recorded, then refused: the trail says so (best effort; a trail that
-                // cannot take even this shows the act as recorded, docs/DESIGN.md).
-                let _ = self
-                    .log
-                    .append_authority(&act.failed(a.seq, e.code().as_str()));
-                return Err(e);
-            }
+        if let Some(w) = &self.witness
+            && let Err(e) = self.log.witness(w.as_ref(), act_time(&a))
+        {
+            // Recorded, then refused: the trail says so (best effort; a trail that cannot
+            // take even this shows the act as recorded, docs/DESIGN.md).
+            let _ = self
+                .log
+                .append_authority(&act.failed(a.seq, e.code().as_str()));
+            return Err(e);
         }
         Ok(a)
     }
