@@ -340,6 +340,8 @@ fn a_folder_that_cannot_take_the_skill_refuses_activation_and_changes_nothing() 
             "cannot make a directory read-only here (no `chattr +i` as root)",
         );
     };
+    // As above: the first command after the edit records the changed `config.json`.
+    assert_eq!(w.run(&["activate", "transit"]).status.code(), Some(1));
     let before = (tree(&w.hcp_home), tree(&ok));
     let out = w.run(&["activate", "transit"]);
     drop(guard);

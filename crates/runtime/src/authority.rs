@@ -51,20 +51,20 @@ pub struct Act<'a> {
 }
 
 impl<'a> Act<'a> {
-    /// Begins the act `act` (`grant`, `session start` …) of `actor`: looks that its
-    /// witness and the state directory could take it, then notes the watched files. Call
-    /// it before taking the store lock ([`note_files`] takes it).
+    /// Begins the act `act` (`grant`, `session start` …) of `actor`: when its witness and
+    /// the state directory could take it, notes the watched files. Call it before taking
+    /// the store lock ([`note_files`] takes it).
     ///
     /// # Errors
-    /// `witness_unavailable`, `store_io` (the state directory cannot be written), or
-    /// [`note_files`]'s: a change that cannot be recorded refuses the act (74). Nothing is
-    /// written then.
+    /// [`note_files`]'s: a change that cannot be recorded refuses the act (74).
     pub fn begin(rt: &'a Runtime, act: &'a str, actor: Actor) -> Result<Self, StoreError> {
-        // An act that could not be recorded writes nothing, not even what it noticed:
-        // the look first, then the files (the next act or call records them).
-        rt.state().authority_ready().map_err(store_error)?;
-        state_writable(rt)?;
-        note_files(rt)?;
+        // An act that could not be recorded writes nothing, not even what it noticed: the
+        // files are noted only when the look passes (the next act or call records them
+        // otherwise). The look's refusal itself comes at [`Act::record`], after the
+        // command's own checks, so a bad argument or `config.json` is named as such.
+        if rt.state().authority_ready().is_ok() && state_writable(rt).is_ok() {
+            note_files(rt)?;
+        }
         Ok(Self::noted(rt, act, actor))
     }
 
