@@ -1,5 +1,5 @@
 //! Damaged records of a file store, found without stopping at the first (RUNTIME §4
-//! "Fault isolation"): a session, the grants, an approval, a counter. (A damaged install
+//! "Fault isolation"): a session, a grant file, an approval, a counter. (A damaged install
 //! record is found by the pack listing, `crate::pack::list`.)
 //!
 //! A damaged record refuses only the principal or pack it belongs to (`store_damaged`,
@@ -48,17 +48,27 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
             &e,
         )),
     }
-    if let Err(e) = crate::grant::Grants::load(home) {
-        let path = crate::grant::grants_path(home);
+    for d in crate::grant::damaged(home) {
+        let (refuses, repair) = match &d.principal {
+            Some(p) => (
+                format!("the calls of principal `{p}` alone"),
+                format!("hcp revoke {p} --all, then grant again with `hcp grant {p} PACK CAP…`"),
+            ),
+            None => (
+                "every principal's calls but the owner's (the grants of an earlier hcp, kept in one file)".to_owned(),
+                format!(
+                    "mv {} {}.damaged, then grant again with `hcp grant PRINCIPAL PACK CAP…`",
+                    d.path.display(),
+                    d.path.display()
+                ),
+            ),
+        };
         out.push(Damaged {
             kind: "grants",
-            refuses: "every principal's calls but the owner's (grants are kept in one file); grant again after the repair with `hcp grant PRINCIPAL PACK CAP…`".into(),
-            repair: format!("mv {} {}.damaged", path.display(), path.display()),
-            path,
-            reason: match e {
-                crate::StoreError::Damaged { reason, .. } => reason,
-                other => other.to_string(),
-            },
+            path: d.path,
+            reason: d.reason,
+            refuses,
+            repair,
         });
     }
     let state = home.dir(StoreDir::State);

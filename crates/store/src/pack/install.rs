@@ -287,6 +287,8 @@ pub fn install(
             verb_count: manifest.verbs.len(),
         },
         openapi: openapi.as_ref().map(|p| p.pin.clone()),
+        // The grants that cover the pack, counted from the grant files under this lock.
+        grants: crate::grant::counts_for(home, &lock, &id, old.as_ref().map(|o| &o.grants)),
     };
 
     let stage = staging.join(format!("{id}.{}", uuid::Uuid::now_v7().simple()));
@@ -415,6 +417,8 @@ pub fn uninstall(home: &Home, id: &str) -> Result<Removed, PackError> {
     }
     let staging = home.ensure(StoreDir::Staging)?;
     clean_staging(&staging)?;
+    // A damaged grant file may hold grants on the pack: refused before anything changes.
+    crate::grant::check_files(home)?;
     let was_active = crate::skill::deactivate_locked(home, &lock, id.as_str())?;
     remove_pack_state(home, &lock, id.as_str())?;
     let grave: PathBuf = staging.join(format!("{id}.{}.removed", uuid::Uuid::now_v7().simple()));
