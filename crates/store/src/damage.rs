@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// One damaged record.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Damaged {
-    /// What kind of record: `session`, `grants`, `approval`, `counter`.
+    /// What kind of record: `session`, `grants`, `approval`, `counter`, `home`.
     pub kind: &'static str,
     /// The file.
     pub path: PathBuf,
@@ -51,16 +51,14 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
     for d in crate::grant::damaged(home) {
         let (refuses, repair) = match &d.principal {
             Some(p) => (
-                format!("the calls of principal `{p}` alone"),
-                format!("hcp revoke {p} --all, then grant again with `hcp grant {p} PACK CAP…`"),
+                format!(
+                    "the calls of principal `{p}` alone; grant again after the repair with `hcp grant {p} PACK CAP…`"
+                ),
+                format!("hcp revoke {p} --all"),
             ),
             None => (
-                "every principal's calls but the owner's (the grants of an earlier hcp, kept in one file)".to_owned(),
-                format!(
-                    "mv {} {}.damaged, then grant again with `hcp grant PRINCIPAL PACK CAP…`",
-                    d.path.display(),
-                    d.path.display()
-                ),
+                "every principal's calls but the owner's (the grants of an earlier hcp, kept in one file); grant again after the repair with `hcp grant PRINCIPAL PACK CAP…`".to_owned(),
+                format!("mv {} {}.damaged", d.path.display(), d.path.display()),
             ),
         };
         out.push(Damaged {
@@ -92,6 +90,83 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
                 path,
                 reason,
             });
+        }
+    }
+    out
+}
+
+/// Every damaged tenant home below `homes` (RUNTIME §4 "Fault isolation", §5.2): a
+/// `PACK/principal/ID` or `PACK/project/ID` entry that is not a directory of this user
+/// (a file, a symlink), or a directory on the way that is not one. Each refuses the calls
+/// of its tenant on its pack alone. Reads only.
+pub fn homes(homes: &Path) -> Vec<Damaged> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let why = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Some("it is a symlink".to_owned()),
+        Ok(m) if !m.is_dir() => Some("it is not a directory".to_owned()),
+        Ok(m) if m.uid() != uid => Some(format!("it is owned by uid {}", m.uid())),
+        Ok(_) => None,
+        Err(e) => Some(format!("cannot be read: {e}")),
+    };
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.'))
+        });
+        v.sort();
+        v
+    };
+    let mut out = Vec::new();
+    for pack in entries(homes) {
+        let pack_id = pack.file_name().map(|n| n.to_string_lossy().into_owned());
+        let pack_id = pack_id.unwrap_or_default();
+        if let Some(reason) = why(&pack) {
+            out.push(Damaged {
+                kind: "home",
+                repair: format!("hcp uninstall {pack_id} --purge, or rm {}", pack.display()),
+                refuses: format!(
+                    "the calls of every tenant of pack `{pack_id}` in `personal` and `brain` land"
+                ),
+                path: pack,
+                reason,
+            });
+            continue;
+        }
+        for kind in ["principal", "project"] {
+            let dir = pack.join(kind);
+            if !dir.exists() && std::fs::symlink_metadata(&dir).is_err() {
+                continue;
+            }
+            if let Some(reason) = why(&dir) {
+                out.push(Damaged {
+                    kind: "home",
+                    repair: format!("rm {}", dir.display()),
+                    refuses: format!("the calls of every {kind} of pack `{pack_id}` in its land"),
+                    path: dir,
+                    reason,
+                });
+                continue;
+            }
+            for home in entries(&dir) {
+                let Some(reason) = why(&home) else {
+                    continue;
+                };
+                let id = home.file_name().map(|n| n.to_string_lossy().into_owned());
+                let id = id.unwrap_or_default();
+                out.push(Damaged {
+                    kind: "home",
+                    repair: format!("hcp home rm {pack_id} --{kind} {id}"),
+                    refuses: format!("the calls of {kind} `{id}` on pack `{pack_id}` alone"),
+                    path: home,
+                    reason,
+                });
+            }
         }
     }
     out

@@ -281,6 +281,19 @@ impl Grants {
         Ok(read_file(&grant_file(home, principal), Some(principal))?.unwrap_or_default())
     }
 
+    /// Every principal's grants, all or nothing (tests, tools): [`Grants::load_all`]
+    /// without its list of damaged files.
+    ///
+    /// # Errors
+    /// As [`Grants::load_all`]; [`StoreError::Damaged`] naming the first damaged file.
+    pub fn load(home: &Home) -> StoreResult<Self> {
+        let (all, damaged) = Self::load_all(home)?;
+        match damaged.into_iter().next() {
+            Some((path, reason)) => Err(StoreError::Damaged { path, reason }),
+            None => Ok(all),
+        }
+    }
+
     /// Every principal's grants, and the grant files that are damaged (path, reason),
     /// which are left out: one damaged file hides nobody else's grants.
     ///

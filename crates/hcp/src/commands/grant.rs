@@ -31,12 +31,16 @@ pub struct GrantArgs {
 /// Arguments of `hcp revoke`.
 #[derive(Debug, clap::Args)]
 pub struct RevokeArgs {
+    /// Take back every grant of PRINCIPAL, on every pack and `*`; also the repair of its
+    /// damaged or missing grant file (moved aside, its counts zeroed).
+    #[arg(long, conflicts_with_all = ["pack", "caps"])]
+    all: bool,
     /// The principal id.
     #[arg(value_name = "PRINCIPAL")]
     principal: String,
     /// The pack id, or `*`, exactly as granted.
-    #[arg(value_name = "PACK")]
-    pack: String,
+    #[arg(required_unless_present = "all", value_name = "PACK")]
+    pack: Option<String>,
     /// The capabilities to take back; none: all of them on `PACK`.
     #[arg(value_name = "CAP")]
     caps: Vec<String>,
@@ -79,7 +83,7 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
     require_owner("grant")?;
     let rt = super::exec::runtime()?;
     if a.list {
-        return list(rt.state(), a.json);
+        return list(&rt, a.json);
     }
     let p = parse(
         a.principal.as_deref().unwrap_or_default(),
@@ -103,7 +107,10 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
 pub fn run_revoke(a: RevokeArgs) -> CliResult {
     require_owner("revoke")?;
     let rt = super::exec::runtime()?;
-    let p = parse(&a.principal, &a.pack, &a.caps)?;
+    if a.all {
+        return revoke_all(&rt, &a.principal);
+    }
+    let p = parse(&a.principal, a.pack.as_deref().unwrap_or_default(), &a.caps)?;
     let removed = rt
         .state()
         .revoke(&p.principal, &p.pack, &p.caps)
@@ -124,8 +131,60 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     Ok(exit::OK)
 }
 
-fn list(state: &dyn State, json: bool) -> CliResult {
+/// `hcp revoke PRINCIPAL --all`: every grant of the principal taken back; on the file
+/// store, also the repair of its damaged grant file (RUNTIME §4 "Fault isolation").
+fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
+    let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
+    if rt.state().backend() != "file" {
+        let mut removed = 0;
+        let grants = rt.state().grants_list().map_err(|e| store_error(&e))?;
+        let mut scopes: Vec<&PackScope> = grants
+            .iter()
+            .filter(|g| g.principal == principal)
+            .map(|g| &g.pack)
+            .collect();
+        scopes.dedup();
+        for scope in scopes {
+            removed += rt
+                .state()
+                .revoke(&principal, scope, &[])
+                .map_err(|e| store_error(&e))?
+                .len();
+        }
+        print(&format!("revoked {removed} grant(s) from `{principal}`\n"));
+        return Ok(exit::OK);
+    }
+    match hcp_store::grant::revoke_all(rt.home(), &principal).map_err(|e| store_error(&e))? {
+        hcp_store::grant::RevokedAll::Grants(g) => {
+            print(&format!(
+                "revoked {} grant(s) from `{principal}`\n",
+                g.len()
+            ));
+        }
+        hcp_store::grant::RevokedAll::Repaired { moved_to } => {
+            let moved = moved_to
+                .map(|p| format!(" (the damaged file is now `{}`)", p.display()))
+                .unwrap_or_default();
+            print(&format!(
+                "`{principal}` holds no grant now{moved}; grant again with `hcp grant {principal} PACK CAP…`\n"
+            ));
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn list(rt: &hcp_runtime::Runtime, json: bool) -> CliResult {
+    let state: &dyn State = rt.state();
     let grants = state.grants_list().map_err(|e| store_error(&e))?;
+    if state.backend() == "file" {
+        for d in hcp_store::grant::damaged(rt.home()) {
+            eprintln!(
+                "warning: damaged grant file `{}`: {}; its grants are not listed (`hcp doctor` names the repair)",
+                d.path.display(),
+                d.reason
+            );
+        }
+    }
     if json {
         let text = serde_json::to_string(&grants)
             .map_err(|e| CliError::new(Code::StoreIo, "cannot encode the grants").cause(e))?;
