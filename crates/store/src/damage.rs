@@ -1,10 +1,12 @@
 //! Damaged records of a file store, found without stopping at the first (RUNTIME §4
-//! "Fault isolation"): a session, a grant file, an approval, a counter. (A damaged install
+//! "Fault isolation"): a session, a grant file (damaged, or missing beside its count in an
+//! install record), an approval, a counter ([`scan`]), a tenant home ([`homes`], which takes
+//! the homes' directory, since `config.json` may put it elsewhere). (A damaged install
 //! record is found by the pack listing, `crate::pack::list`.)
 //!
 //! A damaged record refuses only the principal or pack it belongs to (`store_damaged`,
-//! naming the file); [`scan`] is what `hcp doctor` lists, each with the command that
-//! repairs or removes it.
+//! naming the file); [`scan`] and [`homes`] are what `hcp doctor` lists, each with the
+//! command that repairs or removes it.
 
 use crate::home::{Home, StoreDir};
 use std::path::{Path, PathBuf};
