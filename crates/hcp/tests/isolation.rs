@@ -607,12 +607,19 @@ fn the_one_grants_file_of_an_earlier_hcp_is_split_at_first_use() {
         serde_json::json!({"agent-1": 1, "agent-2": 1})
     );
     let o = w.run(&["audit", "tail", "--json", "-n", "50"]);
-    let tail = String::from_utf8_lossy(&o.stdout);
-    let migrates: Vec<&str> = tail
-        .lines()
-        .filter(|l| l.contains("\"migrate\"") && l.contains("\"principals\":2"))
+    let tail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let migrates: Vec<&Value> = tail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["act"] == "migrate")
         .collect();
     assert_eq!(migrates.len(), 1, "{tail}");
+    assert_eq!(
+        migrates[0]["changed"]["grants"]["principals"],
+        serde_json::json!(2),
+        "{tail}"
+    );
     let o = w.run(&["audit", "verify"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
 }
@@ -746,12 +753,23 @@ fn config_json_rewritten_while_calls_run_is_read_whole() {
     writer.join().unwrap();
     let o = w.run(&["audit", "tail", "--json", "-n", "1000"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
-    let changes: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let tail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let changes: Vec<Value> = tail
+        .as_array()
+        .unwrap()
+        .iter()
         .filter(|r| r["act"] == "config changed")
         .map(|r| r["changed"].clone())
         .collect();
+    // The first version is noticed by the first call; later ones as calls see them.
+    assert!(
+        !changes.is_empty(),
+        "no change of config.json recorded: {tail}"
+    );
+    assert!(
+        changes.len() <= writes.load(Ordering::Relaxed) + 1,
+        "{changes:?}"
+    );
     for pair in changes.windows(2) {
         assert_ne!(pair[0], pair[1], "a change recorded twice: {changes:?}");
     }

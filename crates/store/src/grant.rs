@@ -786,7 +786,8 @@ pub struct Split {
 /// every principal but the owner ([`Grants::load_principal`]) and `hcp doctor` lists it.
 ///
 /// # Errors
-/// [`StoreError`] when the act cannot be recorded or a file cannot be written.
+/// [`StoreError`] when the act cannot be recorded or a file cannot be written; a directory
+/// witness that cannot take the act's checkpoint (`witness_unavailable`).
 pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
     let legacy = legacy_path(home);
     if std::fs::symlink_metadata(&legacy).is_err() {
@@ -809,7 +810,19 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
         principals: by_principal.len(),
         grants: by_principal.values().map(|g| g.grants.len()).sum(),
     };
-    crate::audit::AuditLog::new(home)
+    // A directory witness (`audit.witness`) must be able to take the act's checkpoint
+    // before the act; a `config.json` that does not load is reported where it is read.
+    let witness = crate::made::witness_of(home.root()).ok().flatten();
+    if let Some(w) = &witness {
+        w.ready().map_err(|e| StoreError::Witness(Box::new(e)))?;
+    }
+    let log = crate::audit::AuditLog::new(home);
+    let audit_error = |e| match e {
+        crate::audit::AuditError::Store(s) => s,
+        crate::audit::AuditError::Witness(w) => StoreError::Witness(Box::new(w)),
+        other => StoreError::Audit(Box::new(other)),
+    };
+    let act = log
         .append_authority(&crate::audit::Authority {
             act: "migrate".into(),
             actor: crate::audit::Actor::owner(),
@@ -822,10 +835,7 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
                 }
             }),
         })
-        .map_err(|e| match e {
-            crate::audit::AuditError::Store(s) => s,
-            other => StoreError::Audit(Box::new(other)),
-        })?;
+        .map_err(audit_error)?;
     for (p, mut g) in by_principal {
         let path = grant_file(home, &p);
         // A split killed after this file was written: merge, the newer time wins.
@@ -845,6 +855,10 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
     }
     std::fs::remove_file(&legacy).map_err(|e| StoreError::io("remove", &legacy, e))?;
     crate::atomic::sync_dir(&home.dir(StoreDir::State))?;
+    drop(lock);
+    if let Some(w) = &witness {
+        log.witness(w.as_ref(), act.ts).map_err(audit_error)?;
+    }
     Ok(Some(split))
 }
 

@@ -90,6 +90,16 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
+    damaged_first(&rt, &p.principal)?;
+    super::authority::record(
+        &rt,
+        "grant",
+        serde_json::json!({
+            "principal": p.principal.to_string(),
+            "pack": p.pack.to_string(),
+            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }),
+    )?;
     let written = rt
         .state()
         .grant(&p.principal, &p.pack, &p.caps, Timestamp::now())
@@ -111,6 +121,17 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
         return revoke_all(&rt, &a.principal);
     }
     let p = parse(&a.principal, a.pack.as_deref().unwrap_or_default(), &a.caps)?;
+    damaged_first(&rt, &p.principal)?;
+    super::authority::record(
+        &rt,
+        "revoke",
+        serde_json::json!({
+            "principal": p.principal.to_string(),
+            "pack": p.pack.to_string(),
+            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "all": p.caps.is_empty(),
+        }),
+    )?;
     let removed = rt
         .state()
         .revoke(&p.principal, &p.pack, &p.caps)
@@ -131,10 +152,43 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     Ok(exit::OK)
 }
 
+/// On the file store, a damaged grant file of `principal` refuses a grant or a revoke
+/// before its act is recorded (`store_damaged`, naming the file and `hcp revoke PRINCIPAL
+/// --all`), so the trail holds no act that did not happen.
+fn damaged_first(rt: &hcp_runtime::Runtime, principal: &PrincipalId) -> Result<(), CliError> {
+    if rt.state().backend() != "file" {
+        return Ok(());
+    }
+    hcp_store::grant::Grants::load_principal(rt.home(), principal)
+        .map(|_| ())
+        .map_err(|e| {
+            let legacy = hcp_store::grant::legacy_path(rt.home());
+            let hint = match &e {
+                hcp_store::StoreError::Damaged { path, .. } if *path == legacy => format!(
+                    "move it aside (`mv {0} {0}.damaged`), then grant again",
+                    legacy.display()
+                ),
+                _ => format!("repair it with `hcp revoke {principal} --all`, then grant again"),
+            };
+            store_error(&e).hint(hint)
+        })
+}
+
 /// `hcp revoke PRINCIPAL --all`: every grant of the principal taken back; on the file
 /// store, also the repair of its damaged grant file (RUNTIME §4 "Fault isolation").
 fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
     let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
+    super::authority::record(
+        rt,
+        "revoke",
+        serde_json::json!({
+            "principal": principal.to_string(),
+            "pack": "*",
+            "capabilities": Vec::<String>::new(),
+            "all": true,
+            "every_pack": true,
+        }),
+    )?;
     if rt.state().backend() != "file" {
         let mut removed = 0;
         let grants = rt.state().grants_list().map_err(|e| store_error(&e))?;
