@@ -71,6 +71,18 @@ struct Parsed {
     caps: Vec<Capability>,
 }
 
+/// The capabilities `p.principal` holds on exactly `p.pack` (its own grants on that scope,
+/// not the `*` ones on a pack), in grant order.
+fn held_exactly(state: &dyn State, p: &Parsed) -> Result<Vec<Capability>, CliError> {
+    Ok(state
+        .grants_list()
+        .map_err(|e| store_error(&e))?
+        .into_iter()
+        .filter(|g| g.principal == p.principal && g.pack == p.pack)
+        .map(|g| g.capability)
+        .collect())
+}
+
 fn names<'a>(caps: impl IntoIterator<Item = &'a Capability>) -> String {
     caps.into_iter()
         .map(|c| format!("`{c}`"))
@@ -91,18 +103,31 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
         &a.caps,
     )?;
     damaged_first(&rt, &p.principal)?;
-    super::authority::record(
-        &rt,
-        "grant",
-        serde_json::json!({
-            "principal": p.principal.to_string(),
-            "pack": p.pack.to_string(),
-            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        }),
-    )?;
-    let written = rt
-        .state()
-        .grant(&p.principal, &p.pack, &p.caps, Timestamp::now())
+    // A grant always changes the store: it adds each capability, or renews one already
+    // held (`granted_at`, which lifts a rug-pull suspension, RUNTIME §3); `renewed` names
+    // those, when there are any.
+    let held = held_exactly(rt.state(), &p)?;
+    let mut changed = serde_json::json!({
+        "principal": p.principal.to_string(),
+        "pack": p.pack.to_string(),
+        "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    let renewed: Vec<String> = p
+        .caps
+        .iter()
+        .filter(|c| held.contains(c))
+        .map(ToString::to_string)
+        .collect();
+    if !renewed.is_empty() {
+        changed["renewed"] = serde_json::json!(renewed);
+    }
+    let act = super::authority::record(&rt, "grant", changed)?;
+    let written = act
+        .settle(
+            rt.state()
+                .grant(&p.principal, &p.pack, &p.caps, Timestamp::now()),
+            hcp_store::StoreError::code,
+        )
         .map_err(|e| store_error(&e))?;
     print(&format!(
         "granted {} to `{}` on `{}`\n",
@@ -122,20 +147,37 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     }
     let p = parse(&a.principal, a.pack.as_deref().unwrap_or_default(), &a.caps)?;
     damaged_first(&rt, &p.principal)?;
-    super::authority::record(
-        &rt,
-        "revoke",
-        serde_json::json!({
-            "principal": p.principal.to_string(),
-            "pack": p.pack.to_string(),
-            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "all": p.caps.is_empty(),
-        }),
-    )?;
-    let removed = rt
-        .state()
-        .revoke(&p.principal, &p.pack, &p.caps)
-        .map_err(|e| store_error(&e))?;
+    // A revoke that takes nothing back changes nothing: it is not made, and records
+    // nothing (as a `session end` of no open session).
+    let held = held_exactly(rt.state(), &p)?;
+    let taking: Vec<Capability> = if p.caps.is_empty() {
+        held.clone()
+    } else {
+        p.caps
+            .iter()
+            .copied()
+            .filter(|c| held.contains(c))
+            .collect()
+    };
+    let removed = if taking.is_empty() {
+        Vec::new()
+    } else {
+        let act = super::authority::record(
+            &rt,
+            "revoke",
+            serde_json::json!({
+                "principal": p.principal.to_string(),
+                "pack": p.pack.to_string(),
+                "capabilities": taking.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "all": p.caps.is_empty(),
+            }),
+        )?;
+        act.settle(
+            rt.state().revoke(&p.principal, &p.pack, &taking),
+            hcp_store::StoreError::code,
+        )
+        .map_err(|e| store_error(&e))?
+    };
     if removed.is_empty() {
         print(&format!(
             "nothing to revoke: `{}` holds no such grant on `{}`\n",
@@ -178,7 +220,7 @@ fn damaged_first(rt: &hcp_runtime::Runtime, principal: &PrincipalId) -> Result<(
 /// store, also the repair of its damaged grant file (RUNTIME §4 "Fault isolation").
 fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
     let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
-    super::authority::record(
+    let act = super::authority::record(
         rt,
         "revoke",
         serde_json::json!({
@@ -199,16 +241,22 @@ fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
             .collect();
         scopes.dedup();
         for scope in scopes {
-            removed += rt
-                .state()
-                .revoke(&principal, scope, &[])
+            removed += act
+                .settle(
+                    rt.state().revoke(&principal, scope, &[]),
+                    hcp_store::StoreError::code,
+                )
                 .map_err(|e| store_error(&e))?
                 .len();
         }
         print(&format!("revoked {removed} grant(s) from `{principal}`\n"));
         return Ok(exit::OK);
     }
-    match hcp_store::grant::revoke_all(rt.home(), &principal).map_err(|e| store_error(&e))? {
+    let done = act.settle(
+        hcp_store::grant::revoke_all(rt.home(), &principal),
+        hcp_store::StoreError::code,
+    );
+    match done.map_err(|e| store_error(&e))? {
         hcp_store::grant::RevokedAll::Grants(g) => {
             print(&format!(
                 "revoked {} grant(s) from `{principal}`\n",
