@@ -80,8 +80,9 @@ fn sqlite_shell_gives_an_agent_no_grant_in_any_land() {
         );
         assert_eq!(cw.grants(), before);
         // Through the store's files directly: nothing to read, nothing to write.
-        let sql =
-            format!(".shell cat {store}/state/grants.json; echo x > {store}/state/grants.json");
+        let sql = format!(
+            ".shell cat {store}/state/grants/agent-8.json; echo x > {store}/state/grants/agent-8.json"
+        );
         let (out, v) = cw.exec(Some(&tok), &["sqlprobe.query", "--sql", &sql]);
         assert!(
             !v["stdout"].as_str().unwrap().contains("agent-8"),

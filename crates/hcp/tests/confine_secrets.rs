@@ -47,7 +47,7 @@ fn a_personal_or_brain_child_reads_neither_the_store_nor_the_secrets() {
             for path in [
                 format!("{store}/state/bindings/agent-9/mail.json"),
                 session_file.clone(),
-                format!("{store}/state/grants.json"),
+                format!("{store}/state/grants/agent-1.json"),
                 format!("{store}/audit/audit.jsonl"),
                 format!("{home}/.ssh/id_ed25519"),
                 format!("{home}/.aws/credentials"),
@@ -81,7 +81,7 @@ fn a_personal_or_brain_child_reads_neither_the_store_nor_the_secrets() {
             &[
                 "hostile.personal.try",
                 "read",
-                &format!("{store}/state/grants.json"),
+                &format!("{store}/state/grants/agent-1.json"),
             ],
         );
         assert_denied(&v, "the owner's child reads the store");
@@ -103,7 +103,7 @@ fn a_personal_child_writes_only_its_tmpdir_and_its_grants() {
             format!("{home}/.bashrc"),
             format!("{home}/.ssh/authorized_keys"),
             format!("{home}/new-file"),
-            format!("{store}/state/grants.json"),
+            format!("{store}/state/grants/agent-1.json"),
             format!("{store}/evil"),
             cw.w.work.join("x").display().to_string(),
         ] {

@@ -1,7 +1,12 @@
 //! One careless session or one damaged record never stops the others (RUNTIME §4
 //! `--workdir`, "Fault isolation"): session workdirs are checked at start by one set of
 //! rules (`bad_workdir`, 64), calls never read other sessions, and a damaged session file
-//! refuses its own token alone while `session list` and `hcp doctor` name it.
+//! refuses its own token alone while `session list` and `hcp doctor` name it. Each store
+//! file damaged in turn (a session, a grant file, an approval, a counter, an install
+//! record, a tenant home) refuses only what it belongs to; grants are kept one file per
+//! principal, counted in the install records; a write verb on a full disk answers its
+//! child's result or is refused before it runs; `config.json` rewritten while calls run
+//! is read whole.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -253,9 +258,10 @@ fn doctor_lists_each_damaged_record_with_its_repair() {
     if !view_or_skip() {
         return;
     }
-    let kinds: [(&str, &str); 4] = [
+    let kinds: [(&str, &str); 5] = [
         ("session", "state/sessions/{digest}.json"),
-        ("grants", "state/grants.json"),
+        ("grants", "state/grants/agent-2.json"),
+        ("grants_legacy", "state/grants.json"),
         ("approval", "state/approvals/apr_00000000000000000000.json"),
         ("counter", "state/counters/{digest}.json"),
     ];
@@ -369,4 +375,404 @@ fn a_damaged_install_record_refuses_its_pack_alone() {
         text.contains("pack `probe` has a damaged record") && text.contains("hcp uninstall probe"),
         "{text}"
     );
+}
+
+/// What one call answered: its exit status and, for a refusal, its code.
+fn outcome(o: &std::process::Output, v: &Value) -> String {
+    match v["code"].as_str() {
+        Some(c) => format!("{} {c}", code(o)),
+        None => format!("{} ok", code(o)),
+    }
+}
+
+/// Each store file damaged in turn — a session, a grant file (damaged, missing beside its
+/// count, the legacy one file), an approval, a counter, an install record, a tenant home —
+/// then the owner's calls, another principal's and the damaged record's principal's, and
+/// `hcp doctor`: only the one the record belongs to is refused (snapshots: the calls'
+/// answers and doctor's lines). Approvals and counters are read only by a runtime policy's
+/// `confirmation`, `rate_limit` and `budget`, so without a policy nobody is refused.
+#[test]
+fn each_store_file_damaged_in_turn_refuses_only_its_own() {
+    if !view_or_skip() {
+        return;
+    }
+    let kinds = [
+        "session",
+        "grant_file",
+        "grant_file_missing",
+        "grants_legacy",
+        "approval",
+        "counter",
+        "install_record",
+        "tenant_home",
+    ];
+    for kind in kinds {
+        let w = world(&["echo", "probe"]);
+        let victim = session(&w, "agent-1", &[]);
+        let victim_session = session_files(&w).pop().unwrap();
+        let other = session(&w, "agent-2", &[]);
+        for p in ["agent-1", "agent-2"] {
+            grant(&w, p, "echo", &["verb.exec.read"]);
+            grant(&w, p, "probe", &["verb.exec.read"]);
+        }
+        // The victim's first calls make its tenant home.
+        let (o, _) = exec_json_env(&w, &["probe.big", "3"], &[("HCP_SESSION", &victim)]);
+        assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
+        let digest = victim_session
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let state = w.hcp_home.join("state");
+        match kind {
+            "session" => std::fs::write(&victim_session, "[]\n").unwrap(),
+            "grant_file" => std::fs::write(state.join("grants/agent-1.json"), "garbage\n").unwrap(),
+            "grant_file_missing" => {
+                std::fs::remove_file(state.join("grants/agent-1.json")).unwrap()
+            }
+            "grants_legacy" => std::fs::write(state.join("grants.json"), "garbage\n").unwrap(),
+            "approval" => {
+                std::fs::create_dir_all(state.join("approvals")).unwrap();
+                std::fs::write(
+                    state.join("approvals/apr_00000000000000000000.json"),
+                    "garbage\n",
+                )
+                .unwrap();
+            }
+            "counter" => {
+                std::fs::create_dir_all(state.join("counters")).unwrap();
+                std::fs::write(
+                    state.join(format!("counters/{}.json", "0".repeat(64))),
+                    "garbage\n",
+                )
+                .unwrap();
+            }
+            "install_record" => {
+                std::fs::write(w.hcp_home.join("packs/probe/.hcp/record.json"), "{}\n").unwrap();
+            }
+            "tenant_home" => {
+                let home = w.hcp_home.join("homes/probe/principal/agent-1");
+                assert!(home.is_dir(), "{kind}: {}", home.display());
+                std::fs::remove_dir_all(&home).unwrap();
+                std::fs::write(&home, "not a directory\n").unwrap();
+            }
+            _ => unreachable!(),
+        }
+        let mut answers = Vec::new();
+        for (who, env) in [
+            ("owner", None),
+            ("agent-2", Some(other.as_str())),
+            ("agent-1", Some(victim.as_str())),
+        ] {
+            for call in [&["echo.say", "hi"][..], &["probe.big", "3"]] {
+                let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+                let (o, v) = exec_json_env(&w, call, &env);
+                if v["code"] == "store_damaged" {
+                    let e = v["error"].as_str().unwrap_or_default();
+                    assert!(
+                        e.contains(&w.hcp_home.display().to_string()),
+                        "{kind}: names no file: {v}"
+                    );
+                }
+                answers.push(format!("{who} {}: {}", call[0], outcome(&o, &v)));
+            }
+        }
+        let o = w.run(&["doctor"]);
+        assert_eq!(code(&o), 1, "{kind}: {}", w.render(&o));
+        let text = w.filter(&String::from_utf8_lossy(&o.stdout));
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("damaged ") || l.contains("damaged record"))
+            .collect();
+        assert!(!lines.is_empty(), "{kind}: {text}");
+        let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))
+            .replace(&digest, "{digest}");
+        insta::assert_snapshot!(format!("damaged_in_turn_{kind}"), shown);
+        // The repair doctor names gives the victim its calls back.
+        let repair: &[&str] = match kind {
+            "grant_file" | "grant_file_missing" => &["revoke", "agent-1", "--all"],
+            "tenant_home" => &["home", "rm", "probe", "--principal", "agent-1"],
+            _ => continue,
+        };
+        let o = w.run(repair);
+        assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
+        grant(&w, "agent-1", "probe", &["verb.exec.read"]);
+        let (o, v) = exec_json_env(&w, &["probe.big", "3"], &[("HCP_SESSION", &victim)]);
+        assert_eq!(code(&o), 0, "{kind}: after the repair: {v}");
+    }
+}
+
+/// A damaged or missing grant file is repaired by `hcp revoke PRINCIPAL --all` (the file
+/// moved aside, the counts zeroed): the principal is granted again and its calls run; `hcp
+/// grant --list` meanwhile warns of the file and lists everybody else's grants.
+#[test]
+fn a_damaged_grant_file_is_repaired_by_revoke_all() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let victim = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    grant(&w, "agent-2", "*", &["verb.exec.read"]);
+    let file = w.hcp_home.join("state/grants/agent-1.json");
+    std::fs::write(&file, "{").unwrap();
+    let o = w.run(&["grant", "--list"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("agent-2") && !out.contains("agent-1"), "{out}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("damaged grant file"),
+        "{}",
+        w.render(&o)
+    );
+    // The owner cannot grant into the damaged file, nor uninstall a pack it may name.
+    let o = w.run(&["grant", "agent-1", "echo", "verb.exec.write"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    let o = w.run(&["uninstall", "echo"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(w.hcp_home.join("packs/echo").is_dir());
+    let o = w.run(&["revoke", "agent-1", "--all"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert_eq!(
+        std::fs::read(file.with_extension("json.damaged")).unwrap(),
+        b"{"
+    );
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(
+        (code(&o), &v["code"]),
+        (77, &Value::from("missing_grant")),
+        "{v}"
+    );
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let (o, _) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let o = w.run(&["doctor"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("damaged grants"),
+        "{}",
+        w.render(&o)
+    );
+    // The same for a missing file: its count makes it damage until the repair.
+    std::fs::remove_file(&file).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(
+        (code(&o), &v["code"]),
+        (74, &Value::from("store_damaged")),
+        "{v}"
+    );
+    assert!(v["error"].as_str().unwrap().contains("is missing"), "{v}");
+    let o = w.run(&["revoke", "agent-1", "--all"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(
+        (code(&o), &v["code"]),
+        (77, &Value::from("missing_grant")),
+        "{v}"
+    );
+}
+
+/// A store of an earlier hcp keeps every grant in `state/grants.json`: its first command by
+/// this version splits it into one file per principal, counts them in the install
+/// records and records a `migrate` act; the principals' calls then run as before.
+#[test]
+fn the_one_grants_file_of_an_earlier_hcp_is_split_at_first_use() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let token = session(&w, "agent-1", &[]);
+    let legacy = serde_json::json!({"version": 1, "grants": [
+        {"principal": "agent-1", "pack": "echo", "capability": "verb.exec.read",
+         "granted_at": "2026-01-01T00:00:00.000Z"},
+        {"principal": "agent-2", "pack": "*", "capability": "verb.exec.read",
+         "granted_at": "2026-01-01T00:00:00.000Z"},
+    ]});
+    std::fs::write(w.hcp_home.join("state/grants.json"), legacy.to_string()).unwrap();
+    let (o, _) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(!w.hcp_home.join("state/grants.json").exists());
+    for p in ["agent-1", "agent-2"] {
+        assert!(
+            w.hcp_home.join(format!("state/grants/{p}.json")).is_file(),
+            "{p}"
+        );
+    }
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(w.hcp_home.join("packs/echo/.hcp/record.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        record["grants"],
+        serde_json::json!({"agent-1": 1, "agent-2": 1})
+    );
+    let o = w.run(&["audit", "tail", "--json", "-n", "50"]);
+    let tail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let migrates: Vec<&Value> = tail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["act"] == "migrate")
+        .collect();
+    assert_eq!(migrates.len(), 1, "{tail}");
+    assert_eq!(
+        migrates[0]["changed"]["grants"]["principals"],
+        serde_json::json!(2),
+        "{tail}"
+    );
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+}
+
+/// A write verb on a full disk (the store and the workdir on a small tmpfs the test fills
+/// first): every call either answers its child's result — its effect happened or the child
+/// says why not — or is refused before anything runs (`audit_unavailable`, 74, no effect);
+/// never 74 after the effect. `hcp doctor` says the reserve is short.
+#[test]
+fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
+    common::example_bins();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return common::skip::skip("a small tmpfs for the store needs root to mount");
+    }
+    let probe = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return common::skip::skip("no private mount namespace (unshare --mount)");
+    }
+    let w = World::new();
+    let walprobe = exec_common::fixture("walprobe");
+    let script = r#"
+        full="$ROOT/full"; mkdir -p "$full"
+        mount -t tmpfs -o size=4m tmpfs "$full"
+        export HCP_HOME="$full/store" HCP_TEST_RESERVE_BYTES=32768
+        mkdir "$full/work"; cd "$full/work"
+        "$HCP" install --activate "$WALPROBE" > /dev/null
+        "$HCP" exec --json walprobe.mark warm text > /dev/null
+        dd if=/dev/zero of="$full/filler" bs=64k 2> /dev/null || true
+        i=0
+        while [ $i -lt 100 ]; do
+            set +e
+            "$HCP" exec --json walprobe.mark "m-$i" text > "$ROOT/call-$i.json"; echo $? > "$ROOT/status-$i"
+            set -e
+            [ -e "m-$i" ] && echo yes > "$ROOT/effect-$i" || echo no > "$ROOT/effect-$i"
+            [ "$(cat "$ROOT/status-$i")" = 74 ] && break
+            i=$((i+1))
+        done
+        echo $i > "$ROOT/last"
+        set +e
+        "$HCP" doctor --json > "$ROOT/doctor.json"; echo $? > "$ROOT/doctor-status"
+    "#;
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-ec", script])
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("PATH", w.path_var())
+        .env("LANG", "C")
+        .env("HCP", common::hcp_bin())
+        .env("ROOT", w.root())
+        .env("WALPROBE", &walprobe)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", w.render(&out));
+    let read = |f: &str| {
+        std::fs::read_to_string(w.root().join(f))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let last: u32 = read("last").parse().unwrap();
+    assert!(last < 100, "the reserve never ran short");
+    for i in 0..=last {
+        let status = read(&format!("status-{i}"));
+        let effect = read(&format!("effect-{i}"));
+        let v: Value = serde_json::from_str(&read(&format!("call-{i}.json"))).unwrap();
+        if status == "74" {
+            assert_eq!(v["code"], "audit_unavailable", "call {i}: {v}");
+            assert_eq!(effect, "no", "call {i}: 74 after its effect: {v}");
+            assert!(v["exit_code"].is_null(), "call {i}: {v}");
+        } else {
+            // The child ran: its own answer, whatever the disk let it do.
+            assert!(v["exit_code"].is_number(), "call {i}: {v}");
+            assert_eq!(status, v["exit_code"].to_string(), "call {i}: {v}");
+        }
+    }
+    assert_eq!(read(&format!("status-{last}")), "74", "no call was refused");
+    let doctor: Value = serde_json::from_str(&read("doctor.json")).unwrap();
+    assert_eq!(read("doctor-status"), "1", "{doctor}");
+    assert!(
+        doctor["problems"].to_string().contains("reserve is short"),
+        "{doctor}"
+    );
+}
+
+/// `config.json` rewritten atomically (a temporary file renamed over it) by a thread while
+/// calls run: every call reads the old file or the new one whole — none fails with
+/// `bad_config` or any torn read — and each change a call noticed is recorded once (no two
+/// consecutive `config changed` records of the same content).
+#[test]
+fn config_json_rewritten_while_calls_run_is_read_whole() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let config = w.hcp_home.join("config.json");
+    let versions = [
+        r#"{"limits": {"open_files": 256}}"#,
+        r#"{"limits": {"open_files": 257}}"#,
+    ];
+    std::fs::write(&config, versions[0]).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (done, writes, config) = (done.clone(), writes.clone(), config.clone());
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !done.load(Ordering::Relaxed) {
+                i += 1;
+                let tmp = config.with_extension(format!("json.tmp{i}"));
+                std::fs::write(&tmp, versions[i % 2]).unwrap();
+                std::fs::rename(&tmp, &config).unwrap();
+                writes.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    // Calls run until the writer has changed the file several times under them.
+    let mut calls = 0;
+    while calls < 8 || writes.load(Ordering::Relaxed) < 20 {
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+        assert_eq!(code(&o), 0, "call {calls}: {v}");
+        assert_eq!(v["ok"], Value::Bool(true), "call {calls}: {v}");
+        calls += 1;
+        assert!(calls < 200, "the writer made no progress");
+    }
+    done.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let o = w.run(&["audit", "tail", "--json", "-n", "1000"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let tail: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let changes: Vec<Value> = tail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["act"] == "config changed")
+        .map(|r| r["changed"].clone())
+        .collect();
+    // The first version is noticed by the first call; later ones as calls see them.
+    assert!(
+        !changes.is_empty(),
+        "no change of config.json recorded: {tail}"
+    );
+    assert!(
+        changes.len() <= writes.load(Ordering::Relaxed) + 1,
+        "{changes:?}"
+    );
+    for pair in changes.windows(2) {
+        assert_ne!(pair[0], pair[1], "a change recorded twice: {changes:?}");
+    }
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
 }

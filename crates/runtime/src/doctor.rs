@@ -292,7 +292,11 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         ));
     }
     let audit = audit_health(rt, &mut problems);
-    let damaged = hcp_store::damage::scan(home);
+    let mut damaged = hcp_store::damage::scan(home);
+    damaged.extend(hcp_store::damage::homes(&crate::home::homes_of(
+        home.root(),
+        &config,
+    )));
     for d in &damaged {
         problems.push(format!(
             "damaged {} `{}`: {}; it refuses {}; repair: `{}`",

@@ -497,7 +497,21 @@ fn tenant_home(
         .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
     if make {
         ensure_tenant_home(&homes, &path).map_err(|e| {
-            Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}"))
+            // A home that is a file, a symlink or another user's is a damaged record of
+            // this tenant alone (RUNTIME §4 "Fault isolation"); anything else is I/O.
+            let damaged = matches!(
+                e.kind(),
+                std::io::ErrorKind::NotADirectory | std::io::ErrorKind::PermissionDenied
+            );
+            if damaged {
+                Refusal::new(
+                    Code::StoreDamaged,
+                    format!("the tenant home is damaged: {e}"),
+                )
+                .hint("`hcp doctor` lists it with its repair (`hcp home rm PACK --principal ID`)")
+            } else {
+                Refusal::new(Code::StoreIo, format!("cannot make the tenant home: {e}"))
+            }
         })?;
     }
     Ok(Some(path))

@@ -1,10 +1,12 @@
 //! Damaged records of a file store, found without stopping at the first (RUNTIME §4
-//! "Fault isolation"): a session, the grants, an approval, a counter. (A damaged install
+//! "Fault isolation"): a session, a grant file (damaged, or missing beside its count in an
+//! install record), an approval, a counter ([`scan`]), a tenant home ([`homes`], which takes
+//! the homes' directory, since `config.json` may put it elsewhere). (A damaged install
 //! record is found by the pack listing, `crate::pack::list`.)
 //!
 //! A damaged record refuses only the principal or pack it belongs to (`store_damaged`,
-//! naming the file); [`scan`] is what `hcp doctor` lists, each with the command that
-//! repairs or removes it.
+//! naming the file); [`scan`] and [`homes`] are what `hcp doctor` lists, each with the
+//! command that repairs or removes it.
 
 use crate::home::{Home, StoreDir};
 use std::path::{Path, PathBuf};
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// One damaged record.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Damaged {
-    /// What kind of record: `session`, `grants`, `approval`, `counter`.
+    /// What kind of record: `session`, `grants`, `approval`, `counter`, `home`.
     pub kind: &'static str,
     /// The file.
     pub path: PathBuf,
@@ -48,17 +50,25 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
             &e,
         )),
     }
-    if let Err(e) = crate::grant::Grants::load(home) {
-        let path = crate::grant::grants_path(home);
+    for d in crate::grant::damaged(home) {
+        let (refuses, repair) = match &d.principal {
+            Some(p) => (
+                format!(
+                    "the calls of principal `{p}` alone; grant again after the repair with `hcp grant {p} PACK CAP…`"
+                ),
+                format!("hcp revoke {p} --all"),
+            ),
+            None => (
+                "every principal's calls but the owner's (the grants of an earlier hcp, kept in one file); grant again after the repair with `hcp grant PRINCIPAL PACK CAP…`".to_owned(),
+                format!("mv {} {}.damaged", d.path.display(), d.path.display()),
+            ),
+        };
         out.push(Damaged {
             kind: "grants",
-            refuses: "every principal's calls but the owner's (grants are kept in one file); grant again after the repair with `hcp grant PRINCIPAL PACK CAP…`".into(),
-            repair: format!("mv {} {}.damaged", path.display(), path.display()),
-            path,
-            reason: match e {
-                crate::StoreError::Damaged { reason, .. } => reason,
-                other => other.to_string(),
-            },
+            path: d.path,
+            reason: d.reason,
+            refuses,
+            repair,
         });
     }
     let state = home.dir(StoreDir::State);
@@ -82,6 +92,83 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
                 path,
                 reason,
             });
+        }
+    }
+    out
+}
+
+/// Every damaged tenant home below `homes` (RUNTIME §4 "Fault isolation", §5.2): a
+/// `PACK/principal/ID` or `PACK/project/ID` entry that is not a directory of this user
+/// (a file, a symlink), or a directory on the way that is not one. Each refuses the calls
+/// of its tenant on its pack alone. Reads only.
+pub fn homes(homes: &Path) -> Vec<Damaged> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let why = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => Some("it is a symlink".to_owned()),
+        Ok(m) if !m.is_dir() => Some("it is not a directory".to_owned()),
+        Ok(m) if m.uid() != uid => Some(format!("it is owned by uid {}", m.uid())),
+        Ok(_) => None,
+        Err(e) => Some(format!("cannot be read: {e}")),
+    };
+    let entries = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.'))
+        });
+        v.sort();
+        v
+    };
+    let mut out = Vec::new();
+    for pack in entries(homes) {
+        let pack_id = pack.file_name().map(|n| n.to_string_lossy().into_owned());
+        let pack_id = pack_id.unwrap_or_default();
+        if let Some(reason) = why(&pack) {
+            out.push(Damaged {
+                kind: "home",
+                repair: format!("hcp uninstall {pack_id} --purge, or rm {}", pack.display()),
+                refuses: format!(
+                    "the calls of every tenant of pack `{pack_id}` in `personal` and `brain` land"
+                ),
+                path: pack,
+                reason,
+            });
+            continue;
+        }
+        for kind in ["principal", "project"] {
+            let dir = pack.join(kind);
+            if !dir.exists() && std::fs::symlink_metadata(&dir).is_err() {
+                continue;
+            }
+            if let Some(reason) = why(&dir) {
+                out.push(Damaged {
+                    kind: "home",
+                    repair: format!("rm {}", dir.display()),
+                    refuses: format!("the calls of every {kind} of pack `{pack_id}` in its land"),
+                    path: dir,
+                    reason,
+                });
+                continue;
+            }
+            for home in entries(&dir) {
+                let Some(reason) = why(&home) else {
+                    continue;
+                };
+                let id = home.file_name().map(|n| n.to_string_lossy().into_owned());
+                let id = id.unwrap_or_default();
+                out.push(Damaged {
+                    kind: "home",
+                    repair: format!("hcp home rm {pack_id} --{kind} {id}"),
+                    refuses: format!("the calls of {kind} `{id}` on pack `{pack_id}` alone"),
+                    path: home,
+                    reason,
+                });
+            }
         }
     }
     out

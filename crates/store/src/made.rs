@@ -119,7 +119,9 @@ fn no_store(root: &Path, reason: &str) -> StoreError {
 
 /// Opens the store at `root` for a command that needs one (RUNTIME §4): a directory with
 /// its marker; a store of an earlier version is migrated first (its marker, its keys and a
-/// `migrate` record, witnessed when `audit.witness` names a directory).
+/// `migrate` record, witnessed when `audit.witness` names a directory), and the one grants
+/// file of an earlier hcp is split into one file per principal
+/// ([`crate::grant::split_legacy`]).
 ///
 /// # Errors
 /// [`StoreError::NoStore`] (`no_store`, 66) when `root` is missing or is a directory that
@@ -136,10 +138,14 @@ pub fn open(root: &Path) -> Result<Home, StoreError> {
                 m.format
             ),
         }),
-        Some(_) => Ok(home),
+        Some(_) => {
+            crate::grant::split_legacy(&home)?;
+            Ok(home)
+        }
         None if !root.exists() => Err(no_store(root, "it does not exist")),
         None if is_earlier_store(root) => {
             migrate(&home, Actor::owner(), witness_of(root)?.as_deref())?;
+            crate::grant::split_legacy(&home)?;
             Ok(home)
         }
         None => Err(no_store(

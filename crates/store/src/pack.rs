@@ -181,6 +181,12 @@ pub fn ensure_writable(home: &Home) -> Result<(), StoreError> {
 /// log the others out. Grants are left alone: they name packs, and a grant for a pack that
 /// is installed again later applies again, subject to the rug-pull guard.
 fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), StoreError> {
+    // Grants on the pack go with it: a different pack installed later under the same id
+    // starts with none (the rug-pull guard; `*` grants stay, they name every pack). First,
+    // since a damaged grant file refuses the uninstall before anything is removed.
+    if let Ok(pid) = hcp_model::PackId::parse(id) {
+        crate::grant::remove_pack(home, _lock, &pid)?;
+    }
     let family = match read::load(home, id) {
         Ok(p) => p.manifest.family().to_owned(),
         Err(_) => id.to_owned(),
@@ -191,11 +197,6 @@ fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), Sto
         .any(|o| read::load(home, o.as_str()).is_ok_and(|p| p.manifest.family() == family));
     if !shared && crate::binding::safe_component(&family) {
         crate::binding::remove_family(home, &family)?;
-    }
-    // Grants on the pack go with it: a different pack installed later under the same id
-    // starts with none (the rug-pull guard; `*` grants stay, they name every pack).
-    if let Ok(pid) = hcp_model::PackId::parse(id) {
-        crate::grant::remove_pack(home, _lock, &pid)?;
     }
     // Stimuli recorded for the pack (`binding.degraded`) go with it.
     crate::stimulus::remove_pack(home, id)?;

@@ -829,7 +829,7 @@ impl State for FileState {
         principal: &PrincipalId,
         pack: &PackId,
     ) -> Result<Vec<HeldCapability>, StoreError> {
-        Ok(Grants::load(&self.home)?.held(principal, pack))
+        grant::held_checked(&self.home, principal, pack)
     }
 
     fn grant(
@@ -851,8 +851,10 @@ impl State for FileState {
         grant::revoke(&self.home, principal, scope, capabilities)
     }
 
+    /// Every sound grant file's grants; a damaged one is left out (`hcp doctor` and
+    /// [`crate::damage::scan`] list it), so one damaged file hides nobody else's grants.
     fn grants_list(&self) -> Result<Vec<Grant>, StoreError> {
-        Ok(Grants::load(&self.home)?.all().to_vec())
+        Ok(Grants::load_all(&self.home)?.0.all().to_vec())
     }
 
     fn pack_content_changed(&self, _pack: &PackId, _at: Timestamp) -> Result<(), StoreError> {

@@ -31,12 +31,16 @@ pub struct GrantArgs {
 /// Arguments of `hcp revoke`.
 #[derive(Debug, clap::Args)]
 pub struct RevokeArgs {
+    /// Take back every grant of PRINCIPAL, on every pack and `*`; also the repair of its
+    /// damaged or missing grant file (moved aside, its counts zeroed).
+    #[arg(long, conflicts_with_all = ["pack", "caps"])]
+    all: bool,
     /// The principal id.
     #[arg(value_name = "PRINCIPAL")]
     principal: String,
     /// The pack id, or `*`, exactly as granted.
-    #[arg(value_name = "PACK")]
-    pack: String,
+    #[arg(required_unless_present = "all", value_name = "PACK")]
+    pack: Option<String>,
     /// The capabilities to take back; none: all of them on `PACK`.
     #[arg(value_name = "CAP")]
     caps: Vec<String>,
@@ -91,13 +95,14 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
     require_owner("grant")?;
     let rt = super::exec::runtime()?;
     if a.list {
-        return list(rt.state(), a.json);
+        return list(&rt, a.json);
     }
     let p = parse(
         a.principal.as_deref().unwrap_or_default(),
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
+    damaged_first(&rt, &p.principal)?;
     // A grant always changes the store: it adds each capability, or renews one already
     // held (`granted_at`, which lifts a rug-pull suspension, RUNTIME §3); `renewed` names
     // those, when there are any.
@@ -137,7 +142,11 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
 pub fn run_revoke(a: RevokeArgs) -> CliResult {
     require_owner("revoke")?;
     let rt = super::exec::runtime()?;
-    let p = parse(&a.principal, &a.pack, &a.caps)?;
+    if a.all {
+        return revoke_all(&rt, &a.principal);
+    }
+    let p = parse(&a.principal, a.pack.as_deref().unwrap_or_default(), &a.caps)?;
+    damaged_first(&rt, &p.principal)?;
     // A revoke that takes nothing back changes nothing: it is not made, and records
     // nothing (as a `session end` of no open session).
     let held = held_exactly(rt.state(), &p)?;
@@ -185,8 +194,99 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     Ok(exit::OK)
 }
 
-fn list(state: &dyn State, json: bool) -> CliResult {
+/// On the file store, a damaged grant file of `principal` refuses a grant or a revoke
+/// before its act is recorded (`store_damaged`, naming the file and `hcp revoke PRINCIPAL
+/// --all`), so the trail holds no act that did not happen.
+fn damaged_first(rt: &hcp_runtime::Runtime, principal: &PrincipalId) -> Result<(), CliError> {
+    if rt.state().backend() != "file" {
+        return Ok(());
+    }
+    hcp_store::grant::Grants::load_principal(rt.home(), principal)
+        .map(|_| ())
+        .map_err(|e| {
+            let legacy = hcp_store::grant::legacy_path(rt.home());
+            let hint = match &e {
+                hcp_store::StoreError::Damaged { path, .. } if *path == legacy => format!(
+                    "move it aside (`mv {0} {0}.damaged`), then grant again",
+                    legacy.display()
+                ),
+                _ => format!("repair it with `hcp revoke {principal} --all`, then grant again"),
+            };
+            store_error(&e).hint(hint)
+        })
+}
+
+/// `hcp revoke PRINCIPAL --all`: every grant of the principal taken back; on the file
+/// store, also the repair of its damaged grant file (RUNTIME §4 "Fault isolation").
+fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
+    let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
+    let act = super::authority::record(
+        rt,
+        "revoke",
+        serde_json::json!({
+            "principal": principal.to_string(),
+            "pack": "*",
+            "capabilities": Vec::<String>::new(),
+            "all": true,
+            "every_pack": true,
+        }),
+    )?;
+    if rt.state().backend() != "file" {
+        let mut removed = 0;
+        let grants = rt.state().grants_list().map_err(|e| store_error(&e))?;
+        let mut scopes: Vec<&PackScope> = grants
+            .iter()
+            .filter(|g| g.principal == principal)
+            .map(|g| &g.pack)
+            .collect();
+        scopes.dedup();
+        for scope in scopes {
+            removed += act
+                .settle(
+                    rt.state().revoke(&principal, scope, &[]),
+                    hcp_store::StoreError::code,
+                )
+                .map_err(|e| store_error(&e))?
+                .len();
+        }
+        print(&format!("revoked {removed} grant(s) from `{principal}`\n"));
+        return Ok(exit::OK);
+    }
+    let done = act.settle(
+        hcp_store::grant::revoke_all(rt.home(), &principal),
+        hcp_store::StoreError::code,
+    );
+    match done.map_err(|e| store_error(&e))? {
+        hcp_store::grant::RevokedAll::Grants(g) => {
+            print(&format!(
+                "revoked {} grant(s) from `{principal}`\n",
+                g.len()
+            ));
+        }
+        hcp_store::grant::RevokedAll::Repaired { moved_to } => {
+            let moved = moved_to
+                .map(|p| format!(" (the damaged file is now `{}`)", p.display()))
+                .unwrap_or_default();
+            print(&format!(
+                "`{principal}` holds no grant now{moved}; grant again with `hcp grant {principal} PACK CAP…`\n"
+            ));
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn list(rt: &hcp_runtime::Runtime, json: bool) -> CliResult {
+    let state: &dyn State = rt.state();
     let grants = state.grants_list().map_err(|e| store_error(&e))?;
+    if state.backend() == "file" {
+        for d in hcp_store::grant::damaged(rt.home()) {
+            eprintln!(
+                "warning: damaged grant file `{}`: {}; its grants are not listed (`hcp doctor` names the repair)",
+                d.path.display(),
+                d.reason
+            );
+        }
+    }
     if json {
         let text = serde_json::to_string(&grants)
             .map_err(|e| CliError::new(Code::StoreIo, "cannot encode the grants").cause(e))?;

@@ -309,6 +309,8 @@ pub fn install(
             verb_count: manifest.verbs.len(),
         },
         openapi: openapi.as_ref().map(|p| p.pin.clone()),
+        // The grants that cover the pack, counted from the grant files under this lock.
+        grants: crate::grant::counts_for(home, &lock, &id, old.as_ref().map(|o| &o.grants)),
     };
 
     let stage = staging.join(format!("{id}.{}", uuid::Uuid::now_v7().simple()));
@@ -464,6 +466,9 @@ pub fn uninstall_with(
     if std::fs::symlink_metadata(&target).is_err() {
         return Err(PackError::NotInstalled { id: id.to_string() });
     }
+    // A damaged grant file may hold grants on the pack: refused before anything changes,
+    // and before the act is recorded.
+    crate::grant::check_files(home)?;
     authorize(&Removed {
         id: id.to_string(),
         was_active: read::is_active(home, id.as_str()),

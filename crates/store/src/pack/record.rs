@@ -43,6 +43,13 @@ pub struct InstallRecord {
     /// The pinned OpenAPI document of a `kind: openapi` pack (RUNTIME §1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub openapi: Option<super::openapi::PinnedDocument>,
+    /// Principal id → how many of its grants cover this pack (its own and its `*`
+    /// grants; RUNTIME §4 "Fault isolation"). A principal whose grant file holds fewer
+    /// (or is missing) has a damaged grant file, never "no grants". Kept by
+    /// [`crate::grant`] under the store lock; absent in the records of an hcp before grant
+    /// files were kept one per principal.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grants: BTreeMap<String, u32>,
 }
 
 /// Manifest facts copied into the record for listing.
