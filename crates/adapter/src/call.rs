@@ -44,7 +44,8 @@ pub struct CallSandbox<'a> {
     /// The caller is the owner (no session): no nested-call marker, and a missing
     /// mechanism is refused only under `sandbox.require`.
     pub owner: bool,
-    /// A `write` verb: a `local` workdir read-write, with its protected names.
+    /// A `write` verb: a `local` workdir read-write, with its protected names, and a
+    /// `personal`/`brain` tenant home read-write; a `read` verb gets both read-only.
     pub writes: bool,
     /// The workdir of a `local` call (at its own path in the view).
     pub workdir: &'a Path,
@@ -200,7 +201,7 @@ fn view_spec<'a>(
     ViewSpec {
         land: call.land,
         workdir,
-        workdir_writable: call.writes,
+        writes: call.writes,
         tenant_home: call.tenant_home,
         bin: call.bin,
         interpreters: call.interpreters,
