@@ -591,8 +591,7 @@ pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
 /// anyway). Deduplicated, in that order.
 fn user_homes(from_env: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = from_env.filter(|h| h.is_absolute()).collect();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    for home in passwd
+    for home in hcp_adapter::view::host_passwd()
         .lines()
         .filter_map(|l| l.split(':').nth(5))
         .map(PathBuf::from)

@@ -109,8 +109,7 @@ fn layout() -> &'static Layout {
 fn own_passwd_entry() -> (String, String, String) {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() }.to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    passwd
+    super::host_passwd()
         .lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();

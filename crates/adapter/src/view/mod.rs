@@ -37,6 +37,15 @@ use serde::Serialize;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
+/// The text of the host's `/etc/passwd` (read directly, without NSS), read once per
+/// process and shared by what needs it (the view's own passwd entry, the machine's homes
+/// `hcp_runtime` keeps out of a sandbox); empty when it cannot be read. Both users of it
+/// kept their answer for the life of the process already.
+pub fn host_passwd() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| std::fs::read_to_string("/etc/passwd").unwrap_or_default())
+}
+
 /// Where a `personal` or `brain` call finds its tenant home: `/home/hcp` (RUNTIME §5.2).
 pub const VIEW_HOME: &str = "/home/hcp";
 
