@@ -221,7 +221,8 @@ pub struct ConfineSpec<'a> {
     pub principal_id: &'a str,
     /// The call's project (a `brain` call's tenant).
     pub project: Option<&'a str>,
-    /// A `write` verb (a `local` workdir read-write, with its protected names).
+    /// A `write` verb or trigger: a `local` workdir read-write, with its protected names,
+    /// and a `personal`/`brain` tenant home read-write; a `read` one gets both read-only.
     pub writes: bool,
     /// The gate's working directory (the workdir of a `local` call).
     pub workdir: &'a Path,
