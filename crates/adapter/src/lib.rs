@@ -71,8 +71,8 @@ pub use render::{ArgSource, SessionValues, render};
 pub use report::{NetworkField, SandboxField, SandboxMode, SandboxReport, Status};
 pub use ruleset::{LandlockSupport, SCOPE_LANDLOCK_ABI, TESTED_LANDLOCK_ABI};
 pub use run::{
-    DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, Egress, GROUP_EXIT_WAIT, Invocation,
-    Limits, Outcome, run,
+    DEFAULT_GRACE, DEFAULT_OUTPUT_CAP, DEFAULT_TIMEOUT, ENDED_AT_CAP, Egress, GROUP_EXIT_WAIT,
+    Invocation, Limits, Outcome, run,
 };
 pub use seccomp::{MARK_ERRNO, PROBE_ARG, PROBE_OPTION, inside_non_owner_call, seccomp_available};
 pub use stream::{Started, start};

@@ -38,6 +38,10 @@ pub const DEFAULT_OUTPUT_CAP: usize = 1024 * 1024;
 /// the direct child exited: 500 ms.
 pub const GROUP_EXIT_WAIT: Duration = Duration::from_millis(500);
 
+/// The exit status of a child ended at its output cap ([`Limits::end_at_cap`]): 143,
+/// `128 + SIGTERM`, also when the `SIGKILL` after the grace ended it (RUNTIME §5).
+pub const ENDED_AT_CAP: i32 = 128 + libc::SIGTERM;
+
 /// Bytes read per `read(2)`: 64 KiB, the default pipe capacity.
 const CHUNK: usize = 64 * 1024;
 
@@ -52,6 +56,12 @@ pub struct Limits {
     pub stdout_cap: usize,
     /// Bytes of stderr kept; the rest is read and discarded ([`DEFAULT_OUTPUT_CAP`]).
     pub stderr_cap: usize,
+    /// End the group (`SIGTERM`, then `SIGKILL` after [`Limits::grace`]) once a stream is
+    /// past its cap: a `read` verb's child (RUNTIME §5), whose answer is cut anyway; its
+    /// [`Outcome::exit_code`] is then [`ENDED_AT_CAP`]. A
+    /// `write` verb's child (false, the default) runs to its end or its timeout, so a
+    /// write is never cut in the middle.
+    pub end_at_cap: bool,
 }
 
 impl Default for Limits {
@@ -61,6 +71,7 @@ impl Default for Limits {
             grace: DEFAULT_GRACE,
             stdout_cap: DEFAULT_OUTPUT_CAP,
             stderr_cap: DEFAULT_OUTPUT_CAP,
+            end_at_cap: false,
         }
     }
 }
@@ -109,7 +120,11 @@ impl std::fmt::Debug for Egress<'_> {
 pub struct Outcome {
     /// The child's process id, which was also its process group id.
     pub pid: u32,
-    /// The exit status: the child's code, or `128 + n` when signal `n` ended it.
+    /// The exit status: the child's code, or `128 + n` when signal `n` ended it; a child
+    /// that [`Limits::end_at_cap`] ended (by the `SIGTERM`, or by the `SIGKILL` after the
+    /// grace) is [`ENDED_AT_CAP`] whichever signal it was, so the status does not depend
+    /// on whether the child is its PID namespace's init ([`Outcome::signal`] keeps the
+    /// signal itself).
     pub exit_code: i32,
     /// The signal that ended the child, when one did.
     pub signal: Option<i32>,
@@ -220,6 +235,7 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
     let mut kill_at: Option<Instant> = None;
     let mut timed_out = false;
     let mut cancelled = false;
+    let mut ended_at_cap = false;
     loop {
         let now = Instant::now();
         if kill_at.is_none() && now >= deadline {
@@ -308,6 +324,11 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             let _ = killpg(pgid, Signal::SIGKILL);
             let _ = kill(pgid, Signal::SIGKILL);
         }
+        if inv.limits.end_at_cap && kill_at.is_none() && streams.iter().any(|s| s.truncated) {
+            ended_at_cap = true;
+            let _ = killpg(pgid, Signal::SIGTERM);
+            kill_at = Some(Instant::now() + inv.limits.grace);
+        }
         if cancel_fired {
             cancelled = true;
             let _ = killpg(pgid, Signal::SIGTERM);
@@ -355,17 +376,27 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
     }
 
     let signal = status.signal();
-    let exit_code = match (status.code(), signal) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => 128,
-    };
     let [out, err] = streams;
     let memory_exceeded = out_of_memory
         || inv
             .confine
             .and_then(Confinement::cgroup)
             .is_some_and(CallCgroup::memory_exceeded);
+    let exit_code = match (status.code(), signal) {
+        // Ended at the cap by hcp's SIGTERM, or by the SIGKILL after the grace when the
+        // child is its PID namespace's init (which gets a SIGTERM only if it handles it):
+        // one status either way, 128 + SIGTERM.
+        (None, Some(s))
+            if ended_at_cap
+                && !memory_exceeded
+                && (s == Signal::SIGTERM as i32 || s == Signal::SIGKILL as i32) =>
+        {
+            ENDED_AT_CAP
+        }
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => 128,
+    };
     Ok(Outcome {
         pid: pgid.as_raw().unsigned_abs(),
         exit_code,

@@ -473,3 +473,40 @@ fn scripts_run_by_path() {
     );
     assert_eq!(text(&out.stdout), "script ran\n");
 }
+
+#[test]
+fn a_child_past_its_cap_is_ended_when_asked_and_drained_otherwise() {
+    // `yes` never ends on its own: with `end_at_cap` it is ended at the cap (SIGTERM),
+    // long before the timeout; without, a child is drained to its own end.
+    let limits = Limits {
+        stdout_cap: 1000,
+        end_at_cap: true,
+        timeout: std::time::Duration::from_secs(600),
+        ..Limits::default()
+    };
+    let out = sh_with("exec yes", limits);
+    assert!(out.stdout_truncated);
+    assert!(!out.timed_out);
+    assert_eq!(out.signal, Some(15));
+    assert_eq!(out.exit_code, hcp_adapter::ENDED_AT_CAP);
+    // A child that ignores the SIGTERM (as a PID namespace's init does unless it handles
+    // it) is killed after the grace, and its status is the same one.
+    let limits = Limits {
+        stdout_cap: 1000,
+        end_at_cap: true,
+        grace: std::time::Duration::from_millis(100),
+        timeout: std::time::Duration::from_secs(600),
+        ..Limits::default()
+    };
+    let out = sh_with("trap '' TERM; exec yes", limits);
+    assert!(out.stdout_truncated);
+    assert!(!out.timed_out);
+    assert_eq!(out.signal, Some(9));
+    assert_eq!(out.exit_code, hcp_adapter::ENDED_AT_CAP);
+    let limits = Limits {
+        stdout_cap: 1000,
+        ..Limits::default()
+    };
+    let out = sh_with("head -c 300000 /dev/zero; exit 3", limits);
+    assert_eq!((out.stdout_truncated, out.exit_code), (true, 3));
+}

@@ -99,9 +99,9 @@ pub fn render(e: &CliError) {
     for c in &e.causes {
         let _ = writeln!(err, "  Caused by: {c}");
     }
-    if let Some(h) = &e.hint {
-        let _ = writeln!(err, "  hint: {h}");
-    }
+    // Every refusal names its next step: its own hint, else its code's (the code table).
+    let hint = e.hint.as_deref().unwrap_or_else(|| e.code.next_step());
+    let _ = writeln!(err, "  hint: {hint}");
 }
 
 /// The result of a subcommand: an exit status, or an error.

@@ -26,7 +26,6 @@ mod error;
 mod exit;
 mod signals;
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -39,7 +38,11 @@ fn main() -> ExitCode {
     // `hcp exec` is the hot path: parse it without building every other subcommand.
     let result = match commands::exec::fast_parse() {
         Some(args) => commands::exec::run(args),
-        None => commands::run(commands::Cli::parse()),
+        None => match <commands::Cli as clap::Parser>::try_parse() {
+            Ok(cli) => commands::run(cli),
+            Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => Err(invalid_utf8()),
+            Err(e) => e.exit(),
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -48,6 +51,19 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit)
         }
     }
+}
+
+/// `usage` (64, RUNTIME §5) for a command line holding an argument that is not UTF-8:
+/// every value hcp passes on is text (a JSON string), so none is guessed (no U+FFFD).
+fn invalid_utf8() -> error::CliError {
+    let n = std::env::args_os()
+        .position(|a| a.to_str().is_none())
+        .unwrap_or(0);
+    error::CliError::call(
+        hcp_model::Code::Usage,
+        format!("argument {n} of the command line is not valid UTF-8"),
+    )
+    .hint("pass text as UTF-8; a file's bytes reach a verb through a file in its working directory")
 }
 
 /// `nested_call` (77) for an `hcp` without a session that descends from the child of a

@@ -400,8 +400,8 @@ fn system_directories_are_never_a_sandbox() {
     let w = jail();
     for dir in ["/usr", "/usr/share", "/etc", "/proc", "/sys/kernel", "/dev"] {
         let (out, v) = exec_json_in(&w, Path::new(dir), Some("/nonexistent"), &["jail.env"]);
-        assert_eq!(status(&out), 77, "{dir}: {}", w.render(&out));
-        assert_eq!(v["code"], json!("sandbox_unavailable"), "{dir}");
+        assert_eq!(status(&out), 64, "{dir}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("bad_workdir"), "{dir}");
         assert!(
             v["error"].as_str().unwrap().contains("system directory"),
             "{dir}: {v}"
@@ -425,8 +425,8 @@ fn the_homes_key_and_startup_directories_are_never_a_sandbox() {
             Some(&home),
             &["jail.write", "authorized_keys", "x"],
         );
-        assert_eq!(status(&out), 77, "{sub}: {}", w.render(&out));
-        assert_eq!(v["code"], json!("sandbox_unavailable"), "{sub}");
+        assert_eq!(status(&out), 64, "{sub}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("bad_workdir"), "{sub}");
         assert!(!dir.join("authorized_keys").exists() || sub == ".ssh");
     }
     assert_eq!(
@@ -464,8 +464,8 @@ fn the_passwd_home_is_not_a_sandbox_whatever_home_says() {
     for spoof in [Some("/nonexistent"), None] {
         // `jail.env` writes nothing, so a failure of the guard changes nothing there.
         let (out, v) = exec_json_in(&w, &home, spoof, &["jail.env"]);
-        assert_eq!(status(&out), 77, "HOME={spoof:?}: {}", w.render(&out));
-        assert_eq!(v["code"], json!("sandbox_unavailable"), "HOME={spoof:?}");
+        assert_eq!(status(&out), 64, "HOME={spoof:?}: {}", w.render(&out));
+        assert_eq!(v["code"], json!("bad_workdir"), "HOME={spoof:?}");
     }
 }
 
@@ -520,7 +520,7 @@ fn other_users_homes_and_shared_roots_are_never_a_sandbox() {
     assert!(!dirs.is_empty());
     for dir in dirs {
         let (out, v) = exec_json_in(&w, &dir, Some(&home), &["jail.env"]);
-        assert_eq!(status(&out), 77, "{}: {}", dir.display(), w.render(&out));
-        assert_eq!(v["code"], json!("sandbox_unavailable"), "{}", dir.display());
+        assert_eq!(status(&out), 64, "{}: {}", dir.display(), w.render(&out));
+        assert_eq!(v["code"], json!("bad_workdir"), "{}", dir.display());
     }
 }

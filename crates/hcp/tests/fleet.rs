@@ -805,6 +805,61 @@ fn a_calls_child_never_reaches_the_state_databases_socket() {
     }
 }
 
+/// Issue 27, fleet-wide: a session whose stored workdir is `/` (as an earlier version took
+/// it), live, ended or expired, refuses no other principal's call on any machine and no
+/// other session's start: calls read their own session only (RUNTIME §4).
+#[test]
+fn one_sessions_workdir_refuses_nobody_else_across_the_fleet() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("workdirs", &[&ua, &ub], &["echo"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    for p in ["careless-live", "careless-ended", "careless-expired"] {
+        let dir = a.w.work.join(p);
+        std::fs::create_dir_all(&dir).unwrap();
+        a.ok(&[
+            "session",
+            "start",
+            "--principal",
+            p,
+            "--workdir",
+            &dir.display().to_string(),
+        ]);
+    }
+    psql(
+        &ua,
+        &format!(
+            "UPDATE {schema}.sessions SET workdir = convert_to('/', 'UTF8') WHERE principal LIKE 'careless-%'"
+        ),
+    );
+    a.ok(&["session", "end", "--principal", "careless-ended"]);
+    psql(
+        &ua,
+        &format!(
+            "UPDATE {schema}.sessions SET expires_at = now() - interval '1 hour' WHERE principal = 'careless-expired'"
+        ),
+    );
+    // Another principal's session with a workdir of its own starts, and its calls run on
+    // both machines; so do the owner's.
+    let mine = b.w.work.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    let out = b.ok(&[
+        "session",
+        "start",
+        "--principal",
+        "agent-2",
+        "--workdir",
+        &mine.display().to_string(),
+    ]);
+    let token = out.trim().to_owned();
+    a.ok(&["grant", "agent-2", "echo", "verb.exec.read"]);
+    for m in [a, b] {
+        let (status, v) = m.exec(Some(&token), &["echo.say", "hi"]);
+        assert_eq!(status, 0, "{}: {v}", m.name);
+        let (status, v) = m.exec(None, &["echo.say", "hi"]);
+        assert_eq!(status, 0, "{}: the owner: {v}", m.name);
+    }
+}
+
 /// The acts of authority of `schema`'s chains, oldest first, by act name.
 fn fleet_acts(url: &str, schema: &str) -> Vec<String> {
     psql(

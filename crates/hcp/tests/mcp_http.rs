@@ -25,9 +25,12 @@ fn run_ok(w: &World, args: &[&str]) -> String {
 }
 
 /// A session of `principal` granted reads and writes on `echo` and reads on `transit`,
-/// with `--workdir` the world's work directory.
+/// with `--workdir` a directory of its own in the world's work directory (a live session's
+/// workdir is no other principal's: RUNTIME §4).
 fn agent(w: &World, principal: &str) -> String {
-    let work = w.work.to_str().unwrap().to_owned();
+    let dir = w.work.join(principal);
+    std::fs::create_dir_all(&dir).unwrap();
+    let work = dir.to_str().unwrap().to_owned();
     let token = run_ok(
         w,
         &[
@@ -348,24 +351,25 @@ fn the_persons_answer_is_bound_to_the_token_and_the_handle() {
         r["result"]["structuredContent"]["code"], "confirm_required",
         "{r}"
     );
-    assert!(!w.work.join("f.txt").exists());
+    assert!(!w.work.join("agent-2/f.txt").exists());
     let r = s.rpc(Some(&a), "tools/call", retry("f.txt", &h)).json();
     assert_eq!(
         r["result"]["structuredContent"]["code"], "confirm_required",
         "{r}"
     );
-    assert!(!w.work.join("f.txt").exists());
+    assert!(!w.work.join("agent-2/f.txt").exists());
     // After the session ended: the token no longer gets in.
     let h = ask(&a);
     run_ok(&w, &["session", "end", &a]);
     let r = s.rpc(Some(&a), "tools/call", retry("f.txt", &h));
     assert_eq!(r.status, 401);
-    assert!(!w.work.join("f.txt").exists());
+    assert!(!w.work.join("agent-2/f.txt").exists());
     // Its own retry, in time: runs once.
     let h = ask(&b);
     let r = s.rpc(Some(&b), "tools/call", retry("f.txt", &h)).json();
     assert_eq!(r["result"]["isError"], false, "{r}");
-    assert!(w.work.join("f.txt").exists());
+    assert!(w.work.join("agent-2/f.txt").exists());
+    assert!(!w.work.join("agent-1/f.txt").exists());
 }
 
 #[test]

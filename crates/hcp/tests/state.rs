@@ -175,7 +175,10 @@ fn session_end_by_principal_and_from_stdin() {
         assert_eq!(o.status.code(), Some(1), "{}", w.render(&o));
         assert_eq!(
             String::from_utf8_lossy(&o.stderr),
-            format!("error: {message}\n  code: bad_session\n")
+            format!(
+                "error: {message}\n  code: bad_session\n  hint: {}\n",
+                hcp_model::Code::BadSession.next_step()
+            )
         );
     }
 }

@@ -25,6 +25,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+mod hint;
 #[cfg(feature = "histos")]
 pub mod histos;
 
@@ -366,7 +367,8 @@ codes! {
     OwnerOnly => "owner_only", Command, EX_NOPERM, EX_NOPERM, "An owner-only command called with `HCP_SESSION` set.";
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
-    BadWorkdir => "bad_workdir", Command, USAGE, USAGE, "A session working directory that cannot be used.";
+    BadWorkdir => "bad_workdir", Command, EX_USAGE, EX_USAGE, "A working directory that may not be one (RUNTIME §4 `--workdir`): a session's, or a `local` call's current directory.";
+    BadConfigKey => "bad_config_key", Command, EX_USAGE, EX_USAGE, "`hcp config` given a key `config.json` does not have, or a value its key does not take (RUNTIME §3): nothing written.";
     BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
@@ -473,6 +475,8 @@ mod tests {
         use exit::*;
         let cases = [
             (Code::Usage, EX_USAGE, USAGE),
+            (Code::BadWorkdir, EX_USAGE, EX_USAGE),
+            (Code::BadConfigKey, EX_USAGE, EX_USAGE),
             (Code::ArgInvalid, EX_DATAERR, EX_DATAERR),
             (Code::UnknownVerb, EX_NOINPUT, EX_NOINPUT),
             (Code::StoreIo, EX_IOERR, EX_IOERR),

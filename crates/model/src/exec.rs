@@ -77,7 +77,8 @@ pub struct ExecResult {
     /// The child's exit status (a signal `n` is `128 + n`), on a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    /// The child's stdout, lossily UTF-8, capped.
+    /// The child's stdout, capped: its text, or base64 of its bytes when they are not
+    /// UTF-8 (then the result also holds `"stdout_encoding": "base64"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout: Option<String>,
     /// The child's stderr, lossily UTF-8, capped.

@@ -35,7 +35,7 @@ pub use facts::CallFacts;
 pub use id::{PackId, validate_pack_id};
 pub use manifest::{
     Binding, BindingMode, Kind, Manifest, OpenapiRef, PassThrough, Plane, SpecSource, Transport,
-    Trigger, VerbSpec, Wrap,
+    Trigger, VerbSpec, Wrap, program_path_problem,
 };
 pub use policy::{Land, Operation, PolicyEntry, PolicyFile, Privacy};
 pub use principal::{Principal, SessionFacts};

@@ -236,6 +236,25 @@ pub struct Trigger {
     pub cli: Option<Vec<String>>,
 }
 
+/// Why `program` (`wrap.bin`, a composite verb's `cli[0]`) cannot be a program path of a
+/// pack, or `None`: the one rule lint (`unsafe_path`) and install (`unsafe_path`, RUNTIME
+/// §3) both apply. A bare name (no `/`) is looked up on `PATH` and has no path to check;
+/// a program holding a `/` is a path inside the pack directory, so it may be neither
+/// absolute nor hold a `..` component. Whether its components exist or are symlinks is
+/// for install to see on disk (`bin_missing`, `symlink_in_pack`).
+pub fn program_path_problem(program: &str) -> Option<&'static str> {
+    if !program.contains('/') {
+        return None;
+    }
+    if program.starts_with('/') {
+        return Some("an absolute path; name a path inside the pack directory or a bare command");
+    }
+    if program.split('/').any(|c| c == "..") {
+        return Some("it leaves the pack directory (`..`)");
+    }
+    None
+}
+
 /// What running a verb or trigger means, before any value is filled: the program as the
 /// manifest names it and the parsed template of the rest of argv.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

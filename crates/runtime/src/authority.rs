@@ -226,11 +226,31 @@ pub fn change_file(
     changed: Value,
     write: impl FnOnce() -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
+    edit_file(rt, act, || Ok(Some((changed, ()))), |()| write()).map(|_| ())
+}
+
+/// [`change_file`] whose change is worked out under the store lock: `prepare` reads the
+/// file and returns what the act changes with what `write` is to write, or `None` when
+/// there is nothing to change (nothing recorded, nothing written: `Ok(false)`). A
+/// refusal of `prepare` records nothing, and no other `hcp` can change the file between
+/// what `prepare` read and what `write` writes.
+///
+/// # Errors
+/// `prepare`'s refusal, the record's (74; `write` not run), or `write`'s.
+pub fn edit_file<E: From<StoreError>, P>(
+    rt: &Runtime,
+    act: &str,
+    prepare: impl FnOnce() -> Result<Option<(Value, P)>, E>,
+    write: impl FnOnce(P) -> Result<(), StoreError>,
+) -> Result<bool, E> {
     let home = rt.home();
     home.ensure(hcp_store::home::StoreDir::State)?;
     let _lock = hcp_store::StoreLock::acquire(home)?;
+    let Some((changed, what)) = prepare()? else {
+        return Ok(false);
+    };
     by_owner(rt, act, changed)?;
-    write()?;
+    write(what)?;
     let path = home
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
@@ -244,5 +264,6 @@ pub fn change_file(
     }
     let bytes = serde_json::to_vec(&Value::Object(last))
         .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
-    hcp_store::atomic::write_atomic(&path, &bytes)
+    hcp_store::atomic::write_atomic(&path, &bytes)?;
+    Ok(true)
 }

@@ -50,6 +50,9 @@ pub struct Report {
     /// What calls are given beyond the view, what the machine lacks for it, the
     /// quarantine (RUNTIME §5.1–§5.4, [`crate::view_health`]).
     pub view: crate::view_health::ViewHealth,
+    /// Every damaged record of the file state (RUNTIME §4 "Fault isolation"), each with
+    /// whom it refuses and the command that repairs or removes it.
+    pub damaged: Vec<hcp_store::damage::Damaged>,
     /// What is wrong, one sentence each.
     pub problems: Vec<String>,
     /// What holds less than it could on this machine (a weaker mechanism), one sentence
@@ -289,6 +292,17 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         ));
     }
     let audit = audit_health(rt, &mut problems);
+    let damaged = hcp_store::damage::scan(home);
+    for d in &damaged {
+        problems.push(format!(
+            "damaged {} `{}`: {}; it refuses {}; repair: `{}`",
+            d.kind,
+            d.path.display(),
+            d.reason,
+            d.refuses,
+            d.repair
+        ));
+    }
 
     let sandbox = sandbox(&config, &mut problems, &mut notes);
     let limits = limits(&config);
@@ -330,6 +344,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
         skill_exports,
         runtime_policy,
         view,
+        damaged,
         problems,
         notes,
     })
@@ -378,7 +393,10 @@ fn pack_bins(
     let mut packs = Vec::new();
     for l in listing {
         if let Some(d) = &l.damaged {
-            problems.push(format!("pack `{}` has a damaged record: {d}", l.id));
+            problems.push(format!(
+                "pack `{}` has a damaged record: {d}; it refuses every call of `{}` alone; repair: `hcp install --force DIR` from its source, or `hcp uninstall {}`",
+                l.id, l.id, l.id
+            ));
             packs.push(PackBins {
                 id: l.id.clone(),
                 damaged: Some(d.clone()),

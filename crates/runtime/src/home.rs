@@ -193,42 +193,6 @@ pub fn purge(rt: &Runtime, pack: &str) -> Result<bool, Refusal> {
     hcp_store::tenant_admin::purge(&homes, pack).map_err(|e| Refusal::store(&e))
 }
 
-/// Refuses a session's `--workdir` that is, holds or lies inside the tenant homes (RUNTIME
-/// §5.2: a home is its tenant's alone, and a `local` call would write it as another
-/// principal's workdir). A directory that cannot be resolved is left to the session's own
-/// check.
-///
-/// # Errors
-/// `bad_workdir` (2), naming the homes; `bad_config` when `config.json` does not load.
-pub fn workdir_outside_homes(rt: &Runtime, workdir: &Path) -> Result<(), Refusal> {
-    let homes = homes(rt)?;
-    let (Ok(dir), homes) = (
-        std::fs::canonicalize(workdir),
-        std::fs::canonicalize(&homes).unwrap_or(homes),
-    ) else {
-        return Ok(());
-    };
-    if dir.starts_with(&homes) || homes.starts_with(&dir) {
-        return Err(Refusal::new(
-            Code::BadWorkdir,
-            format!(
-                "working directory `{}` {} the tenant homes `{}`",
-                dir.display(),
-                if dir.starts_with(&homes) {
-                    "lies inside"
-                } else {
-                    "holds"
-                },
-                homes.display()
-            ),
-        )
-        .hint(
-            "a tenant home is its tenant's `HOME` alone; give the session a directory of its own",
-        ));
-    }
-    Ok(())
-}
-
 /// `--principal P` or `--project J`, for hints.
 pub fn flag(whose: &Whose) -> String {
     match whose {

@@ -84,6 +84,7 @@ pub mod trail;
 pub mod view_health;
 pub mod view_index;
 pub mod view_plan;
+pub mod workdir;
 
 #[cfg(test)]
 mod tests;

@@ -258,7 +258,6 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
         config,
         credential,
         operation,
-        sandboxes,
         ..
     } = snap;
     let verb = step::target::verb(target, operation, call, rec)?;
@@ -287,10 +286,7 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
     let connect = cx.mode.connect_verb();
     let credential = step::binding::verb(cx.rt, who, connect, credential, cx.now)?;
     let secret = credential.as_ref().map(|c| &c.secret);
-    let reads = PrepareReads {
-        config: &config,
-        sandboxes: &sandboxes,
-    };
+    let reads = PrepareReads { config: &config };
     let values = (&allowed, &policed.values);
     let env = (cx.rt, cx.caller);
     let mut work = step::prepare::verb(env, who, values, (secret, reads), answered, rec)?;
@@ -336,7 +332,6 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         policy,
         config,
         credential,
-        sandboxes,
         ..
     } = snap;
     let stim = step::target::stimuli(target, active, s.reference, rec)?;
@@ -369,10 +364,7 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         Mint::Bound(secret) => (secret, None, allowed.as_slice()),
         Mint::Unbound(code) => (None, Some(code), &[][..]),
     };
-    let reads = PrepareReads {
-        config: &config,
-        sandboxes: &sandboxes,
-    };
+    let reads = PrepareReads { config: &config };
     let env = (cx.rt, cx.caller);
     let who = (&stim, &principal);
     let triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;

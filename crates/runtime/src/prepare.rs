@@ -86,9 +86,6 @@ pub struct ChildSpec<'a> {
     /// `config.json` as the snapshot read it; its failure refuses here, after the bin
     /// and argv checks (RUNTIME §5's order as exec has always answered it).
     pub config: &'a Result<RuntimeConfig, ConfigError>,
-    /// The sessions' working directories, as the snapshot read them
-    /// ([`crate::snapshot::Snapshot::sandboxes`]); a failure to read them refuses the call.
-    pub sandboxes: &'a Result<Vec<(String, PathBuf)>, Refusal>,
 }
 
 /// Prepares the child of `spec`, in this order: the verified bin, argv, the environment
@@ -97,10 +94,10 @@ pub struct ChildSpec<'a> {
 /// view, the pack's `agent_env`, the call's `HCP_*` and the binding.
 ///
 /// # Errors
-/// The pin's (`bin_missing`, `bin_changed` …), the adapter's (`arg_invalid`,
+/// The pin's (`bin_missing`, `bin_changed` …), `bad_workdir` (64) for a `local` workdir
+/// that may not be one ([`crate::workdir::check`]), the adapter's (`arg_invalid`,
 /// `sandbox_unavailable`, `sandbox_failed`, `env_refused` …), the configuration's
-/// (`bad_config`), the store's when the tenant home cannot be made, the state's when the
-/// sessions could not be listed.
+/// (`bad_config`), the store's when the tenant home cannot be made,.
 pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child, Refusal> {
     let allowed = spec.allowed;
     let pack = spec.pack;
@@ -124,7 +121,20 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         }
     }
     let config = config_of(spec.config)?;
-    spec.sandboxes.as_ref().map_err(Clone::clone)?;
+    if allowed.land == hcp_model::Land::Local {
+        // RUNTIME §4: the session's workdir, else the caller's directory, by the rules of
+        // `session start` (the live sessions of others apart: calls never read them).
+        let around = crate::workdir::Around {
+            stores: vec![
+                home.root().to_owned(),
+                crate::home::homes_of(home.root(), config),
+            ],
+            homes: machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
+            others: Vec::new(),
+            writable: allowed.operation == Operation::Write,
+        };
+        crate::workdir::check(&allowed.workdir, &around)?;
+    }
     let confined = confine(
         home,
         caller,

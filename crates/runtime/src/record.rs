@@ -190,7 +190,8 @@ impl Record {
             land: self.land.map(|l| l.to_string()),
             error: Some(r.message),
             code: Some(r.code),
-            hint: r.hint,
+            // Every refusal names its next step: its own hint, else its code's.
+            hint: r.hint.or_else(|| Some(r.code.next_step().to_owned())),
             exit_code: None,
             stdout: None,
             stderr: None,

@@ -87,7 +87,7 @@ pub fn pack_refusal(e: &PackError) -> Refusal {
         PackError::BinUnsafe {
             code: Code::HcpBinReserved,
             ..
-        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI"),
+        } => r.hint("only the bootstrap pack `hcp-cli` wraps hcp; wrap another CLI"),
         PackError::BinUnsafe { .. } => {
             r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
         }

@@ -45,10 +45,6 @@ pub struct Snapshot {
     /// install kept (RUNTIME §1.3); `None` for other kinds, stimuli and a target that did
     /// not resolve.
     pub operation: Option<Result<hcp_openapi::Operation, Refusal>>,
-    /// Every session's working directory with its principal (`State::call_reads`, one
-    /// listing per call): the child's confinement hides other principals' (RUNTIME §5).
-    /// Empty when the target did not resolve.
-    pub sandboxes: Result<Vec<(String, std::path::PathBuf)>, Refusal>,
     /// The state's failure to answer at all (`state_unavailable`, RUNTIME §9), from any
     /// part of [`State::call_reads`](hcp_store::State::call_reads): the call is refused
     /// before any step, as when the state cannot be reached.
@@ -112,16 +108,6 @@ impl Snapshot {
             Some(s) => s.map(|s| principal_of(s, caller.project.clone())),
         };
         let grants = reads.grants.map_err(|e| Refusal::store(&e));
-        let sandboxes = match reads.sandboxes {
-            None => Ok(Vec::new()),
-            Some(r) => r
-                .map(|v| {
-                    v.into_iter()
-                        .map(|(p, w)| (p.as_str().to_owned(), w))
-                        .collect()
-                })
-                .map_err(|e| Refusal::store(&e)),
-        };
         let who = principal.as_ref().ok().map(|p| p.id.as_str());
         let credential = match (&target, who, subject) {
             (Ok((p, key)), Some(who), _)
@@ -147,7 +133,6 @@ impl Snapshot {
             lock,
             config: RuntimeConfig::load(home.root()),
             credential,
-            sandboxes,
             unavailable,
         }
     }
@@ -183,8 +168,7 @@ fn unavailable(reads: &CallReads) -> Option<Refusal> {
         _ => None,
     };
     let grants = reads.grants.as_ref().err();
-    let sandboxes = reads.sandboxes.as_ref().and_then(|r| r.as_ref().err());
-    [session, grants, sandboxes]
+    [session, grants]
         .into_iter()
         .flatten()
         .find(|e| matches!(e, StoreError::StateUnavailable { .. }))

@@ -14,12 +14,8 @@ use crate::session::{SessionLookupError, check_live, from_row};
 use crate::time::Ts;
 use hcp_model::{Capability, PackId};
 use hcp_store::grant::{HeldCapability, PackScope};
-use hcp_store::session::{
-    BadSession, PrincipalId, Session, Timestamp, is_token_shape, token_digest,
-};
+use hcp_store::session::{BadSession, Session, Timestamp, is_token_shape, token_digest};
 use postgres::types::Type;
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
 use std::str::FromStr;
 
 /// What [`PgState::call_reads`] read, each part as found.
@@ -30,24 +26,19 @@ pub struct PgCallReads {
     /// The session principal's own grants on the pack and its `*` grants, by capability
     /// then pack: empty for the owner, for a refused session and without a pack.
     pub grants: PgResult<Vec<HeldCapability>>,
-    /// Every session's working directory with its principal, oldest session first;
-    /// `None` without a pack.
-    pub sandboxes: Option<PgResult<Vec<(PrincipalId, PathBuf)>>>,
 }
 
 /// Columns 0–9: the session (as `session::COLUMNS`), NULL when no row matches; 10: the
 /// schema's version; 11: the digest secret; 12–14: the grants (pack, capability,
-/// granted_at; NULL: none); 15–16: the sessions' working directories (principal, workdir;
-/// NULL: none or not asked); 17–18: the head of this machine's chain (seq, hash; NULL: it
+/// granted_at; NULL: none); 15–16: the head of this machine's chain (seq, hash; NULL: it
 /// has none yet), on which its next record's keyed hash is computed (`keyed`). `$1` the
-/// token's tagged digest (NULL: none), `$2` the pack (NULL: none; the directories are
-/// listed with a pack), `$3` this machine. Only tables of schema version 1:
+/// token's tagged digest (NULL: none), `$2` the pack (NULL: none), `$3` this machine. Only tables of schema version 1:
 /// on a schema of another version it still runs, and its version column refuses it.
 const SQL: &str = "SELECT s.token_sha256, s.principal, s.role, s.projects, s.attributes,
        s.can_view, s.workdir, s.created_at, s.expires_at, s.ended_at,
        (SELECT max(v.version) FROM @.schema_version v),
        (SELECT f.value FROM @.fleet_secret f WHERE f.name = 'args_digest'),
-       g.packs, g.capabilities, g.times, w.principals, w.workdirs,
+       g.packs, g.capabilities, g.times,
        (SELECT c.seq FROM @.audit_chain c WHERE c.machine = $3),
        (SELECT c.hash FROM @.audit_chain c WHERE c.machine = $3)
 FROM (SELECT 1) AS one
@@ -58,13 +49,7 @@ LEFT JOIN LATERAL (
            array_agg(x.granted_at ORDER BY x.capability, x.pack) AS times
     FROM @.grants x
     WHERE x.principal = s.principal AND $2::text IS NOT NULL
-      AND (x.pack = $2 OR x.pack = '*')) g ON true
-LEFT JOIN LATERAL (
-    SELECT array_agg(y.principal ORDER BY y.created_at, y.principal, y.token_sha256)
-               AS principals,
-           array_agg(y.workdir ORDER BY y.created_at, y.principal, y.token_sha256) AS workdirs
-    FROM @.sessions y
-    WHERE $2::text IS NOT NULL AND y.workdir IS NOT NULL) w ON true";
+      AND (x.pack = $2 OR x.pack = '*')) g ON true";
 
 fn damaged(what: &str, e: impl std::fmt::Display) -> PgError {
     PgError::damaged(format!("{what}: {e}"))
@@ -74,7 +59,6 @@ fn damaged(what: &str, e: impl std::fmt::Display) -> PgError {
 struct Found {
     session: Option<Session>,
     grants: Vec<HeldCapability>,
-    sandboxes: Vec<(PrincipalId, PathBuf)>,
 }
 
 fn decode(row: &postgres::Row) -> PgResult<Found> {
@@ -101,31 +85,12 @@ fn decode(row: &postgres::Row) -> PgResult<Found> {
             })
         })
         .collect::<PgResult<Vec<_>>>()?;
-    let principals: Vec<String> = row.try_get::<_, Option<_>>(15)?.unwrap_or_default();
-    let workdirs: Vec<Vec<u8>> = row.try_get::<_, Option<_>>(16)?.unwrap_or_default();
-    if principals.len() != workdirs.len() {
-        return Err(PgError::damaged("the sessions' columns differ in length"));
-    }
-    let sandboxes = principals
-        .iter()
-        .zip(workdirs)
-        .map(|(p, w)| {
-            Ok((
-                PrincipalId::parse(p).map_err(|e| damaged("session row: principal", e))?,
-                PathBuf::from(std::ffi::OsString::from_vec(w)),
-            ))
-        })
-        .collect::<PgResult<Vec<_>>>()?;
-    Ok(Found {
-        session,
-        grants,
-        sandboxes,
-    })
+    Ok(Found { session, grants })
 }
 
 impl PgState {
     /// Reads the session of `token`, what its principal holds on `pack` (its own grants
-    /// and the `*` ones) and, with a pack, every session's working directory, in one
+    /// and the `*` ones), in one
     /// statement (see the module docs). A token of the wrong shape is refused without
     /// being looked up; a database failure is the failure of every part. Spends nothing.
     pub fn call_reads(
@@ -138,7 +103,6 @@ impl PgState {
         let mut out = PgCallReads {
             session: token.map(|_| Err(BadSession::Malformed.into())),
             grants: Ok(Vec::new()),
-            sandboxes: None,
         };
         // Asked even when there is nothing to read (the owner naming no installed pack):
         // the statement is also the connection's first, which checks the schema, so a
@@ -158,8 +122,8 @@ impl PgState {
             // Every call's reads check the version they return, not only a new
             // connection's: a long-lived process (`hcp mcp`) sees a schema that moved.
             self.checked_by(row.try_get(10)?, row.try_get(11)?)?;
-            let seq: Option<i64> = row.try_get(17)?;
-            let hash: Option<String> = row.try_get(18)?;
+            let seq: Option<i64> = row.try_get(15)?;
+            let hash: Option<String> = row.try_get(16)?;
             match (seq, hash) {
                 (Some(s), Some(h)) => self.set_head(u64::try_from(s).unwrap_or(0), h),
                 // No head row yet: the server makes it as seq 0 with the genesis hash.
@@ -167,12 +131,10 @@ impl PgState {
             }
             decode(&row)
         });
-        let listed = pack.is_some();
         let found = match found {
             Ok(f) => f,
             Err(e) => {
                 out.grants = Err(crate::again(&e));
-                out.sandboxes = listed.then(|| Err(crate::again(&e)));
                 if shaped.is_some() {
                     out.session = Some(Err(e.into()));
                 }
@@ -189,7 +151,6 @@ impl PgState {
             }
             out.session = Some(session.map_err(SessionLookupError::from));
         }
-        out.sandboxes = listed.then(|| Ok(found.sandboxes));
         out
     }
 }

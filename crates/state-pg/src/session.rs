@@ -144,7 +144,19 @@ impl PgState {
         if !is_token_shape(token) {
             return Err(BadSession::Malformed.into());
         }
-        let digest = tagged(token);
+        self.session_end_digest(&tagged(token), now)
+    }
+
+    /// [`PgState::session_end`] of the session whose `token_sha256` is given (`sha256:`
+    /// and 64 hex digits).
+    ///
+    /// # Errors
+    /// [`BadSession::Unknown`]; the database's.
+    pub fn session_end_digest(
+        &self,
+        digest: &str,
+        now: Timestamp,
+    ) -> Result<(Session, bool), SessionLookupError> {
         let (row, ended) = self.with(|c| {
             // One statement: end it if it is live, and read it back either way.
             let row = c.query_typed_opt(

@@ -170,6 +170,14 @@ impl State for PgState {
         PgState::session_end(self, token, now).map_err(session_error)
     }
 
+    fn session_end_digest(
+        &self,
+        token_sha256: &str,
+        now: Timestamp,
+    ) -> Result<(Session, bool), SessionError> {
+        PgState::session_end_digest(self, token_sha256, now).map_err(session_error)
+    }
+
     fn session_end_principal(
         &self,
         principal: &PrincipalId,
@@ -188,7 +196,6 @@ impl State for PgState {
         CallReads {
             session: r.session.map(|s| s.map_err(session_error)),
             grants: r.grants.map_err(store_error),
-            sandboxes: r.sandboxes.map(|s| s.map_err(store_error)),
         }
     }
 

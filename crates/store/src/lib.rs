@@ -17,6 +17,7 @@ pub mod audit;
 pub mod binding;
 pub mod config;
 pub mod counter;
+pub mod damage;
 pub mod digest;
 pub mod error;
 pub mod grant;

@@ -221,9 +221,6 @@ pub struct CallReads {
     /// What the session's principal holds on the pack, its own grants and the `*`
     /// ones: empty for the owner, for a refused session and when no pack was given.
     pub grants: Result<Vec<HeldCapability>, StoreError>,
-    /// Every session's working directory with its principal (ended and expired
-    /// sessions too), oldest session first; `None` when no pack was given.
-    pub sandboxes: Option<Result<Vec<(PrincipalId, std::path::PathBuf)>, StoreError>>,
 }
 
 /// Sessions, grants, approvals, counters and the audit records of one store (see the
@@ -268,6 +265,17 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// [`SessionError`].
     fn session_end(&self, token: &str, now: Timestamp) -> Result<(Session, bool), SessionError>;
 
+    /// [`State::session_end`] of the session whose `token_sha256` is given (`sha256:` and
+    /// 64 hex digits), for `hcp session end ID` (the id `session list` shows).
+    ///
+    /// # Errors
+    /// [`SessionError::Bad`] (`bad_session`) for no such session; [`SessionError::Store`].
+    fn session_end_digest(
+        &self,
+        token_sha256: &str,
+        now: Timestamp,
+    ) -> Result<(Session, bool), SessionError>;
+
     /// Ends every session of `principal` not ended yet; returns those it ended.
     ///
     /// # Errors
@@ -299,19 +307,7 @@ pub trait State: Send + Sync + std::fmt::Debug {
             (Some(Ok(s)), Some(p)) => self.grants_held(&s.principal, p),
             _ => Ok(Vec::new()),
         };
-        let sandboxes = pack.map(|_| {
-            self.session_list().map(|sessions| {
-                sessions
-                    .into_iter()
-                    .filter_map(|s| s.workdir.map(|w| (s.principal, w)))
-                    .collect()
-            })
-        });
-        CallReads {
-            session,
-            grants,
-            sandboxes,
-        }
+        CallReads { session, grants }
     }
 
     // Grants (RUNTIME §4) and the rug-pull guard (§3).
@@ -794,6 +790,14 @@ impl State for FileState {
 
     fn session_end(&self, token: &str, now: Timestamp) -> Result<(Session, bool), SessionError> {
         session::end(&self.home, token, now)
+    }
+
+    fn session_end_digest(
+        &self,
+        token_sha256: &str,
+        now: Timestamp,
+    ) -> Result<(Session, bool), SessionError> {
+        session::end_digest(&self.home, token_sha256, now)
     }
 
     fn session_end_principal(

@@ -56,7 +56,8 @@ pub struct StartArgs {
 /// Arguments of `hcp session end`.
 #[derive(Debug, clap::Args)]
 pub struct EndArgs {
-    /// The session's token; `-` reads it from stdin (keeps it out of `ps`).
+    /// The session's token, or the id `hcp session list` shows; `-` reads the token from
+    /// stdin (keeps it out of `ps`).
     #[arg(required_unless_present = "principal", conflicts_with = "principal")]
     token: Option<String>,
     /// End every session of this principal instead.
@@ -79,13 +80,17 @@ pub fn run(c: SessionCommand) -> CliResult {
     let state = rt.state();
     match c {
         SessionCommand::Start(a) => {
+            let mut a = a;
             if let Some(dir) = &a.workdir {
-                hcp_runtime::home::workdir_outside_homes(&rt, dir).map_err(CliError::command)?;
+                let dir =
+                    hcp_runtime::workdir::for_session(&rt, &a.principal, dir, Timestamp::now())
+                        .map_err(CliError::command)?;
+                a.workdir = Some(dir);
             }
             start(&rt, a)
         }
         SessionCommand::End(a) => end(&rt, a),
-        SessionCommand::List(a) => list(state, a),
+        SessionCommand::List(a) => list(state, rt.home(), a),
     }
 }
 
@@ -241,23 +246,57 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let token = read_token(a.token.as_deref().unwrap_or("-"))?;
-    if session::is_token_shape(&token) {
-        let digest = format!("sha256:{}", session::token_digest(&token));
-        let sessions = state.session_list().map_err(|e| store_error(&e))?;
-        if let Some(s) = sessions
-            .iter()
-            .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
-        {
-            super::authority::record(
-                rt,
-                "session end",
-                json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
-            )?;
+    let (s, changed) = if is_listed_id(&token) {
+        let found: Vec<Session> = state
+            .session_list()
+            .map_err(|e| store_error(&e))?
+            .into_iter()
+            .filter(|s| s.short_id() == token)
+            .collect();
+        match found.as_slice() {
+            [one] => {
+                if one.ended_at.is_none() {
+                    super::authority::record(
+                        rt,
+                        "session end",
+                        json!({"principal": one.principal.to_string(), "sessions": [one.short_id()]}),
+                    )?;
+                }
+                state.session_end_digest(&one.token_sha256, now)
+            }
+            [] => {
+                return Err(CliError::new(
+                    Code::BadSession,
+                    format!("no session has the id `{token}`"),
+                )
+                .hint("`hcp session list` shows each session's id"));
+            }
+            _ => {
+                return Err(CliError::new(
+                    Code::BadSession,
+                    format!("several sessions have the id `{token}`"),
+                )
+                .hint("end it by its token, or every session of its principal with `hcp session end --principal ID`"));
+            }
         }
+    } else {
+        if session::is_token_shape(&token) {
+            let digest = format!("sha256:{}", session::token_digest(&token));
+            let sessions = state.session_list().map_err(|e| store_error(&e))?;
+            if let Some(s) = sessions
+                .iter()
+                .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
+            {
+                super::authority::record(
+                    rt,
+                    "session end",
+                    json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
+                )?;
+            }
+        }
+        state.session_end(&token, now)
     }
-    let (s, changed) = state
-        .session_end(&token, now)
-        .map_err(|e| session_error(&e))?;
+    .map_err(|e| session_error(&e))?;
     if changed {
         print(&format!(
             "ended the session `{}` of `{}`\n",
@@ -272,6 +311,11 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
         ));
     }
     Ok(exit::OK)
+}
+
+/// Whether `arg` is a session id as `session list` shows it (12 lowercase hex digits).
+fn is_listed_id(arg: &str) -> bool {
+    arg.len() == 12 && arg.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn session_json(s: &Session, now: Timestamp) -> serde_json::Value {
@@ -312,15 +356,32 @@ pub(crate) fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn list(state: &dyn State, a: ListArgs) -> CliResult {
+fn list(state: &dyn State, home: &hcp_store::Home, a: ListArgs) -> CliResult {
     let now = Timestamp::now();
     let sessions = state.session_list().map_err(|e| store_error(&e))?;
+    // A damaged session file is listed as damaged, never a reason to list nothing
+    // (RUNTIME §4 "Fault isolation"); `hcp doctor` names the command that removes it.
+    let damaged = if state.backend() == "file" {
+        session::damaged(home).map_err(|e| store_error(&e))?
+    } else {
+        Vec::new()
+    };
+    let damaged_id = |p: &std::path::Path| {
+        p.file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.get(..12))
+            .unwrap_or("?")
+            .to_owned()
+    };
     if a.json {
-        let v: Vec<_> = sessions.iter().map(|s| session_json(s, now)).collect();
+        let mut v: Vec<_> = sessions.iter().map(|s| session_json(s, now)).collect();
+        v.extend(damaged.iter().map(
+            |(p, why)| json!({"id": damaged_id(p), "state": "damaged", "file": p, "reason": why}),
+        ));
         print(&format!("{}\n", json!(v)));
         return Ok(exit::OK);
     }
-    if sessions.is_empty() {
+    if sessions.is_empty() && damaged.is_empty() {
         print("no sessions\n");
         return Ok(exit::OK);
     }
@@ -343,6 +404,17 @@ fn list(state: &dyn State, a: ListArgs) -> CliResult {
             s.state(now).as_str().to_owned(),
         ]);
     }
+    for (p, _) in &damaged {
+        let mut row = vec![damaged_id(p)];
+        row.extend(["?", "-", "-", "-", "damaged"].map(String::from));
+        rows.push(row);
+    }
     print(&table(&rows));
+    for (p, why) in &damaged {
+        eprintln!(
+            "warning: the session file `{}` is damaged ({why}); `hcp doctor` says how to remove it",
+            p.display()
+        );
+    }
     Ok(exit::OK)
 }

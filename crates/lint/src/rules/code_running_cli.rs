@@ -136,7 +136,7 @@ fn reason(program: &str, templates: &[&[String]]) -> Option<String> {
     None
 }
 
-const HINT: &str = "defence in depth only: the kernel confines what it starts (RUNTIME §5); prefer a CLI without a command escape, or pin the options that reach it";
+const HINT: &str = "defence in depth only: the kernel confines what it starts; prefer a CLI without a command escape, or pin the options that reach it";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     // What `exec_wrapper_bin` refuses is not repeated.

@@ -59,7 +59,7 @@ fn message(m: &Manifest, program: &str) -> String {
     }
 }
 
-const HINT: &str = "only the bootstrap pack `hcp-cli` wraps hcp (RUNTIME §5.1); wrap another CLI";
+const HINT: &str = "only the bootstrap pack `hcp-cli` wraps hcp; wrap another CLI";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, _)) = cx.manifest() else {

@@ -1,11 +1,13 @@
 //! `unsafe_path` (error): an entry whose name holds `..`, a control character or an
-//! absolute path.
+//! absolute path; a program path that install refuses.
 //!
 //! ## What it does
 //! Reports an entry of the pack directory, at any depth, whose name contains `..`, a NUL
 //! or another control character (a newline, an escape), a backslash, or starts with `/`;
-//! and a pack too deep or too large to walk whole (more than `MAX_DEPTH` levels or
-//! `MAX_ENTRIES` entries), whose unseen part cannot be checked.
+//! a pack too deep or too large to walk whole (more than `MAX_DEPTH` levels or
+//! `MAX_ENTRIES` entries), whose unseen part cannot be checked; and a program path
+//! (`wrap.bin`, a composite verb's `cli[0]`) that is absolute or holds a `..` component,
+//! by the rule install applies (`hcp_model::program_path_problem`).
 //!
 //! ## Why is this bad?
 //! Names like these are how path traversal and output forgery start: a `..` that some
@@ -19,7 +21,7 @@
 //!   ..hidden
 //! ```
 
-use crate::context::{Ctx, tick};
+use crate::context::{Ctx, program_findings, tick};
 use crate::diagnostic::Diagnostic;
 
 /// The rule's code.
@@ -55,6 +57,16 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
             .hint("a pack is three files; move everything else out"),
         );
     }
+    program_findings(
+        cx,
+        Diagnostic::error,
+        CODE,
+        "name a path inside the pack directory (`bin/tool`) or a bare command looked up on `PATH`",
+        |program, _| {
+            hcp_model::program_path_problem(program).map(|why| format!("program {}: {why}", tick(program)))
+        },
+        out,
+    );
     for e in &cx.source.entries {
         let name = e.rel.rsplit('/').next().unwrap_or(&e.rel);
         if let Some(why) = why_unsafe(name) {

@@ -152,6 +152,9 @@ impl State for Unusable {
     fn session_end(&self, _: &str, _: Timestamp) -> Result<(Session, bool), SessionError> {
         Err(self.session())
     }
+    fn session_end_digest(&self, _: &str, _: Timestamp) -> Result<(Session, bool), SessionError> {
+        Err(self.session())
+    }
     fn session_end_principal(
         &self,
         _: &PrincipalId,

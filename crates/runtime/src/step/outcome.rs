@@ -43,8 +43,28 @@ pub(crate) fn verb(
         outcome.stderr_total,
     );
     let audit_id = record(rt, rec, code, run, (outcome.truncated(), ran.duration_ms))?;
-    let stdout_text = String::from_utf8_lossy(&stdout).into_owned();
-    let data = if outcome.stdout_truncated {
+    // Bytes that are not UTF-8 are never replaced by U+FFFD: the result carries them as
+    // base64 and says so (`stdout_encoding`), and `data` is null.
+    let (stdout_text, binary) = match std::str::from_utf8(&stdout) {
+        Ok(text) => (text.to_owned(), false),
+        // Text cut by the cap in the middle of a character: the whole characters.
+        Err(e) if e.error_len().is_none() && outcome.stdout_truncated => (
+            String::from_utf8_lossy(&stdout[..e.valid_up_to()]).into_owned(),
+            false,
+        ),
+        Err(_) => {
+            use base64::Engine as _;
+            (
+                base64::engine::general_purpose::STANDARD.encode(&stdout),
+                true,
+            )
+        }
+    };
+    let mut extra = rec.facts.result_fields();
+    if binary {
+        extra.insert("stdout_encoding".into(), Value::from("base64"));
+    }
+    let data = if outcome.stdout_truncated || binary {
         Value::Null
     } else {
         serde_json::from_str(&stdout_text).unwrap_or(Value::Null)
@@ -69,7 +89,7 @@ pub(crate) fn verb(
         truncated: outcome.truncated(),
         duration_ms: ran.duration_ms,
         audit_id: Some(audit_id),
-        extra: rec.facts.result_fields(),
+        extra,
     };
     Ok(Answer {
         result,

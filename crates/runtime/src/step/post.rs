@@ -130,9 +130,9 @@ fn ended(ran: &Ran) -> (u8, Option<Code>, Option<String>) {
 fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGKILL => {
-            "SIGKILL (killed: after the timeout's grace, the CPU-time limit's hard stop, or from outside)"
+            "SIGKILL (killed: after the grace of the timeout or of a read ended at its output cap, the CPU-time limit's hard stop, or from outside)"
         }
-        libc::SIGTERM => "SIGTERM (the timeout)",
+        libc::SIGTERM => "SIGTERM (the timeout, or a read verb ended at its output cap)",
         libc::SIGXCPU => "SIGXCPU (the CPU-time limit)",
         libc::SIGXFSZ => "SIGXFSZ (the file-size limit)",
         libc::SIGSEGV => "SIGSEGV (a crash, or the address-space limit)",

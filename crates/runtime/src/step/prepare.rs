@@ -21,14 +21,12 @@ use hcp_model::{ArgValue, Code, Operation, Principal};
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// What preparation reads besides the call: `config.json` and the sessions' working
 /// directories, as the snapshot read them.
 #[derive(Clone, Copy)]
 pub(crate) struct PrepareReads<'a> {
     pub config: &'a Result<RuntimeConfig, ConfigError>,
-    pub sandboxes: &'a Result<Vec<(String, PathBuf)>, Refusal>,
 }
 
 /// Step 9a for a verb: its child or its request, the person's accept checked against it.
@@ -54,7 +52,6 @@ pub(crate) fn verb(
         principal,
         secret,
         config: reads.config,
-        sandboxes: reads.sandboxes,
     };
     let mut work = match &verb.operation {
         None => Work::Child(Box::new(prepare::child(rt.home(), caller, &spec)?)),
@@ -141,7 +138,6 @@ pub(crate) fn stimuli(
             principal,
             secret,
             config: reads.config,
-            sandboxes: reads.sandboxes,
         };
         triggers.push((reference.clone(), prepare::child(rt.home(), caller, &spec)?));
     }

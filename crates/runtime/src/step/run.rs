@@ -44,6 +44,8 @@ pub(crate) fn verb(
 ) -> Result<Ran, Stop> {
     let limits = Limits {
         timeout: timeout.unwrap_or(hcp_adapter::DEFAULT_TIMEOUT),
+        // RUNTIME §5: a read's child ends once its output is past the cap.
+        end_at_cap: allowed.operation == hcp_model::Operation::Read,
         ..Limits::default()
     };
     let protected = crate::quarantine::watch_call(allowed.land, &allowed.workdir, config);

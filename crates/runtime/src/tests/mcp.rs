@@ -253,7 +253,13 @@ fn a_sessions_tools_carry_the_policys_returns_and_results_must_fit_them() {
     // A refusal: the message, the code, the refusal object.
     let a = mcp_call(&w, &agent, "tp.say", &[("text", s("x"))]);
     let r = mcp::result(&a, None);
-    assert_eq!(r["content"][1]["text"], "code: unknown_tool");
+    assert_eq!(
+        r["content"][1]["text"],
+        format!(
+            "code: unknown_tool\nhint: {}",
+            hcp_model::Code::UnknownTool.next_step()
+        )
+    );
     assert_eq!(r["structuredContent"]["code"], "unknown_tool");
 }
 

@@ -131,6 +131,9 @@ impl State for Racing {
     fn session_end(&self, k: &str, t: Timestamp) -> Result<(Session, bool), SessionError> {
         self.0.session_end(k, t)
     }
+    fn session_end_digest(&self, k: &str, t: Timestamp) -> Result<(Session, bool), SessionError> {
+        self.0.session_end_digest(k, t)
+    }
     fn session_end_principal(
         &self,
         p: &PrincipalId,

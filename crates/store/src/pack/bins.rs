@@ -87,12 +87,10 @@ fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError
         code: hcp_model::Code::UnsafePath,
         reason,
     };
-    let rel = Path::new(program);
-    if rel.is_absolute() {
-        return Err(unsafe_path(
-            "an absolute path; name a path inside the pack directory or a bare command".into(),
-        ));
+    if let Some(why) = hcp_model::program_path_problem(program) {
+        return Err(unsafe_path(why.into()));
     }
+    let rel = Path::new(program);
     let mut cur = pack_dir.to_path_buf();
     for c in rel.components() {
         match c {
@@ -114,6 +112,8 @@ fn resolve_relative(program: &str, pack_dir: &Path) -> Result<PathBuf, PackError
                 }
             }
             Component::CurDir => {}
+            // `program_path_problem` refused these above; kept so that the walk never
+            // leaves the pack directory whatever that rule says.
             _ => {
                 return Err(unsafe_path("it leaves the pack directory (`..`)".into()));
             }
@@ -218,6 +218,44 @@ mod tests {
             pin("real/tool", &dir, &l).unwrap_err().code(),
             "bin_missing"
         );
+    }
+
+    #[test]
+    fn lint_and_install_refuse_the_same_program_paths() {
+        // One rule (`hcp_model::program_path_problem`): a program path lint passes is one
+        // install does not refuse as unsafe, and the other way round.
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lint/tests/fixtures/valid");
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        exe(&dir.join("bin/tool"), b"x");
+        for f in ["surface.json", "policy.json", "HARNESS.md"] {
+            std::fs::copy(fixture.join(f), dir.join(f)).unwrap();
+        }
+        let surface = std::fs::read_to_string(dir.join("surface.json")).unwrap();
+        let l = BinLookup::default();
+        for (program, unsafe_path) in [
+            ("../bin/tool", true),
+            ("bin/../bin/tool", true),
+            ("bin/..", true),
+            ("/bin/sh", true),
+            ("bin/tool", false),
+            ("./bin/tool", false),
+            ("bin/./tool", false),
+        ] {
+            let bin = format!("\"bin\": \"{program}\"");
+            let text = surface.replace("\"bin\": \"hcp-example-sample\"", &bin);
+            assert!(text.contains(&bin));
+            std::fs::write(dir.join("surface.json"), text).unwrap();
+            let report = hcp_lint::check(&hcp_lint::read_pack(&dir).unwrap());
+            let lint = report
+                .diagnostics
+                .iter()
+                .any(|d| d.code == hcp_model::Code::UnsafePath);
+            let install = pin(program, &dir, &l)
+                .err()
+                .is_some_and(|e| e.code() == "unsafe_path");
+            assert_eq!((lint, install), (unsafe_path, unsafe_path), "{program}");
+        }
     }
 
     #[test]

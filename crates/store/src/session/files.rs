@@ -226,15 +226,33 @@ pub fn end(home: &Home, token: &str, now: Timestamp) -> Result<(Session, bool), 
     if !is_token_shape(token) {
         return Err(BadSession::Malformed.into());
     }
-    let digest = token_digest(token);
-    let path = session_path(home, &digest);
+    end_digest(home, &format!("sha256:{}", token_digest(token)), now)
+}
+
+/// [`end`] of the session whose `token_sha256` is `token_sha256` (`sha256:` and 64 hex
+/// digits): what `hcp session end ID` ends once it found the session `session list`
+/// shows as `ID`.
+///
+/// # Errors
+/// [`BadSession::Unknown`] for no such session (or a value of another shape);
+/// [`SessionError::Store`].
+pub fn end_digest(
+    home: &Home,
+    token_sha256: &str,
+    now: Timestamp,
+) -> Result<(Session, bool), SessionError> {
+    let digest = token_sha256
+        .strip_prefix("sha256:")
+        .filter(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or(BadSession::Unknown)?;
+    let path = session_path(home, digest);
     let _lock = StoreLock::acquire(home)?;
-    let mut s = read_session(&path, &digest)?.ok_or(BadSession::Unknown)?;
+    let mut s = read_session(&path, digest)?.ok_or(BadSession::Unknown)?;
     if s.ended_at.is_some() {
         return Ok((s, false));
     }
     s.ended_at = Some(now);
-    write_session(home, &digest, &s)?;
+    write_session(home, digest, &s)?;
     Ok((s, true))
 }
 
@@ -266,12 +284,45 @@ pub fn end_principal(
 }
 
 /// Every stored session, oldest first (then by principal). An absent directory is no
-/// session. Files other than `<64 hex>.json` (temporary files of a writer) are skipped.
+/// session. Files other than `<64 hex>.json` (temporary files of a writer) are skipped, and
+/// so is a damaged session file (RUNTIME §4 "Fault isolation": it names no principal it
+/// could be held against; [`damaged`] lists it, and its own token is refused
+/// `store_damaged` by [`resolve`]).
 ///
 /// # Errors
-/// [`StoreError::Io`] when the directory or a file cannot be read,
-/// [`StoreError::Damaged`] when a session file does not parse.
+/// [`StoreError::Io`] when the directory cannot be read.
 pub fn list(home: &Home) -> StoreResult<Vec<Session>> {
+    let mut out: Vec<Session> = scan(home)?
+        .into_iter()
+        .filter_map(|(_, r)| r.ok())
+        .collect();
+    out.sort_by(|a, b| {
+        (a.created_at, a.principal.as_str()).cmp(&(b.created_at, b.principal.as_str()))
+    });
+    Ok(out)
+}
+
+/// The session files that cannot be read or do not parse, by path, with the reason, in
+/// file-name order.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory cannot be read.
+pub fn damaged(home: &Home) -> StoreResult<Vec<(PathBuf, String)>> {
+    let mut out: Vec<(PathBuf, String)> = scan(home)?
+        .into_iter()
+        .filter_map(|(p, r)| {
+            r.err().map(|e| match e {
+                StoreError::Damaged { reason, .. } => (p, reason),
+                other => (p, other.to_string()),
+            })
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Each `<64 hex>.json` of the sessions directory, read.
+fn scan(home: &Home) -> StoreResult<Vec<(PathBuf, StoreResult<Session>)>> {
     let dir = sessions_dir(home);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -288,12 +339,12 @@ pub fn list(home: &Home) -> StoreResult<Vec<Session>> {
         if stem.len() != 64 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
             continue;
         }
-        if let Some(s) = read_session(&entry.path(), stem)? {
-            out.push(s);
+        let path = entry.path();
+        match read_session(&path, stem) {
+            Ok(Some(s)) => out.push((path, Ok(s))),
+            Ok(None) => {}
+            Err(e) => out.push((path, Err(e))),
         }
     }
-    out.sort_by(|a, b| {
-        (a.created_at, a.principal.as_str()).cmp(&(b.created_at, b.principal.as_str()))
-    });
     Ok(out)
 }
