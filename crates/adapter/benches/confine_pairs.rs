@@ -1,13 +1,26 @@
-//! Exec overhead of confinement, measured pairwise: each round runs `/bin/true` through
-//! `hcp_adapter::run` once per variant, in a rotating order, so that load from other
-//! processes on the machine falls on every variant alike. Prints the median and the 90th
-//! percentile of each variant and the median of the per-round differences against the
-//! baseline: the same spawn unconfined but for the resource limits (RUNTIME §5.4's goal: a
-//! confined call of any land adds at most 0.40 ms over it).
+//! Exec overhead of confinement, measured pairwise: each round runs `/bin/true` once per
+//! arm, in a rotating order, so that load from other processes on the machine falls on
+//! every arm alike. Prints the median and the 90th percentile of each arm and the median of
+//! the per-round differences against the baseline (`limits only`: the same spawn through
+//! `hcp_adapter::run`, unconfined but for the resource limits; issue 23's goal: a confined
+//! call of any land adds at most 0.40 ms over the same spawn unconfined, `none`), then the
+//! view of each land beside the mechanisms' floor, as a table ready for BENCHMARKS.md.
 //!
-//! Each `view_*` variant includes what a call does per exec for it: building its
-//! confinement ([`Confinement::for_call`]: the view's plan, the cgroups) and the child's
-//! namespaces, mounts and filters.
+//! - `view …`: what a call does per exec for it: building its confinement
+//!   ([`Confinement::for_call`]: the view's plan, the cgroups) and the child's namespaces,
+//!   mounts and filters.
+//! - `none`: `hcp_adapter::run` with no confinement at all (plain).
+//! - `raw`: a bare `clone(CLONE_VM | CLONE_VFORK)` + `execve`, no pipes (the floor's child
+//!   without its mechanisms).
+//! - `floor …`: the mechanisms alone for the view of that land (see the `floor` module):
+//!   mount, PID and IPC namespaces (and a user namespace for an ordinary user; a network
+//!   namespace for `netns`), a tmpfs root, as many read-only binds of the same paths as the
+//!   land's view makes, `pivot_root`, `execve` — raw system calls, nothing else.
+//!
+//! Columns of the last table: `floor − raw` is what the kernel's mechanisms cost alone;
+//! `view − none` what the view costs over the same spawn unconfined; `above the floor`
+//! their difference, what hcp adds (seccomp, Landlock, capabilities, limits, cgroups,
+//! `/proc`, the plan, the signal reset).
 //!
 //! `cargo bench -p hcp-adapter --bench confine_pairs [-- ROUNDS]` (default 2000 rounds);
 //! `PREP=1` times the parent's preparation alone.
@@ -22,59 +35,99 @@ use hcp_model::Land;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// (name, land, owner, network, write verb).
-const VARIANTS: [(&str, Option<Land>, bool, Network, bool); 9] = [
-    ("limits only", None, false, Network::Deny, false),
+mod floor;
+
+/// One arm of the bench.
+#[derive(Clone, Copy)]
+enum Arm {
+    /// The spawn through `hcp_adapter::run` with the resource limits and nothing else.
+    Limits,
+    /// The spawn through `hcp_adapter::run`, nothing at all (`plain`).
+    Plain,
+    /// A call of the land: its confinement built and its child confined.
+    View {
+        land: Land,
+        owner: bool,
+        network: Network,
+        writes: bool,
+    },
+    /// The bare `clone` + `execve` of the floor's child, no namespace, no mount.
+    Raw,
+    /// The mechanisms alone for the view of the land (see `floor`), with a network
+    /// namespace when `netns`.
+    Floor {
+        land: Land,
+        writes: bool,
+        netns: bool,
+    },
+}
+
+const fn view(land: Land, owner: bool, network: Network, writes: bool) -> Arm {
+    Arm::View {
+        land,
+        owner,
+        network,
+        writes,
+    }
+}
+
+const fn floor(land: Land, writes: bool, netns: bool) -> Arm {
+    Arm::Floor {
+        land,
+        writes,
+        netns,
+    }
+}
+
+/// The arms, by name; the first is the baseline of the differences.
+const ARMS: [(&str, Arm); 15] = [
+    ("limits only", Arm::Limits),
     (
         "view personal deny",
-        Some(Land::Personal),
-        false,
-        Network::Deny,
-        false,
+        view(Land::Personal, false, Network::Deny, false),
     ),
     (
         "view brain deny",
-        Some(Land::Brain),
-        false,
-        Network::Deny,
-        false,
+        view(Land::Brain, false, Network::Deny, false),
     ),
     (
         "view local read deny",
-        Some(Land::Local),
-        false,
-        Network::Deny,
-        false,
+        view(Land::Local, false, Network::Deny, false),
     ),
     (
         "view local write deny",
-        Some(Land::Local),
-        false,
-        Network::Deny,
-        true,
+        view(Land::Local, false, Network::Deny, true),
     ),
     (
         "view personal host",
-        Some(Land::Personal),
-        false,
-        Network::Host,
-        false,
+        view(Land::Personal, false, Network::Host, false),
     ),
     (
         "view personal allow (netns)",
-        Some(Land::Personal),
-        false,
-        Network::Allow,
-        false,
+        view(Land::Personal, false, Network::Allow, false),
     ),
     (
         "view personal owner",
-        Some(Land::Personal),
-        true,
-        Network::Deny,
-        false,
+        view(Land::Personal, true, Network::Deny, false),
     ),
-    ("none", None, true, Network::Deny, false),
+    ("none", Arm::Plain),
+    ("raw", Arm::Raw),
+    ("floor personal", floor(Land::Personal, false, false)),
+    ("floor brain", floor(Land::Brain, false, false)),
+    ("floor local read", floor(Land::Local, false, false)),
+    ("floor local write", floor(Land::Local, true, false)),
+    ("floor personal netns", floor(Land::Personal, false, true)),
+];
+
+/// (view arm, its floor arm) of the floor table, by name.
+const BESIDE: [(&str, &str); 7] = [
+    ("view personal deny", "floor personal"),
+    ("view brain deny", "floor brain"),
+    ("view local read deny", "floor local read"),
+    ("view local write deny", "floor local write"),
+    ("view personal host", "floor personal"),
+    ("view personal allow (netns)", "floor personal netns"),
+    ("view personal owner", "floor personal"),
 ];
 
 fn main() {
@@ -143,11 +196,19 @@ fn main() {
         .0
     };
     if std::env::var_os("PREP").is_some() {
-        for (name, land, owner, net, writes) in VARIANTS {
-            let Some(land) = land else { continue };
+        for (name, arm) in ARMS {
+            let Arm::View {
+                land,
+                owner,
+                network,
+                writes,
+            } = arm
+            else {
+                continue;
+            };
             let s = Instant::now();
             for _ in 0..500 {
-                drop(call(land, owner, net, writes));
+                drop(call(land, owner, network, writes));
             }
             println!(
                 "prep {name}: {:.3} ms",
@@ -171,29 +232,59 @@ fn main() {
         .unwrap();
         assert_eq!(out.exit_code, 0, "{}", String::from_utf8_lossy(&out.stderr));
     };
+    // The floors' children, prepared once (the plan of a view of the land, as a call makes
+    // it; the same host paths).
+    let floor_base = world.path().join("floor-root");
+    std::fs::create_dir_all(&floor_base).unwrap();
+    let floors: Vec<Option<floor::Floor>> = ARMS
+        .iter()
+        .map(|(_, arm)| match *arm {
+            Arm::Raw => Some(floor::Floor::raw(bin.path())),
+            Arm::Floor {
+                land,
+                writes,
+                netns,
+            } => {
+                let c = call(land, false, Network::Deny, writes);
+                Some(floor::Floor::of_view(
+                    c.view().unwrap(),
+                    bin.path(),
+                    &floor_base,
+                    netns,
+                ))
+            }
+            _ => None,
+        })
+        .collect();
     let one = |v: usize| -> Duration {
-        let (_, land, owner, net, writes) = VARIANTS[v];
         let start = Instant::now();
-        match land {
-            None if owner => run_with(None, &work),
-            None => run_with(Some(&Confinement::with_limits(&limits)), &work),
-            Some(land) => {
-                let c = call(land, owner, net, writes);
+        match ARMS[v].1 {
+            Arm::Plain => run_with(None, &work),
+            Arm::Limits => run_with(Some(&Confinement::with_limits(&limits)), &work),
+            Arm::View {
+                land,
+                owner,
+                network,
+                writes,
+            } => {
+                let c = call(land, owner, network, writes);
                 let cwd = c.view().map_or(work.clone(), |v| v.home().to_owned());
                 run_with(Some(&c), &cwd);
             }
+            Arm::Raw | Arm::Floor { .. } => floors[v].as_ref().unwrap().run(),
         }
         start.elapsed()
     };
-    for v in 0..VARIANTS.len() {
-        for _ in 0..50 {
-            one(v); // warm up
+    let warm = if rounds < 50 { 1 } else { 50 };
+    for v in 0..ARMS.len() {
+        for _ in 0..warm {
+            one(v);
         }
     }
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); VARIANTS.len()];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); ARMS.len()];
     for r in 0..rounds {
-        for k in 0..VARIANTS.len() {
-            let v = (r + k) % VARIANTS.len();
+        for k in 0..ARMS.len() {
+            let v = (r + k) % ARMS.len();
             times[v].push(one(v));
         }
     }
@@ -208,32 +299,62 @@ fn main() {
         // SAFETY: geteuid cannot fail.
         unsafe { libc::geteuid() }
     );
-    println!("| variant | median | p90 |");
-    println!("|---|---|---|");
-    for (v, (name, ..)) in VARIANTS.iter().enumerate() {
+    println!();
+    println!("| variant | median | p90 | − {} |", ARMS[0].0);
+    println!("|---|---|---|---|");
+    let index = |name: &str| ARMS.iter().position(|(n, _)| *n == name).unwrap();
+    // The median of the per-round differences a − b, in ms.
+    let diff = |a: usize, b: usize| -> f64 {
+        let mut d: Vec<f64> = times[a]
+            .iter()
+            .zip(&times[b])
+            .map(|(x, y)| ms(*x) - ms(*y))
+            .collect();
+        d.sort_by(f64::total_cmp);
+        d[d.len() / 2]
+    };
+    for (v, (name, _)) in ARMS.iter().enumerate() {
         let mut t = times[v].clone();
         t.sort();
+        let against = if v == 0 {
+            "—".to_owned()
+        } else {
+            format!("{:+.3} ms", diff(v, 0))
+        };
+        let binds = floors[v]
+            .as_ref()
+            .filter(|f| f.binds() > 0)
+            .map_or(String::new(), |f| {
+                format!(
+                    " ({} binds; the view: {} mount calls)",
+                    f.binds(),
+                    f.view_mount_calls()
+                )
+            });
         println!(
-            "| {name} | {:.3} ms | {:.3} ms |",
+            "| {name}{binds} | {:.3} ms | {:.3} ms | {against} |",
             ms(t[t.len() / 2]),
             ms(t[t.len() * 9 / 10])
         );
     }
+    // The view beside the mechanisms' floor: what the kernel's mechanisms cost alone
+    // (floor − raw), what the view costs over the same spawn unconfined (view − none), and
+    // what hcp adds above the floor (the difference of the two).
     println!();
-    println!("| pair | median of per-round differences |");
-    println!("|---|---|");
-    for a in 1..VARIANTS.len() {
-        let mut diff: Vec<f64> = times[a]
-            .iter()
-            .zip(&times[0])
-            .map(|(x, y)| ms(*x) - ms(*y))
-            .collect();
-        diff.sort_by(f64::total_cmp);
+    println!(
+        "| land | floor − raw (the mechanisms) | view − none (the view) | view − limits only | above the floor |"
+    );
+    println!("|---|---|---|---|---|");
+    let (none, raw) = (index("none"), index("raw"));
+    for (v, f) in BESIDE {
+        let (v, f) = (index(v), index(f));
+        let mechanisms = diff(f, raw);
+        let the_view = diff(v, none);
         println!(
-            "| {} − {} | {:+.3} ms |",
-            VARIANTS[a].0,
-            VARIANTS[0].0,
-            diff[diff.len() / 2]
+            "| {} | {mechanisms:+.3} ms | {the_view:+.3} ms | {:+.3} ms | {:+.3} ms |",
+            ARMS[v].0.trim_start_matches("view "),
+            diff(v, 0),
+            the_view - mechanisms
         );
     }
 }

@@ -45,7 +45,8 @@ pub struct CallSandbox<'a> {
     /// Whose call: the owner's (no session: no nested-call marker, and a missing
     /// mechanism is refused only under `sandbox.require`) or a session's.
     pub caller: Kind,
-    /// A `write` verb: a `local` workdir read-write, with its protected names.
+    /// A `write` verb: a `local` workdir read-write, with its protected names, and a
+    /// `personal`/`brain` tenant home read-write; a `read` verb gets both read-only.
     pub writes: bool,
     /// The workdir of a `local` call (at its own path in the view).
     pub workdir: &'a Path,
@@ -201,7 +202,7 @@ fn view_spec<'a>(
     ViewSpec {
         land: call.land,
         workdir,
-        workdir_writable: call.writes,
+        writes: call.writes,
         tenant_home: call.tenant_home,
         bin: call.bin,
         interpreters: call.interpreters,

@@ -307,12 +307,15 @@ impl CallCgroup {
 fn oom_kills(events: &Path) -> u64 {
     std::fs::read_to_string(events)
         .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("oom_kill "))
-                .and_then(|n| n.trim().parse().ok())
-        })
+        .and_then(|t| oom_kill_line(&t))
         .unwrap_or(0)
+}
+
+/// The `oom_kill N` line of a `memory.oom_control` or `memory.events` text.
+fn oom_kill_line(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// Sets the memory bound of the cgroup at `dir` (see the module docs).
@@ -346,7 +349,18 @@ fn limit_memory(dir: &Path, bytes: u64) -> io::Result<Memory> {
         let _ = std::fs::write(dir.join("memory.swappiness"), "0");
     }
     let events = dir.join("memory.oom_control");
-    let before = oom_kills(&events);
+    // One descriptor of `memory.oom_control` for both the count before the call and the
+    // eventfd's registration.
+    let control = std::fs::File::open(&events)?;
+    let before = {
+        use std::io::Read;
+        let mut text = String::new();
+        (&control)
+            .read_to_string(&mut text)
+            .ok()
+            .and_then(|_| oom_kill_line(&text))
+            .unwrap_or(0)
+    };
     // SAFETY: eventfd takes integers; the descriptor is ours.
     let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if efd < 0 {
@@ -354,7 +368,6 @@ fn limit_memory(dir: &Path, bytes: u64) -> io::Result<Memory> {
     }
     // SAFETY: just made, owned by nothing else.
     let efd = unsafe { OwnedFd::from_raw_fd(efd) };
-    let control = std::fs::File::open(&events)?;
     use std::os::fd::AsRawFd;
     std::fs::write(
         dir.join("cgroup.event_control"),

@@ -37,29 +37,81 @@ fn top() -> &'static Vec<(String, Entry)> {
         let Ok(rd) = std::fs::read_dir("/") else {
             return Vec::new();
         };
-        rd.flatten()
+        // (name, a directory, the target of a symlink)
+        let listed: Vec<(String, bool, Option<PathBuf>)> = rd
+            .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
                 let t = e.file_type().ok()?;
-                let entry = if t.is_symlink() {
-                    let p = Path::new("/").join(&name);
-                    let target = std::fs::read_link(&p).ok()?;
-                    let resolved = p.canonicalize().unwrap_or_else(|_| {
-                        if target.is_absolute() {
-                            target.clone()
-                        } else {
-                            Path::new("/").join(&target)
-                        }
-                    });
-                    Entry::Link { target, resolved }
-                } else if t.is_dir() {
-                    Entry::Dir
+                let target = if t.is_symlink() {
+                    Some(std::fs::read_link(Path::new("/").join(&name)).ok()?)
                 } else {
-                    Entry::File
+                    None
                 };
-                Some((name, entry))
+                Some((name, t.is_dir(), target))
+            })
+            .collect();
+        let is_dir = |n: &std::ffi::OsStr| listed.iter().any(|(m, d, _)| *d && n == m.as_str());
+        listed
+            .iter()
+            .map(|(name, dir, target)| {
+                let entry = match target {
+                    Some(target) => Entry::Link {
+                        target: target.clone(),
+                        resolved: link_target(name, target, is_dir),
+                    },
+                    None if *dir => Entry::Dir,
+                    None => Entry::File,
+                };
+                (name.clone(), entry)
             })
             .collect()
+    })
+}
+
+/// Where the top-level symlink `/name` → `target` leads, as `realpath` says. A merged
+/// `/usr`'s links (`bin` → `usr/bin`: relative, plain names, the first a directory of
+/// `/` per `is_dir`) are resolved from the listing and one `readlink` of each further
+/// component (`/usr/bin`), not a `realpath` that reads `/bin` again and `/usr`; any other
+/// target through `canonicalize` (the target as written when it cannot be resolved).
+fn link_target(name: &str, target: &Path, is_dir: impl Fn(&std::ffi::OsStr) -> bool) -> PathBuf {
+    use std::path::Component;
+    let p = Path::new("/").join(name);
+    let plain = target.is_relative()
+        && target
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+    if plain
+        && target
+            .components()
+            .next()
+            .is_some_and(|c| is_dir(c.as_os_str()))
+    {
+        let mut at = PathBuf::from("/");
+        let mut simple = true;
+        for (i, c) in target.components().enumerate() {
+            at.push(c);
+            if i == 0 {
+                continue; // a directory of `/`, from the listing
+            }
+            match std::fs::read_link(&at) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                _ => {
+                    simple = false;
+                    break;
+                }
+            }
+        }
+        if simple {
+            return at;
+        }
+    }
+    p.canonicalize().unwrap_or_else(|_| {
+        if target.is_absolute() {
+            target.to_owned()
+        } else {
+            Path::new("/").join(target)
+        }
     })
 }
 

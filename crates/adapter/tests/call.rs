@@ -160,9 +160,18 @@ fn the_tenant_home_is_home_and_no_other_tenants_is_there() {
             let v = w.drive(land, &["--agent"], &["read", "/home/hcp/own"]);
             assert_eq!(stdout(&v).trim(), "ok mine", "{v}");
             assert_eq!(v["home"], "/home/hcp");
+            // A read verb's home is read-only; a write verb's is read-write.
             let v = w.drive(land, &["--agent"], &["write", "/home/hcp/note"]);
+            assert_eq!(stdout(&v).trim(), "denied EROFS", "{land} read verb: {v}");
+            assert!(!w.r.join("tenant/note").exists());
+            let v = w.drive(
+                land,
+                &["--agent", "--write-verb"],
+                &["write", "/home/hcp/note"],
+            );
             assert_ok(&v, "write the tenant home");
             assert!(w.r.join("tenant/note").exists());
+            std::fs::remove_file(w.r.join("tenant/note")).unwrap();
             // The view's passwd names that home for the child's uid.
             let v = w.drive(land, &["--agent"], &["read", "/etc/passwd"]);
             let uid = if user == User::Nobody {

@@ -89,7 +89,8 @@ fn net_pack(cw: &Cw, ca: &Path, node: Option<&Path>) -> PathBuf {
             "-q",
             "--",
             "{{url}}",
-            "cloned"
+            // A read verb's home is read-only: the clone goes to the call's scratch.
+            "/tmp/cloned"
         ]),
     );
     let script = |name: &str, text: String| {

@@ -79,6 +79,12 @@ fn a_personal_verb_of_a_principal_sees_its_home_and_the_operators_paths() {
     // The machine's own lines are there too.
     assert!(text.contains("  ro         /usr  (system)"), "{text}");
     assert!(text.contains("masked     /etc/shadow"), "{text}");
+    // A read verb's tenant home is read-only; a write verb's read-write.
+    assert!(
+        text.contains("  ro         /home/hcp ← ")
+            && text.contains("(the tenant home of a read verb)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -134,7 +140,8 @@ fn json_holds_the_same_facts() {
         .iter()
         .find(|e| e["path"] == "/home/hcp")
         .unwrap();
-    assert_eq!(home["mode"]["kind"], "read_write");
+    // `transit.find` is a read verb: its tenant home is read-only.
+    assert_eq!(home["mode"]["kind"], "read_only");
     assert_eq!(
         home["source"],
         json!(w.hcp_home.join("homes/transit/principal/agent-1"))

@@ -2,7 +2,9 @@
 //! the built `hcp`, as root and as `nobody`, a call's `HOME` is its tenant's home — one per
 //! pack and principal in `personal` land, per pack and project in `brain` land — kept
 //! across calls and shown to no other tenant; a call's `TMPDIR` is its own and gone when
-//! it ends; a session's `--workdir` inside a tenant home is refused.
+//! it ends; a session's `--workdir` inside a tenant home is refused; a `read` verb's tenant
+//! home is read-only (this project's choice beside §5.2), so a read grant never plants what
+//! the next write call of that home runs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,7 +16,7 @@ use confine_common::{FifoReader, SECRET, users};
 use serde_json::json;
 use std::io::Write;
 use std::time::Duration;
-use view_common::{Vw, assert_no_secret, outside, sqlite3_or_skip};
+use view_common::{PROJECT, Vw, assert_no_secret, outside, sqlite3_or_skip};
 
 #[test]
 fn a_principals_home_is_its_own_and_kept_across_calls() {
@@ -87,6 +89,83 @@ fn a_principals_home_is_its_own_and_kept_across_calls() {
         );
         assert_no_secret(&v.to_string(), &format!("{user:?}: the store's homes"));
         assert_eq!(outside(&vw), before, "{user:?}");
+    }
+}
+
+#[test]
+fn a_read_verb_cannot_plant_in_a_tenant_home_and_a_write_verb_still_writes() {
+    if !sqlite3_or_skip() {
+        return;
+    }
+    for user in users() {
+        let vw = Vw::new(user);
+        let w = vw.w();
+        let home_of = |flag: &str, id: &str| {
+            let out = vw.cw.run(&["home", "sq", flag, id]);
+            assert_eq!(out.status.code(), Some(0), "{}", w.render(&out));
+            std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+        };
+        // A write verb writes its home, in both lands, for a principal and for the owner.
+        for (token, land, flag, id) in [
+            (
+                Some(vw.writer.as_str()),
+                "personal",
+                "--principal",
+                "agent-w",
+            ),
+            (Some(vw.writer.as_str()), "brain", "--project", PROJECT),
+            (None, "personal", "--principal", "owner"),
+        ] {
+            let said = vw.sh(
+                token,
+                &format!("{land}.write"),
+                "echo kept > $HOME/notes.txt; echo rc=$?",
+            );
+            assert!(said.contains("rc=0"), "{user:?} {land}.write: {said}");
+            let host = home_of(flag, id).join("notes.txt");
+            assert_eq!(
+                std::fs::read_to_string(&host).unwrap_or_default(),
+                "kept\n",
+                "{user:?} {land}.write did not write its home"
+            );
+        }
+        // A read verb plants nothing: not a `.sqliterc` the next write call of the home would
+        // run, not a new file, not a change to a file there, not a removal — in the
+        // principal's own home, the project's shared one and the owner's.
+        let plant = "echo '.shell touch /tmp/planted' > $HOME/.sqliterc; echo rc=$?; \
+                     echo x >> $HOME/notes.txt; echo rc=$?; mkdir $HOME/d; echo rc=$?; \
+                     rm $HOME/notes.txt; echo rc=$?; echo scratch > /tmp/t && echo tmp=ok";
+        for (token, land, flag, id) in [
+            (
+                Some(vw.reader.as_str()),
+                "personal",
+                "--principal",
+                "agent-r",
+            ),
+            (Some(vw.reader.as_str()), "brain", "--project", PROJECT),
+            (Some(vw.writer.as_str()), "brain", "--project", PROJECT),
+            (None, "personal", "--principal", "owner"),
+        ] {
+            let home = home_of(flag, id);
+            let before = view_common::tree(&[&home]);
+            let said = vw.sh(token, &format!("{land}.read"), &format!("({plant}) 2>&1"));
+            assert!(
+                !said.contains("rc=0")
+                    && said.matches("rc=").count() == 4
+                    && said.contains("Read-only file system"),
+                "{user:?} {land}.read wrote its tenant home: {said}"
+            );
+            assert!(
+                said.contains("tmp=ok"),
+                "{user:?} {land}.read: /tmp stays the scratch: {said}"
+            );
+            assert_eq!(
+                view_common::tree(&[&home]),
+                before,
+                "{user:?} {land}.read changed its tenant home"
+            );
+            assert!(!home.join(".sqliterc").exists(), "{user:?} {land}");
+        }
     }
 }
 

@@ -235,7 +235,8 @@ pub struct ConfineSpec<'a> {
     pub principal_id: &'a str,
     /// The call's project (a `brain` call's tenant).
     pub project: Option<&'a str>,
-    /// A `write` verb (a `local` workdir read-write, with its protected names).
+    /// A `write` verb or trigger: a `local` workdir read-write, with its protected names,
+    /// and a `personal`/`brain` tenant home read-write; a `read` one gets both read-only.
     pub writes: bool,
     /// The gate's working directory (the workdir of a `local` call).
     pub workdir: &'a Path,
@@ -619,8 +620,7 @@ pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
 /// anyway). Deduplicated, in that order.
 fn user_homes(from_env: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = from_env.filter(|h| h.is_absolute()).collect();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    for home in passwd
+    for home in hcp_adapter::view::host_passwd()
         .lines()
         .filter_map(|l| l.split(':').nth(5))
         .map(PathBuf::from)

@@ -44,29 +44,39 @@ pub struct Watch {
     names: Vec<Watched>,
 }
 
+/// The `lstat`s of one look at the workdir, each path looked at once: the protected names
+/// share their first components (`.git` for six of them), so a look costs one `lstat` per
+/// distinct component, not one per name and component.
+#[derive(Default)]
+struct Looks(Vec<(PathBuf, Option<Ident>)>);
+
+impl Looks {
+    /// What `at` is, without following a link; `None` when it cannot be looked at.
+    fn ident(&mut self, at: &Path) -> Option<Ident> {
+        if let Some((_, seen)) = self.0.iter().find(|(p, _)| p == at) {
+            return *seen;
+        }
+        let seen = std::fs::symlink_metadata(at).ok().map(|m| Ident {
+            dev: m.dev(),
+            ino: m.ino(),
+            kind: m.mode() & libc::S_IFMT,
+        });
+        self.0.push((at.to_owned(), seen));
+        seen
+    }
+}
+
 /// The identity of each component of `name` under `workdir`, without following a link,
 /// up to the first that is absent or is not a directory (nothing can be beneath it).
-fn idents(workdir: &Path, name: &Path) -> Vec<Option<Ident>> {
+fn idents(looks: &mut Looks, workdir: &Path, name: &Path) -> Vec<Option<Ident>> {
     let mut out = Vec::new();
     let mut at = workdir.to_path_buf();
     for c in name.components() {
         at.push(c);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) => {
-                let kind = m.mode() & libc::S_IFMT;
-                out.push(Some(Ident {
-                    dev: m.dev(),
-                    ino: m.ino(),
-                    kind,
-                }));
-                if kind != libc::S_IFDIR {
-                    break;
-                }
-            }
-            Err(_) => {
-                out.push(None);
-                break;
-            }
+        let seen = looks.ident(&at);
+        out.push(seen);
+        if seen.is_none_or(|i| i.kind != libc::S_IFDIR) {
+            break;
         }
     }
     out
@@ -78,13 +88,14 @@ pub fn watch<S: AsRef<Path>>(land: Land, workdir: &Path, names: &[S]) -> Option<
     if land != Land::Local {
         return None;
     }
+    let mut looks = Looks::default();
     let names = names
         .iter()
         .map(AsRef::as_ref)
         .filter(|n| hcp_store::quarantine::plain_relative(n))
         .map(|n| Watched {
             name: n.to_owned(),
-            before: idents(workdir, n),
+            before: idents(&mut looks, workdir, n),
         })
         .collect();
     Some(Watch {
@@ -122,8 +133,9 @@ pub struct Created {
 /// The names of `watch` that the call made or replaced, shallowest first, each once.
 fn created(watch: &Watch) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
+    let mut looks = Looks::default();
     for w in &watch.names {
-        let after = idents(&watch.workdir, &w.name);
+        let after = idents(&mut looks, &watch.workdir, &w.name);
         let changed = after.iter().enumerate().find(|(i, now)| {
             let was = w.before.get(*i).copied().flatten();
             now.is_some() && **now != was

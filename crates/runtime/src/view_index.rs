@@ -41,14 +41,11 @@ pub struct ViewIndex {
     pub etc: EtcIndex,
 }
 
-/// This boot's id, read once per process (`""` where the kernel has none).
+/// This boot's id, read once per process (`""` where the kernel has none): the audit
+/// trail's ([`hcp_store::audit::Boot::current`]), so a call reads the kernel's file once.
 pub fn boot_id() -> &'static str {
     static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default()
-    })
+    BOOT.get_or_init(|| hcp_store::audit::Boot::current().id)
 }
 
 /// The index file of the store at `home`.

@@ -109,8 +109,7 @@ fn layout() -> &'static Layout {
 fn own_passwd_entry() -> (String, String, String) {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() }.to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    passwd
+    super::host_passwd()
         .lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
@@ -613,17 +612,17 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
             what: What::Host {
                 host: work.clone(),
                 kind: Kind::Dir,
-                writable: spec.workdir_writable,
+                writable: spec.writes,
                 nofollow: true,
                 optional: false,
-                why: if spec.workdir_writable {
+                why: if spec.writes {
                     "the workdir of a write verb"
                 } else {
                     "the workdir of a read verb"
                 },
             },
         });
-        if spec.workdir_writable {
+        if spec.writes {
             let mut writable = vec![work.clone()];
             writable.extend(write_roots.iter().cloned());
             protected = plan_protected(&mut planned, &work, &writable, spec.protect_in_workdir)?;
@@ -640,10 +639,14 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
             what: What::Host {
                 host: tenant,
                 kind: Kind::Dir,
-                writable: true,
+                writable: spec.writes,
                 nofollow: true,
                 optional: false,
-                why: "the tenant home",
+                why: if spec.writes {
+                    "the tenant home of a write verb"
+                } else {
+                    "the tenant home of a read verb"
+                },
             },
         });
     }
@@ -1113,7 +1116,7 @@ mod tests {
             &ViewSpec {
                 land: Land::Personal,
                 workdir: Path::new("/"),
-                workdir_writable: false,
+                writes: false,
                 tenant_home: Some(&tenant),
                 bin: Path::new("/bin/sh"),
                 interpreters: &[],

@@ -18,7 +18,7 @@
 //! | `/dev` | `null`, `zero`, `full`, `random`, `urandom` (the host's nodes), the links `fd`, `stdin`, `stdout`, `stderr`, and `/dev/shm` |
 //! | `/proc` | the call's own (its PID namespace), `/proc/sys`, `/proc/sysrq-trigger`, `/proc/irq`, `/proc/bus`, `/proc/fs` read-only, `/proc/kcore`, `/proc/keys`, `/proc/timer_list` masked; none where the kernel refuses it |
 //! | `/tmp` (= `TMPDIR`), `/dev/shm` | the call's root tmpfs, at most `tmp_bytes` for both together, gone with the call |
-//! | `HOME` | `personal`, `brain`: the tenant home, read-write at `/home/hcp`; `local`: the workdir |
+//! | `HOME` | `personal`, `brain`: the tenant home at `/home/hcp`, read-only for a `read` verb, read-write for a `write` verb (this project's choice beside RUNTIME §5.2); `local`: the workdir, with its mode |
 //! | the workdir (`local`) | at its own path, read-only for a `read` verb, read-write for a `write` verb with the protected names read-only |
 //! | `read` / `write` paths | at their own path, read-only / read-write |
 //! | the store (the bootstrap pack only) | read-only, with the names it may not read covered |
@@ -36,6 +36,15 @@ use hcp_model::Land;
 use serde::Serialize;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
+
+/// The text of the host's `/etc/passwd` (read directly, without NSS), read once per
+/// process and shared by what needs it (the view's own passwd entry, the machine's homes
+/// `hcp_runtime` keeps out of a sandbox); empty when it cannot be read. Both users of it
+/// kept their answer for the life of the process already.
+pub fn host_passwd() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| std::fs::read_to_string("/etc/passwd").unwrap_or_default())
+}
 
 /// Where a `personal` or `brain` call finds its tenant home: `/home/hcp` (RUNTIME §5.2).
 pub const VIEW_HOME: &str = "/home/hcp";
@@ -86,10 +95,14 @@ pub struct ViewSpec<'a> {
     pub land: Land,
     /// The workdir of a `local` call, at its own path (ignored in other lands).
     pub workdir: &'a Path,
-    /// `local`: a `write` verb (its workdir read-write, with the protected names).
-    pub workdir_writable: bool,
-    /// `personal` and `brain`: the tenant home on the host, bound read-write at
-    /// [`VIEW_HOME`]. Required in those lands.
+    /// A `write` verb: its `local` workdir read-write (with the protected names), its
+    /// `personal`/`brain` tenant home read-write. A `read` verb gets both read-only, so
+    /// that a read grant never plants what a later write call of the same home runs (a
+    /// `~/.sqliterc`, a `~/.gitconfig`); `/tmp` stays its writable scratch.
+    pub writes: bool,
+    /// `personal` and `brain`: the tenant home on the host, bound at [`VIEW_HOME`],
+    /// read-write for a `write` verb and read-only for a `read` verb ([`writes`](Self::writes)).
+    /// Required in those lands.
     pub tenant_home: Option<&'a Path>,
     /// The pinned bin.
     pub bin: &'a Path,

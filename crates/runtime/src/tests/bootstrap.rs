@@ -241,7 +241,8 @@ fn a_view_is_described_without_running_anything_or_making_the_home() {
         .find(|e| e.path == Path::new("/home/hcp"))
         .unwrap();
     assert_eq!(entry.source.as_deref(), Some(tenant.as_path()));
-    assert_eq!(entry.mode.word(), "rw");
+    // A read verb's tenant home is read-only.
+    assert_eq!(entry.mode.word(), "ro");
     assert!(!tenant.exists(), "describing made the tenant home");
     assert!(view.describe().iter().any(|e| e.path == Path::new("/etc")));
     assert!(!view.describe().iter().any(|e| e.path.starts_with(&root)));
