@@ -98,7 +98,7 @@ rules! {
     bad_binding: Error, "a binding that does not fit the plane or names no usable connect verb";
     bad_openapi: Error, "the OpenAPI document, or how the manifest uses it, is refused";
     unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document";
-    confirm_not_mirrored: Warning, "a confirmed write whose command has no `--confirm` or `--apply` flag";
+    confirm_not_mirrored: Warning, "a confirmed write whose command lacks the `--confirm` or `--apply` flag its program takes";
     verb_count: Warning, "fewer than 5 or more than 12 verbs";
     skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)";
     skill_missing_section: Warning, "`HARNESS.md` lacks a title, a hot-path table or an anti-patterns section";
