@@ -1,0 +1,172 @@
+//! `hcp policy init --merge FILE [PACK…] [--role ROLE] [--json]`: the tools of the active
+//! packs that FILE does not name, added to it in place (RUNTIME §7;
+//! `hcp_runtime::policy::merge`). Owner only: FILE is replaced — atomically, with its mode
+//! kept — only when something was added, and only after the act is recorded (RUNTIME §6);
+//! on any error nothing is written.
+
+use super::store::InitArgs;
+use crate::commands::session::require_owner;
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_model::Code;
+use hcp_runtime::policy::contracts;
+use hcp_runtime::policy::merge::{self, Format, Merged};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Runs `hcp policy init --merge FILE`.
+pub(super) fn run(a: &InitArgs, file: &Path) -> CliResult {
+    require_owner("policy init --merge")?;
+    let rt = crate::commands::exec::runtime()?;
+    let packs = contracts::active_packs(rt.home(), &a.packs).map_err(CliError::command)?;
+    let shown = file.display().to_string();
+    let text = read(file, &shown)?;
+    let format = if file
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
+        Format::Json
+    } else {
+        Format::Yaml
+    };
+    let merged = merge::merge(&shown, &text, format, &packs, a.role.as_deref())
+        .map_err(CliError::command)?;
+    if !merged.added.is_empty() {
+        write(file, &shown, &text, &merged)?;
+    }
+    report(a.json, &shown, format, &merged);
+    Ok(exit::OK)
+}
+
+/// FILE's text: a regular file of at most the policy size limit, in UTF-8.
+fn read(file: &Path, shown: &str) -> Result<String, CliError> {
+    let cannot = |e: std::io::Error| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            Code::NotFound
+        } else {
+            Code::Unparseable
+        };
+        CliError::new(code, format!("cannot read policy `{shown}`: {e}"))
+            .hint("give the policy file to merge into; `hcp policy init > policy.yaml` writes a first one")
+    };
+    let f = std::fs::File::open(file).map_err(cannot)?;
+    let md = f.metadata().map_err(cannot)?;
+    if !md.is_file() {
+        return Err(cannot(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file",
+        )));
+    }
+    let limit = histos::MAX_POLICY_BYTES as u64;
+    let mut buf = Vec::new();
+    f.take(limit + 1).read_to_end(&mut buf).map_err(cannot)?;
+    if buf.len() as u64 > limit {
+        return Err(CliError::new(
+            Code::PolicyTooLarge,
+            format!("policy `{shown}` is larger than {limit} bytes"),
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| {
+        let valid =
+            std::str::from_utf8(&e.as_bytes()[..e.utf8_error().valid_up_to()]).unwrap_or_default();
+        let at = histos::outline::pos_of(valid, valid.len());
+        CliError::new(
+            Code::Unparseable,
+            format!(
+                "{shown}:{}:{}: policy does not load: it is not valid UTF-8",
+                at.line, at.col
+            ),
+        )
+        .hint("save the file as UTF-8, then merge again")
+    })
+}
+
+/// Replaces FILE with the merged text: a temporary file beside it with FILE's mode,
+/// synced, renamed over it, the directory synced. FILE must still hold what was read.
+fn write(file: &Path, shown: &str, old: &str, merged: &Merged) -> Result<(), CliError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |what: &str, e: std::io::Error| {
+        CliError::new(Code::StoreIo, format!("cannot {what} `{shown}`: {e}"))
+            .hint("nothing was written; fix the cause, then merge again")
+    };
+    // A symlink is followed: the file it names is the one replaced.
+    let path = std::fs::canonicalize(file).map_err(|e| io("resolve", e))?;
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let mode = std::fs::metadata(&path)
+        .map_err(|e| io("read", e))?
+        .permissions()
+        .mode();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".hcp-merge-")
+        .tempfile_in(dir)
+        .map_err(|e| io("write beside", e))?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+        .map_err(|e| io("write beside", e))?;
+    tmp.write_all(merged.text.as_bytes())
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| io("write beside", e))?;
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(old) {
+        return Err(CliError::new(
+            Code::StoreIo,
+            format!("policy `{shown}` changed while it was merged: nothing was written"),
+        )
+        .hint("merge again"));
+    }
+    tmp.persist(&path).map_err(|e| io("replace", e.error))?;
+    hcp_store::atomic::sync_dir(dir).map_err(|e| CliError::new(e.code(), e.to_string()))?;
+    Ok(())
+}
+
+fn report(json: bool, shown: &str, format: Format, m: &Merged) {
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "ok": true,
+            "file": shown,
+            "added": m.added,
+            "role": m.role,
+            "written": !m.added.is_empty(),
+            "skipped": m.skipped,
+        });
+        let _ = writeln!(out, "{v}");
+        return;
+    }
+    if m.added.is_empty() {
+        let _ = writeln!(
+            out,
+            "policy `{shown}` already names every tool of the active packs: nothing added, nothing written"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "added {} tools to `{shown}`{}:",
+            m.added.len(),
+            match (&m.role, format) {
+                (Some(r), _) => format!(", allowed for role `{r}`"),
+                (None, _) => String::new(),
+            }
+        );
+        for n in &m.added {
+            let _ = writeln!(out, "  {n}");
+        }
+        if m.role.is_none() {
+            let _ = writeln!(
+                out,
+                "no role is granted them yet: add them to a role's `allow` (or merge with `--role ROLE`)"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "next: review them, `hcp policy check {shown}`, then `hcp policy lock` to pin the verbs"
+        );
+    }
+    if !m.skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "not added (not a Histos tool name; sessions are refused them): {}",
+            m.skipped.join(", ")
+        );
+    }
+}
