@@ -99,7 +99,7 @@ rules! {
     bad_openapi: Error, "the OpenAPI document, or how the manifest uses it, is refused";
     unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document";
     confirm_not_mirrored: Warning, "a confirmed write whose command lacks the `--confirm` or `--apply` flag its program takes";
-    verb_count: Warning, "fewer than 5 or more than 12 verbs";
+    verb_count: Warning, "fewer than 5 or more than 12 commands (verbs and trigger commands)";
     skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)";
     skill_missing_section: Warning, "`HARNESS.md` lacks a title, a hot-path table or an anti-patterns section";
     absolute_path_in_skill: Warning, "a host-absolute path in `HARNESS.md`";
