@@ -314,7 +314,7 @@ pub fn render_refusal(r: &hcp_model::ExecResult, exit: u8) {
 }
 
 /// The steps a refused session call still needs (`steps` of the result), one a line
-/// under the refusal:
+/// under the refusal (unless it is one step the hint already names):
 ///
 /// ```text
 ///   steps: this call needs all of these, in order:
@@ -326,7 +326,10 @@ fn render_steps(r: &hcp_model::ExecResult) {
     let Some(steps) = r.extra.get("steps").and_then(|s| s.as_array()) else {
         return;
     };
-    if steps.is_empty() {
+    // One step the hint already names is not said twice.
+    let hint = r.hint.as_deref().unwrap_or_default();
+    let said = |s: &serde_json::Value| s["command"].as_str().is_some_and(|c| hint.contains(c));
+    if steps.is_empty() || (steps.len() == 1 && said(&steps[0])) {
         return;
     }
     let mut err = std::io::stderr().lock();
