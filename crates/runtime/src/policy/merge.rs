@@ -280,17 +280,27 @@ fn yaml_tools_edit(
     // A block mapping: the new entries after its last line, at the indentation of its keys.
     let first = children_of(nodes, tools).next();
     let indent = first.and_then(|n| n.key).map_or(key_col + 2, |k| k.col - 1);
-    let at = line_end(text, tools.end.byte.saturating_sub(1).max(tools.start.byte));
     let body = shifted(&rendered, indent.saturating_sub(2));
-    let mut insert = format!("\n\n{}", body.trim_end_matches('\n'));
+    Ok(after_block(
+        text,
+        tools,
+        &format!("\n{}", body.trim_end_matches('\n')),
+    ))
+}
+
+/// The edit that adds `lines` (no trailing newline) on the lines after block collection
+/// `node`'s last line.
+fn after_block(text: &str, node: &Node, lines: &str) -> Edit {
+    let at = line_end(text, node.end.byte.saturating_sub(1).max(node.start.byte));
+    let mut insert = format!("\n{lines}");
     if at == text.len() {
         insert.push('\n');
     }
-    Ok(Edit {
+    Edit {
         at,
         remove: 0,
         insert,
-    })
+    }
 }
 
 fn json_entry(t: &InitTool, indent: usize) -> Result<String, Refusal> {
@@ -404,18 +414,9 @@ fn allow_edit(
         || indent_of_line(text, last.byte),
         |d| text[line_start..line_start + d].chars().count(),
     );
-    let at = line_end(text, allow.end.byte.saturating_sub(1).max(allow.start.byte));
     let pad = " ".repeat(dash_col);
     let lines: Vec<String> = names.iter().map(|n| format!("{pad}- {n}")).collect();
-    let mut insert = format!("\n{}", lines.join("\n"));
-    if at == text.len() {
-        insert.push('\n');
-    }
-    Ok(Edit {
-        at,
-        remove: 0,
-        insert,
-    })
+    Ok(after_block(text, allow, &lines.join("\n")))
 }
 
 /// A tool name as a YAML scalar: plain, unless YAML 1.1 would read it as a boolean or
