@@ -374,6 +374,20 @@ fn a_new_pack_under_a_policy_is_reported_in_one_answer() {
         "{}",
         w.render(&out)
     );
+    // the doctor names the verbs the policy does not cover, and how to add them
+    let d: Value = serde_json::from_slice(&w.run(&["doctor", "--json"]).stdout).unwrap();
+    assert_eq!(
+        d["runtime_policy"]["uncovered"].as_array().map(Vec::len),
+        Some(5),
+        "{d}"
+    );
+    let human = text(&w.run(&["doctor"]).stdout);
+    assert!(
+        human.contains(
+            "  not in the policy     5 active verbs, refused to sessions (unknown_tool): ledger.ledger.balance, "
+        ) && human.contains(&format!("`hcp policy init --merge {p}` adds them")),
+        "{human}"
+    );
     // take the steps one by one: each answer lists what is left
     grant(&w, "agent-1", "ledger", &["verb.exec.read"]);
     let (_, v) = as_agent(&["ledger.balance"]);
