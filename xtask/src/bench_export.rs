@@ -120,7 +120,17 @@ pub fn run(a: &Args) -> Result<()> {
     };
     let tmp = std::env::temp_dir().join(format!("hcp-bench-export-{}", std::process::id()));
     let store = tmp.join("store");
-    std::fs::create_dir_all(&store)?;
+    std::fs::create_dir_all(&tmp)?;
+    // The store is made as a user makes one: `hcp init` writes its marker, the chain key the
+    // records are keyed with and the first record.
+    let made = Command::new(&hcp)
+        .env("HCP_HOME", &store)
+        .arg("init")
+        .status()
+        .context("cannot run hcp init")?;
+    if !made.success() {
+        bail!("hcp init failed for {}", store.display());
+    }
     let log = AuditLog::new(&Home::open(&store)?).durable(false);
     for i in 0..a.records {
         log.append(&Entry {

@@ -534,8 +534,13 @@ pub fn script(demo: &Demo, out: &mut dyn std::io::Write) -> Result<Summary> {
             ],
         ),
         (
-            "every decision above is in the keyed audit trail, checked against its witness",
+            "every decision above is in the keyed audit trail, checked against its witness; every act of authority too (the owner's revoke below, each grant and session before it), each witnessed",
             vec![
+                step(
+                    "hcp",
+                    &["revoke", AGENT, "echo", "verb.exec.write"],
+                    Expect::Ok,
+                ),
                 step("hcp", &["audit", "verify"], Expect::Ok).full(),
                 step("hcp", &["audit", "tail", "-n", "5"], Expect::Ok).full(),
             ],
@@ -881,7 +886,7 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 44,
+                ok: 45,
                 refused: 17
             },
             "{text}"
@@ -901,6 +906,11 @@ mod tests {
         assert!(text.contains("refused · confirm_required (exit 77): confirm required"));
         assert!(text.contains("audit trail intact"), "{text}");
         assert!(text.contains("extends the witness (directory"), "{text}");
+        assert!(
+            text.contains("act       owner (uid")
+                && text.contains("  revoke  all=false capabilities="),
+            "{text}"
+        );
         assert!(!demo.work.join("pwned").exists());
     }
 }

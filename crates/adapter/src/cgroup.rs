@@ -611,6 +611,9 @@ mod tests {
         drop(a);
         assert!(kept.is_dir(), "a pooled cgroup is kept");
         let c = CallCgroup::claim(&bases, bound(70), true).unwrap();
-        assert_eq!(c.paths()[0], kept, "the first free one is taken again");
+        // The pool is the machine's: another hcp process may take the kept cgroup meanwhile,
+        // so the test asserts only that a free pooled cgroup is taken, never the one held.
+        assert!(c.pooled(), "a free pooled cgroup is taken again");
+        assert_ne!(c.paths(), b.paths(), "one holder per pooled cgroup");
     }
 }

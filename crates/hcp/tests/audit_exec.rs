@@ -47,7 +47,8 @@ fn an_allowed_call_is_an_intent_then_an_outcome_with_its_bytes() {
     let (intent, outcome, refusal) = (&recs[0], &recs[1], &recs[2]);
     assert_eq!(
         (&intent["kind"], &intent["seq"], &intent["decision"]),
-        (&json!("intent"), &json!(2), &json!("allow"))
+        // After the store's acts of authority: its `init` and the install.
+        (&json!("intent"), &json!(3), &json!("allow"))
     );
     assert_eq!(
         (&intent["operation"], &intent["land"], &intent["verb_key"]),
@@ -232,16 +233,21 @@ fn every_cut_wipe_edit_swap_and_replacement_of_an_exec_trail_is_a_fault_with_exi
     // One record edited: an outcome's exit code.
     let w = exec_trail();
     let mut lines = trail_lines(&w);
-    assert!(lines[4].contains(r#""exit_code":0"#));
-    lines[4] = lines[4].replace(r#""exit_code":0"#, r#""exit_code":1"#);
+    // The first outcome (after the acts of authority that made the store and installed).
+    let at = lines
+        .iter()
+        .position(|l| l.contains(r#""exit_code":0"#))
+        .unwrap();
+    lines[at] = lines[at].replace(r#""exit_code":0"#, r#""exit_code":1"#);
     write_trail(&w, &lines);
     assert_eq!(fault(&w), (Some(1), json!("hash_mismatch")));
     let (_, v) = verify_in(&w, &w.hcp_home);
-    assert_eq!(v["broken"]["line"], json!(5));
+    assert_eq!(v["broken"]["line"], json!(at + 1));
     // Two records swapped.
     let w = exec_trail();
     let mut lines = trail_lines(&w);
-    lines.swap(4, 5);
+    let n = lines.len();
+    lines.swap(n - 2, n - 1);
     write_trail(&w, &lines);
     assert_eq!(fault(&w), (Some(1), json!("prev_mismatch")));
     // The anchor deleted.

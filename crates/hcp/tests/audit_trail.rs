@@ -204,8 +204,9 @@ fn the_hundredth_record_is_witnessed_after_its_call_has_answered() {
     std::fs::create_dir(&wdir).unwrap();
     write_config(&w, &json!({"audit": {"witness": wdir}}));
     w.init();
-    // Records 2 to 99: refused calls, one record each.
-    for _ in 2..100 {
+    // Record 2: the first call records the `config.json` it finds (an act of authority,
+    // witnessed); records 3 to 99: refused calls, one record each.
+    for _ in 3..100 {
         let o = w.run(&["exec", "nosuch.verb"]);
         assert_eq!(code(&o), 66);
     }
@@ -222,12 +223,12 @@ fn the_hundredth_record_is_witnessed_after_its_call_has_answered() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
-    assert_eq!(witnessed().len(), 1, "only init's so far");
+    assert_eq!(witnessed().len(), 2, "only init's and the config's so far");
     let o = w.run(&["exec", "nosuch.verb"]);
     assert_eq!(code(&o), 66);
     let taken = witnessed();
-    assert_eq!(taken.len(), 2);
-    assert_eq!(taken[1]["count"], json!(100));
+    assert_eq!(taken.len(), 3);
+    assert_eq!(taken[2]["count"], json!(100));
     let (c, v) = verify_json(&w);
     assert_eq!((c, &v["against"]["count"]), (0, &json!(100)), "{v}");
 }

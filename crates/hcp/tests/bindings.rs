@@ -733,7 +733,17 @@ fn packs_of_one_family_share_one_login() {
         .unwrap()
         .replace(r#""surface_id": "mail""#, r#""surface_id": "mail-work""#);
     std::fs::write(other.join("policy.json"), p).unwrap();
+    // Joining the family of the installed `mail` is the owner's decision (RUNTIME §8).
     let o = w.run(&["install", other.to_str().unwrap(), "--activate"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("family_claimed"));
+    let o = w.run(&[
+        "install",
+        other.to_str().unwrap(),
+        "--activate",
+        "--join-family",
+        "mail",
+    ]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
     let o = w.run(&["connect", "mail-work"]);
     snapshot!(w, "connect_family", &o);

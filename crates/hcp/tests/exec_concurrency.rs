@@ -65,8 +65,16 @@ fn eight_processes_times_two_hundred_execs_keep_one_chain() {
         .count();
     assert_eq!(agent, CALLERS * PER_CALLER / 2);
     let line = assert_audit_clean(&w);
-    // An allowed call is an intent and an outcome, a refusal one record; the store's
-    // `init` came first.
-    let records = 2 * (CALLERS * PER_CALLER - denied) + denied + 1;
+    // The acts of authority (the store's `init`, the install, the session start, the
+    // grant) all came before the calls: concurrent calls record none (nothing changed).
+    let acts = authority_records(&w);
+    let first_call = audit_records(&w)[0]["seq"].as_u64().unwrap();
+    assert!(
+        acts.iter().all(|a| a["seq"].as_u64().unwrap() < first_call),
+        "{acts:?}"
+    );
+    assert_eq!(acts[0]["act"], json!("init"));
+    // An allowed call is an intent and an outcome, a refusal one record.
+    let records = 2 * (CALLERS * PER_CALLER - denied) + denied + acts.len();
     assert!(line.contains(&format!("{records} records")), "{line}");
 }

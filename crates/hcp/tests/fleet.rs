@@ -126,7 +126,10 @@ fn two_machines_by_four_processes_admit_exactly_50_in_the_window_and_80_over_the
     assert_eq!(count_kind(&ua, &schema, "outcome"), 80);
     assert_eq!(count_kind(&ua, &schema, "refusal"), 80);
     let v = b.assert_sound();
-    assert_eq!(v["records"], json!(240), "{v}");
+    // The calls' 240 records, and the acts of authority (installs, grant, session,
+    // the policy and config each machine recorded).
+    let acts = count_kind(&ua, &schema, "authority");
+    assert_eq!(v["records"], json!(240 + acts), "{v}");
 }
 
 #[test]
@@ -605,7 +608,14 @@ fn tail_follow_on_one_machine_streams_the_records_of_every_machine() {
     );
     // A call on B: its intent and outcome arrive, named by B's chain.
     assert_eq!(b.exec(None, &["polprobe.argv", "--value", "after"]).0, 0);
-    let (i, o) = (next(), next());
+    // (B's first call records the `config.json` it finds first: an act of authority.)
+    let mut call_record = || loop {
+        let r = next();
+        if r["kind"] != "authority" {
+            break r;
+        }
+    };
+    let (i, o) = (call_record(), call_record());
     for r in [&i, &o] {
         assert_eq!(r["machine"], json!(b.id()), "{r}");
         assert!(
@@ -613,11 +623,7 @@ fn tail_follow_on_one_machine_streams_the_records_of_every_machine() {
             "{r}"
         );
     }
-    assert_eq!(
-        (i["kind"].as_str(), i["seq"].as_u64()),
-        (Some("intent"), Some(1)),
-        "{i}"
-    );
+    assert_eq!(i["kind"].as_str(), Some("intent"), "{i}");
     assert_eq!(o["intent"], i["id"], "{o}");
     // SIGTERM ends it (exit 0).
     nix::sys::signal::kill(
@@ -852,4 +858,82 @@ fn one_sessions_workdir_refuses_nobody_else_across_the_fleet() {
         let (status, v) = m.exec(None, &["echo.say", "hi"]);
         assert_eq!(status, 0, "{}: the owner: {v}", m.name);
     }
+}
+
+/// The acts of authority of `schema`'s chains, oldest first, by act name.
+fn fleet_acts(url: &str, schema: &str) -> Vec<String> {
+    psql(
+        url,
+        &format!(
+            "SELECT body::jsonb->>'act' FROM {schema}.audit_record
+             WHERE body::jsonb->>'kind' = 'authority' ORDER BY body::jsonb->>'ts', body::jsonb->>'id'"
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+#[test]
+fn acts_of_authority_go_to_the_fleets_trail_and_approvals_are_bound_to_session_and_project() {
+    let Some((ua, ub)) = urls() else { return };
+    let (schema, ms) = fleet("authority", &[&ua, &ub], &["polprobe"]);
+    let (a, b) = (&ms[0], &ms[1]);
+    let acts = fleet_acts(&ua, &schema);
+    assert!(
+        acts.iter().any(|x| x == "state migrate")
+            && acts.iter().filter(|x| *x == "install").count() == 2,
+        "{acts:?}"
+    );
+    for m in &ms {
+        m.policy(CONFIRM);
+    }
+    a.ok(&["grant", "agent", "polprobe", "verb.exec.write"]);
+    let start = |m: &Machine, project: &str| {
+        m.ok(&[
+            "session",
+            "start",
+            "--principal",
+            "agent",
+            "--role",
+            "clerk",
+            "--project",
+            project,
+        ])
+        .trim()
+        .to_owned()
+    };
+    let in_pa = start(a, "pa");
+    let in_pb = start(b, "pb");
+    let wire = ["polprobe.wire", "--to", "bob", "--amount", "5", "--confirm"];
+    let (s, v) = a.exec(Some(&in_pa), &wire);
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("requires_confirmation")),
+        "{v}"
+    );
+    let id = v["approval_id"].as_str().unwrap().to_owned();
+    let listed: Vec<Value> = serde_json::from_str(&b.ok(&["approvals", "--json"])).unwrap();
+    assert_eq!(listed[0]["project"], json!("pa"), "{listed:?}");
+    assert!(
+        listed[0]["session"].as_str().is_some_and(|s| s.len() == 12),
+        "{listed:?}"
+    );
+    b.ok(&["approve", &id]);
+    // Another session (and project) of the same principal asks anew; its own session
+    // passes once.
+    let (s, v) = b.exec(Some(&in_pb), &wire);
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (77, Some("requires_confirmation")),
+        "{v}"
+    );
+    assert_ne!(v["approval_id"], json!(id));
+    let (s, v) = b.exec(Some(&in_pa), &wire);
+    assert_eq!(s, 0, "{v}");
+    let acts = fleet_acts(&ua, &schema);
+    for want in ["grant", "session start", "approve", "policy changed"] {
+        assert!(acts.iter().any(|x| x == want), "`{want}` not in {acts:?}");
+    }
+    a.assert_sound();
 }

@@ -56,11 +56,16 @@ fn agent(w: &World, principal: &str) -> String {
     token
 }
 
-fn audit_len(w: &World) -> usize {
+/// The trail's records: the number of call records, and the acts of authority by name.
+fn audit_len(w: &World) -> (usize, Vec<String>) {
     let out = w.run(&["audit", "tail", "-n", "10000", "--json"]);
-    serde_json::from_slice::<Vec<Value>>(&out.stdout)
-        .unwrap()
-        .len()
+    let all = serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap();
+    let (acts, calls): (Vec<_>, Vec<_>) = all.iter().partition(|r| r["kind"] == "authority");
+    let acts = acts
+        .iter()
+        .map(|r| r["act"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    (calls.len(), acts)
 }
 
 fn find(token: Option<&str>, s: &Http) -> mcp_http_common::Response {
@@ -128,10 +133,16 @@ fn a_session_token_calls_as_its_principal_and_nothing_else_gets_in() {
     run_ok(&w, &["session", "end", &token]);
     let r = find(Some(&token), &s);
     assert_eq!(r.status, 401, "{r:?}");
-    // Nothing of these ran, nor was recorded as a call (the session of agent-2's one
-    // allowed call is two records, and the session end one).
+    // Nothing of these ran, nor was recorded as a call: agent-2's one allowed call is two
+    // records; its session start, its two grants and the session end are acts of
+    // authority.
     let after = audit_len(&w);
-    assert!(after <= records + 3, "{records} → {after}");
+    assert!(after.0 <= records.0 + 2, "{records:?} → {after:?}");
+    assert_eq!(
+        after.1[records.1.len()..],
+        ["session start", "grant", "grant", "session end"].map(str::to_owned),
+        "{after:?}"
+    );
 }
 
 /// Makes every session of `principal` expired, as time would.

@@ -83,7 +83,7 @@ impl Api {
     /// source directory. Its binding is the `tasks` family's: connect first.
     fn install_probe(&self) -> PathBuf {
         let dir = probe_pack(&self.w, &self.server.origin());
-        install(&self.w, &dir);
+        install_joining(&self.w, &dir);
         dir
     }
 
@@ -94,6 +94,19 @@ impl Api {
         a.install_probe();
         a
     }
+}
+
+/// `hcp install --activate --join-family tasks DIR`: the test pack joins the family of
+/// the gold `tasks` pack, which is the owner's decision (RUNTIME §8).
+fn install_joining(w: &World, dir: &std::path::Path) {
+    let out = w.run(&[
+        "install",
+        "--activate",
+        "--join-family",
+        "tasks",
+        &dir.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", w.render(&out));
 }
 
 /// Writes the test pack `apiprobe`: the `/test` endpoints of the example server, its
@@ -521,7 +534,7 @@ fn nothing_listening_is_exit_1_and_no_server_at_all_is_bad_openapi() {
     assert!(v["stderr"].as_str().unwrap().contains("connect"), "{v}");
     // A document whose server is relative, installed from a path: no server to send to.
     let dir = probe_pack(&a.w, "");
-    install(&a.w, &dir);
+    install_joining(&a.w, &dir);
     let (out, v) = a.sends_nothing(|| a.exec(&["apiprobe.fail"]));
     assert_refused(&a.w, &out, &v, "bad_openapi", 66);
     assert!(v["hint"].as_str().unwrap().contains("\"server\""), "{v}");

@@ -1533,3 +1533,70 @@ fn a_typed_contract_reads_cli_text_as_its_type() {
     );
     assert_policy_refused(&w, &out, &v, "arg_schema");
 }
+
+#[test]
+fn an_approval_is_bound_to_its_session_and_project() {
+    let w = world("confirm.yaml");
+    let clerk = session(
+        &w,
+        "agent",
+        &["--role", "clerk", "--project", "pa", "--project", "pb"],
+    );
+    let in_project = |token: &str, project: Option<&str>| {
+        let mut env = vec![("HCP_SESSION", token)];
+        if let Some(p) = project {
+            env.push(("HCP_PROJECT", p));
+        }
+        exec_json_env(&w, &WIRE, &env)
+    };
+    // Asked for under project pa (`HCP_PROJECT`) of this session.
+    let (out, v) = in_project(&clerk, Some("pa"));
+    assert_policy_refused(&w, &out, &v, "requires_confirmation");
+    let id = v["approval_id"].as_str().unwrap().to_owned();
+    // `hcp approvals` shows its session and project.
+    let short = {
+        let out = w.run(&["session", "list", "--json"]);
+        let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        list[0]["id"].as_str().unwrap().to_owned()
+    };
+    let a = approval(&w, &id);
+    assert_eq!(
+        (&a["session"], &a["project"]),
+        (&json!(short), &json!("pa")),
+        "{a}"
+    );
+    let text = String::from_utf8(w.run(&["approvals"]).stdout).unwrap();
+    assert!(
+        text.contains(&format!("session {short}")) && text.contains("project pa"),
+        "{text}"
+    );
+    approve(&w, &id);
+    // Bad input: the same call from another project of the session, from another
+    // session of the same principal (and role), each asks anew; the approval stays.
+    let (out, v) = in_project(&clerk, Some("pb"));
+    assert_policy_refused(&w, &out, &v, "requires_confirmation");
+    assert_ne!(v["approval_id"], json!(id));
+    let other = session(&w, "agent", &["--role", "clerk", "--project", "pa"]);
+    let (out, v) = in_project(&other, Some("pa"));
+    assert_policy_refused(&w, &out, &v, "requires_confirmation");
+    assert_ne!(v["approval_id"], json!(id));
+    assert_eq!(approval(&w, &id)["state"], json!("approved"));
+    // The same session, without `HCP_PROJECT`, is its first project: pa, the same call.
+    let (out, v) = in_project(&clerk, None);
+    assert_ran_with(&w, &out, &v, &["bob", "5"]);
+    assert_eq!(approval(&w, &id)["state"], json!("used"));
+    // After the session ended, an approval of it is not usable.
+    let (out, v) = in_project(&clerk, Some("pa"));
+    assert_policy_refused(&w, &out, &v, "requires_confirmation");
+    let again = v["approval_id"].as_str().unwrap().to_owned();
+    approve(&w, &again);
+    let out = w.run(&["session", "end", &clerk]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let (out, v) = in_project(&clerk, Some("pa"));
+    assert_refused(&w, &out, &v, "bad_session", 77);
+    assert_eq!(
+        approval(&w, &again)["state"],
+        json!("approved"),
+        "never spent"
+    );
+}

@@ -50,11 +50,6 @@ roles:
 fn world(mode: &str) -> World {
     let w = exec_common::world(&["polprobe"]);
     std::fs::write(w.hcp_home.join("policy.yaml"), POLICY).unwrap();
-    std::fs::write(
-        w.hcp_home.join("config.json"),
-        json!({"policy_mode": mode}).to_string(),
-    )
-    .unwrap();
     grant(
         &w,
         "agent",
@@ -62,6 +57,11 @@ fn world(mode: &str) -> World {
         &["verb.exec.read", "verb.exec.write"],
     );
     grant(&w, "guest", "polprobe", &["verb.exec.read"]);
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        json!({"policy_mode": mode}).to_string(),
+    )
+    .unwrap();
     w
 }
 
@@ -237,8 +237,15 @@ fn doctor_says_when_observe_mode_is_on() {
 
 #[test]
 fn a_policy_mode_that_is_not_understood_refuses_every_session_call() {
-    let w = world("audit");
+    let w = world("observe");
     let agent = session(&w, "agent", &["--role", "agent"]);
+    // After the session start: an owner's act under a `config.json` that does not load is
+    // refused itself.
+    std::fs::write(
+        w.hcp_home.join("config.json"),
+        json!({"policy_mode": "audit"}).to_string(),
+    )
+    .unwrap();
     let (out, v) = call(&w, &agent, &["polprobe.count", "x"]);
     assert_eq!(
         (status(&out), &v["code"]),

@@ -323,6 +323,7 @@ codes! {
     // Lint and install (RUNTIME §2, §3).
     LintFailed => "lint_failed", Pack, REFUSED, REFUSED, "Lint found errors; nothing was installed.";
     AlreadyInstalled => "already_installed", Pack, REFUSED, REFUSED, "The pack is installed and `--force` was not given.";
+    FamilyClaimed => "family_claimed", Pack, REFUSED, REFUSED, "The pack names a `binding.family` another installed pack uses; the owner joins it with `hcp install DIR --join-family FAMILY` (RUNTIME §8).";
     BadPackDir => "bad_pack_dir", Pack, USAGE, USAGE, "A directory that cannot be linted at all.";
     MissingFile => "missing_file", Pack, REFUSED, REFUSED, "A pack file is missing.";
     BadJson => "bad_json", Pack, REFUSED, REFUSED, "A pack file is not JSON of the right shape.";
@@ -367,6 +368,7 @@ codes! {
     BadPrincipal => "bad_principal", Command, USAGE, USAGE, "A principal id outside the allowed charset, or a reserved one.";
     BadValue => "bad_value", Command, EX_USAGE, USAGE, "A role, project, `can_view` class or attribute that is not allowed; in a call, an `HCP_PROJECT` that is not a project name.";
     BadWorkdir => "bad_workdir", Command, EX_USAGE, EX_USAGE, "A working directory that may not be one (RUNTIME §4 `--workdir`): a session's, or a `local` call's current directory.";
+    BadConfigKey => "bad_config_key", Command, EX_USAGE, EX_USAGE, "`hcp config` given a key `config.json` does not have, or a value its key does not take (RUNTIME §3): nothing written.";
     BadSeed => "bad_seed", Command, USAGE, USAGE, "`hcp home --seed` of a path that is not a directory that can be copied, or that would replace a name the home holds.";
     BadTtl => "bad_ttl", Command, USAGE, USAGE, "A time to live that does not parse or is out of range.";
     BadCapability => "bad_capability", Command, USAGE, USAGE, "A capability hcp does not know.";
@@ -474,6 +476,7 @@ mod tests {
         let cases = [
             (Code::Usage, EX_USAGE, USAGE),
             (Code::BadWorkdir, EX_USAGE, EX_USAGE),
+            (Code::BadConfigKey, EX_USAGE, EX_USAGE),
             (Code::ArgInvalid, EX_DATAERR, EX_DATAERR),
             (Code::UnknownVerb, EX_NOINPUT, EX_NOINPUT),
             (Code::StoreIo, EX_IOERR, EX_IOERR),

@@ -219,9 +219,13 @@ fn store(
     let result = &mut ran.result;
     result.stderr = Some(String::from_utf8_lossy(&redacted).into_owned());
     let principal = of.principal.to_owned();
-    let saved = StoreLock::acquire(rt.home())
-        .and_then(|_lock| binding::save(rt.home(), &principal, &family, secret, now))
+    let lock =
+        StoreLock::acquire(rt.home()).map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
+    // An act of authority (RUNTIME §6): recorded before the credential is stored.
+    bind::authority(rt, &principal, "connect", of.pack, &family)?;
+    let saved = binding::save(rt.home(), &principal, &family, secret, now)
         .map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
+    drop(lock);
     let id = bind::record(
         rt,
         of,

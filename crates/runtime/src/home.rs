@@ -99,6 +99,15 @@ fn checked(rt: &Runtime, pack: &str, whose: &Whose) -> Result<(PathBuf, PathBuf)
     Ok((homes, home))
 }
 
+/// The path of `whose` home for `pack`, checked as [`path`] checks it but not made: what
+/// an act of authority on the home records before it is made (RUNTIME §6).
+///
+/// # Errors
+/// As [`path`].
+pub fn locate(rt: &Runtime, pack: &str, whose: &Whose) -> Result<PathBuf, Refusal> {
+    checked(rt, pack, whose).map(|(_, home)| home)
+}
+
 /// The path of `whose` home for `pack` (`hcp home`), made (empty, `0700`) when it is new,
 /// so that the owner can copy a CLI's configuration into it.
 ///
@@ -128,7 +137,26 @@ pub fn seed(
     source: &Path,
 ) -> Result<(PathBuf, hcp_store::tenant_admin::Seeded), Refusal> {
     let (homes, home) = checked(rt, pack, whose)?;
-    let seeded = hcp_store::tenant_admin::seed(&homes, &home, source).map_err(|e| {
+    let whose_json = match whose {
+        Whose::Principal(p) => serde_json::json!({"principal": p}),
+        Whose::Project(j) => serde_json::json!({"project": j}),
+    };
+    let authorize = |s: &hcp_store::tenant_admin::Seeded| {
+        crate::authority::by_owner(
+            rt,
+            "home --seed",
+            serde_json::json!({
+                "pack_id": pack,
+                "whose": whose_json,
+                "home": home.to_string_lossy(),
+                "from": source.to_string_lossy(),
+                "entries": s.entries,
+                "bytes": s.bytes,
+            }),
+        )
+        .map(|_| ())
+    };
+    let seeded = hcp_store::tenant_admin::seed_with(&homes, &home, source, &authorize).map_err(|e| {
         let r = Refusal::new(e.code(), e.to_string());
         match e {
             hcp_store::tenant_admin::SeedError::Conflict { .. } => r.hint(format!(

@@ -71,6 +71,26 @@ pub fn install(
     dir: &Path,
     opts: &InstallOptions<'_>,
 ) -> Result<Installed, InstallError> {
+    install_joining(rt, dir, opts, None)
+}
+
+/// [`install`], with the owner's `--join-family FAMILY` (RUNTIME §8): a pack whose
+/// `binding.family` another installed pack uses is installed only when `join` names that
+/// family. The install is an act of authority (RUNTIME §6): once the pack is checked and
+/// staged, under the store lock, it is recorded (`install`, or `install --join-family`
+/// when it joins a family another pack holds) before anything is put in place; a record
+/// that cannot be made refuses the install and leaves the store as it was.
+///
+/// # Errors
+/// As [`install`]; [`PackError::FamilyClaimed`] (`family_claimed`, 1) for a family
+/// another pack holds and `join` does not name; [`PackError::FamilyNotDeclared`]
+/// (`usage`) for a `join` the pack does not declare; the audit's refusal (74).
+pub fn install_joining(
+    rt: &Runtime,
+    dir: &Path,
+    opts: &InstallOptions<'_>,
+    join: Option<&str>,
+) -> Result<Installed, InstallError> {
     let unreadable = |source| PackError::Unreadable {
         path: dir.to_path_buf(),
         source,
@@ -104,9 +124,24 @@ pub fn install(
         }
     };
     reserved_bins(&checked, &opts.lookup)?;
+    check_join(&checked.manifest, join)?;
     // A state that cannot be told of the install refuses it before anything is written.
     crate::backend::ready(rt).map_err(PackError::Store)?;
-    let done = pack::install(rt.home(), &checked, opts)?;
+    let manifest = &checked.manifest;
+    let authorize = |p: &pack::Pending<'_>| -> Result<(), PackError> {
+        if let Some(a) = opts.authorize {
+            a(p)?;
+        }
+        authorize_install(rt, manifest, join, p)
+    };
+    let opts = InstallOptions {
+        force: opts.force,
+        activate: opts.activate,
+        lookup: opts.lookup.clone(),
+        step_hook: opts.step_hook,
+        authorize: Some(&authorize),
+    };
+    let done = pack::install(rt.home(), &checked, &opts)?;
     if let Ok(id) = hcp_model::PackId::parse(&checked.manifest.id) {
         // Every install, so that a repeat after a failure here tells the state again.
         let changed_at = done
@@ -238,14 +273,118 @@ fn static_elf(path: &Path) -> bool {
 
 pub use crate::refusal::pack_refusal;
 
+/// `--join-family FAMILY` must name the family the pack declares (RUNTIME §8).
+///
+/// # Errors
+/// [`PackError::FamilyNotDeclared`].
+fn check_join(manifest: &hcp_model::Manifest, join: Option<&str>) -> Result<(), PackError> {
+    let Some(given) = join else { return Ok(()) };
+    let declared = manifest.binding.family.as_deref();
+    if declared == Some(given) {
+        return Ok(());
+    }
+    Err(PackError::FamilyNotDeclared {
+        given: given.to_owned(),
+        declared: declared.map_or_else(
+            || "it declares no `binding.family`".to_owned(),
+            |f| format!("it declares `binding.family` `{f}`"),
+        ),
+    })
+}
+
+/// The install's act of authority, under the store lock with the new copy staged: a
+/// family another installed pack holds needs the owner's `join` (RUNTIME §8), then the
+/// act is recorded (`install`, or `install --join-family` with the packs it joins).
+///
+/// # Errors
+/// [`PackError::FamilyClaimed`]; the audit's refusal as [`PackError::Store`].
+fn authorize_install(
+    rt: &Runtime,
+    manifest: &hcp_model::Manifest,
+    join: Option<&str>,
+    p: &pack::Pending<'_>,
+) -> Result<(), PackError> {
+    let family = manifest.family();
+    let holders = family_holders(rt.home(), &manifest.id, family);
+    // A reinstall of a pack already in the family (it claimed it first, or the owner
+    // joined it) needs nothing more.
+    let admitted = pack::load(rt.home(), &manifest.id).is_ok_and(|p| p.manifest.family() == family);
+    let joins = !holders.is_empty() && !admitted;
+    if joins && join != Some(family) {
+        return Err(PackError::FamilyClaimed {
+            family: family.to_owned(),
+            holder: holders[0].clone(),
+        });
+    }
+    let mut changed = serde_json::json!({
+        "pack_id": p.record.pack_id,
+        "files_digest": p.record.files_digest,
+        "bins": p.record.bins.iter().map(|b| serde_json::json!({
+            "path": b.path.to_string_lossy(),
+            "sha256": b.sha256,
+        })).collect::<Vec<_>>(),
+        "replaced": p.replaced,
+        "content_changed": p.content_changed,
+        "active": p.active,
+        "family": family,
+    });
+    if joins {
+        changed["joined"] = serde_json::json!(holders);
+    }
+    let act = if joins {
+        "install --join-family"
+    } else {
+        "install"
+    };
+    crate::authority::by_owner(rt, act, changed)?;
+    Ok(())
+}
+
+/// The installed packs other than `id` whose binding family (`binding.family`, else their
+/// id) is `family`, in id order. A pack that cannot be read is left out (its own
+/// commands report it).
+pub fn family_holders(home: &hcp_store::Home, id: &str, family: &str) -> Vec<String> {
+    let Ok(ids) = pack::installed_ids(home) else {
+        return Vec::new();
+    };
+    let mut holders: Vec<String> = ids
+        .into_iter()
+        .map(|i| i.to_string())
+        .filter(|i| i != id)
+        .filter(|i| pack::load(home, i).is_ok_and(|p| p.manifest.family() == family))
+        .collect();
+    holders.sort();
+    holders
+}
+
 /// Removes pack `id` from the store of `rt` (its activation, bindings, stimuli, grants),
 /// and what the state keeps for it ([`hcp_store::state::State::pack_removed`]).
 ///
 /// # Errors
 /// The store's (`not_installed` …).
 pub fn uninstall(rt: &Runtime, id: &str) -> Result<Removed, PackError> {
+    uninstall_purging(rt, id, false)
+}
+
+/// [`uninstall`], an act of authority (RUNTIME §6): recorded (`uninstall`, with the pack,
+/// whether it was active and whether its tenant homes are purged too) under the store
+/// lock before anything is removed; a record that cannot be made refuses it, the store as
+/// it was. `purge` only says so in the record: the caller removes the homes
+/// ([`crate::home::purge`]) once this returns.
+///
+/// # Errors
+/// As [`uninstall`]; the audit's refusal (74).
+pub fn uninstall_purging(rt: &Runtime, id: &str, purge: bool) -> Result<Removed, PackError> {
     crate::backend::ready(rt).map_err(PackError::Store)?;
-    let removed = pack::uninstall(rt.home(), id)?;
+    let authorize = |r: &Removed| -> Result<(), PackError> {
+        crate::authority::by_owner(
+            rt,
+            "uninstall",
+            serde_json::json!({"pack_id": r.id, "was_active": r.was_active, "purge": purge}),
+        )?;
+        Ok(())
+    };
+    let removed = pack::uninstall_with(rt.home(), id, &authorize)?;
     if let Ok(pid) = hcp_model::PackId::parse(&removed.id) {
         rt.state().pack_removed(&pid)?;
     }

@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::too_many_lines)]
 
+pub mod authority;
 pub mod backend;
 pub mod call;
 pub mod caller;

@@ -169,6 +169,11 @@ fn drive(
     if let Err(e) = crate::backend::ready_to_read(rt) {
         return early_refusal(Refusal::store(&e));
     }
+    // A runtime policy or `config.json` changed since last recorded is an act of
+    // authority, recorded once by the first call that sees it (RUNTIME §6).
+    if let Err(e) = crate::authority::note_files(rt) {
+        return early_refusal(Refusal::store(&e));
+    }
     let now = Timestamp::now();
     let cx = Cx {
         rt,

@@ -92,6 +92,12 @@ pub fn pack_refusal(e: &PackError) -> Refusal {
             r.hint("name a regular file inside the pack directory, or a bare command on `PATH`")
         }
         PackError::Export(x) => r.hint(x.hint()),
+        PackError::FamilyClaimed { family, .. } => r.hint(format!(
+            "packs of one family share each principal's credential; if this pack may have it, install it with `hcp install DIR --join-family {family}`"
+        )),
+        PackError::FamilyNotDeclared { .. } => {
+            r.hint("`--join-family` takes the family the pack's surface.json declares in `binding.family`")
+        }
         PackError::Openapi(_) => {
             r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
         }

@@ -84,6 +84,10 @@ pub struct Approval {
     pub taken_machine: Option<String>,
     /// The machine where the call was paused.
     pub machine: String,
+    /// The short id of the call's session (schema version 6; `None` before).
+    pub session: Option<String>,
+    /// The call's project (schema version 6; `None` before).
+    pub project: Option<String>,
 }
 
 impl Approval {
@@ -137,6 +141,10 @@ pub struct ApprovalRequest {
     pub escalation: bool,
     /// The window once approved, in seconds (the file store's default, 300 s, when `None`).
     pub window_s: Option<u64>,
+    /// The short id of the call's session (shown; the principal digest binds it).
+    pub session: Option<String>,
+    /// The call's project (shown; the principal digest binds it).
+    pub project: Option<String>,
 }
 
 /// Why approve or deny refuses.
@@ -188,7 +196,7 @@ impl ApprovalError {
 
 const COLUMNS: &str = "id, tool, principal, principal_digest, args_digest, policy_hash, summary, \
                        escalation, requested_at, window_s, approved_at, denied_at, taken_at, \
-                       taken_machine, machine";
+                       taken_machine, machine, session, project";
 
 fn from_row(row: &postgres::Row) -> PgResult<Approval> {
     let summary: serde_json::Value = row.try_get(6)?;
@@ -213,6 +221,8 @@ fn from_row(row: &postgres::Row) -> PgResult<Approval> {
         taken_at: opt(12)?,
         taken_machine: row.try_get(13)?,
         machine: row.try_get(14)?,
+        session: row.try_get(15)?,
+        project: row.try_get(16)?,
     })
 }
 
@@ -282,8 +292,9 @@ impl PgState {
                 None => from_row(&tx.query_typed_one(
                     &format!(
                         "INSERT INTO @.approvals (id, tool, principal, principal_digest, args_digest,
-                             policy_hash, summary, escalation, requested_at, window_s, machine)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                             policy_hash, summary, escalation, requested_at, window_s, machine,
+                             session, project)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                          RETURNING {COLUMNS}"
                     ),
                     &[
@@ -298,6 +309,8 @@ impl PgState {
                         (&now, Type::TIMESTAMPTZ),
                         (&window, Type::INT8),
                         (&self.machine().as_str(), Type::TEXT),
+                        (&r.session, Type::TEXT),
+                        (&r.project, Type::TEXT),
                     ],
                 )?)?,
             };

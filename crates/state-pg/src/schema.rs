@@ -12,10 +12,10 @@ use crate::sql;
 use postgres::error::SqlState;
 
 /// The schema version this code reads and writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// Every migration: its version, a one-line description, and its SQL.
-pub(crate) const MIGRATIONS: [(i32, &str, &str); 5] = [
+pub(crate) const MIGRATIONS: [(i32, &str, &str); 6] = [
     (
         1,
         "tables: sessions, grants, pack_state, approvals, counters, audit_chain, audit_record, fleet_secret",
@@ -40,6 +40,11 @@ pub(crate) const MIGRATIONS: [(i32, &str, &str); 5] = [
         5,
         "keyed chains and the witness: hcp_append_keyed, hcp_admit_keyed take the machine's hash; audit_witness",
         sql::V5_KEYED,
+    ),
+    (
+        6,
+        "approvals name their session and project (RUNTIME §7; the principal digest binds them)",
+        sql::V6_APPROVAL_TENANT,
     ),
 ];
 

@@ -736,3 +736,11 @@ BEGIN
 END
 $fn$;
 "#;
+
+/// Version 6: an approval names the session and the project of the call it pauses, for
+/// `hcp approvals` (RUNTIME §7). What binds it to them is its `principal_digest`, which
+/// covers both; these columns only show them.
+pub(crate) const V6_APPROVAL_TENANT: &str = "
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS session text;
+ALTER TABLE approvals ADD COLUMN IF NOT EXISTS project text;
+";

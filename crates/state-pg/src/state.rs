@@ -97,6 +97,8 @@ pub fn approval(a: approval::Approval) -> Approval {
         approved_at: a.approved_at,
         used_at: a.taken_at,
         denied_at: a.denied_at,
+        session: a.session,
+        project: a.project,
     }
 }
 
@@ -147,7 +149,13 @@ impl State for PgState {
         new: &NewSession,
         now: Timestamp,
     ) -> Result<(Token, Session), SessionError> {
-        let (token, session) = hcp_store::session::prepare(new, now)?;
+        self.session_start_prepared(hcp_store::session::prepare(new, now)?)
+    }
+
+    fn session_start_prepared(
+        &self,
+        (token, session): (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
         let stored = self
             .session_insert(&session)
             .map_err(|e| SessionError::Store(store_error(e)))?;
@@ -265,6 +273,8 @@ impl State for PgState {
             summary: request.summary.clone(),
             escalation: k.escalation,
             window_s: request.window_s,
+            session: request.session.clone(),
+            project: request.project.clone(),
         };
         PgState::approval_request(self, &r, now)
             .map(approval)
@@ -418,6 +428,21 @@ impl State for PgState {
         if self.witness_name().is_some() {
             let c = self.chain_checkpoint(a.seq, &a.hash, a.ts)?;
             self.witness_take(&c)?;
+        }
+        Ok(appended(a))
+    }
+
+    /// A noticed act (a changed runtime policy or `config.json`) on this machine's chain,
+    /// durable when it returns; the witness's checkpoint is then asked for, and a witness
+    /// that cannot take it leaves it to the next act of authority or 100th call.
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let mut fields = act.to_fields();
+        fields.insert(audit::KIND_FIELD.into(), Value::String("authority".into()));
+        let a = PgState::record(self, &fields, Timestamp::now()).map_err(audit_error)?;
+        if self.witness_name().is_some() {
+            let c = self.chain_checkpoint(a.seq, &a.hash, a.ts)?;
+            // A witness never refuses a call (RUNTIME §6).
+            let _ = self.witness_take(&c);
         }
         Ok(appended(a))
     }

@@ -36,6 +36,8 @@ fn ask(s: &PgState, key: &ApprovalKey, now: i64) -> hcp_store::approval::Approva
             key: key.clone(),
             summary: BTreeMap::from([("amount".to_owned(), "12".to_owned())]),
             window_s: Some(60),
+            session: None,
+            project: None,
         },
         t(now),
     )

@@ -225,6 +225,8 @@ fn an_approval_given_once_is_taken_once_across_the_fleet() {
                 summary: BTreeMap::new(),
                 escalation: false,
                 window_s: Some(600),
+                session: None,
+                project: None,
             },
             hcp_store::session::Timestamp::now(),
         )

@@ -268,6 +268,8 @@ fn request(tool: &str) -> ApprovalRequest {
         summary: BTreeMap::from([("to".to_owned(), "bob".to_owned())]),
         escalation: false,
         window_s: Some(60),
+        session: None,
+        project: None,
     }
 }
 

@@ -67,6 +67,13 @@ pub struct Approval {
     /// When the owner denied it (escalations only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied_at: Option<Timestamp>,
+    /// The short id of the session the call was made under (RUNTIME §7: an approval is
+    /// bound to its session and project, through [`Approval::principal_digest`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The call's project (`HCP_PROJECT`, else the session's first project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
 }
 
 fn window_end(at: Timestamp, window_s: u64) -> Timestamp {
@@ -305,6 +312,23 @@ pub fn request(
     window_s: Option<u64>,
     now: Timestamp,
 ) -> StoreResult<Approval> {
+    request_in(home, call, summary, window_s, (None, None), now)
+}
+
+/// [`request`], naming the call's session (its short id) and project, which `hcp
+/// approvals` shows (RUNTIME §7; what binds the approval to them is the principal digest
+/// of `call`).
+///
+/// # Errors
+/// As [`request`].
+pub fn request_in(
+    home: &Home,
+    call: &Call<'_>,
+    summary: BTreeMap<String, String>,
+    window_s: Option<u64>,
+    (session, project): (Option<String>, Option<String>),
+    now: Timestamp,
+) -> StoreResult<Approval> {
     let _lock = StoreLock::acquire(home)?;
     if let Some(a) = list(home)?
         .into_iter()
@@ -330,6 +354,8 @@ pub fn request(
         approved_at: None,
         used_at: None,
         denied_at: None,
+        session,
+        project,
     };
     save(home, &a)?;
     Ok(a)

@@ -58,6 +58,8 @@
 //! of the confinement before the view (RUNTIME §5.3 "Earlier configurations"), are read
 //! and ignored: [`RuntimeConfig::ignored_keys`] names them for `hcp doctor`.
 
+pub mod edit;
+
 use hcp_model::strict::{ParseError, StrictMap, parse_strict};
 use hcp_model::{Code, Location};
 use serde::{Deserialize, Serialize};

@@ -31,7 +31,8 @@ pub mod record;
 
 pub use bins::BinLookup;
 pub use install::{
-    CheckedPack, InstallOptions, InstallStep, Installed, ParseRefusal, Removed, install, uninstall,
+    CheckedPack, InstallOptions, InstallStep, Installed, ParseRefusal, Pending, Removed, install,
+    uninstall, uninstall_with,
 };
 pub use read::{
     InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
@@ -92,6 +93,23 @@ pub enum PackError {
     /// used (RUNTIME §1.3).
     #[error(transparent)]
     Openapi(Box<openapi::OpenapiRefusal>),
+    /// `family_claimed`: the pack names a `binding.family` another installed pack uses,
+    /// and the owner did not join it (`--join-family FAMILY`, RUNTIME §8).
+    #[error("the binding family `{family}` is used by the installed pack `{holder}`")]
+    FamilyClaimed {
+        /// The family.
+        family: String,
+        /// The installed pack that uses it (the first in id order).
+        holder: String,
+    },
+    /// `usage`: `--join-family FAMILY` names a family the pack does not declare.
+    #[error("`--join-family {given}` names a family the pack does not declare ({declared})")]
+    FamilyNotDeclared {
+        /// The family given.
+        given: String,
+        /// What the pack declares: `binding.family` `X`, or that it declares none.
+        declared: String,
+    },
     /// `skill_collision`, `skill_export_unusable` or `bad_config`: a skill cannot be
     /// exported where `config.json` says (RUNTIME §10); nothing was changed.
     #[error(transparent)]
@@ -110,6 +128,8 @@ impl PackError {
             Self::Store(e) => e.code(),
             Self::Export(e) => e.code(),
             Self::Openapi(e) => e.code(),
+            Self::FamilyClaimed { .. } => Code::FamilyClaimed,
+            Self::FamilyNotDeclared { .. } => Code::Usage,
         }
     }
 }

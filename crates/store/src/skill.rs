@@ -56,6 +56,22 @@ fn marker_path(home: &Home, id: &str) -> PathBuf {
 /// [`PackError::NotInstalled`], [`PackError::Store`] (an unusable home, a damaged pack, an
 /// I/O failure).
 pub fn activate(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
+    activate_authorized(home, id, |_| Ok(()))
+}
+
+/// [`activate`] as an act of authority (RUNTIME §6): `authorize` is called under the lock
+/// once the pack is loaded and every export folder is checked, before anything is
+/// written; its error stops the activation with nothing changed. A refused activation
+/// (an export folder that cannot take the skill, a skill hcp did not write) so leaves no
+/// record of an act that did not happen.
+///
+/// # Errors
+/// As [`activate`], and `authorize`'s error.
+pub fn activate_authorized(
+    home: &Home,
+    id: &str,
+    authorize: impl FnOnce(&InstalledPack) -> Result<(), PackError>,
+) -> Result<InstalledPack, PackError> {
     let pid = parse_id(id)?;
     if std::fs::symlink_metadata(pack_dir(home, pid.as_str())).is_err() {
         return Err(PackError::NotInstalled { id: id.to_owned() });
@@ -67,6 +83,7 @@ pub fn activate(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
     let id = pid.as_str();
     // Every export folder is checked before anything is written.
     export::preflight_locked(home, &lock, id)?;
+    authorize(&pack)?;
     let was_active = crate::pack::is_active(home, id);
     journal_write(home, id, Journal::Activate)?;
     let done =
@@ -316,6 +333,14 @@ pub fn render_marked(pack: &InstalledPack, store_id: Option<&str>) -> String {
             "| {} | {} | {op} | {land} | {confirm} |",
             code_cell(&exec_target(pack, key)),
             code_cell(&exec_form(pack, key)),
+        );
+    }
+    // RUNTIME §8: the skill says which family a pack shares.
+    if let Some(family) = &m.binding.family {
+        let _ = write!(
+            out,
+            "\n## Binding family\n\nThis pack is of binding family `{family}`: every installed pack of that family uses the one credential a principal connects for it (`hcp show {}` names them).\n",
+            pack.id
         );
     }
     out

@@ -90,6 +90,11 @@ pub struct ApprovalRequest {
     pub summary: BTreeMap<String, String>,
     /// How long the approval is usable once granted, in seconds (`None`: the default).
     pub window_s: Option<u64>,
+    /// The session's short id the call was made under (shown by `hcp approvals`; the
+    /// key's principal digest is what binds it, RUNTIME §7).
+    pub session: Option<String>,
+    /// The call's project (shown by `hcp approvals`; bound through the key likewise).
+    pub project: Option<String>,
 }
 
 /// One counter slot a call takes: `rate_limit` and `budget` of one tool for one identity.
@@ -234,6 +239,17 @@ pub trait State: Send + Sync + std::fmt::Debug {
         &self,
         new: &NewSession,
         now: Timestamp,
+    ) -> Result<(Token, Session), SessionError>;
+
+    /// Stores a session [`crate::session::prepare`] made (its token and session), so that
+    /// its start can be recorded, with its id, before it is stored (RUNTIME §6: `session
+    /// start` is an act of authority).
+    ///
+    /// # Errors
+    /// [`SessionError`]: the store's.
+    fn session_start_prepared(
+        &self,
+        prepared: (Token, Session),
     ) -> Result<(Token, Session), SessionError>;
 
     /// Resolves a present `HCP_SESSION` token to its session (RUNTIME §5 step 2).
@@ -579,6 +595,24 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// (`audit_unavailable`, `state_unavailable`).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError>;
 
+    /// Records an act noticed at a call rather than made by a command — a changed runtime
+    /// policy or `config.json` (RUNTIME §6) — as [`State::record_authority`] does, except
+    /// that the witness never refuses it: the record is made durable (an error here
+    /// refuses the call, as any call whose audit fails), then the witness is asked for a
+    /// checkpoint, and a witness that cannot take one (`witness_unavailable`) leaves the
+    /// checkpoint to the next act of authority or the next 100th call. A witness refuses
+    /// acts of authority, never calls.
+    ///
+    /// The default is [`State::record_authority`] (stricter: a witness that fails
+    /// refuses).
+    ///
+    /// # Errors
+    /// Any [`AuditError`] but [`AuditError::Witness`] (`audit_unavailable`,
+    /// `state_unavailable`).
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        self.record_authority(act)
+    }
+
     /// After a call has answered (off the call path): when one of the records this
     /// process appended is a multiple of 100 in its chain, has the witness take a
     /// checkpoint. `Ok(None)` when none is due or no witness is configured.
@@ -743,6 +777,13 @@ impl State for FileState {
         session::start(&self.home, new, now)
     }
 
+    fn session_start_prepared(
+        &self,
+        prepared: (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
+        session::start_prepared(&self.home, prepared)
+    }
+
     fn session_resolve(&self, token: &str, now: Timestamp) -> Result<Session, SessionError> {
         session::resolve(&self.home, token, now)
     }
@@ -815,11 +856,12 @@ impl State for FileState {
         request: &ApprovalRequest,
         now: Timestamp,
     ) -> Result<Approval, StoreError> {
-        approval::request(
+        approval::request_in(
             &self.home,
             &request.key.call(),
             request.summary.clone(),
             request.window_s,
+            (request.session.clone(), request.project.clone()),
             now,
         )
     }
@@ -948,6 +990,17 @@ impl State for FileState {
         Ok(a)
     }
 
+    fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let a = self.log.append_authority(act)?;
+        if let Some(w) = &self.witness {
+            match self.log.witness(w.as_ref(), act_time(&a)) {
+                Ok(_) | Err(AuditError::Witness(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(a)
+    }
+
     fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
         let Some(w) = &self.witness else {
             return Ok(None);
@@ -1064,6 +1117,8 @@ mod tests {
             key: key(),
             summary: BTreeMap::new(),
             window_s: Some(60),
+            session: None,
+            project: None,
         };
         let a = state.approval_request(&request, t(0)).unwrap();
         let pack = PackId::parse("p").unwrap();

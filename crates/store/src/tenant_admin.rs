@@ -68,6 +68,21 @@ pub struct Seeded {
 /// or holds a special file; [`SeedError::Conflict`] for a name the home already holds;
 /// [`SeedError::Store`] when the home cannot be made or the copy cannot be written.
 pub fn seed(homes: &Path, home: &Path, source: &Path) -> Result<Seeded, SeedError> {
+    seed_with(homes, home, source, &|_| Ok(()))
+}
+
+/// [`seed`], with the act of authority's gate (RUNTIME §6): `authorize` is called once the
+/// copy is staged and checked against what the home holds, before anything is moved into
+/// it, with what will be seeded; an `Err` leaves the home as it was.
+///
+/// # Errors
+/// As [`seed`]; `authorize`'s error.
+pub fn seed_with(
+    homes: &Path,
+    home: &Path,
+    source: &Path,
+    authorize: &dyn Fn(&Seeded) -> Result<(), StoreError>,
+) -> Result<Seeded, SeedError> {
     let bad = |path: &Path, reason: &str| SeedError::Source {
         path: path.to_owned(),
         reason: reason.to_owned(),
@@ -99,6 +114,7 @@ pub fn seed(homes: &Path, home: &Path, source: &Path) -> Result<Seeded, SeedErro
     };
     let result = copy_children(source, &staging, &mut seeded)
         .and_then(|()| check_conflicts(&staging, home, Path::new("")))
+        .and_then(|()| authorize(&seeded).map_err(SeedError::Store))
         .and_then(|()| {
             let mut moved = Vec::new();
             let r = move_into(&staging, home, &mut moved);

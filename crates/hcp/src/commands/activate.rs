@@ -1,6 +1,6 @@
 //! `hcp activate` and `hcp deactivate` (RUNTIME §3).
 
-use super::install::{open_home, pack_error};
+use super::install::pack_error;
 use crate::error::CliResult;
 use crate::exit;
 use hcp_store::skill;
@@ -26,8 +26,18 @@ pub struct DeactivateArgs {
 /// principal; activation decides what every harness is taught, so no session may do it).
 pub fn run_activate(a: ActivateArgs) -> CliResult {
     super::session::require_owner("activate")?;
-    let home = open_home()?;
-    let pack = skill::activate(&home, &a.id).map_err(pack_error)?;
+    let rt = super::exec::runtime()?;
+    let home = rt.home().clone();
+    // Checked (installed, every export folder can take the skill), recorded, then made.
+    let pack = skill::activate_authorized(&home, &a.id, |installed| {
+        hcp_runtime::authority::by_owner(
+            &rt,
+            "activate",
+            serde_json::json!({"pack_id": installed.id.as_str(), "files_digest": installed.record.files_digest}),
+        )?;
+        Ok(())
+    })
+    .map_err(pack_error)?;
     out!(
         "activated `{}`: `{}`",
         pack.id,
@@ -48,7 +58,18 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
 /// Owner only, like activate.
 pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
     super::session::require_owner("deactivate")?;
-    let home = open_home()?;
+    let rt = super::exec::runtime()?;
+    let home = rt.home().clone();
+    let id = hcp_store::pack::parse_id(&a.id).map_err(pack_error)?;
+    let active = hcp_store::pack::is_active(&home, id.as_str());
+    hcp_store::pack::ensure_writable(&home).map_err(super::install::store_error)?;
+    if active || hcp_store::pack::pack_dir(&home, id.as_str()).exists() {
+        super::authority::record(
+            &rt,
+            "deactivate",
+            serde_json::json!({"pack_id": id.as_str(), "was_active": active}),
+        )?;
+    }
     let was = skill::deactivate(&home, &a.id).map_err(pack_error)?;
     if was {
         out!("deactivated `{}`", a.id);

@@ -36,6 +36,7 @@ pub struct ListArgs {
 pub fn run(a: Args) -> CliResult {
     require_owner("approve")?;
     let rt = super::exec::runtime()?;
+    record_answer(&rt, "approve", &a.id)?;
     match rt.state().approve(&a.id, jiff::Timestamp::now()) {
         Ok(ap) => {
             let what = if ap.escalation {
@@ -60,6 +61,7 @@ pub fn run(a: Args) -> CliResult {
 pub fn run_deny(a: DenyArgs) -> CliResult {
     require_owner("deny")?;
     let rt = super::exec::runtime()?;
+    record_answer(&rt, "deny", &a.id)?;
     match rt.state().deny(&a.id, jiff::Timestamp::now()) {
         Ok(ap) => {
             let _ = writeln!(
@@ -77,6 +79,40 @@ pub fn run_deny(a: DenyArgs) -> CliResult {
         }
         Err(e) => Err(answer_error(&e)),
     }
+}
+
+/// Records the owner's answer `act` (`approve`, `deny`) to the pending approval `id`
+/// before it is given (RUNTIME §6). An id that is not pending is not recorded: the answer
+/// itself then refuses it, and nothing changes.
+///
+/// # Errors
+/// The audit's refusal (74).
+fn record_answer(rt: &hcp_runtime::Runtime, act: &str, id: &str) -> Result<(), CliError> {
+    let list = rt
+        .state()
+        .approvals_list()
+        .map_err(|e| crate::commands::session::store_error(&e))?;
+    let now = jiff::Timestamp::now();
+    let Some(ap) = list
+        .iter()
+        .find(|x| x.id == id && x.state(now) == "pending")
+    else {
+        return Ok(());
+    };
+    super::authority::record(
+        rt,
+        act,
+        serde_json::json!({
+            "approval_id": ap.id,
+            "kind": ap.kind(),
+            "tool": ap.tool,
+            "principal": ap.principal,
+            "session": ap.session,
+            "project": ap.project,
+            "args_digest": ap.args_digest,
+            "window_s": ap.window_s,
+        }),
+    )
 }
 
 fn answer_error(e: &hcp_store::approval::ApprovalError) -> CliError {
@@ -113,6 +149,8 @@ pub fn run_list(a: ListArgs) -> CliResult {
                 if let Some(o) = j.as_object_mut() {
                     o.insert("state".into(), x.state(now).into());
                     o.insert("kind".into(), x.kind().into());
+                    o.insert("session".into(), x.session.clone().into());
+                    o.insert("project".into(), x.project.clone().into());
                 }
                 j
             })
@@ -141,12 +179,14 @@ pub fn run_list(a: ListArgs) -> CliResult {
             .collect();
         let _ = writeln!(
             out,
-            "{}  {:<8}  {:<12}  {}  {}  requested {}  {}",
+            "{}  {:<8}  {:<12}  {}  {}  session {}  project {}  requested {}  {}",
             x.id,
             x.state(now),
             x.kind(),
             x.principal,
             x.tool,
+            x.session.as_deref().unwrap_or("-"),
+            x.project.as_deref().unwrap_or("-"),
             x.requested_at,
             args.join(" ")
         );

@@ -340,16 +340,30 @@ fn opt(s: &Option<String>) -> String {
 fn render_record(r: &Record, interrupted: bool) -> String {
     if r.kind() == Kind::Authority {
         let text = |k: &str| r.extra.get(k).and_then(Value::as_str).map(safe);
-        let changed = r
-            .extra
-            .get("changed")
-            .map(|c| safe(&c.to_string()))
-            .unwrap_or_default();
+        // What changed as `key=value` pairs (strings bare, the rest as JSON).
+        let changed = match r.extra.get("changed") {
+            Some(Value::Object(o)) => o
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("{}={}", safe(k), safe(s)),
+                    v => format!("{}={}", safe(k), safe(&v.to_string())),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            Some(c) => safe(&c.to_string()),
+            None => String::new(),
+        };
+        let actor = match (text("actor"), r.extra.get("uid").and_then(Value::as_u64)) {
+            (Some(a), Some(uid)) => format!("{a} (uid {uid})"),
+            (Some(a), None) => a,
+            (None, _) => "-".into(),
+        };
         return format!(
             "{}  {:<8}  {}  {}  {}  {}\n",
             safe(&r.ts),
             "act",
-            text("actor").unwrap_or_else(|| "-".into()),
+            actor,
             text("act").unwrap_or_else(|| "-".into()),
             changed,
             safe(&r.id)

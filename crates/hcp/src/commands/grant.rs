@@ -86,6 +86,15 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
+    super::authority::record(
+        &rt,
+        "grant",
+        serde_json::json!({
+            "principal": p.principal.to_string(),
+            "pack": p.pack.to_string(),
+            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }),
+    )?;
     let written = rt
         .state()
         .grant(&p.principal, &p.pack, &p.caps, Timestamp::now())
@@ -104,6 +113,16 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     require_owner("revoke")?;
     let rt = super::exec::runtime()?;
     let p = parse(&a.principal, &a.pack, &a.caps)?;
+    super::authority::record(
+        &rt,
+        "revoke",
+        serde_json::json!({
+            "principal": p.principal.to_string(),
+            "pack": p.pack.to_string(),
+            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "all": p.caps.is_empty(),
+        }),
+    )?;
     let removed = rt
         .state()
         .revoke(&p.principal, &p.pack, &p.caps)

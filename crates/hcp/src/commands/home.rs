@@ -70,12 +70,28 @@ struct RmArgs {
     whose: WhoseArgs,
 }
 
+/// Whose home a record names: `{"principal": P}` or `{"project": J}`.
+fn whose_json(w: &Whose) -> serde_json::Value {
+    match w {
+        Whose::Principal(p) => serde_json::json!({"principal": p}),
+        Whose::Project(j) => serde_json::json!({"project": j}),
+    }
+}
+
 /// Runs `hcp home`.
 pub fn run(a: Args) -> CliResult {
     super::session::require_owner("home")?;
     let rt = super::exec::runtime()?;
     if let Some(HomeCommand::Rm(r)) = a.command {
         let whose = r.whose.whose();
+        let path = hcp_runtime::home::locate(&rt, &r.pack, &whose).map_err(CliError::command)?;
+        if path.exists() {
+            super::authority::record(
+                &rt,
+                "home rm",
+                serde_json::json!({"pack_id": r.pack, "whose": whose_json(&whose), "home": path.to_string_lossy()}),
+            )?;
+        }
         let (home, existed) =
             hcp_runtime::home::remove(&rt, &r.pack, &whose).map_err(CliError::command)?;
         if existed {

@@ -27,6 +27,10 @@ pub struct InstallArgs {
     /// Activate the pack too (write its SKILL.md), under the same lock.
     #[arg(long)]
     activate: bool,
+    /// Let the pack join `FAMILY`, its `binding.family` another installed pack already
+    /// uses: its calls then get the credential each principal connected for that family.
+    #[arg(long, value_name = "FAMILY")]
+    join_family: Option<String>,
 }
 
 /// Arguments of `hcp uninstall`.
@@ -101,9 +105,10 @@ fn install_into(a: &InstallArgs, home: Home) -> CliResult {
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         },
         step_hook: if abort.is_some() { Some(&hook) } else { None },
+        authorize: None,
     };
     let rt = hcp_runtime::Runtime::open(home.clone());
-    match hcp_runtime::install::install(&rt, &a.dir, &opts) {
+    match hcp_runtime::install::install_joining(&rt, &a.dir, &opts, a.join_family.as_deref()) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
             for n in &done.view_notes {
@@ -164,7 +169,8 @@ fn install_into(a: &InstallArgs, home: Home) -> CliResult {
 pub fn run_uninstall(a: UninstallArgs) -> CliResult {
     super::session::require_owner("uninstall")?;
     let rt = super::exec::runtime()?;
-    let removed = hcp_runtime::install::uninstall(&rt, &a.id).map_err(pack_error)?;
+    let removed =
+        hcp_runtime::install::uninstall_purging(&rt, &a.id, a.purge).map_err(pack_error)?;
     out!(
         "uninstalled `{}`{}",
         removed.id,

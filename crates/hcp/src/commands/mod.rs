@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 pub mod activate;
 pub mod approve;
 pub mod audit;
+pub mod authority;
+pub mod config;
 pub mod connect;
 pub mod doctor;
 pub mod exec;
@@ -68,6 +70,9 @@ enum Command {
     Grant(grant::GrantArgs),
     /// Take capabilities back (owner only).
     Revoke(grant::RevokeArgs),
+    /// Read or change `config.json` by dotted key (owner only).
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Create or upgrade the schema of a fleet's state database (owner only).
     #[command(subcommand)]
     State(state::StateCommand),
@@ -112,6 +117,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Session(c) => session::run(c),
         Command::Grant(a) => grant::run_grant(a),
         Command::Revoke(a) => grant::run_revoke(a),
+        Command::Config(c) => config::run(c),
         Command::State(c) => state::run(c),
         Command::Audit(c) => audit::run(c),
         Command::Connect(a) => connect::run(a),

@@ -87,9 +87,9 @@ pub fn run(c: SessionCommand) -> CliResult {
                         .map_err(CliError::command)?;
                 a.workdir = Some(dir);
             }
-            start(state, a)
+            start(&rt, a)
         }
-        SessionCommand::End(a) => end(state, a),
+        SessionCommand::End(a) => end(&rt, a),
         SessionCommand::List(a) => list(state, rt.home(), a),
     }
 }
@@ -159,7 +159,8 @@ pub(crate) fn print(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
-fn start(state: &dyn State, a: StartArgs) -> CliResult {
+fn start(rt: &hcp_runtime::Runtime, a: StartArgs) -> CliResult {
+    let state = rt.state();
     let ttl = a
         .ttl
         .as_deref()
@@ -175,8 +176,12 @@ fn start(state: &dyn State, a: StartArgs) -> CliResult {
         workdir: a.workdir,
         ttl,
     };
+    let prepared = session::prepare(&new, Timestamp::now()).map_err(|e| session_error(&e))?;
+    // An act of authority (RUNTIME §6): recorded, with the session's id, before it is
+    // stored.
+    super::authority::record(rt, "session start", session_facts(&prepared.1))?;
     let (token, s) = state
-        .session_start(&new, Timestamp::now())
+        .session_start_prepared(prepared)
         .map_err(|e| session_error(&e))?;
     print(&format!("{}\n", token.as_str()));
     eprintln!(
@@ -198,10 +203,40 @@ fn read_token(arg: &str) -> Result<String, CliError> {
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
-fn end(state: &dyn State, a: EndArgs) -> CliResult {
+/// What a `session start` or `session end` record says of a session: its id and its
+/// principal's facts, never its token.
+fn session_facts(s: &Session) -> serde_json::Value {
+    json!({
+        "session": s.short_id(),
+        "principal": s.principal,
+        "role": s.role,
+        "projects": s.projects,
+        "attributes": s.attributes,
+        "can_view": s.can_view,
+        "workdir": s.workdir,
+        "expires_at": session::format_ts(s.expires_at),
+    })
+}
+
+fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
+    let state = rt.state();
     let now = Timestamp::now();
     if let Some(p) = a.principal {
         let p = PrincipalId::parse(&p).map_err(|e| session_error(&e))?;
+        let open: Vec<String> = state
+            .session_list()
+            .map_err(|e| store_error(&e))?
+            .iter()
+            .filter(|s| s.principal == p && s.ended_at.is_none())
+            .map(|s| s.short_id().to_owned())
+            .collect();
+        if !open.is_empty() {
+            super::authority::record(
+                rt,
+                "session end",
+                json!({"principal": p.to_string(), "sessions": open}),
+            )?;
+        }
         let ended = state
             .session_end_principal(&p, now)
             .map_err(|e| session_error(&e))?;
@@ -221,7 +256,16 @@ fn end(state: &dyn State, a: EndArgs) -> CliResult {
             .filter(|s| s.short_id() == token)
             .collect();
         match found.as_slice() {
-            [one] => state.session_end_digest(&one.token_sha256, now),
+            [one] => {
+                if one.ended_at.is_none() {
+                    super::authority::record(
+                        rt,
+                        "session end",
+                        json!({"principal": one.principal.to_string(), "sessions": [one.short_id()]}),
+                    )?;
+                }
+                state.session_end_digest(&one.token_sha256, now)
+            }
             [] => {
                 return Err(CliError::new(
                     Code::BadSession,
@@ -238,6 +282,20 @@ fn end(state: &dyn State, a: EndArgs) -> CliResult {
             }
         }
     } else {
+        if session::is_token_shape(&token) {
+            let digest = format!("sha256:{}", session::token_digest(&token));
+            let sessions = state.session_list().map_err(|e| store_error(&e))?;
+            if let Some(s) = sessions
+                .iter()
+                .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
+            {
+                super::authority::record(
+                    rt,
+                    "session end",
+                    json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
+                )?;
+            }
+        }
         state.session_end(&token, now)
     }
     .map_err(|e| session_error(&e))?;

@@ -34,6 +34,23 @@ pub fn run(c: StateCommand) -> CliResult {
                     None => e,
                 }
             })?;
+            // The act of authority (RUNTIME §6) is recorded once the schema it is recorded
+            // in exists: the first migration makes the fleet's trail itself. A record that
+            // cannot be made fails the command (74); the migration stays (it is
+            // idempotent, and the next `hcp state migrate` records nothing new).
+            if !done.applied.is_empty() {
+                super::authority::record(
+                    &rt,
+                    "state migrate",
+                    serde_json::json!({
+                        "backend": done.backend,
+                        "schema": done.schema,
+                        "from": done.from,
+                        "to": done.to,
+                        "applied": done.applied.iter().map(|m| m.version).collect::<Vec<_>>(),
+                    }),
+                )?;
+            }
             if a.json {
                 print(&format!("{}\n", serde_json::json!(done)));
             } else {

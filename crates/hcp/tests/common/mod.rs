@@ -62,7 +62,7 @@ impl World {
         let root = tmp.path().canonicalize().unwrap();
         let home = root.join("home");
         let hcp_home = root.join("hcp-home");
-        let work = root.join("work");
+        let work = root.join("wd");
         for d in [&home, &work] {
             std::fs::create_dir_all(d).unwrap();
         }

@@ -325,4 +325,4 @@ fn parse_exports(text: &str) -> BTreeMap<String, String> {
 
 /// The schema version of the fleet's database this hcp reads and writes
 /// (`hcp_state_pg::SCHEMA_VERSION`).
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;

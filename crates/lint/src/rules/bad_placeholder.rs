@@ -59,7 +59,7 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                         text,
                         &w.element_path(i),
                     )
-                    .hint("a placeholder is a whole element `{{name}}` or `{{name?}}`, or `--flag={{name}}` (docs/rules.md)"),
+                    .hint("a placeholder is a whole element `{{name}}` or `{{name?}}`, or `--flag={{name}}` (docs/packs.md)"),
                 );
             }
         }
@@ -159,7 +159,7 @@ fn workdir_outside_local(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
                     text,
                     &at,
                 )
-                .hint("a `personal` or `brain` call starts in its tenant home; use `{{@workdir}}` in `local` land only (docs/rules.md)"),
+                .hint("a `personal` or `brain` call starts in its tenant home; use `{{@workdir}}` in `local` land only (docs/packs.md)"),
             );
         }
     }

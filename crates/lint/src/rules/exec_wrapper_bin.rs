@@ -195,7 +195,7 @@ pub(crate) fn refusal(program: &str, templates: &[&[String]]) -> Option<String> 
     None
 }
 
-const HINT: &str = "name the CLI itself as the program; hcp passes each argument as one argv element and never uses a shell (docs/rules.md)";
+const HINT: &str = "name the CLI itself as the program; hcp passes each argument as one argv element and never uses a shell (docs/packs.md)";
 
 pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     program_findings(cx, Diagnostic::error, CODE, HINT, refusal, out);

@@ -1,6 +1,7 @@
 //! The next step for every code: a hint naming the command to run next, or the file of the
-//! repository to read (`README.md`, `docs/rules.md`). A refusal that carries no hint of
-//! its own is given this one, so no refusal leaves its reader without a next command.
+//! repository to read (`README.md`, `docs/packs.md`, `docs/rules.md`). A refusal that
+//! carries no hint of its own is given this one, so no refusal leaves its reader without a
+//! next command.
 //!
 //! The match is exhaustive: a code added to the table does not compile until it has its
 //! hint here.
@@ -22,18 +23,16 @@ impl Code {
             UnknownVerb | AmbiguousVerb => "list the active verbs with `hcp list`",
             PackInactive => "activate the pack with `hcp activate PACK`",
             TransportNotOffered => {
-                "add the face to the pack's `transports` (README.md, docs/rules.md), then `hcp install --force DIR`"
+                "add the face to the pack's `transports` (docs/packs.md), then `hcp install --force DIR`"
             }
             KindUnsupported | PassThroughUnsupported => {
-                "turn `pass_through` into named verbs with `hcp pack promote DIR` (README.md, docs/rules.md)"
+                "turn `pass_through` into named verbs with `hcp pack promote DIR` (docs/packs.md)"
             }
             NotInstalled | PackUnreadable => "list the installed packs with `hcp list`",
-            NotConnectable => {
-                "see the pack's `binding` with `hcp show PACK` (README.md, docs/rules.md)"
-            }
+            NotConnectable => "see the pack's `binding` with `hcp show PACK` (docs/packs.md)",
             UnknownStimulus => "see the pack's stimuli with `hcp show PACK`",
             WriteStimulus => {
-                "make the stimulus `read` in policy.json (README.md, docs/rules.md), then `hcp lint DIR`"
+                "make the stimulus `read` in policy.json (docs/packs.md), then `hcp lint DIR`"
             }
 
             BadSession => "ask the owner for a new session: `hcp session start --principal ID`",
@@ -134,7 +133,7 @@ impl Code {
                 "install the pack again to pin its bin: `hcp install --force DIR`"
             }
             EnvRefused => {
-                "remove the name from `wrap.agent_env` (README.md, docs/rules.md), then `hcp install --force DIR`"
+                "remove the name from `wrap.agent_env` (docs/packs.md), then `hcp install --force DIR`"
             }
             SpawnFailed | SuperviseFailed => {
                 "`hcp doctor` checks the machine; `hcp show PACK` names the bin"
@@ -175,12 +174,15 @@ impl Code {
             | ConfirmNotMirrored | VerbCount | SkillTooLong | SkillMissingSection
             | AbsolutePathInSkill | ExtraFile | PassThroughPresent | UnsupportedKind
             | CodeRunningCli => {
-                "fix the pack (each lint code and its fix: docs/rules.md), then `hcp lint DIR`"
+                "fix the pack (each lint code and its fix: docs/packs.md), then `hcp lint DIR`"
             }
             AlreadyInstalled => "replace it with `hcp install --force DIR`",
-            BadPackDir => "give the pack's directory: `hcp install DIR` (README.md, docs/rules.md)",
+            BadPackDir => "give the pack's directory: `hcp install DIR` (docs/packs.md)",
+            FamilyClaimed => {
+                "share the family on purpose with `hcp install DIR --join-family FAMILY`, or give the pack a `binding.family` of its own"
+            }
             NothingToPromote => {
-                "`hcp pack promote DIR` needs a pack with `pass_through` (README.md, docs/rules.md)"
+                "`hcp pack promote DIR` needs a pack with `pass_through` (docs/packs.md)"
             }
             SkillCollision | SkillExportUnusable => {
                 "check `skills.export` in `config.json` (README.md); `hcp doctor` lists each folder"
@@ -190,6 +192,9 @@ impl Code {
                 "the owner is the Unix user running `hcp` without `HCP_SESSION`: run `hcp COMMAND` in the owner's own shell with `HCP_SESSION` unset (`env -u HCP_SESSION hcp COMMAND`)"
             }
             BadPrincipal | BadValue | BadTtl => "see `hcp session start --help`",
+            BadConfigKey => {
+                "`hcp config get` prints every key with its value; set one with `hcp config set KEY VALUE`"
+            }
             BadWorkdir => "give a project directory of its own; see `hcp session start --help`",
             BadSeed => "give a directory to copy: `hcp home PACK --principal P --seed DIR`",
             BadCapability => "see `hcp grant --help` for the capabilities",

@@ -140,6 +140,12 @@ impl State for Unusable {
     ) -> Result<(Token, Session), SessionError> {
         Err(self.session())
     }
+    fn session_start_prepared(
+        &self,
+        _: (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
+        Err(self.session())
+    }
     fn session_resolve(&self, _: &str, _: Timestamp) -> Result<Session, SessionError> {
         Err(self.session())
     }

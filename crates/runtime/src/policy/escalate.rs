@@ -31,16 +31,24 @@ pub struct ApprovalTier<'a> {
     policy_hash: &'a str,
     now: Timestamp,
     answer: RefCell<Option<Answer>>,
+    tenant: &'a super::Tenant,
 }
 
 impl<'a> ApprovalTier<'a> {
     /// The tier of `state` for a call under the policy `policy_hash` at `now`.
-    pub fn new(state: &'a dyn State, policy_hash: &'a str, now: Timestamp) -> Self {
+    /// `tenant` is the call's session and project, which the approval is bound to.
+    pub fn new(
+        state: &'a dyn State,
+        policy_hash: &'a str,
+        now: Timestamp,
+        tenant: &'a super::Tenant,
+    ) -> Self {
         Self {
             state,
             policy_hash,
             now,
             answer: RefCell::new(None),
+            tenant,
         }
     }
 
@@ -67,7 +75,14 @@ impl EscalationTier for ApprovalTier<'_> {
         principal: &Principal,
     ) -> Result<Escalation, String> {
         let digest = bound_digest(self.state, args).map_err(|e| e.to_string())?;
-        let key = approval_key(tool, principal, &digest, self.policy_hash, true);
+        let key = approval_key(
+            tool,
+            principal,
+            self.tenant,
+            &digest,
+            self.policy_hash,
+            true,
+        );
         let found = self
             .state
             .approval_lookup(&key, self.now)

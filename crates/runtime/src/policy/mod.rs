@@ -243,6 +243,8 @@ struct DryApprovals<'a> {
     /// confirmation approval may stand in for it (the engine asks the callback of every
     /// paused call, the escalation's too).
     tier: &'a escalate::ApprovalTier<'a>,
+    /// The call's session and project.
+    tenant: &'a Tenant,
 }
 
 impl histos::Confirmer for DryApprovals<'_> {
@@ -256,7 +258,14 @@ impl histos::Confirmer for DryApprovals<'_> {
             return Ok(false);
         }
         let digest = bound_digest(self.state, args).map_err(|e| e.to_string())?;
-        let key = approval_key(tool, principal, &digest, self.policy_hash, false);
+        let key = approval_key(
+            tool,
+            principal,
+            self.tenant,
+            &digest,
+            self.policy_hash,
+            false,
+        );
         match self.state.approval_lookup(&key, self.now) {
             Ok(Some(a)) => {
                 *self.found.borrow_mut() = Some((a.id, key));
@@ -347,13 +356,15 @@ pub fn pre(
         failed: std::sync::atomic::AtomicBool::new(false),
         checked: Mutex::new(Vec::new()),
     };
-    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now);
+    let tenant = Tenant::of(call.principal);
+    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now, &tenant);
     let approvals = DryApprovals {
         state,
         policy_hash: rp.hash(),
         now: call.now,
         found: std::cell::RefCell::new(None),
         tier: &tier,
+        tenant: &tenant,
     };
     let ctx = histos::Context {
         limits: Some(&limits),
@@ -456,10 +467,13 @@ fn paused(
     } else {
         rp.policy.tool(tool).and_then(|t| t.confirmation_expires_in)
     };
+    let tenant = Tenant::of(call.principal);
     let request = ApprovalRequest {
-        key: approval_key(tool, principal, &digest, rp.hash(), escalation),
+        key: approval_key(tool, principal, &tenant, &digest, rp.hash(), escalation),
         summary,
         window_s: window,
+        session: tenant.session_id(),
+        project: tenant.project.clone(),
     };
     let a = state.approval_request(&request, call.now).map_err(store)?;
     let (message, hint) = if escalation {
@@ -648,12 +662,47 @@ fn write_json(v: &Value, out: &mut String) {
     }
 }
 
+/// The tenant an approval is bound to besides its principal (RUNTIME §7): the call's
+/// session and project. An approval asked for under one session and project passes the
+/// same call of that session and project only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tenant {
+    /// The session's id (`sha256:` and the digest of its token); `None` for the owner.
+    pub session: Option<String>,
+    /// The call's project: `HCP_PROJECT`, else the session's first project.
+    pub project: Option<String>,
+}
+
+impl Tenant {
+    /// The tenant of a call made by `p`.
+    pub fn of(p: &Principal) -> Self {
+        let session = p.session.as_ref();
+        Self {
+            session: session.map(|s| s.token_sha256.clone()),
+            project: p
+                .project
+                .clone()
+                .or_else(|| session.and_then(|s| s.projects.first().cloned())),
+        }
+    }
+
+    /// The session's short id, as `hcp session list` shows it (12 hex digits).
+    pub fn session_id(&self) -> Option<String> {
+        self.session.as_ref().map(|s| {
+            let hex = s.strip_prefix("sha256:").unwrap_or(s);
+            hex.get(..12).unwrap_or(hex).to_owned()
+        })
+    }
+}
+
 /// The key of the approval of a call: the tool, the principal's identity and a digest of
-/// its role, attributes and `can_view` (so another session of the same id with other
-/// facts cannot use it, HISTOS-ENGINE §6), the digest of the bound arguments, the policy.
+/// its role, attributes and `can_view` and of the call's session and project (so another
+/// session of the same id, or another project, cannot use it: RUNTIME §7, HISTOS-ENGINE
+/// §6), the digest of the bound arguments, the policy.
 pub(crate) fn approval_key(
     tool: &str,
     p: &histos::Principal,
+    tenant: &Tenant,
     args_digest: &str,
     policy_hash: &str,
     escalation: bool,
@@ -670,6 +719,8 @@ pub(crate) fn approval_key(
         "role": p.role,
         "attributes": attrs,
         "can_view": can_view,
+        "session": tenant.session,
+        "project": tenant.project,
     });
     ApprovalKey {
         tool: tool.to_owned(),

@@ -46,13 +46,15 @@ pub fn observe(
         failed: std::sync::atomic::AtomicBool::new(false),
         checked: std::sync::Mutex::new(Vec::new()),
     };
-    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now);
+    let tenant = super::Tenant::of(call.principal);
+    let tier = escalate::ApprovalTier::new(state, rp.hash(), call.now, &tenant);
     let approvals = DryApprovals {
         state,
         policy_hash: rp.hash(),
         now: call.now,
         found: std::cell::RefCell::new(None),
         tier: &tier,
+        tenant: &tenant,
     };
     let ctx = histos::Context {
         limits: Some(&limits),

@@ -19,6 +19,37 @@ use hcp_store::binding;
 use hcp_store::pack::InstalledPack;
 use serde_json::Value;
 
+/// Records the binding act `act` (`connect`, `disconnect`) of `principal` (`owner`: the
+/// owner, by uid) on `pack`'s `family` as an act of authority (RUNTIME §6), before it is
+/// made.
+///
+/// # Errors
+/// The audit's refusal (74): the act must not happen.
+pub(crate) fn authority(
+    rt: &Runtime,
+    principal: &str,
+    act: &str,
+    pack: &InstalledPack,
+    family: &str,
+) -> Result<(), Refusal> {
+    let actor = if principal == hcp_model::principal::OWNER {
+        hcp_store::audit::Actor::owner()
+    } else {
+        hcp_store::audit::Actor::Principal(principal.to_owned())
+    };
+    crate::authority::record(
+        rt,
+        act,
+        actor,
+        serde_json::json!({"pack_id": pack.id.as_str(), "family": family, "principal": principal}),
+    )
+    .map(|_| ())
+    .map_err(|e| {
+        Refusal::new(e.code(), e.to_string())
+            .hint("nothing was changed; `hcp audit verify` checks the trail")
+    })
+}
+
 /// Removes `principal`'s credential for the family of `verb`'s pack and records it.
 ///
 /// # Errors
@@ -30,9 +61,12 @@ pub(crate) fn disconnect(
 ) -> Result<Answer, Stop> {
     let pack = &verb.pack;
     let family = pack.manifest.family().to_owned();
-    let removed = StoreLock::acquire(rt.home())
-        .and_then(|_lock| binding::remove(rt.home(), &principal.id, &family))
+    let lock = StoreLock::acquire(rt.home()).map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;
+    // An act of authority (RUNTIME §6): recorded before the credential is removed.
+    authority(rt, &principal.id, "disconnect", pack, &family).map_err(Stop::Unrecorded)?;
+    let removed = binding::remove(rt.home(), &principal.id, &family)
         .map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;
+    drop(lock);
     let outcome = if removed {
         BindingOutcome::Removed
     } else {

@@ -5,7 +5,7 @@
 //! to run are replaced by stable markers: ids by `[ID n]` in order of first appearance (so
 //! an intent, its outcome and the result's `audit_id` still show as one), argument digests
 //! by `[DIGEST n]`, session digests by `[SESSION n]`, chain hashes by `[HASH]`, times by
-//! `[TS]`, durations by 0, the temporary root by `[TMP]`; a `sandbox` field by the names of
+//! `[TS]`, durations by 0, an act's owner uid by `[UID]`, the temporary root by `[TMP]`; a `sandbox` field by the names of
 //! its parts (what each part says depends on the kernel).
 
 use super::{World, s};
@@ -90,6 +90,7 @@ impl Markers {
             (Some("ts"), Value::String(_)) => json!("[TS]"),
             (Some("hash" | "prev"), Value::String(_)) => json!("[HASH]"),
             (Some("duration_ms"), Value::Number(_)) => json!(0),
+            (Some("uid"), Value::Number(_)) => json!("[UID]"),
             (Some("args_digest"), Value::String(d)) => json!(self.digest(d)),
             (Some("session"), Value::String(d)) => json!(self.session(d)),
             (Some("sandbox"), Value::Object(m)) => sandbox_parts(m),

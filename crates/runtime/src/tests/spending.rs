@@ -119,6 +119,12 @@ impl State for Racing {
     ) -> Result<(Token, Session), SessionError> {
         self.0.session_start(n, t)
     }
+    fn session_start_prepared(
+        &self,
+        p: (Token, Session),
+    ) -> Result<(Token, Session), SessionError> {
+        self.0.session_start_prepared(p)
+    }
     fn session_resolve(&self, k: &str, t: Timestamp) -> Result<Session, SessionError> {
         self.0.session_resolve(k, t)
     }
@@ -207,6 +213,9 @@ impl State for Racing {
     }
     fn record_authority(&self, a: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
         self.0.record_authority(a)
+    }
+    fn record_noticed(&self, a: &hcp_store::audit::Authority) -> Result<Appended, AuditError> {
+        self.0.record_noticed(a)
     }
     fn audit_ready(&self) -> Result<(), AuditError> {
         self.0.audit_ready()

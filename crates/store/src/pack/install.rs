@@ -77,6 +77,28 @@ pub struct InstallOptions<'a> {
     pub lookup: BinLookup,
     /// Called at each [`InstallStep`] that is reached.
     pub step_hook: Option<&'a dyn Fn(InstallStep)>,
+    /// The act of authority's gate (RUNTIME §6): called under the store lock once the new
+    /// copy is staged and before anything is put in place, with what the install is about
+    /// to do. An `Err` refuses the install and leaves the store as it was (the staged copy
+    /// is removed): the caller records the act here, and checks what must be checked under
+    /// the lock (a `binding.family` another pack holds, RUNTIME §8).
+    pub authorize: Option<&'a Authorize<'a>>,
+}
+
+/// The act of authority's gate of an install ([`InstallOptions::authorize`]).
+pub type Authorize<'a> = dyn Fn(&Pending<'_>) -> Result<(), PackError> + 'a;
+
+/// What an install is about to do, as [`InstallOptions::authorize`] is shown it.
+#[derive(Debug, Clone, Copy)]
+pub struct Pending<'a> {
+    /// The record the install will put in place.
+    pub record: &'a InstallRecord,
+    /// Whether an installed copy is replaced.
+    pub replaced: bool,
+    /// Whether the replaced copy had different content (the rug-pull guard fires).
+    pub content_changed: bool,
+    /// Whether the pack will be active.
+    pub active: bool,
 }
 
 impl std::fmt::Debug for InstallOptions<'_> {
@@ -319,9 +341,23 @@ pub fn install(
     fsops::sync_dir(&stage).map_err(io("sync", &stage))?;
     step(InstallStep::Staged);
 
+    let will_be_active = read::is_active(home, &id) || opts.activate;
+    if let Some(authorize) = opts.authorize {
+        let pending = Pending {
+            record: &record,
+            replaced: exists,
+            content_changed,
+            active: will_be_active,
+        };
+        if let Err(e) = authorize(&pending) {
+            let _ = std::fs::remove_dir_all(&stage);
+            let _ = fsops::sync_dir(&staging);
+            return Err(e);
+        }
+    }
+
     // The skill must follow the swap: journal it first, so a crash before the skill is
     // written is repaired by the next writer.
-    let will_be_active = read::is_active(home, &id) || opts.activate;
     if will_be_active {
         crate::skill::journal_locked(home, &lock, &id, opts.activate)?;
     }
@@ -403,6 +439,21 @@ pub struct Removed {
 /// [`PackError::NotInstalled`] for an unknown id or a text that is not a pack id;
 /// [`PackError::Store`] for an unusable home or an I/O failure.
 pub fn uninstall(home: &Home, id: &str) -> Result<Removed, PackError> {
+    uninstall_with(home, id, &|_| Ok(()))
+}
+
+/// [`uninstall`], with the act of authority's gate (RUNTIME §6): `authorize` is called
+/// under the store lock, once the pack is known to be installed and before anything is
+/// removed, with what will be removed (`was_active` tells whether it is active). An `Err`
+/// refuses the uninstall and leaves the store as it was.
+///
+/// # Errors
+/// As [`uninstall`]; `authorize`'s error.
+pub fn uninstall_with(
+    home: &Home,
+    id: &str,
+    authorize: &dyn Fn(&Removed) -> Result<(), PackError>,
+) -> Result<Removed, PackError> {
     let id = parse_id(id)?;
     let target = pack_dir(home, id.as_str());
     if std::fs::symlink_metadata(&target).is_err() {
@@ -413,6 +464,10 @@ pub fn uninstall(home: &Home, id: &str) -> Result<Removed, PackError> {
     if std::fs::symlink_metadata(&target).is_err() {
         return Err(PackError::NotInstalled { id: id.to_string() });
     }
+    authorize(&Removed {
+        id: id.to_string(),
+        was_active: read::is_active(home, id.as_str()),
+    })?;
     let staging = home.ensure(StoreDir::Staging)?;
     clean_staging(&staging)?;
     let was_active = crate::skill::deactivate_locked(home, &lock, id.as_str())?;

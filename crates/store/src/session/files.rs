@@ -141,7 +141,18 @@ pub fn start(
     new: &NewSession,
     now: Timestamp,
 ) -> Result<(Token, Session), SessionError> {
-    let (token, session) = prepare(new, now)?;
+    start_prepared(home, prepare(new, now)?)
+}
+
+/// Writes a session [`prepare`] made, under the store lock (the second half of
+/// [`start`]).
+///
+/// # Errors
+/// [`SessionError::Store`] when it cannot be written.
+pub fn start_prepared(
+    home: &Home,
+    (token, session): (Token, Session),
+) -> Result<(Token, Session), SessionError> {
     let digest = token_digest(token.as_str());
     let _lock = StoreLock::acquire(home)?;
     write_session(home, &digest, &session)?;

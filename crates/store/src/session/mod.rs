@@ -26,6 +26,7 @@ mod token;
 
 pub use files::{
     damaged, end, end_digest, end_principal, list, prepare, resolve, sessions_dir, start,
+    start_prepared,
 };
 pub use jiff::{SignedDuration, Timestamp};
 pub use principal::{MAX_ATTR_VALUE_LEN, MAX_NAME_LEN, OWNER, PrincipalId, validate_name};

@@ -238,10 +238,6 @@ pub fn lock(a: &LockArgs) -> CliResult {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     let new = tool_lock::build(&current, policy.as_deref());
     let uncovered = uncovered(home, &packs);
-    tool_lock::write(home, &new).map_err(refused)?;
-    for w in &uncovered.warnings {
-        eprintln!("warning: {w}");
-    }
     let (changed, added, removed) = match &before {
         Ok(Some(old)) => {
             let r = tool_lock::check_all(old, &current);
@@ -253,6 +249,19 @@ pub fn lock(a: &LockArgs) -> CliResult {
         }
         _ => (Vec::new(), Vec::new(), Vec::new()),
     };
+    // An act of authority (RUNTIME §6): recorded before the lock is written.
+    crate::commands::authority::record(
+        &rt,
+        "policy lock",
+        serde_json::json!({
+            "tools": new.tools.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            "changed": changed, "added": added, "removed": removed,
+        }),
+    )?;
+    tool_lock::write(home, &new).map_err(refused)?;
+    for w in &uncovered.warnings {
+        eprintln!("warning: {w}");
+    }
     if a.json {
         let v = serde_json::json!({
             "ok": true, "file": path, "locked": new.tools.len(),

@@ -40,6 +40,9 @@ pub fn run(a: Args) -> CliResult {
     let home = open_home()?;
     let p = pack::load(&home, &a.id).map_err(pack_error)?;
     let active = pack::is_active(&home, p.id.as_str());
+    // RUNTIME §8: which family the pack shares, and with which installed packs.
+    let family = p.manifest.family().to_owned();
+    let shared = hcp_runtime::install::family_holders(&home, p.id.as_str(), &family);
     // The pack's network beside its verbs (RUNTIME §5.5); `config.json` that does not load
     // is said, not fatal: `hcp doctor` names the fault.
     let network = hcp_store::config::RuntimeConfig::load(home.root())
@@ -47,6 +50,7 @@ pub fn run(a: Args) -> CliResult {
         .map_err(|e| e.to_string());
     if a.json {
         let mut j = to_json(&p, active);
+        j["family"] = json!({"name": family, "shared_with": shared});
         j["network"] = match &network {
             Ok(n) => json!({"mode": n.mode, "key": n.key, "destinations": n.destinations}),
             Err(e) => json!({"error": e}),
@@ -54,7 +58,27 @@ pub fn run(a: Args) -> CliResult {
         out!("{j:#}");
     } else {
         let line = network.map_or_else(|e| format!("unknown: {e}"), |n| n.line());
-        let text = to_text(&p, active, &line);
+        let mut text = to_text(&p, active, &line);
+        if !shared.is_empty() || p.manifest.binding.family.is_some() {
+            let with = if shared.is_empty() {
+                "no other installed pack".to_owned()
+            } else {
+                shared
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            // After the first line (the pack's id and name).
+            let at = text.find('\n').map_or(text.len(), |i| i + 1);
+            text.insert_str(
+                at,
+                &format!(
+                    "  family `{}`: its credential is shared with {with}\n",
+                    clean(&family)
+                ),
+            );
+        }
         out_raw!("{}", text);
     }
     Ok(exit::OK)

@@ -1,0 +1,190 @@
+//! `hcp config get [KEY]`, `hcp config set KEY VALUE`, `hcp config unset KEY` (RUNTIME
+//! §3), owner only: `config.json` edited by dotted key, strictly ([`hcp_store::config::edit`]:
+//! an unknown key or a value its key does not take is refused, nothing written), under the
+//! store lock, atomically, every other key kept; each change an act of authority recorded
+//! before it is made (`config set`, `config unset`, [`hcp_runtime::authority::edit_file`]).
+
+use super::session::{print, require_owner, store_error};
+use crate::error::{CliError, CliResult};
+use crate::exit;
+use hcp_model::Code;
+use hcp_store::StoreError;
+use hcp_store::config::RuntimeConfig;
+use hcp_store::config::edit::{self, EditError, Edited};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// `hcp config`: read or change `config.json` by dotted key.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigCommand {
+    /// Print the value of KEY (JSON), or with no KEY the whole effective configuration.
+    Get(GetArgs),
+    /// Set KEY to VALUE (read as JSON when it parses, else as a string).
+    Set(SetArgs),
+    /// Remove KEY from `config.json`, so its default applies.
+    Unset(UnsetArgs),
+}
+
+/// Arguments of `hcp config get`.
+#[derive(Debug, clap::Args)]
+pub struct GetArgs {
+    /// A dotted key (`limits.cpu_seconds`, `packs.mail.network`); none: every key.
+    #[arg(value_name = "KEY")]
+    key: Option<String>,
+}
+
+/// Arguments of `hcp config set`.
+#[derive(Debug, clap::Args)]
+pub struct SetArgs {
+    /// A dotted key (`limits.cpu_seconds`, `sandbox.network`).
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// The value: JSON (`5`, `true`, `["/srv/data"]`, `{"allow": ["api.github.com:443"]}`),
+    /// or a word taken as a string (`host`).
+    #[arg(value_name = "VALUE", allow_hyphen_values = true)]
+    value: String,
+}
+
+/// Arguments of `hcp config unset`.
+#[derive(Debug, clap::Args)]
+pub struct UnsetArgs {
+    /// A dotted key.
+    #[arg(value_name = "KEY")]
+    key: String,
+}
+
+/// Why a change is not made: the edit's refusal or the store's.
+enum Refusal {
+    Edit(EditError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<EditError> for Refusal {
+    fn from(e: EditError) -> Self {
+        Self::Edit(e)
+    }
+}
+
+impl From<Refusal> for CliError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::Edit(e) => edit_error(&e),
+            Refusal::Store(e) => store_error(&e),
+        }
+    }
+}
+
+/// The command-line error of an edit's refusal.
+fn edit_error(e: &EditError) -> CliError {
+    match e {
+        EditError::UnknownKey { nearest, .. } => {
+            let c = CliError::new(Code::BadConfigKey, e.to_string());
+            if nearest.is_empty() {
+                c
+            } else {
+                let names: Vec<String> = nearest.iter().map(|k| format!("`{k}`")).collect();
+                c.hint(format!(
+                    "the nearest keys: {}; `hcp config get` prints every key",
+                    names.join(", ")
+                ))
+            }
+        }
+        EditError::WrongValue { .. } | EditError::BadKey { .. } => {
+            CliError::new(Code::BadConfigKey, e.to_string())
+        }
+        EditError::Damaged(d) => CliError::new(d.code(), d.to_string()).hint(
+            "fix `config.json` at that place by hand (`hcp doctor` checks it), then run `hcp config` again",
+        ),
+    }
+}
+
+/// The text of `path`, `None` when there is no file.
+fn read(path: &Path) -> Result<Option<String>, StoreError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StoreError::io("read", path, e)),
+    }
+}
+
+/// Runs `hcp config`.
+pub fn run(c: ConfigCommand) -> CliResult {
+    let name = match &c {
+        ConfigCommand::Get(_) => "config get",
+        ConfigCommand::Set(_) => "config set",
+        ConfigCommand::Unset(_) => "config unset",
+    };
+    require_owner(name)?;
+    let rt = super::exec::runtime()?;
+    let path = RuntimeConfig::path(rt.home().root());
+    match c {
+        ConfigCommand::Get(a) => {
+            let text = read(&path).map_err(|e| store_error(&e))?;
+            let v =
+                edit::get(text.as_deref(), &path, a.key.as_deref()).map_err(|e| edit_error(&e))?;
+            print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&v).unwrap_or_default()
+            ));
+            Ok(exit::OK)
+        }
+        ConfigCommand::Set(a) => {
+            let value = edit::read_value(&a.value);
+            let shown = value.to_string();
+            change(&rt, &path, name, &a.key, |text| {
+                edit::set(text, &path, &a.key, value).map(Some)
+            })?;
+            print(&format!("set `{}` to {shown}\n", a.key));
+            Ok(exit::OK)
+        }
+        ConfigCommand::Unset(a) => {
+            let made = change(&rt, &path, name, &a.key, |text| {
+                edit::unset(text, &path, &a.key)
+            })?;
+            if made {
+                print(&format!("unset `{}`; its default applies\n", a.key));
+            } else {
+                print(&format!("`{}` is not set; nothing to change\n", a.key));
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Works out the edit under the store lock, records the act (`act`, with the key and the
+/// new file's digest, never the value: a `state.url` may hold a password), then writes
+/// the file atomically. `Ok(false)`: nothing to change, nothing recorded.
+fn change(
+    rt: &hcp_runtime::Runtime,
+    path: &Path,
+    act: &str,
+    key: &str,
+    edit: impl FnOnce(Option<&str>) -> Result<Option<Edited>, EditError>,
+) -> Result<bool, CliError> {
+    // A hand edit made before this one is recorded as such first (RUNTIME §6).
+    hcp_runtime::authority::note_files(rt).map_err(|e| store_error(&e))?;
+    hcp_runtime::authority::edit_file(
+        rt,
+        act,
+        || -> Result<Option<(Value, Edited)>, Refusal> {
+            let text = read(path)?;
+            let Some(e) = edit(text.as_deref())? else {
+                return Ok(None);
+            };
+            let changed = json!({
+                "key": key,
+                "file": hcp_store::config::CONFIG_FILE,
+                "digest": hcp_store::digest::sha256_tagged(e.text.as_bytes()),
+            });
+            Ok(Some((changed, e)))
+        },
+        |e| hcp_store::atomic::write_atomic(path, e.text.as_bytes()),
+    )
+    .map_err(CliError::from)
+}

@@ -1,0 +1,269 @@
+//! Acts of authority (RUNTIME §6, "Every act of authority is a record too"): the one
+//! way the runtime and `hcp`'s commands record one. Every act goes through
+//! [`hcp_store::state::State::record_authority`] in the same order: the act is checked,
+//! recorded (and witnessed), and only then made; an act that cannot be recorded does not
+//! happen (`audit_unavailable` or `witness_unavailable`, 74), and nothing of it is
+//! written.
+//!
+//! Also the acts no command makes: a runtime policy or `config.json` that changed since
+//! the last record of it is recorded once, with its digest, by the next call that sees it
+//! ([`note_files`]); a witness that cannot take that record's checkpoint never refuses
+//! the call (the checkpoint is left to the next act of authority or 100th call).
+
+use crate::Runtime;
+use hcp_store::StoreError;
+use hcp_store::audit::Appended;
+use hcp_store::audit::{Actor, AuditError, Authority};
+use serde_json::{Value, json};
+
+/// Records the act `act` (`grant`, `session start` …) made by `actor`, with what it
+/// changes (`changed`: a JSON object of the act's facts, never a secret).
+///
+/// # Errors
+/// [`AuditError`]: the act must not happen (74).
+pub fn record(
+    rt: &Runtime,
+    act: &str,
+    actor: Actor,
+    changed: Value,
+) -> Result<Appended, AuditError> {
+    rt.state().record_authority(&Authority {
+        act: act.to_owned(),
+        actor,
+        changed,
+    })
+}
+
+/// [`record`] for the owner (the running process's uid), its error as the store's.
+///
+/// # Errors
+/// [`StoreError::Audit`] (or [`StoreError::Witness`]'s code through it): the act must not
+/// happen.
+pub fn by_owner(rt: &Runtime, act: &str, changed: Value) -> Result<Appended, StoreError> {
+    record(rt, act, Actor::owner(), changed).map_err(store_error)
+}
+
+/// An [`AuditError`] as a [`StoreError`] (its code and hint kept).
+pub fn store_error(e: AuditError) -> StoreError {
+    StoreError::Audit(Box::new(e))
+}
+
+/// The store file that keeps the digests of the runtime policy and `config.json` as last
+/// recorded (`state/authority-files.json`).
+const FILES_RECORD: &str = "authority-files.json";
+
+/// Which files [`note_files`] watches, as their records name them: the act and the file
+/// names in the store's root, in order of preference.
+const WATCHED: [(&str, &[&str]); 2] = [
+    ("policy changed", &["policy.json", "policy.yaml"]),
+    ("config changed", &["config.json"]),
+];
+
+/// The watched file of `names` in `root` that exists, with its stamp (inode, size,
+/// modification and change times in ns): what tells a file unchanged without reading it.
+fn stamp_of(root: &std::path::Path, names: &[&str]) -> Option<(String, String)> {
+    use std::os::unix::fs::MetadataExt;
+    names.iter().find_map(|n| {
+        let m = std::fs::metadata(root.join(n)).ok()?;
+        Some((
+            (*n).to_owned(),
+            format!(
+                "{}:{}:{}.{}:{}.{}",
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec()
+            ),
+        ))
+    })
+}
+
+/// What the watched files are now, by stamp alone: act → stamp (`null`: absent).
+fn stamps(root: &std::path::Path) -> Vec<(&'static str, Value)> {
+    WATCHED
+        .iter()
+        .map(|(act, names)| {
+            (
+                *act,
+                stamp_of(root, names).map_or(Value::Null, |(_, s)| Value::String(s)),
+            )
+        })
+        .collect()
+}
+
+/// What the watched files are now: act → `{"file", "digest", "stamp"}` or `null`
+/// (absent).
+fn current(root: &std::path::Path) -> Vec<(&'static str, Value)> {
+    WATCHED
+        .iter()
+        .map(|(act, names)| {
+            let v = stamp_of(root, names)
+                .and_then(|(file, stamp)| {
+                    let bytes = std::fs::read(root.join(&file)).ok()?;
+                    Some(json!({
+                        "file": file,
+                        "digest": hcp_store::digest::sha256_tagged(&bytes),
+                        "stamp": stamp,
+                    }))
+                })
+                .unwrap_or(Value::Null);
+            (*act, v)
+        })
+        .collect()
+}
+
+/// The part of a kept entry a record compares: the file and its digest.
+fn content(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Object(o)) => json!({"file": o.get("file"), "digest": o.get("digest")}),
+        _ => Value::Null,
+    }
+}
+
+/// Notices a runtime policy or `config.json` changed since it was last recorded (RUNTIME
+/// §6) and records each change once, with its digest (`policy changed`, `config changed`,
+/// actor the owner: only the owner can write the store). The digests last recorded are
+/// kept in `state/authority-files.json` with each file's stamp; a call whose files have
+/// the stamps kept reads nothing more. Otherwise the check and the record are made under
+/// the store lock, so concurrent calls record a change once, and a file touched but not
+/// changed is not recorded. A store that never recorded a digest records the files it
+/// finds (a first policy is a change too).
+///
+/// Called by each call before its first step.
+///
+/// # Errors
+/// [`StoreError`]: the change cannot be recorded in the trail, so the call must not go on
+/// under it (`audit_unavailable`, 74). A witness that cannot take the checkpoint after the
+/// record does not refuse the call ([`hcp_store::state::State::record_noticed`]): the
+/// checkpoint is left to the next act of authority or the next 100th call.
+pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
+    match note_files_now(rt) {
+        // A `config.json` that does not load stops every call with its place (`bad_config`,
+        // a later step): no call runs under it, and its change is recorded by the first
+        // call after it is fixed.
+        Err(e)
+            if e.code() == hcp_model::Code::BadConfig
+                || hcp_store::config::RuntimeConfig::load(rt.home().root()).is_err() =>
+        {
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
+    let home = rt.home();
+    let root = home.root();
+    let path = home
+        .dir(hcp_store::home::StoreDir::State)
+        .join(FILES_RECORD);
+    let read_last = || -> serde_json::Map<String, Value> {
+        std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default()
+    };
+    let last = read_last();
+    let same = stamps(root).iter().all(|(act, stamp)| {
+        let kept = last
+            .get(*act)
+            .and_then(|v| v.get("stamp"))
+            .unwrap_or(&Value::Null);
+        kept == stamp
+    });
+    if same {
+        return Ok(());
+    }
+    home.ensure(hcp_store::home::StoreDir::State)?;
+    let _lock = hcp_store::StoreLock::acquire(home)?;
+    // Read again under the lock: another call may have recorded it meanwhile; and read
+    // the files again, so what is recorded is what is there now.
+    let mut last = read_last();
+    for (act, now) in current(root) {
+        let was = last.get(act).cloned().unwrap_or(Value::Null);
+        if was == now {
+            continue;
+        }
+        let (before, after) = (content(Some(&was)), content(Some(&now)));
+        if before != after {
+            let changed = if after.is_null() {
+                json!({"removed": true, "was": before})
+            } else {
+                after
+            };
+            // Noticed, not made: the witness never refuses the call (RUNTIME §6).
+            rt.state()
+                .record_noticed(&Authority {
+                    act: act.to_owned(),
+                    actor: Actor::owner(),
+                    changed,
+                })
+                .map_err(store_error)?;
+        }
+        last.insert(act.to_owned(), now);
+        // Kept after each record, so a failure later records nothing twice.
+        let bytes = serde_json::to_vec(&Value::Object(last.clone()))
+            .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
+        hcp_store::atomic::write_atomic(&path, &bytes)?;
+    }
+    Ok(())
+}
+
+/// An owner's command that writes a watched file itself (`hcp config set` / `unset`,
+/// RUNTIME §3, §6): under the store lock, records `act` with `changed`, then runs `write`
+/// (which writes the file), then keeps the file's new digest, so the next call does not
+/// record the same change again as `config changed`. When the record fails nothing is
+/// written.
+///
+/// # Errors
+/// [`StoreError`]: the record's refusal (74; `write` not run), or `write`'s.
+pub fn change_file(
+    rt: &Runtime,
+    act: &str,
+    changed: Value,
+    write: impl FnOnce() -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
+    edit_file(rt, act, || Ok(Some((changed, ()))), |()| write()).map(|_| ())
+}
+
+/// [`change_file`] whose change is worked out under the store lock: `prepare` reads the
+/// file and returns what the act changes with what `write` is to write, or `None` when
+/// there is nothing to change (nothing recorded, nothing written: `Ok(false)`). A
+/// refusal of `prepare` records nothing, and no other `hcp` can change the file between
+/// what `prepare` read and what `write` writes.
+///
+/// # Errors
+/// `prepare`'s refusal, the record's (74; `write` not run), or `write`'s.
+pub fn edit_file<E: From<StoreError>, P>(
+    rt: &Runtime,
+    act: &str,
+    prepare: impl FnOnce() -> Result<Option<(Value, P)>, E>,
+    write: impl FnOnce(P) -> Result<(), StoreError>,
+) -> Result<bool, E> {
+    let home = rt.home();
+    home.ensure(hcp_store::home::StoreDir::State)?;
+    let _lock = hcp_store::StoreLock::acquire(home)?;
+    let Some((changed, what)) = prepare()? else {
+        return Ok(false);
+    };
+    by_owner(rt, act, changed)?;
+    write(what)?;
+    let path = home
+        .dir(hcp_store::home::StoreDir::State)
+        .join(FILES_RECORD);
+    let mut last: serde_json::Map<String, Value> = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default();
+    for (act, now) in current(home.root()) {
+        last.insert(act.to_owned(), now);
+    }
+    let bytes = serde_json::to_vec(&Value::Object(last))
+        .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
+    hcp_store::atomic::write_atomic(&path, &bytes)?;
+    Ok(true)
+}
