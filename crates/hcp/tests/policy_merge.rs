@@ -10,7 +10,7 @@ mod common;
 mod exec_common;
 
 use common::World;
-use exec_common::{exec_json_env, grant, install, session, source, status};
+use exec_common::{authority_records, exec_json_env, grant, install, session, source, status};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -93,7 +93,28 @@ fn merge_adds_only_the_new_tools_and_keeps_every_edit() {
     // the hand-edited rule is kept: a long query is still refused
     assert!(merged.contains("      query: {type: string, max_length: 40}\n    rate_limit: 30\n"));
 
-    // again: a no-op, nothing written
+    // an act of authority, recorded once with what it added
+    let merges = |w: &World| -> Vec<Value> {
+        authority_records(w)
+            .into_iter()
+            .filter(|r| r["act"] == "policy init --merge")
+            .collect()
+    };
+    let recs = merges(&w);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(
+        (
+            recs[0]["changed"]["file"].clone(),
+            recs[0]["changed"]["role"].clone()
+        ),
+        (json!(f), json!("agent"))
+    );
+    assert_eq!(
+        recs[0]["changed"]["added"].as_array().map(Vec::len),
+        Some(5)
+    );
+
+    // again: a no-op, nothing written, nothing recorded
     let before = std::fs::metadata(&file).unwrap().modified().unwrap();
     let out = w.run(&["policy", "init", "--merge", &f, "--role", "agent"]);
     insta::assert_snapshot!("merge_again", w.render(&out));
@@ -108,6 +129,7 @@ fn merge_adds_only_the_new_tools_and_keeps_every_edit() {
         (v["added"].clone(), v["written"].clone()),
         (json!([]), json!(false))
     );
+    assert_eq!(merges(&w).len(), 1);
 }
 
 #[test]
