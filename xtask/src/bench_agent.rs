@@ -20,8 +20,13 @@
 //! `sync`, times in process one `write` + `fdatasync` of 500 bytes beside the stores: what
 //! the disk charges for the durable intent both arms write.
 //!
+//! With `--baseline BIN` (another build of hcp, e.g. main's), a fifth store of 1 pack and
+//! the JSON policy is made by that build, and its owner and agent arms run in the same
+//! rounds: the report then gives this build's agent call (and owner call) over the
+//! baseline's, medians and CPU, so the agent's call is measured against main in one run.
+//!
 //! Before timing, every arm's output is checked to be the bin's own; after timing, `hcp
-//! audit verify` must pass on every store.
+//! audit verify` must pass on every store (each with the build that made it).
 
 use crate::bench_exec::{self, Rng, Setup, Stats, WARMUP, load_average, stats, timed};
 use anyhow::{Context, Result, ensure};
@@ -50,6 +55,11 @@ pub struct Args {
     /// Use the release binaries already in the target directory instead of building.
     #[arg(long)]
     pub no_build: bool,
+    /// Another build of hcp (e.g. main's release `hcp`): its own store of 1 pack with the
+    /// JSON policy, its owner and agent arms in the same rounds, and the ratios of this
+    /// build to it.
+    #[arg(long, value_name = "BIN")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// The verb and its value.
@@ -62,6 +72,8 @@ struct Store {
     label: String,
     key: &'static str,
     home: PathBuf,
+    /// The hcp that made it and runs its arms (this build, or the `--baseline`).
+    bin: PathBuf,
 }
 
 /// Runs the benchmark and prints a Markdown table (and a JSON line with `--json`).
@@ -86,7 +98,10 @@ pub fn run(args: &Args) -> Result<()> {
     path_var.push(":/usr/local/bin:/usr/bin:/bin");
     let s = Setup {
         hcp: release.join("hcp"),
-        baseline: None,
+        baseline: args
+            .baseline
+            .as_ref()
+            .map(|b| std::fs::canonicalize(b).unwrap_or_else(|_| b.clone())),
         bin: release.join("hcp-example-echo"),
         floor: release.join("spawn-floor"),
         floor_static: release.join("spawn-floor-static"),
@@ -175,20 +190,27 @@ fn policies(root: &Path) -> Result<(String, String)> {
     Ok((json, out))
 }
 
-/// Makes one store: `probe` (and `extra` fixture packs), the session, the grant.
-/// Answers the session token.
-fn make_store(s: &Setup, home: &Path, probe: &Path, src: &Path, extra: usize) -> Result<String> {
+/// Makes one store with `hcp` (this build or the baseline): `probe` (and `extra` fixture
+/// packs), the session, the grant. Answers the session token.
+fn make_store(
+    (s, hcp): (&Setup, &Path),
+    home: &Path,
+    probe: &Path,
+    src: &Path,
+    extra: usize,
+) -> Result<String> {
     let probe = probe.to_str().context("non-UTF-8 path")?;
-    s.hcp_ok(home, &["install", probe, "--activate"])?;
+    s.hcp_ok_of(hcp, home, &["install", probe, "--activate"])?;
     for i in 0..extra {
         let dir = bench_exec::write_fixture(src, &format!("bench-{i:04}"))?;
         let dir = dir.to_str().context("non-UTF-8 path")?;
-        s.hcp_ok(home, &["install", dir, "--activate"])?;
+        s.hcp_ok_of(hcp, home, &["install", dir, "--activate"])?;
         if (i + 1) % 250 == 0 {
             eprintln!("  {} packs installed", i + 1);
         }
     }
-    let token = s.hcp_ok(
+    let token = s.hcp_ok_of(
+        hcp,
         home,
         &[
             "session",
@@ -205,7 +227,7 @@ fn make_store(s: &Setup, home: &Path, probe: &Path, src: &Path, extra: usize) ->
         .context("the token is not UTF-8")?
         .trim()
         .to_owned();
-    s.hcp_ok(home, &["grant", AGENT, "probe", "verb.exec.read"])?;
+    s.hcp_ok_of(hcp, home, &["grant", AGENT, "probe", "verb.exec.read"])?;
     Ok(token)
 }
 
@@ -229,34 +251,53 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     let probe = write_probe(&src)?;
     let (json, yaml) = policies(root)?;
     let many = args.packs + 1;
-    let stores = [
+    let mut stores = vec![
         Store {
             label: "1 pack, JSON policy".into(),
             key: "one_json",
             home: scratch.join("home-1-json"),
+            bin: s.hcp.clone(),
         },
         Store {
             label: "1 pack, YAML policy".into(),
             key: "one_yaml",
             home: scratch.join("home-1-yaml"),
+            bin: s.hcp.clone(),
         },
         Store {
             label: format!("{many} packs, JSON policy"),
             key: "many_json",
             home: scratch.join(format!("home-{many}-json")),
+            bin: s.hcp.clone(),
         },
         Store {
             label: format!("{many} packs, YAML policy"),
             key: "many_yaml",
             home: scratch.join(format!("home-{many}-yaml")),
+            bin: s.hcp.clone(),
         },
     ];
     eprintln!("store of 1 pack: `{}`", stores[0].home.display());
-    let token_one = make_store(s, &stores[0].home, &probe, &src, 0)?;
+    let token_one = make_store((s, &s.hcp), &stores[0].home, &probe, &src, 0)?;
     copy_store(&stores[0].home, &stores[1].home)?;
     eprintln!("store of {many} packs: `{}`", stores[2].home.display());
-    let token_many = make_store(s, &stores[2].home, &probe, &src, args.packs)?;
+    let token_many = make_store((s, &s.hcp), &stores[2].home, &probe, &src, args.packs)?;
     copy_store(&stores[2].home, &stores[3].home)?;
+    let mut tokens = vec![&token_one, &token_one, &token_many, &token_many];
+    let token_base;
+    if let Some(b) = &s.baseline {
+        ensure!(b.is_file(), "`--baseline {}` is not a file", b.display());
+        let home = scratch.join("home-1-json-baseline");
+        eprintln!("baseline store of 1 pack: `{}`", home.display());
+        token_base = make_store((s, b), &home, &probe, &src, 0)?;
+        stores.push(Store {
+            label: "1 pack, JSON policy, baseline".into(),
+            key: "baseline_one_json",
+            home,
+            bin: b.clone(),
+        });
+        tokens.push(&token_base);
+    }
     for (i, st) in stores.iter().enumerate() {
         let (name, text) = if i.is_multiple_of(2) {
             ("policy.json", &json)
@@ -272,11 +313,10 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
         std::fs::write(&t, format!("1 {token_one}\n{many} {token_many}\n"))
             .with_context(|| format!("cannot write `{}`", t.display()))?;
     }
-    let tokens = [&token_one, &token_one, &token_many, &token_many];
     // Arm 2i is the owner on store i, 2i + 1 the agent.
     let command = |arm: usize| {
         let st = &stores[arm / 2];
-        let mut c = s.hcp(&st.home, &EXEC_ARGS);
+        let mut c = s.hcp_of(&st.bin, &st.home, &EXEC_ARGS);
         if !arm.is_multiple_of(2) {
             c.env("HCP_SESSION", tokens[arm / 2]);
         }
@@ -358,7 +398,7 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
     }
     let load_after = load_average();
     for st in &stores {
-        s.hcp_ok(&st.home, &["audit", "verify"])?;
+        s.hcp_ok_of(&st.bin, &st.home, &["audit", "verify"])?;
     }
     let st: Vec<Stats> = times
         .iter_mut()
@@ -410,6 +450,29 @@ fn measure(args: &Args, root: &Path, scratch: &Path, s: &Setup) -> Result<()> {
                 "owner_median_ms": o.median, "agent_median_ms": a.median,
                 "owner_cpu_ms": o.cpu, "agent_cpu_ms": a.cpu, "ratio": ratio,
                 "ratio_p10": a.p10 / o.p10, "ratio_cpu": a.cpu / o.cpu,
+            }),
+        );
+    }
+    if s.baseline.is_some() {
+        // The last store is the baseline's twin of the first (1 pack, JSON policy).
+        let b = stores.len() - 1;
+        let (o, a, bo, ba) = (st[0], st[1], st[2 * b], st[2 * b + 1]);
+        println!();
+        println!("| this build ÷ baseline, 1 pack, JSON policy | medians | p10s | CPU |");
+        println!("|---|---|---|---|");
+        for (name, x, y) in [("owner", o, bo), ("agent", a, ba)] {
+            println!(
+                "| {name} | **{:.3}×** | {:.3}× | {:.3}× |",
+                x.median / y.median,
+                x.p10 / y.p10,
+                x.cpu / y.cpu
+            );
+        }
+        json_out.insert(
+            "to_baseline".into(),
+            serde_json::json!({
+                "owner_ratio": o.median / bo.median, "agent_ratio": a.median / ba.median,
+                "owner_ratio_cpu": o.cpu / bo.cpu, "agent_ratio_cpu": a.cpu / ba.cpu,
             }),
         );
     }

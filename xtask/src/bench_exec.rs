@@ -240,7 +240,7 @@ impl Setup {
         self.hcp_of(&self.hcp, home, args)
     }
 
-    fn hcp_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Command {
+    pub(crate) fn hcp_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Command {
         let mut c = self.command(bin);
         c.env("HCP_HOME", home).args(args);
         c
@@ -250,7 +250,7 @@ impl Setup {
         self.hcp_ok_of(&self.hcp, home, args)
     }
 
-    fn hcp_ok_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
+    pub(crate) fn hcp_ok_of(&self, bin: &Path, home: &Path, args: &[&str]) -> Result<Vec<u8>> {
         let out = self
             .hcp_of(bin, home, args)
             .output()

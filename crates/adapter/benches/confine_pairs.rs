@@ -114,7 +114,11 @@ fn main() {
         Confinement::for_call(
             &CallSandbox {
                 land,
-                owner,
+                caller: if owner {
+                    hcp_model::principal::Kind::Owner
+                } else {
+                    hcp_model::principal::Kind::Session
+                },
                 writes,
                 workdir: &work,
                 tenant_home: Some(&tenant),

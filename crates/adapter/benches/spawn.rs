@@ -129,7 +129,7 @@ fn confine(c: &mut Criterion) {
         let (c, report) = Confinement::for_call(
             &CallSandbox {
                 land: hcp_model::Land::Personal,
-                owner: false,
+                caller: hcp_model::principal::Kind::Session,
                 writes: false,
                 workdir: world.path(),
                 tenant_home: Some(&tenant),

@@ -33,6 +33,7 @@ use crate::seccomp::{self, Filter, Net};
 use crate::view::{EtcIndex, StoreView, View, ViewSpec};
 use crate::workdir::{SandboxPaths, check_sandbox_dir};
 use hcp_model::Land;
+use hcp_model::principal::Kind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,9 +42,9 @@ use std::sync::Arc;
 pub struct CallSandbox<'a> {
     /// The verb's land.
     pub land: Land,
-    /// The caller is the owner (no session): no nested-call marker, and a missing
-    /// mechanism is refused only under `sandbox.require`.
-    pub owner: bool,
+    /// Whose call: the owner's (no session: no nested-call marker, and a missing
+    /// mechanism is refused only under `sandbox.require`) or a session's.
+    pub caller: Kind,
     /// A `write` verb: a `local` workdir read-write, with its protected names.
     pub writes: bool,
     /// The workdir of a `local` call (at its own path in the view).
@@ -277,7 +278,7 @@ impl Confinement {
                 &stores,
                 limits.tmp_bytes,
             ))?)),
-            Some(why) if !call.owner => {
+            Some(why) if call.caller == Kind::Session => {
                 return Err(unavailable(format!(
                     "{why}; a call of a session runs only in its view"
                 )));
@@ -311,7 +312,7 @@ impl Confinement {
 
         // Network: seccomp, and Landlock's scopes outside a namespace of the call's own.
         let refuse_network = |why: String| -> Result<Status, AdapterError> {
-            if !call.owner || policy.require {
+            if call.caller == Kind::Session || policy.require {
                 return Err(unavailable(why));
             }
             Ok(Status::NotEnforced(why))
@@ -327,7 +328,7 @@ impl Confinement {
             let filter = Filter {
                 net,
                 unix: socket_listed,
-                marker: !call.owner,
+                marker: call.caller == Kind::Session,
                 notify: net == Net::Deny,
             };
             c.filters = Some(Filters {

@@ -835,7 +835,7 @@ fn without_namespaces_an_agent_is_refused_and_the_owner_runs_unconfined() {
     let etc = hcp_adapter::EtcIndex::default();
     let call = CallSandbox {
         land: hcp_model::Land::Personal,
-        owner: false,
+        caller: hcp_model::principal::Kind::Session,
         writes: false,
         workdir: &work,
         tenant_home: Some(&tenant),
@@ -870,7 +870,7 @@ fn without_namespaces_an_agent_is_refused_and_the_owner_runs_unconfined() {
         "{e}"
     );
     let owner = CallSandbox {
-        owner: true,
+        caller: hcp_model::principal::Kind::Owner,
         ..call
     };
     let (confine, report) = Confinement::for_call_with(&support, &owner, &policy).unwrap();

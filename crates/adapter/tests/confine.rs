@@ -116,7 +116,7 @@ impl World {
         Confinement::for_call(
             &CallSandbox {
                 land: hcp_model::Land::Local,
-                owner: false,
+                caller: hcp_model::principal::Kind::Session,
                 writes,
                 workdir: &work,
                 tenant_home: Some(&tenant),

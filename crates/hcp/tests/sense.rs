@@ -208,7 +208,8 @@ fn sense_is_gated() {
     let o = w.run(&["sense", "mail", "new_item"]);
     assert_eq!(code(&o), 66, "{}", w.render(&o));
     assert!(text(&o).contains("pack_inactive"));
-    // refusals are audited
+    // refusals are audited, the target's too (`unknown_stimulus`, `not_installed`,
+    // `pack_inactive`), as exec's are
     let audit = std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl")).unwrap();
     let sense: Vec<Value> = audit
         .lines()
@@ -222,8 +223,26 @@ fn sense_is_gated() {
             .collect::<Vec<_>>(),
         vec![
             (json!("agent"), json!("missing_grant")),
+            (json!("owner"), json!("unknown_stimulus")),
+            (json!("owner"), json!("not_installed")),
+            (json!("owner"), json!("unknown_stimulus")),
             (json!("unknown"), json!("bad_session")),
+            (json!("owner"), json!("pack_inactive")),
         ]
+    );
+    let pack_of = |code: &str| {
+        sense
+            .iter()
+            .find(|r| r["code"] == code)
+            .map(|r| (r["pack_id"].clone(), r["verb_key"].clone()))
+    };
+    assert_eq!(
+        pack_of("not_installed"),
+        Some((json!("nosuch"), json!("*")))
+    );
+    assert_eq!(
+        pack_of("pack_inactive"),
+        Some((json!("mail"), json!("new_item")))
     );
 }
 

@@ -299,6 +299,11 @@ fn a_folder_that_cannot_take_the_skill_refuses_activation_and_changes_nothing() 
     ];
     for (name, export) in cases {
         export_to(&w, &export.iter().map(String::as_str).collect::<Vec<_>>());
+        // The first owner command after the edit records the changed `config.json`
+        // (RUNTIME §6: noticed by the next act or call); the refused act changes nothing
+        // more.
+        let out = w.run(&["activate", "transit"]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", w.render(&out));
         let before = (tree(&w.hcp_home), tree(&ok));
         let out = w.run(&["activate", "transit"]);
         assert_eq!(out.status.code(), Some(1), "{name}: {}", w.render(&out));
@@ -335,6 +340,8 @@ fn a_folder_that_cannot_take_the_skill_refuses_activation_and_changes_nothing() 
             "cannot make a directory read-only here (no `chattr +i` as root)",
         );
     };
+    // As above: the first command after the edit records the changed `config.json`.
+    assert_eq!(w.run(&["activate", "transit"]).status.code(), Some(1));
     let before = (tree(&w.hcp_home), tree(&ok));
     let out = w.run(&["activate", "transit"]);
     drop(guard);

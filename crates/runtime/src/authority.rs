@@ -34,6 +34,145 @@ pub fn record(
     })
 }
 
+/// An act of authority being made (RUNTIME §6), in the one order every act keeps: the
+/// files a call would notice are noted first ([`note_files`], so a hand edit of
+/// `config.json` before the act is recorded as its own change), the act is checked by
+/// its command, then [`Act::record`]ed (after a look that its witness and the state
+/// directory can take it), then made; when the change fails after its record,
+/// [`Act::settle`] appends an [`hcp_store::audit::ACT_FAILED`] record naming the act's
+/// `seq` and the code, so the trail never states an act that did not happen.
+#[derive(Debug)]
+pub struct Act<'a> {
+    rt: &'a Runtime,
+    act: &'a str,
+    actor: Actor,
+    /// The act, `seq` and `changed` of the act's record, once made.
+    recorded: std::cell::RefCell<Option<(String, u64, Value)>>,
+}
+
+impl<'a> Act<'a> {
+    /// Begins the act `act` (`grant`, `session start` …) of `actor`: when its witness and
+    /// the state directory could take it, notes the watched files. Call it before taking
+    /// the store lock ([`note_files`] takes it).
+    ///
+    /// # Errors
+    /// [`note_files`]'s: a change that cannot be recorded refuses the act (74).
+    pub fn begin(rt: &'a Runtime, act: &'a str, actor: Actor) -> Result<Self, StoreError> {
+        // An act that could not be recorded writes nothing, not even what it noticed: the
+        // files are noted only when the look passes (the next act or call records them
+        // otherwise). The look's refusal itself comes at [`Act::record`], after the
+        // command's own checks, so a bad argument or `config.json` is named as such.
+        if rt.state().authority_ready().is_ok() && state_writable(rt).is_ok() {
+            note_files(rt)?;
+        }
+        Ok(Self::noted(rt, act, actor))
+    }
+
+    /// The act `act` of `actor` inside a call that noted the watched files already
+    /// (`connect`, `disconnect`: the call's first step did), or under the store lock
+    /// ([`note_files`] takes it). Does no I/O.
+    pub fn noted(rt: &'a Runtime, act: &'a str, actor: Actor) -> Self {
+        Self {
+            rt,
+            act,
+            actor,
+            recorded: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// [`Act::begin`] for the owner (the running process's uid).
+    ///
+    /// # Errors
+    /// As [`Act::begin`].
+    pub fn by_owner(rt: &'a Runtime, act: &'a str) -> Result<Self, StoreError> {
+        Self::begin(rt, act, Actor::owner())
+    }
+
+    /// Records the act with what it changes (`changed`: a JSON object of the act's facts,
+    /// never a secret), after checking that the state directory opens for writing (a
+    /// change that could not be made is refused before its record); the witness is
+    /// probed first by [`hcp_store::state::State::record_authority`].
+    ///
+    /// # Errors
+    /// [`StoreError`]: the act must not happen (74; nothing written, or, when the witness
+    /// failed after the record, an `act failed` record beside it).
+    pub fn record(&self, changed: Value) -> Result<(), StoreError> {
+        self.record_named(self.act, changed)
+    }
+
+    /// [`Act::record`] under another name of the act, known only once it is checked
+    /// (`install --join-family` for an `install`).
+    ///
+    /// # Errors
+    /// As [`Act::record`].
+    pub fn record_named(&self, act: &str, changed: Value) -> Result<(), StoreError> {
+        state_writable(self.rt)?;
+        let a = record(self.rt, act, self.actor.clone(), changed.clone()).map_err(store_error)?;
+        *self.recorded.borrow_mut() = Some((act.to_owned(), a.seq, changed));
+        Ok(())
+    }
+
+    /// Whether the act was recorded.
+    pub fn is_recorded(&self) -> bool {
+        self.recorded.borrow().is_some()
+    }
+
+    /// The change's result, passed on; when it failed after the act was recorded, the
+    /// trail says so first: an `act failed` record with the act, its record's `seq` and
+    /// `code(&error)`. That record is best effort: a trail that cannot take it either
+    /// leaves the act's record alone (docs/DESIGN.md says what a reader makes of it).
+    ///
+    /// # Errors
+    /// The change's own error, unchanged.
+    pub fn settle<T, E>(
+        &self,
+        result: Result<T, E>,
+        code: impl FnOnce(&E) -> hcp_model::Code,
+    ) -> Result<T, E> {
+        if let Err(e) = &result
+            && let Some((act, seq, changed)) = self.recorded.borrow_mut().take()
+        {
+            let asked = Authority {
+                act,
+                actor: self.actor.clone(),
+                changed,
+            };
+            let _ = self
+                .rt
+                .state()
+                .record_noticed(&asked.failed(seq, code(e).as_str()));
+        }
+        result
+    }
+}
+
+/// The state directory, when it exists, can be written (`access(2)` with `W_OK`, which
+/// the kernel answers `EPERM` for an immutable directory and `EROFS` on a read-only
+/// mount, root or not): a directory that refuses the act's change is found before its
+/// record rather than after it.
+///
+/// # Errors
+/// `store_io` naming the directory.
+fn state_writable(rt: &Runtime) -> Result<(), StoreError> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = rt.home().dir(hcp_store::home::StoreDir::State);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: `c` is a valid C string for the duration of the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(StoreError::io(
+            "write in",
+            &dir,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 /// [`record`] for the owner (the running process's uid), its error as the store's.
 ///
 /// # Errors
@@ -213,8 +352,10 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
 }
 
 /// An owner's command that writes a watched file itself (`hcp config set` / `unset`,
-/// RUNTIME §3, §6): under the store lock, records `act` with `changed`, then runs `write`
-/// (which writes the file), then keeps the file's new digest, so the next call does not
+/// RUNTIME §3, §6): notes the watched files first ([`note_files`], so an edit by hand
+/// before it is recorded as its own change), then under the store lock records `act`
+/// with `changed` ([`Act`]), then runs `write`, which writes the file (an `act failed`
+/// record follows when it fails), then keeps the file's new digest, so the next call does not
 /// record the same change again as `config changed`. When the record fails nothing is
 /// written.
 ///
@@ -244,13 +385,15 @@ pub fn edit_file<E: From<StoreError>, P>(
     write: impl FnOnce(P) -> Result<(), StoreError>,
 ) -> Result<bool, E> {
     let home = rt.home();
+    // An edit by hand before this act is its own change, recorded first.
+    let made = Act::by_owner(rt, act)?;
     home.ensure(hcp_store::home::StoreDir::State)?;
     let _lock = hcp_store::StoreLock::acquire(home)?;
     let Some((changed, what)) = prepare()? else {
         return Ok(false);
     };
-    by_owner(rt, act, changed)?;
-    write(what)?;
+    made.record(changed)?;
+    made.settle(write(what), StoreError::code)?;
     let path = home
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);

@@ -222,8 +222,12 @@ fn store(
     let lock =
         StoreLock::acquire(rt.home()).map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
     // An act of authority (RUNTIME §6): recorded before the credential is stored.
-    bind::authority(rt, &principal, "connect", of.pack, &family)?;
-    let saved = binding::save(rt.home(), &principal, &family, secret, now)
+    let made = bind::authority(rt, &principal, "connect", of.pack, &family)?;
+    let saved = made
+        .settle(
+            binding::save(rt.home(), &principal, &family, secret, now),
+            hcp_store::StoreError::code,
+        )
         .map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;
     drop(lock);
     let id = bind::record(

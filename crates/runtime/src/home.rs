@@ -141,22 +141,23 @@ pub fn seed(
         Whose::Principal(p) => serde_json::json!({"principal": p}),
         Whose::Project(j) => serde_json::json!({"project": j}),
     };
+    let made =
+        crate::authority::Act::by_owner(rt, "home --seed").map_err(|e| Refusal::store(&e))?;
     let authorize = |s: &hcp_store::tenant_admin::Seeded| {
-        crate::authority::by_owner(
-            rt,
-            "home --seed",
-            serde_json::json!({
-                "pack_id": pack,
-                "whose": whose_json,
-                "home": home.to_string_lossy(),
-                "from": source.to_string_lossy(),
-                "entries": s.entries,
-                "bytes": s.bytes,
-            }),
-        )
-        .map(|_| ())
+        made.record(serde_json::json!({
+            "pack_id": pack,
+            "whose": whose_json,
+            "home": home.to_string_lossy(),
+            "from": source.to_string_lossy(),
+            "entries": s.entries,
+            "bytes": s.bytes,
+        }))
     };
-    let seeded = hcp_store::tenant_admin::seed_with(&homes, &home, source, &authorize).map_err(|e| {
+    let seeded = made.settle(
+        hcp_store::tenant_admin::seed_with(&homes, &home, source, &authorize),
+        hcp_store::tenant_admin::SeedError::code,
+    );
+    let seeded = seeded.map_err(|e| {
         let r = Refusal::new(e.code(), e.to_string());
         match e {
             hcp_store::tenant_admin::SeedError::Conflict { .. } => r.hint(format!(

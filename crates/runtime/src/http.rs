@@ -55,6 +55,15 @@ impl Work {
         }
     }
 
+    /// The call is admitted (its intent durable): keeps what preparation learned for the
+    /// next call (the bins' fingerprints, [`crate::pins::Fresh::keep`]). Before this, a
+    /// refused call has written nothing.
+    pub fn admitted(&mut self) {
+        if let Self::Child(c) = self {
+            c.fresh.keep();
+        }
+    }
+
     /// Releases what preparation took (the call's cgroups, with its confinement).
     pub fn clean_up(&mut self) {
         if let Self::Child(c) = self {

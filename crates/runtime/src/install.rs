@@ -127,12 +127,13 @@ pub fn install_joining(
     check_join(&checked.manifest, join)?;
     // A state that cannot be told of the install refuses it before anything is written.
     crate::backend::ready(rt).map_err(PackError::Store)?;
+    let made = crate::authority::Act::by_owner(rt, "install").map_err(PackError::Store)?;
     let manifest = &checked.manifest;
     let authorize = |p: &pack::Pending<'_>| -> Result<(), PackError> {
         if let Some(a) = opts.authorize {
             a(p)?;
         }
-        authorize_install(rt, manifest, join, p)
+        authorize_install(rt, &made, manifest, join, p)
     };
     let opts = InstallOptions {
         force: opts.force,
@@ -141,7 +142,7 @@ pub fn install_joining(
         step_hook: opts.step_hook,
         authorize: Some(&authorize),
     };
-    let done = pack::install(rt.home(), &checked, &opts)?;
+    let done = made.settle(pack::install(rt.home(), &checked, &opts), PackError::code)?;
     if let Ok(id) = hcp_model::PackId::parse(&checked.manifest.id) {
         // Every install, so that a repeat after a failure here tells the state again.
         let changed_at = done
@@ -300,6 +301,7 @@ fn check_join(manifest: &hcp_model::Manifest, join: Option<&str>) -> Result<(), 
 /// [`PackError::FamilyClaimed`]; the audit's refusal as [`PackError::Store`].
 fn authorize_install(
     rt: &Runtime,
+    made: &crate::authority::Act<'_>,
     manifest: &hcp_model::Manifest,
     join: Option<&str>,
     p: &pack::Pending<'_>,
@@ -336,7 +338,7 @@ fn authorize_install(
     } else {
         "install"
     };
-    crate::authority::by_owner(rt, act, changed)?;
+    made.record_named(act, changed)?;
     Ok(())
 }
 
@@ -376,15 +378,17 @@ pub fn uninstall(rt: &Runtime, id: &str) -> Result<Removed, PackError> {
 /// As [`uninstall`]; the audit's refusal (74).
 pub fn uninstall_purging(rt: &Runtime, id: &str, purge: bool) -> Result<Removed, PackError> {
     crate::backend::ready(rt).map_err(PackError::Store)?;
+    let made = crate::authority::Act::by_owner(rt, "uninstall")?;
     let authorize = |r: &Removed| -> Result<(), PackError> {
-        crate::authority::by_owner(
-            rt,
-            "uninstall",
+        made.record(
             serde_json::json!({"pack_id": r.id, "was_active": r.was_active, "purge": purge}),
         )?;
         Ok(())
     };
-    let removed = pack::uninstall_with(rt.home(), id, &authorize)?;
+    let removed = made.settle(
+        pack::uninstall_with(rt.home(), id, &authorize),
+        PackError::code,
+    )?;
     if let Ok(pid) = hcp_model::PackId::parse(&removed.id) {
         rt.state().pack_removed(&pid)?;
     }

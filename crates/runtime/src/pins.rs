@@ -5,7 +5,8 @@
 //!
 //! After a verify that had to hash the bin, the stat fingerprint it vouched for is kept in
 //! `packs/<id>/.hcp/fingerprints.json` so the next call checks a `stat` instead of
-//! hashing the file (see `hcp_adapter::pin`). An entry counts only for the exact pin (path
+//! hashing the file (see `hcp_adapter::pin`); a call keeps it only once it is admitted
+//! ([`Fresh`]), so a refused call writes nothing. An entry counts only for the exact pin (path
 //! and sha256) of the current install record, so an entry left by an older install, or
 //! written while a reinstall swapped the pack directory, is ignored. The file is replaced
 //! whole by rename; concurrent calls may each write it and any of their writes is valid.
@@ -44,26 +45,48 @@ fn cached(pack_dir: &Path, path: &Path, sha256: &str) -> Option<StatFingerprint>
         .map(|e| e.fingerprint)
 }
 
-/// Keeps the fingerprint of a bin that was just hashed and matched `pin`. Best effort: a
-/// failure only means the next call hashes again.
-fn remember(pack_dir: &Path, pin: &BinPin, verified: &VerifiedBin) {
-    let Some(fingerprint) = verified.refreshed() else {
-        return;
-    };
-    let path = pack_dir.join(FILE);
-    let mut cache: Cache = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let sha256 = pin.sha256.to_string();
-    cache.entries.retain(|e| e.path != pin.path);
-    cache.entries.push(Entry {
-        path: pin.path.clone(),
-        sha256,
-        fingerprint,
-    });
-    if let Ok(bytes) = serde_json::to_vec(&cache) {
-        let _ = hcp_store::atomic::write_atomic(&path, &bytes);
+/// The fingerprints of the bins a verify just hashed, not yet kept: a call keeps them
+/// ([`Fresh::keep`]) only once it is admitted, so a call refused before it runs (its
+/// audit cannot be written, RUNTIME §6) writes nothing, not even this cache.
+#[derive(Debug, Default)]
+pub struct Fresh {
+    pack_dir: PathBuf,
+    entries: Vec<Entry>,
+}
+
+impl Fresh {
+    /// Notes the fingerprint of a bin that was just hashed and matched `pin`.
+    fn note(&mut self, pack_dir: &Path, pin: &BinPin, verified: &VerifiedBin) {
+        let Some(fingerprint) = verified.refreshed() else {
+            return;
+        };
+        pack_dir.clone_into(&mut self.pack_dir);
+        self.entries.push(Entry {
+            path: pin.path.clone(),
+            sha256: pin.sha256.to_string(),
+            fingerprint,
+        });
+    }
+
+    /// Keeps the fingerprints noted in the pack's cache (`packs/<id>/.hcp/fingerprints.json`),
+    /// once; the next call then checks a `stat` instead of hashing. Best effort: a
+    /// failure only means the next call hashes again.
+    pub fn keep(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let path = self.pack_dir.join(FILE);
+        let mut cache: Cache = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        for e in self.entries.drain(..) {
+            cache.entries.retain(|o| o.path != e.path);
+            cache.entries.push(e);
+        }
+        if let Ok(bytes) = serde_json::to_vec(&cache) {
+            let _ = hcp_store::atomic::write_atomic(&path, &bytes);
+        }
     }
 }
 
@@ -119,9 +142,24 @@ pub fn pin_of(pack: &InstalledPack, program: &str) -> Result<BinPin, Refusal> {
 /// # Errors
 /// As [`pin_of`] and [`verify_pin`].
 pub fn verify(pack: &InstalledPack, program: &str) -> Result<VerifiedBin, Refusal> {
-    let verified = verify_pin(pack, &pin_of(pack, program)?)?;
+    let (verified, mut fresh) = verify_deferred(pack, program)?;
+    fresh.keep();
+    Ok(verified)
+}
+
+/// [`verify`], the fingerprints of what it hashed returned rather than kept: a call keeps
+/// them once admitted ([`Fresh::keep`]).
+///
+/// # Errors
+/// As [`verify`].
+pub fn verify_deferred(
+    pack: &InstalledPack,
+    program: &str,
+) -> Result<(VerifiedBin, Fresh), Refusal> {
+    let mut fresh = Fresh::default();
+    let verified = verify_pin_into(pack, &pin_of(pack, program)?, &mut fresh)?;
     if !verified.is_script() {
-        return Ok(verified);
+        return Ok((verified, fresh));
     }
     let reinstall = || {
         format!(
@@ -145,12 +183,19 @@ pub fn verify(pack: &InstalledPack, program: &str) -> Result<VerifiedBin, Refusa
     };
     let mut files = Vec::with_capacity(interpreter.files.len());
     for f in &interpreter.files {
-        files.push(verify_interpreter(pack, program, verified.path(), f)?);
+        files.push(verify_interpreter(
+            pack,
+            program,
+            verified.path(),
+            f,
+            &mut fresh,
+        )?);
     }
     let argv = interpreter.argv.iter().map(OsString::from).collect();
-    verified
+    let verified = verified
         .run_by(argv, files)
-        .map_err(|e| Refusal::adapter(&e).hint(reinstall()))
+        .map_err(|e| Refusal::adapter(&e).hint(reinstall()))?;
+    Ok((verified, fresh))
 }
 
 /// Verifies one file of a script's pinned interpreter (`bin_missing` when it is gone,
@@ -160,6 +205,7 @@ fn verify_interpreter(
     program: &str,
     script: &Path,
     f: &PinnedFile,
+    fresh: &mut Fresh,
 ) -> Result<VerifiedBin, Refusal> {
     let pin = file_pin(
         program,
@@ -183,7 +229,7 @@ fn verify_interpreter(
         ))
     })?;
     if verified.hashed() {
-        remember(&pack.dir, &pin, &verified);
+        fresh.note(&pack.dir, &pin, &verified);
     }
     Ok(verified)
 }
@@ -194,6 +240,17 @@ fn verify_interpreter(
 /// The adapter's `bin_missing`, `bin_not_executable`, `bin_changed`, with a hint to
 /// reinstall.
 pub fn verify_pin(pack: &InstalledPack, pin: &BinPin) -> Result<VerifiedBin, Refusal> {
+    let mut fresh = Fresh::default();
+    let verified = verify_pin_into(pack, pin, &mut fresh)?;
+    fresh.keep();
+    Ok(verified)
+}
+
+fn verify_pin_into(
+    pack: &InstalledPack,
+    pin: &BinPin,
+    fresh: &mut Fresh,
+) -> Result<VerifiedBin, Refusal> {
     let verified = hcp_adapter::verify_bin(pin).map_err(|e| {
         Refusal::adapter(&e).hint(format!(
             "the program changed or moved since install; review it, then `hcp install --force` the pack `{}`",
@@ -201,7 +258,7 @@ pub fn verify_pin(pack: &InstalledPack, pin: &BinPin) -> Result<VerifiedBin, Ref
         ))
     })?;
     if verified.hashed() {
-        remember(&pack.dir, pin, &verified);
+        fresh.note(&pack.dir, pin, &verified);
     }
     Ok(verified)
 }

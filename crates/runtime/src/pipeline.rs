@@ -304,6 +304,7 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
         work.clean_up();
         return Err(stop);
     }
+    work.admitted();
     let run = (&mut work, &allowed, &config);
     let ran = step::run::verb(cx.rt, run, (call.timeout, cx.mode.cancel()), rec)?;
     let posted = step::post::verb(
@@ -318,8 +319,8 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
 /// Steps 1–9 for a pack's stimuli (`hcp sense`): the gate and the runtime policy for
 /// every ref (tool `PACK_ID.REF`), binding mint and preparation for the triggers that run,
 /// admission (the sense's intent), then the relay and, when it stops, its outcome.
-/// Refusals of the target come before anything is recorded; every later one is recorded
-/// with `"face": "sense"` and `verb_key` the ref (`*` for all).
+/// Every refusal, the target's too, is recorded with `"face": "sense"` and `verb_key`
+/// the ref (`*` for all).
 fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Result<Answer, Stop> {
     rec.verb_key = Some(s.reference.unwrap_or("*").to_owned());
     rec.operation = Some(hcp_model::Operation::Read);
@@ -335,8 +336,9 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         credential,
         ..
     } = snap;
-    let stim = step::target::stimuli(target, active, s.reference, rec)?;
     rec.principal = Some(label);
+    rec.pack_id = Some(s.pack_id.to_owned());
+    let stim = step::target::stimuli(target, active, s.reference, rec)?;
     let principal = step::principal::resolve(principal, rec)?;
     let reads = GateReads {
         grants,
@@ -369,7 +371,7 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
     let reads = PrepareReads { config: &config };
     let env = (cx.rt, cx.caller);
     let who = (&stim, &principal);
-    let triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;
+    let mut triggers = step::prepare::stimuli(env, who, running, (secret.as_ref(), reads), rec)?;
     let tool = format!("{}.{}", stim.pack.id, stim.refs.join(","));
     let admit = Admit {
         pack: &stim.pack,
@@ -378,6 +380,9 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         tool: &tool,
     };
     step::admit::admit(cx.rt, (&principal, cx.now), &admit, None, rec)?;
+    for (_, child) in &mut triggers {
+        child.fresh.keep();
+    }
     let redact = secret.as_ref().map(Redactor::new).unwrap_or_default();
     let relay = Relay {
         pack: &stim.pack,

@@ -66,6 +66,9 @@ pub struct Child {
     /// Under `{"allow": …}`: the egress proxy the child's listener is served by
     /// (RUNTIME §5.5, [`crate::egress`]).
     pub egress: Option<crate::egress::CallEgress>,
+    /// The fingerprints of the bins hashed to verify it, kept once the call is admitted
+    /// ([`crate::pins::Fresh::keep`]).
+    pub fresh: crate::pins::Fresh,
 }
 
 /// What preparation needs of the call.
@@ -101,7 +104,7 @@ pub struct ChildSpec<'a> {
 pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child, Refusal> {
     let allowed = spec.allowed;
     let pack = spec.pack;
-    let bin = crate::pins::verify(pack, &allowed.plan.program)?;
+    let (bin, fresh) = crate::pins::verify_deferred(pack, &allowed.plan.program)?;
     let session_values = SessionValues {
         principal_id: spec.principal.id.clone(),
         project_id: allowed.project.clone(),
@@ -140,7 +143,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         caller,
         &ConfineSpec {
             land: allowed.land,
-            owner: spec.principal.is_owner(),
+            caller: spec.principal.kind(),
             principal_id: &spec.principal.id,
             project: allowed.project.as_deref(),
             writes: allowed.operation == Operation::Write,
@@ -175,6 +178,7 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         sandbox: Some(confined.report.field_json()),
         network_hint: network_hint(pack.id.as_str()),
         egress: crate::egress::for_call(config, pack.id.as_str(), confined.proxy.is_some())?,
+        fresh,
         confinement: confined.confinement,
     })
 }
@@ -225,8 +229,8 @@ pub fn config_of(config: &Result<RuntimeConfig, ConfigError>) -> Result<&Runtime
 pub struct ConfineSpec<'a> {
     /// The verb's (or trigger's) land.
     pub land: Land,
-    /// Whether the caller is the owner (no nested-call marker).
-    pub owner: bool,
+    /// Whose call: the owner's (no nested-call marker) or a session's.
+    pub caller: hcp_model::principal::Kind,
     /// The caller's principal id (`owner` without a session).
     pub principal_id: &'a str,
     /// The call's project (a `brain` call's tenant).
@@ -407,7 +411,7 @@ impl Inputs {
         let config = s.config;
         let call = CallSandbox {
             land: s.land,
-            owner: s.owner,
+            caller: s.caller,
             writes: s.writes,
             workdir: s.workdir,
             tenant_home: self.tenant_home.as_deref(),
@@ -474,7 +478,7 @@ fn tenant_home(
     s: &ConfineSpec<'_>,
     make: bool,
 ) -> Result<Option<PathBuf>, Refusal> {
-    let principal = if s.owner {
+    let principal = if s.caller == hcp_model::principal::Kind::Owner {
         OWNER_TENANT
     } else {
         s.principal_id

@@ -274,7 +274,7 @@ fn mounts_of_views(rt: &crate::Runtime, config: &RuntimeConfig) -> Vec<MountBene
             };
             let spec = crate::prepare::ConfineSpec {
                 land,
-                owner: true,
+                caller: hcp_model::principal::Kind::Owner,
                 principal_id: hcp_store::tenant::OWNER_TENANT,
                 project: (land == hcp_model::Land::Brain).then_some("doctor"),
                 writes: op == hcp_model::Operation::Write,

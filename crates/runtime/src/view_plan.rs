@@ -129,7 +129,11 @@ pub fn describe(
         caller,
         &ConfineSpec {
             land,
-            owner,
+            caller: if owner {
+                hcp_model::principal::Kind::Owner
+            } else {
+                hcp_model::principal::Kind::Session
+            },
             principal_id: &principal,
             project: project.as_deref(),
             writes: operation == Operation::Write,

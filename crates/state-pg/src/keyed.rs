@@ -188,7 +188,9 @@ impl PgState {
     pub(crate) fn witness_ready(&self) -> Result<(), WitnessError> {
         match &self.witness {
             WitnessChoice::None => Ok(()),
-            WitnessChoice::Dir(d) => DirWitness::new(d).ready(),
+            WitnessChoice::Dir(d) => {
+                DirWitness::new(d).ready_for(self.local.as_ref().and_then(|l| l.store.as_deref()))
+            }
             WitnessChoice::State => self.with(|_| Ok(())).map_err(witness_error),
             WitnessChoice::Unknown(why) => Err(WitnessError::Config(why.clone())),
         }

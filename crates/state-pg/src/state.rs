@@ -426,10 +426,22 @@ impl State for PgState {
         fields.insert(audit::KIND_FIELD.into(), Value::String("authority".into()));
         let a = PgState::record(self, &fields, Timestamp::now()).map_err(audit_error)?;
         if self.witness_name().is_some() {
-            let c = self.chain_checkpoint(a.seq, &a.hash, a.ts)?;
-            self.witness_take(&c)?;
+            let taken = self
+                .chain_checkpoint(a.seq, &a.hash, a.ts)
+                .and_then(|c| self.witness_take(&c).map_err(AuditError::from));
+            if let Err(e) = taken {
+                // Recorded, then refused: the trail says so (RUNTIME §6, docs/DESIGN.md).
+                let mut failed = act.failed(a.seq, e.code().as_str()).to_fields();
+                failed.insert(audit::KIND_FIELD.into(), Value::String("authority".into()));
+                let _ = PgState::record(self, &failed, Timestamp::now());
+                return Err(e);
+            }
         }
         Ok(appended(a))
+    }
+
+    fn authority_ready(&self) -> Result<(), AuditError> {
+        Ok(self.witness_ready()?)
     }
 
     /// A noticed act (a changed runtime policy or `config.json`) on this machine's chain,

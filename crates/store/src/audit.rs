@@ -63,7 +63,7 @@ pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend,
 pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
 pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
-pub use fields::{Actor, Authority, CounterKey, Intent, Outcome, Spends};
+pub use fields::{ACT_FAILED, Actor, Authority, CounterKey, Intent, Outcome, Spends};
 pub use follow::{FileFollow, Follower};
 pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
@@ -74,8 +74,8 @@ pub use record::{
 };
 pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{
-    Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, Interrupted, RepairNote,
-    VerifyReport,
+    Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, FailedAct, Interrupted,
+    RepairNote, VerifyReport,
 };
 
 use crate::error::StoreError;

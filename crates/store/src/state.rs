@@ -585,15 +585,27 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// that now holds it. The one path every act of authority goes through, in this order:
     /// the command checks the act, calls this, and makes the change only when it returns
     /// `Ok`; an act that cannot be recorded, or witnessed, does not happen (74). The
-    /// witness is looked at first, so a witness that cannot take a checkpoint refuses the
-    /// act before its record is written; one that fails after the record was written
-    /// leaves the record of an act that did not happen (its `changed` says what was
-    /// asked), never an act without a record.
+    /// witness is looked at first (a probe of the file it appends to), so a witness that
+    /// cannot take a checkpoint refuses the act before its record is written; one that
+    /// fails after the record was written has an [`crate::audit::ACT_FAILED`] record
+    /// appended naming the act's `seq` and `witness_unavailable`, so the trail never
+    /// states an act that did not happen, and never holds an act without a record.
     ///
     /// # Errors
     /// [`AuditError::Witness`] (`witness_unavailable`, 74); any other [`AuditError`]
     /// (`audit_unavailable`, `state_unavailable`).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError>;
+
+    /// Whether an act of authority could be witnessed now: the look
+    /// [`State::record_authority`] makes first, for a command to make before anything of
+    /// the act (or of what it notices, `hcp_runtime::authority::note_files`) is written.
+    /// `Ok` without a witness.
+    ///
+    /// # Errors
+    /// [`AuditError::Witness`] (`witness_unavailable`, 74).
+    fn authority_ready(&self) -> Result<(), AuditError> {
+        Ok(())
+    }
 
     /// Records an act noticed at a call rather than made by a command — a changed runtime
     /// policy or `config.json` (RUNTIME §6) — as [`State::record_authority`] does, except
@@ -980,14 +992,31 @@ impl State for FileState {
     /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness`]; the witness
     /// is asked first whether it can take a checkpoint at all.
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
-        if let Some(w) = &self.witness {
-            w.ready()?;
-        }
+        self.authority_ready()?;
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness {
-            self.log.witness(w.as_ref(), act_time(&a))?;
+        if let Some(w) = &self.witness
+            && let Err(e) = self.log.witness(w.as_ref(), act_time(&a))
+        {
+            // Recorded, then refused: the trail says so (best effort; a trail that cannot
+            // take even this shows the act as recorded, docs/DESIGN.md).
+            let _ = self
+                .log
+                .append_authority(&act.failed(a.seq, e.code().as_str()));
+            return Err(e);
         }
         Ok(a)
+    }
+
+    /// The witness's [`Witness::ready_for`] this store (its id from `store.json`).
+    fn authority_ready(&self) -> Result<(), AuditError> {
+        if let Some(w) = &self.witness {
+            let store = crate::made::Marker::read(self.home.root())
+                .ok()
+                .flatten()
+                .map(|m| m.store_id);
+            w.ready_for(store.as_deref())?;
+        }
+        Ok(())
     }
 
     fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {

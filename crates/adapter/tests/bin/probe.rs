@@ -166,7 +166,11 @@ fn drive(args: &[String]) -> i32 {
         .map(|h| h.iter().map(String::as_str).collect());
     let call = CallSandbox {
         land,
-        owner,
+        caller: if owner {
+            hcp_model::principal::Kind::Owner
+        } else {
+            hcp_model::principal::Kind::Session
+        },
         writes,
         workdir: &workdir,
         tenant_home: tenant.as_deref(),

@@ -3,6 +3,7 @@
 use super::install::pack_error;
 use crate::error::CliResult;
 use crate::exit;
+use hcp_store::pack::PackError;
 use hcp_store::skill;
 
 /// Arguments of `hcp activate`.
@@ -29,15 +30,16 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
     let rt = super::exec::runtime()?;
     let home = rt.home().clone();
     // Checked (installed, every export folder can take the skill), recorded, then made.
-    let pack = skill::activate_authorized(&home, &a.id, |installed| {
-        hcp_runtime::authority::by_owner(
-            &rt,
-            "activate",
-            serde_json::json!({"pack_id": installed.id.as_str(), "files_digest": installed.record.files_digest}),
-        )?;
-        Ok(())
-    })
-    .map_err(pack_error)?;
+    let act = super::authority::begin(&rt, "activate")?;
+    let pack = act
+        .settle(
+            skill::activate_authorized(&home, &a.id, |installed| {
+                act.record(serde_json::json!({"pack_id": installed.id.as_str(), "files_digest": installed.record.files_digest}))?;
+                Ok(())
+            }),
+            PackError::code,
+        )
+        .map_err(pack_error)?;
     out!(
         "activated `{}`: `{}`",
         pack.id,
@@ -63,14 +65,16 @@ pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
     let id = hcp_store::pack::parse_id(&a.id).map_err(pack_error)?;
     let active = hcp_store::pack::is_active(&home, id.as_str());
     hcp_store::pack::ensure_writable(&home).map_err(super::install::store_error)?;
+    let act = super::authority::begin(&rt, "deactivate")?;
     if active || hcp_store::pack::pack_dir(&home, id.as_str()).exists() {
-        super::authority::record(
-            &rt,
-            "deactivate",
+        super::authority::record_act(
+            &act,
             serde_json::json!({"pack_id": id.as_str(), "was_active": active}),
         )?;
     }
-    let was = skill::deactivate(&home, &a.id).map_err(pack_error)?;
+    let was = act
+        .settle(skill::deactivate(&home, &a.id), PackError::code)
+        .map_err(pack_error)?;
     if was {
         out!("deactivated `{}`", a.id);
     } else {

@@ -36,8 +36,11 @@ pub struct ListArgs {
 pub fn run(a: Args) -> CliResult {
     require_owner("approve")?;
     let rt = super::exec::runtime()?;
-    record_answer(&rt, "approve", &a.id)?;
-    match rt.state().approve(&a.id, jiff::Timestamp::now()) {
+    let act = record_answer(&rt, "approve", &a.id)?;
+    match act.settle(
+        rt.state().approve(&a.id, jiff::Timestamp::now()),
+        hcp_store::approval::ApprovalError::code,
+    ) {
         Ok(ap) => {
             let what = if ap.escalation {
                 format!(
@@ -61,8 +64,11 @@ pub fn run(a: Args) -> CliResult {
 pub fn run_deny(a: DenyArgs) -> CliResult {
     require_owner("deny")?;
     let rt = super::exec::runtime()?;
-    record_answer(&rt, "deny", &a.id)?;
-    match rt.state().deny(&a.id, jiff::Timestamp::now()) {
+    let act = record_answer(&rt, "deny", &a.id)?;
+    match act.settle(
+        rt.state().deny(&a.id, jiff::Timestamp::now()),
+        hcp_store::approval::ApprovalError::code,
+    ) {
         Ok(ap) => {
             let _ = writeln!(
                 std::io::stdout().lock(),
@@ -83,11 +89,17 @@ pub fn run_deny(a: DenyArgs) -> CliResult {
 
 /// Records the owner's answer `act` (`approve`, `deny`) to the pending approval `id`
 /// before it is given (RUNTIME §6). An id that is not pending is not recorded: the answer
-/// itself then refuses it, and nothing changes.
+/// itself then refuses it, and nothing changes. The answer is made through the act
+/// returned ([`hcp_runtime::authority::Act::settle`]).
 ///
 /// # Errors
 /// The audit's refusal (74).
-fn record_answer(rt: &hcp_runtime::Runtime, act: &str, id: &str) -> Result<(), CliError> {
+fn record_answer<'a>(
+    rt: &'a hcp_runtime::Runtime,
+    act: &'a str,
+    id: &str,
+) -> Result<hcp_runtime::authority::Act<'a>, CliError> {
+    let made = super::authority::begin(rt, act)?;
     let list = rt
         .state()
         .approvals_list()
@@ -97,11 +109,10 @@ fn record_answer(rt: &hcp_runtime::Runtime, act: &str, id: &str) -> Result<(), C
         .iter()
         .find(|x| x.id == id && x.state(now) == "pending")
     else {
-        return Ok(());
+        return Ok(made);
     };
-    super::authority::record(
-        rt,
-        act,
+    super::authority::record_act(
+        &made,
         serde_json::json!({
             "approval_id": ap.id,
             "kind": ap.kind(),
@@ -112,7 +123,8 @@ fn record_answer(rt: &hcp_runtime::Runtime, act: &str, id: &str) -> Result<(), C
             "args_digest": ap.args_digest,
             "window_s": ap.window_s,
         }),
-    )
+    )?;
+    Ok(made)
 }
 
 fn answer_error(e: &hcp_store::approval::ApprovalError) -> CliError {

@@ -224,6 +224,26 @@ fn render_verify(r: &VerifyReport) -> String {
             ));
         }
     }
+    if !r.failed_acts.is_empty() {
+        out.push_str(&format!(
+            "  failed acts: {} recorded and then not made (each `act failed` record names the act's record and why):\n",
+            if r.failed_acts.len() == 1 {
+                "1 act".to_owned()
+            } else {
+                format!("{} acts", r.failed_acts.len())
+            }
+        ));
+        for f in &r.failed_acts {
+            out.push_str(&format!(
+                "    line {}  {}  {}  of record {}  {}\n",
+                f.line,
+                safe(&f.ts),
+                safe(&f.act),
+                f.seq.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                safe(&f.code)
+            ));
+        }
+    }
     out
 }
 

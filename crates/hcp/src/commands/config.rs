@@ -89,8 +89,9 @@ fn edit_error(e: &EditError) -> CliError {
                 c
             } else {
                 let names: Vec<String> = nearest.iter().map(|k| format!("`{k}`")).collect();
+                let noun = if names.len() == 1 { "key" } else { "keys" };
                 c.hint(format!(
-                    "the nearest keys: {}; `hcp config get` prints every key",
+                    "the nearest {noun}: {}; `hcp config get` prints every key",
                     names.join(", ")
                 ))
             }
@@ -167,7 +168,9 @@ fn change(
     key: &str,
     edit: impl FnOnce(Option<&str>) -> Result<Option<Edited>, EditError>,
 ) -> Result<bool, CliError> {
-    // A hand edit made before this one is recorded as such first (RUNTIME §6).
+    // A file that does not load is refused before anything is recorded; a hand edit made
+    // before this one is recorded as such first (RUNTIME §6).
+    RuntimeConfig::load(rt.home().root()).map_err(|e| edit_error(&EditError::Damaged(e)))?;
     hcp_runtime::authority::note_files(rt).map_err(|e| store_error(&e))?;
     hcp_runtime::authority::edit_file(
         rt,

@@ -67,6 +67,18 @@ struct Parsed {
     caps: Vec<Capability>,
 }
 
+/// The capabilities `p.principal` holds on exactly `p.pack` (its own grants on that scope,
+/// not the `*` ones on a pack), in grant order.
+fn held_exactly(state: &dyn State, p: &Parsed) -> Result<Vec<Capability>, CliError> {
+    Ok(state
+        .grants_list()
+        .map_err(|e| store_error(&e))?
+        .into_iter()
+        .filter(|g| g.principal == p.principal && g.pack == p.pack)
+        .map(|g| g.capability)
+        .collect())
+}
+
 fn names<'a>(caps: impl IntoIterator<Item = &'a Capability>) -> String {
     caps.into_iter()
         .map(|c| format!("`{c}`"))
@@ -86,18 +98,31 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
-    super::authority::record(
-        &rt,
-        "grant",
-        serde_json::json!({
-            "principal": p.principal.to_string(),
-            "pack": p.pack.to_string(),
-            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        }),
-    )?;
-    let written = rt
-        .state()
-        .grant(&p.principal, &p.pack, &p.caps, Timestamp::now())
+    // A grant always changes the store: it adds each capability, or renews one already
+    // held (`granted_at`, which lifts a rug-pull suspension, RUNTIME §3); `renewed` names
+    // those, when there are any.
+    let held = held_exactly(rt.state(), &p)?;
+    let mut changed = serde_json::json!({
+        "principal": p.principal.to_string(),
+        "pack": p.pack.to_string(),
+        "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    let renewed: Vec<String> = p
+        .caps
+        .iter()
+        .filter(|c| held.contains(c))
+        .map(ToString::to_string)
+        .collect();
+    if !renewed.is_empty() {
+        changed["renewed"] = serde_json::json!(renewed);
+    }
+    let act = super::authority::record(&rt, "grant", changed)?;
+    let written = act
+        .settle(
+            rt.state()
+                .grant(&p.principal, &p.pack, &p.caps, Timestamp::now()),
+            hcp_store::StoreError::code,
+        )
         .map_err(|e| store_error(&e))?;
     print(&format!(
         "granted {} to `{}` on `{}`\n",
@@ -113,20 +138,37 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
     require_owner("revoke")?;
     let rt = super::exec::runtime()?;
     let p = parse(&a.principal, &a.pack, &a.caps)?;
-    super::authority::record(
-        &rt,
-        "revoke",
-        serde_json::json!({
-            "principal": p.principal.to_string(),
-            "pack": p.pack.to_string(),
-            "capabilities": p.caps.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "all": p.caps.is_empty(),
-        }),
-    )?;
-    let removed = rt
-        .state()
-        .revoke(&p.principal, &p.pack, &p.caps)
-        .map_err(|e| store_error(&e))?;
+    // A revoke that takes nothing back changes nothing: it is not made, and records
+    // nothing (as a `session end` of no open session).
+    let held = held_exactly(rt.state(), &p)?;
+    let taking: Vec<Capability> = if p.caps.is_empty() {
+        held.clone()
+    } else {
+        p.caps
+            .iter()
+            .copied()
+            .filter(|c| held.contains(c))
+            .collect()
+    };
+    let removed = if taking.is_empty() {
+        Vec::new()
+    } else {
+        let act = super::authority::record(
+            &rt,
+            "revoke",
+            serde_json::json!({
+                "principal": p.principal.to_string(),
+                "pack": p.pack.to_string(),
+                "capabilities": taking.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "all": p.caps.is_empty(),
+            }),
+        )?;
+        act.settle(
+            rt.state().revoke(&p.principal, &p.pack, &taking),
+            hcp_store::StoreError::code,
+        )
+        .map_err(|e| store_error(&e))?
+    };
     if removed.is_empty() {
         print(&format!(
             "nothing to revoke: `{}` holds no such grant on `{}`\n",

@@ -85,15 +85,16 @@ pub fn run(a: Args) -> CliResult {
     if let Some(HomeCommand::Rm(r)) = a.command {
         let whose = r.whose.whose();
         let path = hcp_runtime::home::locate(&rt, &r.pack, &whose).map_err(CliError::command)?;
+        let act = super::authority::begin(&rt, "home rm")?;
         if path.exists() {
-            super::authority::record(
-                &rt,
-                "home rm",
+            super::authority::record_act(
+                &act,
                 serde_json::json!({"pack_id": r.pack, "whose": whose_json(&whose), "home": path.to_string_lossy()}),
             )?;
         }
-        let (home, existed) =
-            hcp_runtime::home::remove(&rt, &r.pack, &whose).map_err(CliError::command)?;
+        let (home, existed) = act
+            .settle(hcp_runtime::home::remove(&rt, &r.pack, &whose), |r| r.code)
+            .map_err(CliError::command)?;
         if existed {
             out!("removed `{}`", home.display());
         } else {

@@ -95,9 +95,11 @@ pub fn run(c: SessionCommand) -> CliResult {
 }
 
 /// Refuses a caller that has `HCP_SESSION` set, valid or not (`owner_only`, exit 77):
-/// owner-only commands never look at the token.
+/// owner-only commands never act on the token. The attempt is recorded as the contract's
+/// refusals are ([`record_owner_only`]), when there is a store to record it in.
 pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
-    if std::env::var_os(env::HCP_SESSION).is_some() {
+    if let Some(token) = std::env::var_os(env::HCP_SESSION) {
+        record_owner_only(command, &token.to_string_lossy());
         return Err(CliError::new(
             Code::OwnerOnly,
             format!("`hcp {command}` is for the owner only, and `HCP_SESSION` is set"),
@@ -107,6 +109,46 @@ pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// Records a session holder's attempt at the owner's command `command` (RUNTIME §6: a
+/// refusal is one record): a `refusal` with code `owner_only`, the principal and the
+/// `session` the token names (`unknown` and no session when it names none that is live),
+/// `verb_key` the command and `command` = `hcp COMMAND`. Nothing else of the store changes. Best
+/// effort, like the refusals the contract leaves unrecorded: no store (`hcp init`), or a
+/// trail that cannot take the record, leaves the refusal unrecorded and answered the same.
+fn record_owner_only(command: &str, token: &str) {
+    let Ok(home) = open_home() else {
+        return;
+    };
+    let rt = hcp_runtime::Runtime::open(home);
+    let state = rt.state();
+    let session = state.session_resolve(token, Timestamp::now()).ok();
+    let entry = hcp_store::audit::Entry {
+        principal: session
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |s| s.principal.to_string()),
+        project: None,
+        pack_id: None,
+        verb_key: command.to_owned(),
+        operation: None,
+        land: None,
+        decision: hcp_store::audit::Decision::Deny,
+        code: Some(Code::OwnerOnly),
+        args_digest: state.args_digest(&[]).unwrap_or_default(),
+        exit_code: None,
+        duration_ms: 0,
+        extra: [
+            Some(("command".to_owned(), json!(format!("hcp {command}")))),
+            session
+                .as_ref()
+                .map(|s| ("session".to_owned(), json!(s.short_id()))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    };
+    let _ = state.record(&entry);
 }
 
 /// The store's directory from `HCP_HOME` or the platform data directory (RUNTIME §3),
@@ -179,9 +221,12 @@ fn start(rt: &hcp_runtime::Runtime, a: StartArgs) -> CliResult {
     let prepared = session::prepare(&new, Timestamp::now()).map_err(|e| session_error(&e))?;
     // An act of authority (RUNTIME §6): recorded, with the session's id, before it is
     // stored.
-    super::authority::record(rt, "session start", session_facts(&prepared.1))?;
-    let (token, s) = state
-        .session_start_prepared(prepared)
+    let act = super::authority::record(rt, "session start", session_facts(&prepared.1))?;
+    let (token, s) = act
+        .settle(
+            state.session_start_prepared(prepared),
+            hcp_store::session::SessionError::code,
+        )
         .map_err(|e| session_error(&e))?;
     print(&format!("{}\n", token.as_str()));
     eprintln!(
@@ -230,15 +275,18 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
             .filter(|s| s.principal == p && s.ended_at.is_none())
             .map(|s| s.short_id().to_owned())
             .collect();
+        let act = super::authority::begin(rt, "session end")?;
         if !open.is_empty() {
-            super::authority::record(
-                rt,
-                "session end",
+            super::authority::record_act(
+                &act,
                 json!({"principal": p.to_string(), "sessions": open}),
             )?;
         }
-        let ended = state
-            .session_end_principal(&p, now)
+        let ended = act
+            .settle(
+                state.session_end_principal(&p, now),
+                hcp_store::session::SessionError::code,
+            )
             .map_err(|e| session_error(&e))?;
         match ended.len() {
             0 => print(&format!("no session of `{p}` to end\n")),
@@ -248,7 +296,8 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
         return Ok(exit::OK);
     }
     let token = read_token(a.token.as_deref().unwrap_or("-"))?;
-    let (s, changed) = if is_listed_id(&token) {
+    let act = super::authority::begin(rt, "session end")?;
+    let ended = if is_listed_id(&token) {
         let found: Vec<Session> = state
             .session_list()
             .map_err(|e| store_error(&e))?
@@ -258,9 +307,8 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
         match found.as_slice() {
             [one] => {
                 if one.ended_at.is_none() {
-                    super::authority::record(
-                        rt,
-                        "session end",
+                    super::authority::record_act(
+                        &act,
                         json!({"principal": one.principal.to_string(), "sessions": [one.short_id()]}),
                     )?;
                 }
@@ -289,16 +337,17 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
                 .iter()
                 .find(|s| s.token_sha256 == digest && s.ended_at.is_none())
             {
-                super::authority::record(
-                    rt,
-                    "session end",
+                super::authority::record_act(
+                    &act,
                     json!({"principal": s.principal.to_string(), "sessions": [s.short_id()]}),
                 )?;
             }
         }
         state.session_end(&token, now)
-    }
-    .map_err(|e| session_error(&e))?;
+    };
+    let (s, changed) = act
+        .settle(ended, hcp_store::session::SessionError::code)
+        .map_err(|e| session_error(&e))?;
     if changed {
         print(&format!(
             "ended the session `{}` of `{}`\n",

@@ -39,7 +39,7 @@ pub fn run(c: StateCommand) -> CliResult {
             // cannot be made fails the command (74); the migration stays (it is
             // idempotent, and the next `hcp state migrate` records nothing new).
             if !done.applied.is_empty() {
-                super::authority::record(
+                let _made = super::authority::record(
                     &rt,
                     "state migrate",
                     serde_json::json!({

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod immutable;
 pub mod skip;
 
 use std::path::{Path, PathBuf};

@@ -13,10 +13,10 @@ use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_model::facts::{BindingAct, BindingOutcome};
 use hcp_model::{CallFacts, Code, ExecResult, Principal, exit};
-use hcp_store::StoreLock;
 use hcp_store::audit::{Decision, Entry};
 use hcp_store::binding;
 use hcp_store::pack::InstalledPack;
+use hcp_store::{StoreError, StoreLock};
 use serde_json::Value;
 
 /// Records the binding act `act` (`connect`, `disconnect`) of `principal` (`owner`: the
@@ -25,29 +25,28 @@ use serde_json::Value;
 ///
 /// # Errors
 /// The audit's refusal (74): the act must not happen.
-pub(crate) fn authority(
-    rt: &Runtime,
+pub(crate) fn authority<'a>(
+    rt: &'a Runtime,
     principal: &str,
-    act: &str,
+    act: &'a str,
     pack: &InstalledPack,
     family: &str,
-) -> Result<(), Refusal> {
+) -> Result<crate::authority::Act<'a>, Refusal> {
     let actor = if principal == hcp_model::principal::OWNER {
         hcp_store::audit::Actor::owner()
     } else {
         hcp_store::audit::Actor::Principal(principal.to_owned())
     };
-    crate::authority::record(
-        rt,
-        act,
-        actor,
+    // The call noted the watched files at its start, and the store lock is held.
+    let made = crate::authority::Act::noted(rt, act, actor);
+    made.record(
         serde_json::json!({"pack_id": pack.id.as_str(), "family": family, "principal": principal}),
     )
-    .map(|_| ())
     .map_err(|e| {
         Refusal::new(e.code(), e.to_string())
             .hint("nothing was changed; `hcp audit verify` checks the trail")
-    })
+    })?;
+    Ok(made)
 }
 
 /// Removes `principal`'s credential for the family of `verb`'s pack and records it.
@@ -63,8 +62,13 @@ pub(crate) fn disconnect(
     let family = pack.manifest.family().to_owned();
     let lock = StoreLock::acquire(rt.home()).map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;
     // An act of authority (RUNTIME §6): recorded before the credential is removed.
-    authority(rt, &principal.id, "disconnect", pack, &family).map_err(Stop::Unrecorded)?;
-    let removed = binding::remove(rt.home(), &principal.id, &family)
+    let made =
+        authority(rt, &principal.id, "disconnect", pack, &family).map_err(Stop::Unrecorded)?;
+    let removed = made
+        .settle(
+            binding::remove(rt.home(), &principal.id, &family),
+            StoreError::code,
+        )
         .map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;
     drop(lock);
     let outcome = if removed {

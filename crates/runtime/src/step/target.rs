@@ -65,25 +65,29 @@ pub(crate) struct Stimuli {
     pub refs: Vec<String>,
 }
 
-/// The pack `hcp sense` names and its refs `reference` asks for. These refusals come
-/// before anything of the call is recorded.
+/// The pack `hcp sense` names and its refs `reference` asks for. A refusal is recorded
+/// like exec's (under the principal the session names, `rec.pack_id` the pack asked
+/// for). An inactive pack is refused by the gate's step 1 (`hcp_gate::check_stimulus`,
+/// the one check of `pack_inactive`): its refs are then the ones asked for, unchecked, so
+/// that the gate answers `pack_inactive` before `unknown_stimulus`, as the contract's
+/// order has it.
 ///
 /// # Errors
-/// The pack's (`not_installed` …), `pack_inactive`, `unknown_stimulus`.
+/// The pack's (`not_installed` …), `unknown_stimulus`.
 pub(crate) fn stimuli(
     found: Result<(InstalledPack, String), Refusal>,
     active: bool,
     reference: Option<&str>,
     rec: &mut Record,
 ) -> Result<Stimuli, Stop> {
-    let (pack, asked) = found.map_err(Stop::Unrecorded)?;
-    if !active {
-        let r = hcp_gate::check::inactive(pack.id.as_str());
-        return Err(Stop::Unrecorded(Refusal::from_gate(&r)));
-    }
-    let refs = crate::sense::refs(&pack, reference).map_err(Stop::Unrecorded)?;
+    let (pack, asked) = found.map_err(Stop::Recorded)?;
     rec.pack_id = Some(pack.id.to_string());
     rec.land = pack.policy.stimuli.get(&asked).map(|p| p.privacy.land);
+    let refs = match crate::sense::refs(&pack, reference) {
+        Ok(refs) => refs,
+        Err(_) if !active => vec![reference.unwrap_or("*").to_owned()],
+        Err(r) => return Err(Stop::Recorded(r)),
+    };
     Ok(Stimuli { pack, refs })
 }
 

@@ -92,7 +92,7 @@ impl Store {
         let config = RuntimeConfig::default();
         let spec = ConfineSpec {
             land,
-            owner,
+            caller: kind(owner),
             principal_id: if owner { "owner" } else { "agent-1" },
             project: Some("p"),
             writes: false,
@@ -222,7 +222,7 @@ fn a_view_is_described_without_running_anything_or_making_the_home() {
         &caller,
         &ConfineSpec {
             land: Land::Personal,
-            owner: false,
+            caller: hcp_model::principal::Kind::Session,
             principal_id: "agent-1",
             project: None,
             writes: false,
@@ -250,4 +250,13 @@ fn a_view_is_described_without_running_anything_or_making_the_home() {
         "/usr/bin:/bin"
     );
     assert_eq!(policy.network, hcp_adapter::Network::Deny);
+}
+
+/// The principal kind of the owner (`true`) or a session.
+fn kind(owner: bool) -> hcp_model::principal::Kind {
+    if owner {
+        hcp_model::principal::Kind::Owner
+    } else {
+        hcp_model::principal::Kind::Session
+    }
 }

@@ -263,7 +263,23 @@ pub struct Authority {
     pub changed: Value,
 }
 
+/// The act of the record that says an earlier act of authority was recorded and then
+/// not made (its witness could not take the checkpoint, or its change failed): the
+/// trail never states an act that did not happen (RUNTIME §6; docs/DESIGN.md).
+pub const ACT_FAILED: &str = "act failed";
+
 impl Authority {
+    /// The record that says `self`, recorded at `seq`, was not made, refused with `code`
+    /// (a stable code of RUNTIME §6, `witness_unavailable`, `store_io` …): act
+    /// [`ACT_FAILED`], the same actor, `changed` = `{"act", "seq", "code"}`.
+    pub fn failed(&self, seq: u64, code: &str) -> Self {
+        Self {
+            act: ACT_FAILED.to_owned(),
+            actor: self.actor.clone(),
+            changed: serde_json::json!({"act": self.act, "seq": seq, "code": code}),
+        }
+    }
+
     /// The fields of its record as this store writes them (without `ts`, `id`, `seq`,
     /// `kind`, `prev`, `hash`): what another backend's record carries too.
     pub fn to_fields(&self) -> Map<String, Value> {

@@ -110,6 +110,22 @@ pub struct Interrupted {
     pub verb_key: Option<String>,
 }
 
+/// An act of authority recorded and then not made: the [`super::ACT_FAILED`] record that
+/// says so (docs/DESIGN.md, "The chain's format"). Not damage: the trail tells the truth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedAct {
+    /// The line of the `act failed` record, from 1.
+    pub line: u64,
+    /// The `seq` of the act's own record.
+    pub seq: Option<u64>,
+    /// The act (`grant`, `session start` …).
+    pub act: String,
+    /// Why it was not made (`witness_unavailable`, `store_io` …).
+    pub code: String,
+    /// The `act failed` record's time.
+    pub ts: String,
+}
+
 /// A `recovery` record (or a legacy record carrying `repair`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepairNote {
@@ -144,6 +160,9 @@ pub struct VerifyReport {
     pub repairs: Vec<RepairNote>,
     /// Calls with an intent and no outcome, oldest first.
     pub interrupted: Vec<Interrupted>,
+    /// Acts of authority recorded and then not made, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_acts: Vec<FailedAct>,
     /// Bytes of a torn last line (a crash mid-write): the next append recovers it.
     pub torn_tail: Option<u64>,
     /// The anchor, when there is one.
@@ -460,6 +479,24 @@ impl Walk<'_> {
                 verb_key: str_field(&m, "verb_key"),
             };
             self.open.insert(i.id.clone(), i);
+        } else if kind == Some(Kind::Authority.as_str())
+            && m.get("act").and_then(Value::as_str) == Some(super::ACT_FAILED)
+        {
+            let changed = m.get("changed");
+            let text = |k: &str| {
+                changed
+                    .and_then(|c| c.get(k))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            self.report.failed_acts.push(FailedAct {
+                line,
+                seq: changed.and_then(|c| c.get("seq")).and_then(Value::as_u64),
+                act: text("act"),
+                code: text("code"),
+                ts: str_field(&m, "ts").unwrap_or_default(),
+            });
         } else if kind == Some(Kind::Outcome.as_str()) {
             let of = str_field(&m, "intent").unwrap_or_default();
             if self.open.remove(&of).is_none() {
@@ -529,6 +566,7 @@ fn empty_report() -> VerifyReport {
         head: GENESIS.to_owned(),
         repairs: Vec::new(),
         interrupted: Vec::new(),
+        failed_acts: Vec::new(),
         torn_tail: None,
         anchor: None,
         legacy: 0,

@@ -129,6 +129,18 @@ pub trait Witness: Send + Sync + std::fmt::Debug {
     /// [`WitnessError`].
     fn ready(&self) -> Result<(), WitnessError>;
 
+    /// [`Witness::ready`] for the checkpoints of store `store` (its id, when known): a
+    /// witness that keeps each store's checkpoints apart also checks that store's own
+    /// place opens for writing, so an act it could not witness is refused before its
+    /// record is written. The default is [`Witness::ready`].
+    ///
+    /// # Errors
+    /// [`WitnessError`].
+    fn ready_for(&self, store: Option<&str>) -> Result<(), WitnessError> {
+        let _ = store;
+        self.ready()
+    }
+
     /// Keeps `c` durably.
     ///
     /// # Errors
@@ -199,6 +211,27 @@ impl Witness for DirWitness {
 
     fn ready(&self) -> Result<(), WitnessError> {
         self.check_dir()
+    }
+
+    /// The directory's check, then a probe of the store's file: opened for appending
+    /// (nothing is written), so a file made immutable or read-only is found before the
+    /// act's record rather than after it. A file not made yet is covered by the
+    /// directory's check.
+    fn ready_for(&self, store: Option<&str>) -> Result<(), WitnessError> {
+        self.check_dir()?;
+        let Some(store) = store else {
+            return Ok(());
+        };
+        let path = self.file(store);
+        match OpenOptions::new().append(true).open(&path) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(WitnessError::Io {
+                action: "append to",
+                path,
+                source: e,
+            }),
+        }
     }
 
     fn take(&self, c: &Checkpoint) -> Result<(), WitnessError> {

@@ -237,7 +237,13 @@ fn nearest(e: &ParseError) -> Vec<String> {
         .filter(|f| !f.is_empty())
         .collect();
     fields.sort_by_key(|f| (strsim::levenshtein(given, f), *f));
-    fields.truncate(3);
+    // The nearest one, and the others about as near (a third of the letters differ).
+    let near = (given.chars().count() / 3).max(2);
+    let mut keep = 1;
+    while keep < fields.len().min(3) && strsim::levenshtein(given, fields[keep]) <= near {
+        keep += 1;
+    }
+    fields.truncate(keep);
     fields.into_iter().map(|f| format!("{parent}{f}")).collect()
 }
 
@@ -264,6 +270,9 @@ pub fn set(text: Option<&str>, path: &Path, key: &str, value: Value) -> Result<E
                     segments: r,
                 });
             }
+            // A key the plain reading does not know is unknown: a dotted map key is read
+            // only where the plain reading stops at a map's value.
+            Err(f) if first.is_none() && f.unknown() => return Err(refusal(key, &value, f)),
             Err(f) => {
                 first.get_or_insert(f);
             }
@@ -300,19 +309,11 @@ pub fn unset(text: Option<&str>, path: &Path, key: &str) -> Result<Option<Edited
 
 /// `Ok` when `key` is a key of `config.json` (set or not), else [`EditError::UnknownKey`].
 fn known(doc: &Map<String, Value>, path: &Path, key: &str) -> Result<(), EditError> {
-    let mut first = None;
-    for r in readings(key)? {
-        match check(&with(doc, &r, Value::Null), path) {
-            Err(f) if f.unknown() => {
-                first.get_or_insert(f);
-            }
-            _ => return Ok(()),
-        }
+    let plain = segments(key)?;
+    match check(&with(doc, &plain, Value::Null), path) {
+        Err(f) if f.unknown() => Err(refusal(key, &Value::Null, f)),
+        _ => Ok(()),
     }
-    Err(match first {
-        Some(f) => refusal(key, &Value::Null, f),
-        None => EditError::BadKey { key: key.into() },
-    })
 }
 
 /// `hcp config get [KEY]` on `text`: the whole effective configuration (every default

@@ -250,7 +250,7 @@ pub fn lock(a: &LockArgs) -> CliResult {
         _ => (Vec::new(), Vec::new(), Vec::new()),
     };
     // An act of authority (RUNTIME §6): recorded before the lock is written.
-    crate::commands::authority::record(
+    let act = crate::commands::authority::record(
         &rt,
         "policy lock",
         serde_json::json!({
@@ -258,7 +258,8 @@ pub fn lock(a: &LockArgs) -> CliResult {
             "changed": changed, "added": added, "removed": removed,
         }),
     )?;
-    tool_lock::write(home, &new).map_err(refused)?;
+    act.settle(tool_lock::write(home, &new), |r| r.code)
+        .map_err(refused)?;
     for w in &uncovered.warnings {
         eprintln!("warning: {w}");
     }
