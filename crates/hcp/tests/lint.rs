@@ -270,3 +270,47 @@ fn no_dir_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("<DIR>"));
 }
+
+/// The gold packs are the examples a newcomer copies: `hcp lint packs/*` finds nothing to
+/// warn of, and each installs without a word on stderr.
+#[test]
+fn the_gold_packs_lint_and_install_without_a_warning() {
+    common::example_bins();
+    let w = World::new();
+    let packs = common::repo_root().join("packs");
+    let mut ids: Vec<String> = std::fs::read_dir(&packs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    let mut args = vec!["lint"];
+    args.extend(ids.iter().map(String::as_str));
+    let out = hcp_in(&w, &packs, &args);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        ),
+        (Some(0), String::new()),
+        "{}",
+        render(&w, &out)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("0 errors, 0 warnings in {} packs\n", ids.len())
+    );
+    for id in &ids {
+        let out = w.run(&[
+            "install",
+            "--activate",
+            &packs.join(id).display().to_string(),
+        ]);
+        assert!(out.status.success(), "{id}: {}", w.render(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "",
+            "{id}: {}",
+            w.render(&out)
+        );
+    }
+}

@@ -133,6 +133,46 @@ impl PolicyInit {
     }
 }
 
+/// The tool entries of `tools` as `hcp policy init` writes them under `tools:` (two
+/// spaces in, a comment each, a blank line between two), in name order: what a merge adds
+/// to a YAML policy it keeps.
+pub fn render_tools(tools: &[InitTool]) -> String {
+    let mut sorted: Vec<&InitTool> = tools.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = String::new();
+    for (i, t) in sorted.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        write_tool(t, &mut out);
+    }
+    out
+}
+
+/// The definition of `tool` (what [`render_tools`] writes under its name) as a JSON value:
+/// what a merge adds to a JSON policy, which has no comments.
+///
+/// # Errors
+/// A defect of this writer: the rendered entry does not read back.
+pub fn tool_json(tool: &InitTool) -> Result<serde_json::Value, PolicyError> {
+    let mut text = String::from("tools:\n");
+    write_tool(tool, &mut text);
+    let v = crate::yaml::parse(&text)?;
+    let entry = match &v {
+        Value::Map(m) => match m.get("tools") {
+            Some(Value::Map(t)) => t.get(&tool.name),
+            _ => None,
+        },
+        _ => None,
+    };
+    entry.map(serde_json::Value::from).ok_or_else(|| {
+        PolicyError::new(
+            PolicyCode::PolicyInvalid,
+            format!("the entry of `{}` does not read back", tool.name),
+        )
+    })
+}
+
 fn one_line(s: &str, max: usize) -> String {
     let line: String = s
         .lines()

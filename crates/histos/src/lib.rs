@@ -34,6 +34,7 @@ pub mod limits;
 mod load;
 pub mod lock;
 pub mod model;
+pub mod outline;
 pub mod pattern;
 pub mod post;
 pub mod projection;

@@ -92,6 +92,24 @@ pub struct CallFacts {
     /// written (RUNTIME §6) — the audit's failure, `{"code", "message"}`; the trail shows
     /// the call interrupted.
     pub outcome_deferred: Option<Deferred>,
+    /// `steps` (result): every step a session's refused call still needs before it can
+    /// pass — a grant, the runtime policy, the tool lock — in the order to take them, all
+    /// in one answer, whichever check refused first (the refusal's code stays that check's).
+    /// Empty when the refusal is not one of setting up.
+    pub setup: Vec<SetupStep>,
+}
+
+/// One step a call still needs ([`CallFacts::setup`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetupStep {
+    /// The code the call is (or would next be) refused with until this step is taken
+    /// (`missing_grant`, `unknown_tool`, `rbac`, `tool_drift`, `lock_stale`).
+    pub code: Code,
+    /// What to do, in words.
+    pub step: String,
+    /// The command that does it, when one does (`hcp grant …`, `hcp policy lock`); `None`
+    /// when it is an edit of a file.
+    pub command: Option<String>,
 }
 
 /// Why a call's outcome record was not written ([`CallFacts::outcome_deferred`]).
@@ -428,6 +446,9 @@ impl CallFacts {
             }
             m.insert("binding_audit_id".into(), json!(c.audit_id));
         }
+        if !self.setup.is_empty() {
+            m.insert("steps".into(), json!(self.setup));
+        }
         if let Some(d) = &self.outcome_deferred {
             m.insert(
                 "outcome_deferred".into(),
@@ -532,6 +553,11 @@ mod tests {
                 code: Code::AuditUnavailable,
                 message: "the disk is full".into(),
             }),
+            setup: vec![SetupStep {
+                code: Code::MissingGrant,
+                step: "grant it".into(),
+                command: Some("hcp grant a p verb.exec.read".into()),
+            }],
         };
         let resolver = json!({"verb": "rs.lookup", "audit_id": null, "code": "resolver_failed"});
         assert_eq!(
@@ -559,6 +585,7 @@ mod tests {
                 "binding": {"principal": "alice", "family": "mail", "expires_at": null},
                 "binding_audit_id": null,
                 "outcome_deferred": {"code": "audit_unavailable", "message": "the disk is full"},
+                "steps": [{"code": "missing_grant", "step": "grant it", "command": "hcp grant a p verb.exec.read"}],
             })
         );
     }

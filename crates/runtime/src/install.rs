@@ -218,7 +218,8 @@ fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<Stri
             let cut = d == path
                 || (dir.and_then(Path::file_name).is_some_and(|n| n == "bin")
                     && Some(d.as_path()) == dir);
-            if cut {
+            // A static executable loads nothing beside itself: the file is all it needs.
+            if cut && !static_elf(path) {
                 notes.push(format!(
                     "the bin `{}` of `{id}` lies outside the system directories and its calls see `{}` alone; add what else it needs with `packs.{id}.read` in `config.json`",
                     path.display(),
@@ -239,6 +240,36 @@ fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<Stri
         }
     }
     notes
+}
+
+/// Whether `path` is a 64-bit little-endian ELF executable with no program interpreter
+/// (`PT_INTERP`): statically linked, so its calls need no file of its directory to start.
+/// Anything it cannot read as such (a script, another format, a file that does not read)
+/// is not.
+fn static_elf(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const PT_INTERP: u32 = 3;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut head = [0u8; 64];
+    if f.read_exact(&mut head).is_err() || &head[..6] != b"\x7fELF\x02\x01" {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
+    let mut off = [0u8; 8];
+    off.copy_from_slice(&head[0x20..0x28]);
+    let (phoff, phentsize, phnum) = (u64::from_le_bytes(off), u16_at(0x36), u16_at(0x38));
+    if phentsize < 4 || phnum == 0 || f.seek(SeekFrom::Start(phoff)).is_err() {
+        return false;
+    }
+    let mut table = vec![0u8; usize::from(phentsize) * usize::from(phnum)];
+    if f.read_exact(&mut table).is_err() {
+        return false;
+    }
+    !table
+        .chunks_exact(usize::from(phentsize))
+        .any(|ph| u32::from_le_bytes([ph[0], ph[1], ph[2], ph[3]]) == PT_INTERP)
 }
 
 pub use crate::refusal::pack_refusal;
@@ -362,4 +393,36 @@ pub fn uninstall_purging(rt: &Runtime, id: &str, purge: bool) -> Result<Removed,
         rt.state().pack_removed(&pid)?;
     }
     Ok(removed)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::static_elf;
+
+    /// An ELF64 little-endian header with one program header of type `p_type`.
+    fn elf(p_type: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 64 + 56];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        b[64..68].copy_from_slice(&p_type.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn only_an_elf_without_an_interpreter_is_static() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        assert!(static_elf(&file("static", &elf(1))));
+        assert!(!static_elf(&file("dynamic", &elf(3))));
+        assert!(!static_elf(&file("script", b"#!/bin/sh\necho hi\n")));
+        assert!(!static_elf(&file("short", &elf(1)[..80])));
+        assert!(!static_elf(&dir.path().join("missing")));
+    }
 }

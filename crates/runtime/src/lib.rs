@@ -75,6 +75,7 @@ pub mod replay;
 pub mod schema;
 pub mod seam;
 pub mod sense;
+mod setup;
 pub mod signature;
 pub mod snapshot;
 mod step;

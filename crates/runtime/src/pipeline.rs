@@ -268,6 +268,7 @@ fn verb(cx: &Cx<'_>, snap: Snapshot, call: &Call, rec: &mut Record) -> Result<An
         grants,
         active,
         policy: &policy,
+        lock: lock.as_ref(),
     };
     let allowed = step::gate::verb(cx.rt, cx.caller, who, reads, (call, answered), rec)?;
     let step7 = PolicyStep {
@@ -343,6 +344,7 @@ fn stimuli(cx: &Cx<'_>, snap: Snapshot, s: Stimuli<'_>, rec: &mut Record) -> Res
         grants,
         active,
         policy: &policy,
+        lock: None,
     };
     let refs = (&stim.pack, stim.refs.as_slice());
     let allowed = step::gate::stimuli(cx.caller, refs, &principal, reads)?;

@@ -274,6 +274,14 @@ fn human(r: &Report) -> String {
         if let Some(c) = &rp.cache {
             line(format!("  compiled cache        {c}"));
         }
+        if let (Some(f), false) = (&rp.file, rp.uncovered.is_empty()) {
+            line(format!(
+                "  not in the policy     {} active verbs, refused to sessions (unknown_tool): {}; `hcp policy init --merge {}` adds them",
+                rp.uncovered.len(),
+                rp.uncovered.join(", "),
+                f.display()
+            ));
+        }
         if let Some(c) = &rp.cache_last_rebuilt {
             line(format!("  cache last rebuilt    {c}"));
         }

@@ -104,7 +104,9 @@ pub(crate) fn require_owner(command: &str) -> Result<(), CliError> {
             Code::OwnerOnly,
             format!("`hcp {command}` is for the owner only, and `HCP_SESSION` is set"),
         )
-        .hint("run it without `HCP_SESSION`, as the local user"));
+        .hint(format!(
+            "the owner is the Unix user running `hcp` without `HCP_SESSION`: run `hcp {command}` in the owner's own shell with `HCP_SESSION` unset (`env -u HCP_SESSION hcp {command}`)"
+        )));
     }
     Ok(())
 }

@@ -14,8 +14,11 @@
 //!   `ed` (`!`);
 //! - pagers and editors, which run a shell on a keystroke: `less`, `more`, `most`,
 //!   `man`, `vi`, `vim`, `nvim`, `ex`, `view`, `emacs`, `nano`;
-//! - `git` when a template passes `-c` (a configuration value such as `core.pager`,
-//!   `core.sshCommand` or an alias starting with `!` is a command) or `--config-env`;
+//! - `git` when a template passes `-c` with a value an argument fills (`-c {{cfg}}`,
+//!   `-c{{cfg}}`: a configuration value such as `core.pager`, `core.sshCommand` or an alias
+//!   starting with `!` is a command) or `--config-env`; a `-c` whose value the template
+//!   writes out (`-c core.pager=cat`) is the author pinning git's configuration, which no
+//!   argument reaches, so it is not warned of;
 //! - an interpreter told to run something other than a script file of its template:
 //!   `python3 -m MODULE`, `python3 -I -m MODULE` (`-Im`; a module such as `pdb`, `code`,
 //!   `timeit` or `pip` runs code or commands named in its arguments), `node -e` / `-p`,
@@ -121,14 +124,17 @@ fn reason(program: &str, templates: &[&[String]]) -> Option<String> {
         ));
     }
     if name == "git" {
+        // A `-c` whose value an argument fills; a literal one pins the configuration.
         let configures = templates.iter().any(|t| {
-            t.iter().any(|e| {
-                e == "-c" || e.starts_with("--config-env") || (e.starts_with("-c") && e.contains("{{"))
+            t.iter().enumerate().any(|(i, e)| {
+                e.starts_with("--config-env")
+                    || (e.starts_with("-c") && e.contains("{{"))
+                    || (e == "-c" && t.get(i + 1).is_none_or(|v| v.contains("{{")))
             })
         });
         if configures {
             return Some(format!(
-                "program {} is given `-c`: a configuration value (`core.pager`, `core.sshCommand`, an alias) can be a command",
+                "program {} is given `-c` with a value an argument fills: a configuration value (`core.pager`, `core.sshCommand`, an alias) can be a command",
                 tick(program)
             ));
         }
@@ -171,8 +177,18 @@ mod tests {
         assert!(reason("vim", &[]).is_some());
         let plain = s(&["status", "--porcelain"]);
         assert!(reason("git", &[&plain]).is_none());
-        let dash_c = s(&["-c", "core.pager=cat", "log"]);
-        assert!(reason("git", &[&plain, &dash_c]).is_some());
+        // a value the template writes out pins the configuration; one an argument fills
+        // does not
+        let pinned = s(&["-c", "core.pager=cat", "log"]);
+        assert!(reason("git", &[&plain, &pinned]).is_none());
+        for filled in [
+            s(&["-c", "{{cfg}}", "log"]),
+            s(&["-c{{cfg}}", "log"]),
+            s(&["--config-env=core.pager=PAGER", "log"]),
+            s(&["log", "-c"]),
+        ] {
+            assert!(reason("git", &[&plain, &filled]).is_some(), "{filled:?}");
+        }
         // Already an error of `exec_wrapper_bin`: not repeated.
         assert!(reason("awk", &[]).is_none());
         assert!(reason("hcp-example-transit", &[]).is_none());

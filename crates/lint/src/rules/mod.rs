@@ -129,9 +129,9 @@ rules! {
         "fix the document at the JSON pointer named, or name a usable `openapi.spec`";
     unknown_operation: Error, "a verb of a `kind: openapi` pack names no operation of its document",
         "set the verb's `operation` to an `operationId` of the document";
-    confirm_not_mirrored: Warning, "a confirmed write whose command has no `--confirm` or `--apply` flag",
+    confirm_not_mirrored: Warning, "a confirmed write whose command lacks the `--confirm` or `--apply` flag its program takes",
         "add the CLI's own `--confirm` (or `--apply`) flag to the verb's `cli`";
-    verb_count: Warning, "fewer than 5 or more than 12 verbs",
+    verb_count: Warning, "fewer than 5 or more than 12 commands (verbs and trigger commands)",
         "split or merge verbs so the pack has 5 to 12";
     skill_too_long: Warning, "`HARNESS.md` is longer than one screen (60 lines)",
         "shorten `HARNESS.md` to one screen: the lead, the hot-path table, the anti-patterns";

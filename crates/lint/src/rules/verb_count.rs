@@ -1,12 +1,16 @@
-//! `verb_count` (warning): fewer than 5 or more than 12 verbs.
+//! `verb_count` (warning): fewer than 5 or more than 12 commands.
 //!
 //! ## What it does
-//! Counts the manifest's `verbs` and warns outside 5 to 12.
+//! Counts the commands the pack names — its manifest's `verbs`, and the stimulus triggers
+//! that run a command of their own (a `cli`) — and warns outside 5 to 12. A trigger
+//! without a command (`binding.degraded`, which the runtime emits) is not one.
 //!
 //! ## Why is this bad?
 //! A pack names 5 to 12 commands (Pack concept, "What stays out"): fewer usually means
 //! the capability is split too thin, more means a whole binary was wrapped. A capability
-//! scales by adding packs, never by growing one, and the skill must fit one screen.
+//! scales by adding packs, never by growing one, and the skill must fit one screen. A
+//! trigger's command is one of the pack's commands: the seeds' own mail example names
+//! four verbs and a `new_item` watch.
 //!
 //! ## Example
 //! A `git` pack with 40 verbs: split it into `git-history`, `git-branch`, …
@@ -26,7 +30,9 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let Some((m, text)) = cx.manifest() else {
         return;
     };
-    let n = m.verbs.len();
+    let verbs = m.verbs.len();
+    let triggers = m.stimulus_triggers.iter().filter(|t| t.cli.is_some()).count();
+    let n = verbs + triggers;
     if (MIN_VERBS..=MAX_VERBS).contains(&n) {
         return;
     }
@@ -38,10 +44,16 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     out.push(
         in_manifest(
             Diagnostic::warning(CODE,
-                format!(
-                    "the pack has {n} verb{}; 5 to 12 are expected",
-                    if n == 1 { "" } else { "s" }
-                ),
+                if triggers == 0 {
+                    format!(
+                        "the pack has {n} verb{}; 5 to 12 are expected",
+                        if n == 1 { "" } else { "s" }
+                    )
+                } else {
+                    format!(
+                        "the pack names {n} commands ({verbs} verbs, {triggers} trigger commands); 5 to 12 are expected"
+                    )
+                },
             ),
             text,
             &["verbs"],
@@ -71,6 +83,45 @@ mod tests {
         let p = edit(POLICY, "\"list\":   {", &format!("{entries}\"list\":   {{"));
         assert_eq!(
             found(&lint(&s, &p, SKILL)),
+            vec![("verb_count", Some("surface.json"), 8)]
+        );
+    }
+
+    /// A trigger's command is one of the pack's commands; a trigger without one is not.
+    #[test]
+    fn trigger_commands_count() {
+        let four = edit(
+            SURFACE,
+            ",\n    \"status\": { \"description\": \"Service status.\", \"cli\": [\"sample\", \"status\"] }",
+            "",
+        );
+        let p = edit(
+            POLICY,
+            ",\n    \"status\": { \"operation\": \"read\",  \"privacy\": { \"land\": \"personal\" } }",
+            "",
+        );
+        assert_eq!(
+            found(&lint(&four, &p, SKILL)),
+            vec![("verb_count", Some("surface.json"), 8)]
+        );
+        let with = |cli: &str| {
+            edit(
+                &four,
+                "\n  }\n}",
+                &format!("\n  }},\n  \"stimulusTriggers\": [{{ \"ref\": \"changed\"{cli} }}]\n}}"),
+            )
+        };
+        let p = edit(
+            &p,
+            "\"stimuli\": {}",
+            "\"stimuli\": { \"changed\": { \"operation\": \"read\", \"privacy\": { \"land\": \"personal\" } } }",
+        );
+        assert_eq!(
+            found(&lint(&with(", \"cli\": [\"sample\", \"watch\"]"), &p, SKILL)),
+            vec![]
+        );
+        assert_eq!(
+            found(&lint(&with(""), &p, SKILL)),
             vec![("verb_count", Some("surface.json"), 8)]
         );
     }

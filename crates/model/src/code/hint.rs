@@ -189,7 +189,7 @@ impl Code {
             }
 
             OwnerOnly => {
-                "run it as the owner, without `HCP_SESSION` (`hcp COMMAND` with `HCP_SESSION` unset)"
+                "the owner is the Unix user running `hcp` without `HCP_SESSION`: run `hcp COMMAND` in the owner's own shell with `HCP_SESSION` unset (`env -u HCP_SESSION hcp COMMAND`)"
             }
             BadPrincipal | BadValue | BadTtl => "see `hcp session start --help`",
             BadConfigKey => {

@@ -68,8 +68,8 @@ pub fn arguments(args: Option<JsonObject>) -> Result<Vec<(String, ArgValue)>, Bo
 /// The `tools/call` result of an answer (a `CallToolResult` as JSON).
 ///
 /// - A refusal: `isError`, its message as text (exactly `confirm required` for the confirm
-///   gate), its code and hint as a second text, and the refusal object of RUNTIME §5 as
-///   `structuredContent`.
+///   gate), its code, hint and the steps a new pack still needs (`steps`) as a second
+///   text, and the refusal object of RUNTIME §5 as `structuredContent`.
 /// - A run: the child's stdout as text (stderr as a second text when not empty),
 ///   `isError` unless it exited 0, the run's facts (exit code, audit id…) in `_meta.hcp`.
 ///   Its JSON object, when it printed one, is `structuredContent` (MCP's structured
@@ -85,6 +85,14 @@ pub fn result(a: &Answer, output_schema: Option<&JsonObject>) -> Value {
         let mut detail = format!("code: {}", r.code.map_or("refused", Code::as_str));
         if let Some(h) = &r.hint {
             detail.push_str(&format!("\nhint: {h}"));
+        }
+        // Every step a new pack still needs (`crate::setup`), as `hcp exec` says them.
+        for (i, s) in a.facts.setup.iter().enumerate() {
+            if i == 0 {
+                detail.push_str("\nsteps (all of them, in order):");
+            }
+            let what = s.command.as_deref().unwrap_or(&s.step);
+            detail.push_str(&format!("\n{}. {what} ({})", i + 1, s.code));
         }
         return json!({
             "content": [text(&message), text(&detail)],

@@ -224,7 +224,8 @@ fn policy_refusal(what: &str, e: &PolicyError) -> Refusal {
     }
 }
 
-fn init_tool(p: &InstalledPack, t: &PackTool) -> Result<InitTool, PolicyError> {
+/// The starting-policy entry of tool `t` of pack `p` (what `hcp policy init` writes).
+pub(crate) fn init_tool(p: &InstalledPack, t: &PackTool) -> Result<InitTool, PolicyError> {
     let name = p.manifest.name.trim();
     if t.stimulus {
         let description = p

@@ -24,6 +24,10 @@ pub struct PolicyHealth {
     /// The last time an entry was refused and rebuilt, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_last_rebuilt: Option<String>,
+    /// Active verbs the runtime policy does not name (every session call of them is
+    /// refused, `unknown_tool`): deny by default, so not a problem, but what a pack
+    /// installed after the policy still needs (`hcp policy init --merge FILE`).
+    pub uncovered: Vec<String>,
     /// `tools.lock.json`.
     pub lock: LockHealth,
     /// `config.json`'s `policy_mode`: `enforce`, or `observe` (RUNTIME §11: the policy
@@ -58,6 +62,7 @@ pub fn examine(home: &Home, problems: &mut Vec<String>) -> PolicyHealth {
         error: None,
         cache: None,
         cache_last_rebuilt: source::last_rebuild(home).map(|(at, why)| format!("{at} ({why})")),
+        uncovered: Vec::new(),
         lock: LockHealth::default(),
         mode: match hcp_store::config::RuntimeConfig::load(home.root()).map(|c| c.policy_mode) {
             Ok(hcp_store::config::PolicyMode::Observe) => "observe",
@@ -69,6 +74,9 @@ pub fn examine(home: &Home, problems: &mut Vec<String>) -> PolicyHealth {
         Ok(Some(rp)) => {
             h.content_hash = Some(rp.hash().to_owned());
             h.cache = Some(rp.cache.describe());
+            if let Ok(packs) = contracts::active_packs(home, &[]) {
+                h.uncovered = contracts::coverage(&rp.policy, &packs).verbs;
+            }
         }
         Err(r) => {
             problems.push(format!(

@@ -16,6 +16,7 @@
 //!   `hcp policy coverage`), with the compiled policy cache;
 //! - [`contracts`]: each active verb as a tool definition (the `inputSchema` `hcp mcp`
 //!   shows), its projected contract, `hcp policy init` and `hcp policy coverage`;
+//! - [`merge`]: `hcp policy init --merge`, the new tools added to a policy in place;
 //! - [`lock`]: `tools.lock.json`, `hcp policy lock` and the `tool_drift` check;
 //! - [`teach`]: policy errors as a fault and a hint;
 //! - [`health`]: what `hcp doctor` says of them.
@@ -24,6 +25,7 @@ pub mod contracts;
 pub mod escalate;
 pub mod health;
 pub mod lock;
+pub mod merge;
 pub mod observe;
 pub mod resolve;
 pub mod source;

@@ -17,6 +17,7 @@ use hcp_model::manifest::arguments;
 use hcp_model::{ArgValue, Capability, Code, Principal};
 use hcp_store::grant::HeldCapability;
 use hcp_store::pack::InstalledPack;
+use histos::lock::Lock;
 use jiff::Timestamp;
 
 /// What the gate reads besides the call: the grants the snapshot read, whether the pack
@@ -28,6 +29,9 @@ pub(crate) struct GateReads<'a> {
     pub active: bool,
     /// The runtime policy, as the snapshot read it.
     pub policy: &'a Result<Option<RuntimePolicy>, PolicyRefusal>,
+    /// The tool lock, as the snapshot read it (`None` for the owner), for the steps a
+    /// refused session call still needs (`crate::setup`).
+    pub lock: Option<&'a Result<Option<Lock>, PolicyRefusal>>,
 }
 
 /// Steps 3–6 for a verb. `answered`: the person accepted the command at the confirm gate
@@ -85,6 +89,21 @@ pub(crate) fn verb(
             Ok(*a)
         }
         Decision::Deny(r) => {
+            if r.code == Code::MissingGrant {
+                // Every step the call still needs, in one answer (`crate::setup`).
+                let missing = missing_grants(verb, principal, &grants, content_changed_at);
+                let subject = crate::setup::Subject {
+                    pack: &verb.pack,
+                    key: &verb.key,
+                    principal,
+                };
+                let policy = reads.policy.as_ref().ok().and_then(Option::as_ref);
+                let lock = reads
+                    .lock
+                    .and_then(|l| l.as_ref().ok())
+                    .and_then(Option::as_ref);
+                rec.facts.setup = crate::setup::steps(&subject, &missing, policy, lock);
+            }
             if r.code == Code::ConfirmRequired && call.face == Face::Mcp {
                 // What would run once confirmed, for the face to show the person.
                 let of = confirm::PreviewOf {
@@ -104,6 +123,32 @@ pub(crate) fn verb(
             Err(Stop::Recorded(Refusal::from_gate(&r)))
         }
     }
+}
+
+/// The capabilities step 4 requires of `principal` for the verb that it does not hold
+/// (or holds suspended by a content change), in the order they are checked.
+fn missing_grants(
+    verb: &Verb,
+    principal: &Principal,
+    grants: &GrantView,
+    changed: Option<Timestamp>,
+) -> Vec<Capability> {
+    let Some(entry) = verb.pack.policy.verbs.get(verb.key.as_str()) else {
+        return Vec::new();
+    };
+    let caps = super::admit::verb_capabilities(&verb.pack, &verb.key, entry.operation, principal);
+    caps.into_iter()
+        .filter(|c| {
+            hcp_gate::grant::require(
+                &principal.id,
+                verb.pack.id.as_str(),
+                grants.held.iter().copied(),
+                *c,
+                changed,
+            )
+            .is_err()
+        })
+        .collect()
 }
 
 /// Steps 3–6 for every ref of a sense (`hcp_gate::check_stimulus`).

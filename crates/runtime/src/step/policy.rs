@@ -12,7 +12,7 @@ use crate::record::Record;
 use crate::refusal::Refusal;
 use hcp_gate::Face;
 use hcp_model::facts::Approval;
-use hcp_model::{ArgValue, Principal};
+use hcp_model::{ArgValue, Code, Principal};
 use hcp_store::config::{ConfigError, RuntimeConfig};
 use hcp_store::state::{ApprovalKey, CounterSlot};
 use histos::lock::Lock;
@@ -77,7 +77,24 @@ pub(crate) fn verb(
     rec: &mut Record,
 ) -> Result<Policed, Stop> {
     let policy = reads.policy.map_err(refusal)?;
-    tool_lock(reads.lock, verb, rec)?;
+    let lock = match reads.lock {
+        None | Some(Ok(None)) => None,
+        Some(Ok(Some(l))) => Some(l),
+        Some(Err(r)) => return Err(refusal(r).into()),
+    };
+    // A refusal of setting up names every step the call still needs (`crate::setup`).
+    let setup = |rec: &mut Record, policy: Option<&RuntimePolicy>| {
+        let subject = crate::setup::Subject {
+            pack: &verb.pack,
+            key: &verb.key,
+            principal,
+        };
+        rec.facts.setup = crate::setup::steps(&subject, &[], policy, lock.as_ref());
+    };
+    if let Err(stop) = tool_lock(lock.as_ref(), verb, rec) {
+        setup(rec, policy.as_ref());
+        return Err(stop);
+    }
     let tool = verb.tool();
     let observed = PolicyCall {
         principal,
@@ -95,7 +112,15 @@ pub(crate) fn verb(
     };
     if let Some(rp) = policy.as_ref().filter(|_| !principal.is_owner()) {
         let config = config_of(reads.config)?;
-        let pass = pre(step, config, rp, principal, &tool, &policed.values, rec)?;
+        let pass = match pre(step, config, rp, principal, &tool, &policed.values, rec) {
+            Ok(p) => p,
+            Err(stop) => {
+                if matches!(stop.refusal().code, Code::UnknownTool | Code::Rbac) {
+                    setup(rec, Some(rp));
+                }
+                return Err(stop);
+            }
+        };
         policed.values = pass.values;
         policed.spend.take(pass.counters, pass.approvals);
     }
@@ -142,19 +167,13 @@ fn config_of(config: &Result<RuntimeConfig, ConfigError>) -> Result<&RuntimeConf
     })
 }
 
-/// The tool lock for a session's call of a verb: `tool_drift`, `lock_stale`, or the lock's
-/// own code when it does not read (`policy::lock`). `None`: not read (the owner).
-fn tool_lock(
-    lock: Option<Result<Option<Lock>, PolicyRefusal>>,
-    verb: &Verb,
-    rec: &mut Record,
-) -> Result<(), Stop> {
-    let lock = match lock {
-        None | Some(Ok(None)) => return Ok(()),
-        Some(Ok(Some(l))) => l,
-        Some(Err(r)) => return Err(refusal(r).into()),
+/// The tool lock for a session's call of a verb: `tool_drift`, `lock_stale`
+/// (`policy::lock`). `None`: not read (the owner), or the store has none.
+fn tool_lock(lock: Option<&Lock>, verb: &Verb, rec: &mut Record) -> Result<(), Stop> {
+    let Some(lock) = lock else {
+        return Ok(());
     };
-    policy::lock::check_call(&lock, &verb.pack, &verb.key).map_err(|r| {
+    policy::lock::check_call(lock, &verb.pack, &verb.key).map_err(|r| {
         rec.facts.rule = Some(r.code.as_str());
         refusal(r).into()
     })

@@ -253,12 +253,14 @@ fn a_sessions_tools_carry_the_policys_returns_and_results_must_fit_them() {
     // A refusal: the message, the code, the refusal object.
     let a = mcp_call(&w, &agent, "tp.say", &[("text", s("x"))]);
     let r = mcp::result(&a, None);
-    assert_eq!(
-        r["content"][1]["text"],
-        format!(
-            "code: unknown_tool\nhint: {}",
+    // the code, the hint, then every step the tool still needs (`crate::setup`)
+    let detail = r["content"][1]["text"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with(&format!(
+            "code: unknown_tool\nhint: {}\nsteps (all of them, in order):\n1. hcp policy init --merge ",
             hcp_model::Code::UnknownTool.next_step()
-        )
+        )) && detail.ends_with(" --role clerk (unknown_tool)"),
+        "{detail}"
     );
     assert_eq!(r["structuredContent"]["code"], "unknown_tool");
 }

@@ -309,5 +309,37 @@ pub fn render_refusal(r: &hcp_model::ExecResult, exit: u8) {
             e = e.hint(h.clone());
         }
         crate::error::render(&e);
+        render_steps(r);
+    }
+}
+
+/// The steps a refused session call still needs (`steps` of the result), one a line
+/// under the refusal (unless it is one step the hint already names):
+///
+/// ```text
+///   steps: this call needs all of these, in order:
+///     1. hcp grant agent-1 transit verb.exec.read   (missing_grant)
+///     2. hcp policy init --merge …/policy.yaml --role agent   (unknown_tool)
+///     3. hcp policy lock   (tool_drift)
+/// ```
+fn render_steps(r: &hcp_model::ExecResult) {
+    let Some(steps) = r.extra.get("steps").and_then(|s| s.as_array()) else {
+        return;
+    };
+    // One step the hint already names is not said twice.
+    let hint = r.hint.as_deref().unwrap_or_default();
+    let said = |s: &serde_json::Value| s["command"].as_str().is_some_and(|c| hint.contains(c));
+    if steps.is_empty() || (steps.len() == 1 && said(&steps[0])) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "  steps: this call needs all of these, in order:");
+    for (i, s) in steps.iter().enumerate() {
+        let code = s["code"].as_str().unwrap_or_default();
+        let what = match s["command"].as_str() {
+            Some(c) => c.to_owned(),
+            None => s["step"].as_str().unwrap_or_default().to_owned(),
+        };
+        let _ = writeln!(err, "    {}. {what}   ({code})", i + 1);
     }
 }

@@ -5,6 +5,7 @@
 //! A policy that does not load is refused with its POLICY code; an unknown key's message
 //! is the fault and its `hint:` the keys allowed there and the nearest one.
 
+mod merge;
 mod replay;
 mod store;
 
@@ -40,7 +41,8 @@ pub enum PolicyCommand {
         file: PathBuf,
     },
     /// Print a starting policy for the active packs (or the named ones) as YAML: one tool
-    /// per verb, `args` from its schema, nothing granted unless `--role`.
+    /// per verb, `args` from its schema, nothing granted unless `--role`; or, with
+    /// `--merge FILE`, add the tools FILE does not name yet to it in place.
     Init(store::InitArgs),
     /// Exit 1 naming each active verb the runtime policy (or FILE) does not mention.
     Coverage(store::CoverageArgs),

@@ -14,10 +14,22 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Packs to write the policy for (default: every active pack).
-    packs: Vec<String>,
-    /// Grant every tool to this role (default: nothing is granted).
+    pub(super) packs: Vec<String>,
+    /// Grant every tool to this role (default: nothing is granted). With `--merge`: allow
+    /// the added tools for this role (its `allow` list in FILE).
     #[arg(long, value_name = "ROLE")]
-    role: Option<String>,
+    pub(super) role: Option<String>,
+    /// Add to the existing policy FILE the tools of the active packs (or the named ones) it
+    /// does not name yet, and write FILE again in place (owner only). Every edit in FILE is
+    /// kept: its tools, roles and rules untouched, its order and layout, and, in YAML, its
+    /// comments; JSON cannot hold comments, so a `.json` FILE gains its tools without
+    /// them. Nothing is written on any error, and FILE is replaced atomically. Running it
+    /// again adds nothing.
+    #[arg(long, value_name = "FILE")]
+    merge: Option<PathBuf>,
+    /// With `--merge`: answer as one JSON object on stdout.
+    #[arg(long, requires = "merge")]
+    pub(super) json: bool,
 }
 
 /// Arguments of `hcp policy coverage`.
@@ -47,6 +59,9 @@ fn refused(r: hcp_runtime::Refusal) -> CliError {
 
 /// `hcp policy init [PACK…] [--role ROLE]`: the starting policy on stdout.
 pub fn init(a: &InitArgs) -> CliResult {
+    if let Some(file) = &a.merge {
+        return super::merge::run(a, file);
+    }
     let rt = crate::commands::exec::runtime()?;
     let packs = contracts::active_packs(rt.home(), &a.packs).map_err(refused)?;
     let mut command = String::from("hcp policy init");
@@ -222,6 +237,7 @@ pub fn lock(a: &LockArgs) -> CliResult {
         .flatten()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     let new = tool_lock::build(&current, policy.as_deref());
+    let uncovered = uncovered(home, &packs);
     let (changed, added, removed) = match &before {
         Ok(Some(old)) => {
             let r = tool_lock::check_all(old, &current);
@@ -244,11 +260,15 @@ pub fn lock(a: &LockArgs) -> CliResult {
     )?;
     act.settle(tool_lock::write(home, &new), |r| r.code)
         .map_err(refused)?;
+    for w in &uncovered.warnings {
+        eprintln!("warning: {w}");
+    }
     if a.json {
         let v = serde_json::json!({
             "ok": true, "file": path, "locked": new.tools.len(),
             "changed": changed, "added": added, "removed": removed,
             "replaced_unreadable": before.as_ref().err().map(|r| r.code.as_str()),
+            "uncovered": uncovered.verbs, "warnings": uncovered.warnings,
         });
         let _ = writeln!(out, "{v}");
     } else {
@@ -266,4 +286,38 @@ pub fn lock(a: &LockArgs) -> CliResult {
         section(&mut out, "gone since the last lock", &removed);
     }
     Ok(exit::OK)
+}
+
+/// What `hcp policy lock` warns of: the active verbs the runtime policy does not name
+/// (every session call of them is refused, `unknown_tool`, whatever the lock says).
+struct Uncovered {
+    /// The verbs, as tool names, in name order.
+    verbs: Vec<String>,
+    /// One warning a verb (or one for a policy that does not load).
+    warnings: Vec<String>,
+}
+
+fn uncovered(home: &hcp_store::Home, packs: &[hcp_store::pack::InstalledPack]) -> Uncovered {
+    let mut u = Uncovered {
+        verbs: Vec::new(),
+        warnings: Vec::new(),
+    };
+    match source::load(home) {
+        // No runtime policy: the packs' policies alone govern session calls.
+        Ok(None) => {}
+        Ok(Some(rp)) => {
+            let shown = rp.file.display().to_string();
+            u.verbs = contracts::coverage(&rp.policy, packs).verbs;
+            for v in &u.verbs {
+                u.warnings.push(format!(
+                    "`{v}` is locked but the runtime policy `{shown}` does not name it: every session call of it is refused (unknown_tool); add it with `hcp policy init --merge {shown}`"
+                ));
+            }
+        }
+        Err(r) => u.warnings.push(format!(
+            "the runtime policy does not load ({}): every call is refused until it does; `hcp policy check FILE` says why",
+            r.code
+        )),
+    }
+    u
 }
