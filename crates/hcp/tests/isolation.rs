@@ -126,6 +126,33 @@ fn a_session_workdir_is_checked_by_every_rule_and_nothing_is_written() {
 }
 
 #[test]
+fn a_session_workdir_whose_path_is_not_utf8_is_bad_workdir_and_nothing_is_written() {
+    use std::os::unix::ffi::OsStrExt;
+    let w = World::with_store();
+    let dir = w.root().join(std::ffi::OsStr::from_bytes(b"w\xff"));
+    std::fs::create_dir(&dir).unwrap();
+    // Named directly, and through a UTF-8 symbolic link to it.
+    let link = w.root().join("link-to-w");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    for given in [&dir, &link] {
+        let o = w
+            .hcp()
+            .args(["session", "start", "--principal", "agent-1", "--workdir"])
+            .arg(given)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 64, "{}", w.render(&o));
+        assert!(
+            err.contains("code: bad_workdir") && err.contains("rule: a UTF-8 path"),
+            "{err}"
+        );
+    }
+    let o = w.run(&["session", "list"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "no sessions\n");
+}
+
+#[test]
 fn a_live_session_of_another_principal_keeps_its_workdir_and_no_other() {
     let w = World::with_store();
     let theirs = w.work.join("theirs");

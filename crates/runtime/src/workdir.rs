@@ -35,6 +35,8 @@ pub enum Rule {
     Missing,
     /// It is not a directory.
     NotADirectory,
+    /// Its resolved path is not UTF-8 (the trail and the session record are JSON).
+    NotUtf8,
     /// The owner may not write it.
     NotWritable,
     /// It is `/`.
@@ -55,6 +57,7 @@ impl Rule {
         match self {
             Self::Missing => "an existing directory",
             Self::NotADirectory => "a directory",
+            Self::NotUtf8 => "a UTF-8 path",
             Self::NotWritable => "writable by the owner",
             Self::Root => "not `/`",
             Self::SharedPlace => "no system directory or shared root",
@@ -117,6 +120,12 @@ fn rules(dir: &Path, around: &Around) -> Result<PathBuf, Broken> {
     })?;
     if !work.is_dir() {
         return Err((Rule::NotADirectory, "is not a directory".into()));
+    }
+    if work.to_str().is_none() {
+        return Err((
+            Rule::NotUtf8,
+            format!("resolves to `{}`, which is not UTF-8", work.display()),
+        ));
     }
     if work == Path::new("/") {
         return Err((Rule::Root, "is `/`".into()));
