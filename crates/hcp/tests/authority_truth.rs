@@ -247,6 +247,9 @@ fn a_revoke_that_takes_nothing_back_records_nothing_and_a_grant_names_what_it_re
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to revoke"));
     let o = ok(&w, &["revoke", "bob", "echo", "verb.exec.write"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to revoke"));
+    // Nor is `--all` of a principal with no grant and no grant file.
+    let o = ok(&w, &["revoke", "bob", "--all"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to revoke"));
     assert_eq!(all_records(&w), before, "a revoke of nothing is not an act");
     ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
     ok(

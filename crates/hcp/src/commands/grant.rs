@@ -220,6 +220,13 @@ fn damaged_first(rt: &hcp_runtime::Runtime, principal: &PrincipalId) -> Result<(
 /// store, also the repair of its damaged grant file (RUNTIME §4 "Fault isolation").
 fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
     let principal = PrincipalId::parse(principal).map_err(|e| session_error(&e))?;
+    // A revoke that takes nothing back and repairs nothing is not made and records nothing.
+    if nothing_to_revoke_all(rt, &principal)? {
+        print(&format!(
+            "nothing to revoke: `{principal}` holds no grant\n"
+        ));
+        return Ok(exit::OK);
+    }
     let act = super::authority::record(
         rt,
         "revoke",
@@ -273,6 +280,26 @@ fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
         }
     }
     Ok(exit::OK)
+}
+
+/// Whether `hcp revoke PRINCIPAL --all` would change nothing: no grant of the principal
+/// is listed and, on the file store, it has no grant file, damaged or not.
+fn nothing_to_revoke_all(
+    rt: &hcp_runtime::Runtime,
+    principal: &PrincipalId,
+) -> Result<bool, CliError> {
+    let grants = rt.state().grants_list().map_err(|e| store_error(&e))?;
+    if grants.iter().any(|g| &g.principal == principal) {
+        return Ok(false);
+    }
+    if rt.state().backend() != "file" {
+        return Ok(true);
+    }
+    let file = hcp_store::grant::grant_file(rt.home(), principal);
+    let damaged = hcp_store::grant::damaged(rt.home())
+        .iter()
+        .any(|d| d.principal.as_ref().is_none_or(|p| p == principal));
+    Ok(!damaged && std::fs::symlink_metadata(&file).is_err())
 }
 
 fn list(rt: &hcp_runtime::Runtime, json: bool) -> CliResult {
