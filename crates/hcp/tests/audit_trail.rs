@@ -134,6 +134,28 @@ fn init_makes_the_store_whole_and_again_changes_nothing() {
 }
 
 #[test]
+fn init_into_an_existing_empty_directory_keeps_the_audit_the_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    std::fs::create_dir_all(&w.hcp_home).unwrap();
+    std::fs::set_permissions(&w.hcp_home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = w.run(&["init"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let mode = std::fs::metadata(w.hcp_home.join("audit"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700);
+    let o = w.run(&["doctor"]);
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("go-rwx"),
+        "{}",
+        w.render(&o)
+    );
+}
+
+#[test]
 fn an_install_of_a_pack_lint_refuses_makes_no_store() {
     let w = World::new();
     let bad = w.root().join("bad");

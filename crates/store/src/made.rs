@@ -236,6 +236,12 @@ pub fn init_with_reserve(
             .prefix(".audit.init-")
             .tempdir_in(root)
             .map_err(|e| StoreError::io("create a temporary directory in", root, e))?;
+        // The audit is the owner's only (0700), whatever the umask made of the directory.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| StoreError::io("set the mode of", tmp.path(), e))?;
+        }
         build(tmp.path(), root, &first, now, &boot, false, reserve_bytes)?;
         let audit = root.join(StoreDir::Audit.name());
         std::fs::rename(tmp.path(), &audit)
