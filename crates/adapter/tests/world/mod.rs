@@ -38,12 +38,36 @@ pub fn root() -> bool {
 /// The users each test runs as: the current one, and `nobody` as well when that is root.
 pub fn users() -> Vec<User> {
     if root() {
-        if Path::new("/usr/bin/setpriv").exists() {
+        if !Path::new("/usr/bin/setpriv").exists() {
+            skip_or_fail(
+                "running as root and `setpriv` is missing: not testing as an ordinary user",
+            );
+        } else if !nobody_runs(Path::new(PROBE)) {
+            // `nobody` runs the built probe where it is: every directory above the checkout
+            // must let others pass (`o+x`).
+            skip_or_fail(
+                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user",
+            );
+        } else {
             return vec![User::Me, User::Nobody];
         }
-        skip_or_fail("running as root and `setpriv` is missing: not testing as an ordinary user");
     }
     vec![User::Me]
+}
+
+/// Whether `nobody` may run `path` (every directory above it searchable by others).
+fn nobody_runs(path: &Path) -> bool {
+    Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "test",
+            "-x",
+        ])
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 pub fn mkfifo(p: &Path) {
