@@ -93,6 +93,10 @@ fn a_brain_verb_is_a_projects_and_a_local_write_verb_lists_its_protected_names()
     let out = w.run(&["show", "mail.notes.create", "--view", "--project", "apollo"]);
     assert_eq!(out.status.code(), Some(0), "{}", w.render(&out));
     insta::assert_snapshot!("show_view_brain", stable(&w, &out));
+    // The verb key alone, as `hcp exec` takes it, shows the same view.
+    let short = w.run(&["show", "notes.create", "--view", "--project", "apollo"]);
+    assert_eq!(short.status.code(), Some(0), "{}", w.render(&short));
+    assert_eq!(stable(&w, &short), stable(&w, &out));
     for name in [".git/hooks", ".envrc"] {
         let p = w.work.join(name);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();

@@ -30,7 +30,16 @@ pub fn run(
     crate::commands::session::require_owner("show --view")?;
     let rt = crate::commands::exec::runtime()?;
     let caller = crate::commands::exec::caller()?;
-    let (pack, verb) = hcp_runtime::view_plan::split_target(target).map_err(CliError::command)?;
+    // The forms `hcp exec` takes (`PACK.VERB`, or a verb key unique across the active
+    // packs); a target none of them resolves is refused as `PACK.VERB` is read.
+    let (pack, verb) = match hcp_runtime::target::resolve(rt.home(), None, target) {
+        Ok((p, v)) => (p.manifest.id.to_string(), v),
+        Err(_) => {
+            let (p, v) = hcp_runtime::view_plan::split_target(target).map_err(CliError::command)?;
+            (p.to_owned(), v.to_owned())
+        }
+    };
+    let (pack, verb) = (pack.as_str(), verb.as_str());
     let whose = match (principal, project) {
         (Some(p), _) => Some(Whose::Principal(p)),
         (None, Some(j)) => Some(Whose::Project(j)),
