@@ -616,19 +616,9 @@ fn openapi(
             bail!("`hcp-example-api` printed `{origin}`, not its origin");
         }
         writeln!(out, "  ok · {origin}").context("cannot write the transcript")?;
-        let config_path = demo.hcp_home.join("config.json");
-        let mut config: Value = match std::fs::read_to_string(&config_path) {
-            Ok(t) => serde_json::from_str(&t).context("the demo's config.json")?,
-            Err(_) => serde_json::json!({}),
-        };
-        config["packs"]["tasks"]["server"] = Value::String(format!("{origin}/v1"));
-        writeln!(
-            out,
-            "$ echo '{{\"packs\": {{\"tasks\": {{\"server\": \"{origin}/v1\"}}}}}}' > \"$HCP_HOME/config.json\""
-        )
-        .context("cannot write the transcript")?;
-        std::fs::write(&config_path, config.to_string())
-            .with_context(|| format!("cannot write `{}`", config_path.display()))?;
+        // The operator points the pack at the server with `hcp config set`, which keeps
+        // every other key of config.json (the witness among them).
+        let server = format!("{origin}/v1");
         let exec = |args: &[&str], e: Expect| {
             let mut all = vec!["exec"];
             all.extend_from_slice(args);
@@ -636,6 +626,11 @@ fn openapi(
         };
         let tasks = demo.packs.join("tasks").display().to_string();
         let steps = vec![
+            step(
+                "hcp",
+                &["config", "set", "packs.tasks.server", &server],
+                Expect::Ok,
+            ),
             step("hcp", &["install", "--activate", &tasks], Expect::Ok),
             step("hcp", &["show", "tasks"], Expect::Ok).full(),
             // The owner reviewed the new pack: its verbs join the tool lock.
