@@ -886,7 +886,7 @@ mod tests {
         assert_eq!(
             sum,
             Summary {
-                ok: 45,
+                ok: 46,
                 refused: 17
             },
             "{text}"
