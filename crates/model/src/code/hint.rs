@@ -139,7 +139,7 @@ impl Code {
                 "`hcp doctor` checks the machine; `hcp show PACK` names the bin"
             }
             AuditUnavailable => {
-                "free space on the store's disk; `hcp doctor` shows the audit reserve"
+                "`hcp audit verify` names what is wrong with the trail; `hcp doctor` shows the disk's free space and the audit reserve"
             }
             Timeout => "give the call more time with `--timeout SECS`",
             Cancelled => "run the call again: `hcp exec PACK.VERB …`",
@@ -153,7 +153,10 @@ impl Code {
                 "see the output rule with `hcp policy decide`; the owner may change it"
             }
 
-            StoreUnusable | StoreIo => "`hcp doctor` checks the store and its disk",
+            StoreUnusable => {
+                "`HCP_HOME` must be the absolute path of a store directory the owner may write (`hcp init` makes one); `hcp doctor` cannot check a store it cannot open"
+            }
+            StoreIo => "`hcp doctor` checks the store and its disk",
             StoreDamaged => {
                 "`hcp doctor` lists each damaged record with the command that repairs it"
             }
