@@ -226,9 +226,10 @@ fn the_hundredth_record_is_witnessed_after_its_call_has_answered() {
     std::fs::create_dir(&wdir).unwrap();
     write_config(&w, &json!({"audit": {"witness": wdir}}));
     w.init();
-    // Record 2: the first call records the `config.json` it finds (an act of authority,
-    // witnessed); records 3 to 99: refused calls, one record each.
-    for _ in 3..100 {
+    // Record 2: the `witness` record naming the directory (its checkpoint is the
+    // witness's first); record 3: the first call records the `config.json` it finds (an
+    // act of authority, witnessed); records 4 to 99: refused calls, one record each.
+    for _ in 4..100 {
         let o = w.run(&["exec", "nosuch.verb"]);
         assert_eq!(code(&o), 66);
     }
@@ -245,7 +246,11 @@ fn the_hundredth_record_is_witnessed_after_its_call_has_answered() {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
-    assert_eq!(witnessed().len(), 2, "only init's and the config's so far");
+    assert_eq!(
+        witnessed().len(),
+        2,
+        "only the witness record's and the config's so far"
+    );
     let o = w.run(&["exec", "nosuch.verb"]);
     assert_eq!(code(&o), 66);
     let taken = witnessed();

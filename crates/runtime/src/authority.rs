@@ -48,7 +48,13 @@ pub struct Act<'a> {
     actor: Actor,
     /// The act, `seq` and `changed` of the act's record, once made.
     recorded: std::cell::RefCell<Option<(String, u64, Value)>>,
+    /// For an act that changes the witness itself: the new one (`None`: none), which
+    /// takes the act's checkpoint instead of the configured one.
+    new_witness: std::cell::RefCell<Option<NewWitness>>,
 }
+
+/// The witness an act that changes `audit.witness` installs (`None`: none from then on).
+pub type NewWitness = Option<std::sync::Arc<dyn hcp_store::audit::witness::Witness>>;
 
 impl<'a> Act<'a> {
     /// Begins the act `act` (`grant`, `session start` …) of `actor`: when its witness and
@@ -77,7 +83,17 @@ impl<'a> Act<'a> {
             act,
             actor,
             recorded: std::cell::RefCell::new(None),
+            new_witness: std::cell::RefCell::new(None),
         }
+    }
+
+    /// Makes this an act that changes the witness (`hcp config set` / `unset
+    /// audit.witness`, RUNTIME §6): its record is witnessed by `witness`, the new one, and
+    /// followed by the record naming it, whose checkpoint is the new witness's first; the
+    /// configured witness is not asked, so a witness that is gone does not lock out the
+    /// act that replaces it.
+    pub fn changes_witness(&self, witness: NewWitness) {
+        *self.new_witness.borrow_mut() = Some(witness);
     }
 
     /// [`Act::begin`] for the owner (the running process's uid).
@@ -107,7 +123,18 @@ impl<'a> Act<'a> {
     /// As [`Act::record`].
     pub fn record_named(&self, act: &str, changed: Value) -> Result<(), StoreError> {
         state_writable(self.rt)?;
-        let a = record(self.rt, act, self.actor.clone(), changed.clone()).map_err(store_error)?;
+        let a = match self.new_witness.borrow_mut().take() {
+            Some(w) => self.rt.state().record_witness_change(
+                &Authority {
+                    act: act.to_owned(),
+                    actor: self.actor.clone(),
+                    changed: changed.clone(),
+                },
+                w,
+            ),
+            None => record(self.rt, act, self.actor.clone(), changed.clone()),
+        }
+        .map_err(store_error)?;
         *self.recorded.borrow_mut() = Some((act.to_owned(), a.seq, changed));
         Ok(())
     }
@@ -384,6 +411,23 @@ pub fn edit_file<E: From<StoreError>, P>(
     prepare: impl FnOnce() -> Result<Option<(Value, P)>, E>,
     write: impl FnOnce(P) -> Result<(), StoreError>,
 ) -> Result<bool, E> {
+    edit_file_as(rt, act, prepare, |_| None, write)
+}
+
+/// [`edit_file`] for an edit that may change the witness: `new_witness` answers, from
+/// what `prepare` worked out, the witness the edit installs (`Some(None)`: none from
+/// then on; `None`: the witness does not change), which then takes the act's checkpoint
+/// ([`Act::changes_witness`]).
+///
+/// # Errors
+/// As [`edit_file`].
+pub fn edit_file_as<E: From<StoreError>, P>(
+    rt: &Runtime,
+    act: &str,
+    prepare: impl FnOnce() -> Result<Option<(Value, P)>, E>,
+    new_witness: impl FnOnce(&P) -> Option<NewWitness>,
+    write: impl FnOnce(P) -> Result<(), StoreError>,
+) -> Result<bool, E> {
     let home = rt.home();
     // An edit by hand before this act is its own change, recorded first.
     let made = Act::by_owner(rt, act)?;
@@ -392,6 +436,9 @@ pub fn edit_file<E: From<StoreError>, P>(
     let Some((changed, what)) = prepare()? else {
         return Ok(false);
     };
+    if let Some(w) = new_witness(&what) {
+        made.changes_witness(w);
+    }
     made.record(changed)?;
     made.settle(write(what), StoreError::code)?;
     let path = home

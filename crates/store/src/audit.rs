@@ -63,7 +63,7 @@ pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend,
 pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
 pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
-pub use fields::{ACT_FAILED, Actor, Authority, CounterKey, Intent, Outcome, Spends};
+pub use fields::{ACT_FAILED, Actor, Authority, CounterKey, Intent, Outcome, Spends, WITNESS_ACT};
 pub use follow::{FileFollow, Follower};
 pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
@@ -75,7 +75,7 @@ pub use record::{
 pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{
     Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, FailedAct, Interrupted,
-    RepairNote, VerifyReport,
+    RepairNote, VerifyReport, WitnessNamed, WitnessTorn,
 };
 
 use crate::error::StoreError;
@@ -195,6 +195,16 @@ pub enum AuditError {
         /// What was found, lowercase.
         detail: String,
     },
+    /// The trail is behind the checkpoint its witness holds, or not the one it signed
+    /// (`rollback`, `checkpoint_mismatch`): an act of authority is refused rather than
+    /// bury the witnessed checkpoint under a new one (RUNTIME §6).
+    #[error("{detail}")]
+    Behind {
+        /// `rollback` or `checkpoint_mismatch`.
+        fault: Fault,
+        /// What was found, lowercase.
+        detail: String,
+    },
     /// An extra key that the store writes itself (code `audit_bad_entry`).
     #[error("audit field `{key}` is reserved")]
     ReservedField {
@@ -246,6 +256,7 @@ impl AuditError {
             }
             Self::Unsupported { .. } => Code::Usage,
             Self::Witness(_) => Code::WitnessUnavailable,
+            Self::Behind { fault, .. } => fault.code(),
             _ => Code::AuditUnavailable,
         }
     }
@@ -265,6 +276,9 @@ impl AuditError {
                 "free space on the store's disk (`hcp doctor` shows it): the reserve is refilled as soon as there is room",
             ),
             Self::Witness(e) => Some(e.hint()),
+            Self::Behind { .. } => Some(
+                "`hcp audit verify` names the fault; keep the store and the witness as evidence. A store restored from a backup on purpose goes on with a new witness: `hcp config set audit.witness NEW_DIR` (a recorded act; the old witness keeps what it holds)",
+            ),
             Self::ReservedField { .. } | Self::Unsupported { .. } => None,
         }
     }
@@ -273,7 +287,7 @@ impl AuditError {
     pub fn cause_code(&self) -> Code {
         match self {
             Self::Damaged { .. } => Fault::Unparseable.code(),
-            Self::Contradicted { fault, .. } => fault.code(),
+            Self::Contradicted { fault, .. } | Self::Behind { fault, .. } => fault.code(),
             Self::ReservedField { .. } => Code::AuditBadEntry,
             Self::Store(e) => e.code(),
             Self::Unsupported { .. } => Code::Usage,
@@ -626,6 +640,16 @@ impl AuditLog {
     /// [`AuditError`] when the anchor or the keys cannot be read, or the anchor does not
     /// hold.
     pub fn checkpoint_now(&self, time: Timestamp) -> Result<checkpoint::Checkpoint, AuditError> {
+        let point = self.anchor_point()?;
+        Ok(checkpoint::sign(self, point.count, &point.head, time)?)
+    }
+
+    /// What the anchor vouches for now (read under the trail's shared lock and checked
+    /// under the chain key).
+    ///
+    /// # Errors
+    /// As [`AuditLog::checkpoint_now`].
+    pub fn anchor_point(&self) -> Result<Point, AuditError> {
         let key = self.chain_key()?;
         let path = self.anchor_path();
         let f = match File::open(&path) {
@@ -654,11 +678,13 @@ impl AuditLog {
             }
         };
         drop(f);
-        Ok(checkpoint::sign(self, point.count, &point.head, time)?)
+        Ok(point)
     }
 
     /// Takes a checkpoint of the trail now into `witness` (RUNTIME §6): after an act of
-    /// authority, and after every 100th record.
+    /// authority, and after every 100th record. A witness that holds no checkpoint of
+    /// this store yet gets the [`WITNESS_ACT`] record naming it first, and the checkpoint
+    /// of exactly that record ([`AuditLog::witness_named`]).
     ///
     /// # Errors
     /// [`AuditError::Witness`] (`witness_unavailable`) when the witness does not take it;
@@ -668,9 +694,107 @@ impl AuditLog {
         witness: &dyn witness::Witness,
         time: Timestamp,
     ) -> Result<checkpoint::Checkpoint, AuditError> {
+        let store = crate::made::Marker::read(self.home.root())
+            .ok()
+            .flatten()
+            .map(|m| m.store_id);
+        if let Some(store) = store
+            && witness.is_new_for(&store)?
+            && let Some(c) = self.witness_named(Some(witness), time)?
+        {
+            return Ok(c);
+        }
         let c = self.checkpoint_now(time)?;
         witness.take(&c)?;
         Ok(c)
+    }
+
+    /// Appends the [`WITNESS_ACT`] record naming `witness` (`None`: no witness from now
+    /// on) and has `witness` take the checkpoint of exactly that record, its first of
+    /// this store. When it cannot, an [`ACT_FAILED`] record naming the `witness` record
+    /// follows (best effort), so the trail never says a witness holds what it does not.
+    ///
+    /// # Errors
+    /// [`AuditError`]; [`AuditError::Witness`] when the witness refuses.
+    pub fn witness_named(
+        &self,
+        witness: Option<&dyn witness::Witness>,
+        time: Timestamp,
+    ) -> Result<Option<checkpoint::Checkpoint>, AuditError> {
+        let act = Authority {
+            act: WITNESS_ACT.to_owned(),
+            actor: Actor::owner(),
+            changed: serde_json::json!({"witness": witness.map(|w| w.describe())}),
+        };
+        let a = self.append_authority(&act)?;
+        let Some(w) = witness else {
+            return Ok(None);
+        };
+        let taken = checkpoint::sign(self, a.seq, &a.hash, time)
+            .map_err(AuditError::from)
+            .and_then(|c| w.take(&c).map(|()| c).map_err(AuditError::from));
+        if let Err(e) = &taken {
+            let _ = self.append_authority(&act.failed(a.seq, e.code().as_str()));
+        }
+        taken.map(Some)
+    }
+
+    /// Whether the trail is behind the newest checkpoint `witness` holds of it (RUNTIME
+    /// §6): a store restored from an older copy (`rollback`), or one whose head is not the
+    /// one witnessed at the same count, or a witness holding a forged line
+    /// (`checkpoint_mismatch`). Reads the anchor and the witness's last lines only; an
+    /// act of authority is refused on it, rather than bury the witnessed checkpoint under
+    /// a new one. A fork that grew past the witnessed count is found by `hcp audit
+    /// verify`, which walks the trail.
+    ///
+    /// # Errors
+    /// [`AuditError::Behind`]; [`AuditError::Witness`] when the witness cannot be read.
+    pub fn check_witnessed(&self, witness: &dyn witness::Witness) -> Result<(), AuditError> {
+        let Some(store) = crate::made::Marker::read(self.home.root())
+            .ok()
+            .flatten()
+            .map(|m| m.store_id)
+        else {
+            return Ok(());
+        };
+        let c = match witness.newest(&store, None)? {
+            witness::Newest::None => return Ok(()),
+            witness::Newest::Forged { reason } => {
+                return Err(AuditError::Behind {
+                    fault: Fault::CheckpointMismatch,
+                    detail: format!(
+                        "the witness ({}) holds a line that is not a checkpoint of this store: {reason}",
+                        witness.describe()
+                    ),
+                });
+            }
+            witness::Newest::Checkpoint(c) => c,
+        };
+        let point = self.anchor_point()?;
+        if c.count > point.count {
+            return Err(AuditError::Behind {
+                fault: Fault::Rollback,
+                detail: format!(
+                    "the trail holds {} records and the witness ({}) holds a checkpoint of {} signed at {}: the store was rolled back (restored from an older copy)",
+                    point.count,
+                    witness.describe(),
+                    c.count,
+                    c.time
+                ),
+            });
+        }
+        if c.count == point.count && c.head != point.head {
+            return Err(AuditError::Behind {
+                fault: Fault::CheckpointMismatch,
+                detail: format!(
+                    "record {} of the trail is not the one the witness ({}) signed at {}: the trail was rewritten or replaced",
+                    c.count,
+                    witness.describe(),
+                    c.time
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Checks that a record could be appended now: the trail opens for writing under the

@@ -32,7 +32,7 @@
 use crate::StoreError;
 use crate::approval::{self, Approval, ApprovalError};
 use crate::audit::checkpoint::Checkpoint;
-use crate::audit::witness::{Newest, Witness};
+use crate::audit::witness::{Held, Witness};
 use crate::audit::{
     self, Against, Appended, AuditError, AuditFollow, AuditLog, AuditReport, Authority,
     CheckpointSource, DigestKey, Entry, Intent, Outcome, StepHook,
@@ -518,6 +518,15 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// checkpoint the backend cannot check.
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError>;
 
+    /// [`State::audit_verify`] against every checkpoint of `held` (`hcp audit verify
+    /// --checkpoint FILE` with a witness's file of them). The default checks the newest.
+    ///
+    /// # Errors
+    /// As [`State::audit_verify`].
+    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
+        self.audit_verify(held.newest())
+    }
+
     /// The last `n` records, oldest first, each one JSON object (the file store: the line
     /// as stored), and the length in bytes of a torn last line (0 when there is none).
     ///
@@ -622,6 +631,22 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// Any [`AuditError`] but [`AuditError::Witness`] (`audit_unavailable`,
     /// `state_unavailable`).
     fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        self.record_authority(act)
+    }
+
+    /// Records `act`, a change of the witness itself (`hcp config set` / `unset
+    /// audit.witness`), witnessed by the new `witness` rather than the configured one, and
+    /// the record naming the new witness (RUNTIME §6). The default is
+    /// [`State::record_authority`].
+    ///
+    /// # Errors
+    /// As [`State::record_authority`].
+    fn record_witness_change(
+        &self,
+        act: &Authority,
+        witness: Option<Arc<dyn Witness>>,
+    ) -> Result<Appended, AuditError> {
+        let _ = witness;
         self.record_authority(act)
     }
 
@@ -733,16 +758,130 @@ impl FileState {
             Ok(Some(m)) => m.store_id,
             _ => return last(),
         };
-        match w.newest(&store, None) {
-            Ok(Newest::Checkpoint(c)) => Against::Checkpoint(c, source),
-            Ok(Newest::None) => last(),
-            Ok(Newest::Forged { reason }) => Against::Forged(source, reason),
+        match w.held(&store, None) {
+            // A witness that holds nothing yet, and no line of it: the store's own last.
+            Ok(h) if h.checkpoints.is_empty() && h.forged.is_none() && h.torn.is_empty() => last(),
+            Ok(h) => Against::Held(h, source),
             // A witness outside this view (the bootstrap pack's child), or not known
             // because `config.json` does not parse (which is reported where it is read):
             // the store's own last checkpoint.
             Err(_) if !self.log_key_readable() => last(),
             Err(crate::audit::witness::WitnessError::Config(_)) => last(),
             Err(e) => Against::Unavailable(source, e.to_string()),
+        }
+    }
+
+    /// Holds the configuration and the witness to what the trail says of its witness
+    /// (RUNTIME §6): a trail whose last [`crate::audit::WITNESS_ACT`] record names a
+    /// witness must still have that witness configured, and the witness must hold the
+    /// checkpoint of each record naming it (its first of this store) and one at least as
+    /// new as every act of authority it took a checkpoint of. A witness removed from
+    /// `config.json` is `witness_unavailable`; checkpoints removed from the witness (its
+    /// file deleted, emptied or cut) are `checkpoint_mismatch`.
+    fn witness_faults(&self, r: &mut crate::audit::VerifyReport, held: Option<&Held>) {
+        let Some(last) = r.witness_named.last().cloned() else {
+            return;
+        };
+        let Some(named) = last.witness.clone() else {
+            return;
+        };
+        let mut fail = |fault, line, detail: String| {
+            r.broken = Some(crate::audit::Broken {
+                fault,
+                line,
+                id: None,
+                expected: None,
+                found: None,
+                detail,
+            });
+        };
+        let configured = self.witness.as_ref().map(|w| w.describe());
+        match &configured {
+            None => {
+                return fail(
+                    crate::audit::Fault::WitnessUnavailable,
+                    0,
+                    format!(
+                        "`config.json` names no `audit.witness`, while record {} of the trail says its checkpoints go to the witness ({named}): the witness was removed from the configuration without `hcp config unset audit.witness`",
+                        last.seq
+                    ),
+                );
+            }
+            Some(c) if *c != named => {
+                return fail(
+                    crate::audit::Fault::WitnessUnavailable,
+                    0,
+                    format!(
+                        "`config.json` names the witness ({c}), while record {} of the trail says its checkpoints go to the witness ({named}): the witness was changed without `hcp config set audit.witness`",
+                        last.seq
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+        let empty = Held::default();
+        let held = held.unwrap_or(&empty);
+        let mut ours = r
+            .witness_named
+            .iter()
+            .rev()
+            .take_while(|n| n.witness.as_deref() == Some(named.as_str()))
+            .cloned()
+            .collect::<Vec<_>>();
+        ours.reverse();
+        let acts_in = |from: u64, to: u64| {
+            r.witnessed_acts
+                .iter()
+                .filter(|&&s| s > from && s < to)
+                .count()
+        };
+        let newest = held.newest().map_or(0, |c| c.count);
+        let mut fault = None;
+        for (i, n) in ours.iter().enumerate() {
+            let kept = held
+                .checkpoints
+                .iter()
+                .any(|(_, c)| c.count == n.seq && c.head == n.hash);
+            // hcp killed between the record and its checkpoint: the next act names the
+            // witness again (one act between the two), or nothing was witnessed since.
+            let crashed = match ours.get(i + 1) {
+                Some(next) => acts_in(n.seq, next.seq) <= 1,
+                None => held.checkpoints.is_empty() && acts_in(n.seq, u64::MAX) == 0,
+            };
+            if !kept && !crashed {
+                fault = Some((
+                    0,
+                    format!(
+                        "the witness ({named}) holds no checkpoint of record {}, the record that names it as this trail's witness: checkpoints were removed from it (its file deleted, emptied or cut)",
+                        n.seq
+                    ),
+                ));
+                break;
+            }
+        }
+        // Every act of authority witnessed but the newest (whose checkpoint a kill may
+        // have stopped) must be covered by the witness's newest checkpoint.
+        let since = ours.first().map_or(0, |n| n.seq);
+        let mut acts: Vec<u64> = r
+            .witnessed_acts
+            .iter()
+            .copied()
+            .filter(|&s| s > since)
+            .collect();
+        acts.pop();
+        if fault.is_none()
+            && let Some(&act) = acts.last()
+            && newest < act
+        {
+            fault = Some((
+                0,
+                format!(
+                    "the newest checkpoint the witness ({named}) holds names {newest} records, and it took one of the act of authority at record {act} when it was made: checkpoints were removed from it (its file cut)"
+                ),
+            ));
+        }
+        if let Some((line, detail)) = fault {
+            fail(crate::audit::Fault::CheckpointMismatch, line, detail);
         }
     }
 
@@ -995,12 +1134,42 @@ impl State for FileState {
     /// is asked first whether it can take a checkpoint at all.
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
         self.authority_ready()?;
+        if let Some(w) = &self.witness {
+            self.log.check_witnessed(w.as_ref())?;
+        }
         let a = self.log.append_authority(act)?;
         if let Some(w) = &self.witness
             && let Err(e) = self.log.witness(w.as_ref(), act_time(&a))
         {
             // Recorded, then refused: the trail says so (best effort; a trail that cannot
             // take even this shows the act as recorded, docs/DESIGN.md).
+            let _ = self
+                .log
+                .append_authority(&act.failed(a.seq, e.code().as_str()));
+            return Err(e);
+        }
+        Ok(a)
+    }
+
+    /// Records `act` witnessed by `witness` instead of the configured one, then the
+    /// [`crate::audit::WITNESS_ACT`] record naming it, whose checkpoint is the new
+    /// witness's first (`None`: no witness from now on). The configured witness is not
+    /// asked: a witness that is gone does not lock out the act that replaces it.
+    fn record_witness_change(
+        &self,
+        act: &Authority,
+        witness: Option<Arc<dyn Witness>>,
+    ) -> Result<Appended, AuditError> {
+        if let Some(w) = &witness {
+            let store = crate::made::Marker::read(self.home.root())
+                .ok()
+                .flatten()
+                .map(|m| m.store_id);
+            w.ready_for(store.as_deref())?;
+            self.log.check_witnessed(w.as_ref())?;
+        }
+        let a = self.log.append_authority(act)?;
+        if let Err(e) = self.log.witness_named(witness.as_deref(), act_time(&a)) {
             let _ = self
                 .log
                 .append_authority(&act.failed(a.seq, e.code().as_str()));
@@ -1057,9 +1226,26 @@ impl State for FileState {
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError> {
         let r = match checkpoint {
             Some(c) => self.log.verify_against(c)?,
-            None => self.log.verify_with(&self.default_against())?,
+            None => {
+                let against = self.default_against();
+                let mut r = self.log.verify_with(&against)?;
+                if r.broken.is_none() {
+                    let held = match &against {
+                        Against::Held(h, _) => Some(h),
+                        _ => None,
+                    };
+                    self.witness_faults(&mut r, held);
+                }
+                r
+            }
         };
         Ok(AuditReport::single(r))
+    }
+
+    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
+        Ok(AuditReport::single(self.log.verify_with(
+            &Against::Held(held.clone(), CheckpointSource::File),
+        )?))
     }
 
     fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {

@@ -10,6 +10,7 @@ use super::session::{print, require_owner, with_causes};
 use crate::error::{CliError, CliResult};
 use crate::exit;
 use hcp_store::audit::checkpoint::Checkpoint;
+use hcp_store::audit::witness::Held;
 use hcp_store::audit::{
     AuditError, AuditReport, ChainCheck, CheckpointSource, Kind, Record, TailLine, VerifyReport,
 };
@@ -177,6 +178,12 @@ fn render_verify(r: &VerifyReport) -> String {
                 safe(&a.time),
                 records(a.past)
             ));
+            if r.witnessed > 1 {
+                out.push_str(&format!(
+                    "  each of its {} witnessed checkpoints names the record the trail holds at its count\n",
+                    r.witnessed
+                ));
+            }
         }
         None => {
             if let Some(c) = r.checkpoint {
@@ -185,6 +192,19 @@ fn render_verify(r: &VerifyReport) -> String {
                     records(c)
                 ));
             }
+        }
+    }
+    for t in &r.witness_torn {
+        if t.recovered {
+            out.push_str(&format!(
+                "  the witness's {} is a torn line of {} bytes (a crash mid-append, not damage), recovered by the line after it\n",
+                safe(&t.place), t.bytes
+            ));
+        } else {
+            out.push_str(&format!(
+                "  the witness's {} is a torn last line of {} bytes (a crash mid-append, not damage); the next checkpoint recovers it\n",
+                safe(&t.place), t.bytes
+            ));
         }
     }
     for n in &r.repairs {
@@ -247,17 +267,43 @@ fn render_verify(r: &VerifyReport) -> String {
     out
 }
 
-fn read_checkpoint(path: &std::path::Path) -> Result<Checkpoint, CliError> {
+/// A checkpoint file: one checkpoint (the line `hcp audit checkpoint` printed), or a
+/// witness's file of them (`DIR/<store id>.checkpoints`, one a line, a torn last line
+/// allowed).
+fn read_checkpoint(path: &std::path::Path) -> Result<Held, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::new(
             hcp_model::Code::BadCheckpoint,
             format!("cannot read the checkpoint `{}`: {e}", path.display()),
         )
     })?;
-    Checkpoint::parse(&text).map_err(|e| {
-        CliError::new(e.code(), format!("`{}` is {e}", path.display()))
-            .hint("a checkpoint is the line `hcp audit checkpoint` printed, unchanged")
-    })
+    let hint = "a checkpoint file is the line `hcp audit checkpoint` printed, or a witness's file of them, unchanged";
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+    if lines <= 1 {
+        let c = Checkpoint::parse(&text).map_err(|e| {
+            CliError::new(e.code(), format!("`{}` is {e}", path.display())).hint(hint)
+        })?;
+        return Ok(Held {
+            checkpoints: vec![(0, c)],
+            ..Held::default()
+        });
+    }
+    let held = Held::parse(&text, Some(path.to_path_buf()), None, None);
+    if let Some((line, why)) = &held.forged {
+        return Err(CliError::new(
+            hcp_model::Code::BadCheckpoint,
+            format!("{}: {why}", held.place(*line)),
+        )
+        .hint(hint));
+    }
+    if held.checkpoints.is_empty() {
+        return Err(CliError::new(
+            hcp_model::Code::BadCheckpoint,
+            format!("`{}` holds no checkpoint", path.display()),
+        )
+        .hint(hint));
+    }
+    Ok(held)
 }
 
 /// The JSON of `hcp audit verify --json`: the one trail's report (the file store) with
@@ -282,9 +328,11 @@ fn verify_json(r: &AuditReport) -> Value {
 
 fn verify(state: &dyn State, a: VerifyArgs) -> CliResult {
     let cp = a.checkpoint.as_deref().map(read_checkpoint).transpose()?;
-    let r = state
-        .audit_verify(cp.as_ref())
-        .map_err(|e| audit_error(&e))?;
+    let r = match &cp {
+        Some(held) => state.audit_verify_held(held),
+        None => state.audit_verify(None),
+    }
+    .map_err(|e| audit_error(&e))?;
     if a.json {
         print(&format!("{}\n", verify_json(&r)));
     } else {

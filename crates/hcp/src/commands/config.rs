@@ -172,7 +172,9 @@ fn change(
     // before this one is recorded as such first (RUNTIME §6).
     RuntimeConfig::load(rt.home().root()).map_err(|e| edit_error(&EditError::Damaged(e)))?;
     hcp_runtime::authority::note_files(rt).map_err(|e| store_error(&e))?;
-    hcp_runtime::authority::edit_file(
+    let path_for = path.to_path_buf();
+    let witness_key = key == "audit.witness" || key == "audit";
+    hcp_runtime::authority::edit_file_as(
         rt,
         act,
         || -> Result<Option<(Value, Edited)>, Refusal> {
@@ -186,6 +188,25 @@ fn change(
                 "digest": hcp_store::digest::sha256_tagged(e.text.as_bytes()),
             });
             Ok(Some((changed, e)))
+        },
+        // A change of the witness is witnessed by the new one (RUNTIME §6): a witness
+        // that is gone does not lock out the act that replaces it.
+        |e: &Edited| {
+            if !witness_key {
+                return None;
+            }
+            let new = RuntimeConfig::parse(&e.text, &path_for)
+                .ok()?
+                .audit
+                .witness();
+            match new {
+                None => Some(None),
+                Some(hcp_store::config::WitnessConfig::Dir(d)) => Some(Some(std::sync::Arc::new(
+                    hcp_store::audit::witness::DirWitness::new(d),
+                )
+                    as std::sync::Arc<dyn hcp_store::audit::witness::Witness>)),
+                Some(_) => None,
+            }
         },
         |e| hcp_store::atomic::write_atomic(path, e.text.as_bytes()),
     )

@@ -166,7 +166,7 @@ impl Code {
             AuditDamaged | AuditBadEntry => "`hcp audit verify` names the first fault",
             NoStore => "make a store with `hcp init` (or fix `HCP_HOME`)",
             WitnessUnavailable => {
-                "`hcp doctor` checks `audit.witness` in `config.json` (docs/config.md)"
+                "`hcp doctor` checks `audit.witness` in `config.json` (docs/config.md); `hcp config set audit.witness DIR` (or `hcp config unset audit.witness`) moves it, a recorded act that works while the witness is unavailable"
             }
 
             LintFailed | MissingFile | BadJson | UnknownField | BadPackId | SurfaceIdMismatch

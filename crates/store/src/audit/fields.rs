@@ -268,6 +268,14 @@ pub struct Authority {
 /// trail never states an act that did not happen (RUNTIME §6; docs/DESIGN.md).
 pub const ACT_FAILED: &str = "act failed";
 
+/// The act of the record that names the witness taking this trail's checkpoints
+/// (`changed` = `{"witness": "directory DIR"}`, or `{"witness": null}` when the owner
+/// stopped witnessing): written before the first checkpoint a witness takes of this store,
+/// and by `hcp config set` / `unset audit.witness`; that record's own checkpoint is the
+/// witness's first (docs/DESIGN.md, "Witnesses"). `hcp audit verify` holds the
+/// configuration and the witness to it.
+pub const WITNESS_ACT: &str = "witness";
+
 impl Authority {
     /// The record that says `self`, recorded at `seq`, was not made, refused with `code`
     /// (a stable code of RUNTIME §6, `witness_unavailable`, `store_io` …): act

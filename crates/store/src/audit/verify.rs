@@ -13,6 +13,7 @@ use super::anchor::{self, AnchorState, Point, SlotFault};
 use super::checkpoint::Checkpoint;
 use super::key::{ChainKey, KEYED_PREFIX, KeyRead};
 use super::record::{GENESIS, Kind, record_hash};
+use super::witness::Held;
 use super::{AuditLog, Fault, Repair, open_read};
 use crate::error::StoreError;
 use serde::Serialize;
@@ -54,6 +55,9 @@ pub enum Against {
     Nothing,
     /// A checkpoint whose signature held, from `source`.
     Checkpoint(Checkpoint, CheckpointSource),
+    /// Every checkpoint a witness (or a file of them) holds, from `source`: the trail is
+    /// checked against each.
+    Held(Held, CheckpointSource),
     /// The witness holds a line that is not a valid checkpoint of this store.
     Forged(CheckpointSource, String),
     /// The witness cannot be read.
@@ -137,6 +141,31 @@ pub struct RepairNote {
     pub repair: Repair,
 }
 
+/// A record that names the trail's witness ([`super::WITNESS_ACT`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WitnessNamed {
+    /// Its line, from 1.
+    pub line: u64,
+    /// Its `seq`.
+    pub seq: u64,
+    /// Its hash: the head of the checkpoint the witness took of it.
+    pub hash: String,
+    /// The witness as the runtime names it (`directory DIR`); `None`: none from then on.
+    pub witness: Option<String>,
+}
+
+/// A torn line of the witness's file: a crash mid-append, not damage (RUNTIME §6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WitnessTorn {
+    /// Where: the file and its line.
+    pub place: String,
+    /// Its bytes.
+    pub bytes: u64,
+    /// Whether a recovery line follows it (else it is the last line, and the next
+    /// checkpoint recovers it).
+    pub recovered: bool,
+}
+
 /// What the anchor said, as the walk found it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AnchorNote {
@@ -175,6 +204,23 @@ pub struct VerifyReport {
     /// The checkpoint it was checked against: where from, and how far the trail runs past
     /// it.
     pub against: Option<CheckpointNote>,
+    /// How many witnessed checkpoints the trail was checked against (each one's record
+    /// must hash to its head).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub witnessed: u64,
+    /// The records naming the trail's witness, oldest first (those an `act failed`
+    /// record withdrew left out): what `hcp audit verify` holds the configuration and the
+    /// witness to.
+    #[serde(skip)]
+    pub witness_named: Vec<WitnessNamed>,
+    /// The `seq` of each act of authority that its witness (if it had one) took a
+    /// checkpoint of when it was made (acts noticed at a call, and acts an `act failed`
+    /// record withdrew, left out), oldest first.
+    #[serde(skip)]
+    pub witnessed_acts: Vec<u64>,
+    /// Torn lines of the witness's file (crashes mid-append, not damage).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub witness_torn: Vec<WitnessTorn>,
     /// How the keyed chain was checked.
     pub chain: ChainCheck,
     /// The line where the keyed part begins (its `init` or `migrate` record).
@@ -191,6 +237,11 @@ impl VerifyReport {
     pub fn is_clean(&self) -> bool {
         self.broken.is_none()
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn str_field(m: &serde_json::Map<String, Value>, k: &str) -> Option<String> {
@@ -302,7 +353,8 @@ struct Walk<'a> {
     report: VerifyReport,
     open: BTreeMap<String, Interrupted>,
     anchor: Option<&'a Point>,
-    checkpoint: Option<&'a Checkpoint>,
+    /// Each checkpoint by its count, with where it is named.
+    checkpoints: BTreeMap<u64, Vec<(String, &'a Checkpoint)>>,
     seq_seen: bool,
     key: Option<&'a ChainKey>,
 }
@@ -480,9 +532,33 @@ impl Walk<'_> {
             };
             self.open.insert(i.id.clone(), i);
         } else if kind == Some(Kind::Authority.as_str())
+            && m.get("act").and_then(Value::as_str) == Some(super::WITNESS_ACT)
+        {
+            self.report.witness_named.push(WitnessNamed {
+                line,
+                seq: position,
+                hash: hash.clone(),
+                witness: m
+                    .get("changed")
+                    .and_then(|c| c.get("witness"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            });
+        } else if kind == Some(Kind::Authority.as_str())
+            && !matches!(
+                m.get("act").and_then(Value::as_str),
+                Some(super::ACT_FAILED | "policy changed" | "config changed")
+            )
+        {
+            self.report.witnessed_acts.push(position);
+        } else if kind == Some(Kind::Authority.as_str())
             && m.get("act").and_then(Value::as_str) == Some(super::ACT_FAILED)
         {
             let changed = m.get("changed");
+            if let Some(of) = changed.and_then(|c| c.get("seq")).and_then(Value::as_u64) {
+                self.report.witness_named.retain(|n| n.seq != of);
+                self.report.witnessed_acts.retain(|&s| s != of);
+            }
             let text = |k: &str| {
                 changed
                     .and_then(|c| c.get(k))
@@ -539,12 +615,11 @@ impl Walk<'_> {
                 format!("the anchor names record {position} ending at byte {}, and the trail holds another one: it was replaced or rewritten", a.end));
             return false;
         }
-        if let Some(c) = self.checkpoint
-            && c.count == position
-            && c.head != hash
+        if let Some(list) = self.checkpoints.get(&position)
+            && let Some((place, c)) = list.iter().find(|(_, c)| c.head != hash)
         {
             self.fail(Fault::CheckpointMismatch, line, id, Some(c.head.clone()), Some(hash),
-                format!("the checkpoint of {position} records names another record here: the trail was rewritten, or replaced by another, since it was signed"));
+                format!("the checkpoint of {position} records signed at {} ({place}) names another record here: the trail was rewritten, forked or replaced by another since it was signed", c.time));
             return false;
         }
         self.report.records = position;
@@ -572,10 +647,23 @@ fn empty_report() -> VerifyReport {
         legacy: 0,
         checkpoint: None,
         against: None,
+        witnessed: 0,
+        witness_named: Vec::new(),
+        witnessed_acts: Vec::new(),
+        witness_torn: Vec::new(),
         chain: ChainCheck::Legacy,
         keyed_from: None,
         slot_recovered: None,
         broken: None,
+    }
+}
+
+/// How a message names where a checkpoint came from.
+fn source_name(src: &CheckpointSource) -> String {
+    match src {
+        CheckpointSource::Witness(w) => format!("the witness ({w})"),
+        CheckpointSource::File => "the checkpoint file".into(),
+        CheckpointSource::Last => format!("`{}`", super::checkpoint::LAST_FILE),
     }
 }
 
@@ -605,9 +693,20 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
     };
     let keyed_store = !matches!(mode, KeyMode::Legacy);
     let (seen, file, len) = snapshot(log, key, keyed_store)?;
-    let (checkpoint, source) = match against {
-        Against::Nothing => (None, None),
-        Against::Checkpoint(c, src) => (Some(c), Some(src.clone())),
+    let single;
+    let (held, source): (&Held, Option<CheckpointSource>) = match against {
+        Against::Nothing => {
+            single = Held::default();
+            (&single, None)
+        }
+        Against::Checkpoint(c, src) => {
+            single = Held {
+                checkpoints: vec![(0, c.clone())],
+                ..Held::default()
+            };
+            (&single, Some(src.clone()))
+        }
+        Against::Held(h, src) => (h, Some(src.clone())),
         Against::Forged(src, why) | Against::Unavailable(src, why) => {
             let mut report = empty_report();
             report.chain = chain;
@@ -616,27 +715,60 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
             } else {
                 Fault::WitnessUnavailable
             };
-            let from = match src {
-                CheckpointSource::Witness(w) => format!("the witness ({w})"),
-                CheckpointSource::File => "the checkpoint file".into(),
-                CheckpointSource::Last => format!("`{}`", super::checkpoint::LAST_FILE),
-            };
             report.broken = Some(Broken {
                 fault,
                 line: 0,
                 id: None,
                 expected: None,
                 found: None,
-                detail: format!("{from}: {why}"),
+                detail: format!("{}: {why}", source_name(src)),
             });
             return Ok(report);
         }
     };
-    if let Some(c) = checkpoint {
+    let torn: Vec<WitnessTorn> = held
+        .torn
+        .iter()
+        .map(|&(line, bytes, recovered)| WitnessTorn {
+            place: held.place(line),
+            bytes,
+            recovered,
+        })
+        .collect();
+    if let Some((line, why)) = &held.forged {
+        let mut report = empty_report();
+        report.chain = chain;
+        report.witness_torn = torn;
+        report.broken = Some(Broken {
+            fault: Fault::CheckpointMismatch,
+            line: 0,
+            id: None,
+            expected: None,
+            found: None,
+            detail: format!(
+                "{}, {}: {why} (a forged or edited line)",
+                source
+                    .as_ref()
+                    .map_or_else(|| "the witness".to_owned(), source_name),
+                held.place(*line)
+            ),
+        });
+        return Ok(report);
+    }
+    if !held.checkpoints.is_empty() {
         let ours = super::checkpoint::public_key(log)?;
-        if ours.as_deref() != Some(c.key.as_str()) {
+        if let Some((line, c)) = held
+            .checkpoints
+            .iter()
+            .find(|(_, c)| ours.as_deref() != Some(c.key.as_str()))
+        {
             let mut report = empty_report();
             report.chain = chain;
+            let at = if *line > 0 {
+                format!(" ({})", held.place(*line))
+            } else {
+                String::new()
+            };
             report.broken = Some(Broken {
                 fault: Fault::CheckpointMismatch,
                 line: 0,
@@ -644,15 +776,25 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
                 expected: ours.clone(),
                 found: Some(c.key.clone()),
                 detail: match ours {
-                    Some(_) => "the checkpoint was signed by another key than this store's: it is forged, or another store's".into(),
-                    None => {
-                        "this store has no checkpoint key: the checkpoint is another store's".into()
-                    }
+                    Some(_) => format!(
+                        "the checkpoint{at} was signed by another key than this store's: it is forged, or another store's"
+                    ),
+                    None => format!(
+                        "this store has no checkpoint key: the checkpoint{at} is another store's"
+                    ),
                 },
             });
             return Ok(report);
         }
     }
+    let mut by_count: BTreeMap<u64, Vec<(String, &Checkpoint)>> = BTreeMap::new();
+    for (line, c) in &held.checkpoints {
+        by_count
+            .entry(c.count)
+            .or_default()
+            .push((held.place(*line), c));
+    }
+    let checkpoint = held.newest();
     let (trusted, slot_recovered) = match &seen {
         AnchorSeen::Trusted(p, slot) => (Some(p.clone()), *slot),
         _ => (None, None),
@@ -661,12 +803,13 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         report: empty_report(),
         open: BTreeMap::new(),
         anchor: trusted.as_ref(),
-        checkpoint,
+        checkpoints: by_count,
         seq_seen: false,
         key,
     };
     w.report.chain = chain;
     w.report.slot_recovered = slot_recovered;
+    w.report.witness_torn = torn;
     if let Some(file) = &file {
         let mut reader = BufReader::with_capacity(64 * 1024, file.take(len));
         let mut buf = Vec::new();
@@ -791,6 +934,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
                 ),
             );
         } else {
+            report.witnessed = held.checkpoints.len() as u64;
             report.checkpoint = Some(c.count);
             report.against = source.map(|source| CheckpointNote {
                 source,

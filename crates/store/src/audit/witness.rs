@@ -16,7 +16,16 @@
 //! back either. The directory must exist: hcp never makes it (a witness that vanished is
 //! `witness_unavailable`, not a fresh start). The newest checkpoint is the one with the
 //! highest count among the last lines (64 KiB); a line there that is not a checkpoint of
-//! this store, or whose signature fails, is reported rather than skipped.
+//! this store, or whose signature fails, is reported rather than skipped. `hcp audit
+//! verify` reads the whole file ([`Witness::held`]) and checks the trail against every
+//! checkpoint in it.
+//!
+//! A crash mid-append leaves a last line without its `\n`: it is not judged (a torn last
+//! line is a crash, not damage). The next checkpoint first ends it with `\n` and a
+//! recovery line (`{"format": "hcp-witness-recovery/1", "torn_bytes": N}`, see
+//! [`RECOVERY_FORMAT`]), then appends, so the torn fragment stays in the file as evidence
+//! and a reader knows why the line before the recovery line is not a checkpoint. A line
+//! that is not a checkpoint anywhere else (an edit) is a fault, named with its line.
 
 use super::checkpoint::{Checkpoint, CheckpointError};
 use crate::error::StoreError;
@@ -32,6 +41,107 @@ pub const DIR_SUFFIX: &str = ".checkpoints";
 pub const NEWEST_WINDOW: u64 = 64 * 1024;
 /// A call whose record's `seq` is a multiple of this takes a checkpoint after it answers.
 pub const CALLS_PER_CHECKPOINT: u64 = 100;
+/// The `format` of the line that recovers a torn last line of a witness file.
+pub const RECOVERY_FORMAT: &str = "hcp-witness-recovery/1";
+
+/// Whether `line` is a recovery line ([`RECOVERY_FORMAT`]).
+fn is_recovery(line: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(line.trim())
+        .ok()
+        .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(str::to_owned))
+        .is_some_and(|f| f == RECOVERY_FORMAT)
+}
+
+/// Everything a witness holds of one chain, for `hcp audit verify` (RUNTIME §6).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// The file read, when the witness is one (for messages).
+    pub file: Option<PathBuf>,
+    /// Each checkpoint whose signature holds, with its line in the file (from 1; 0 when
+    /// the witness has no lines), in the file's order.
+    pub checkpoints: Vec<(u64, Checkpoint)>,
+    /// Torn lines: a crash mid-append (the last line, not ended yet; or a line a recovery
+    /// line follows): `(line, bytes, recovered)`.
+    pub torn: Vec<(u64, u64, bool)>,
+    /// The first line that is not a valid checkpoint of this chain: `(line, reason)`.
+    pub forged: Option<(u64, String)>,
+}
+
+impl Held {
+    /// The checkpoint with the highest count.
+    pub fn newest(&self) -> Option<&Checkpoint> {
+        self.checkpoints
+            .iter()
+            .map(|(_, c)| c)
+            .fold(None, |b: Option<&Checkpoint>, c| match b {
+                Some(b) if b.count > c.count => Some(b),
+                _ => Some(c),
+            })
+    }
+
+    /// How a line of the witness is named in a message: `` `FILE` line N ``.
+    pub fn place(&self, line: u64) -> String {
+        match &self.file {
+            Some(f) if line > 0 => format!("`{}` line {line}", f.display()),
+            Some(f) => format!("`{}`", f.display()),
+            None if line > 0 => format!("line {line}"),
+            None => "the witness".to_owned(),
+        }
+    }
+
+    /// Parses the text of a witness file (or a file of one checkpoint): see the module
+    /// docs for torn lines and recovery lines.
+    pub fn parse(
+        text: &str,
+        file: Option<PathBuf>,
+        store: Option<&str>,
+        machine: Option<&str>,
+    ) -> Self {
+        let mut held = Held {
+            file,
+            ..Held::default()
+        };
+        let ends = text.ends_with('\n');
+        let lines: Vec<&str> = text.split('\n').collect();
+        // `split` leaves an empty last piece after a final `\n`.
+        let count = if ends { lines.len() - 1 } else { lines.len() };
+        for (i, l) in lines.iter().take(count).enumerate() {
+            let n = i as u64 + 1;
+            if l.trim().is_empty() {
+                continue;
+            }
+            if is_recovery(l) {
+                continue;
+            }
+            let last_unended = !ends && i + 1 == count;
+            let recovered_next = lines.get(i + 1).is_some_and(|next| is_recovery(next));
+            match Checkpoint::parse(l) {
+                Ok(c) => {
+                    let ours = store.is_none_or(|s| c.store.as_deref() == Some(s))
+                        && c.machine.as_deref() == machine;
+                    if !ours && held.forged.is_none() {
+                        held.forged = Some((
+                            n,
+                            format!("a checkpoint of another store or machine (`{}`)", c.origin),
+                        ));
+                    }
+                    if ours {
+                        held.checkpoints.push((n, c));
+                    }
+                }
+                Err(_) if last_unended || recovered_next => {
+                    held.torn.push((n, l.len() as u64, recovered_next));
+                }
+                Err(e) => {
+                    if held.forged.is_none() {
+                        held.forged = Some((n, e.to_string()));
+                    }
+                }
+            }
+        }
+        held
+    }
+}
 
 /// Why a witness cannot take or give a checkpoint (`witness_unavailable`, 74).
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +208,7 @@ impl Witness for UnknownWitness {
 impl WitnessError {
     /// What the operator can do.
     pub fn hint(&self) -> &'static str {
-        "`audit.witness` in `config.json` names where checkpoints go: make sure that directory exists and this user can write it (or that the fleet's database answers), then run the command again"
+        "`audit.witness` in `config.json` names where checkpoints go: make sure that directory exists and this user can write it (or that the fleet's database answers), then run the command again; or move the witness with `hcp config set audit.witness DIR` (or stop it with `hcp config unset audit.witness`), a recorded act that works while the witness is unavailable"
     }
 }
 
@@ -153,6 +263,37 @@ pub trait Witness: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`WitnessError`] when the witness cannot be read.
     fn newest(&self, store: &str, machine: Option<&str>) -> Result<Newest, WitnessError>;
+
+    /// Every checkpoint the witness holds of the store `store` (and `machine`), for `hcp
+    /// audit verify` to check the trail against each. The default is [`Witness::newest`]
+    /// alone (a witness that keeps only its newest).
+    ///
+    /// # Errors
+    /// [`WitnessError`] when the witness cannot be read.
+    fn held(&self, store: &str, machine: Option<&str>) -> Result<Held, WitnessError> {
+        Ok(match self.newest(store, machine)? {
+            Newest::None => Held::default(),
+            Newest::Checkpoint(c) => Held {
+                checkpoints: vec![(0, c)],
+                ..Held::default()
+            },
+            Newest::Forged { reason } => Held {
+                forged: Some((0, reason)),
+                ..Held::default()
+            },
+        })
+    }
+
+    /// Whether the witness holds no checkpoint of `store` yet (a new witness for this
+    /// store: the store then records which witness it has, RUNTIME §6). The default is
+    /// `false` (a witness that cannot tell).
+    ///
+    /// # Errors
+    /// [`WitnessError`] when the witness cannot be read.
+    fn is_new_for(&self, store: &str) -> Result<bool, WitnessError> {
+        let _ = store;
+        Ok(false)
+    }
 }
 
 /// A directory witness (see the module docs).
@@ -175,6 +316,16 @@ impl DirWitness {
     /// The file of store `store`.
     pub fn file(&self, store: &str) -> PathBuf {
         self.dir.join(format!("{store}{DIR_SUFFIX}"))
+    }
+
+    fn check_readable(&self) -> Result<(), WitnessError> {
+        match std::fs::metadata(&self.dir) {
+            Ok(m) if m.is_dir() => Ok(()),
+            _ => Err(WitnessError::Dir {
+                path: self.dir.clone(),
+                reason: "it does not exist or is not a directory".into(),
+            }),
+        }
     }
 
     fn check_dir(&self) -> Result<(), WitnessError> {
@@ -251,7 +402,18 @@ impl Witness for DirWitness {
             .open(&path)
             .map_err(|e| io("open", e))?;
         f.lock().map_err(|e| io("lock", e))?;
-        f.write_all(c.to_line().as_bytes())
+        // A torn last line (a crash mid-append) is ended, and said so, before this one.
+        let torn = torn_tail(&path).map_err(|e| io("read", e))?;
+        let mut line = String::new();
+        if torn > 0 {
+            line.push('\n');
+            line.push_str(
+                &serde_json::json!({"format": RECOVERY_FORMAT, "torn_bytes": torn}).to_string(),
+            );
+            line.push('\n');
+        }
+        line.push_str(&c.to_line());
+        f.write_all(line.as_bytes())
             .and_then(|()| f.sync_data())
             .map_err(|e| io("append to", e))?;
         let _ = f.unlock();
@@ -261,6 +423,32 @@ impl Witness for DirWitness {
         Ok(())
     }
 
+    fn held(&self, store: &str, machine: Option<&str>) -> Result<Held, WitnessError> {
+        let path = self.file(store);
+        self.check_readable()?;
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Held::parse(
+                &String::from_utf8_lossy(&b),
+                Some(path),
+                Some(store),
+                machine,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Held {
+                file: Some(path),
+                ..Held::default()
+            }),
+            Err(e) => Err(WitnessError::Io {
+                action: "read",
+                path,
+                source: e,
+            }),
+        }
+    }
+
+    fn is_new_for(&self, store: &str) -> Result<bool, WitnessError> {
+        Ok(matches!(self.newest(store, None)?, Newest::None))
+    }
+
     fn newest(&self, store: &str, machine: Option<&str>) -> Result<Newest, WitnessError> {
         let path = self.file(store);
         let io = |action, e| WitnessError::Io {
@@ -268,15 +456,7 @@ impl Witness for DirWitness {
             path: path.clone(),
             source: e,
         };
-        match std::fs::metadata(&self.dir) {
-            Ok(m) if m.is_dir() => {}
-            _ => {
-                return Err(WitnessError::Dir {
-                    path: self.dir.clone(),
-                    reason: "it does not exist or is not a directory".into(),
-                });
-            }
-        }
+        self.check_readable()?;
         let mut f = match File::open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Newest::None),
@@ -288,20 +468,44 @@ impl Witness for DirWitness {
         let mut buf = Vec::new();
         f.read_to_end(&mut buf).map_err(|e| io("read", e))?;
         let text = String::from_utf8_lossy(&buf);
-        let mut lines: Vec<&str> = text.split('\n').collect();
-        // A line the window cut, and a last line still being written, are not judged.
-        if from > 0 && !lines.is_empty() {
-            lines.remove(0);
-        }
-        if !text.ends_with('\n') {
-            lines.pop();
-        }
-        Ok(newest_of(
-            lines.into_iter().filter(|l| !l.trim().is_empty()),
-            store,
-            machine,
-        ))
+        // A line the window cut is not judged.
+        let text = match (from > 0, text.find('\n')) {
+            (true, Some(i)) => &text[i + 1..],
+            (true, None) => "",
+            (false, _) => &text[..],
+        };
+        let held = Held::parse(text, None, Some(store), machine);
+        Ok(match (held.forged.clone(), held.newest()) {
+            (Some((_, reason)), _) => Newest::Forged {
+                reason: format!("a line of it: {reason}"),
+            },
+            (None, Some(c)) => Newest::Checkpoint(c.clone()),
+            (None, None) => Newest::None,
+        })
     }
+}
+
+/// The bytes of a torn last line of `path` (one not ended with `\n`); 0 when there is
+/// none or no file.
+fn torn_tail(path: &Path) -> std::io::Result<u64> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(0);
+    }
+    let from = len.saturating_sub(NEWEST_WINDOW);
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    if buf.last() == Some(&b'\n') {
+        return Ok(0);
+    }
+    let start = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    Ok((buf.len() - start) as u64)
 }
 
 /// The newest of `lines` (checkpoints as JSON text): the highest count of those of `store`
@@ -313,6 +517,9 @@ pub fn newest_of<'a>(
 ) -> Newest {
     let mut best: Option<Checkpoint> = None;
     for l in lines {
+        if is_recovery(l) {
+            continue;
+        }
         match Checkpoint::parse(l) {
             Ok(c) => {
                 if c.store.as_deref() != Some(store) || c.machine.as_deref() != machine {

@@ -1,0 +1,419 @@
+//! The witness against someone holding a copy of the store (RUNTIME §6, "Witnesses"),
+//! through the built `hcp`: a store restored behind its witness, a witness removed from
+//! `config.json` or emptied, a torn or forged line of the witness's file, and the repair
+//! of a witness that is gone. Each attack, then `hcp audit verify`, then the next act.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod exec_common;
+
+use common::World;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+macro_rules! snapshot {
+    ($name:expr, $text:expr) => {
+        insta::with_settings!({filters => vec![
+            (r"hmac-sha256:[0-9a-f]{64}", "[HMAC]"),
+            (r"sha256:[0-9a-f]{64}", "[SHA256]"),
+            (r"ed25519:[0-9a-f]{64}", "[KEY]"),
+            (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", "[TIME]"),
+            (r"\b[0-9a-f]{32}\b", "[STORE]"),
+        ]}, {
+            insta::assert_snapshot!($name, $text);
+        });
+    };
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn ok(w: &World, args: &[&str]) -> Output {
+    let o = w.run(args);
+    assert_eq!(code(&o), 0, "{args:?}: {}", w.render(&o));
+    o
+}
+
+fn write_config(w: &World, v: &Value) {
+    std::fs::create_dir_all(&w.hcp_home).unwrap();
+    std::fs::write(w.hcp_home.join("config.json"), v.to_string()).unwrap();
+}
+
+/// A store witnessed by `TMP/witness`, with the echo pack installed.
+fn witnessed() -> (World, PathBuf) {
+    common::example_bins();
+    let w = World::new();
+    let wdir = w.root().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    write_config(&w, &json!({"audit": {"witness": wdir}}));
+    w.init();
+    exec_common::install(&w, &common::gold_pack("echo"));
+    (w, wdir)
+}
+
+/// The store's file in the witness `wdir`.
+fn wfile(wdir: &Path) -> PathBuf {
+    let files: Vec<_> = std::fs::read_dir(wdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+fn verify_json(w: &World) -> (i32, Value) {
+    let o = w.run(&["audit", "verify", "--json"]);
+    (code(&o), serde_json::from_slice(&o.stdout).unwrap())
+}
+
+fn fault(w: &World) -> (i32, Value) {
+    let (c, v) = verify_json(w);
+    (c, v["broken"]["fault"].clone())
+}
+
+fn records(w: &World) -> usize {
+    std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl"))
+        .unwrap()
+        .lines()
+        .count()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let s = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(s.success());
+}
+
+#[test]
+fn a_store_restored_behind_its_witness_is_a_rollback_and_its_next_act_is_refused() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["exec", "echo.say", "before"]);
+    let backup = w.root().join("backup");
+    copy_dir(&w.hcp_home, &backup);
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+    assert_eq!(verify_json(&w).0, 0);
+    let witnessed_count = records(&w);
+
+    // The store copied back from the older backup, trail, anchor and keys together.
+    std::fs::remove_dir_all(&w.hcp_home).unwrap();
+    copy_dir(&backup, &w.hcp_home);
+    let restored = records(&w);
+    assert!(restored < witnessed_count);
+    let o = w.run(&["audit", "verify"]);
+    snapshot!("rollback_verify", w.render(&o));
+    assert_eq!(fault(&w), (1, json!("rollback")));
+
+    // The next act of authority is refused with the code, and writes nothing: no record,
+    // no new checkpoint burying the witnessed one.
+    let lines_before = std::fs::read_to_string(wfile(&wdir)).unwrap();
+    let o = w.run(&["grant", "agent", "echo", "verb.exec.read"]);
+    snapshot!("rollback_next_act", w.render(&o));
+    assert_eq!(code(&o), 1);
+    assert_eq!(records(&w), restored);
+    assert_eq!(std::fs::read_to_string(wfile(&wdir)).unwrap(), lines_before);
+
+    // Calls are never refused by the witness; a restored trail grown past the witnessed
+    // count is a fork, still caught.
+    while records(&w) <= witnessed_count + 2 {
+        ok(&w, &["exec", "echo.say", "after"]);
+    }
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    let at = v["broken"]["line"].as_u64().unwrap() as usize;
+    assert!(
+        at > restored && at <= witnessed_count,
+        "the fork is named where it first leaves a witnessed checkpoint: {v}"
+    );
+    assert!(
+        v["broken"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(".checkpoints` line "),
+        "{v}"
+    );
+
+    // The old witness's file, as `--checkpoint FILE`, says the same.
+    let old = wfile(&wdir);
+    let o = w.run(&["audit", "verify", "--checkpoint", old.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("checkpoint_mismatch"));
+
+    // The repair of a store restored on purpose: a new witness, a recorded act.
+    let fresh = w.root().join("witness-2");
+    std::fs::create_dir(&fresh).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", fresh.to_str().unwrap()],
+    );
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+}
+
+#[test]
+fn a_witness_removed_from_the_config_or_emptied_is_a_fault() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+    assert_eq!(verify_json(&w).0, 0);
+    let config = std::fs::read(w.hcp_home.join("config.json")).unwrap();
+
+    // `audit.witness` removed from `config.json` by hand: the trail says it had one.
+    write_config(&w, &json!({}));
+    let o = w.run(&["audit", "verify"]);
+    snapshot!("witness_removed_from_config", w.render(&o));
+    assert_eq!(fault(&w), (1, json!("witness_unavailable")));
+    std::fs::write(w.hcp_home.join("config.json"), &config).unwrap();
+    assert_eq!(verify_json(&w).0, 0);
+
+    // The witness's newest lines cut: the acts they witnessed are still on the trail.
+    let file = wfile(&wdir);
+    let whole = std::fs::read_to_string(&file).unwrap();
+    let first: String = whole.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, &first).unwrap();
+    assert_eq!(fault(&w), (1, json!("checkpoint_mismatch")));
+    std::fs::write(&file, &whole).unwrap();
+    assert_eq!(verify_json(&w).0, 0);
+
+    // The store's file removed from the witness (the witness emptied).
+    std::fs::remove_file(&file).unwrap();
+    let o = w.run(&["audit", "verify"]);
+    snapshot!("witness_emptied", w.render(&o));
+    assert_eq!(fault(&w), (1, json!("checkpoint_mismatch")));
+    // The next act starts the witness's file again; the checkpoints it lost are still
+    // missed.
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(fault(&w), (1, json!("checkpoint_mismatch")));
+}
+
+#[test]
+fn verify_checkpoint_reads_the_witness_file_as_the_witness_writes_it() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    ok(&w, &["exec", "echo.say", "one"]);
+    let file = wfile(&wdir);
+    let n = std::fs::read_to_string(&file).unwrap().lines().count();
+    assert!(n >= 3, "{n}");
+    let o = ok(
+        &w,
+        &["audit", "verify", "--checkpoint", file.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("extends the checkpoint file")
+            && text.contains(&format!("each of its {n} witnessed checkpoints")),
+        "{text}"
+    );
+    // One line of it is one checkpoint, as `hcp audit checkpoint` prints it.
+    let one = w.root().join("one.json");
+    let line = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .to_owned();
+    std::fs::write(&one, format!("{line}\n")).unwrap();
+    ok(
+        &w,
+        &["audit", "verify", "--checkpoint", one.to_str().unwrap()],
+    );
+}
+
+#[test]
+fn a_torn_last_line_of_the_witness_is_a_crash_and_the_next_checkpoint_recovers_it() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    let file = wfile(&wdir);
+    let whole = std::fs::read_to_string(&file).unwrap();
+    let last = whole.lines().last().unwrap().to_owned();
+    // A crash mid-append: half a checkpoint, no newline.
+    let mut torn = whole.clone();
+    torn.push_str(&last[..last.len() / 2]);
+    std::fs::write(&file, &torn).unwrap();
+    let o = w.run(&["audit", "verify"]);
+    snapshot!("witness_torn_last_line", w.render(&o));
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["witness_torn"][0]["recovered"], json!(false), "{v}");
+
+    // The next checkpoint ends the torn line, says so, and appends cleanly.
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let n = whole.lines().count();
+    assert_eq!(lines.len(), n + 3, "{text}");
+    let recovery: Value = serde_json::from_str(lines[n + 1]).unwrap();
+    assert_eq!(
+        recovery,
+        json!({"format": "hcp-witness-recovery/1", "torn_bytes": last.len() / 2})
+    );
+    let newest: Value = serde_json::from_str(lines[n + 2]).unwrap();
+    assert_eq!(newest["count"], json!(records(&w)));
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(v["witness_torn"][0]["recovered"], json!(true), "{v}");
+
+    // A line torn anywhere else, with no recovery after it, is an edit: a fault naming
+    // the file and the line.
+    let mut edited: Vec<String> = text.lines().map(str::to_owned).collect();
+    let half = edited[0].len() / 2;
+    edited[0].truncate(half);
+    std::fs::write(&file, edited.join("\n") + "\n").unwrap();
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    assert!(
+        v["broken"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(".checkpoints` line 1"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_forged_checkpoint_in_the_witness_is_named_with_its_file_and_line() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    let file = wfile(&wdir);
+    let whole = std::fs::read_to_string(&file).unwrap();
+    let n = whole.lines().count();
+    // A bad signature: the newest checkpoint with a higher count.
+    let last: Value = serde_json::from_str(whole.lines().last().unwrap()).unwrap();
+    let mut forged = last.clone();
+    forged["count"] = json!(last["count"].as_u64().unwrap() + 50);
+    std::fs::write(&file, format!("{whole}{forged}\n")).unwrap();
+    let o = w.run(&["audit", "verify"]);
+    snapshot!("witness_forged_signature", w.render(&o));
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch"))
+    );
+    assert!(
+        v["broken"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(".checkpoints` line {}", n + 1)),
+        "{v}"
+    );
+    // The next act is refused too: it would bury the forged line under a new one.
+    let o = w.run(&["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoint_mismatch"));
+
+    // Another store's checkpoint (its own key, a valid signature) in this store's file.
+    let other = World::new();
+    other.init();
+    let o = ok(&other, &["audit", "checkpoint"]);
+    std::fs::write(
+        &file,
+        format!("{whole}{}", String::from_utf8_lossy(&o.stdout)),
+    )
+    .unwrap();
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch"))
+    );
+    let detail = v["broken"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!(".checkpoints` line {}", n + 1))
+            && detail.contains("another store"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_witness_that_is_gone_does_not_lock_out_the_act_that_replaces_it() {
+    let (w, wdir) = witnessed();
+    std::fs::remove_dir_all(&wdir).unwrap();
+    let before = records(&w);
+    let o = w.run(&["grant", "agent", "echo", "verb.exec.read"]);
+    snapshot!("witness_gone_act_refused", w.render(&o));
+    assert_eq!(code(&o), 74);
+    assert_eq!(records(&w), before, "a refused act writes no record");
+
+    // `hcp config set audit.witness DIR`: recorded, witnessed by the new directory.
+    let fresh = w.root().join("witness-2");
+    std::fs::create_dir(&fresh).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", fresh.to_str().unwrap()],
+    );
+    let tail = ok(&w, &["audit", "tail", "--json", "-n", "2"]);
+    let tail: Value = serde_json::from_slice(&tail.stdout).unwrap();
+    assert_eq!(
+        (&tail[0]["act"], &tail[0]["changed"]["key"], &tail[1]["act"]),
+        (
+            &json!("config set"),
+            &json!("audit.witness"),
+            &json!("witness")
+        )
+    );
+    let taken = std::fs::read_to_string(wfile(&fresh)).unwrap();
+    let first: Value = serde_json::from_str(taken.lines().next().unwrap()).unwrap();
+    assert_eq!(first["count"], json!(records(&w)), "{taken}");
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["against"]["count"]), (0, &json!(records(&w))), "{v}");
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+
+    // `hcp config unset audit.witness` with that witness gone too: recorded, and the
+    // trail says it has no witness from then on.
+    std::fs::remove_dir_all(&fresh).unwrap();
+    assert_eq!(
+        code(&w.run(&["grant", "bob", "echo", "verb.exec.read"])),
+        74
+    );
+    ok(&w, &["config", "unset", "audit.witness"]);
+    let tail = ok(&w, &["audit", "tail", "--json", "-n", "1"]);
+    let tail: Value = serde_json::from_slice(&tail.stdout).unwrap();
+    assert_eq!(
+        (&tail[0]["act"], &tail[0]["changed"]["witness"]),
+        (&json!("witness"), &Value::Null)
+    );
+    assert_eq!(verify_json(&w).0, 0);
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+}
+
+#[test]
+fn a_witness_directory_that_cannot_be_written_refuses_acts_and_is_replaced() {
+    let (w, wdir) = witnessed();
+    let Some(guard) = common::immutable::Immutable::new(&wdir) else {
+        common::skip::skip("chattr +i is not available here (root and chattr needed)");
+        return;
+    };
+    let o = w.run(&["grant", "agent", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("witness_unavailable") && err.contains("hcp config set audit.witness"),
+        "{err}"
+    );
+    let fresh = w.root().join("witness-2");
+    std::fs::create_dir(&fresh).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", fresh.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+    drop(guard);
+}
