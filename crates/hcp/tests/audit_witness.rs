@@ -417,3 +417,17 @@ fn a_witness_directory_that_cannot_be_written_refuses_acts_and_is_replaced() {
     assert_eq!(verify_json(&w).0, 0);
     drop(guard);
 }
+
+#[test]
+fn the_bootstrap_packs_verify_without_the_witness_in_its_view_is_sound() {
+    let (w, _wdir) = witnessed();
+    exec_common::install(&w, &common::gold_pack("hcp-cli"));
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    // Its child sees the store read-only, without its keys and without the witness: it
+    // checks the store's own last checkpoint and holds nothing more against it.
+    let o = w.run(&["exec", "--json", "hcp-cli.audit.verify"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert_eq!(v["data"]["ok"], json!(true), "{v}");
+    assert_eq!(verify_json(&w).0, 0);
+}

@@ -744,30 +744,34 @@ impl FileState {
     /// checkpoint; without a witness, the store's own last one; a verifier that cannot
     /// read the chain key (the bootstrap pack's child) and cannot reach the witness checks
     /// the store's last one too.
-    fn default_against(&self) -> Against {
+    ///
+    /// With it, what the witness holds, when it could be read (even empty).
+    fn default_against(&self) -> (Against, Option<Held>) {
         let last = || match crate::audit::checkpoint::last(&self.log) {
             Ok(Some(c)) => Against::Checkpoint(c, CheckpointSource::Last),
             Ok(None) => Against::Nothing,
             Err(e) => Against::Forged(CheckpointSource::Last, e.to_string()),
         };
         let Some(w) = &self.witness else {
-            return last();
+            return (last(), None);
         };
         let source = CheckpointSource::Witness(w.describe());
         let store = match crate::made::Marker::read(self.home.root()) {
             Ok(Some(m)) => m.store_id,
-            _ => return last(),
+            _ => return (last(), None),
         };
         match w.held(&store, None) {
             // A witness that holds nothing yet, and no line of it: the store's own last.
-            Ok(h) if h.checkpoints.is_empty() && h.forged.is_none() && h.torn.is_empty() => last(),
-            Ok(h) => Against::Held(h, source),
+            Ok(h) if h.checkpoints.is_empty() && h.forged.is_none() && h.torn.is_empty() => {
+                (last(), Some(h))
+            }
+            Ok(h) => (Against::Held(h.clone(), source), Some(h)),
             // A witness outside this view (the bootstrap pack's child), or not known
             // because `config.json` does not parse (which is reported where it is read):
             // the store's own last checkpoint.
-            Err(_) if !self.log_key_readable() => last(),
-            Err(crate::audit::witness::WitnessError::Config(_)) => last(),
-            Err(e) => Against::Unavailable(source, e.to_string()),
+            Err(_) if !self.log_key_readable() => (last(), None),
+            Err(crate::audit::witness::WitnessError::Config(_)) => (last(), None),
+            Err(e) => (Against::Unavailable(source, e.to_string()), None),
         }
     }
 
@@ -807,7 +811,7 @@ impl FileState {
                     ),
                 );
             }
-            Some(c) if *c != named => {
+            Some(c) if *c != named && held.is_some() => {
                 return fail(
                     crate::audit::Fault::WitnessUnavailable,
                     0,
@@ -819,8 +823,11 @@ impl FileState {
             }
             Some(_) => {}
         }
-        let empty = Held::default();
-        let held = held.unwrap_or(&empty);
+        // A witness this process cannot read (the bootstrap pack's child sees the store
+        // without it; a `config.json` that does not parse): nothing more to hold it to.
+        let Some(held) = held else {
+            return;
+        };
         let mut ours = r
             .witness_named
             .iter()
@@ -1227,14 +1234,10 @@ impl State for FileState {
         let r = match checkpoint {
             Some(c) => self.log.verify_against(c)?,
             None => {
-                let against = self.default_against();
+                let (against, held) = self.default_against();
                 let mut r = self.log.verify_with(&against)?;
                 if r.broken.is_none() {
-                    let held = match &against {
-                        Against::Held(h, _) => Some(h),
-                        _ => None,
-                    };
-                    self.witness_faults(&mut r, held);
+                    self.witness_faults(&mut r, held.as_ref());
                 }
                 r
             }
