@@ -604,3 +604,30 @@ impl Witness for MemoryWitness {
         ))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const RECOVERY: &str = r#"{"format":"hcp-witness-recovery/1","torn_bytes":5}"#;
+
+    #[test]
+    fn a_torn_last_line_is_a_crash_and_a_recovered_one_is_named_so() {
+        let h = Held::parse("\n{\"form", None, Some("s"), None);
+        assert_eq!((h.torn, h.forged), (vec![(2, 6, false)], None));
+        let h = Held::parse(&format!("{{\"for\n{RECOVERY}\n"), None, Some("s"), None);
+        assert_eq!((h.torn, h.forged), (vec![(1, 5, true)], None));
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_checkpoint_elsewhere_is_forged_with_its_line() {
+        let h = Held::parse("{\"for\n\n{}\n", None, Some("s"), None);
+        assert!(h.torn.is_empty());
+        assert_eq!(h.forged.map(|(line, _)| line), Some(1));
+        // A recovery line vouches only for the line just before it.
+        let h = Held::parse(&format!("x\ny\n{RECOVERY}\n"), None, Some("s"), None);
+        assert_eq!(h.forged.map(|(line, _)| line), Some(1));
+        assert_eq!(h.torn, vec![(2, 1, true)]);
+    }
+}
