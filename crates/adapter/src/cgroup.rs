@@ -18,7 +18,8 @@
 //! The cgroups are pooled, `hcp-pool-<k>` beneath each base, each held by one call at a time
 //! under an exclusive `flock` of its directory and kept after it (making and removing a
 //! cgroup per call was most of its cost). The child enters each between `clone` and
-//! `execve` (one write of `0` to its `cgroup.procs`). In a PID namespace nothing of a call
+//! `execve` (one write of `0` to its `cgroup.procs`, which the parent opened before `clone`,
+//! relative to the slot's directory it holds). In a PID namespace nothing of a call
 //! outlives it; without one, a call empties the pooled cgroup it takes and every idle one,
 //! so what a killed `hcp` left ends with the next call.
 
@@ -263,6 +264,41 @@ impl CallCgroup {
         );
         self.slots.push(slot);
         Ok(())
+    }
+
+    /// Each cgroup's `cgroup.procs`, opened for writing (`O_CLOEXEC`) by the parent before
+    /// the child is made, so that the child joins each with one `write` of `0` (RUNTIME
+    /// §5.4): relative to the directory a pooled slot holds open, else by its path. A file
+    /// that cannot be opened is `(-1, errno)`, and the child fails with that errno if it has
+    /// to join that cgroup (not the one `clone3` placed it in).
+    pub(crate) fn open_procs(&self) -> Vec<(Option<OwnedFd>, i32)> {
+        use std::os::fd::AsRawFd;
+        self.slots
+            .iter()
+            .zip(&self.procs)
+            .map(|(slot, path)| {
+                // SAFETY: NUL-terminated paths; a directory descriptor the slot holds.
+                let fd = unsafe {
+                    match &slot.lock {
+                        Some(dir) if path.as_bytes().ends_with(b"/cgroup.procs") => libc::openat(
+                            dir.as_raw_fd(),
+                            c"cgroup.procs".as_ptr(),
+                            libc::O_WRONLY | libc::O_CLOEXEC,
+                        ),
+                        _ => libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC),
+                    }
+                };
+                if fd < 0 {
+                    let e = io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EINVAL);
+                    (None, e)
+                } else {
+                    // SAFETY: a descriptor just opened, owned by nothing else.
+                    (Some(unsafe { OwnedFd::from_raw_fd(fd) }), 0)
+                }
+            })
+            .collect()
     }
 
     /// The index of the cgroup v2 the child can be cloned into (`CLONE_INTO_CGROUP`,

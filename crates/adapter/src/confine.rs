@@ -252,8 +252,10 @@ impl Confinement {
     }
 
     /// Steps 2–5 of the module docs, in the child before it enters its working
-    /// directory: the cgroups (but the one `clone3` placed it in, index `joined`), the id
-    /// maps, the network namespace, the view.
+    /// directory: the cgroups (but the one `clone3` placed it in, index `joined`; each
+    /// joined by one `write` to the `cgroup.procs` descriptor the parent opened, `procs`:
+    /// the descriptor or -1 with the errno of its open), the id maps, the network
+    /// namespace, the view.
     /// Async-signal-safe, no allocation.
     ///
     /// # Errors
@@ -263,19 +265,27 @@ impl Confinement {
         &self,
         channel: RawFd,
         joined: i32,
+        procs: &[(RawFd, i32)],
         facts: &AtomicU32,
         failed_op: &AtomicI32,
     ) -> io::Result<()> {
-        if let Some(cg) = &self.cgroup {
-            // The one `clone3` placed the child in (`joined`, -1 for none) is not written.
-            for (i, procs) in cg.procs.iter().enumerate() {
-                if i32::try_from(i).is_ok_and(|i| i == joined) {
-                    continue;
-                }
-                let e = write_cfile(procs, b"0");
-                if e != 0 {
-                    return Err(io::Error::from_raw_os_error(e));
-                }
+        // The one `clone3` placed the child in (`joined`, -1 for none) is not written.
+        for (i, &(fd, open_errno)) in procs.iter().enumerate() {
+            if i32::try_from(i).is_ok_and(|i| i == joined) {
+                continue;
+            }
+            if fd < 0 {
+                return Err(io::Error::from_raw_os_error(open_errno));
+            }
+            // SAFETY: a descriptor the parent opened for this child; one byte from a
+            // static.
+            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+            if n != 1 {
+                return Err(if n < 0 {
+                    io::Error::last_os_error()
+                } else {
+                    io::Error::from_raw_os_error(libc::EIO)
+                });
             }
         }
         if let Some(maps) = &self.id_maps {

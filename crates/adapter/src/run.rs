@@ -259,6 +259,7 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
         let watch_oom = oom.filter(|_| !out_of_memory);
         let mut exited = false;
         let mut cancel_fired = false;
+        let mut drop_notify = false;
         let notified;
         let oom_fired;
         {
@@ -292,10 +293,23 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
                 }
             }
             let mut ready = [false; 6];
+            let mut listener_gone = false;
             for (j, f) in active.iter().enumerate() {
                 ready[which[j]] = f.revents().is_some_and(|r| !r.is_empty());
+                if which[j] == 4 {
+                    // A hang-up without a notification: every process under the filter is
+                    // gone, nothing is left to answer (no `SECCOMP_IOCTL_NOTIF_RECV` to
+                    // learn it).
+                    listener_gone = f.revents().is_some_and(|r| {
+                        !r.contains(PollFlags::POLLIN)
+                            && r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)
+                    });
+                }
             }
-            notified = ready[4];
+            notified = ready[4] && !listener_gone;
+            if listener_gone {
+                drop_notify = true;
+            }
             oom_fired = ready[5];
             for (s, r) in streams.iter_mut().zip(ready) {
                 if r && let Err(e) = s.read_available() {
@@ -309,6 +323,9 @@ fn run_with(inv: &Invocation<'_>, use_pidfd: bool) -> Result<Outcome, AdapterErr
             if ready[3] {
                 cancel_fired = true;
             }
+        }
+        if drop_notify {
+            notify = None;
         }
         if notified && let Some(fd) = &notify {
             match crate::notify::answer(fd) {

@@ -178,6 +178,9 @@ struct ChildArgs<'a> {
     /// Set by the parent before it makes the child: the kernel placed it in the cgroup v2
     /// at this index of the confinement's (`CLONE_INTO_CGROUP`), or -1.
     joined_cgroup: AtomicI32,
+    /// The `cgroup.procs` of each of the confinement's cgroups, opened by the parent: the
+    /// descriptor, or -1 and the errno of its open.
+    cgroup_procs: &'a [(RawFd, i32)],
 }
 
 fn cstring(bytes: &[u8], what: &str) -> Result<CString, SpawnError> {
@@ -275,6 +278,16 @@ pub(crate) fn spawn(
         _ => None,
     };
 
+    // The cgroups' `cgroup.procs`, opened here: the child joins each with one write.
+    let procs_fds = confine
+        .and_then(Confinement::cgroup)
+        .map(CallCgroup::open_procs)
+        .unwrap_or_default();
+    let cgroup_procs: Vec<(RawFd, i32)> = procs_fds
+        .iter()
+        .map(|(fd, e)| (fd.as_ref().map_or(-1, AsRawFd::as_raw_fd), *e))
+        .collect();
+
     let args = ChildArgs {
         program: &program,
         program_fd,
@@ -298,6 +311,7 @@ pub(crate) fn spawn(
         facts: AtomicU32::new(0),
         cleared_handlers: AtomicBool::new(false),
         joined_cgroup: AtomicI32::new(-1),
+        cgroup_procs: &cgroup_procs,
     };
 
     // Block every signal around `clone`, so that no handler of ours runs in the child
@@ -857,6 +871,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         && let Err(e) = c.isolate_in_child(
             args.channel,
             args.joined_cgroup.load(Ordering::Acquire),
+            args.cgroup_procs,
             &args.facts,
             &args.failed_op,
         )

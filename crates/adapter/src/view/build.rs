@@ -54,6 +54,13 @@ const VOID: &str = "/.hcp/void";
 const EMPTY: &str = "/.hcp/empty";
 const PASSWD: &str = "/.hcp/passwd";
 
+/// Where the staging directory is bound, read-only, for the covers to be bound from: onto
+/// the host's `/sys` in the old tree (no view binds anything from there), so that it is
+/// made read-only by the old tree's one recursive `mount_setattr` and goes with the old
+/// tree's detach: no attribute change and no detach of its own. Where the host has no
+/// `/sys` directory, or a plan binds from it, the stage is bound onto itself instead.
+const STAGE_IN_OLD_TREE: &str = "/oldroot/sys";
+
 /// What every call of this process shares.
 #[derive(Debug)]
 struct Layout {
@@ -64,6 +71,9 @@ struct Layout {
     etc: PathBuf,
     /// The host directory the root tmpfs is mounted on before `pivot_root`.
     base: PathBuf,
+    /// The host's `/sys` is a directory: the stage can be bound onto it in the old tree
+    /// ([`STAGE_IN_OLD_TREE`]).
+    sys: bool,
     /// This user's entry of `/etc/passwd`: name, gecos, shell.
     user: (String, String, String),
 }
@@ -99,6 +109,7 @@ fn layout() -> &'static Layout {
             system,
             etc,
             base,
+            sys: crate::system::entry(Path::new("/sys")) == Entry::Dir,
             user: own_passwd_entry(),
         }
     })
@@ -298,9 +309,18 @@ enum What {
     Passwd,
 }
 
+/// The staged files as the covers are bound from them (in the stage's read-only mount).
+#[derive(Default)]
+struct Staged {
+    void: CString,
+    empty: CString,
+    passwd: CString,
+}
+
 struct Builder {
     entries: Vec<ViewEntry>,
     ops: Vec<Op>,
+    stage: Staged,
     /// View paths made in the root tmpfs.
     made: Vec<PathBuf>,
     /// View paths where a host tree is mounted.
@@ -348,6 +368,37 @@ impl Builder {
 
 /// The view of `spec` ([`View::build`]).
 pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View, AdapterError> {
+    let in_old_tree = layout().sys;
+    let view = build_staged(spec, workdir_resolved, in_old_tree)?;
+    // A host path under `/sys` (none of the system's usual ones) is bound from the old
+    // tree, which the stage would cover: then the stage is bound onto itself.
+    let old_sys = STAGE_IN_OLD_TREE.as_bytes();
+    let staged = [VOID, EMPTY, PASSWD].map(|f| {
+        let mut p = old_sys.to_vec();
+        p.extend_from_slice(&f.as_bytes()[STAGE.len()..]);
+        p
+    });
+    let binds_from_sys = view.ops.iter().any(|op| match op {
+        Op::Bind { src, .. } => {
+            let s = src.as_bytes();
+            s.starts_with(old_sys)
+                && matches!(s.get(old_sys.len()), None | Some(b'/'))
+                && !staged.iter().any(|f| f.as_slice() == s)
+        }
+        _ => false,
+    });
+    if in_old_tree && binds_from_sys {
+        return build_staged(spec, workdir_resolved, false);
+    }
+    Ok(view)
+}
+
+/// [`build`] with the stage bound onto [`STAGE_IN_OLD_TREE`] (`in_old_tree`) or onto itself.
+fn build_staged(
+    spec: &ViewSpec<'_>,
+    workdir_resolved: bool,
+    in_old_tree: bool,
+) -> Result<View, AdapterError> {
     let lay = layout();
     let local = spec.land == Land::Local;
     let home: PathBuf = if local {
@@ -358,13 +409,15 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
     let mut b = Builder {
         entries: Vec::new(),
         ops: Vec::new(),
+        stage: Staged::default(),
         made: Vec::new(),
         mounts: Vec::new(),
     };
     let ro = ATTR_RDONLY | ATTR_NOSUID | ATTR_NODEV;
 
     // The view's own files: an empty file and directory for covers, the generated
-    // passwd; one read-only mount of them, so that every cover bound from it is read-only.
+    // passwd; one read-only mount of them, so that every cover bound from it is read-only:
+    // in the old tree, made read-only with it below and detached with it, else onto itself.
     b.ops.push(Op::Mkdir(cstr(Path::new(STAGE))?, 0o755));
     b.ops.push(Op::Touch(cstr(Path::new(VOID))?));
     b.ops.push(Op::Mkdir(cstr(Path::new(EMPTY))?, 0o555));
@@ -372,14 +425,26 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
         path: cstr(Path::new(PASSWD))?,
         data: passwd(&home),
     });
+    let stage = if in_old_tree {
+        Path::new(STAGE_IN_OLD_TREE)
+    } else {
+        Path::new(STAGE)
+    };
     b.ops.push(Op::Bind {
         src: cstr(Path::new(STAGE))?,
-        dst: cstr(Path::new(STAGE))?,
+        dst: cstr(stage)?,
         how: How {
-            set: ro,
+            set: if in_old_tree { 0 } else { ro },
             ..How::PLAIN
         },
     });
+    let staged =
+        |f: &str| cstr(&stage.join(Path::new(f).strip_prefix(STAGE).unwrap_or(Path::new(f))));
+    b.stage = Staged {
+        void: staged(VOID)?,
+        empty: staged(EMPTY)?,
+        passwd: staged(PASSWD)?,
+    };
 
     // /dev: the host's nodes (bound before the old tree loses `dev`), links, /dev/shm.
     b.ops.push(Op::Mkdir(cstr(Path::new("/dev"))?, 0o755));
@@ -421,6 +486,15 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
     b.ops.push(Op::Mkdir(cstr(Path::new(VIEW_TMP))?, 0o1777));
     b.made.push(PathBuf::from(VIEW_TMP));
 
+    // From here every bind of the old tree (and of the stage, when it lies there) is
+    // read-only, nosuid and nodev.
+    b.ops.push(Op::Attr {
+        path: cstr(Path::new("/oldroot"))?,
+        set: ro,
+        clr: 0,
+        recursive: true,
+    });
+
     // /proc: the call's own, read-only as a whole (uid 0 passes the owner bits of every
     // file in it: `/proc/sys`, `/proc/sysrq-trigger`, a process's own attributes), parts
     // masked.
@@ -436,7 +510,7 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
     for p in PROC_MASKED {
         let p = Path::new("/proc").join(p);
         b.ops.push(Op::Bind {
-            src: cstr(Path::new(VOID))?,
+            src: b.stage.void.clone(),
             dst: cstr(&p)?,
             how: How::OPTIONAL,
         });
@@ -449,14 +523,6 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
     }
     b.ops.push(Op::ProcEnd);
     b.mounts.push(PathBuf::from("/proc"));
-
-    // From here every bind of the old tree is read-only, nosuid and nodev.
-    b.ops.push(Op::Attr {
-        path: cstr(Path::new("/oldroot"))?,
-        set: ro,
-        clr: 0,
-        recursive: true,
-    });
 
     // System directories.
     for (p, link) in &lay.system {
@@ -669,8 +735,11 @@ pub(super) fn build(spec: &ViewSpec<'_>, workdir_resolved: bool) -> Result<View,
         None,
         "the call's temporary directory",
     );
-    // The view's own files go (the covers keep what they show).
-    b.ops.push(Op::Detach(cstr(Path::new(STAGE))?));
+    // The view's own files go (the covers keep what they show); a stage in the old tree
+    // goes with it.
+    if !in_old_tree {
+        b.ops.push(Op::Detach(cstr(Path::new(STAGE))?));
+    }
     for f in [VOID, PASSWD] {
         b.ops.push(Op::Unlink(cstr(Path::new(f))?));
     }
@@ -1013,9 +1082,13 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
             }
         }
         What::Cover { dir, why } => {
-            let from = if *dir { EMPTY } else { VOID };
+            let from = if *dir {
+                b.stage.empty.clone()
+            } else {
+                b.stage.void.clone()
+            };
             b.ops.push(Op::Bind {
-                src: cstr(Path::new(from))?,
+                src: from,
                 dst: cstr(&p.at)?,
                 how: How::OPTIONAL,
             });
@@ -1023,7 +1096,7 @@ fn emit(b: &mut Builder, p: &Planned) -> Result<(), AdapterError> {
         }
         What::Passwd => {
             b.ops.push(Op::Bind {
-                src: cstr(Path::new(PASSWD))?,
+                src: b.stage.passwd.clone(),
                 dst: cstr(&p.at)?,
                 how: How::OPTIONAL,
             });

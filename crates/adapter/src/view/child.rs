@@ -8,14 +8,16 @@
 //! 1. the whole tree is made a slave of the host's, so nothing made here propagates out;
 //! 2. a tmpfs (the call's, bounded) is mounted on a host directory and made the root with
 //!    `pivot_root`, the old root kept at `/oldroot`;
-//! 3. the [`Op`]s of the plan: directories, symlinks and files of the skeleton, the
-//!    device nodes, the call's `/proc`, then `mount_setattr(AT_RECURSIVE)` makes the whole
-//!    old tree read-only, `nosuid` and `nodev` (one call: every bind taken from it after is
-//!    read-only without a call of its own), then the binds of the given paths, each at its
-//!    own path (`MS_BIND | MS_REC`: a user namespace admits only recursive binds), the
-//!    read-write ones made writable again, the covers;
-//! 4. the old root is detached and its directory removed; the root is remounted
-//!    read-only.
+//! 3. the [`Op`]s of the plan: directories, symlinks and files of the skeleton, the staging
+//!    directory of the view's own files bound onto the host's `/sys` in the old tree, the
+//!    device nodes, then `mount_setattr(AT_RECURSIVE)` makes the whole old tree (the stage
+//!    with it) read-only, `nosuid` and `nodev` (one call: every bind taken from it after is
+//!    read-only without a call of its own), the call's `/proc`, then the binds of the given
+//!    paths, each at its own path (`MS_BIND | MS_REC`: a user namespace admits only
+//!    recursive binds), the read-write ones made writable again, the covers (bound from
+//!    the stage);
+//! 4. the old root is detached (the stage with it) and its directory removed; the root is
+//!    remounted read-only.
 //!
 //! A bind of a path an agent could have written (the workdir, a protected name, a tenant
 //! home, an operator's path) is resolved without following any symlink (`openat2` with
