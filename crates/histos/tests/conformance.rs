@@ -3,8 +3,9 @@
 //! are those the manifest's `portable` level names, every fixture's sha256 is verified,
 //! every case must run and pass, and a case that does not run (a skip) is a failure.
 //!
-//! The corpus lives outside the repository, at `../shared/histos/conformance/` beside
-//! the repository root; `HISTOS_CONFORMANCE_DIR` overrides it.
+//! The corpus is vendored at `tests/histos-conformance/conformance/`
+//! (`HISTOS_CONFORMANCE_DIR` names another copy) and found by `corpus::locate`, which
+//! also checks every pin.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -28,13 +29,11 @@ const RUNNABLE: [&str; 4] = [
     "canonicalization",
 ];
 
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
 fn corpus_dir() -> PathBuf {
-    match std::env::var_os("HISTOS_CONFORMANCE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance")
-        }
-    }
+    corpus::locate().unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Echo(Map);
@@ -230,7 +229,7 @@ fn conformance_corpus() {
     let manifest_text = std::fs::read_to_string(&manifest_path).unwrap_or_else(|e| {
         panic!(
             "the Histos conformance corpus is required but `{}` cannot be read ({e}); \
-             place shared/ beside the repository or set HISTOS_CONFORMANCE_DIR",
+             restore tests/histos-conformance or set HISTOS_CONFORMANCE_DIR",
             manifest_path.display()
         )
     });
