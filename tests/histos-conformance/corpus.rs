@@ -42,7 +42,7 @@ pub fn locate() -> Result<PathBuf, String> {
 /// Compares every fixture `manifest.json` lists under `corpora.*.cases` with its sha256,
 /// and refuses a `.json` file in a corpus directory that the manifest does not list (the
 /// readers list the directories).
-fn verify(dir: &Path) -> Result<(), String> {
+pub fn verify(dir: &Path) -> Result<(), String> {
     use sha2::{Digest, Sha256};
     let manifest_path = dir.join("manifest.json");
     let text = std::fs::read(&manifest_path).map_err(|e| {

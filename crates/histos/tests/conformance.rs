@@ -324,3 +324,39 @@ fn conformance_corpus() {
         "the manifest counts {want_total} cases and {total} ran: every listed case must run"
     );
 }
+
+/// A copy of the corpus with one fixture changed by a byte, or one fixture more, is
+/// refused by the helper every reader uses, naming the fixture.
+#[test]
+fn a_modified_or_unlisted_fixture_is_refused() {
+    let src = corpus_dir();
+    let copy = std::env::temp_dir().join(format!("histos-corpus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let to = copy.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in std::fs::read_dir(&path).unwrap() {
+                let f = f.unwrap().path();
+                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+            }
+        } else {
+            std::fs::create_dir_all(&copy).unwrap();
+            std::fs::copy(&path, &to).unwrap();
+        }
+    }
+    corpus::verify(&copy).unwrap();
+    let fixture = copy.join("decisions/no-principal-denies.json");
+    let original = std::fs::read(&fixture).unwrap();
+    let mut changed = original.clone();
+    changed.push(b'\n');
+    std::fs::write(&fixture, &changed).unwrap();
+    let e = corpus::verify(&copy).unwrap_err();
+    assert!(e.contains("no-principal-denies.json") && e.contains("sha256"), "{e}");
+    std::fs::write(&fixture, &original).unwrap();
+    std::fs::write(copy.join("decisions/extra.json"), &original).unwrap();
+    let e = corpus::verify(&copy).unwrap_err();
+    assert!(e.contains("extra.json") && e.contains("not pinned"), "{e}");
+    std::fs::remove_dir_all(&copy).unwrap();
+}
