@@ -108,10 +108,7 @@ pub fn verify(dir: &Path) -> Result<(), String> {
         }
     }
     if checked == 0 {
-        return Err(format!(
-            "`{}` pins no fixture",
-            manifest_path.display()
-        ));
+        return Err(format!("`{}` pins no fixture", manifest_path.display()));
     }
     Ok(())
 }

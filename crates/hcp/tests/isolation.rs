@@ -852,20 +852,14 @@ fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_al
         let victim = session(&w, "agent-1", &["--role", "agent"]);
         let other = session(&w, "agent-2", &["--role", "agent"]);
         let count: &[&str] = &["polprobe.count", "--value", "a"];
-        let wire: &[&str] = &[
-            "polprobe.wire",
-            "--to",
-            "bob",
-            "--amount",
-            "5",
-            "--confirm",
-        ];
+        let wire: &[&str] = &["polprobe.wire", "--to", "bob", "--amount", "5", "--confirm"];
         // The victim's records: a counter (its first counted call) and a pending approval.
         let (o, v) = exec_json_env(&w, count, &[("HCP_SESSION", &victim)]);
         assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
         let (o, v2) = exec_json_env(&w, wire, &[("HCP_SESSION", &victim)]);
         assert_eq!(
-            v2["code"], "requires_confirmation",
+            v2["code"],
+            "requires_confirmation",
             "{kind}: {v} {}",
             w.render(&o)
         );
@@ -895,7 +889,10 @@ fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_al
                         file.display()
                     );
                     assert!(
-                        v["hint"].as_str().unwrap_or_default().contains("hcp doctor"),
+                        v["hint"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("hcp doctor"),
                         "{kind}: {v}"
                     );
                 }
@@ -910,7 +907,10 @@ fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_al
             .filter(|l| l.contains("damaged ") || l.contains("damaged record"))
             .collect();
         assert_eq!(lines.len(), 1, "{kind}: {text}");
-        assert!(lines[0].contains(&stem), "{kind}: names not the file: {text}");
+        assert!(
+            lines[0].contains(&stem),
+            "{kind}: names not the file: {text}"
+        );
         let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))
             .replace(&stem, "{file}");
         insta::assert_snapshot!(format!("damaged_under_policy_{kind}"), shown);

@@ -353,7 +353,10 @@ fn a_modified_or_unlisted_fixture_is_refused() {
     changed.push(b'\n');
     std::fs::write(&fixture, &changed).unwrap();
     let e = corpus::verify(&copy).unwrap_err();
-    assert!(e.contains("no-principal-denies.json") && e.contains("sha256"), "{e}");
+    assert!(
+        e.contains("no-principal-denies.json") && e.contains("sha256"),
+        "{e}"
+    );
     std::fs::write(&fixture, &original).unwrap();
     std::fs::write(copy.join("decisions/extra.json"), &original).unwrap();
     let e = corpus::verify(&copy).unwrap_err();

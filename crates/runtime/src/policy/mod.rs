@@ -395,7 +395,14 @@ pub fn pre(
             let failed = limits
                 .failed
                 .load(std::sync::atomic::Ordering::Relaxed)
-                .then(|| limits.why.lock().ok().and_then(|w| w.clone()).unwrap_or_default());
+                .then(|| {
+                    limits
+                        .why
+                        .lock()
+                        .ok()
+                        .and_then(|w| w.clone())
+                        .unwrap_or_default()
+                });
             Err(refused(call.tool, &d, failed.as_deref(), wiring))
         }
     }
