@@ -131,9 +131,10 @@ fn each_verb_against_the_example_server() {
 }
 
 #[test]
-fn the_server_binary_prints_its_origin_and_stops_when_stdin_closes() {
+fn the_server_binary_prints_its_origin_and_stops_when_stdin_closes_if_asked() {
     use std::io::BufRead;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hcp-example-api"))
+        .arg("--until-stdin-closes")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -150,4 +151,33 @@ fn the_server_binary_prints_its_origin_and_stops_when_stdin_closes() {
     assert_eq!(t.data(), json!({"token": "tok-bo"}));
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn the_server_binary_serves_on_after_its_stdin_closes_until_it_is_killed() {
+    use std::io::BufRead;
+    use std::os::unix::process::ExitStatusExt;
+    // A script's `hcp-example-api &`: stdin at end of file from the start.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hcp-example-api"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let origin = line.trim().to_owned();
+    assert!(origin.starts_with("http://127.0.0.1:"), "{origin}");
+    let server = ServerUrl::parse(&format!("{origin}/v1")).unwrap();
+    let doc = Document::parse(pack_file("openapi.json").as_bytes()).unwrap();
+    for user in ["bo", "cy"] {
+        let t = call(&doc, &server, "createToken", json!({"user": user}), None);
+        assert_eq!(t.data(), json!({"token": format!("tok-{user}")}));
+    }
+    assert!(child.try_wait().unwrap().is_none(), "it stopped on its own");
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    // Ended by the kill (SIGKILL, 9), not by an exit of its own.
+    assert_eq!(status.signal(), Some(9), "{status:?}");
 }

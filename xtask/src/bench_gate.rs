@@ -19,8 +19,8 @@
 //! the gallery's `05-mcp-surface` policy, both engines' load of that one too. The ratios
 //! are printed.
 //!
-//! The corpus is found at `shared/histos/conformance/` beside the repository (or
-//! `HISTOS_CONFORMANCE_DIR`). With `--json` one line of JSON is printed, with at least
+//! The corpus is the one vendored at `tests/histos-conformance/conformance/` (or
+//! `HISTOS_CONFORMANCE_DIR`), its pins checked. With `--json` one line of JSON is printed, with at least
 //! `decisions_per_sec` (the median).
 
 use std::borrow::Cow;
@@ -100,12 +100,11 @@ fn find_up(rel: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+#[path = "../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
 fn corpus_dir() -> anyhow::Result<PathBuf> {
-    if let Some(d) = std::env::var_os("HISTOS_CONFORMANCE_DIR") {
-        return Ok(PathBuf::from(d));
-    }
-    find_up("shared/histos/conformance")
-        .context("the Histos conformance corpus (`shared/histos/conformance` beside the repository) is required")
+    corpus::locate().map_err(anyhow::Error::msg)
 }
 
 fn map_of(v: Option<&Value>) -> Map {

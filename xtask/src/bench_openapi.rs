@@ -126,7 +126,8 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         Ok(out.stdout)
     };
 
-    let mut child = cmd(&release.join("hcp-example-api"), &[])
+    // Stopped by closing its stdin (`Server`'s drop).
+    let mut child = cmd(&release.join("hcp-example-api"), &["--until-stdin-closes"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

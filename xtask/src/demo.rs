@@ -599,6 +599,8 @@ fn openapi(
             &demo.bin_dir.join("hcp-example-api").display().to_string(),
             &demo.work,
         )
+        // The demo holds its stdin and stops it by closing it.
+        .arg("--until-stdin-closes")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

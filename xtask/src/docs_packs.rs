@@ -5,7 +5,9 @@
 //! - every field of `surface.json` and `policy.json`: the `hcp_model` types' JSON Schemas
 //!   (schemars, their doc comments) walked by [`crate::schema_doc`], each with its value in
 //!   `xtask/src/examples/{surface,policy}.json`, files the model parses (a test);
-//! - a whole pack: the gold pack `packs/echo`, as committed;
+//! - a whole pack: the gold pack `packs/echo`, as committed, its `HARNESS.md` included;
+//! - a pack written by hand, step by step: `xtask/src/examples/text/` (a test lints it
+//!   clean; the steps are the commands a reader types);
 //! - the placeholder forms: the names [`hcp_model::template`] keeps, each form checked
 //!   against its parser (a test);
 //! - each lint code with its meaning and fix: [`hcp_lint::RULES`] (`summary`, `fix`), and
@@ -23,6 +25,13 @@ pub const POLICY_EXAMPLE: &str = include_str!("examples/policy.json");
 
 const ECHO_SURFACE: &str = include_str!("../../packs/echo/surface.json");
 const ECHO_POLICY: &str = include_str!("../../packs/echo/policy.json");
+const ECHO_HARNESS: &str = include_str!("../../packs/echo/HARNESS.md");
+
+/// The worked example of "Your own pack, step by step": a pack a reader writes by hand
+/// (a test lints it clean).
+const TEXT_SURFACE: &str = include_str!("examples/text/surface.json");
+const TEXT_POLICY: &str = include_str!("examples/text/policy.json");
+const TEXT_HARNESS: &str = include_str!("examples/text/HARNESS.md");
 
 /// Fields without an example: `confirm` is a field of every policy entry, and a
 /// stimulus, always a `read`, may not set it (`confirm_on_read`).
@@ -101,9 +110,11 @@ pub fn packs_md() -> anyhow::Result<String> {
          pack on any error. Both JSON files are read strictly: an unknown field at any level, \
          a repeated key or a wrong type is an error naming `file:line:col`. The same format as \
          JSON Schemas: `schemas/surface.schema.json`, `schemas/policy.schema.json`.\n\n\
-         Contents: [a whole pack](#a-whole-pack) · [surface.json](#surfacejson) · \
-         [policy.json](#policyjson) · [placeholders](#placeholders) · \
-         [lint codes](#lint-codes) · [other codes of pack commands](#other-codes-of-pack-commands)\n\n\
+         Contents: [a whole pack](#a-whole-pack) · [HARNESS.md](#harnessmd) · \
+         [verb keys](#verb-keys) · [your own pack, step by step](#your-own-pack-step-by-step) · \
+         [surface.json](#surfacejson) · [policy.json](#policyjson) · \
+         [placeholders](#placeholders) · [lint codes](#lint-codes) · \
+         [other codes of pack commands](#other-codes-of-pack-commands)\n\n\
          ## A whole pack\n\n\
          The example pack `packs/echo` (a `composite` pack: each verb names its own program). \
          `surface.json`:\n\n```json\n",
@@ -111,11 +122,19 @@ pub fn packs_md() -> anyhow::Result<String> {
     out.push_str(ECHO_SURFACE.trim_end());
     out.push_str("\n```\n\n`policy.json`:\n\n```json\n");
     out.push_str(ECHO_POLICY.trim_end());
+    out.push_str("\n```\n\n`HARNESS.md`:\n\n```markdown\n");
+    out.push_str(ECHO_HARNESS.trim_end());
     out.push_str(
         "\n```\n\n\
-         Check it with `hcp lint packs/echo`; install it with `hcp install packs/echo` and \
-         `hcp activate echo`; run a verb with `hcp exec echo.say hello`.\n\n\
-         ## surface.json\n\n\
+         Check it with `hcp lint packs/echo`; install and activate it with \
+         `hcp install packs/echo --activate` (its program `hcp-example-echo` on `PATH`: the \
+         README's quick start); run a verb with `hcp exec echo.say hello`.\n\n",
+    );
+    out.push_str(HARNESS_MD);
+    out.push_str(VERB_KEYS_MD);
+    out.push_str(&own_pack_md());
+    out.push_str(
+        "## surface.json\n\n\
          Each field below gives its type, whether it is required, its default, its meaning and \
          an example value.\n\n",
     );
@@ -133,6 +152,78 @@ pub fn packs_md() -> anyhow::Result<String> {
     out.push_str(&placeholders_md());
     out.push_str(&lint_md());
     Ok(out)
+}
+
+/// What `HARNESS.md` holds and what lint checks in it.
+const HARNESS_MD: &str = "## HARNESS.md\n\n\
+The skill an agent reads before it uses the pack: plain Markdown, one screen. `hcp activate` \
+writes it as the pack's skill (`$HCP_HOME/skills/ID/SKILL.md`, and into each folder \
+`skills.export` names), so it teaches the `hcp exec` forms, never the owner's setup. It holds, in this order:\n\n\
+1. a `# ` title (`# HCP — Echo`) and a short lead: what the pack is for, its land, what it \
+needs (a login, nothing);\n\
+2. a hot-path table: a Markdown table (header row, then a `|---|` row) with one row per \
+verb and the command form an agent types;\n\
+3. the rules an agent must know (what a value may hold, which verb needs `--confirm`);\n\
+4. an anti-patterns section: a heading with `Anti-patterns` in it, then what not to do.\n\n\
+What lint checks in it (each a warning: install goes on, the skill just teaches worse):\n\n\
+- `skill_missing_section`: no `# ` title, no table, or no anti-patterns heading;\n\
+- `skill_too_long`: more than 60 lines (one screen; reference material belongs in the \
+CLI's `--help`);\n\
+- `absolute_path_in_skill`: a path of one machine (`/usr/local/bin/x`, `~/bin/x`, \
+`C:\\x`): teach `hcp exec` or the bare program name, never where it lives here.\n\n\
+A missing `HARNESS.md` is `missing_file` (an error), like a missing JSON file.\n\n";
+
+/// When to use dotted verb keys and how they are typed.
+const VERB_KEYS_MD: &str = "## Verb keys\n\n\
+A verb key (the key of `verbs` in both files) is what an agent names: keep it short, \
+lowercase, and say what is acted on:\n\n\
+- a pack with one kind of object uses its id as the first word (`echo.say`, `mail.send`);\n\
+- a pack with several kinds of object groups them by noun: `issue.list`, `issue.close`, \
+`pr.list` in a pack `github`. A dotted key is one key; the dots only group.\n\n\
+On the command line a verb is `PACK.VERB`, the pack id, a dot, the verb key: \
+`hcp exec github.issue.list`, `hcp show github.issue.list --view`. A verb key that no other \
+active pack has may be typed alone: `hcp exec issue.list` (two packs with that key: \
+`ambiguous_verb`, naming both). MCP tools are named the same way, `PACK.VERB`. \
+The gold pack `echo` names its verbs `echo.say`…, so `hcp exec echo.say` and \
+`hcp exec echo.echo.say` are the same verb.\n\n";
+
+/// "Your own pack, step by step": the `text` example and the commands that install and
+/// run it.
+fn own_pack_md() -> String {
+    format!(
+        "## Your own pack, step by step\n\n\
+A pack over programs the system already has (`wc`, `head`, `grep`, `ls`), in land `local` \
+(each call sees the working directory it is run from), with dotted verb keys. It needs \
+only `hcp` on `PATH` (the README's quick start builds it).\n\n\
+1. A store to try it in, and a directory for the pack:\n\n\
+```sh\n\
+export HCP_HOME=\"$(mktemp -d)/store\"\n\
+hcp init\n\
+mkdir -p my-packs/text && cd my-packs/text\n\
+```\n\n\
+2. `surface.json`, the verbs and their command lines:\n\n```json\n{surface}\n```\n\n\
+3. `policy.json`, one entry per verb (all reads, all `local`):\n\n```json\n{policy}\n```\n\n\
+4. `HARNESS.md`, the skill:\n\n```markdown\n{harness}\n```\n\n\
+5. Check, install and activate it, then try it on a file:\n\n\
+```sh\n\
+hcp lint .                        # 0 errors, 0 warnings in 1 pack\n\
+hcp install . --activate\n\
+hcp show text                     # its verbs: operation, land, confirm\n\
+cd \"$(mktemp -d)\" && printf 'one\\ntwo\\nthree\\n' > notes.txt\n\
+hcp exec text.file.lines notes.txt          # 3 notes.txt\n\
+hcp exec text.file.head 2 notes.txt         # one and two\n\
+hcp exec file.find two notes.txt --json     # the key alone; the result as JSON\n\
+hcp show text.file.lines --view             # what a call of it sees, path by path\n\
+```\n\n\
+After an edit, `hcp install . --force --activate` replaces the installed copy (an \
+agent's grants on a pack whose content changed are suspended until the owner grants \
+again). An agent (a session of a principal other than the owner) needs grants: \
+`hcp grant agent-1 text verb.exec.read`; under a runtime policy the README's \
+\"The runtime policy\" (\"A pack installed later\") says what else.\n\n",
+        surface = TEXT_SURFACE.trim_end(),
+        policy = TEXT_POLICY.trim_end(),
+        harness = TEXT_HARNESS.trim_end(),
+    )
 }
 
 fn placeholders_md() -> String {
@@ -226,6 +317,22 @@ mod tests {
     fn the_examples_are_files_the_model_reads() {
         hcp_model::parse_manifest(SURFACE_EXAMPLE).unwrap();
         hcp_model::parse_policy(POLICY_EXAMPLE).unwrap();
+    }
+
+    /// The pack "Your own pack, step by step" has the reader write lints clean: no error,
+    /// no warning (its `HARNESS.md` within one screen, every section there).
+    #[test]
+    fn the_step_by_step_pack_lints_clean() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/examples/text");
+        let report = hcp_lint::check(&hcp_lint::read_pack(&dir).unwrap());
+        assert!(report.diagnostics.is_empty(), "{:?}", report.diagnostics);
+        assert!(TEXT_HARNESS.lines().count() <= 60);
+        assert!(
+            hcp_lint::RULES
+                .iter()
+                .any(|r| r.code.as_str() == "skill_too_long" && r.summary.contains("(60 lines)")),
+            "packs.md says 60 lines: the rule's limit moved"
+        );
     }
 
     #[test]

@@ -803,3 +803,116 @@ fn config_json_rewritten_while_calls_run_is_read_whole() {
     let o = w.run(&["audit", "verify"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
 }
+
+/// A runtime policy that reads both kinds of record: `polprobe.count` is counted
+/// (`rate_limit`, a counter file per principal and tool), `polprobe.wire` needs the
+/// owner's approval (`confirmation`, an approval file per request).
+const COUNTED_AND_CONFIRMED: &str = r#"{
+  "schema_version": "histos.policy/0.1",
+  "tools": {
+    "polprobe.count": {"args": {"value": {"type": "string"}}, "rate_limit": 5},
+    "polprobe.wire": {
+      "access": "write",
+      "args": {"to": {"type": "string"}, "amount": {"type": "string", "pattern": "^[0-9]{1,6}$"}},
+      "confirmation": {"required": true, "expires_in": 60}
+    }
+  },
+  "roles": {"agent": {"allow": ["polprobe.count", "polprobe.wire"]}}
+}
+"#;
+
+/// The one record of `dir` (a state directory: its `.json` files), asserting there is one.
+fn only_file(dir: &Path) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(files.len(), 1, "{}: {files:?}", dir.display());
+    files.into_iter().next().unwrap()
+}
+
+/// Under a runtime policy (`$HCP_HOME/policy.json`), where approvals and counters are read:
+/// one principal's approval file, then its counter file, damaged in turn. The owner's
+/// calls and another principal's go on; the damaged record's principal alone is refused
+/// (`store_damaged`, naming the file) on the calls that read it; `hcp doctor` names the
+/// file and the command that removes it (snapshots: the calls' answers and doctor's lines).
+#[test]
+fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_alone() {
+    if !view_or_skip() {
+        return;
+    }
+    for kind in ["approval", "counter"] {
+        let w = world(&["polprobe"]);
+        for p in ["agent-1", "agent-2"] {
+            grant(&w, p, "polprobe", &["verb.exec.read", "verb.exec.write"]);
+        }
+        std::fs::write(w.hcp_home.join("policy.json"), COUNTED_AND_CONFIRMED).unwrap();
+        let victim = session(&w, "agent-1", &["--role", "agent"]);
+        let other = session(&w, "agent-2", &["--role", "agent"]);
+        let count: &[&str] = &["polprobe.count", "--value", "a"];
+        let wire: &[&str] = &["polprobe.wire", "--to", "bob", "--amount", "5", "--confirm"];
+        // The victim's records: a counter (its first counted call) and a pending approval.
+        let (o, v) = exec_json_env(&w, count, &[("HCP_SESSION", &victim)]);
+        assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
+        let (o, v2) = exec_json_env(&w, wire, &[("HCP_SESSION", &victim)]);
+        assert_eq!(
+            v2["code"],
+            "requires_confirmation",
+            "{kind}: {v} {}",
+            w.render(&o)
+        );
+        let state = w.hcp_home.join("state");
+        let file = only_file(&state.join(match kind {
+            "approval" => "approvals",
+            _ => "counters",
+        }));
+        std::fs::write(&file, "garbage\n").unwrap();
+        let stem = file.file_stem().unwrap().to_str().unwrap().to_owned();
+        let mut answers = Vec::new();
+        for (who, env) in [
+            ("owner", None),
+            ("agent-2", Some(other.as_str())),
+            ("agent-1", Some(victim.as_str())),
+        ] {
+            for call in [count, wire] {
+                let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+                let (o, v) = exec_json_env(&w, call, &env);
+                // A refusal the damaged file caused names it, and `hcp doctor` (which
+                // names the repair) in its hint.
+                if v["code"] == "store_damaged" || v["code"] == "limit_store_unavailable" {
+                    let e = v["error"].as_str().unwrap_or_default();
+                    assert!(
+                        e.contains(&file.display().to_string()),
+                        "{kind}: names not the file {}: {v}",
+                        file.display()
+                    );
+                    assert!(
+                        v["hint"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("hcp doctor"),
+                        "{kind}: {v}"
+                    );
+                }
+                answers.push(format!("{who} {}: {}", call[0], outcome(&o, &v)));
+            }
+        }
+        let o = w.run(&["doctor"]);
+        assert_eq!(code(&o), 1, "{kind}: {}", w.render(&o));
+        let text = w.filter(&String::from_utf8_lossy(&o.stdout));
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("damaged ") || l.contains("damaged record"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{kind}: {text}");
+        assert!(
+            lines[0].contains(&stem),
+            "{kind}: names not the file: {text}"
+        );
+        let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))
+            .replace(&stem, "{file}");
+        insta::assert_snapshot!(format!("damaged_under_policy_{kind}"), shown);
+    }
+}

@@ -4,8 +4,9 @@
 //! from an argument, a role that inherits itself, a tool name with a space, disguised
 //! canaries, card numbers split or typed as integers).
 //!
-//! The corpus is read from `<repo>/../shared/histos/conformance`, or from
-//! `HISTOS_CONFORMANCE_DIR`; it is required (a missing corpus fails, it never skips).
+//! The corpus is the one vendored at `tests/histos-conformance/conformance/` (or
+//! `HISTOS_CONFORMANCE_DIR`), found and checked against its pins by `corpus::locate`; it
+//! is required (a missing or modified corpus fails, it never skips).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,19 +23,12 @@ use std::time::{Duration, Instant};
 /// what expanding an alias bomb or parsing 50 MB would.
 const QUICK: Duration = Duration::from_secs(10);
 
-/// The conformance corpus directory, asserting that it is there.
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
+/// The conformance corpus directory, its pins checked.
 fn corpus() -> PathBuf {
-    let dir = std::env::var_os("HISTOS_CONFORMANCE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance"),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("manifest.json").is_file(),
-        "the Histos conformance corpus is required and is not at `{}` (set \
-         HISTOS_CONFORMANCE_DIR to its directory)",
-        dir.display()
-    );
-    dir
+    corpus::locate().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The fixtures of one corpus directory, sorted by name: (stem, parsed JSON).

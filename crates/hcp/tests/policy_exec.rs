@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
 mod exec_common;
 
 use common::World;
@@ -972,16 +974,9 @@ fn a_policy_that_does_not_load_stops_every_exec_with_its_code() {
 
 #[test]
 fn every_invalid_policy_of_the_corpus_stops_exec() {
-    let dir = std::env::var_os("HISTOS_CONFORMANCE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance"),
-        PathBuf::from,
-    );
-    let dir = dir.join("invalid-policy");
-    assert!(
-        dir.is_dir(),
-        "the Histos conformance corpus is required (no `{}`; set HISTOS_CONFORMANCE_DIR)",
-        dir.display()
-    );
+    let dir = corpus::locate()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .join("invalid-policy");
     let w = world("rbac.yaml");
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {

@@ -13,13 +13,11 @@ use histos::{
     ResourceResolver, Value,
 };
 
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
 fn corpus_dir() -> PathBuf {
-    match std::env::var_os("HISTOS_CONFORMANCE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance")
-        }
-    }
+    corpus::locate().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn fixtures(corpus: &str) -> Vec<(String, Map)> {

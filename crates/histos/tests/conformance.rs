@@ -3,8 +3,9 @@
 //! are those the manifest's `portable` level names, every fixture's sha256 is verified,
 //! every case must run and pass, and a case that does not run (a skip) is a failure.
 //!
-//! The corpus lives outside the repository, at `../shared/histos/conformance/` beside
-//! the repository root; `HISTOS_CONFORMANCE_DIR` overrides it.
+//! The corpus is vendored at `tests/histos-conformance/conformance/`
+//! (`HISTOS_CONFORMANCE_DIR` names another copy) and found by `corpus::locate`, which
+//! also checks every pin.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -28,13 +29,11 @@ const RUNNABLE: [&str; 4] = [
     "canonicalization",
 ];
 
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
 fn corpus_dir() -> PathBuf {
-    match std::env::var_os("HISTOS_CONFORMANCE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance")
-        }
-    }
+    corpus::locate().unwrap_or_else(|e| panic!("{e}"))
 }
 
 struct Echo(Map);
@@ -230,7 +229,7 @@ fn conformance_corpus() {
     let manifest_text = std::fs::read_to_string(&manifest_path).unwrap_or_else(|e| {
         panic!(
             "the Histos conformance corpus is required but `{}` cannot be read ({e}); \
-             place shared/ beside the repository or set HISTOS_CONFORMANCE_DIR",
+             restore tests/histos-conformance or set HISTOS_CONFORMANCE_DIR",
             manifest_path.display()
         )
     });
@@ -324,4 +323,43 @@ fn conformance_corpus() {
         total as u64, want_total,
         "the manifest counts {want_total} cases and {total} ran: every listed case must run"
     );
+}
+
+/// A copy of the corpus with one fixture changed by a byte, or one fixture more, is
+/// refused by the helper every reader uses, naming the fixture.
+#[test]
+fn a_modified_or_unlisted_fixture_is_refused() {
+    let src = corpus_dir();
+    let copy = std::env::temp_dir().join(format!("histos-corpus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let to = copy.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+            for f in std::fs::read_dir(&path).unwrap() {
+                let f = f.unwrap().path();
+                std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+            }
+        } else {
+            std::fs::create_dir_all(&copy).unwrap();
+            std::fs::copy(&path, &to).unwrap();
+        }
+    }
+    corpus::verify(&copy).unwrap();
+    let fixture = copy.join("decisions/no-principal-denies.json");
+    let original = std::fs::read(&fixture).unwrap();
+    let mut changed = original.clone();
+    changed.push(b'\n');
+    std::fs::write(&fixture, &changed).unwrap();
+    let e = corpus::verify(&copy).unwrap_err();
+    assert!(
+        e.contains("no-principal-denies.json") && e.contains("sha256"),
+        "{e}"
+    );
+    std::fs::write(&fixture, &original).unwrap();
+    std::fs::write(copy.join("decisions/extra.json"), &original).unwrap();
+    let e = corpus::verify(&copy).unwrap_err();
+    assert!(e.contains("extra.json") && e.contains("not pinned"), "{e}");
+    std::fs::remove_dir_all(&copy).unwrap();
 }

@@ -225,7 +225,7 @@ pub fn parse_element(text: &str) -> Result<Element, TemplateError> {
     }
     if TENANT_NAMES.contains(&name) {
         return Err(TemplateError::Reserved(format!(
-            "placeholder `{name}` would let an argument select the tenant (§4.3.2); use `{{{{@project_id}}}}` or `{{{{@principal_id}}}}`"
+            "placeholder `{name}` would let an argument select the tenant; use `{{{{@project_id}}}}` or `{{{{@principal_id}}}}`"
         )));
     }
     Ok(Element::Arg {

@@ -5,8 +5,9 @@
 //! every call is decided with each; every canonicalization document hashes alike; and
 //! no invalid policy loads from a store whose cache holds a valid one.
 //!
-//! The corpus is read from `<repo>/../shared/histos/conformance`, or from
-//! `HISTOS_CONFORMANCE_DIR`; it is required (a missing corpus fails).
+//! The corpus is the one vendored at `tests/histos-conformance/conformance/` (or
+//! `HISTOS_CONFORMANCE_DIR`), found and checked against its pins by `corpus::locate`; it
+//! is required (a missing or modified corpus fails).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,17 +16,11 @@ use hcp_store::Home;
 use histos::{Map, Value};
 use std::path::PathBuf;
 
+#[path = "../../../tests/histos-conformance/corpus.rs"]
+mod corpus;
+
 fn corpus() -> PathBuf {
-    let dir = std::env::var_os("HISTOS_CONFORMANCE_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/histos/conformance"),
-        PathBuf::from,
-    );
-    assert!(
-        dir.join("manifest.json").is_file(),
-        "the Histos conformance corpus is required at `{}`",
-        dir.display()
-    );
-    dir
+    corpus::locate().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn fixtures(sub: &str) -> Vec<(String, Map)> {

@@ -1,15 +1,25 @@
-//! `hcp-example-api [--port N]`: serves the example task API (`hcp_examples::api`) on
-//! `127.0.0.1:N` (default 0: any free port) and prints `http://127.0.0.1:PORT` on stdout
-//! once it listens, then runs until it is killed or its stdin closes.
+//! `hcp-example-api [--port N] [--until-stdin-closes]`: serves the example task API
+//! (`hcp_examples::api`) on `127.0.0.1:N` (default 0: any free port) and prints
+//! `http://127.0.0.1:PORT` on stdout once it listens, then serves until it is killed
+//! (`SIGTERM`, `SIGINT`: Ctrl-C), whatever its stdin is — so `hcp-example-api &` from a
+//! script, whose stdin is closed or `/dev/null`, keeps serving. With
+//! `--until-stdin-closes` it also stops, exit 0, when its stdin closes (a parent that
+//! holds the pipe stops it by closing it).
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     hcp_examples::run(
-        "usage: hcp-example-api [--port N]",
+        "usage: hcp-example-api [--port N] [--until-stdin-closes]",
         |args| -> hcp_examples::Outcome {
-            let parsed = hcp_examples::parse_args(&args, &[hcp_examples::Opt::value("port")])?;
+            let parsed = hcp_examples::parse_args(
+                &args,
+                &[
+                    hcp_examples::Opt::value("port"),
+                    hcp_examples::Opt::switch("until-stdin-closes"),
+                ],
+            )?;
             if !parsed.positionals.is_empty() {
                 return Err(hcp_examples::Failure::usage("no positional arguments"));
             }
@@ -23,11 +33,16 @@ fn main() -> ExitCode {
             let mut out = std::io::stdout();
             let _ = writeln!(out, "{}", server.origin());
             let _ = out.flush();
-            // Runs until stdin closes (or the process is killed).
-            let mut sink = Vec::new();
-            let _ = std::io::stdin().read_to_end(&mut sink);
-            drop(server);
-            Ok(())
+            if parsed.has("until-stdin-closes") {
+                let mut sink = Vec::new();
+                let _ = std::io::stdin().read_to_end(&mut sink);
+                drop(server);
+                return Ok(());
+            }
+            // The server's threads serve; this one waits to be killed.
+            loop {
+                std::thread::park();
+            }
         },
     )
 }

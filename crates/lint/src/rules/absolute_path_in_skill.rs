@@ -6,7 +6,7 @@
 //! drive (`C:\…`). URLs are not paths.
 //!
 //! ## Why is this bad?
-//! A pack moves unchanged between runtimes and machines (Pack concept). A skill that
+//! A pack moves unchanged between runtimes and machines. A skill that
 //! tells the agent to run `/home/ana/bin/transit` works for Ana only; teach the `hcp exec`
 //! form or the bare CLI name instead ("host-absolute paths in this Skill" is a listed
 //! anti-pattern).

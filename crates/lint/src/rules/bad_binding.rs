@@ -3,14 +3,14 @@
 //!
 //! ## What it does
 //! Reports a `mothership` binding on a `runtime` pack, a `control` pack whose binding is
-//! not `mothership` (Pack concept, "Planes"), a `binding.connect` that names no verb, and
+//! not `mothership`, a `binding.connect` that names no verb, and
 //! a `user` binding with neither a connect verb nor a `binding.family` to share a login;
 //! a `binding.family` that is not written like a pack id
 //! with.
 //!
 //! ## Why is this bad?
 //! `mothership` credentials are for the control plane only, and a control pack is never
-//! activated for a non-owner principal (RUNTIME §8): mixing the two hands operator power
+//! activated for a non-owner principal: mixing the two hands operator power
 //! to end users. A `user` binding that cannot be connected makes every verb fail with
 //! `binding_required`.
 //!

@@ -7,8 +7,8 @@
 //! parsing stopped. The rules that need the file's content skip it until it parses.
 //!
 //! ## Why is this bad?
-//! The runtime refuses what it cannot read exactly (RUNTIME §1.1, seeds §4: "validated
-//! strictly"). A lenient reader that guessed — a string `"yes"` read as `true`, a trailing
+//! The runtime refuses what it cannot read exactly: both files are
+//! validated strictly. A lenient reader that guessed — a string `"yes"` read as `true`, a trailing
 //! comma ignored — would let two runtimes disagree about the same pack.
 //!
 //! ## Example

@@ -1,11 +1,11 @@
 //! `bad_land` (error): a land token other than `personal`, `brain`, `local`.
 //!
 //! ## What it does
-//! Reports a `privacy.land` in `policy.json` that is not one of the three tokens of seeds
-//! §4.3.
+//! Reports a `privacy.land` in `policy.json` that is not one of the three tokens
+//! `personal`, `brain`, `local`.
 //!
 //! ## Why is this bad?
-//! Runtimes MUST reject any other land token (§4.3.1): the land decides whose data a
+//! Runtimes MUST reject any other land token: the land decides whose data a
 //! command may touch, and a token the runtime does not know has no enforcement behind it.
 //!
 //! ## Example

@@ -12,7 +12,7 @@
 //! or a verb with `operation`. A document at a URL is checked by install, which reads it.
 //!
 //! ## Why is this bad?
-//! Install reads the document and refuses what it cannot use (RUNTIME §1.3): the pack
+//! Install reads the document and refuses what it cannot use: the pack
 //! would not install. A verb's arguments, types and bounds come from the document, so a
 //! document hcp cannot read leaves the gate nothing to check calls against.
 //!

@@ -1,11 +1,10 @@
 //! `bad_operation` (error): an operation other than `read`, `write`.
 //!
 //! ## What it does
-//! Reports an `operation` in `policy.json` that is not `read` or `write` (seeds §4.2).
+//! Reports an `operation` in `policy.json` that is not `read` or `write`.
 //!
 //! ## Why is this bad?
-//! The operation picks the grant a call needs (`verb.exec.read` or `verb.exec.write`,
-//! §4.6). A `delete` or `admin` operation has no grant behind it; it is a write.
+//! The operation picks the grant a call needs (`verb.exec.read` or `verb.exec.write`). A `delete` or `admin` operation has no grant behind it; it is a write.
 //!
 //! ## Example
 //! ```json

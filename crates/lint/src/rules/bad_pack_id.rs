@@ -1,8 +1,8 @@
 //! `bad_pack_id` (error): the manifest `id` is not a valid pack id.
 //!
 //! ## What it does
-//! Checks the manifest `id` against `^[a-z0-9]+(-[a-z0-9]+)*$` with at most 64 characters
-//! (RUNTIME §1.1): lowercase ASCII letters and digits in groups joined by single `-`.
+//! Checks the manifest `id` against `^[a-z0-9]+(-[a-z0-9]+)*$` with at most 64 characters:
+//! lowercase ASCII letters and digits in groups joined by single `-`.
 //!
 //! ## Why is this bad?
 //! The id names a directory in the store (`packs/<id>/`), a skill (`skills/<id>/`, an Agent

@@ -2,7 +2,8 @@
 //!
 //! ## What it does
 //! Parses every element of every verb's and trigger's `cli` and of `wrap.argv_template`
-//! by the rules of RUNTIME §1.2 and reports: unbalanced braces, a name outside
+//! by the rules of the argv template language (docs/packs.md, "Placeholders") and
+//! reports: unbalanced braces, a name outside
 //! `^[a-z_][a-z0-9_]*$`, a placeholder inside a larger string other than the one partial
 //! form `--flag={{name}}`, two placeholders in one element, an unknown session value
 //! (`{{@home}}`), a placeholder as the program or CLI name (`cli[0]`), and
@@ -14,7 +15,7 @@
 //! keeps a value with spaces, quotes or `$()` from becoming code. A template like
 //! `"--name {{name}}"` or `"{{a}}{{b}}"` would need splitting or joining, which hcp refuses
 //! to do; a placeholder as the program would let a caller choose what runs. A `personal` or
-//! `brain` call has no working directory of the caller's (RUNTIME §5: it starts in its tenant
+//! `brain` call has no working directory of the caller's (it starts in its tenant
 //! home and `HCP_WORKDIR` is not set), so `{{@workdir}}` there names nothing the call may see.
 //!
 //! ## Example
@@ -79,7 +80,7 @@ struct Place<'m> {
     skip: usize,
 }
 
-/// `{{@workdir}}` in a verb or trigger whose land is not `local` (RUNTIME §5 "The child").
+/// `{{@workdir}}` in a verb or trigger whose land is not `local`.
 fn workdir_outside_local(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     let (Some((m, text)), Some((policy, _))) = (cx.manifest(), cx.policy()) else {
         return;

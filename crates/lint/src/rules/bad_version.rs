@@ -1,8 +1,8 @@
 //! `bad_version` (error): `version` (policy) or `hcp` (manifest) is not `1`.
 //!
 //! ## What it does
-//! Reports a policy `version` that is not the number `1` (seeds §4.1), and a manifest `hcp`
-//! protocol affinity that is present but not `1` (Pack concept, "Versioning").
+//! Reports a policy `version` that is not the number `1`, and a manifest `hcp`
+//! protocol affinity that is present but not `1`.
 //!
 //! ## Why is this bad?
 //! The version says which rules the file was written against. A runtime that read a

@@ -10,7 +10,7 @@
 //! ## Why is this bad?
 //! `cliBin` is the CLI face the skill teaches (`transit find …`), while `wrap.bin` is what
 //! actually runs. A verb whose `cli[0]` names another program documents one CLI and runs
-//! another; a verb with no program cannot run at all (RUNTIME §1.1).
+//! another; a verb with no program cannot run at all.
 //!
 //! ## Example
 //! ```json

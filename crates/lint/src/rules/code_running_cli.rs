@@ -31,9 +31,9 @@
 //! Every argument still reaches the program as one argv element, but such a program can
 //! be told, through an argument value or what it reads, to start another one: a `query`
 //! verb of `sqlite3` given `.shell …` runs a shell. This warning is defence in depth, not
-//! the boundary: every call's child is confined by the kernel in every land (RUNTIME §5),
+//! the boundary: every call's child is confined by the kernel in every land,
 //! so what such a command starts is confined the same way and never reaches the owner
-//! (RUNTIME §4, `nested_call`). Prefer a CLI without an escape, pin its options so that
+//! (`nested_call`). Prefer a CLI without an escape, pin its options so that
 //! no argument can reach the escape (`sqlite3 -safe`, `find` without `{{…}}` expressions),
 //! or accept the warning knowingly.
 //!

@@ -11,7 +11,7 @@
 //! either way. A `kind: openapi` verb runs no command, so it is not checked.
 //!
 //! ## Why is this bad?
-//! A pack SHOULD mirror `confirm` on the CLI face (seeds §4.5.4): the runtime's gate
+//! A pack SHOULD mirror `confirm` on the CLI face: the runtime's gate
 //! stops the call until the caller says `--confirm`, and a CLI that also asks for the flag
 //! keeps the same guarantee when someone runs it by hand, outside the runtime. A pack that
 //! passes the flag to one confirmed write of a program and not to another has most

@@ -2,7 +2,7 @@
 //!
 //! ## What it does
 //! Reports a `confirm` field, `true` or `false`, on a policy entry (verb or stimulus)
-//! whose `operation` is `read` (seeds §4.5.1: confirm MAY be set only on writes).
+//! whose `operation` is `read` (confirm MAY be set only on writes).
 //!
 //! ## Why is this bad?
 //! A read that "needs confirmation" says the author believes it has an effect worth

@@ -5,7 +5,7 @@
 //! the first key ending in `.connect`) and reports it when its policy entry is a `read`.
 //!
 //! ## Why is this bad?
-//! A command that establishes or refreshes a binding MUST be `write` (seeds §4.2.5): it
+//! A command that establishes or refreshes a binding MUST be `write`: it
 //! stores a credential, and it is gated by `pack.connect` on top of the write grant.
 //!
 //! ## Example

@@ -7,7 +7,7 @@
 //! ## Why is this bad?
 //! JSON parsers disagree on which of two equal keys wins: most keep the last, some the
 //! first, some refuse. A policy that says `"confirm": true` and then `"confirm": false`
-//! means whatever the reader decides, so hcp refuses it (RUNTIME §1.1).
+//! means whatever the reader decides, so hcp refuses it.
 //!
 //! ## Example
 //! ```json

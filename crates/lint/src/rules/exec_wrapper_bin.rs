@@ -23,7 +23,7 @@
 //!
 //! ## Why is this bad?
 //! hcp never involves a shell: each argument reaches the program as one argv element, so
-//! a value holding `;`, `$()` or a newline stays data (RUNTIME §1.2). A program that
+//! a value holding `;`, `$()` or a newline stays data. A program that
 //! evaluates its arguments undoes that — `sh -c`, `env`, `xargs` or `sudo` turn argument
 //! values back into code, and the gate's view of "one verb" no longer says what runs.
 //!

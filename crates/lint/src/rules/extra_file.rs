@@ -6,12 +6,12 @@
 //! per entry (a directory is reported once, not file by file). A `.git` directory is
 //! ignored, and so are entries that `secret_file`, `symlink_in_pack` or `unsafe_path`
 //! already refuse, and the OpenAPI document `openapi.spec` names (install reads it and
-//! keeps it in the store, RUNTIME §1.3). Also warns when the pack holds so many entries that the walk stopped.
+//! keeps it in the store). Also warns when the pack holds so many entries that the walk stopped.
 //!
 //! ## Why is this bad?
 //! Install copies only the three files, so anything else is silently left behind — a
 //! wrapped binary the pack seems to ship, a second Markdown file the author thought the
-//! agent would read. "What stays out" of the Pack concept lists these: a whole binary, a
+//! agent would read. What stays out of a pack: a whole binary, a
 //! `families/` directory (family is a manifest field), extra Markdown for scale.
 //!
 //! ## Example

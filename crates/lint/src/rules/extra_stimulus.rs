@@ -2,7 +2,7 @@
 //!
 //! ## What it does
 //! Reports every key of the policy's `stimuli` that is not the `ref` of a manifest
-//! `stimulusTriggers` entry (seeds §4.4.4).
+//! `stimulusTriggers` entry.
 //!
 //! ## Why is this bad?
 //! Like `extra_verb`: a policy entry with nothing behind it is a rename or a copy that

@@ -1,8 +1,7 @@
 //! `extra_verb` (error): a policy verb entry the manifest does not declare.
 //!
 //! ## What it does
-//! Reports every key of the policy's `verbs` that is not a `verb_key` of the manifest
-//! (seeds §4.4.2).
+//! Reports every key of the policy's `verbs` that is not a `verb_key` of the manifest.
 //!
 //! ## Why is this bad?
 //! An entry for a verb that does not exist is usually a rename that reached one file but

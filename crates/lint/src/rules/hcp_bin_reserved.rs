@@ -4,7 +4,7 @@
 //! Takes the basename of each program the pack runs (as `exec_wrapper_bin` does:
 //! `wrap.bin`, or each composite verb's and trigger's `cli[0]`, lowercased, without a
 //! version suffix) and reports it when it is `hcp`, unless the pack is the bootstrap pack:
-//! id `hcp-cli`, kind `wrap`, plane `runtime`, binding `local` (RUNTIME §5.1). Install
+//! id `hcp-cli`, kind `wrap`, plane `runtime`, binding `local`. Install
 //! refuses the same, and also a program that resolves to the very file of the running
 //! `hcp` under another name (a hard link).
 //!
@@ -28,11 +28,11 @@ use hcp_model::{BindingMode, Kind, Manifest, Plane};
 /// The rule's code.
 pub(crate) const CODE: hcp_model::Code = hcp_model::Code::HcpBinReserved;
 
-/// The id of the bootstrap pack (RUNTIME §5.1), the one pack whose bin may be `hcp`.
+/// The id of the bootstrap pack, the one pack whose bin may be `hcp`.
 pub const BOOTSTRAP_PACK: &str = "hcp-cli";
 
 /// Whether `m` is the bootstrap pack: id `hcp-cli`, kind `wrap`, plane `runtime`, binding
-/// `local` (RUNTIME §5.1).
+/// `local`.
 pub fn is_bootstrap(m: &Manifest) -> bool {
     m.id == BOOTSTRAP_PACK
         && m.kind == Kind::Wrap

@@ -6,7 +6,7 @@
 //! most 1 MiB that could be read.
 //!
 //! ## Why is this bad?
-//! A pack is exactly those three files (Pack concept, RUNTIME §1); install refuses a pack
+//! A pack is exactly those three files; install refuses a pack
 //! without one of them. A symlink or a directory under one of the names is not a file the
 //! runtime will read: install follows no symlink.
 //!

@@ -2,10 +2,10 @@
 //!
 //! ## What it does
 //! Reports every `ref` of the manifest's `stimulusTriggers` that is not a key of the
-//! policy's `stimuli` (seeds §4.4.3).
+//! policy's `stimuli`.
 //!
 //! ## Why is this bad?
-//! Delivering a trigger's events is gated like a verb (`sense.enable`, §4.6); without an
+//! Delivering a trigger's events is gated like a verb (`sense.enable`); without an
 //! entry the runtime cannot say which land the events belong to.
 //!
 //! ## Example

@@ -2,7 +2,7 @@
 //!
 //! ## What it does
 //! Reports every `verb_key` of the manifest's `verbs` that is not a key of the policy's
-//! `verbs` (seeds §4.4.1).
+//! `verbs`.
 //!
 //! ## Why is this bad?
 //! Without a policy entry the runtime does not know whether the verb reads or writes, on

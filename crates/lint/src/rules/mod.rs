@@ -1,4 +1,4 @@
-//! The rules of RUNTIME §2, one module each, run in the order of [`RULES`].
+//! The pack checks (docs/rules.md is generated from them), one module each, run in the order of [`RULES`].
 //!
 //! Each module's `//!` documentation says what it checks, why it matters and gives an
 //! example; [`Rule::doc`] returns that text, and `cargo xtask generate` renders every
@@ -7,10 +7,10 @@
 use crate::context::Ctx;
 use crate::diagnostic::{Diagnostic, Level};
 
-/// One lint rule: a stable code (RUNTIME §2), its level and its check.
+/// One lint rule: a stable code, its level and its check.
 #[derive(Clone, Copy)]
 pub struct Rule {
-    /// The stable code every diagnostic of this rule carries (RUNTIME §2): its module's
+    /// The stable code every diagnostic of this rule carries: its module's
     /// `CODE`, spelled as the module is named.
     pub code: hcp_model::Code,
     /// The level of its diagnostics.
@@ -235,7 +235,7 @@ mod tests {
             "bad_binding",
             "bad_openapi",
             "unknown_operation",
-            // Issue 23 (RUNTIME §5.1): only the bootstrap pack sees the store.
+            // Issue 23: only the bootstrap pack sees the store.
             "hcp_bin_reserved",
         ];
         let warnings = [

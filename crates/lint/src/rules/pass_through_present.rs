@@ -5,7 +5,7 @@
 //!
 //! ## Why is this bad?
 //! `pass_through` (an allow-list of raw subcommands) is a bootstrap, to be promoted to
-//! named verbs (Pack concept, "What stays out"). Named verbs are what policy, grants,
+//! named verbs. Named verbs are what policy, grants,
 //! audit and the skill can speak about; a pass-through is a whole binary behind one name.
 //!
 //! ## Example

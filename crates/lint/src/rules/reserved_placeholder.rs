@@ -3,12 +3,12 @@
 //!
 //! ## What it does
 //! Reports a placeholder named `confirm`, `apply`, `json` or `timeout` (the runtime's own
-//! flags, RUNTIME §1.2) or `project`, `project_id`, `tenant`, `tenant_id`, `principal`,
+//! flags) or `project`, `project_id`, `tenant`, `tenant_id`, `principal`,
 //! `principal_id`, `workdir`, `session` (names that would let an argument choose the
-//! tenant, seeds §4.3.2, RUNTIME §4) in any command template.
+//! tenant) in any command template.
 //!
 //! ## Why is this bad?
-//! `--confirm` answers the confirm gate (§4.5): if it were also an argument the wrapped
+//! `--confirm` answers the confirm gate: if it were also an argument the wrapped
 //! CLI received, an agent could pass the gate and the CLI's own confirmation in one go.
 //! Tenant comes from the session, never from arguments; use `{{@project_id}}`,
 //! `{{@principal_id}}` or `{{@workdir}}`, which the runtime fills. An argument so named

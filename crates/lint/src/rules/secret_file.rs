@@ -7,7 +7,7 @@
 //! `*.p12`, `*.pfx`, `*.jks`, `*.keystore`, `.netrc`, `.pgpass`, `.git-credentials`.
 //!
 //! ## Why is this bad?
-//! Secrets stay out of a pack (Pack concept, "What stays out"): the pack names a binding
+//! Secrets stay out of a pack: the pack names a binding
 //! mode and the runtime's hub mints the credential per principal. A pack is copied,
 //! shared and published; a key inside it is a key given to everyone who installs it.
 //!

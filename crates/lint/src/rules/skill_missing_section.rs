@@ -7,8 +7,7 @@
 //! that is missing.
 //!
 //! ## Why is this bad?
-//! The skill teaches an agent the pack in one screen (Pack concept: "lead, hot-path
-//! table, examples, anti-patterns"). Without the table the agent guesses command forms;
+//! The skill teaches an agent the pack in one screen. Without the table the agent guesses command forms;
 //! without anti-patterns it repeats the mistakes the author already knows about.
 //!
 //! ## Example

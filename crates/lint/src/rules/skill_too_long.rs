@@ -4,7 +4,7 @@
 //! Counts the lines of `HARNESS.md` and warns past 60, pointing at line 61.
 //!
 //! ## Why is this bad?
-//! The skill is one screen of teaching (Pack concept): a lead, a hot-path table,
+//! The skill is one screen of teaching: a lead, a hot-path table,
 //! examples, anti-patterns. Every line is read into the agent's context on each use;
 //! reference material belongs in the CLI's own `--help`.
 //!

@@ -1,8 +1,7 @@
 //! `surface_id_mismatch` (error): the policy's `surface_id` differs from the manifest `id`.
 //!
 //! ## What it does
-//! Compares `policy.json`'s `surface_id` with `surface.json`'s `id`, exactly (seeds
-//! §4.4.5).
+//! Compares `policy.json`'s `surface_id` with `surface.json`'s `id`, exactly.
 //!
 //! ## Why is this bad?
 //! A policy copied from another pack and not updated would govern the wrong pack's verbs:

@@ -5,7 +5,7 @@
 //! whatever it points to — `/etc/passwd`, a sibling file, nothing at all.
 //!
 //! ## Why is this bad?
-//! Install follows no symlink (RUNTIME §3): what is linted must be what is installed, and
+//! Install follows no symlink: what is linted must be what is installed, and
 //! a link can change its target between the two, or point outside the pack (a `HARNESS.md`
 //! that is really `~/.ssh/id_rsa`). Even a link to a sibling is refused, so that the rule
 //! has no exception to get wrong.

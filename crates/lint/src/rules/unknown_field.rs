@@ -1,11 +1,11 @@
 //! `unknown_field` (error): a field the format does not define.
 //!
 //! ## What it does
-//! Reports a key that `surface.json` (RUNTIME §1.1) or `policy.json` (seeds §4.1) does not
+//! Reports a key that `surface.json` or `policy.json` does not
 //! define, at any level — a misspelt `"confrim"`, a `"lands"` inside `privacy`.
 //!
 //! ## Why is this bad?
-//! Unknown fields MUST fail parse (seeds §4). A misspelt `confirm` that was silently
+//! Unknown fields MUST fail parse. A misspelt `confirm` that was silently
 //! ignored would turn a gated write into one that runs without confirmation.
 //!
 //! ## Example

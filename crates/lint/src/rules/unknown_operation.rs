@@ -8,7 +8,7 @@
 //! the same.
 //!
 //! ## Why is this bad?
-//! A verb of an openapi pack is exactly one operation of the API (RUNTIME §1.3): its
+//! A verb of an openapi pack is exactly one operation of the API: its
 //! arguments, their types and bounds, and the request it sends all come from that
 //! operation. Without one there is nothing to call, and install refuses the pack.
 //!

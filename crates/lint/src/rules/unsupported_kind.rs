@@ -2,8 +2,8 @@
 //!
 //! ## What it does
 //! Warns when the manifest's `kind` is one this runtime reads and lints but whose verbs
-//! it does not run. Every kind of RUNTIME §1.1 runs today: `wrap` and `composite` run a
-//! program, `openapi` sends one HTTP request per call (§1.3), so nothing raises it now;
+//! it does not run. Every kind (`wrap`, `composite`, `openapi`) runs today: `wrap` and `composite` run a
+//! program, `openapi` sends one HTTP request per call, so nothing raises it now;
 //! the code stays for a kind a later manifest version adds before the runtime runs it.
 //!
 //! ## Why is this bad?

@@ -6,10 +6,10 @@
 //! without a command (`binding.degraded`, which the runtime emits) is not one.
 //!
 //! ## Why is this bad?
-//! A pack names 5 to 12 commands (Pack concept, "What stays out"): fewer usually means
+//! A pack names 5 to 12 commands: fewer usually means
 //! the capability is split too thin, more means a whole binary was wrapped. A capability
 //! scales by adding packs, never by growing one, and the skill must fit one screen. A
-//! trigger's command is one of the pack's commands: the seeds' own mail example names
+//! trigger's command is one of the pack's commands: the gold `mail` pack names
 //! four verbs and a `new_item` watch.
 //!
 //! ## Example

@@ -1,8 +1,7 @@
 //! `write_stimulus` (error): a stimulus entry whose operation is not `read`.
 //!
 //! ## What it does
-//! Reports every entry of the policy's `stimuli` whose `operation` is `write` (seeds
-//! §4.2.6, §4.4).
+//! Reports every entry of the policy's `stimuli` whose `operation` is `write`.
 //!
 //! ## Why is this bad?
 //! Sense cannot write: a trigger relays events from upstream and is gated by

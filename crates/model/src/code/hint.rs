@@ -76,8 +76,10 @@ impl Code {
             | LockInvalid
             | LockTooLarge
             | LockNotFound => "write the tool lock again with `hcp policy lock`",
+            LimitStoreUnavailable => {
+                "`hcp doctor` names a damaged counter file and the `rm` that repairs it (its principal's calls of that tool alone are refused), and the store's free space"
+            }
             PolicyConflict
-            | LimitStoreUnavailable
             | ResolverNotRead
             | ResolverOutputInvalid
             | ResolverFailed

@@ -182,6 +182,8 @@ pub(crate) fn bound_digest(
 struct DryLimits<'a> {
     state: &'a dyn State,
     failed: std::sync::atomic::AtomicBool,
+    /// Why the first counter that could not be read failed (a damaged one names its file).
+    why: Mutex<Option<String>>,
     checked: Mutex<Vec<CounterSlot>>,
 }
 
@@ -219,9 +221,12 @@ impl LimitStore for DryLimits<'_> {
             Ok(Verdict::Budget) => LimitVerdict::Budget,
             Ok(Verdict::RateLimit) => LimitVerdict::RateLimit,
             // A counter that cannot be read refuses (fail closed).
-            Err(_) => {
+            Err(e) => {
                 self.failed
                     .store(true, std::sync::atomic::Ordering::Relaxed);
+                if let Ok(mut why) = self.why.lock() {
+                    why.get_or_insert_with(|| e.to_string());
+                }
                 LimitVerdict::Capacity
             }
         }
@@ -354,6 +359,7 @@ pub fn pre(
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
+        why: Mutex::new(None),
         checked: Mutex::new(Vec::new()),
     };
     let tenant = Tenant::of(call.principal);
@@ -386,8 +392,18 @@ pub fn pre(
         }
         Effect::RequireConfirmation => paused(state, rp, call, &principal, &d, typed.args, &tier),
         _ => {
-            let failed = limits.failed.load(std::sync::atomic::Ordering::Relaxed);
-            Err(refused(call.tool, &d, failed, wiring))
+            let failed = limits
+                .failed
+                .load(std::sync::atomic::Ordering::Relaxed)
+                .then(|| {
+                    limits
+                        .why
+                        .lock()
+                        .ok()
+                        .and_then(|w| w.clone())
+                        .unwrap_or_default()
+                });
+            Err(refused(call.tool, &d, failed.as_deref(), wiring))
         }
     }
 }
@@ -508,22 +524,27 @@ fn paused(
 }
 
 /// A call the policy refuses: the rule's code (`limit_store_unavailable` when a counter
-/// could not be read: fail closed), why, and what the operator can wire.
+/// could not be read: fail closed, with the store's reason, which names a damaged file),
+/// why, and what the operator can wire.
 fn refused(
     tool: &str,
     d: &histos::Decision,
-    counters_failed: bool,
+    counters_failed: Option<&str>,
     wiring: Wiring<'_>,
 ) -> PolicyRefusal {
-    let code = if counters_failed {
+    let code = if counters_failed.is_some() {
         Code::LimitStoreUnavailable
     } else {
         Code::try_from(d.rule).unwrap_or(Code::InternalError)
     };
-    let mut message = if counters_failed {
-        format!("the call counters of `{tool}` cannot be read or written; the call is refused")
-    } else {
-        format!("the runtime policy refuses `{tool}`: {}", d.reason)
+    let mut message = match counters_failed {
+        Some(why) if !why.is_empty() => format!(
+            "the call counters of `{tool}` cannot be read or written ({why}); the call is refused"
+        ),
+        Some(_) => {
+            format!("the call counters of `{tool}` cannot be read or written; the call is refused")
+        }
+        None => format!("the runtime policy refuses `{tool}`: {}", d.reason),
     };
     if let Some(f) = &d.field {
         message.push_str(&format!(" (field `{f}`)"));

@@ -44,6 +44,7 @@ pub fn observe(
     let limits = DryLimits {
         state,
         failed: std::sync::atomic::AtomicBool::new(false),
+        why: std::sync::Mutex::new(None),
         checked: std::sync::Mutex::new(Vec::new()),
     };
     let tenant = super::Tenant::of(call.principal);
