@@ -166,6 +166,33 @@ fn an_install_of_a_pack_lint_refuses_makes_no_store() {
     assert!(!w.hcp_home.exists(), "{}", w.render(&o));
 }
 
+#[test]
+fn an_install_that_makes_a_store_says_so_and_one_into_a_store_does_not() {
+    common::example_bins();
+    let w = World::new();
+    let typo = w.root().join("hcp-hmoe");
+    let echo = common::gold_pack("echo");
+    let o = run_in(&w, &typo, &["install", echo.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(
+        err.contains("was not a store: made one there")
+            && err.contains("hcp-hmoe")
+            && err.contains("hcp init")
+            && err.contains("HCP_HOME"),
+        "{err}"
+    );
+    assert!(typo.join("store.json").is_file());
+    // Into the store it made, the next install says nothing of stores.
+    let o = run_in(&w, &typo, &["install", "--force", echo.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("was not a store"),
+        "{}",
+        w.render(&o)
+    );
+}
+
 fn write_config(w: &World, v: &Value) {
     std::fs::create_dir_all(&w.hcp_home).unwrap();
     std::fs::write(w.hcp_home.join("config.json"), v.to_string()).unwrap();

@@ -56,6 +56,11 @@ pub(crate) struct Fresh {
 }
 
 impl Fresh {
+    /// The store this install made.
+    pub(crate) fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     /// Removes what was made: the whole home when it did not exist, else every top-level
     /// entry it did not hold before — unless a pack is installed in it by then. (A
     /// witness keeps the checkpoint it took: it is append-only.)

@@ -83,9 +83,14 @@ pub fn run_install(a: InstallArgs) -> CliResult {
     let (home, fresh) = super::init::open_or_init_for(&a.dir)?;
     let result = install_into(&a, home);
     // A store made for this install is taken back when it fails (bad input leaves the
-    // home as it was).
-    if let (Err(_), Some(f)) = (&result, fresh) {
-        f.undo();
+    // home as it was); one kept is said, so that a typo'd `HCP_HOME` is seen at once.
+    match (&result, fresh) {
+        (Err(_), Some(f)) => f.undo(),
+        (Ok(_), Some(f)) => eprintln!(
+            "note: `{}` was not a store: made one there for this install (`hcp init` makes one on purpose); if HCP_HOME has a typo, set it to your store, install again, and remove this directory",
+            f.root().display()
+        ),
+        _ => {}
     }
     result
 }
