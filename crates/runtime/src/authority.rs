@@ -1,9 +1,12 @@
 //! Acts of authority (RUNTIME §6, "Every act of authority is a record too"): the one
 //! way the runtime and `hcp`'s commands record one. Every act goes through
-//! [`hcp_store::state::State::record_authority`] in the same order: the act is checked,
-//! recorded (and witnessed), and only then made; an act that cannot be recorded does not
-//! happen (`audit_unavailable` or `witness_unavailable`, 74), and nothing of it is
-//! written.
+//! [`hcp_store::state::State::record_authority`] in the same order, write-ahead like a
+//! call: the act is checked, its intent recorded (and witnessed), then made, then a
+//! second record says it was made ([`hcp_store::audit::ACT_MADE`]) or failed
+//! ([`hcp_store::audit::ACT_FAILED`], with the code and the error); an act that cannot be
+//! recorded does not happen (`audit_unavailable` or `witness_unavailable`, 74), and
+//! nothing of it is written. An intent without its completion (hcp killed between the
+//! two) is `interrupted` in `hcp audit verify`, as a call's intent without its outcome.
 //!
 //! Also the acts no command makes: a runtime policy or `config.json` that changed since
 //! the last record of it is recorded once, with its digest, by the next call that sees it
@@ -27,20 +30,19 @@ pub fn record(
     actor: Actor,
     changed: Value,
 ) -> Result<Appended, AuditError> {
-    rt.state().record_authority(&Authority {
-        act: act.to_owned(),
-        actor,
-        changed,
-    })
+    rt.state()
+        .record_authority(&Authority::new(act, actor, changed))
 }
 
 /// An act of authority being made (RUNTIME §6), in the one order every act keeps: the
 /// files a call would notice are noted first ([`note_files`], so a hand edit of
 /// `config.json` before the act is recorded as its own change), the act is checked by
-/// its command, then [`Act::record`]ed (after a look that its witness and the state
-/// directory can take it), then made; when the change fails after its record,
-/// [`Act::settle`] appends an [`hcp_store::audit::ACT_FAILED`] record naming the act's
-/// `seq` and the code, so the trail never states an act that did not happen.
+/// its command, then [`Act::record`]ed as an intent (after a look that its witness and the
+/// state directory can take it), then made through [`Act::settle`], which appends the
+/// completion: [`hcp_store::audit::ACT_MADE`] naming the intent's `seq`, or, when the
+/// change failed, [`hcp_store::audit::ACT_FAILED`] naming it with the code and the error,
+/// so the trail never states an act that did not happen. A recorded act must be settled
+/// exactly once; one that is not (hcp killed) stays `interrupted`.
 #[derive(Debug)]
 pub struct Act<'a> {
     rt: &'a Runtime,
@@ -107,8 +109,18 @@ impl<'a> Act<'a> {
     /// As [`Act::record`].
     pub fn record_named(&self, act: &str, changed: Value) -> Result<(), StoreError> {
         state_writable(self.rt)?;
-        let a = record(self.rt, act, self.actor.clone(), changed.clone()).map_err(store_error)?;
+        let a = self
+            .rt
+            .state()
+            .record_authority(&Authority::write_ahead(
+                act,
+                self.actor.clone(),
+                changed.clone(),
+            ))
+            .map_err(store_error)?;
         *self.recorded.borrow_mut() = Some((act.to_owned(), a.seq, changed));
+        // The crash tests' point between the intent and the change (debug builds).
+        self.rt.seam().reach(crate::seam::Point::ActRecorded);
         Ok(())
     }
 
@@ -117,31 +129,31 @@ impl<'a> Act<'a> {
         self.recorded.borrow().is_some()
     }
 
-    /// The change's result, passed on; when it failed after the act was recorded, the
-    /// trail says so first: an `act failed` record with the act, its record's `seq` and
-    /// `code(&error)`. That record is best effort: a trail that cannot take it either
-    /// leaves the act's record alone (docs/DESIGN.md says what a reader makes of it).
+    /// The change's result, passed on, after the act's completion is recorded (when the
+    /// act was recorded): an `act made` record naming its intent's `seq` when the change
+    /// was made, an `act failed` record with the `seq`, `code(&error)` and the error's
+    /// message when it failed. The witness takes a checkpoint after it when it can (a
+    /// witness that cannot leaves it to the next act or 100th call). That record is best
+    /// effort: a change made cannot be taken back, so a trail that cannot take its
+    /// completion leaves the act `interrupted` (docs/DESIGN.md says what a reader makes of
+    /// it). The first call settles the act; later calls record nothing.
     ///
     /// # Errors
     /// The change's own error, unchanged.
-    pub fn settle<T, E>(
+    pub fn settle<T, E: std::fmt::Display>(
         &self,
         result: Result<T, E>,
         code: impl FnOnce(&E) -> hcp_model::Code,
     ) -> Result<T, E> {
-        if let Err(e) = &result
-            && let Some((act, seq, changed)) = self.recorded.borrow_mut().take()
-        {
-            let asked = Authority {
-                act,
-                actor: self.actor.clone(),
-                changed,
-            };
-            let _ = self
-                .rt
-                .state()
-                .record_noticed(&asked.failed(seq, code(e).as_str()));
-        }
+        let Some((act, seq, changed)) = self.recorded.borrow_mut().take() else {
+            return result;
+        };
+        let asked = Authority::write_ahead(act, self.actor.clone(), changed);
+        let completion = match &result {
+            Ok(_) => asked.made(seq),
+            Err(e) => asked.failed_because(seq, code(e).as_str(), &e.to_string()),
+        };
+        let _ = self.rt.state().record_noticed(&completion);
         result
     }
 }
@@ -335,11 +347,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
             };
             // Noticed, not made: the witness never refuses the call (RUNTIME §6).
             rt.state()
-                .record_noticed(&Authority {
-                    act: act.to_owned(),
-                    actor: Actor::owner(),
-                    changed,
-                })
+                .record_noticed(&Authority::new(act, Actor::owner(), changed))
                 .map_err(store_error)?;
         }
         last.insert(act.to_owned(), now);

@@ -63,7 +63,9 @@ pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend,
 pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
 pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
-pub use fields::{ACT_FAILED, Actor, Authority, CounterKey, Intent, Outcome, Spends};
+pub use fields::{
+    ACT_FAILED, ACT_MADE, Actor, Authority, CounterKey, Intent, Outcome, PHASE_INTENT, Spends,
+};
 pub use follow::{FileFollow, Follower};
 pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
@@ -75,7 +77,7 @@ pub use record::{
 pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{
     Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, FailedAct, Interrupted,
-    RepairNote, VerifyReport,
+    InterruptedAct, RepairNote, VerifyReport,
 };
 
 use crate::error::StoreError;
