@@ -278,7 +278,7 @@ fn write_kept(
     let key = stamp_key(rt).ok_or_else(|| {
         StoreError::io(
             "read",
-            &hcp_store::audit::ChainKey::path(rt.home()),
+            hcp_store::audit::ChainKey::path(rt.home()),
             std::io::Error::other("the chain key cannot be read"),
         )
     })?;
