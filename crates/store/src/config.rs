@@ -794,7 +794,7 @@ pub struct SandboxConfig {
     /// `read` (default none): absolute paths every call's view holds, read-only, at their
     /// own path (programs kept outside the system directories: `/nix/store`). `/`, the
     /// store or a directory that holds it, and a home or a directory that holds one
-    /// (`/home`) are refused: they would hand every call the host ([`whole_host`]).
+    /// (`/home`) are refused: they would hand every call the host.
     pub read: Vec<ConfigPath>,
     /// `homes` (default `$HCP_HOME/homes`): an absolute directory holding the tenant homes
     /// (RUNTIME §5.2).
