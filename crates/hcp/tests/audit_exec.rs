@@ -47,8 +47,9 @@ fn an_allowed_call_is_an_intent_then_an_outcome_with_its_bytes() {
     let (intent, outcome, refusal) = (&recs[0], &recs[1], &recs[2]);
     assert_eq!(
         (&intent["kind"], &intent["seq"], &intent["decision"]),
-        // After the store's acts of authority: its `init` and the install.
-        (&json!("intent"), &json!(3), &json!("allow"))
+        // After the store's acts of authority: its `init`, and the install's intent and
+        // `act made`.
+        (&json!("intent"), &json!(4), &json!("allow"))
     );
     assert_eq!(
         (&intent["operation"], &intent["land"], &intent["verb_key"]),

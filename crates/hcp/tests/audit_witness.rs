@@ -254,13 +254,17 @@ fn a_torn_last_line_of_the_witness_is_a_crash_and_the_next_checkpoint_recovers_i
     let text = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let n = whole.lines().count();
-    assert_eq!(lines.len(), n + 3, "{text}");
+    // The torn line, the recovery line, then the act's two checkpoints (its intent's
+    // and its completion's).
+    assert_eq!(lines.len(), n + 4, "{text}");
     let recovery: Value = serde_json::from_str(lines[n + 1]).unwrap();
     assert_eq!(
         recovery,
         json!({"format": "hcp-witness-recovery/1", "torn_bytes": last.len() / 2})
     );
-    let newest: Value = serde_json::from_str(lines[n + 2]).unwrap();
+    let intent: Value = serde_json::from_str(lines[n + 2]).unwrap();
+    assert_eq!(intent["count"], json!(records(&w) - 1));
+    let newest: Value = serde_json::from_str(lines[n + 3]).unwrap();
     assert_eq!(newest["count"], json!(records(&w)));
     let (c, v) = verify_json(&w);
     assert_eq!(c, 0, "{v}");
@@ -357,21 +361,34 @@ fn a_witness_that_is_gone_does_not_lock_out_the_act_that_replaces_it() {
         &w,
         &["config", "set", "audit.witness", fresh.to_str().unwrap()],
     );
-    let tail = ok(&w, &["audit", "tail", "--json", "-n", "2"]);
+    // The act's intent, the record naming the new witness, the act's completion.
+    let tail = ok(&w, &["audit", "tail", "--json", "-n", "3"]);
     let tail: Value = serde_json::from_slice(&tail.stdout).unwrap();
     assert_eq!(
-        (&tail[0]["act"], &tail[0]["changed"]["key"], &tail[1]["act"]),
+        (
+            &tail[0]["act"],
+            &tail[0]["changed"]["key"],
+            &tail[1]["act"],
+            &tail[2]["act"]
+        ),
         (
             &json!("config set"),
             &json!("audit.witness"),
-            &json!("witness")
+            &json!("witness"),
+            &json!("act made")
         )
     );
+    // The new witness's first checkpoint is of the record naming it.
     let taken = std::fs::read_to_string(wfile(&fresh)).unwrap();
     let first: Value = serde_json::from_str(taken.lines().next().unwrap()).unwrap();
-    assert_eq!(first["count"], json!(records(&w)), "{taken}");
+    assert_eq!(first["count"], tail[1]["seq"], "{taken}");
     let (c, v) = verify_json(&w);
-    assert_eq!((c, &v["against"]["count"]), (0, &json!(records(&w))), "{v}");
+    // Verified against that checkpoint; the completion after it is past it.
+    assert_eq!(
+        (c, &v["against"]["count"], &v["against"]["past"]),
+        (0, &tail[1]["seq"], &json!(1)),
+        "{v}"
+    );
     ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
 
     // `hcp config unset audit.witness` with that witness gone too: recorded, and the
@@ -382,11 +399,15 @@ fn a_witness_that_is_gone_does_not_lock_out_the_act_that_replaces_it() {
         74
     );
     ok(&w, &["config", "unset", "audit.witness"]);
-    let tail = ok(&w, &["audit", "tail", "--json", "-n", "1"]);
+    let tail = ok(&w, &["audit", "tail", "--json", "-n", "2"]);
     let tail: Value = serde_json::from_slice(&tail.stdout).unwrap();
     assert_eq!(
-        (&tail[0]["act"], &tail[0]["changed"]["witness"]),
-        (&json!("witness"), &Value::Null)
+        (
+            &tail[0]["act"],
+            &tail[0]["changed"]["witness"],
+            &tail[1]["act"]
+        ),
+        (&json!("witness"), &Value::Null, &json!("act made"))
     );
     assert_eq!(verify_json(&w).0, 0);
     ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);

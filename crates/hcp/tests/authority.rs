@@ -168,9 +168,27 @@ fn every_owner_act_is_a_record_with_its_actor_and_what_it_changed() {
     assert_eq!(find("home --seed")["whose"], json!({"principal": "agent"}));
     let locked = find("policy lock")["tools"].clone();
     assert!(locked.as_array().is_some_and(|t| !t.is_empty()), "{locked}");
-    // The trail verifies, and `audit tail` shows each act readably.
+    // The trail verifies, and `audit tail` shows each act readably (each followed by
+    // its `act made`).
     ok(&w, &["audit", "verify"]);
-    let tail = String::from_utf8(ok(&w, &["audit", "tail", "-n", "20"]).stdout).unwrap();
+    let tail = String::from_utf8(ok(&w, &["audit", "tail", "-n", "40"]).stdout).unwrap();
+    // Write-ahead: every act but `init` is an intent completed by its `act made`.
+    let intents: Vec<u64> = recs
+        .iter()
+        .filter(|r| r["act"] != "init")
+        .map(|r| {
+            assert_eq!(r["phase"], "intent", "{r}");
+            r["seq"].as_u64().unwrap()
+        })
+        .collect();
+    let made: Vec<u64> = exec_common::act_completions(&w)
+        .iter()
+        .map(|r| {
+            assert_eq!(r["act"], "act made", "{r}");
+            r["changed"]["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(intents, made);
     let line = tail.lines().find(|l| l.contains(" grant ")).unwrap();
     assert!(
         line.contains(&format!("act       owner (uid {})  grant", uid()))

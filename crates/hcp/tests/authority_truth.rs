@@ -176,9 +176,12 @@ fn an_act_that_fails_after_its_record_is_followed_by_an_act_failed_record() {
     assert_eq!(asked["act"], json!("session start"));
     assert_eq!(asked["changed"]["principal"], json!("carol"));
     assert_eq!(failed["act"], json!("act failed"));
+    // The change's error is kept with its code (it names the place that refused).
+    let error = failed["changed"]["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("state/sessions"), "{error}");
     assert_eq!(
         failed["changed"],
-        json!({"act": "session start", "seq": asked["seq"], "code": failed_code})
+        json!({"act": "session start", "seq": asked["seq"], "code": failed_code, "error": error})
     );
     assert_eq!(failed["actor"], json!("owner"));
     // `verify` stays intact and tells the failed act apart, by its record.

@@ -178,8 +178,9 @@ fn each_change_is_an_act_of_authority_on_the_trail_before_it_is_made() {
     );
     ok(&w, &["activate", "echo"]);
     ok(&w, &["config", "set", "limits.cpu_seconds", "7"]);
+    // The act's intent, then its `act made`.
     let tail: Value = serde_json::from_str(
-        ok(&w, &["audit", "tail", "-n", "1", "--json"])
+        ok(&w, &["audit", "tail", "-n", "2", "--json"])
             .lines()
             .last()
             .unwrap(),

@@ -1,9 +1,12 @@
 //! Acts of authority (RUNTIME §6, "Every act of authority is a record too"): the one
 //! way the runtime and `hcp`'s commands record one. Every act goes through
-//! [`hcp_store::state::State::record_authority`] in the same order: the act is checked,
-//! recorded (and witnessed), and only then made; an act that cannot be recorded does not
-//! happen (`audit_unavailable` or `witness_unavailable`, 74), and nothing of it is
-//! written.
+//! [`hcp_store::state::State::record_authority`] in the same order, write-ahead like a
+//! call: the act is checked, its intent recorded (and witnessed), then made, then a
+//! second record says it was made ([`hcp_store::audit::ACT_MADE`]) or failed
+//! ([`hcp_store::audit::ACT_FAILED`], with the code and the error); an act that cannot be
+//! recorded does not happen (`audit_unavailable` or `witness_unavailable`, 74), and
+//! nothing of it is written. An intent without its completion (hcp killed between the
+//! two) is `interrupted` in `hcp audit verify`, as a call's intent without its outcome.
 //!
 //! Also the acts no command makes: a runtime policy or `config.json` that changed since
 //! the last record of it is recorded once, with its digest, by the next call that sees it
@@ -27,20 +30,19 @@ pub fn record(
     actor: Actor,
     changed: Value,
 ) -> Result<Appended, AuditError> {
-    rt.state().record_authority(&Authority {
-        act: act.to_owned(),
-        actor,
-        changed,
-    })
+    rt.state()
+        .record_authority(&Authority::new(act, actor, changed))
 }
 
 /// An act of authority being made (RUNTIME §6), in the one order every act keeps: the
 /// files a call would notice are noted first ([`note_files`], so a hand edit of
 /// `config.json` before the act is recorded as its own change), the act is checked by
-/// its command, then [`Act::record`]ed (after a look that its witness and the state
-/// directory can take it), then made; when the change fails after its record,
-/// [`Act::settle`] appends an [`hcp_store::audit::ACT_FAILED`] record naming the act's
-/// `seq` and the code, so the trail never states an act that did not happen.
+/// its command, then [`Act::record`]ed as an intent (after a look that its witness and the
+/// state directory can take it), then made through [`Act::settle`], which appends the
+/// completion: [`hcp_store::audit::ACT_MADE`] naming the intent's `seq`, or, when the
+/// change failed, [`hcp_store::audit::ACT_FAILED`] naming it with the code and the error,
+/// so the trail never states an act that did not happen. A recorded act must be settled
+/// exactly once; one that is not (hcp killed) stays `interrupted`.
 #[derive(Debug)]
 pub struct Act<'a> {
     rt: &'a Runtime,
@@ -123,19 +125,15 @@ impl<'a> Act<'a> {
     /// As [`Act::record`].
     pub fn record_named(&self, act: &str, changed: Value) -> Result<(), StoreError> {
         state_writable(self.rt)?;
+        let intent = Authority::write_ahead(act, self.actor.clone(), changed.clone());
         let a = match self.new_witness.borrow_mut().take() {
-            Some(w) => self.rt.state().record_witness_change(
-                &Authority {
-                    act: act.to_owned(),
-                    actor: self.actor.clone(),
-                    changed: changed.clone(),
-                },
-                w,
-            ),
-            None => record(self.rt, act, self.actor.clone(), changed.clone()),
+            Some(w) => self.rt.state().record_witness_change(&intent, w),
+            None => self.rt.state().record_authority(&intent),
         }
         .map_err(store_error)?;
         *self.recorded.borrow_mut() = Some((act.to_owned(), a.seq, changed));
+        // The crash tests' point between the intent and the change (debug builds).
+        self.rt.seam().reach(crate::seam::Point::ActRecorded);
         Ok(())
     }
 
@@ -144,31 +142,31 @@ impl<'a> Act<'a> {
         self.recorded.borrow().is_some()
     }
 
-    /// The change's result, passed on; when it failed after the act was recorded, the
-    /// trail says so first: an `act failed` record with the act, its record's `seq` and
-    /// `code(&error)`. That record is best effort: a trail that cannot take it either
-    /// leaves the act's record alone (docs/DESIGN.md says what a reader makes of it).
+    /// The change's result, passed on, after the act's completion is recorded (when the
+    /// act was recorded): an `act made` record naming its intent's `seq` when the change
+    /// was made, an `act failed` record with the `seq`, `code(&error)` and the error's
+    /// message when it failed. The witness takes a checkpoint after it when it can (a
+    /// witness that cannot leaves it to the next act or 100th call). That record is best
+    /// effort: a change made cannot be taken back, so a trail that cannot take its
+    /// completion leaves the act `interrupted` (docs/DESIGN.md says what a reader makes of
+    /// it). The first call settles the act; later calls record nothing.
     ///
     /// # Errors
     /// The change's own error, unchanged.
-    pub fn settle<T, E>(
+    pub fn settle<T, E: std::fmt::Display>(
         &self,
         result: Result<T, E>,
         code: impl FnOnce(&E) -> hcp_model::Code,
     ) -> Result<T, E> {
-        if let Err(e) = &result
-            && let Some((act, seq, changed)) = self.recorded.borrow_mut().take()
-        {
-            let asked = Authority {
-                act,
-                actor: self.actor.clone(),
-                changed,
-            };
-            let _ = self
-                .rt
-                .state()
-                .record_noticed(&asked.failed(seq, code(e).as_str()));
-        }
+        let Some((act, seq, changed)) = self.recorded.borrow_mut().take() else {
+            return result;
+        };
+        let asked = Authority::write_ahead(act, self.actor.clone(), changed);
+        let completion = match &result {
+            Ok(_) => asked.made(seq),
+            Err(e) => asked.failed_because(seq, code(e).as_str(), &e.to_string()),
+        };
+        let _ = self.rt.state().record_noticed(&completion);
         result
     }
 }
@@ -215,8 +213,97 @@ pub fn store_error(e: AuditError) -> StoreError {
 }
 
 /// The store file that keeps the digests of the runtime policy and `config.json` as last
-/// recorded (`state/authority-files.json`).
+/// recorded (`state/authority-files.json`), keyed: its `mac` is the HMAC-SHA-256 under the
+/// store's chain key (which no call can see) of [`STAMP_TAG`] and the canonical JSON of
+/// the rest, so whoever edits `config.json` and this file together cannot make the edit
+/// look recorded.
 const FILES_RECORD: &str = "authority-files.json";
+
+/// The domain tag of [`FILES_RECORD`]'s MAC.
+const STAMP_TAG: &[u8] = b"hcp-authority-files/1\n";
+
+/// The field of [`FILES_RECORD`] that holds its MAC.
+const STAMP_MAC: &str = "mac";
+
+/// The digests last recorded, as [`FILES_RECORD`] keeps them, when its MAC holds; else
+/// nothing is known (every watched file present counts as changed), and why: `"no mac"`
+/// (a stamp of an earlier version, or one written by hand), `"bad mac"` (edited or
+/// forged), `"no key"` (the chain key cannot be read). A missing file is no stamp at all
+/// (a store that never recorded a digest), not a refused one.
+struct Kept {
+    last: serde_json::Map<String, Value>,
+    refused: Option<&'static str>,
+}
+
+/// The store's chain key: the state's (read once per process, the same read the call's
+/// own records need), else `audit/chain.key` read here.
+fn stamp_key(rt: &Runtime) -> Option<hcp_store::audit::ChainKey> {
+    rt.state().stamp_key().or_else(|| {
+        match hcp_store::audit::ChainKey::read(&hcp_store::audit::ChainKey::path(rt.home())) {
+            Ok(hcp_store::audit::KeyRead::Found(k)) => Some(k),
+            _ => None,
+        }
+    })
+}
+
+/// Reads [`FILES_RECORD`] at `path` and checks its MAC (one file, one HMAC).
+fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
+    let Ok(bytes) = std::fs::read(path) else {
+        return Kept {
+            last: serde_json::Map::new(),
+            refused: None,
+        };
+    };
+    let mut map = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default();
+    let refused = match map.remove(STAMP_MAC) {
+        Some(Value::String(mac)) => match stamp_key(rt) {
+            Some(key) => {
+                let body = hcp_store::audit::canonical_json(&Value::Object(map.clone()));
+                (!key.tagged_mac_holds(STAMP_TAG, &body, &mac)).then_some("bad mac")
+            }
+            None => Some("no key"),
+        },
+        _ => Some("no mac"),
+    };
+    Kept {
+        last: if refused.is_some() {
+            serde_json::Map::new()
+        } else {
+            map
+        },
+        refused,
+    }
+}
+
+/// Writes `last` to [`FILES_RECORD`] at `path` with its MAC.
+///
+/// # Errors
+/// `store_io` naming the file; `audit_unavailable` when the chain key cannot be read.
+fn write_kept(
+    rt: &Runtime,
+    path: &std::path::Path,
+    mut last: serde_json::Map<String, Value>,
+) -> Result<(), StoreError> {
+    last.remove(STAMP_MAC);
+    let key = stamp_key(rt).ok_or_else(|| {
+        StoreError::io(
+            "read",
+            hcp_store::audit::ChainKey::path(rt.home()),
+            std::io::Error::other("the chain key cannot be read"),
+        )
+    })?;
+    let body = hcp_store::audit::canonical_json(&Value::Object(last.clone()));
+    last.insert(
+        STAMP_MAC.into(),
+        Value::String(key.tagged_mac(STAMP_TAG, &body)),
+    );
+    let bytes = serde_json::to_vec(&Value::Object(last))
+        .map_err(|e| StoreError::io("encode", path, std::io::Error::other(e)))?;
+    hcp_store::atomic::write_atomic(path, &bytes)
+}
 
 /// Which files [`note_files`] watches, as their records name them: the act and the file
 /// names in the store's root, in order of preference.
@@ -291,8 +378,10 @@ fn content(v: Option<&Value>) -> Value {
 /// Notices a runtime policy or `config.json` changed since it was last recorded (RUNTIME
 /// §6) and records each change once, with its digest (`policy changed`, `config changed`,
 /// actor the owner: only the owner can write the store). The digests last recorded are
-/// kept in `state/authority-files.json` with each file's stamp; a call whose files have
-/// the stamps kept reads nothing more. Otherwise the check and the record are made under
+/// kept in `state/authority-files.json` with each file's stamp, under a MAC of the chain
+/// key; a call whose files have the stamps kept reads nothing more (one file, one HMAC).
+/// A kept file whose MAC does not hold is no record: every watched file counts as
+/// changed, and its record names why (`stamp_refused`). Otherwise the check and the record are made under
 /// the store lock, so concurrent calls record a change once, and a file touched but not
 /// changed is not recorded. A store that never recorded a digest records the files it
 /// finds (a first policy is a change too).
@@ -325,14 +414,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
     let path = home
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
-    let read_last = || -> serde_json::Map<String, Value> {
-        std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| v.as_object().cloned())
-            .unwrap_or_default()
-    };
-    let last = read_last();
+    let last = read_kept(rt, &path).last;
     let same = stamps(root).iter().all(|(act, stamp)| {
         let kept = last
             .get(*act)
@@ -347,7 +429,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
     let _lock = hcp_store::StoreLock::acquire(home)?;
     // Read again under the lock: another call may have recorded it meanwhile; and read
     // the files again, so what is recorded is what is there now.
-    let mut last = read_last();
+    let Kept { mut last, refused } = read_kept(rt, &path);
     for (act, now) in current(root) {
         let was = last.get(act).cloned().unwrap_or(Value::Null);
         if was == now {
@@ -355,25 +437,24 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         }
         let (before, after) = (content(Some(&was)), content(Some(&now)));
         if before != after {
-            let changed = if after.is_null() {
+            let mut changed = if after.is_null() {
                 json!({"removed": true, "was": before})
             } else {
                 after
             };
+            // A stamp whose MAC does not hold hides nothing: the file counts as changed,
+            // and the record says why it was not known.
+            if let Some(why) = refused {
+                changed["stamp_refused"] = Value::String(why.into());
+            }
             // Noticed, not made: the witness never refuses the call (RUNTIME §6).
             rt.state()
-                .record_noticed(&Authority {
-                    act: act.to_owned(),
-                    actor: Actor::owner(),
-                    changed,
-                })
+                .record_noticed(&Authority::new(act, Actor::owner(), changed))
                 .map_err(store_error)?;
         }
         last.insert(act.to_owned(), now);
         // Kept after each record, so a failure later records nothing twice.
-        let bytes = serde_json::to_vec(&Value::Object(last.clone()))
-            .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
-        hcp_store::atomic::write_atomic(&path, &bytes)?;
+        write_kept(rt, &path, last.clone())?;
     }
     Ok(())
 }
@@ -444,16 +525,10 @@ pub fn edit_file_as<E: From<StoreError>, P>(
     let path = home
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
-    let mut last: serde_json::Map<String, Value> = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.as_object().cloned())
-        .unwrap_or_default();
+    let mut last = read_kept(rt, &path).last;
     for (act, now) in current(home.root()) {
         last.insert(act.to_owned(), now);
     }
-    let bytes = serde_json::to_vec(&Value::Object(last))
-        .map_err(|e| StoreError::io("encode", &path, std::io::Error::other(e)))?;
-    hcp_store::atomic::write_atomic(&path, &bytes)?;
+    write_kept(rt, &path, last)?;
     Ok(true)
 }

@@ -15,6 +15,13 @@ pub struct Refusal {
     pub hint: Option<String>,
 }
 
+impl std::fmt::Display for Refusal {
+    /// The message alone (the code and the hint are their own fields).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 impl Refusal {
     /// A refusal without a hint.
     pub fn new(code: Code, message: impl Into<String>) -> Self {

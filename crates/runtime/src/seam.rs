@@ -10,7 +10,8 @@
 //! ([`hcp_store::FileState::with_step_hook`]), or one of the runtime's own points
 //! ([`Point`]): `admitted` (the intent is durable, the child not started), `child_running`
 //! (the child has exec'd its program and runs), `child_exited` (the run is over, its
-//! outcome not written).
+//! outcome not written), `act_recorded` (an act of authority's intent is durable, its
+//! change not made: [`crate::authority::Act`]).
 
 use hcp_store::audit::StepHook;
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub enum Point {
     ChildRunning,
     /// The child has ended; its outcome is not written yet.
     ChildExited,
+    /// An act of authority's intent is durable (and witnessed); its change is not made.
+    ActRecorded,
 }
 
 impl Point {
@@ -43,6 +46,7 @@ impl Point {
             Self::Admitted => "admitted",
             Self::ChildRunning => "child_running",
             Self::ChildExited => "child_exited",
+            Self::ActRecorded => "act_recorded",
         }
     }
 }

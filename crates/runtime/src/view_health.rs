@@ -269,7 +269,9 @@ fn mounts_of_views(rt: &crate::Runtime, config: &RuntimeConfig) -> Vec<MountBene
             let Ok(plan) = pack.manifest.plan_verb(key) else {
                 continue;
             };
-            let Ok(bin) = crate::pins::verify(&pack, &plan.program) else {
+            // Verified, its fingerprints not kept: `hcp doctor` writes nothing (under a
+            // session above all, which may not touch the store's packs).
+            let Ok((bin, _)) = crate::pins::verify_deferred(&pack, &plan.program) else {
                 continue;
             };
             let spec = crate::prepare::ConfineSpec {

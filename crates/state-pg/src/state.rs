@@ -444,6 +444,10 @@ impl State for PgState {
         Ok(self.witness_ready()?)
     }
 
+    fn stamp_key(&self) -> Option<hcp_store::audit::ChainKey> {
+        PgState::chain_key(self).cloned()
+    }
+
     /// A noticed act (a changed runtime policy or `config.json`) on this machine's chain,
     /// durable when it returns; the witness's checkpoint is then asked for, and a witness
     /// that cannot take it leaves it to the next act of authority or 100th call.

@@ -46,6 +46,7 @@ fn act(n: u64) -> Authority {
         act: "grant".into(),
         actor: Actor::owner(),
         changed: json!({"principal": "agent", "n": n}),
+        intent: false,
     }
 }
 

@@ -63,7 +63,10 @@ pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend,
 pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
 pub use create::{Migrated, NEW_KEY_FILE};
 pub use digest::{DIGEST_PREFIX, DIGEST_SECRET_FILE, DigestKey};
-pub use fields::{ACT_FAILED, Actor, Authority, CounterKey, Intent, Outcome, Spends, WITNESS_ACT};
+pub use fields::{
+    ACT_FAILED, ACT_MADE, Actor, Authority, CounterKey, Intent, Outcome, PHASE_INTENT, Spends,
+    WITNESS_ACT,
+};
 pub use follow::{FileFollow, Follower};
 pub use fsutil::{Boot, read_small};
 pub use key::{CHAIN_KEY_FILE, ChainKey, KEYED_PREFIX, KeyRead};
@@ -75,7 +78,7 @@ pub use record::{
 pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{
     Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, FailedAct, Interrupted,
-    RepairNote, VerifyReport, WitnessNamed, WitnessTorn,
+    InterruptedAct, RepairNote, VerifyReport, WitnessNamed, WitnessTorn,
 };
 
 use crate::error::StoreError;
@@ -721,11 +724,11 @@ impl AuditLog {
         witness: Option<&dyn witness::Witness>,
         time: Timestamp,
     ) -> Result<Option<checkpoint::Checkpoint>, AuditError> {
-        let act = Authority {
-            act: WITNESS_ACT.to_owned(),
-            actor: Actor::owner(),
-            changed: serde_json::json!({"witness": witness.map(|w| w.describe())}),
-        };
+        let act = Authority::new(
+            WITNESS_ACT,
+            Actor::owner(),
+            serde_json::json!({"witness": witness.map(|w| w.describe())}),
+        );
         let a = self.append_authority(&act)?;
         let Some(w) = witness else {
             return Ok(None);

@@ -277,11 +277,12 @@ impl RuntimeConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct PackConfig {
     /// `read`: absolute paths in the view of the pack's children, at their own path,
-    /// read-only (RUNTIME §5.1).
+    /// read-only (RUNTIME §5.1). Refused as `sandbox.read` is: `/`, the store or a
+    /// directory that holds it, a home or a directory that holds one.
     pub read: Vec<ConfigPath>,
     /// `write`: absolute paths in the view of the pack's children, at their own path,
     /// read-write. A socket listed here is reachable, and then so is every pathname socket
-    /// of the view (`socket(2)` of `AF_UNIX` passes).
+    /// of the view (`socket(2)` of `AF_UNIX` passes). Refused as `read` is.
     pub write: Vec<ConfigPath>,
     /// `network`: `"deny"`, `"host"` or `{"allow": [DEST…]}` for this pack's children, over
     /// `sandbox.network`.
@@ -366,6 +367,44 @@ impl ConfigPath {
         }
         None
     }
+}
+
+/// Why a grant of `grant` (an absolute entry of `sandbox.read` or a pack's `read` /
+/// `write`) would hand a call the host rather than a part of it, defeating the view
+/// built per call (RUNTIME §5.1): `/`, the store (beside `config_file`) or a directory
+/// that holds it (its keys and trail would be in the view), a home (`$HOME`, `/root`) or
+/// a directory that holds one (`/home`: every dot-directory of the user). A path inside
+/// a home (`~/projects`) is a grant like any other. Pure: compares paths, reads nothing.
+pub fn whole_host(grant: &Path, config_file: &Path) -> Option<String> {
+    let shown = grant.display();
+    if grant == Path::new("/") {
+        return Some(format!(
+            "`{shown}` is the whole host: a call would see every file of the machine; grant the directories it needs"
+        ));
+    }
+    if let Some(store) = config_file.parent()
+        && store.starts_with(grant)
+    {
+        return Some(format!(
+            "`{shown}` holds the store (`{}`): a call would see its keys and its trail; grant a directory beside it",
+            store.display()
+        ));
+    }
+    let homes = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .into_iter()
+        .chain([PathBuf::from("/root"), PathBuf::from("/home")]);
+    for home in homes {
+        let home: PathBuf = home.components().collect();
+        if home.starts_with(grant) {
+            return Some(format!(
+                "`{shown}` holds the home `{}`: a call would see its dot-directories (keys, tokens); grant a directory inside it",
+                home.display()
+            ));
+        }
+    }
+    None
 }
 
 /// Checks the destinations of one `network.allow` list of `config.json` (RUNTIME §5.5)
@@ -469,17 +508,17 @@ impl StateConfig {
         };
         match RuntimeConfig::parse(&text, &path) {
             Ok(c) => Ok(c.state),
-            Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => Ok(None),
-                _ => Err(e),
-            },
+            Err(_) if names_no_state(&text) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
     /// The `state` and the `audit.witness` of `config.json`, read once, for choosing the
     /// backend and its witness: as [`StateConfig::load`]. When the file does not parse
-    /// and has no `state` key, the state is the files and the witness is that error (an
-    /// act of authority then refuses it: a witness it cannot read is not "none").
+    /// and cannot name a `state` ([`names_no_state`]), the state is the files and the
+    /// witness is that error (an act of authority then refuses it: a witness it cannot
+    /// read is not "none"), so a call refused for the bad file is recorded in the file
+    /// trail (RUNTIME §6).
     ///
     /// # Errors
     /// As [`StateConfig::load`].
@@ -492,12 +531,8 @@ impl StateConfig {
         };
         match RuntimeConfig::parse(&text, &path) {
             Ok(c) => Ok((c.state, Ok(c.audit.witness()))),
-            Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => {
-                    Ok((None, Err(Box::new(e))))
-                }
-                _ => Err(e),
-            },
+            Err(e) if names_no_state(&text) => Ok((None, Err(Box::new(e)))),
+            Err(e) => Err(e),
         }
     }
 
@@ -518,6 +553,20 @@ impl StateConfig {
             )),
             _ => None,
         }
+    }
+}
+
+/// Whether a `config.json` that does not parse (`text`) cannot name a fleet's `state`,
+/// so that its store's trail is the files' and a call it refuses is recorded there: a
+/// JSON object without a `state` key, or text that is no JSON object and holds no
+/// `"state"` at all. A file with a `state` key that is bad, or anything bad beside a
+/// `state` key, or unparseable text that mentions `"state"` (perhaps a fleet's, perhaps
+/// an `audit.witness` of `"state"`), leaves the trail unknown: the call is refused
+/// unrecorded (`bad_config`), as RUNTIME §6 allows for a trail it cannot reach.
+pub fn names_no_state(text: &str) -> bool {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(m)) => !m.contains_key("state"),
+        _ => !text.contains("\"state\""),
     }
 }
 
@@ -743,7 +792,9 @@ pub struct SandboxConfig {
     /// `network` (default `"deny"`): every pack's network without its own (RUNTIME §5.3).
     pub network: NetworkMode,
     /// `read` (default none): absolute paths every call's view holds, read-only, at their
-    /// own path (programs kept outside the system directories: `/nix/store`).
+    /// own path (programs kept outside the system directories: `/nix/store`). `/`, the
+    /// store or a directory that holds it, and a home or a directory that holds one
+    /// (`/home`) are refused: they would hand every call the host.
     pub read: Vec<ConfigPath>,
     /// `homes` (default `$HCP_HOME/homes`): an absolute directory holding the tenant homes
     /// (RUNTIME §5.2).
@@ -1058,7 +1109,10 @@ impl RuntimeConfig {
             let idx = i.to_string();
             let p = ["sandbox", "read", idx.as_str()];
             let entry = &config.sandbox.read[i];
-            if let Some(fault) = entry.fault(false) {
+            if let Some(fault) = entry
+                .fault(false)
+                .or_else(|| whole_host(&entry.path(), path))
+            {
                 return Err(located(&p, format!("`sandbox.read[{i}]`: {fault}")));
             }
             if config.sandbox.read[..i].iter().any(|e| e.raw == entry.raw) {
@@ -1134,7 +1188,10 @@ impl RuntimeConfig {
                 for i in 0..list.len() {
                     let idx = i.to_string();
                     let p = ["packs", id.as_str(), key, idx.as_str()];
-                    if let Some(fault) = list[i].fault(false) {
+                    if let Some(fault) = list[i]
+                        .fault(false)
+                        .or_else(|| whole_host(&list[i].path(), path))
+                    {
                         return Err(located(&p, format!("`packs.{id}.{key}[{i}]`: {fault}")));
                     }
                     if list[..i].iter().any(|e| e.raw == list[i].raw) {
@@ -1178,6 +1235,40 @@ mod tests {
 
     fn parse(text: &str) -> Result<RuntimeConfig, ConfigError> {
         RuntimeConfig::parse(text, Path::new("/h/config.json"))
+    }
+
+    #[test]
+    fn a_grant_of_the_whole_host_the_store_or_a_home_is_refused() {
+        let file = Path::new("/srv/hcp/store/config.json");
+        for p in ["/", "/srv", "/srv/hcp", "/srv/hcp/store", "/home", "/root"] {
+            assert!(whole_host(Path::new(p), file).is_some(), "{p}");
+        }
+        for p in [
+            "/nix/store",
+            "/srv/hcp/other",
+            "/home/alice/projects",
+            "/root/x",
+        ] {
+            assert_eq!(whole_host(Path::new(p), file), None, "{p}");
+        }
+        let e = parse(r#"{"sandbox": {"read": ["/"]}}"#).unwrap_err();
+        assert_eq!(e.code(), Code::BadConfig);
+        assert!(
+            e.to_string()
+                .contains("`sandbox.read[0]`: `/` is the whole host"),
+            "{e}"
+        );
+        let e = parse(r#"{"packs": {"mail": {"write": ["/h"]}}}"#).unwrap_err();
+        assert!(e.to_string().contains("holds the store"), "{e}");
+    }
+
+    #[test]
+    fn unparseable_text_names_no_state_unless_it_says_state() {
+        assert!(names_no_state("{not json"));
+        assert!(names_no_state(r#"{"bogus": 1}"#));
+        assert!(!names_no_state(r#"{"state": 1}"#));
+        assert!(!names_no_state(r#"{"state": "#));
+        assert!(!names_no_state(r#"{"audit": {"witness": "state"}, "#));
     }
 
     #[test]

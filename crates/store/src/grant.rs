@@ -834,6 +834,7 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
                     "grants": split.grants,
                 }
             }),
+            intent: false,
         })
         .map_err(audit_error)?;
     for (p, mut g) in by_principal {

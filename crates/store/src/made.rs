@@ -228,6 +228,7 @@ pub fn init_with_reserve(
         act: "init".into(),
         actor,
         changed: json!({"store": store_id, "format": STORE_FORMAT}),
+        intent: false,
     };
     if root.is_dir() {
         // A directory the operator made (for its `config.json`): `audit/` whole under a
@@ -379,6 +380,7 @@ fn migrate(
             act: "migrate".into(),
             actor,
             changed: json!({"store": store_id, "from_format": 1, "format": STORE_FORMAT}),
+            intent: false,
         };
         log.migrate_trail(&act).map_err(audit_to_store)?.records
     };

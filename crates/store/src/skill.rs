@@ -128,7 +128,93 @@ pub fn deactivate(home: &Home, id: &str) -> Result<bool, PackError> {
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
     repair_locked(home, &lock)?;
+    // All or nothing: every file it removes is checked first, so one that refuses (an
+    // immutable skill, a read-only export folder) fails the deactivation with nothing
+    // changed, naming the file.
+    removable_locked(home, &lock, pid.as_str())?;
     Ok(deactivate_locked(home, &lock, pid.as_str())?)
+}
+
+/// Checks that `path`, when it exists, could be removed now: its directory can be written
+/// (`access(2)`, `W_OK | X_OK`: `EACCES`, an immutable directory's `EPERM`, a read-only
+/// mount's `EROFS`), and it is not immutable or on a read-only mount itself (`EPERM`,
+/// `EROFS` for `W_OK`; its mode bits alone do not stop an unlink); a directory's entries
+/// are checked the same way, depth first.
+///
+/// # Errors
+/// [`StoreError::Io`] naming the file or directory that would refuse.
+pub(crate) fn check_removable(path: &std::path::Path) -> Result<(), StoreError> {
+    use std::os::unix::ffi::OsStrExt;
+    let access = |p: &std::path::Path, mode: libc::c_int| -> Result<(), std::io::Error> {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: `c` is a valid C string for the duration of the call.
+        if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if let Some(parent) = path.parent() {
+        access(parent, libc::W_OK | libc::X_OK).map_err(|e| StoreError::io("remove", path, e))?;
+    }
+    if !meta.file_type().is_symlink() {
+        match access(path, libc::W_OK) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EROFS)) => {
+                return Err(StoreError::io("remove", path, e));
+            }
+            _ => {}
+        }
+    }
+    if meta.is_dir() {
+        let rd = std::fs::read_dir(path).map_err(|e| StoreError::io("read", path, e))?;
+        for e in rd.flatten() {
+            check_removable(&e.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// [`check_removable`] of everything [`deactivate_locked`] removes or writes: the
+/// activation marker, the journal entry's folder, the exported copies and their ledger,
+/// the store's `skills/<id>`. The caller holds the lock.
+///
+/// # Errors
+/// As [`check_removable`].
+fn removable_locked(home: &Home, lock: &StoreLock, id: &str) -> Result<(), StoreError> {
+    let marker = marker_path(home, id);
+    if std::fs::symlink_metadata(&marker).is_ok() || !export::ledger(home, id).is_empty() {
+        // The journal entry is written before anything goes.
+        let state = home.dir(StoreDir::State);
+        let pending = state.join("skill-pending");
+        writable_dir(if pending.is_dir() { &pending } else { &state })?;
+    }
+    check_removable(&marker)?;
+    export::removable_locked(home, lock, id)?;
+    check_removable(&home.dir(StoreDir::Skills).join(id))
+}
+
+/// `dir` can be written (`access(2)` `W_OK | X_OK`).
+///
+/// # Errors
+/// [`StoreError::Io`] naming `dir`.
+fn writable_dir(dir: &std::path::Path) -> Result<(), StoreError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: `c` is a valid C string for the duration of the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(StoreError::io(
+            "write in",
+            dir,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 /// The skill journal: `state/skill-pending/<id>` names a pack whose SKILL.md and activation

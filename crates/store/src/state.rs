@@ -650,6 +650,15 @@ pub trait State: Send + Sync + std::fmt::Debug {
         self.record_authority(act)
     }
 
+    /// The store's chain key, when this backend holds it already (read once per process,
+    /// [`AuditLog`]'s; a machine's own for a database backend), for the MACs of the
+    /// store's own stamps (`hcp_runtime::authority::note_files`). `None` when it cannot be
+    /// read: the caller reads `audit/chain.key` itself, or treats what it guards as
+    /// unknown.
+    fn stamp_key(&self) -> Option<crate::audit::ChainKey> {
+        None
+    }
+
     /// After a call has answered (off the call path): when one of the records this
     /// process appended is a multiple of 100 in its chain, has the witness take a
     /// checkpoint. `Ok(None)` when none is due or no witness is configured.
@@ -1183,6 +1192,10 @@ impl State for FileState {
             return Err(e);
         }
         Ok(a)
+    }
+
+    fn stamp_key(&self) -> Option<crate::audit::ChainKey> {
+        self.log.chain_key().ok()
     }
 
     /// The witness's [`Witness::ready_for`] this store (its id from `store.json`).

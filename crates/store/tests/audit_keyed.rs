@@ -300,6 +300,7 @@ fn act(n: u64) -> Authority {
         act: "grant".into(),
         actor: Actor::owner(),
         changed: json!({"principal": "agent", "pack": "mail", "n": n}),
+        intent: false,
     }
 }
 

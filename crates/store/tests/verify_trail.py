@@ -6,7 +6,7 @@ chain") alone: it shares no code with hcp.
 
 AUDIT_DIR is a store's `audit/` (it reads `chain.key`, `audit.jsonl`, `audit.anchor`).
 Prints one JSON object: {"ok", "records", "fault", "line", "detail", "interrupted",
-"keyed_from", "checkpoint"}; exits 0 when the trail is sound, 1 when it is not, 2 on a
+"interrupted_acts", "keyed_from", "checkpoint"}; exits 0 when the trail is sound, 1 when it is not, 2 on a
 usage error. The checkpoint's Ed25519 signature is checked with the `cryptography`
 package when it is installed (else "signature": "not_checked").
 """
@@ -129,6 +129,7 @@ def verify(audit_dir, checkpoint=None, boot=None):
         torn = lines.pop()  # bytes after the last newline: a torn tail, or empty
         report["torn_tail"] = len(torn) or None
         prev, keyed_from, opened, offset = GENESIS, None, {}, 0
+        acts_open = {}  # seq of an act's intent -> its line
         for i, raw in enumerate(lines, start=1):
             offset += len(raw) + 1
             try:
@@ -163,12 +164,25 @@ def verify(audit_dir, checkpoint=None, boot=None):
             elif rec.get("kind") == "outcome":
                 if opened.pop(rec.get("intent"), None) is None:
                     raise Broken("orphan_outcome", i, "an outcome of no open intent")
+            elif rec.get("kind") == "authority":
+                # An act's intent (`phase: intent`) is open until an `act made` or an
+                # `act failed` names its seq; an `act made` of no open act is an orphan.
+                changed = rec.get("changed")
+                of = changed.get("seq") if isinstance(changed, dict) else None
+                if rec.get("phase") == "intent":
+                    acts_open[rec.get("seq", i)] = i
+                elif rec.get("act") == "act made":
+                    if acts_open.pop(of, None) is None:
+                        raise Broken("orphan_outcome", i, "an act made of no open act")
+                elif rec.get("act") == "act failed":
+                    acts_open.pop(of, None)
             prev = h
             hashes.append(h)
             ends.append(offset)
             report["records"] = i
         report["keyed_from"] = keyed_from
         report["interrupted"] = sorted(opened.values())
+        report["interrupted_acts"] = sorted(acts_open.values())
         n = report["records"]
         if key is not None:
             if not os.path.exists(anchor_path):

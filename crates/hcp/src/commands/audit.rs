@@ -264,6 +264,26 @@ fn render_verify(r: &VerifyReport) -> String {
             ));
         }
     }
+    if !r.interrupted_acts.is_empty() {
+        out.push_str(&format!(
+            "  interrupted: {} recorded and never completed (hcp was killed between the record and the change, or it still runs; the change may or may not be made):\n",
+            if r.interrupted_acts.len() == 1 {
+                "1 act".to_owned()
+            } else {
+                format!("{} acts", r.interrupted_acts.len())
+            }
+        ));
+        for i in &r.interrupted_acts {
+            out.push_str(&format!(
+                "    line {}  {}  {}  {}  {}\n",
+                i.line,
+                safe(&i.ts),
+                safe(i.actor.as_deref().unwrap_or("-")),
+                safe(&i.act),
+                safe(&i.id)
+            ));
+        }
+    }
     out
 }
 
@@ -427,12 +447,18 @@ fn render_record(r: &Record, interrupted: bool) -> String {
             (Some(a), None) => a,
             (None, _) => "-".into(),
         };
+        let act = text("act").unwrap_or_else(|| "-".into());
+        let act = if interrupted {
+            format!("{act} (interrupted)")
+        } else {
+            act
+        };
         return format!(
             "{}  {:<8}  {}  {}  {}  {}\n",
             safe(&r.ts),
             "act",
             actor,
-            text("act").unwrap_or_else(|| "-".into()),
+            act,
             changed,
             safe(&r.id)
         );
@@ -523,11 +549,27 @@ fn tail(state: &dyn State, a: TailArgs) -> CliResult {
                 _ => None,
             })
             .collect();
+        // So is an act's intent (`phase: intent`) without its `act made` / `act failed`.
+        let completed: std::collections::BTreeSet<u64> = lines
+            .iter()
+            .filter_map(|l| match l {
+                TailLine::Record(r) if is_completion(r) => r
+                    .extra
+                    .get("changed")
+                    .and_then(|c| c.get("seq"))
+                    .and_then(Value::as_u64),
+                _ => None,
+            })
+            .collect();
         let mut out = String::new();
         for l in &lines {
             match l {
                 TailLine::Record(r) => {
-                    let open = r.kind() == Kind::Intent && !closed.contains(r.id.as_str());
+                    let open = (r.kind() == Kind::Intent && !closed.contains(r.id.as_str()))
+                        || (r.kind() == Kind::Authority
+                            && r.extra.get("phase").and_then(Value::as_str)
+                                == Some(hcp_store::audit::PHASE_INTENT)
+                            && r.seq.is_some_and(|s| !completed.contains(&s)));
                     out.push_str(&render_record(r, open));
                 }
                 TailLine::Unparseable { reason } => {
@@ -539,6 +581,15 @@ fn tail(state: &dyn State, a: TailArgs) -> CliResult {
     }
     warn_torn(torn);
     Ok(exit::OK)
+}
+
+/// Whether `r` completes an act's intent (`act made`, `act failed`).
+fn is_completion(r: &Record) -> bool {
+    r.kind() == Kind::Authority
+        && matches!(
+            r.extra.get("act").and_then(Value::as_str),
+            Some(hcp_store::audit::ACT_MADE | hcp_store::audit::ACT_FAILED)
+        )
 }
 
 fn warn_torn(torn: u64) {

@@ -239,23 +239,25 @@ fn revoke_all(rt: &hcp_runtime::Runtime, principal: &str) -> CliResult {
         }),
     )?;
     if rt.state().backend() != "file" {
-        let mut removed = 0;
-        let grants = rt.state().grants_list().map_err(|e| store_error(&e))?;
-        let mut scopes: Vec<&PackScope> = grants
-            .iter()
-            .filter(|g| g.principal == principal)
-            .map(|g| &g.pack)
-            .collect();
-        scopes.dedup();
-        for scope in scopes {
-            removed += act
-                .settle(
-                    rt.state().revoke(&principal, scope, &[]),
-                    hcp_store::StoreError::code,
-                )
-                .map_err(|e| store_error(&e))?
-                .len();
-        }
+        // One change, settled once: every scope of the principal's grants taken back.
+        let removed = act
+            .settle(
+                rt.state().grants_list().and_then(|grants| {
+                    let mut scopes: Vec<&PackScope> = grants
+                        .iter()
+                        .filter(|g| g.principal == principal)
+                        .map(|g| &g.pack)
+                        .collect();
+                    scopes.dedup();
+                    let mut removed = 0;
+                    for scope in scopes {
+                        removed += rt.state().revoke(&principal, scope, &[])?.len();
+                    }
+                    Ok(removed)
+                }),
+                hcp_store::StoreError::code,
+            )
+            .map_err(|e| store_error(&e))?;
         print(&format!("revoked {removed} grant(s) from `{principal}`\n"));
         return Ok(exit::OK);
     }

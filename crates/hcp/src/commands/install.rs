@@ -31,6 +31,10 @@ pub struct InstallArgs {
     /// uses: its calls then get the credential each principal connected for that family.
     #[arg(long, value_name = "FAMILY")]
     join_family: Option<String>,
+    /// One JSON object on stdout (`ok`, `pack_id`, `replaced`, `content_changed`,
+    /// `active`, `bins`, `warnings`) instead of the lines.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `hcp uninstall`.
@@ -116,10 +120,29 @@ fn install_into(a: &InstallArgs, home: Home) -> CliResult {
     match hcp_runtime::install::install_joining(&rt, &a.dir, &opts, a.join_family.as_deref()) {
         Ok(done) => {
             eprint!("{}", hcp_lint::render::concise(&done.report));
-            for n in &done.view_notes {
+            let mut warnings: Vec<String> = done.view_notes.clone();
+            if done.replaced && done.content_changed {
+                warnings.extend(suspended_warning(&rt, &done.record.pack_id));
+            }
+            for n in &warnings {
                 eprintln!("warning: {n}");
             }
             let r = &done.record;
+            if a.json {
+                out!(
+                    "{}",
+                    serde_json::json!({
+                        "ok": true,
+                        "pack_id": r.pack_id,
+                        "replaced": done.replaced,
+                        "content_changed": done.content_changed,
+                        "active": done.active,
+                        "bins": r.bins.len(),
+                        "warnings": warnings,
+                    })
+                );
+                return Ok(exit::OK);
+            }
             let bins = r.bins.len();
             out!(
                 "{} `{}` ({} {}, {bins} {} pinned)",
@@ -168,6 +191,35 @@ fn install_into(a: &InstallArgs, home: Home) -> CliResult {
         }
         Err(InstallError::Pack(e)) => Err(pack_error(e)),
     }
+}
+
+/// The warning of a reinstall whose content counts as changed (RUNTIME §3, the rug-pull
+/// guard: a changed pack, or an install record that was damaged or missing, which
+/// `--force` repairs): the grants of other principals on the pack that it suspends,
+/// each with the `hcp grant` that restores it. `None` when there are none to suspend.
+fn suspended_warning(rt: &hcp_runtime::Runtime, pack_id: &str) -> Option<String> {
+    let grants = rt.state().grants_list().ok()?;
+    let mut restore: Vec<String> = Vec::new();
+    for g in grants.iter().filter(|g| {
+        matches!(&g.pack, hcp_store::grant::PackScope::Pack(p) if p.as_str() == pack_id)
+            && g.principal.as_str() != hcp_model::principal::OWNER
+    }) {
+        let line = format!("hcp grant {} {pack_id} {}", g.principal, g.capability);
+        if !restore.contains(&line) {
+            restore.push(line);
+        }
+    }
+    if restore.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the grants of other principals on `{pack_id}` are suspended until granted again (its content counts as changed: its files differ, or its install record was damaged or missing); restore each with {}",
+        restore
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }
 
 /// Runs `hcp uninstall`. Owner only.

@@ -39,7 +39,8 @@ pub fn run(c: StateCommand) -> CliResult {
             // cannot be made fails the command (74); the migration stays (it is
             // idempotent, and the next `hcp state migrate` records nothing new).
             if !done.applied.is_empty() {
-                let _made = super::authority::record(
+                // Made already: its intent and its completion follow each other.
+                let made = super::authority::record(
                     &rt,
                     "state migrate",
                     serde_json::json!({
@@ -50,6 +51,7 @@ pub fn run(c: StateCommand) -> CliResult {
                         "applied": done.applied.iter().map(|m| m.version).collect::<Vec<_>>(),
                     }),
                 )?;
+                let _ = made.settle(Ok::<(), std::convert::Infallible>(()), |e| match *e {});
             }
             if a.json {
                 print(&format!("{}\n", serde_json::json!(done)));

@@ -169,11 +169,22 @@ pub fn audit_records(w: &World) -> Vec<Value> {
         .collect()
 }
 
-/// The records of acts of authority, oldest first.
+/// The records of acts of authority, oldest first, without the `act made` records that
+/// complete their intents ([`act_completions`] has those; an `act failed` is kept).
 pub fn authority_records(w: &World) -> Vec<Value> {
     all_records(w)
         .into_iter()
-        .filter(|r| r["kind"] == "authority")
+        .filter(|r| r["kind"] == "authority" && r["act"] != "act made")
+        .collect()
+}
+
+/// The `act made` and `act failed` records, oldest first.
+pub fn act_completions(w: &World) -> Vec<Value> {
+    all_records(w)
+        .into_iter()
+        .filter(|r| {
+            r["kind"] == "authority" && (r["act"] == "act made" || r["act"] == "act failed")
+        })
         .collect()
 }
 

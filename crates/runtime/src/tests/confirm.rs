@@ -152,8 +152,10 @@ fn a_command_other_than_the_accepted_one_is_refused_before_anything_is_spent() {
     let (acts, calls): (Vec<_>, Vec<_>) = records[before..]
         .iter()
         .partition(|r| r["kind"] == json!("authority"));
-    assert_eq!(acts.len(), 1);
+    // The install's intent, then its `act made`.
+    assert_eq!(acts.len(), 2);
     assert_eq!(acts[0]["act"], json!("install"));
+    assert_eq!(acts[1]["act"], json!("act made"));
     assert_eq!(calls.len(), 2);
     assert!(
         calls

@@ -261,6 +261,13 @@ pub struct Authority {
     /// What it changed: a JSON object of the act's own facts (the pack and its digest,
     /// the principal and capabilities, a file's digest …), never a secret.
     pub changed: Value,
+    /// Whether this record is the act's write-ahead intent (field `phase` =
+    /// `"intent"`): written before the change, and followed by an [`ACT_MADE`] or
+    /// [`ACT_FAILED`] record naming its `seq` once the change is made or has failed. An
+    /// intent without either is `interrupted` (hcp was killed between them), as a call's
+    /// intent without its outcome is. `false` for acts recorded whole (`init`,
+    /// `migrate`, a noticed `config changed`, the completions themselves).
+    pub intent: bool,
 }
 
 /// The act of the record that says an earlier act of authority was recorded and then
@@ -276,16 +283,60 @@ pub const ACT_FAILED: &str = "act failed";
 /// configuration and the witness to it.
 pub const WITNESS_ACT: &str = "witness";
 
+/// The act of the record that says an act of authority recorded as an intent was made:
+/// `changed` = `{"act", "seq"}`, the act and its intent's `seq` (RUNTIME §6;
+/// docs/DESIGN.md, "The keyed chain").
+pub const ACT_MADE: &str = "act made";
+
+/// The value of an act's intent record's `phase` field.
+pub const PHASE_INTENT: &str = "intent";
+
 impl Authority {
+    /// An act recorded whole (not an intent): `act` by `actor`, changing `changed`.
+    pub fn new(act: impl Into<String>, actor: Actor, changed: Value) -> Self {
+        Self {
+            act: act.into(),
+            actor,
+            changed,
+            intent: false,
+        }
+    }
+
+    /// The write-ahead intent of `act` by `actor` (its field `intent`).
+    pub fn write_ahead(act: impl Into<String>, actor: Actor, changed: Value) -> Self {
+        Self {
+            intent: true,
+            ..Self::new(act, actor, changed)
+        }
+    }
+
+    /// The record that says `self`, recorded at `seq`, was made: act [`ACT_MADE`], the
+    /// same actor, `changed` = `{"act", "seq"}`.
+    pub fn made(&self, seq: u64) -> Self {
+        Self::new(
+            ACT_MADE,
+            self.actor.clone(),
+            serde_json::json!({"act": self.act, "seq": seq}),
+        )
+    }
+
+    /// [`Authority::failed`] with the error's message as well (`changed.error`,
+    /// lowercase, never a secret).
+    pub fn failed_because(&self, seq: u64, code: &str, error: &str) -> Self {
+        let mut a = self.failed(seq, code);
+        a.changed["error"] = Value::String(error.to_owned());
+        a
+    }
+
     /// The record that says `self`, recorded at `seq`, was not made, refused with `code`
     /// (a stable code of RUNTIME §6, `witness_unavailable`, `store_io` …): act
     /// [`ACT_FAILED`], the same actor, `changed` = `{"act", "seq", "code"}`.
     pub fn failed(&self, seq: u64, code: &str) -> Self {
-        Self {
-            act: ACT_FAILED.to_owned(),
-            actor: self.actor.clone(),
-            changed: serde_json::json!({"act": self.act, "seq": seq, "code": code}),
-        }
+        Self::new(
+            ACT_FAILED,
+            self.actor.clone(),
+            serde_json::json!({"act": self.act, "seq": seq, "code": code}),
+        )
     }
 
     /// The fields of its record as this store writes them (without `ts`, `id`, `seq`,
@@ -296,7 +347,7 @@ impl Authority {
 }
 
 /// The fields of an act of authority's record: `act`, `actor` (`owner` or the principal),
-/// `uid` (the owner's), `changed`.
+/// `uid` (the owner's), `changed`, and `phase` = `"intent"` for a write-ahead intent.
 pub(crate) fn authority_fields(a: &Authority) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("act".into(), Value::String(a.act.clone()));
@@ -310,6 +361,9 @@ pub(crate) fn authority_fields(a: &Authority) -> Map<String, Value> {
         }
     }
     m.insert("changed".into(), a.changed.clone());
+    if a.intent {
+        m.insert("phase".into(), Value::String(PHASE_INTENT.into()));
+    }
     m
 }
 

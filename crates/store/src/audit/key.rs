@@ -129,6 +129,32 @@ impl ChainKey {
         format!("{KEYED_PREFIX}{}", hex::encode(mac.finalize().into_bytes()))
     }
 
+    /// The MAC of `bytes` under the domain tag `tag` (a file's name and version and a
+    /// newline, such as `hcp-authority-files/1\n`, so that no MAC made for one use holds
+    /// for another): 64 hex digits.
+    pub fn tagged_mac(&self, tag: &[u8], bytes: &[u8]) -> String {
+        let Some(mut mac) = self.mac() else {
+            return String::new();
+        };
+        mac.update(tag);
+        mac.update(bytes);
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Whether `mac` (64 hex digits) is [`ChainKey::tagged_mac`] of `tag` and `bytes`,
+    /// compared in constant time.
+    pub fn tagged_mac_holds(&self, tag: &[u8], bytes: &[u8], mac: &str) -> bool {
+        let Ok(expected) = hex::decode(mac) else {
+            return false;
+        };
+        let Some(mut m) = self.mac() else {
+            return false;
+        };
+        m.update(tag);
+        m.update(bytes);
+        m.verify_slice(&expected).is_ok()
+    }
+
     /// The MAC of an anchor slot's JSON: 64 hex digits.
     pub fn anchor_mac(&self, slot_json: &[u8]) -> String {
         let Some(mut mac) = self.mac() else {

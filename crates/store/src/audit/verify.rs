@@ -130,6 +130,26 @@ pub struct FailedAct {
     pub ts: String,
 }
 
+/// An act of authority whose write-ahead intent (`phase` = `"intent"`) has neither an
+/// [`super::ACT_MADE`] nor an [`super::ACT_FAILED`] record after it: hcp was killed
+/// between the act's record and its completion (or it still runs). Not damage: the act
+/// may or may not have been made, and the trail says just that.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InterruptedAct {
+    /// The intent's line, from 1.
+    pub line: u64,
+    /// Its `seq`.
+    pub seq: u64,
+    /// Its `id`.
+    pub id: String,
+    /// Its time.
+    pub ts: String,
+    /// The act (`grant`, `session start` …).
+    pub act: String,
+    /// Who made it (`owner`, or the principal).
+    pub actor: Option<String>,
+}
+
 /// A `recovery` record (or a legacy record carrying `repair`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RepairNote {
@@ -192,6 +212,9 @@ pub struct VerifyReport {
     /// Acts of authority recorded and then not made, oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed_acts: Vec<FailedAct>,
+    /// Acts of authority whose intent has no completion, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted_acts: Vec<InterruptedAct>,
     /// Bytes of a torn last line (a crash mid-write): the next append recovers it.
     pub torn_tail: Option<u64>,
     /// The anchor, when there is one.
@@ -352,6 +375,8 @@ fn slot_seen(sf: &SlotFault, ctime: i64, boot: &super::Boot) -> AnchorSeen {
 struct Walk<'a> {
     report: VerifyReport,
     open: BTreeMap<String, Interrupted>,
+    /// Acts' intents without a completion yet, by `seq`.
+    open_acts: BTreeMap<u64, InterruptedAct>,
     anchor: Option<&'a Point>,
     /// Each checkpoint by its count, with where it is named.
     checkpoints: BTreeMap<u64, Vec<(String, &'a Checkpoint)>>,
@@ -545,12 +570,48 @@ impl Walk<'_> {
                     .map(str::to_owned),
             });
         } else if kind == Some(Kind::Authority.as_str())
+            && m.get("act").and_then(Value::as_str) == Some(super::ACT_MADE)
+        {
+            let of = m
+                .get("changed")
+                .and_then(|c| c.get("seq"))
+                .and_then(Value::as_u64);
+            if of.and_then(|s| self.open_acts.remove(&s)).is_none() {
+                self.fail(
+                    Fault::OrphanOutcome,
+                    line,
+                    id,
+                    None,
+                    of.map(|s| s.to_string()),
+                    "an `act made` record that names no earlier act's intent without a completion"
+                        .into(),
+                );
+                return false;
+            }
+        } else if kind == Some(Kind::Authority.as_str())
             && !matches!(
                 m.get("act").and_then(Value::as_str),
                 Some(super::ACT_FAILED | "policy changed" | "config changed")
             )
         {
+            // An act's record (whole, or its intent): its checkpoint is owed; an
+            // intent waits for its completion (`act made` / `act failed`).
             self.report.witnessed_acts.push(position);
+            if m.get("phase").and_then(Value::as_str) == Some(super::PHASE_INTENT)
+                && let Some(seq) = seq
+            {
+                self.open_acts.insert(
+                    seq,
+                    InterruptedAct {
+                        line,
+                        seq,
+                        id: id.clone().unwrap_or_default(),
+                        ts: str_field(&m, "ts").unwrap_or_default(),
+                        act: str_field(&m, "act").unwrap_or_default(),
+                        actor: str_field(&m, "actor"),
+                    },
+                );
+            }
         } else if kind == Some(Kind::Authority.as_str())
             && m.get("act").and_then(Value::as_str) == Some(super::ACT_FAILED)
         {
@@ -558,6 +619,7 @@ impl Walk<'_> {
             if let Some(of) = changed.and_then(|c| c.get("seq")).and_then(Value::as_u64) {
                 self.report.witness_named.retain(|n| n.seq != of);
                 self.report.witnessed_acts.retain(|&s| s != of);
+                self.open_acts.remove(&of);
             }
             let text = |k: &str| {
                 changed
@@ -642,6 +704,7 @@ fn empty_report() -> VerifyReport {
         repairs: Vec::new(),
         interrupted: Vec::new(),
         failed_acts: Vec::new(),
+        interrupted_acts: Vec::new(),
         torn_tail: None,
         anchor: None,
         legacy: 0,
@@ -802,6 +865,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
     let mut w = Walk {
         report: empty_report(),
         open: BTreeMap::new(),
+        open_acts: BTreeMap::new(),
         anchor: trusted.as_ref(),
         checkpoints: by_count,
         seq_seen: false,
@@ -834,6 +898,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         }
     }
     let mut report = w.report;
+    report.interrupted_acts = w.open_acts.into_values().collect();
     report.interrupted = w.open.into_values().collect();
     report.interrupted.sort_by_key(|i| i.line);
     if report.broken.is_some() {

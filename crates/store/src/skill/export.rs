@@ -513,6 +513,27 @@ pub(crate) fn remove_locked(home: &Home, _lock: &StoreLock, id: &str) -> Result<
     Ok(())
 }
 
+/// Checks, before anything is removed, that [`remove_locked`] could remove every copy of
+/// pack `id`'s skill the ledger names, and the ledger itself ([`super::check_removable`]).
+/// The caller holds the lock.
+///
+/// # Errors
+/// [`StoreError::Io`] naming the first file or folder that would refuse.
+pub(crate) fn removable_locked(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), StoreError> {
+    let left = ledger(home, id);
+    if left.is_empty() {
+        return Ok(());
+    }
+    let store = store_id(home);
+    for dir in &left {
+        if let Entry::Ours(_) = classify(dir, id, store.as_deref())? {
+            super::check_removable(&dir.join(id).join(super::SKILL_MD))?;
+            super::check_removable(&dir.join(id))?;
+        }
+    }
+    super::check_removable(&ledger_path(home, id))
+}
+
 /// One export folder as `hcp doctor` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct FolderHealth {
