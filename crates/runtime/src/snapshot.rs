@@ -131,7 +131,9 @@ impl Snapshot {
             grants,
             policy: policy::load(home),
             lock,
-            config: RuntimeConfig::load(home.root()),
+            config: rt
+                .take_config()
+                .map_or_else(|| RuntimeConfig::load(home.root()), Ok),
             credential,
             unavailable,
         }

@@ -484,20 +484,40 @@ impl StateConfig {
     /// # Errors
     /// As [`StateConfig::load`].
     pub fn load_with_witness(home: &Path) -> Result<(Option<Self>, WitnessChoice), ConfigError> {
+        Self::load_with_config(home).0
+    }
+
+    /// [`StateConfig::load_with_witness`], and the whole configuration from the same read
+    /// when it loads ([`RuntimeConfig::load`]'s `Ok`: the defaults for no file); `None`
+    /// when it does not (its error is for the one who reads it again to report).
+    ///
+    /// # Errors
+    /// The first part's, as [`StateConfig::load`].
+    pub fn load_with_config(
+        home: &Path,
+    ) -> (
+        Result<(Option<Self>, WitnessChoice), ConfigError>,
+        Option<RuntimeConfig>,
+    ) {
         let path = RuntimeConfig::path(home);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Ok(None))),
-            Err(source) => return Err(ConfigError::Io { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return (Ok((None, Ok(None))), Some(RuntimeConfig::default()));
+            }
+            Err(source) => return (Err(ConfigError::Io { path, source }), None),
         };
         match RuntimeConfig::parse(&text, &path) {
-            Ok(c) => Ok((c.state, Ok(c.audit.witness()))),
-            Err(e) => match serde_json::from_str::<serde_json::Value>(&text) {
-                Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => {
-                    Ok((None, Err(Box::new(e))))
-                }
-                _ => Err(e),
-            },
+            Ok(c) => (Ok((c.state.clone(), Ok(c.audit.witness()))), Some(c)),
+            Err(e) => (
+                match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(serde_json::Value::Object(m)) if !m.contains_key("state") => {
+                        Ok((None, Err(Box::new(e))))
+                    }
+                    _ => Err(e),
+                },
+                None,
+            ),
         }
     }
 
