@@ -142,6 +142,10 @@ pub struct AuditConfig {
 /// The witness `config.json` names, or why it cannot be known.
 pub type WitnessChoice = Result<Option<WitnessConfig>, Box<ConfigError>>;
 
+/// The `state` and the witness of `config.json`, as [`StateConfig::load_with_witness`]
+/// reads them.
+pub type StateChoice = Result<(Option<StateConfig>, WitnessChoice), ConfigError>;
+
 /// Where checkpoints are witnessed (`audit.witness`, RUNTIME §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WitnessConfig {
@@ -483,7 +487,7 @@ impl StateConfig {
     ///
     /// # Errors
     /// As [`StateConfig::load`].
-    pub fn load_with_witness(home: &Path) -> Result<(Option<Self>, WitnessChoice), ConfigError> {
+    pub fn load_with_witness(home: &Path) -> StateChoice {
         Self::load_with_config(home).0
     }
 
@@ -493,12 +497,7 @@ impl StateConfig {
     ///
     /// # Errors
     /// The first part's, as [`StateConfig::load`].
-    pub fn load_with_config(
-        home: &Path,
-    ) -> (
-        Result<(Option<Self>, WitnessChoice), ConfigError>,
-        Option<RuntimeConfig>,
-    ) {
+    pub fn load_with_config(home: &Path) -> (StateChoice, Option<RuntimeConfig>) {
         let path = RuntimeConfig::path(home);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
