@@ -76,6 +76,7 @@ pub use run::{
 };
 pub use seccomp::{MARK_ERRNO, PROBE_ARG, PROBE_OPTION, inside_non_owner_call, seccomp_available};
 pub use stream::{Started, start};
+pub use system::resolve_system_path;
 pub use view::{
     EtcIndex, PROTECTED_IN_WORKDIR, VIEW_HOME, VIEW_TMP, View, ViewEntry, bin_dirs, scan_etc,
 };

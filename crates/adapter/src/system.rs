@@ -158,6 +158,14 @@ pub(crate) fn resolve(path: &Path) -> PathBuf {
     }
 }
 
+/// [`resolve`] for the runtime's rules of a workdir (RUNTIME §4): an absolute system path
+/// (`/usr`, `/var/run`) with its symlinks resolved from this process's one listing of `/`
+/// and one `readlink` per further component. A top-level symlink that cannot be resolved
+/// answers its target as written (`realpath` fails there).
+pub fn resolve_system_path(path: &Path) -> PathBuf {
+    resolve(path)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

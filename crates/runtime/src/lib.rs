@@ -95,8 +95,9 @@ pub use hcp_gate::Face;
 pub use refusal::Refusal;
 
 use hcp_store::Home;
+use hcp_store::config::RuntimeConfig;
 use hcp_store::state::{FileState, State};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use backend::Backend;
 
@@ -107,6 +108,9 @@ pub struct Runtime {
     state: Arc<dyn State>,
     backend: Backend,
     seam: seam::Seam,
+    /// `config.json` as [`Runtime::open_for_call`] read it, for the call's snapshot to
+    /// take (once); empty for a runtime that serves many calls.
+    first_config: Arc<Mutex<Option<RuntimeConfig>>>,
 }
 
 impl Runtime {
@@ -116,15 +120,34 @@ impl Runtime {
     /// backend whose every step refuses with why ([`backend`]); never a fall-back from one
     /// to the other. Reads `config.json` (and for PostgreSQL the machine id) once.
     pub fn open(home: Home) -> Self {
+        Self::open_keeping(home, false)
+    }
+
+    /// [`Runtime::open`] for a process that makes one call (`hcp exec`): the
+    /// `config.json` read to choose the backend is also the one the call's snapshot
+    /// uses, when it loaded: the gate, the view and the limits see one read. A file that does
+    /// not load is read again by the snapshot, which reports it.
+    pub fn open_for_call(home: Home) -> Self {
+        Self::open_keeping(home, true)
+    }
+
+    fn open_keeping(home: Home, keep: bool) -> Self {
         let seam = seam::Seam::from_env();
-        let (backend, state) =
+        let (backend, state, config) =
             backend::choose(&home, |witness| Arc::new(file_state(&home, &seam, witness)));
         Self {
             home,
             state,
             backend,
             seam,
+            first_config: Arc::new(Mutex::new(config.filter(|_| keep))),
         }
+    }
+
+    /// The `config.json` [`Runtime::open_for_call`] read, taken by the first caller;
+    /// `None` afterwards and for any other runtime (the caller reads the file).
+    pub(crate) fn take_config(&self) -> Option<RuntimeConfig> {
+        self.first_config.lock().map_or(None, |mut c| c.take())
     }
 
     /// After a call has answered (RUNTIME §6, off the call path): the witness's
@@ -144,6 +167,7 @@ impl Runtime {
             state,
             backend: Backend::File,
             seam: seam::Seam::from_env(),
+            first_config: Arc::default(),
         }
     }
 

@@ -97,9 +97,9 @@ impl Snapshot {
         };
         // The state's part in one request (one round trip for a database).
         let token = caller.session_token.as_ref().map(|t| t.to_string_lossy());
-        let reads = rt.state().call_reads(
+        let reads = rt.state().call_reads_loaded(
             token.as_deref(),
-            target.as_ref().ok().map(|(p, _)| &p.id),
+            target.as_ref().ok().map(|(p, _)| p),
             now,
         );
         let unavailable = unavailable(&reads);
@@ -131,7 +131,9 @@ impl Snapshot {
             grants,
             policy: policy::load(home),
             lock,
-            config: RuntimeConfig::load(home.root()),
+            config: rt
+                .take_config()
+                .map_or_else(|| RuntimeConfig::load(home.root()), Ok),
             credential,
             unavailable,
         }

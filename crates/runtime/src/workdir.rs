@@ -260,8 +260,16 @@ fn places() -> &'static (Vec<PathBuf>, Vec<PathBuf>) {
     })
 }
 
+/// `p` as `realpath` resolves it, else as written: from the adapter's listing of `/`
+/// ([`hcp_adapter::resolve_system_path`], no system call for a top-level name), which
+/// the view reads anyway. Where that answers another path, it is what `realpath` answers
+/// when that path exists; a symlink that leads nowhere keeps `p` as written.
 fn resolve(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+    let r = hcp_adapter::resolve_system_path(p);
+    if r != p && !r.exists() {
+        return p.to_owned();
+    }
+    r
 }
 
 /// What a workdir of `rt`'s store is checked against: the store, the tenant homes, the

@@ -142,6 +142,10 @@ pub struct AuditConfig {
 /// The witness `config.json` names, or why it cannot be known.
 pub type WitnessChoice = Result<Option<WitnessConfig>, Box<ConfigError>>;
 
+/// The `state` and the witness of `config.json`, as [`StateConfig::load_with_witness`]
+/// reads them.
+pub type StateChoice = Result<(Option<StateConfig>, WitnessChoice), ConfigError>;
+
 /// Where checkpoints are witnessed (`audit.witness`, RUNTIME §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WitnessConfig {
@@ -522,17 +526,29 @@ impl StateConfig {
     ///
     /// # Errors
     /// As [`StateConfig::load`].
-    pub fn load_with_witness(home: &Path) -> Result<(Option<Self>, WitnessChoice), ConfigError> {
+    pub fn load_with_witness(home: &Path) -> StateChoice {
+        Self::load_with_config(home).0
+    }
+
+    /// [`StateConfig::load_with_witness`], and the whole configuration from the same read
+    /// when it loads ([`RuntimeConfig::load`]'s `Ok`: the defaults for no file); `None`
+    /// when it does not (its error is for the one who reads it again to report).
+    ///
+    /// # Errors
+    /// The first part's, as [`StateConfig::load`].
+    pub fn load_with_config(home: &Path) -> (StateChoice, Option<RuntimeConfig>) {
         let path = RuntimeConfig::path(home);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Ok(None))),
-            Err(source) => return Err(ConfigError::Io { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return (Ok((None, Ok(None))), Some(RuntimeConfig::default()));
+            }
+            Err(source) => return (Err(ConfigError::Io { path, source }), None),
         };
         match RuntimeConfig::parse(&text, &path) {
-            Ok(c) => Ok((c.state, Ok(c.audit.witness()))),
-            Err(e) if names_no_state(&text) => Ok((None, Err(Box::new(e)))),
-            Err(e) => Err(e),
+            Ok(c) => (Ok((c.state.clone(), Ok(c.audit.witness()))), Some(c)),
+            Err(e) if names_no_state(&text) => (Ok((None, Err(Box::new(e)))), None),
+            Err(e) => (Err(e), None),
         }
     }
 

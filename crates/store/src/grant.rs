@@ -402,9 +402,31 @@ pub fn held_checked(
     principal: &PrincipalId,
     pack: &PackId,
 ) -> StoreResult<Vec<HeldCapability>> {
+    held_counted(home, principal, pack, None)
+}
+
+/// [`held_checked`] against `record`, the install record of `pack` already read (by the
+/// pack's load); `None` reads it here.
+///
+/// # Errors
+/// As [`held_checked`].
+pub fn held_counted(
+    home: &Home,
+    principal: &PrincipalId,
+    pack: &PackId,
+    record: Option<&crate::pack::InstallRecord>,
+) -> StoreResult<Vec<HeldCapability>> {
     let grants = Grants::load_principal(home, principal)?;
     let held = grants.held(principal, pack);
-    let counted = read_record(home, pack)
+    let read;
+    let record = match record {
+        Some(r) => Some(r),
+        None => {
+            read = read_record(home, pack);
+            read.as_ref()
+        }
+    };
+    let counted = record
         .and_then(|r| r.grants.get(principal.as_str()).copied())
         .unwrap_or(0);
     let have = u32::try_from(held.len()).unwrap_or(u32::MAX);

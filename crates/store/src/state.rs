@@ -40,6 +40,7 @@ use crate::audit::{
 use crate::counter::{Counters, Limits, Verdict};
 use crate::grant::{self, Grant, Grants, HeldCapability, PackScope};
 use crate::home::Home;
+use crate::pack::InstalledPack;
 use crate::session::{self, BadSession, NewSession, PrincipalId, Session, SessionError, Token};
 use hcp_model::{ArgValue, Capability, Code, PackId};
 use jiff::Timestamp;
@@ -308,6 +309,19 @@ pub trait State: Send + Sync + std::fmt::Debug {
             _ => Ok(Vec::new()),
         };
         CallReads { session, grants }
+    }
+
+    /// [`State::call_reads`] for a call whose target pack is already loaded: `pack` is
+    /// the loaded pack, whose install record a backend keeping its grant counts there
+    /// (the file store) takes as read instead of reading it again. The default asks
+    /// [`State::call_reads`] with the pack's id.
+    fn call_reads_loaded(
+        &self,
+        token: Option<&str>,
+        pack: Option<&InstalledPack>,
+        now: Timestamp,
+    ) -> CallReads {
+        self.call_reads(token, pack.map(|p| &p.id), now)
     }
 
     // Grants (RUNTIME §4) and the rug-pull guard (§3).
@@ -977,6 +991,22 @@ impl State for FileState {
 
     fn session_list(&self) -> Result<Vec<Session>, StoreError> {
         session::list(&self.home)
+    }
+
+    fn call_reads_loaded(
+        &self,
+        token: Option<&str>,
+        pack: Option<&InstalledPack>,
+        now: Timestamp,
+    ) -> CallReads {
+        let session = token.map(|t| self.session_resolve(t, now));
+        let grants = match (&session, pack) {
+            (Some(Ok(s)), Some(p)) => {
+                grant::held_counted(&self.home, &s.principal, &p.id, Some(&p.record))
+            }
+            _ => Ok(Vec::new()),
+        };
+        CallReads { session, grants }
     }
 
     fn grants_held(

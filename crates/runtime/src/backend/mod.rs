@@ -25,7 +25,7 @@ use hcp_state_pg::WitnessChoice;
 use hcp_state_pg::{MachineId, MigrateReport, PgConfig, PgState};
 use hcp_store::audit::AuditError;
 use hcp_store::audit::witness::{DirWitness, UnknownWitness, Witness};
-use hcp_store::config::{ConfigError, StateConfig, WitnessConfig};
+use hcp_store::config::{ConfigError, RuntimeConfig, StateConfig, WitnessConfig};
 use hcp_store::home::StoreDir;
 use hcp_store::state::State;
 use hcp_store::{Home, StoreError};
@@ -62,12 +62,15 @@ impl Backend {
 
 /// Chooses the backend of `home` and makes its state (see the module docs).
 /// `file` makes the file state (the runtime gives it its crash-test seam).
+/// Also gives the whole `config.json` from the same read, when it loads
+/// ([`StateConfig::load_with_config`]).
 pub(crate) fn choose(
     home: &Home,
     file: impl FnOnce(Option<Arc<dyn Witness>>) -> Arc<dyn State>,
-) -> (Backend, Arc<dyn State>) {
-    let backend = match StateConfig::load_with_witness(home.root()) {
-        Ok((None, w)) => return (Backend::File, file(file_witness(w))),
+) -> (Backend, Arc<dyn State>, Option<RuntimeConfig>) {
+    let (chosen, config) = StateConfig::load_with_config(home.root());
+    let backend = match chosen {
+        Ok((None, w)) => return (Backend::File, file(file_witness(w)), config),
         Ok((Some(cfg), w)) => postgres(
             home,
             &cfg,
@@ -85,7 +88,7 @@ pub(crate) fn choose(
         Backend::Unusable(u) => Arc::new(u.clone()),
         Backend::File => file(None),
     };
-    (backend, state)
+    (backend, state, config)
 }
 
 /// The witness of a file store: a directory (`audit.witness` `"state"` needs a fleet's

@@ -137,7 +137,10 @@ fn load_file(home: &Home, path: &Path) -> Result<RuntimePolicy, PolicyRefusal> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if let Err(e) = read_regular(path, 0)
+    // One open: its `InvalidInput` (not a regular file) refuses here, any other failure
+    // or a file too large goes to the engine's reader below.
+    let read = read_regular(path, histos::MAX_POLICY_BYTES as u64);
+    if let Err(e) = &read
         && e.kind() == std::io::ErrorKind::InvalidInput
     {
         return Err(PolicyRefusal::new(
@@ -148,7 +151,7 @@ fn load_file(home: &Home, path: &Path) -> Result<RuntimePolicy, PolicyRefusal> {
             ),
         ));
     }
-    let Some(bytes) = read_bounded(path) else {
+    let Some(bytes) = read.ok().flatten() else {
         // Missing, unreadable or too large: the engine's own reader says which, with its
         // POLICY code (it never reaches the cache).
         return Err(match Policy::load_path(path) {
@@ -217,12 +220,6 @@ pub fn load_uncached(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal
             reason: "not used".into(),
         },
     }))
-}
-
-/// The file's bytes, or `None` when it cannot be read or holds more than the engine
-/// loads.
-fn read_bounded(path: &Path) -> Option<Vec<u8>> {
-    read_regular(path, histos::MAX_POLICY_BYTES as u64).ok()?
 }
 
 /// The bytes of the regular file at `path` (symlinks followed), or `Ok(None)` when it holds

@@ -376,8 +376,7 @@ const OUTCOME_FIELDS_MAX: usize = 7 * 1024;
 /// its fields encode longer than that, the largest extra is dropped and its key listed in
 /// `dropped`.
 pub(crate) fn bound_outcome(m: &mut Map<String, Value>, extra_keys: &[String]) {
-    let len =
-        |m: &Map<String, Value>| super::record::canonical_json(&Value::Object(m.clone())).len();
+    let len = |m: &Map<String, Value>| super::record::canonical_object_len(m);
     if len(m) <= OUTCOME_FIELDS_MAX {
         return;
     }

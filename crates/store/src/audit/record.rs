@@ -255,6 +255,59 @@ fn write_object<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out:
     out.push(b'}');
 }
 
+/// The length of the [`canonical_json`] of the object `m`, encoded without a copy of it.
+pub(crate) fn canonical_object_len(m: &Map<String, Value>) -> usize {
+    let mut out = Vec::with_capacity(1024);
+    write_object(m.iter(), &mut out);
+    out.len()
+}
+
+/// The [`canonical_json`] of the object `m` and of `m` with the string `key` added, whose
+/// value `seal` computes from the first encoding (a record and its `hash`): the object is
+/// encoded once and the second encoding made by splicing `"key":value` in at its sorted
+/// place, which gives the same bytes as encoding the object again. Answers the second
+/// encoding and the value. `m` must not hold `key` (the caller encodes twice otherwise).
+pub(crate) fn canonical_sealed(
+    m: &Map<String, Value>,
+    key: &str,
+    seal: impl FnOnce(&[u8]) -> String,
+) -> (Vec<u8>, String) {
+    debug_assert!(!m.contains_key(key));
+    let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::with_capacity(1024);
+    out.push(b'{');
+    // Where `key` goes: the byte after the entries sorting before it, and their count.
+    let mut at = None;
+    for (i, (k, value)) in entries.iter().enumerate() {
+        if at.is_none() && k.as_str() > key {
+            at = Some((out.len(), i));
+        }
+        if i > 0 {
+            out.push(b',');
+        }
+        write_compact(k.as_str(), &mut out);
+        out.push(b':');
+        write_canonical(value, &mut out);
+    }
+    let (at, before) = at.unwrap_or((out.len(), entries.len()));
+    out.push(b'}');
+    let sealed = seal(&out);
+    let mut line = Vec::with_capacity(out.len() + key.len() + sealed.len() + 8);
+    line.extend_from_slice(&out[..at]);
+    if before > 0 {
+        line.push(b',');
+    }
+    write_compact(key, &mut line);
+    line.push(b':');
+    write_compact(sealed.as_str(), &mut line);
+    if before == 0 && !entries.is_empty() {
+        line.push(b',');
+    }
+    line.extend_from_slice(&out[at..]);
+    (line, sealed)
+}
+
 /// serde_json's compact encoding of a key or a scalar (what `Value`'s `Display` prints),
 /// written straight into `out`.
 fn write_compact<T: Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
@@ -312,6 +365,36 @@ mod tests {
             String::from_utf8(canonical_json(&v)).unwrap(),
             r#"{"a":"x\n\"é","b":[{"a":null,"z":1}]}"#
         );
+    }
+
+    #[test]
+    fn a_sealed_object_encodes_as_the_object_with_its_seal() {
+        let objects = [
+            r#"{}"#,
+            r#"{"a": 1}"#,
+            r#"{"z": 1}"#,
+            r#"{"a": 1, "z": [{"y": null, "b": "x\n"}]}"#,
+            r#"{"args_digest": "d", "id": "i", "kind": "intent", "prev": "p", "seq": 3, "ts": "t"}"#,
+            r#"{"g": 1, "ha": 2, "hash0": 3, "has": 4, "h": 5}"#,
+        ];
+        for text in objects {
+            let Value::Object(m) = serde_json::from_str::<Value>(text).unwrap() else {
+                panic!("{text}");
+            };
+            let mut seen = Vec::new();
+            let (line, sealed) = canonical_sealed(&m, "hash", |b| {
+                seen = b.to_vec();
+                "sha256:0\"1".to_owned()
+            });
+            assert_eq!(seen, canonical_json(&Value::Object(m.clone())), "{text}");
+            let mut whole = m.clone();
+            whole.insert("hash".into(), Value::String(sealed));
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                String::from_utf8(canonical_json(&Value::Object(whole))).unwrap(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

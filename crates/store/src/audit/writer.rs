@@ -5,7 +5,7 @@
 use super::anchor::{self, Anchor, AnchorState, Point, SlotFault};
 use super::fsutil::Boot;
 use super::key::{ChainKey, KEYED_PREFIX};
-use super::record::{Kind, canonical_json, sha256_tagged};
+use super::record::{Kind, canonical_json, canonical_sealed, sha256_tagged};
 use super::{AuditError, AuditLog, AuditStep, Fault, Repair, reserve, scan};
 use crate::atomic::write_atomic;
 use crate::error::StoreError;
@@ -529,12 +529,18 @@ pub(crate) fn encode(
     m.insert("seq".into(), Value::from(seq));
     m.insert("kind".into(), Value::String(kind.as_str().into()));
     m.insert("prev".into(), Value::String(tail.head.clone()));
-    let mut m = Value::Object(m);
-    let hash = key.hash_canonical(&canonical_json(&m));
-    if let Value::Object(o) = &mut m {
-        o.insert("hash".into(), Value::String(hash.clone()));
-    }
-    let mut line = canonical_json(&m);
+    let (mut line, hash) = if m.contains_key("hash") {
+        // Fields that name a `hash` of their own: hashed with it, then replaced.
+        let mut m = Value::Object(m);
+        let hash = key.hash_canonical(&canonical_json(&m));
+        if let Value::Object(o) = &mut m {
+            o.insert("hash".into(), Value::String(hash.clone()));
+        }
+        (canonical_json(&m), hash)
+    } else {
+        // One encoding: the line is the hashed bytes with `hash` spliced in.
+        canonical_sealed(&m, "hash", |b| key.hash_canonical(b))
+    };
     line.push(b'\n');
     let w = Written {
         id,

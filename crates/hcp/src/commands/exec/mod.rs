@@ -114,7 +114,7 @@ pub fn run(a: Args) -> CliResult {
     };
     // No store (RUNTIME §4: `no_store`, 66, nothing created): refused before anything,
     // unrecorded (there is no trail), as the face answers refusals.
-    let rt = match runtime() {
+    let rt = match crate::commands::session::open_home().map(Runtime::open_for_call) {
         Ok(rt) => rt,
         Err(e) if json || json_face => {
             let mut r = Refusal::new(e.code, e.message);
