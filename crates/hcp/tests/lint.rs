@@ -283,6 +283,8 @@ fn the_gold_packs_lint_and_install_without_a_warning() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     ids.sort();
+    // The store made on purpose first (an install that makes one says so on stderr).
+    w.init();
     let mut args = vec!["lint"];
     args.extend(ids.iter().map(String::as_str));
     let out = hcp_in(&w, &packs, &args);

@@ -565,18 +565,21 @@ fn concurrent_installs_and_activations_lose_nothing() {
     let mut children = Vec::new();
     for (i, d) in dirs.iter().enumerate() {
         let mut c = std_cmd(&w);
-        c.args(["install", "--activate", s(d)]);
+        c.args(["install", "--activate", s(d)])
+            .stderr(std::process::Stdio::piped());
         children.push(c.spawn().unwrap());
         // Several processes replace the same pack at once.
         let mut c = std_cmd(&w);
-        c.args(["install", "--force", s(&shared)]);
+        c.args(["install", "--force", s(&shared)])
+            .stderr(std::process::Stdio::piped());
         if i % 2 == 0 {
             c.arg("--activate");
         }
         children.push(c.spawn().unwrap());
     }
-    for mut c in children {
-        assert!(c.wait().unwrap().success());
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let lj = json(&w.run(&["list", "--json"]));
     let mut listed: Vec<(String, bool)> = lj["packs"]

@@ -245,8 +245,17 @@ pub fn init_with_reserve(
         }
         build(tmp.path(), root, &first, now, &boot, false, reserve_bytes)?;
         let audit = root.join(StoreDir::Audit.name());
-        std::fs::rename(tmp.path(), &audit)
-            .map_err(|e| StoreError::io("rename into", &audit, e))?;
+        if let Err(e) = std::fs::rename(tmp.path(), &audit) {
+            // Another process made the store meanwhile: the directory locked above was an
+            // empty one that its whole store was renamed over (a rename may replace an
+            // empty directory), so the lock did not keep it out. Its store stands.
+            if let Some(m) = Marker::read(root)? {
+                return Ok(Made::Already {
+                    store_id: m.store_id,
+                });
+            }
+            return Err(StoreError::io("rename into", &audit, e));
+        }
         let _ = tmp.keep();
         crate::atomic::sync_dir(root)?;
         finish(root, &store_id, now, "init")?;
