@@ -941,3 +941,42 @@ fn acts_of_authority_go_to_the_fleets_trail_and_approvals_are_bound_to_session_a
     }
     a.assert_sound();
 }
+
+#[test]
+fn an_act_killed_between_its_record_and_its_change_is_interrupted_on_the_fleet_too() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some((ua, _)) = urls() else { return };
+    let (_schema, ms) = fleet("killedact", &[&ua], &["polprobe"]);
+    let a = &ms[0];
+    // The debug build's seam SIGKILLs hcp after the act's intent, before its change.
+    let o =
+        a.w.hcp()
+            .env("HCP_TEST_ABORT_AT", "act_recorded")
+            .args(["grant", "carol", "polprobe", "verb.exec.read"])
+            .output()
+            .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{}", a.w.render(&o));
+    // Not damage: the chain is sound, and the act is listed as interrupted.
+    let v = a.assert_sound();
+    let chain = v["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["machine"] == json!(a.id()))
+        .unwrap()
+        .clone();
+    let acts = chain["interrupted_acts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(acts.len(), 1, "{v}");
+    assert_eq!(
+        (&acts[0]["act"], &acts[0]["actor"]),
+        (&json!("grant"), &json!("owner")),
+        "{v}"
+    );
+    // The same act made whole afterwards closes nothing of the killed one.
+    a.ok(&["grant", "carol", "polprobe", "verb.exec.read"]);
+    let v = a.assert_sound();
+    assert!(v.to_string().contains("interrupted_acts"), "{v}");
+}

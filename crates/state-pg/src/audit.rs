@@ -40,6 +40,8 @@ pub const KIND_FIELD: &str = "kind";
 pub const KIND_INTENT: &str = "intent";
 /// The kind of a call's closing record.
 pub const KIND_OUTCOME: &str = "outcome";
+/// The kind of an act of authority's record.
+pub const KIND_AUTHORITY: &str = "authority";
 /// The field of an outcome that names its intent's `id`.
 pub const INTENT_LINK_FIELD: &str = "intent";
 
@@ -245,6 +247,22 @@ pub struct OpenIntent {
     pub verb_key: Option<String>,
 }
 
+/// An act of authority's intent without its completion (RUNTIME §6; docs/DESIGN.md, "Acts:
+/// intent and completion").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenAct {
+    /// Its `seq` in the machine's chain.
+    pub seq: u64,
+    /// Its `id`.
+    pub id: String,
+    /// Its time.
+    pub ts: String,
+    /// The act (`grant`, `session start` …).
+    pub act: String,
+    /// Who made it (`owner`, or the principal).
+    pub actor: Option<String>,
+}
+
 /// One machine's chain as verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainReport {
@@ -257,6 +275,10 @@ pub struct ChainReport {
     /// Intents without an outcome (calls whose hcp was killed): `interrupted`, not
     /// damage. In chain order.
     pub interrupted: Vec<OpenIntent>,
+    /// Acts of authority recorded as an intent (`phase: intent`) with no `act made` or
+    /// `act failed` after them (hcp killed between the record and the change):
+    /// `interrupted`, not damage. In chain order.
+    pub interrupted_acts: Vec<OpenAct>,
     /// The first fault, `None` when the chain is sound.
     pub fault: Option<Fault>,
     /// Whether the chain holds keyed records (`hmac-sha256:`).
@@ -317,6 +339,8 @@ struct ChainWalk {
     expect_prev: String,
     expect_seq: u64,
     open: Vec<OpenIntent>,
+    /// Acts' intents without a completion yet, by `seq`.
+    open_acts: BTreeMap<u64, OpenAct>,
     /// The chain key, for this machine's own chain.
     key: Option<hcp_store::audit::ChainKey>,
     /// The witnessed checkpoint to check against: its count and head.
@@ -331,6 +355,7 @@ impl ChainWalk {
                 records: 0,
                 head: None,
                 interrupted: Vec::new(),
+                interrupted_acts: Vec::new(),
                 fault: None,
                 keyed: false,
                 not_checked: false,
@@ -339,6 +364,7 @@ impl ChainWalk {
             expect_prev: GENESIS.to_owned(),
             expect_seq: 1,
             open: Vec::new(),
+            open_acts: BTreeMap::new(),
             key: None,
             checkpoint: None,
         }
@@ -480,6 +506,32 @@ impl ChainWalk {
                     self.open.retain(|o| o.id != link);
                 }
             }
+            Some(KIND_AUTHORITY) => {
+                let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_owned);
+                let act = text("act").unwrap_or_default();
+                if act == hcp_store::audit::ACT_MADE || act == hcp_store::audit::ACT_FAILED {
+                    let of = m
+                        .get("changed")
+                        .and_then(|c| c.get("seq"))
+                        .and_then(Value::as_u64);
+                    if let Some(of) = of {
+                        self.open_acts.remove(&of);
+                    }
+                } else if m.get("phase").and_then(Value::as_str)
+                    == Some(hcp_store::audit::PHASE_INTENT)
+                {
+                    self.open_acts.insert(
+                        seq,
+                        OpenAct {
+                            seq,
+                            id: id.clone().unwrap_or_default(),
+                            ts: text("ts").unwrap_or_default(),
+                            act,
+                            actor: text("actor"),
+                        },
+                    );
+                }
+            }
             _ => {}
         }
         self.report.records += 1;
@@ -544,6 +596,7 @@ impl ChainWalk {
             }
         }
         self.report.interrupted = self.open;
+        self.report.interrupted_acts = self.open_acts.into_values().collect();
         self.report
     }
 }

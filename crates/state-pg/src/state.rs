@@ -17,8 +17,8 @@ use hcp_store::audit::checkpoint::Checkpoint;
 use hcp_store::audit::witness::Newest;
 use hcp_store::audit::{
     Appended, AuditError, AuditFollow, AuditReport, Authority, Broken, ChainCheck, ChainVerify,
-    CheckpointNote, CheckpointSource, DigestKey, Entry, Fault, GENESIS, Interrupted, Outcome,
-    VerifyReport,
+    CheckpointNote, CheckpointSource, DigestKey, Entry, Fault, GENESIS, Interrupted,
+    InterruptedAct, Outcome, VerifyReport,
 };
 use hcp_store::config::ConfigError;
 use hcp_store::counter::{Limits, Verdict};
@@ -682,6 +682,18 @@ fn audit_report(r: &audit::VerifyReport, source: &CheckpointSource) -> AuditRepo
                             principal: o.principal.clone(),
                             pack_id: o.pack_id.clone(),
                             verb_key: o.verb_key.clone(),
+                        })
+                        .collect(),
+                    interrupted_acts: c
+                        .interrupted_acts
+                        .iter()
+                        .map(|a| InterruptedAct {
+                            line: a.seq,
+                            seq: a.seq,
+                            id: a.id.clone(),
+                            ts: a.ts.clone(),
+                            act: a.act.clone(),
+                            actor: a.actor.clone(),
                         })
                         .collect(),
                     broken: c.fault.as_ref().map(|f| Broken {
