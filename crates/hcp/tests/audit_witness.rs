@@ -452,3 +452,35 @@ fn the_bootstrap_packs_verify_without_the_witness_in_its_view_is_sound() {
     assert_eq!(v["data"]["ok"], json!(true), "{v}");
     assert_eq!(verify_json(&w).0, 0);
 }
+
+/// `hcp ARGS` killed by the seam once the act's intent is synced, before its checkpoint.
+fn killed_after_intent(w: &World, args: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    let o = w
+        .hcp()
+        .env("HCP_TEST_ABORT_AT", "authority_synced:1")
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{args:?}:\n{}", w.render(&o));
+}
+
+#[test]
+fn acts_killed_before_their_checkpoints_are_interrupted_not_damage() {
+    let (w, _wdir) = witnessed();
+    killed_after_intent(&w, &["grant", "carol", "echo", "verb.exec.read"]);
+    killed_after_intent(&w, &["grant", "dave", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["ok"]), (0, &json!(true)), "{v}");
+    let acts: Vec<_> = v["interrupted_acts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["act"].clone())
+        .collect();
+    assert_eq!(acts, [json!("grant"), json!("grant")], "{v}");
+    // The next act is made and witnessed, and the trail stays sound.
+    ok(&w, &["grant", "erin", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["ok"]), (0, &json!(true)), "{v}");
+}

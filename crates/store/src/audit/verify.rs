@@ -237,8 +237,9 @@ pub struct VerifyReport {
     #[serde(skip)]
     pub witness_named: Vec<WitnessNamed>,
     /// The `seq` of each act of authority that its witness (if it had one) took a
-    /// checkpoint of when it was made (acts noticed at a call, and acts an `act failed`
-    /// record withdrew, left out), oldest first.
+    /// checkpoint of when it was made (acts noticed at a call, acts an `act failed`
+    /// record withdrew, and interrupted acts — an intent without completion — left out),
+    /// oldest first.
     #[serde(skip)]
     pub witnessed_acts: Vec<u64>,
     /// Torn lines of the witness's file (crashes mid-append, not damage).
@@ -898,6 +899,12 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         }
     }
     let mut report = w.report;
+    // An act whose intent has no completion was interrupted (hcp killed, perhaps before
+    // its checkpoint was taken): it is owed no checkpoint (RUNTIME §6: a crash at any
+    // instant never makes verify report damage).
+    report
+        .witnessed_acts
+        .retain(|s| !w.open_acts.contains_key(s));
     report.interrupted_acts = w.open_acts.into_values().collect();
     report.interrupted = w.open.into_values().collect();
     report.interrupted.sort_by_key(|i| i.line);
