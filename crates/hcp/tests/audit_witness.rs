@@ -452,3 +452,105 @@ fn the_bootstrap_packs_verify_without_the_witness_in_its_view_is_sound() {
     assert_eq!(v["data"]["ok"], json!(true), "{v}");
     assert_eq!(verify_json(&w).0, 0);
 }
+
+/// `hcp ARGS` killed by the seam once the act's intent is synced, before its checkpoint.
+fn killed_after_intent(w: &World, args: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    let o = w
+        .hcp()
+        .env("HCP_TEST_ABORT_AT", "authority_synced:1")
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{args:?}:\n{}", w.render(&o));
+}
+
+#[test]
+fn acts_killed_before_their_checkpoints_are_interrupted_not_damage() {
+    let (w, _wdir) = witnessed();
+    killed_after_intent(&w, &["grant", "carol", "echo", "verb.exec.read"]);
+    killed_after_intent(&w, &["grant", "dave", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["ok"]), (0, &json!(true)), "{v}");
+    let acts: Vec<_> = v["interrupted_acts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["act"].clone())
+        .collect();
+    assert_eq!(acts, [json!("grant"), json!("grant")], "{v}");
+    // The next act is made and witnessed, and the trail stays sound.
+    ok(&w, &["grant", "erin", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["ok"]), (0, &json!(true)), "{v}");
+}
+
+/// The witness's file of `wdir` without the lines `drop` (from 1) keeps.
+fn drop_witness_lines(wdir: &Path, drop: impl Fn(usize, usize) -> bool) {
+    let file = wfile(wdir);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    let kept: String = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !drop(i + 1, n))
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    std::fs::write(&file, kept).unwrap();
+}
+
+/// A witnessed store with five grants made, each witnessed.
+fn five_grants() -> (World, PathBuf) {
+    let (w, wdir) = witnessed();
+    for p in ["p1", "p2", "p3", "p4", "p5"] {
+        ok(&w, &["grant", p, "echo", "verb.exec.read"]);
+    }
+    assert_eq!(verify_json(&w).1["ok"], json!(true));
+    (w, wdir)
+}
+
+#[test]
+fn checkpoints_cut_from_the_witness_are_not_forgiven_by_the_next_act() {
+    let (w, wdir) = five_grants();
+    drop_witness_lines(&wdir, |i, n| i + 4 > n);
+    let (c, f) = fault(&w);
+    assert_eq!((c, f), (1, json!("checkpoint_mismatch")));
+    // The next act takes a checkpoint of its own: the ones cut are still missing.
+    ok(&w, &["grant", "p6", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    let detail = v["broken"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("holds no checkpoint of the act"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_checkpoint_deleted_from_the_middle_of_the_witness_is_a_fault() {
+    let (w, wdir) = five_grants();
+    let lines = std::fs::read_to_string(wfile(&wdir))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(lines >= 5, "{lines}");
+    // The line before the last act's two: the checkpoint of the fourth grant's intent
+    // (the line after it, that of its `act made`, is best effort and stays).
+    drop_witness_lines(&wdir, |i, n| i == n - 3);
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    let detail = v["broken"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("holds no checkpoint of the act"),
+        "{detail}"
+    );
+}

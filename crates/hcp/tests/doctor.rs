@@ -255,3 +255,31 @@ fn a_bin_that_changed_or_vanished_is_reported() {
     assert_eq!(code, 1);
     assert_eq!(bins_of(&v)[0].1, "missing");
 }
+
+#[test]
+fn a_keyed_trail_whose_chain_key_is_gone_or_unreadable_is_a_fault_for_verify_and_doctor() {
+    let w = World::with_store();
+    let key = w.hcp_home.join("audit/chain.key");
+    let saved = std::fs::read(&key).unwrap();
+    for how in ["removed", "a directory"] {
+        std::fs::remove_file(&key).unwrap();
+        if how == "a directory" {
+            std::fs::create_dir(&key).unwrap();
+        }
+        let o = w.run(&["audit", "verify", "--json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(
+            (o.status.code(), &v["broken"]["fault"]),
+            (Some(1), &json!("missing_chain_key")),
+            "{how}: {v}"
+        );
+        let (code, d) = doctor_json(&w);
+        assert_eq!((code, &d["ok"]), (1, &json!(false)), "{how}: {d}");
+        assert!(d.to_string().contains("missing_chain_key"), "{how}: {d}");
+        if how == "a directory" {
+            std::fs::remove_dir(&key).unwrap();
+        }
+        std::fs::write(&key, &saved).unwrap();
+    }
+    assert_eq!(w.run(&["audit", "verify"]).status.code(), Some(0));
+}

@@ -801,8 +801,10 @@ impl FileState {
     /// Holds the configuration and the witness to what the trail says of its witness
     /// (RUNTIME §6): a trail whose last [`crate::audit::WITNESS_ACT`] record names a
     /// witness must still have that witness configured, and the witness must hold the
-    /// checkpoint of each record naming it (its first of this store) and one at least as
-    /// new as every act of authority it took a checkpoint of. A witness removed from
+    /// checkpoint of each record naming it (its first of this store), one at least as
+    /// new as every act of authority it took a checkpoint of, and the checkpoint of each
+    /// such act's own record (interrupted acts and the newest left out: a kill may have
+    /// stopped their checkpoint). A witness removed from
     /// `config.json` is `witness_unavailable`; checkpoints removed from the witness (its
     /// file deleted, emptied or cut) are `checkpoint_mismatch`.
     fn witness_faults(&self, r: &mut crate::audit::VerifyReport, held: Option<&Held>) {
@@ -909,6 +911,26 @@ impl FileState {
                     "the newest checkpoint the witness ({named}) holds names {newest} records, and it took one of the act of authority at record {act} when it was made: checkpoints were removed from it (its file cut)"
                 ),
             ));
+        }
+        // Each of them had a checkpoint of its own record taken when it was made: its
+        // `count` is the act's record (the intent's; the best-effort one after `act made`
+        // is never required), or, for an act that named a witness, the `witness` record
+        // right after it, whose checkpoint is held to above.
+        if fault.is_none() {
+            let counts: std::collections::BTreeSet<u64> =
+                held.checkpoints.iter().map(|(_, c)| c.count).collect();
+            let renamed = |act: u64| r.witness_named.iter().any(|n| n.seq == act + 1);
+            if let Some(&act) = acts
+                .iter()
+                .find(|&&act| !counts.contains(&act) && !renamed(act))
+            {
+                fault = Some((
+                    0,
+                    format!(
+                        "the witness ({named}) holds no checkpoint of the act of authority at record {act}, taken when it was made: checkpoints were removed from it (lines of its file deleted or cut)"
+                    ),
+                ));
+            }
         }
         if let Some((line, detail)) = fault {
             fail(crate::audit::Fault::CheckpointMismatch, line, detail);

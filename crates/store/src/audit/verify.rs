@@ -5,7 +5,8 @@
 //! keyed part (`hmac-sha256:`) begins with the store's `init` record, or with the `migrate`
 //! record that moved an older trail onto the key, and each of its hashes is checked under
 //! the chain key. A verifier without the key (the bootstrap pack's child, which reads the
-//! store without its keys) checks everything else — each record's structure, `prev`,
+//! store on a read-only mount without its keys; nowhere else is a keyed trail verified
+//! without its key: `missing_chain_key`) checks everything else — each record's structure, `prev`,
 //! `seq`, intents and outcomes, the anchor's content — and the newest signed checkpoint, and
 //! reports the keyed chain `not_checked`.
 
@@ -237,8 +238,9 @@ pub struct VerifyReport {
     #[serde(skip)]
     pub witness_named: Vec<WitnessNamed>,
     /// The `seq` of each act of authority that its witness (if it had one) took a
-    /// checkpoint of when it was made (acts noticed at a call, and acts an `act failed`
-    /// record withdrew, left out), oldest first.
+    /// checkpoint of when it was made (acts noticed at a call, acts an `act failed`
+    /// record withdrew, and interrupted acts — an intent without completion — left out),
+    /// oldest first.
     #[serde(skip)]
     pub witnessed_acts: Vec<u64>,
     /// Torn lines of the witness's file (crashes mid-append, not damage).
@@ -287,9 +289,12 @@ enum KeyMode {
     NotChecked,
     /// No key and nothing says the store was made with one.
     Legacy,
-    /// The key is gone from a store that was made with one, and this process could
-    /// write the store (so it is not a view without the keys).
+    /// The key is gone from a store that was made with one, and the store is not the
+    /// read-only one of a view without the keys.
     Missing,
+    /// The key cannot be read (a directory in its place, its mode), and the store is not
+    /// the read-only one of a view without the keys.
+    Unreadable(std::io::Error),
 }
 
 fn key_mode(log: &AuditLog) -> Result<KeyMode, StoreError> {
@@ -304,22 +309,32 @@ fn key_mode(log: &AuditLog) -> Result<KeyMode, StoreError> {
     };
     Ok(match read {
         KeyRead::Found(k) => KeyMode::Keyed(k),
-        KeyRead::Unreadable(_) => KeyMode::NotChecked,
-        KeyRead::Absent if !writable(log.dir()) => KeyMode::NotChecked,
+        // The bootstrap pack's child: its view holds the store on a read-only mount with
+        // the keys covered.
+        KeyRead::Unreadable(_) | KeyRead::Absent if read_only_mount(log.dir()) => {
+            KeyMode::NotChecked
+        }
+        KeyRead::Unreadable(e) => KeyMode::Unreadable(e),
         KeyRead::Absent if made_keyed() => KeyMode::Missing,
         KeyRead::Absent => KeyMode::Legacy,
     })
 }
 
-/// Whether this process may write `dir` (a read-only view of the store, or another user,
-/// may not).
-fn writable(dir: &std::path::Path) -> bool {
+/// Whether `dir` lies on a read-only mount: the store as the bootstrap pack's view holds
+/// it (RUNTIME §5.1), never the owner's own store.
+fn read_only_mount(dir: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return false;
     };
-    // SAFETY: `c` is a valid C string for the duration of the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid C string and `st` a buffer of the right type for the call.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: initialised by the successful call above.
+    let st = unsafe { st.assume_init() };
+    st.f_flag & libc::ST_RDONLY != 0
 }
 
 /// Reads the anchor, then the trail's length, so that the anchor never names more than
@@ -737,7 +752,8 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         KeyMode::Keyed(k) => (Some(k), ChainCheck::Checked),
         KeyMode::NotChecked => (None, ChainCheck::NotChecked),
         KeyMode::Legacy => (None, ChainCheck::Legacy),
-        KeyMode::Missing => {
+        KeyMode::Missing | KeyMode::Unreadable(_) => {
+            let path = log.dir().join(super::key::CHAIN_KEY_FILE);
             let mut report = empty_report();
             report.chain = ChainCheck::NotChecked;
             report.broken = Some(Broken {
@@ -746,10 +762,16 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
                 id: None,
                 expected: None,
                 found: None,
-                detail: format!(
-                    "`{}` is gone while the store's marker and its keyed anchor say it was made with one",
-                    log.dir().join(super::key::CHAIN_KEY_FILE).display()
-                ),
+                detail: match &mode {
+                    KeyMode::Unreadable(e) => format!(
+                        "`{}` cannot be read ({e}): the keyed chain cannot be checked, and only the bootstrap pack's view of the store may verify without its key",
+                        path.display()
+                    ),
+                    _ => format!(
+                        "`{}` is gone while the store's marker and its keyed anchor say it was made with one",
+                        path.display()
+                    ),
+                },
             });
             return Ok(report);
         }
@@ -898,6 +920,12 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         }
     }
     let mut report = w.report;
+    // An act whose intent has no completion was interrupted (hcp killed, perhaps before
+    // its checkpoint was taken): it is owed no checkpoint (RUNTIME §6: a crash at any
+    // instant never makes verify report damage).
+    report
+        .witnessed_acts
+        .retain(|s| !w.open_acts.contains_key(s));
     report.interrupted_acts = w.open_acts.into_values().collect();
     report.interrupted = w.open.into_values().collect();
     report.interrupted.sort_by_key(|i| i.line);
