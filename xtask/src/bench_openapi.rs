@@ -13,6 +13,12 @@
 //! * `curl` (when `curl` is on `PATH`): the same request by `curl`, a floor for "a process
 //!   that sends one HTTP request".
 //!
+//! With `--baseline BIN` (another build of hcp, e.g. main's release `hcp`), a second store
+//! made by that build (the same two packs, from `--baseline-packs DIR` when its gold packs
+//! differ, the same server) adds the arms `baseline cli` and `baseline openapi`, and the
+//! ratios of this build's medians to the baseline's. The openapi verb runs no child, so
+//! its ratio is the call's own work (gate, pipeline, audit) without the child's view.
+//!
 //! Every arm's output is checked once before timing; `hcp audit verify` must pass after.
 //! Wall time from before the spawn to the return of the wait. Figures: median, p10, p90,
 //! in milliseconds, and the ratio of the medians `openapi` / `cli`.
@@ -32,6 +38,14 @@ pub struct Args {
     /// Use the release binaries already in the target directory instead of building.
     #[arg(long)]
     pub no_build: bool,
+    /// Another `hcp` binary (say, the release build of `main`) to interleave on a store of
+    /// its own.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// The gold packs the `--baseline` installs (its own checkout's `packs/`); this
+    /// checkout's by default.
+    #[arg(long, requires = "baseline")]
+    pub baseline_packs: Option<PathBuf>,
 }
 
 /// What one arm runs: a fresh command each time.
@@ -100,31 +114,34 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         }
         None => release.as_os_str().to_owned(),
     };
-    let cmd = |program: &Path, a: &[&str]| {
+    let cmd_in = |store: &Path, program: &Path, a: &[&str]| {
         let mut c = Command::new(program);
         c.args(a)
             .current_dir(&work)
             .env_clear()
             .env("PATH", &path)
             .env("HOME", scratch)
-            .env("HCP_HOME", &home)
+            .env("HCP_HOME", store)
             .env("LANG", "C.UTF-8");
         c
     };
+    let cmd = |program: &Path, a: &[&str]| cmd_in(&home, program, a);
     let hcp = release.join("hcp");
-    let ok = |a: &[&str]| -> Result<Vec<u8>> {
-        let out = cmd(&hcp, a)
+    let ok_in = |store: &Path, bin: &Path, a: &[&str]| -> Result<Vec<u8>> {
+        let out = cmd_in(store, bin, a)
             .stdin(Stdio::null())
             .output()
-            .context("cannot run hcp")?;
+            .with_context(|| format!("cannot run `{}`", bin.display()))?;
         ensure!(
             out.status.success(),
-            "`hcp {}` failed: {}",
+            "`{} {}` failed: {}",
+            bin.display(),
             a.join(" "),
             String::from_utf8_lossy(&out.stderr)
         );
         Ok(out.stdout)
     };
+    let ok = |a: &[&str]| ok_in(&home, &hcp, a);
 
     // Stopped by closing its stdin (`Server`'s drop).
     let mut child = cmd(&release.join("hcp-example-api"), &["--until-stdin-closes"])
@@ -144,17 +161,28 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
     if !origin.starts_with("http://127.0.0.1:") {
         bail!("`hcp-example-api` printed `{origin}`, not its origin");
     }
-    std::fs::create_dir_all(&home).context("cannot create HCP_HOME")?;
-    std::fs::write(
-        home.join("config.json"),
-        serde_json::json!({"packs": {"tasks": {"server": format!("{origin}/v1")}}}).to_string(),
-    )
-    .context("cannot write config.json")?;
-    for pack in ["echo", "tasks"] {
-        let dir = root.join("packs").join(pack).display().to_string();
-        ok(&["install", "--activate", &dir])?;
+    let config =
+        serde_json::json!({"packs": {"tasks": {"server": format!("{origin}/v1")}}}).to_string();
+    let fill = |store: &Path, bin: &Path, packs: &Path| -> Result<()> {
+        std::fs::create_dir_all(store).context("cannot create HCP_HOME")?;
+        std::fs::write(store.join("config.json"), &config).context("cannot write config.json")?;
+        for pack in ["echo", "tasks"] {
+            let dir = packs.join(pack).display().to_string();
+            ok_in(store, bin, &["install", "--activate", &dir])?;
+        }
+        ok_in(store, bin, &["connect", "tasks", "--user", "bench"])?;
+        Ok(())
+    };
+    fill(&home, &hcp, &root.join("packs"))?;
+    let base_home = scratch.join("home-baseline");
+    if let Some(b) = &args.baseline {
+        ensure!(b.is_file(), "`--baseline {}` is not a file", b.display());
+        let packs = args
+            .baseline_packs
+            .clone()
+            .unwrap_or_else(|| root.join("packs"));
+        fill(&base_home, b, &packs)?;
     }
-    ok(&["connect", "tasks", "--user", "bench"])?;
     // The example API's token of a user (what `createToken` answered `connect`).
     let token = "tok-bench";
 
@@ -184,10 +212,28 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
     if let Some(c) = curl.clone() {
         arms.push(("curl", Box::new(move || cmd(&c, &curl_args))));
     }
+    if let Some(b) = &args.baseline {
+        ensure!(String::from_utf8_lossy(&ok_in(&base_home, b, &cli)?).contains("hi"));
+        ensure!(
+            String::from_utf8_lossy(&ok_in(&base_home, b, &api)?)
+                .trim_start()
+                .starts_with('['),
+            "the baseline's `hcp exec tasks.list` did not print the list"
+        );
+        let base_home = base_home.as_path();
+        arms.push(("baseline cli", Box::new(move || cmd_in(base_home, b, &cli))));
+        arms.push((
+            "baseline openapi",
+            Box::new(move || cmd_in(base_home, b, &api)),
+        ));
+    }
     let load_before = load_average();
     let mut times = shuffled_rounds(&arms, WARMUP, args.runs)?;
     let load_after = load_average();
     ok(&["audit", "verify"])?;
+    if let Some(b) = &args.baseline {
+        ok_in(&base_home, b, &["audit", "verify"])?;
+    }
 
     println!(
         "{} rounds after {WARMUP} warm-up, shuffled order each round; load average {load_before} → {load_after}",
@@ -203,7 +249,9 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         let label = match *name {
             "cli" => "`hcp exec echo.say hi` (CLI verb, a confined child)".to_owned(),
             "openapi" => "`hcp exec tasks.list --limit 10` (openapi verb, loopback)".to_owned(),
-            _ => "`curl` of the same request (floor)".to_owned(),
+            "curl" => "`curl` of the same request (floor)".to_owned(),
+            "baseline cli" => "baseline: `--baseline` hcp, `exec echo.say hi`".to_owned(),
+            _ => "baseline: `--baseline` hcp, `exec tasks.list --limit 10`".to_owned(),
         };
         println!(
             "| {label} | {:.3} | {:.3} | {:.3} |",
@@ -219,8 +267,22 @@ fn measure(args: &Args, root: &Path, release: &Path, scratch: &Path) -> Result<(
         medians[1] / medians[0],
         medians[1] - medians[0]
     );
-    if let Some(c) = medians.get(2) {
+    let at = |name: &str| {
+        arms.iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| medians[i])
+    };
+    if let Some(c) = at("curl") {
         println!("openapi − curl, medians: {:+.3} ms", medians[1] - c);
+    }
+    if let (Some(bc), Some(bo)) = (at("baseline cli"), at("baseline openapi")) {
+        println!(
+            "this build / baseline, medians: openapi verb {:.3}× ({:+.3} ms), CLI verb {:.3}× ({:+.3} ms)",
+            medians[1] / bo,
+            medians[1] - bo,
+            medians[0] / bc,
+            medians[0] - bc
+        );
     }
     Ok(())
 }
