@@ -311,6 +311,36 @@ mod tests {
         assert!(bad.is_empty(), "{bad:#?}");
     }
 
+    /// A Markdown file's own sections named `see "SECTION"` / `under "SECTION"`: each is a
+    /// heading of the file (less its trailing parenthetical) or a bullet's bold lead-in
+    /// (`- **Checkpoints of a fleet.**`), as the docs name their parts.
+    #[test]
+    fn every_section_a_doc_names_of_itself_is_there() {
+        let r = root();
+        let re = regex::Regex::new(r#"\b(?:see|under)\s+["“]([^"”\n]+(?:\n[^"”\n]+)?)["”]"#)
+            .unwrap();
+        let bold = regex::Regex::new(r"(?m)^\s*- \*\*([^*]+)\*\*").unwrap();
+        let mut bad = Vec::new();
+        for f in markdown() {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let mut known: Vec<String> = headings(&text).iter().flat_map(|h| names_of(h)).collect();
+            known.extend(
+                bold.captures_iter(&text)
+                    .map(|c| c[1].trim_end_matches('.').to_owned()),
+            );
+            for c in re.captures_iter(&text) {
+                let name = c[1].split_whitespace().collect::<Vec<_>>().join(" ");
+                if !known.contains(&name) {
+                    bad.push(format!(
+                        "{}: \"{name}\" is no section of it",
+                        f.strip_prefix(&r).unwrap_or(&f).display()
+                    ));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
     #[test]
     fn every_anchor_is_a_heading() {
         let r = root();
