@@ -343,7 +343,7 @@ mod tests {
     /// A text that ends early names no `?` path; serde's line and column are kept.
     #[test]
     fn a_text_that_ends_early_is_located_and_names_no_unknown_key() {
-        for (text, at) in [("{\"a\": {", (1, 8)), ("{", (1, 1)), ("{\"a\": {}, \"b\"", (1, 14))] {
+        for (text, at) in [("{\"a\": {", (1, 7)), ("{", (1, 1)), ("{\"a\": {}, \"b\"", (1, 13))] {
             let e = parse_strict::<T>(text).unwrap_err();
             assert_eq!(e.code, ParseCode::BadJson, "{text}");
             assert!(!e.message.contains('?'), "{text}: {}", e.message);
