@@ -156,7 +156,12 @@ mod tests {
     #[test]
     fn a_reason_of_many_tests_is_named_once_and_its_tests_counted() {
         let mut skips: Vec<(String, String)> = (1..=113)
-            .map(|i| (format!("t{i}"), "`nobody` cannot reach the checkout".to_owned()))
+            .map(|i| {
+                (
+                    format!("t{i}"),
+                    "`nobody` cannot reach the checkout".to_owned(),
+                )
+            })
             .collect();
         skips.push(("u".to_owned(), "no node".to_owned()));
         let line = summary(&skips);

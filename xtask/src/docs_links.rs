@@ -317,8 +317,8 @@ mod tests {
     #[test]
     fn every_section_a_doc_names_of_itself_is_there() {
         let r = root();
-        let re = regex::Regex::new(r#"\b(?:see|under)\s+["“]([^"”\n]+(?:\n[^"”\n]+)?)["”]"#)
-            .unwrap();
+        let re =
+            regex::Regex::new(r#"\b(?:see|under)\s+["“]([^"”\n]+(?:\n[^"”\n]+)?)["”]"#).unwrap();
         let bold = regex::Regex::new(r"(?m)^\s*- \*\*([^*]+)\*\*").unwrap();
         let mut bad = Vec::new();
         for f in markdown() {
@@ -383,7 +383,9 @@ mod tests {
         );
         assert_eq!(names_of("Working directories"), vec!["Working directories"]);
         assert_eq!(
-            anchors("# Writing a pack\n```\n# not one\n```\n## `bad_json`\n## HARNESS.md\n## A b\n## A b\n"),
+            anchors(
+                "# Writing a pack\n```\n# not one\n```\n## `bad_json`\n## HARNESS.md\n## A b\n## A b\n"
+            ),
             vec!["writing-a-pack", "bad_json", "harnessmd", "a-b", "a-b-1"]
         );
     }

@@ -231,7 +231,8 @@ fn target_misses_suggest_and_ambiguity_lists() {
     assert_refused(&w, &out, &v, "unknown_verb", 66);
     let hint = v["hint"].as_str().unwrap();
     assert!(
-        hint.starts_with("the verbs of `transit`: `transit.") && hint.ends_with("(`hcp show transit`)"),
+        hint.starts_with("the verbs of `transit`: `transit.")
+            && hint.ends_with("(`hcp show transit`)"),
         "{v}"
     );
     let out = exec(&w, &["status"]);

@@ -126,13 +126,12 @@ fn classify(path: &str, e: &serde_json::Error) -> ParseError {
     };
     // Where the text is not JSON (or ends early), the line and column say where; a path
     // would only say how far the parser got.
-    let message = if path.is_empty()
-        || matches!(code, ParseCode::BadJson) && (e.is_syntax() || e.is_eof())
-    {
-        message
-    } else {
-        format!("{message} (at `{path}`)")
-    };
+    let message =
+        if path.is_empty() || matches!(code, ParseCode::BadJson) && (e.is_syntax() || e.is_eof()) {
+            message
+        } else {
+            format!("{message} (at `{path}`)")
+        };
     ParseError {
         code,
         message: message.replace("duplicate field", "duplicate key"),
@@ -343,11 +342,19 @@ mod tests {
     /// A text that ends early names no `?` path; serde's line and column are kept.
     #[test]
     fn a_text_that_ends_early_is_located_and_names_no_unknown_key() {
-        for (text, at) in [("{\"a\": {", (1, 7)), ("{", (1, 1)), ("{\"a\": {}, \"b\"", (1, 13))] {
+        for (text, at) in [
+            ("{\"a\": {", (1, 7)),
+            ("{", (1, 1)),
+            ("{\"a\": {}, \"b\"", (1, 13)),
+        ] {
             let e = parse_strict::<T>(text).unwrap_err();
             assert_eq!(e.code, ParseCode::BadJson, "{text}");
             assert!(!e.message.contains('?'), "{text}: {}", e.message);
-            assert!(e.message.starts_with("EOF while parsing"), "{text}: {}", e.message);
+            assert!(
+                e.message.starts_with("EOF while parsing"),
+                "{text}: {}",
+                e.message
+            );
             assert_eq!((e.line, e.column), at, "{text}");
             assert!(!e.path.contains('?'), "{text}: {}", e.path);
         }

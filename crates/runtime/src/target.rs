@@ -185,7 +185,10 @@ fn unknown(target: &str, known: Vec<String>) -> Refusal {
         .unwrap_or_default();
     let hint = if s.is_empty() && !own.is_empty() {
         let pack = target.split_once('.').map_or(target, |(p, _)| p);
-        format!("the verbs of `{pack}`: {} (`hcp show {pack}`)", own.join(", "))
+        format!(
+            "the verbs of `{pack}`: {} (`hcp show {pack}`)",
+            own.join(", ")
+        )
     } else if s.is_empty() {
         "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
     } else {
@@ -216,7 +219,12 @@ mod tests {
         assert_eq!(typed("mail", "mail.send"), "mail.send");
         assert_eq!(typed("mail", "notes.create"), "mail.notes.create");
         assert_eq!(typed("mailx", "mail.send"), "mailx.mail.send");
-        let known = ["mail.send", "mail.list", "mail.notes.create", "transit.find"];
+        let known = [
+            "mail.send",
+            "mail.list",
+            "mail.notes.create",
+            "transit.find",
+        ];
         assert_eq!(hint("mail.snd", &known), "did you mean `mail.send`?");
         assert_eq!(hint("transit.fnd", &known), "did you mean `transit.find`?");
         assert_eq!(

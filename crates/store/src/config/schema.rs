@@ -154,7 +154,10 @@ mod tests {
                 takes: "`\"deny\"` | `\"host\"` | object".into()
             })
         );
-        assert_eq!(doc("sandbox.require").map(|d| d.takes), Some("boolean".into()));
+        assert_eq!(
+            doc("sandbox.require").map(|d| d.takes),
+            Some("boolean".into())
+        );
         assert_eq!(
             doc("sandbox.read").map(|d| d.takes),
             Some("array of string".into())

@@ -256,8 +256,7 @@ fn print(answer: &Answer, json: bool) -> u8 {
         // A CLI's output is its own, newline and all; an HTTP body (a `kind: openapi`
         // verb's, `{"id": …}`) rarely ends in one, and text mode ends it as a CLI's line
         // would. `--json` carries the body unchanged.
-        if answer.facts.http_status.is_some() && answer.stdout.last().is_some_and(|b| *b != b'\n')
-        {
+        if answer.facts.http_status.is_some() && answer.stdout.last().is_some_and(|b| *b != b'\n') {
             let _ = out.write_all(b"\n");
         }
         drop(out);
