@@ -12,6 +12,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+/// How many tests of one reason the summary names; the rest are counted.
+pub const NAMED: usize = 3;
+
 /// The file's name, in the profile directory of the test binaries.
 pub const FILE: &str = "hcp-skipped.tsv";
 
@@ -74,7 +77,10 @@ fn parse(text: &str, run: u32) -> Vec<(String, String)> {
 }
 
 /// The one summary line of `skips`: `N skipped: REASON: TEST, TEST; REASON: TEST`, the
-/// tests grouped by reason in the order first seen, or `0 skipped`.
+/// tests grouped by reason in the order first seen, each reason named once, or `0
+/// skipped`. A reason shared by more than [`NAMED`] tests names the first of them and
+/// counts the rest (`REASON: T1, T2, T3 and 110 more`): each test's own `skipped:` line
+/// is above it.
 pub fn summary(skips: &[(String, String)]) -> String {
     if skips.is_empty() {
         return "0 skipped".to_owned();
@@ -88,7 +94,14 @@ pub fn summary(skips: &[(String, String)]) -> String {
     }
     let items: Vec<String> = groups
         .iter()
-        .map(|(why, tests)| format!("{why}: {}", tests.join(", ")))
+        .map(|(why, tests)| {
+            if tests.len() > NAMED {
+                let more = tests.len() - NAMED;
+                format!("{why}: {} and {more} more", tests[..NAMED].join(", "))
+            } else {
+                format!("{why}: {}", tests.join(", "))
+            }
+        })
         .collect();
     format!("{} skipped: {}", skips.len(), items.join("; "))
 }
@@ -138,6 +151,25 @@ mod tests {
         ];
         assert_eq!(summary(&same), "3 skipped: no server: t1, t3; no node: t2");
         assert_eq!(summary(&[]), "0 skipped");
+    }
+
+    #[test]
+    fn a_reason_of_many_tests_is_named_once_and_its_tests_counted() {
+        let mut skips: Vec<(String, String)> = (1..=113)
+            .map(|i| {
+                (
+                    format!("t{i}"),
+                    "`nobody` cannot reach the checkout".to_owned(),
+                )
+            })
+            .collect();
+        skips.push(("u".to_owned(), "no node".to_owned()));
+        let line = summary(&skips);
+        assert_eq!(
+            line,
+            "114 skipped: `nobody` cannot reach the checkout: t1, t2, t3 and 110 more; no node: u"
+        );
+        assert_eq!(line.matches("cannot reach").count(), 1);
     }
 
     #[test]

@@ -14,12 +14,9 @@ pub const CONFIG_EXAMPLE: &str = include_str!("examples/config.json");
 /// Keys of earlier versions, read and ignored (`RuntimeConfig::ignored_keys`).
 const IGNORED: &[&str] = &["sandbox.protect", "sandbox.tmpdir"];
 
+/// A map's key as the reference names it: the one `hcp config set` names in its hints.
 fn key_name(path: &str) -> &'static str {
-    match path {
-        "packs" => "PACK_ID",
-        "resolvers" => "TOOL",
-        _ => "KEY",
-    }
+    hcp_store::config::schema::map_key_name(path)
 }
 
 /// `docs/config.md`.
@@ -46,7 +43,8 @@ pub fn config_md() -> anyhow::Result<String> {
          and where a fleet's shared state is. Every key is optional; a missing file is all \
          the defaults.\n\n\
          Edit it with `hcp config`, which checks a change before it writes it (an unknown \
-         key or a wrong type is refused, naming the nearest keys, and nothing is written), \
+         key is refused naming the nearest keys, a wrong value naming the type its key takes \
+         and its section below, and nothing is written), \
          writes atomically and keeps every other key:\n\n\
          ```sh\n\
          hcp config get                          # the whole file\n\
@@ -102,6 +100,44 @@ mod tests {
         for name in hcp_adapter::PROTECTED_IN_WORKDIR {
             assert!(listed.iter().any(|l| l == name), "{name}");
         }
+    }
+
+    /// What `hcp config set` names for a wrong value (the key's section and type) is what
+    /// the reference heads and types that section with, for every key of the reference.
+    #[test]
+    fn the_config_hints_name_each_key_as_the_reference_does() {
+        let schema =
+            serde_json::to_value(schemars::schema_for!(hcp_store::config::RuntimeConfig)).unwrap();
+        let fields = schema_doc::fields(&schema, &key_name, CONFIG_EXAMPLE, IGNORED).unwrap();
+        let md = config_md().unwrap();
+        let mut checked = 0;
+        for f in fields
+            .iter()
+            .filter(|f| !f.path.contains("[]") && !IGNORED.contains(&f.path.as_str()))
+        {
+            // The key as a user types it: a map's key an example one.
+            let typed: Vec<String> = f
+                .path
+                .split('.')
+                .map(|s| match s {
+                    "PACK_ID" => "mail".to_owned(),
+                    "TOOL" => "mail.search".to_owned(),
+                    "KEY" => "k".to_owned(),
+                    s => s.to_owned(),
+                })
+                .collect();
+            let d = hcp_store::config::schema::key_doc(&typed)
+                .unwrap_or_else(|| panic!("no key doc for `{}`", f.path));
+            assert_eq!(
+                (d.name.as_str(), d.takes.as_str()),
+                (f.path.as_str(), f.ty.replace(" \\| ", " | ").as_str()),
+                "{}",
+                f.path
+            );
+            assert!(md.contains(&format!("### `{}`\n", d.name)), "{}", d.name);
+            checked += 1;
+        }
+        assert!(checked > 20, "{checked} keys");
     }
 
     #[test]

@@ -5,6 +5,13 @@
 //! beside the clone. These tests read the sources: every Markdown file under `docs/`
 //! that a source file, the README or a doc names exists, and no hint names the contract
 //! or the seeds.
+//!
+//! A section is named the way the docs name one, `FILE, "HEADING"` (`README.md, "Working
+//! directories"`, `docs/DESIGN.md, "The audit trail"`, `BENCHMARKS.md, "Store"`, also
+//! `README's "…"`), and linked as `[…](FILE#anchor)`: every such name in the Markdown of
+//! the repository and in the strings of its sources (hints, messages) is a heading of that
+//! file, or a heading less its trailing parenthetical (`The store (`$HCP_HOME`)` is
+//! named `"The store"`), and every anchor is one a heading of that file makes.
 
 #[cfg(test)]
 mod tests {
@@ -121,5 +128,265 @@ mod tests {
             }
         }
         assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    /// The Markdown of the repository: the README, BENCHMARKS.md, `docs/`, the crates'
+    /// READMEs, the packs' teaching, the examples'.
+    fn markdown() -> Vec<PathBuf> {
+        let r = root();
+        let mut out = vec![r.join("README.md"), r.join("BENCHMARKS.md")];
+        for d in ["docs", "crates", "xtask", "examples", "packs"] {
+            files(&r.join(d), &[".md"], &mut out);
+        }
+        out
+    }
+
+    /// The headings of a Markdown text (`#` to `######` outside fenced code), as written.
+    fn headings(text: &str) -> Vec<String> {
+        let mut fenced = false;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                continue;
+            }
+            let hashes = line.chars().take_while(|c| *c == '#').count();
+            if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
+                out.push(line[hashes..].trim().to_owned());
+            }
+        }
+        out
+    }
+
+    /// The names a heading is referred to by: itself, and itself less a trailing
+    /// parenthetical (`Store (`hcp-store`)` is also `Store`).
+    fn names_of(heading: &str) -> Vec<String> {
+        let mut out = vec![heading.to_owned()];
+        if heading.ends_with(')') {
+            // The `(` that opens the last parenthetical, nesting counted.
+            let mut depth = 0usize;
+            for (i, c) in heading.char_indices().rev() {
+                match c {
+                    ')' => depth += 1,
+                    '(' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            let short = heading[..i].trim_end();
+                            if !short.is_empty() {
+                                out.push(short.to_owned());
+                            }
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// GitHub's anchor of a heading: lowercase, spaces to `-`, punctuation but `-` and `_`
+    /// dropped; a repeated one gets `-1`, `-2` ….
+    fn anchors(text: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut bases: Vec<String> = Vec::new();
+        for h in headings(text) {
+            let slug: String = h
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    '-' | '_' => Some(c),
+                    c if c.is_alphanumeric() => Some(c),
+                    _ => None,
+                })
+                .collect();
+            let seen = bases.iter().filter(|b| **b == slug).count();
+            bases.push(slug.clone());
+            out.push(if seen == 0 {
+                slug
+            } else {
+                format!("{slug}-{seen}")
+            });
+        }
+        out
+    }
+
+    /// The file a reference names: `README`/`README.md` the root's, a path as it is
+    /// (from the root), `DESIGN`, `packs.md` … the one under `docs/`.
+    fn target_of(name: &str) -> PathBuf {
+        let r = root();
+        let file = if name.ends_with(".md") {
+            name.to_owned()
+        } else {
+            format!("{name}.md")
+        };
+        if file.contains('/') || file == "README.md" || file == "BENCHMARKS.md" {
+            r.join(file)
+        } else {
+            r.join("docs").join(file)
+        }
+    }
+
+    /// The text where section names are looked for: a Markdown file whole; of a Rust
+    /// file, the lines that are not comments (its strings: hints and messages), with `\"`
+    /// read as `"`.
+    fn searched(f: &Path) -> String {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        if f.extension().is_some_and(|e| e == "rs") {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| l.replace("\\\"", "\""))
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            text
+        }
+    }
+
+    /// Each `FILE, "SECTION"` reference of the Markdown and the sources, with where.
+    fn section_references() -> Vec<(String, String, PathBuf)> {
+        let re = regex::Regex::new(
+            r#"(?:^|[\s(`\[])((?:[A-Za-z0-9_.-]+/)*(?:README|BENCHMARKS|DESIGN|packs|config|rules)(?:\.md)?)(?:'s)?,?\s+(?:section\s+)?["“]([^"”\n]+(?:\n[^"”\n]+)?)["”]"#,
+        )
+        .unwrap();
+        let mut files = markdown();
+        files.extend(
+            sources()
+                .into_iter()
+                .filter(|f| f.extension().is_some_and(|e| e == "rs")),
+        );
+        let mut out = Vec::new();
+        for f in files {
+            let text = searched(&f);
+            for c in re.captures_iter(&text) {
+                let file = &c[1];
+                // `packs.md` and its kin name a section only with `.md` or `docs/`.
+                let bare = ["packs", "config", "rules"].contains(&file);
+                if bare {
+                    continue;
+                }
+                let name = c[2].split_whitespace().collect::<Vec<_>>().join(" ");
+                // A `format!` argument (`"`{}`"`) is named at run time, by a test of its own.
+                if name.contains('{') {
+                    continue;
+                }
+                out.push((file.to_owned(), name, f.clone()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_named_section_is_a_heading() {
+        let r = root();
+        let refs = section_references();
+        assert!(
+            refs.iter()
+                .any(|(f, n, _)| f == "README.md" && n == "Working directories"),
+            "the `bad_workdir` hint names README.md, \"Working directories\": {refs:#?}"
+        );
+        let mut bad = Vec::new();
+        for (file, name, from) in &refs {
+            let target = target_of(file);
+            let Ok(text) = std::fs::read_to_string(&target) else {
+                bad.push(format!(
+                    "{}: {file} \"{name}\": no such file",
+                    from.strip_prefix(&r).unwrap_or(from).display()
+                ));
+                continue;
+            };
+            let known: Vec<String> = headings(&text).iter().flat_map(|h| names_of(h)).collect();
+            if !known.contains(name) {
+                bad.push(format!(
+                    "{}: {file} \"{name}\" is no heading of {}",
+                    from.strip_prefix(&r).unwrap_or(from).display(),
+                    target.strip_prefix(&r).unwrap_or(&target).display()
+                ));
+            }
+        }
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    /// A Markdown file's own sections named `see "SECTION"` / `under "SECTION"`: each is a
+    /// heading of the file (less its trailing parenthetical) or a bullet's bold lead-in
+    /// (`- **Checkpoints of a fleet.**`), as the docs name their parts.
+    #[test]
+    fn every_section_a_doc_names_of_itself_is_there() {
+        let r = root();
+        let re =
+            regex::Regex::new(r#"\b(?:see|under)\s+["“]([^"”\n]+(?:\n[^"”\n]+)?)["”]"#).unwrap();
+        let bold = regex::Regex::new(r"(?m)^\s*- \*\*([^*]+)\*\*").unwrap();
+        let mut bad = Vec::new();
+        for f in markdown() {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let mut known: Vec<String> = headings(&text).iter().flat_map(|h| names_of(h)).collect();
+            known.extend(
+                bold.captures_iter(&text)
+                    .map(|c| c[1].trim_end_matches('.').to_owned()),
+            );
+            for c in re.captures_iter(&text) {
+                let name = c[1].split_whitespace().collect::<Vec<_>>().join(" ");
+                if !known.contains(&name) {
+                    bad.push(format!(
+                        "{}: \"{name}\" is no section of it",
+                        f.strip_prefix(&r).unwrap_or(&f).display()
+                    ));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    #[test]
+    fn every_anchor_is_a_heading() {
+        let r = root();
+        let re = regex::Regex::new(r"\]\(([^)\s#]*)#([^)\s]+)\)").unwrap();
+        let mut bad = Vec::new();
+        let mut seen = 0;
+        for f in markdown() {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            for c in re.captures_iter(&text) {
+                let (file, anchor) = (&c[1], &c[2]);
+                if file.starts_with("http") {
+                    continue;
+                }
+                let target = if file.is_empty() {
+                    f.clone()
+                } else {
+                    f.parent().unwrap_or(r.as_path()).join(file)
+                };
+                let Ok(t) = std::fs::read_to_string(&target) else {
+                    continue; // a missing file is `every_named_doc_exists`'s
+                };
+                seen += 1;
+                if !anchors(&t).iter().any(|a| a == anchor) {
+                    bad.push(format!(
+                        "{}: ({file}#{anchor}) is no heading's anchor",
+                        f.strip_prefix(&r).unwrap_or(&f).display()
+                    ));
+                }
+            }
+        }
+        assert!(seen > 10, "the docs link sections by anchor");
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    #[test]
+    fn sections_and_anchors_are_read_as_the_docs_write_them() {
+        assert_eq!(
+            names_of("The store (`$HCP_HOME`, §3)"),
+            vec!["The store (`$HCP_HOME`, §3)", "The store"]
+        );
+        assert_eq!(names_of("Working directories"), vec!["Working directories"]);
+        assert_eq!(
+            anchors(
+                "# Writing a pack\n```\n# not one\n```\n## `bad_json`\n## HARNESS.md\n## A b\n## A b\n"
+            ),
+            vec!["writing-a-pack", "bad_json", "harnessmd", "a-b", "a-b-1"]
+        );
     }
 }

@@ -159,6 +159,18 @@ fn a_wrong_type_is_refused_naming_the_expected_type_and_nothing_written() {
         64,
         "bad_config_key",
     );
+    let text = refused(
+        &w,
+        &["config", "set", "packs.mail.network", "allow"],
+        64,
+        "bad_config_key",
+    );
+    assert!(
+        text.contains(
+            "hint: the type of `packs.PACK_ID.network` is `\"deny\"` | `\"host\"` | object: docs/config.md, \"`packs.PACK_ID.network`\""
+        ),
+        "{text}"
+    );
     refused(
         &w,
         &["config", "set", "sandbox.require", "maybe"],

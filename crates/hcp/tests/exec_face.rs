@@ -203,6 +203,16 @@ fn flag_looking_positional_values_are_refused_unless_after_double_dash() {
     snap!("arg_looks_like_flag_text", w.render(&out));
 }
 
+/// A pack whose verb keys repeat its id (`ledger.post` of pack `ledger`, typed
+/// `hcp exec ledger.post`) is suggested as it is typed.
+#[test]
+fn a_miss_of_a_verb_key_that_repeats_the_pack_id_suggests_it_as_typed() {
+    let w = world(&["ledger"]);
+    let (out, v) = exec_json(&w, &["ledger.pots"]);
+    assert_refused(&w, &out, &v, "unknown_verb", 66);
+    assert_eq!(v["hint"], json!("did you mean `ledger.post`?"), "{v}");
+}
+
 #[test]
 fn target_misses_suggest_and_ambiguity_lists() {
     let w = world(&["transit", "git", "hcp-cli"]);
@@ -216,6 +226,15 @@ fn target_misses_suggest_and_ambiguity_lists() {
     );
     let (out, v) = exec_json(&w, &["nosuchpack.find"]);
     assert_refused(&w, &out, &v, "unknown_verb", 66);
+    // A miss far from every verb of a named pack lists that pack's verbs.
+    let (out, v) = exec_json(&w, &["transit.timetable"]);
+    assert_refused(&w, &out, &v, "unknown_verb", 66);
+    let hint = v["hint"].as_str().unwrap();
+    assert!(
+        hint.starts_with("the verbs of `transit`: `transit.")
+            && hint.ends_with("(`hcp show transit`)"),
+        "{v}"
+    );
     let out = exec(&w, &["status"]);
     snap!("ambiguous_status", w.render(&out));
     let (out, v) = exec_json(&w, &["show", "x"]);

@@ -527,6 +527,14 @@ fn bad_input_is_refused_with_its_code() {
     assert_eq!(refusal_code(&r), "arg_unknown");
     let r = s.call("transit.find", json!({}));
     assert_eq!(refusal_code(&r), "arg_missing");
+    // A misspelt tool: a protocol error naming the nearest tool.
+    let r = s.call("transit.fnd", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(
+        r["error"]["message"],
+        json!("unknown tool `transit.fnd`; did you mean `transit.find`?"),
+        "{r}"
+    );
     for bad in [json!(["a"]), json!({ "a": 1 }), Value::Null] {
         let r = s.call("transit.find", json!({ "query": bad }));
         assert_eq!(refusal_code(&r), "bad_envelope");

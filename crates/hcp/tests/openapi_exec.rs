@@ -227,13 +227,21 @@ fn a_verb_runs_through_the_gate_and_answers_in_the_shape_of_a_cli_run() {
     let (out, v) = a.exec(&["tasks.list", "--status", "open", "--limit", "5"]);
     assert_answered(&a.w, &out, &v, 0, Some(200));
     assert_eq!(v["data"][0]["id"], json!("t-1"));
-    // The text face prints the body as it came.
+    // The text face prints the body as it came, ended as a CLI's line is (the JSON
+    // face's `stdout` is the body unchanged).
     let out = exec_common::exec(&a.w, &["tasks.show", "t-1"]);
     assert_eq!(status(&out), 0, "{}", a.w.render(&out));
     assert_eq!(
         serde_json::from_slice::<Value>(&out.stdout).unwrap()["title"],
         json!("Buy milk")
     );
+    assert!(
+        out.stdout.ends_with(b"}\n") && !out.stdout.ends_with(b"\n\n"),
+        "{}",
+        a.w.render(&out)
+    );
+    let (_, shown) = a.exec(&["tasks.show", "t-1"]);
+    assert!(shown["stdout"].as_str().unwrap().ends_with('}'), "{shown}");
     // 404 is an answer: exit 1, its body in `data`.
     let (out, v) = a.exec(&["tasks.show", "t-9"]);
     assert_answered(&a.w, &out, &v, 1, Some(404));

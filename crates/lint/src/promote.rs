@@ -278,12 +278,17 @@ pub fn promote(dir: &Path) -> Result<Promoted, PromoteError> {
                 "missing, not a regular file, or larger than 1 MiB",
             ),
         })?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| PromoteError::Parse {
-            file: name,
-            code: hcp_model::Code::BadJson,
-            message: "the file is not UTF-8".into(),
-            line: 0,
-            column: 0,
+        String::from_utf8(bytes.to_vec()).map_err(|e| {
+            let valid = &bytes[..e.utf8_error().valid_up_to()];
+            let at =
+                hcp_model::span::Location::of_offset(&String::from_utf8_lossy(valid), valid.len());
+            PromoteError::Parse {
+                file: name,
+                code: hcp_model::Code::BadJson,
+                message: "the file is not UTF-8".into(),
+                line: at.line,
+                column: at.column,
+            }
         })
     };
     let promotion = plan(

@@ -97,10 +97,12 @@ fn classify(path: &str, e: &serde_json::Error) -> ParseError {
         Some(i) => raw[..i].to_string(),
         None => raw.clone(),
     };
-    let path = if path == "." {
-        String::new()
-    } else {
-        path.to_string()
+    // A segment the parser could not name (`?`: the key it was reading when the text
+    // ended or broke) names nothing: the path stops before it.
+    let path = match path.split('.').position(|s| s == "?" || s.is_empty()) {
+        Some(0) => String::new(),
+        Some(i) => path.split('.').take(i).collect::<Vec<_>>().join("."),
+        None => path.to_string(),
     };
     let last = path.rsplit('.').next().unwrap_or("");
     let code = match e.classify() {
@@ -122,11 +124,14 @@ fn classify(path: &str, e: &serde_json::Error) -> ParseError {
             }
         }
     };
-    let message = if path.is_empty() || matches!(code, ParseCode::BadJson) && e.is_syntax() {
-        message
-    } else {
-        format!("{message} (at `{path}`)")
-    };
+    // Where the text is not JSON (or ends early), the line and column say where; a path
+    // would only say how far the parser got.
+    let message =
+        if path.is_empty() || matches!(code, ParseCode::BadJson) && (e.is_syntax() || e.is_eof()) {
+            message
+        } else {
+            format!("{message} (at `{path}`)")
+        };
     ParseError {
         code,
         message: message.replace("duplicate field", "duplicate key"),
@@ -332,6 +337,27 @@ mod tests {
         let e = parse_strict::<T>("{\"a\": {},}").unwrap_err();
         assert_eq!(e.code, ParseCode::BadJson);
         assert_eq!((e.line, e.column), (1, 10));
+    }
+
+    /// A text that ends early names no `?` path; serde's line and column are kept.
+    #[test]
+    fn a_text_that_ends_early_is_located_and_names_no_unknown_key() {
+        for (text, at) in [
+            ("{\"a\": {", (1, 7)),
+            ("{", (1, 1)),
+            ("{\"a\": {}, \"b\"", (1, 13)),
+        ] {
+            let e = parse_strict::<T>(text).unwrap_err();
+            assert_eq!(e.code, ParseCode::BadJson, "{text}");
+            assert!(!e.message.contains('?'), "{text}: {}", e.message);
+            assert!(
+                e.message.starts_with("EOF while parsing"),
+                "{text}: {}",
+                e.message
+            );
+            assert_eq!((e.line, e.column), at, "{text}");
+            assert!(!e.path.contains('?'), "{text}: {}", e.path);
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! the author promotes it to named verbs with `hcp pack promote DIR` (RUNTIME §1.3).
 
 use crate::refusal::Refusal;
+/// The nearest `PACK.VERB` names to a miss (edit distance), for every face's "did you
+/// mean": [`hcp_gate::target::suggest`].
+pub use hcp_gate::target::suggest;
 use hcp_model::Code;
 use hcp_store::Home;
 use hcp_store::pack::{self, InstalledPack, PackError};
@@ -54,12 +57,7 @@ fn named(home: &Home, id: &str, target: &str) -> Result<(InstalledPack, String),
         if p.manifest.pass_through_allows(target) {
             return Err(pass_through(&p, target));
         }
-        let known: Vec<String> = p
-            .manifest
-            .verbs
-            .keys()
-            .map(|k| format!("{id}.{k}"))
-            .collect();
+        let known: Vec<String> = p.manifest.verbs.keys().map(|k| typed(id, k)).collect();
         return Err(unknown(target, known));
     }
     Ok((p, target.to_owned()))
@@ -113,7 +111,7 @@ fn bare(
     for id in ids {
         if let Some(p) = load(home, id.as_str())? {
             for k in p.manifest.verbs.keys() {
-                known.push(format!("{id}.{k}"));
+                known.push(typed(id.as_str(), k));
             }
             if p.manifest.verbs.contains_key(target) {
                 hits.push(p);
@@ -160,9 +158,38 @@ fn pass_through(pack: &InstalledPack, sub: &str) -> Refusal {
     ))
 }
 
+/// The target a user types for verb `key` of pack `id`: `PACK.VERB`, or the key alone
+/// when it already starts with the pack id (`mail.send` of pack `mail`), as a suggestion
+/// should read.
+fn typed(id: &str, key: &str) -> String {
+    if key.strip_prefix(id).is_some_and(|r| r.starts_with('.')) {
+        key.to_owned()
+    } else {
+        format!("{id}.{key}")
+    }
+}
+
+/// `unknown_verb` for `target`, its hint the nearest of `known` (`PACK.VERB`, the active
+/// verbs), else the verbs of the pack the target names, else where to look.
 fn unknown(target: &str, known: Vec<String>) -> Refusal {
     let s = hcp_gate::target::suggest(target, known.iter().map(String::as_str));
-    let hint = if s.is_empty() {
+    let own: Vec<String> = target
+        .split_once('.')
+        .map(|(pack, _)| {
+            known
+                .iter()
+                .filter(|k| k.strip_prefix(pack).is_some_and(|r| r.starts_with('.')))
+                .map(|k| format!("`{k}`"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let hint = if s.is_empty() && !own.is_empty() {
+        let pack = target.split_once('.').map_or(target, |(p, _)| p);
+        format!(
+            "the verbs of `{pack}`: {} (`hcp show {pack}`)",
+            own.join(", ")
+        )
+    } else if s.is_empty() {
         "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
     } else {
         format!(
@@ -174,4 +201,39 @@ fn unknown(target: &str, known: Vec<String>) -> Refusal {
         )
     };
     Refusal::new(Code::UnknownVerb, format!("no active verb `{target}`")).hint(hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn hint(target: &str, known: &[&str]) -> String {
+        unknown(target, known.iter().map(|k| (*k).to_owned()).collect())
+            .hint
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_miss_names_the_nearest_verb_or_the_packs_verbs() {
+        assert_eq!(typed("mail", "mail.send"), "mail.send");
+        assert_eq!(typed("mail", "notes.create"), "mail.notes.create");
+        assert_eq!(typed("mailx", "mail.send"), "mailx.mail.send");
+        let known = [
+            "mail.send",
+            "mail.list",
+            "mail.notes.create",
+            "transit.find",
+        ];
+        assert_eq!(hint("mail.snd", &known), "did you mean `mail.send`?");
+        assert_eq!(hint("transit.fnd", &known), "did you mean `transit.find`?");
+        assert_eq!(
+            hint("transit.search", &known),
+            "the verbs of `transit`: `transit.find` (`hcp show transit`)"
+        );
+        assert_eq!(
+            hint("zzz.qqq", &known),
+            "`hcp list` shows the installed packs; `hcp show PACK` their verbs"
+        );
+    }
 }

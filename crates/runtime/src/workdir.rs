@@ -96,7 +96,7 @@ pub fn check(dir: &Path, around: &Around) -> Result<PathBuf, Refusal> {
             ),
         )
         .hint(
-            "give a project directory of its own (for example one below `/tmp` or inside a home, not its dot-directories); see `hcp session start --help`",
+            "give a project directory of its own (for example one below `/tmp` or inside a home, not its dot-directories); the rules: README.md, \"Working directories\"",
         )
     };
     rules(dir, around).map_err(refuse)

@@ -59,6 +59,7 @@
 //! and ignored: [`RuntimeConfig::ignored_keys`] names them for `hcp doctor`.
 
 pub mod edit;
+pub mod schema;
 
 use hcp_model::strict::{ParseError, StrictMap, parse_strict};
 use hcp_model::{Code, Location};

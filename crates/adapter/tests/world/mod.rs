@@ -46,7 +46,7 @@ pub fn users() -> Vec<User> {
             // `nobody` runs the built probe where it is: every directory above the checkout
             // must let others pass (`o+x`).
             skip_or_fail(
-                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user",
+                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user; `chmod o+x` each directory above it (README.md, \"Running the tests\")",
             );
         } else {
             return vec![User::Me, User::Nobody];

@@ -96,9 +96,17 @@ fn edit_error(e: &EditError) -> CliError {
                 ))
             }
         }
-        EditError::WrongValue { .. } | EditError::BadKey { .. } => {
-            CliError::new(Code::BadConfigKey, e.to_string())
+        EditError::WrongValue { doc, .. } => {
+            let c = CliError::new(Code::BadConfigKey, e.to_string());
+            match doc {
+                Some(d) => c.hint(format!(
+                    "the type of `{}` is {}: docs/config.md, \"`{}`\"",
+                    d.name, d.takes, d.name
+                )),
+                None => c.hint("each key and the type it takes: docs/config.md"),
+            }
         }
+        EditError::BadKey { .. } => CliError::new(Code::BadConfigKey, e.to_string()),
         EditError::Damaged(d) => CliError::new(d.code(), d.to_string()).hint(
             "fix `config.json` at that place by hand (`hcp doctor` checks it), then run `hcp config` again",
         ),

@@ -14,8 +14,18 @@ use std::io::Write as _;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Runs the pack's connect verb through the gate and stores the credential it \
-                  prints (one JSON object) for the calling principal and the pack's binding \
-                  family. `--confirm` when the verb's policy asks for it."
+                  prints (one JSON object) as the binding of the calling principal for the \
+                  pack's binding family; that principal's later calls of the family's packs \
+                  use it.\n\n\
+                  Two users are involved. The binding's owner is the principal running \
+                  `hcp connect`: `owner` without `HCP_SESSION`, else the session's principal \
+                  (the session needs `pack.connect`). ARGS are the connect verb's own \
+                  (`hcp show PACK` lists them) and go to the service: in `hcp connect tasks \
+                  --user ann`, `ann` is the account the task service signs in, and the \
+                  binding is still the calling principal's. To connect an agent, run it with \
+                  the agent's `HCP_SESSION`.\n\n\
+                  `--confirm` when the verb's policy asks for it. The answer names the \
+                  principal the binding was stored for; the credential is never shown."
 )]
 pub struct Args {
     /// The pack id.
@@ -23,7 +33,9 @@ pub struct Args {
     /// Answer with a JSON object on stdout (never holding the credential).
     #[arg(long)]
     json: bool,
-    /// The connect verb's `--NAME VALUE` arguments, `--confirm`, `--timeout SECS`.
+    /// The connect verb's `--NAME VALUE` arguments (passed to the service, such as its
+    /// account: never the principal the binding is stored for), `--confirm`, `--timeout
+    /// SECS`.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -70,7 +82,12 @@ pub fn run(a: Args) -> CliResult {
         } else {
             format!(" (family `{family}`, shared by its packs)")
         };
-        out!("connected `{}` as `{principal}`{shared}", pack.id);
+        // The principal, not an argument of the verb (`--user ann` is the service's
+        // account): the binding is the caller's.
+        out!(
+            "connected `{}`: binding stored for principal `{principal}`{shared}",
+            pack.id
+        );
     }
     super::exec::after_answer(&rt);
     Ok(c.exit)

@@ -49,7 +49,7 @@ pub fn users() -> Vec<As> {
             // `nobody` runs the built `hcp`, the example CLIs and the gold packs where they
             // are: every directory above the checkout must let others pass (`o+x`).
             common::skip::skip(
-                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user",
+                "`nobody` cannot reach the checkout (a directory above it is not `o+x`): not testing as an ordinary user; `chmod o+x` each directory above it (README.md, \"Running the tests\")",
             );
         } else {
             return vec![As::Me, As::Nobody];

@@ -49,17 +49,30 @@ pub(crate) fn run(cx: &Ctx<'_>, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// A hint for every failure: the specific ones first, then one for each kind (the text
+/// ends early, is not UTF-8, is not JSON, or a value has the wrong shape).
 fn hint(e: &ParseError) -> Option<String> {
     let last = e.path.rsplit('.').next().unwrap_or("");
-    if e.message.contains("trailing comma") {
-        Some("JSON allows no comma after the last member of an object or array".into())
-    } else if last == "confirm" {
-        Some("`confirm` is `true` or `false`, without quotes".into())
-    } else if e.message.starts_with("missing field") {
-        Some("add the field; see the schema in `schemas/`".into())
-    } else if e.message.contains("trailing characters") {
-        Some("a pack file holds exactly one JSON object".into())
-    } else {
-        None
-    }
+    let m = e.message.as_str();
+    let h = if m.contains("trailing comma") {
+            "JSON allows no comma after the last member of an object or array"
+        } else if last == "confirm" {
+            "`confirm` is `true` or `false`, without quotes"
+        } else if m.starts_with("missing field") {
+            "add the field; see the schema in `schemas/`"
+        } else if m.contains("trailing characters") {
+            "a pack file holds exactly one JSON object"
+        } else if m.starts_with("EOF while parsing") {
+            "the file ends inside a value: close each `{`, `[` and `\"` it opens"
+        } else if m.contains("UTF-8") {
+            "save the file as UTF-8"
+        } else if ["invalid type", "invalid value", "invalid length"]
+            .iter()
+            .any(|p| m.starts_with(p))
+        {
+            "each field's type and an example: docs/packs.md"
+        } else {
+            "a pack file is one JSON object: keys and strings in double quotes, `true`, `false` and `null` in lower case, no comments"
+        };
+    Some(h.to_owned())
 }

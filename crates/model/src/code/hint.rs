@@ -200,7 +200,9 @@ impl Code {
             BadConfigKey => {
                 "`hcp config get` prints every key with its value; set one with `hcp config set KEY VALUE`"
             }
-            BadWorkdir => "give a project directory of its own; see `hcp session start --help`",
+            BadWorkdir => {
+                "give a project directory of its own; the rules: README.md, \"Working directories\""
+            }
             BadSeed => "give a directory to copy: `hcp home PACK --principal P --seed DIR`",
             BadCapability => "see `hcp grant --help` for the capabilities",
             UnknownApproval | ApprovalUsed | ApprovalExpired | ApprovalDecided

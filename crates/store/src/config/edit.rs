@@ -39,6 +39,9 @@ pub enum EditError {
         value: String,
         /// The parser's reason, naming the expected type (`expected u64`).
         message: String,
+        /// The key as `docs/config.md` documents it: its section and the type it takes
+        /// (`None` for a key the reference documents with its parent).
+        doc: Option<super::schema::KeyDoc>,
     },
     /// `bad_config_key`: an empty key or an empty segment (`limits.`, `.x`).
     #[error("`{key}` is not a dotted key")]
@@ -201,14 +204,24 @@ fn refusal(key: &str, value: &Value, f: Failure) -> EditError {
             key: key.into(),
             value: value.to_string(),
             message: strip_at(&e.message),
+            doc: documented(key),
         },
         Failure::Range(ConfigError::Invalid { message, .. }) => EditError::WrongValue {
             key: key.into(),
             value: value.to_string(),
             message,
+            doc: documented(key),
         },
         Failure::Range(e) => EditError::Damaged(e),
     }
+}
+
+/// `key` as `docs/config.md` documents it, by the first of its readings the reference has.
+fn documented(key: &str) -> Option<super::schema::KeyDoc> {
+    readings(key)
+        .ok()?
+        .iter()
+        .find_map(|r| super::schema::key_doc(r))
 }
 
 /// `message` without the parser's ` (at `PATH`)` tail (the key is named already).
@@ -385,12 +398,25 @@ mod tests {
 
     #[test]
     fn a_wrong_type_names_the_expected_one() {
-        let Err(EditError::WrongValue { message, .. }) =
+        let Err(EditError::WrongValue { message, doc, .. }) =
             set(None, p(), "limits.cpu_seconds", read_value("many"))
         else {
             panic!("not refused")
         };
         assert!(message.contains("expected u64"), "{message}");
+        assert_eq!(
+            doc.map(|d| (d.name, d.takes)),
+            Some(("limits.cpu_seconds".to_owned(), "integer".to_owned()))
+        );
+        let Err(EditError::WrongValue { doc, .. }) =
+            set(None, p(), "packs.mail.network", read_value("[1]"))
+        else {
+            panic!("not refused")
+        };
+        assert_eq!(
+            doc.map(|d| d.name),
+            Some("packs.PACK_ID.network".to_owned())
+        );
         assert!(matches!(
             set(None, p(), "limits.cpu_seconds", json!(0)),
             Err(EditError::WrongValue { .. })

@@ -154,11 +154,18 @@ impl CheckedPack {
     pub fn parse(files: [Vec<u8>; 3], source_dir: PathBuf) -> Result<Self, ParseRefusal> {
         use hcp_model::{Code, MANIFEST_FILE, POLICY_FILE};
         let text = |i: usize, file: &'static str| {
-            std::str::from_utf8(&files[i]).map_err(|_| ParseRefusal {
-                file,
-                code: Code::BadJson,
-                message: "the file is not UTF-8".into(),
-                at: None,
+            std::str::from_utf8(&files[i]).map_err(|e| {
+                let valid = &files[i][..e.valid_up_to()];
+                let at = hcp_model::span::Location::of_offset(
+                    &String::from_utf8_lossy(valid),
+                    valid.len(),
+                );
+                ParseRefusal {
+                    file,
+                    code: Code::BadJson,
+                    message: "the file is not UTF-8".into(),
+                    at: Some((at.line, at.column)),
+                }
             })
         };
         let parsed = |file: &'static str, e: hcp_model::ParseError| ParseRefusal {

@@ -251,7 +251,15 @@ fn print(answer: &Answer, json: bool) -> u8 {
         return answer.exit;
     }
     if r.exit_code.is_some() {
-        let _ = std::io::stdout().lock().write_all(&answer.stdout);
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&answer.stdout);
+        // A CLI's output is its own, newline and all; an HTTP body (a `kind: openapi`
+        // verb's, `{"id": …}`) rarely ends in one, and text mode ends it as a CLI's line
+        // would. `--json` carries the body unchanged.
+        if answer.facts.http_status.is_some() && answer.stdout.last().is_some_and(|b| *b != b'\n') {
+            let _ = out.write_all(b"\n");
+        }
+        drop(out);
         let _ = std::io::stderr().lock().write_all(&answer.stderr);
         if let Some(sig) = answer.facts.signal {
             let _ = writeln!(

@@ -662,9 +662,19 @@ impl ServerHandler for Server {
         // `_meta` (a tenant in it or not) is never read: the principal is the server's
         // (stdio) or the bearer token's (HTTP). A tool not shown to it is still called:
         // the gate refuses it with its code.
-        let Some(entry) = self.view().catalog.get(&request.name).cloned() else {
+        let found = self.view().catalog.get(&request.name).cloned();
+        let Some(entry) = found else {
+            // The nearest tool shown, by the edit distance `hcp exec` suggests with.
+            let near = {
+                let view = self.view();
+                hcp_runtime::target::suggest(&request.name, view.names.iter().map(String::as_str))
+            };
+            let mut message = format!("unknown tool `{}`", request.name);
+            if let Some(n) = near.first() {
+                message.push_str(&format!("; did you mean `{n}`?"));
+            }
             return Err(McpError::invalid_params(
-                format!("unknown tool `{}`", request.name),
+                message,
                 Some(json!({ "code": Code::UnknownVerb })),
             ));
         };
