@@ -866,12 +866,20 @@ fn a_trail_recomputed_as_an_earlier_one_is_neither_verified_nor_migrated_as_one(
         .arg("sha256")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for k in hcp_store::audit::KEY_FILES {
         std::fs::remove_file(root.join(k)).unwrap();
     }
     std::fs::remove_file(root.join(made::MARKER_FILE)).unwrap();
-    let b = log.verify().unwrap().broken.expect("a forged earlier trail");
+    let b = log
+        .verify()
+        .unwrap()
+        .broken
+        .expect("a forged earlier trail");
     assert_eq!((b.fault, b.line), (Fault::HashMismatch, 1), "{b:?}");
     assert!(b.detail.contains("act of authority (`init`)"), "{b:?}");
     let before = files(&root);
@@ -891,8 +899,10 @@ fn a_trail_recomputed_as_an_earlier_one_is_neither_verified_nor_migrated_as_one(
     // Any act later in a plain part is caught at its own line: the first record made
     // plain `refusal` again, the act after it stays.
     let text = std::fs::read_to_string(log.path()).unwrap();
-    let mut recs: Vec<serde_json::Map<String, Value>> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut recs: Vec<serde_json::Map<String, Value>> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let first_act = recs
         .iter()
         .skip(1)
@@ -911,7 +921,11 @@ fn a_trail_recomputed_as_an_earlier_one_is_neither_verified_nor_migrated_as_one(
         out.push('\n');
     }
     std::fs::write(log.path(), out).unwrap();
-    let b = log.verify().unwrap().broken.expect("an act in the plain part");
+    let b = log
+        .verify()
+        .unwrap()
+        .broken
+        .expect("an act in the plain part");
     let at = first_act.expect("the grant") as u64 + 2;
     assert_eq!((b.fault, b.line), (Fault::HashMismatch, at), "{b:?}");
     assert!(b.detail.contains("act of authority (`grant`)"), "{b:?}");

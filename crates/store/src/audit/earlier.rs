@@ -120,7 +120,10 @@ fn json_has(path: &Path, keys: &[&str]) -> bool {
     super::fsutil::read_small(path, SIGN_FILE_MAX)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.as_object().map(|o| keys.iter().any(|k| o.contains_key(*k))))
+        .and_then(|v| {
+            v.as_object()
+                .map(|o| keys.iter().any(|k| o.contains_key(*k)))
+        })
         .unwrap_or(false)
 }
 
