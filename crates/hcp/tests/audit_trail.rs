@@ -437,11 +437,15 @@ fn the_bootstrap_packs_verify_reports_the_keyed_chain_not_checked() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(code(&o), 0, "{}", w.render(&o));
     assert_eq!(
-        (&v["data"]["ok"], &v["data"]["chain"]),
-        (&json!(true), &json!("not_checked")),
+        (&v["data"]["ok"], &v["data"]["chain"], &v["data"]["keyed"]),
+        (&json!(true), &json!("not_checked"), &json!(false)),
         "{v}"
     );
     // The owner, outside any call, checks it all.
     let (c, v) = verify_json(&w);
-    assert_eq!((c, &v["chain"]), (0, &json!("checked")), "{v}");
+    assert_eq!(
+        (c, &v["chain"], &v["keyed"]),
+        (0, &json!("checked"), &json!(true)),
+        "{v}"
+    );
 }

@@ -121,6 +121,10 @@ pub struct AuditHealth {
     /// Why it cannot be read, when it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A trail of an earlier version (plain SHA-256, no chain key), not migrated yet: the
+    /// next command that uses the store migrates it (`hcp doctor` writes nothing).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub earlier_version: bool,
     /// The audit's reserve and the disk's free space (RUNTIME §5.4; the file store).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reserve: Option<hcp_store::audit::reserve::ReserveReport>,
@@ -139,6 +143,7 @@ fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
         interrupted: 0,
         loose_modes: Vec::new(),
         error: None,
+        earlier_version: false,
         reserve: None,
         witness: rt.state().audit_witness(),
     };
@@ -146,6 +151,9 @@ fn audit_health(rt: &Runtime, problems: &mut Vec<String>) -> AuditHealth {
         Ok(v) => {
             h.records = v.records();
             h.sound = v.is_clean();
+            h.earlier_version = v.chains.iter().any(|c| {
+                c.machine.is_none() && c.report.chain == hcp_store::audit::ChainCheck::Legacy
+            });
             h.interrupted = v.interrupted();
             if let Some(c) = v.first_broken()
                 && let Some(b) = &c.report.broken

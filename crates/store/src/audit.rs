@@ -46,6 +46,7 @@ mod anchor;
 pub mod checkpoint;
 mod create;
 mod digest;
+mod earlier;
 mod fields;
 mod follow;
 mod fsutil;
@@ -208,6 +209,20 @@ pub enum AuditError {
         /// What was found, lowercase.
         detail: String,
     },
+    /// A trail that is not taken for one of an earlier version, so not migrated: the first
+    /// fault `verify` finds in it (RUNTIME §4, §6) — a store of this version whose marker,
+    /// keys and trail were removed (`missing_log`), a trail recomputed without the key that
+    /// holds what only a keyed store writes (`hash_mismatch`), a trail that does not match
+    /// its old anchor. Nothing was written.
+    #[error("the audit trail is broken{} ({}): {detail}", at_line(.line), .fault.as_str())]
+    Broken {
+        /// What `hcp audit verify` reports.
+        fault: Fault,
+        /// The line of the first fault, from 1 (0: the trail as a whole).
+        line: u64,
+        /// What was found, lowercase.
+        detail: String,
+    },
     /// An extra key that the store writes itself (code `audit_bad_entry`).
     #[error("audit field `{key}` is reserved")]
     ReservedField {
@@ -267,7 +282,13 @@ impl AuditError {
     /// What the owner can do, when there is something to say.
     pub fn hint(&self) -> Option<&str> {
         match self {
-            Self::Damaged { .. } | Self::Contradicted { .. } => Some(
+            Self::Broken {
+                fault: Fault::MissingLog,
+                ..
+            } => Some(
+                "`hcp audit verify` names what was found; keep the store as evidence: restore `store.json` and `audit/` from a backup, or make a new store with `hcp init` under another `HCP_HOME` and install the packs there",
+            ),
+            Self::Damaged { .. } | Self::Contradicted { .. } | Self::Broken { .. } => Some(
                 "`hcp audit verify` names the fault; keep the trail as evidence and move \
                  `audit/audit.jsonl` and `audit/audit.anchor` aside to start a new one",
             ),
@@ -290,13 +311,25 @@ impl AuditError {
     pub fn cause_code(&self) -> Code {
         match self {
             Self::Damaged { .. } => Fault::Unparseable.code(),
-            Self::Contradicted { fault, .. } | Self::Behind { fault, .. } => fault.code(),
+            Self::Contradicted { fault, .. }
+            | Self::Behind { fault, .. }
+            | Self::Broken { fault, .. } => fault.code(),
             Self::ReservedField { .. } => Code::AuditBadEntry,
             Self::Store(e) => e.code(),
             Self::Unsupported { .. } => Code::Usage,
             Self::ReserveShort { .. } => Code::AuditUnavailable,
             Self::Witness(_) => Code::WitnessUnavailable,
         }
+    }
+}
+
+/// ` at line N` for a line from 1; nothing for 0 (the trail as a whole).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn at_line(line: &u64) -> String {
+    if *line == 0 {
+        String::new()
+    } else {
+        format!(" at line {line}")
     }
 }
 

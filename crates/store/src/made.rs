@@ -13,7 +13,11 @@
 //! A store of an earlier version (a directory with `packs/`, `state/` or `audit/` and no
 //! marker) gains its marker and keys at its first use by this version ([`open`]), and its
 //! trail is migrated onto a keyed chain with a `migrate` record ([`crate::audit`]'s
-//! migration). A directory whose `audit/chain.key` exists but whose marker does not (an
+//! migration) — once its trail verifies as one an earlier version wrote and the store holds
+//! nothing only this version writes: a store of this version whose marker and trail were
+//! removed is `missing_log`, a trail recomputed without the key that holds what only a
+//! keyed store writes `hash_mismatch`, and neither is migrated. [`open_read`] opens a store
+//! for a command that only reads it, and writes nothing. A directory whose `audit/chain.key` exists but whose marker does not (an
 //! `init` or a migration killed before its last step) is completed: its trail is checked
 //! and the marker written.
 
@@ -148,6 +152,45 @@ pub fn open(root: &Path) -> Result<Home, StoreError> {
             crate::grant::split_legacy(&home)?;
             Ok(home)
         }
+        None => Err(no_store(
+            root,
+            "it is a directory without the marker `store.json`",
+        )),
+    }
+}
+
+/// What [`open_read`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A store of this version: its marker.
+    Current,
+    /// A directory with `packs/`, `state/` or `audit/` and no marker: a store of an earlier
+    /// version, not migrated (the next command that uses the store migrates it), or a store
+    /// of this version whose marker and trail were removed, which verifying its trail tells
+    /// apart (`missing_log`).
+    Earlier,
+}
+
+/// Opens the store at `root` for a command that only reads it (`hcp audit verify`, `hcp
+/// audit tail`, `hcp doctor`; RUNTIME §6: `verify` writes nothing): as [`open`], except that
+/// nothing is written — a store of an earlier version is not migrated and the grants file
+/// of an earlier hcp is not split; the answer says which it is.
+///
+/// # Errors
+/// As [`open`], but never a migration's.
+pub fn open_read(root: &Path) -> Result<(Home, Found), StoreError> {
+    let home = Home::open(root)?;
+    match Marker::read(root)? {
+        Some(m) if m.format > STORE_FORMAT => Err(StoreError::Unusable {
+            path: root.to_path_buf(),
+            reason: format!(
+                "it is a store of format {} (this hcp reads format {STORE_FORMAT}): upgrade hcp",
+                m.format
+            ),
+        }),
+        Some(_) => Ok((home, Found::Current)),
+        None if !root.exists() => Err(no_store(root, "it does not exist")),
+        None if is_earlier_store(root) => Ok((home, Found::Earlier)),
         None => Err(no_store(
             root,
             "it is a directory without the marker `store.json`",
@@ -366,6 +409,12 @@ fn migrate(
     witness: Option<&dyn Witness>,
 ) -> Result<(String, u64), StoreError> {
     let root = home.root();
+    let key_path = home.dir(StoreDir::Audit).join(audit::CHAIN_KEY_FILE);
+    if !key_path.exists() {
+        // Before anything is written (the lock's file included): only a store that is one
+        // of an earlier version is migrated.
+        check_earlier(&AuditLog::new(home))?;
+    }
     let lock = crate::lock::StoreLock::acquire(home)?;
     if let Some(m) = Marker::read(root)? {
         // Another process migrated it meanwhile.
@@ -379,7 +428,6 @@ fn migrate(
         .unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
     let now = Timestamp::now();
     let log = AuditLog::new(home);
-    let key_path = home.dir(StoreDir::Audit).join(audit::CHAIN_KEY_FILE);
     let records = if key_path.exists() {
         // An init or a migration killed before its marker: the trail is whole; check it.
         log.ensure_writable().map_err(audit_to_store)?;
@@ -399,6 +447,27 @@ fn migrate(
         log.witness(w, now).map_err(audit_to_store)?;
     }
     Ok((store_id, records))
+}
+
+/// Checks, writing nothing, that the store of `log` is one of an earlier version (RUNTIME
+/// §4): its trail verifies as one — plain SHA-256 records that an earlier version wrote,
+/// matching its old anchor — and the store holds nothing only this version writes.
+///
+/// # Errors
+/// [`AuditError::Broken`] (as a [`StoreError::Audit`]: `audit_unavailable`, 74) with the
+/// first fault verify finds (`missing_log` for a store of this version whose marker and
+/// trail were removed, `hash_mismatch` for a record only a keyed store writes, …); the
+/// trail's read errors.
+fn check_earlier(log: &AuditLog) -> Result<(), StoreError> {
+    let r = log.verify().map_err(audit_to_store)?;
+    match r.broken {
+        None => Ok(()),
+        Some(b) => Err(StoreError::Audit(Box::new(AuditError::Broken {
+            fault: b.fault,
+            line: b.line,
+            detail: b.detail,
+        }))),
+    }
 }
 
 /// The path of the marker of the store at `root`.

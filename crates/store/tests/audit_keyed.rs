@@ -194,13 +194,9 @@ fn a_chain_recomputed_without_the_key_never_verifies() {
         );
         let r = log.verify().unwrap();
         let b = r.broken.expect(mode);
-        let expected = if mode == "sha256" {
-            // Plain records beside the chain key, under a plain anchor: the anchor fails.
-            Fault::BadAnchor
-        } else {
-            Fault::HashMismatch
-        };
-        assert_eq!(b.fault, expected, "{mode}: {b:?}");
+        // Plain records beside the chain key: the first, the store's `init`, is an act only
+        // a keyed store writes, and it is plain (`sha256`); or its keyed hash does not hold.
+        assert_eq!((b.fault, b.line), (Fault::HashMismatch, 1), "{mode}: {b:?}");
         let e = log.append(&entry(9, "alice")).unwrap_err();
         assert_eq!(e.code(), "audit_unavailable", "{mode}: appends stop");
         let v = outside(py, &log, None);
@@ -743,6 +739,25 @@ fn bind_read_only(dir: &Path) -> bool {
     }
 }
 
+/// Binds the empty file `void` over `path` (as the bootstrap pack's view covers the
+/// store's keys); `false` when this process may not mount.
+fn cover(path: &Path, void: &Path) -> bool {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let dst = CString::new(path.as_os_str().as_bytes()).unwrap();
+    let src = CString::new(void.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a plain system call on valid C strings, in this thread's own namespace.
+    unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
 #[test]
 fn a_verifier_without_the_key_checks_the_rest_and_reports_not_checked() {
     let d = tempfile::tempdir().unwrap();
@@ -750,46 +765,48 @@ fn a_verifier_without_the_key_checks_the_rest_and_reports_not_checked() {
     filled(&log);
     let r = log.verify().unwrap();
     hcp_store::audit::checkpoint::sign(&log, r.records, &r.head, jiff::Timestamp::now()).unwrap();
-    // A copy of the store without its keys, one with a record deleted, each then held
-    // read-only as the bootstrap pack's view holds the store.
+    // Copies of the store: one as it is, one with a record deleted, each then held
+    // read-only with its keys covered, as the bootstrap pack's view holds the store; and
+    // one without its keys, held read-only but not covered.
     let view = d.path().join("view");
     copy_dir(&root, &view);
     let cut = d.path().join("cut");
     copy_dir(&root, &cut);
-    for dir in [&view, &cut] {
-        for k in hcp_store::audit::KEY_FILES {
-            std::fs::remove_file(dir.join(k)).unwrap();
-        }
+    let bare = d.path().join("bare");
+    copy_dir(&root, &bare);
+    for k in hcp_store::audit::KEY_FILES {
+        std::fs::remove_file(bare.join(k)).unwrap();
     }
+    let void = d.path().join("void");
+    std::fs::write(&void, b"").unwrap();
     let cut_log = AuditLog::new(&Home::open(&cut).unwrap());
     let text = std::fs::read_to_string(cut_log.path()).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
     lines.remove(3);
     std::fs::write(cut_log.path(), lines.join("\n") + "\n").unwrap();
     // Outside a view, a keyed store without its key is a fault, not a view.
-    let state = FileState::new(&Home::open(&view).unwrap());
-    let r = state.audit_verify(None).unwrap();
-    assert_eq!(
-        r.chains[0].report.broken.as_ref().map(|b| b.fault),
-        Some(Fault::MissingChainKey)
-    );
+    let verdict = |dir: &Path| {
+        let state = FileState::new(&Home::open(dir).unwrap());
+        state.audit_verify(None).unwrap().chains[0].report.clone()
+    };
+    let fault_of = |r: &hcp_store::audit::VerifyReport| r.broken.as_ref().map(|b| b.fault);
+    assert_eq!(fault_of(&verdict(&bare)), Some(Fault::MissingChainKey));
     let mounted = std::thread::spawn(move || {
-        if !bind_read_only(&view) || !bind_read_only(&cut) {
+        if !bind_read_only(&view) || !bind_read_only(&cut) || !bind_read_only(&bare) {
             return None;
         }
-        let state = FileState::new(&Home::open(&view).unwrap());
-        let r = state.audit_verify(None).unwrap();
-        let cut = FileState::new(&Home::open(&cut).unwrap());
-        let broken = cut.audit_verify(None).unwrap().chains[0]
-            .report
-            .broken
-            .as_ref()
-            .map(|b| b.fault);
-        Some((r.chains[0].report.clone(), broken))
+        for dir in [&view, &cut] {
+            for k in hcp_store::audit::KEY_FILES {
+                if !cover(&dir.join(k), &void) {
+                    return None;
+                }
+            }
+        }
+        Some((verdict(&view), verdict(&cut), verdict(&bare)))
     })
     .join()
     .unwrap();
-    let Some((c, broken)) = mounted else {
+    let Some((c, cut, bare)) = mounted else {
         eprintln!("skipped: this process may not mount (a read-only bind of the store)");
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
@@ -804,7 +821,114 @@ fn a_verifier_without_the_key_checks_the_rest_and_reports_not_checked() {
         Some(CheckpointSource::Last)
     );
     // Its structure is still checked: a deleted record is caught without the key.
-    assert_eq!(broken, Some(Fault::PrevMismatch));
+    assert_eq!(fault_of(&cut), Some(Fault::PrevMismatch));
+    // A read-only mount alone is no view: a key gone there is still missing.
+    assert_eq!(fault_of(&bare), Some(Fault::MissingChainKey), "{bare:?}");
+}
+
+/// The store's files (not followed): each path with its bytes, for "left as it was".
+fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.is_dir() {
+            for e in std::fs::read_dir(&p).unwrap() {
+                todo.push(e.unwrap().path());
+            }
+            out.insert(p, Vec::new());
+        } else {
+            out.insert(p.clone(), std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_trail_recomputed_as_an_earlier_one_is_neither_verified_nor_migrated_as_one() {
+    let Some(py) = python() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let (root, log) = store(d.path());
+    filled(&log);
+    log.append_authority(&Authority::new(
+        "grant",
+        Actor::owner(),
+        json!({"principal": "alice"}),
+    ))
+    .unwrap();
+    log.append(&entry(7, "alice")).unwrap();
+    // The whole trail recomputed with plain SHA-256 under an FNV anchor, the keys and the
+    // marker removed: it looks like a store of an earlier version, but it holds records
+    // only a keyed store writes (its `init` of format 2 first).
+    let out = Command::new(py)
+        .arg(script("rewrite_trail.py"))
+        .arg(log.dir())
+        .arg("sha256")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for k in hcp_store::audit::KEY_FILES {
+        std::fs::remove_file(root.join(k)).unwrap();
+    }
+    std::fs::remove_file(root.join(made::MARKER_FILE)).unwrap();
+    let b = log
+        .verify()
+        .unwrap()
+        .broken
+        .expect("a forged earlier trail");
+    assert_eq!((b.fault, b.line), (Fault::HashMismatch, 1), "{b:?}");
+    assert!(b.detail.contains("act of authority (`init`)"), "{b:?}");
+    let before = files(&root);
+    for attempt in ["open", "init"] {
+        let e = match attempt {
+            "open" => made::open(&root).unwrap_err(),
+            _ => made::init(&root, Actor::owner(), None).unwrap_err(),
+        };
+        assert_eq!(
+            (e.code().as_str(), e.to_string().contains("hash_mismatch")),
+            ("audit_unavailable", true),
+            "{attempt}: {e}"
+        );
+        assert!(e.to_string().contains("at line 1"), "{attempt}: {e}");
+        assert_eq!(files(&root), before, "{attempt}: left as it was");
+    }
+    // Any act later in a plain part is caught at its own line: the first record made
+    // plain `refusal` again, the act after it stays.
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let mut recs: Vec<serde_json::Map<String, Value>> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first_act = recs
+        .iter()
+        .skip(1)
+        .position(|m| m.get("kind") == Some(&json!("authority")));
+    recs[0] = serde_json::from_value(json!({"ts": recs[0]["ts"], "id": recs[0]["id"],
+        "seq": 1, "kind": "refusal", "principal": "owner", "verb_key": "x", "decision": "deny"}))
+    .unwrap();
+    let mut prev = hcp_store::audit::GENESIS.to_owned();
+    let mut out = String::new();
+    for m in &mut recs {
+        m.remove("hash");
+        m.insert("prev".into(), json!(prev));
+        prev = record_hash(m);
+        m.insert("hash".into(), json!(prev));
+        out.push_str(std::str::from_utf8(&canonical_json(&Value::Object(m.clone()))).unwrap());
+        out.push('\n');
+    }
+    std::fs::write(log.path(), out).unwrap();
+    let b = log
+        .verify()
+        .unwrap()
+        .broken
+        .expect("an act in the plain part");
+    let at = first_act.expect("the grant") as u64 + 2;
+    assert_eq!((b.fault, b.line), (Fault::HashMismatch, at), "{b:?}");
+    assert!(b.detail.contains("act of authority (`grant`)"), "{b:?}");
 }
 
 #[test]

@@ -63,14 +63,19 @@ pub struct TailArgs {
 /// Runs `hcp audit …`.
 pub fn run(c: AuditCommand) -> CliResult {
     require_owner("audit")?;
-    let rt = super::exec::runtime()?;
-    let state = rt.state();
+    // `verify` and `tail` write nothing (RUNTIME §6): a store of an earlier version is read
+    // as it is, and migrated by the next command that uses the store.
+    let reading = || -> Result<hcp_runtime::Runtime, CliError> {
+        Ok(hcp_runtime::Runtime::open(
+            super::session::open_home_read()?.0,
+        ))
+    };
     match c {
-        AuditCommand::Verify(a) => verify(state, a),
-        AuditCommand::Tail(a) if a.follow => follow::run(state, a.n.unwrap_or(0)),
-        AuditCommand::Tail(a) => tail(state, a),
-        AuditCommand::Checkpoint => make_checkpoint(state),
-        AuditCommand::Export(a) => export::run(&rt, a),
+        AuditCommand::Verify(a) => verify(reading()?.state(), a),
+        AuditCommand::Tail(a) if a.follow => follow::run(reading()?.state(), a.n.unwrap_or(0)),
+        AuditCommand::Tail(a) => tail(reading()?.state(), a),
+        AuditCommand::Checkpoint => make_checkpoint(super::exec::runtime()?.state()),
+        AuditCommand::Export(a) => export::run(&super::exec::runtime()?, a),
     }
 }
 
@@ -99,6 +104,17 @@ fn id_note(id: Option<&str>) -> String {
 fn render_verify(r: &VerifyReport) -> String {
     let mut out = String::new();
     match &r.broken {
+        // Without the key only the links were checked: never worded as a keyed "intact".
+        None if r.chain == ChainCheck::NotChecked => out.push_str(&format!(
+            "audit trail links intact: {}, head `{}`; not keyed: chain.key is not readable here (read-only view); run `hcp audit verify` as the owner for the keyed check\n",
+            records(r.records),
+            r.head
+        )),
+        None if r.chain == ChainCheck::Legacy => out.push_str(&format!(
+            "earlier-version trail: {}, plain SHA-256, intact, head `{}`; it gains its keys with a `migrate` record at the next command that uses the store\n",
+            records(r.records),
+            r.head
+        )),
         None => out.push_str(&format!(
             "audit trail intact: {}, head `{}`\n",
             records(r.records),
@@ -141,13 +157,13 @@ fn render_verify(r: &VerifyReport) -> String {
             records(r.legacy)
         ));
     }
-    match r.chain {
-        ChainCheck::Checked => {}
-        ChainCheck::NotChecked => out.push_str(
-            "  keyed chain: not_checked (the chain key cannot be read here): the records' structure, links and order, the anchor's content and the checkpoint were checked; their keyed hashes were not\n",
+    match (r.chain, &r.broken) {
+        (ChainCheck::Checked, _) | (ChainCheck::Legacy, None) => {}
+        (ChainCheck::NotChecked, _) => out.push_str(
+            "  keyed chain: not_checked (the chain key cannot be read here): the records' structure, links and order, the anchor's content and the checkpoint were checked; their keyed hashes and the anchor's MACs were not\n",
         ),
-        ChainCheck::Legacy => out.push_str(
-            "  a trail from before keyed chains (plain SHA-256): the next use of the store by this hcp migrates it\n",
+        (ChainCheck::Legacy, Some(_)) => out.push_str(
+            "  an earlier-version trail (plain SHA-256): it is migrated only once it verifies\n",
         ),
     }
     if let Some(k) = r.keyed_from
@@ -342,6 +358,29 @@ fn verify_json(r: &AuditReport) -> Value {
     .unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("ok".into(), Value::Bool(r.is_clean()));
+    }
+    // `keyed`: whether each chain's keyed hashes were checked under its key (`false`
+    // without the key, or for a trail of an earlier version): a link check is never read
+    // as a keyed one.
+    let keyed = |c: &hcp_store::audit::ChainVerify| c.report.chain == ChainCheck::Checked;
+    match (r.chains.as_slice(), &mut v) {
+        ([one], Value::Object(m)) if one.machine.is_none() => {
+            m.insert("keyed".into(), Value::Bool(keyed(one)));
+        }
+        (chains, Value::Object(m)) => {
+            if let Some(Value::Array(list)) = m.get_mut("chains") {
+                for (c, j) in chains.iter().zip(list.iter_mut()) {
+                    if let Value::Object(o) = j {
+                        o.insert("keyed".into(), Value::Bool(keyed(c)));
+                    }
+                }
+            }
+            m.insert(
+                "keyed".into(),
+                Value::Bool(!chains.is_empty() && chains.iter().all(keyed)),
+            );
+        }
+        _ => {}
     }
     v
 }
@@ -602,7 +641,36 @@ fn warn_torn(torn: u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::safe;
+    use super::{render_verify, safe, verify_json};
+    use hcp_store::audit::{AuditReport, ChainCheck, VerifyReport};
+
+    fn report(chain: ChainCheck) -> VerifyReport {
+        VerifyReport {
+            records: 3,
+            head: "hmac-sha256:0123".into(),
+            chain,
+            ..VerifyReport::default()
+        }
+    }
+
+    #[test]
+    fn a_verdict_without_the_key_or_of_an_earlier_version_is_not_a_keyed_intact() {
+        let keyless = report(ChainCheck::NotChecked);
+        insta::assert_snapshot!("verify_not_keyed", render_verify(&keyless));
+        let earlier = VerifyReport {
+            head: "sha256:4567".into(),
+            ..report(ChainCheck::Legacy)
+        };
+        insta::assert_snapshot!("verify_earlier_version", render_verify(&earlier));
+        for (r, keyed) in [
+            (keyless, false),
+            (earlier, false),
+            (report(ChainCheck::Checked), true),
+        ] {
+            let v = verify_json(&AuditReport::single(r));
+            assert_eq!(v["keyed"], serde_json::Value::Bool(keyed), "{v}");
+        }
+    }
 
     #[test]
     fn record_fields_cannot_forge_lines_or_drive_the_terminal() {

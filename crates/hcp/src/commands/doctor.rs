@@ -28,8 +28,9 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult {
     // A missing store is reported, not made (RUNTIME §4): exit 1.
     let root = super::session::home_root()?;
-    let home = match hcp_store::made::open(&root) {
-        Ok(h) => h,
+    // It writes nothing (a store of an earlier version is examined as it is).
+    let home = match hcp_store::made::open_read(&root) {
+        Ok((h, _)) => h,
         Err(e @ hcp_store::StoreError::NoStore { .. }) => return no_store(&e, a.json),
         Err(e) => return Err(super::session::store_error(&e)),
     };
@@ -116,6 +117,8 @@ fn human(r: &Report) -> String {
         match (&audit.error, &audit.fault, audit.sound) {
             (Some(_), _, _) => "unreadable, see below".to_owned(),
             (None, Some(f), _) => format!("broken ({f})"),
+            (None, None, true) if audit.earlier_version =>
+                "sound, an earlier-version trail (plain SHA-256): it gains its keys with a `migrate` record at the next command that uses the store".to_owned(),
             (None, None, true) => "sound".to_owned(),
             (None, None, false) => "broken".to_owned(),
         },

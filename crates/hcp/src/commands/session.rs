@@ -168,6 +168,13 @@ pub(crate) fn open_home() -> Result<Home, CliError> {
     hcp_store::made::open(&home_root()?).map_err(|e| store_error(&e))
 }
 
+/// The store from `HCP_HOME` for a command that only reads it (`hcp audit verify`, `hcp
+/// audit tail`, `hcp doctor`): as [`open_home`], but nothing is written — a store of an
+/// earlier version is not migrated ([`hcp_store::made::open_read`]).
+pub(crate) fn open_home_read() -> Result<(Home, hcp_store::made::Found), CliError> {
+    hcp_store::made::open_read(&home_root()?).map_err(|e| store_error(&e))
+}
+
 /// A store error as a CLI error: its code, exit 74, its causes.
 pub(crate) fn store_error(e: &StoreError) -> CliError {
     let c = with_causes(CliError::new(e.code(), e.to_string()), e);

@@ -95,6 +95,17 @@ impl ChainKey {
         }
     }
 
+    /// Whether the key at `path` is covered as the bootstrap pack's view covers it (RUNTIME
+    /// §5.1): an empty regular file mounted over it (the root of a mount of its own), in
+    /// a directory on a read-only mount. Only that view holds the store so — in the owner's
+    /// own mount namespace nothing is mounted over the key — and only there is a keyed
+    /// trail verified without its key. Nothing is read: a key readable through its cover
+    /// (a process with `CAP_DAC_OVERRIDE`) is not taken for an empty key.
+    pub fn covered_by_view(path: &Path) -> bool {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        read_only_mount(dir) && empty_mount_root(path)
+    }
+
     /// Writes the key to `path` (0600, synced, its directory synced), refusing to replace
     /// a key that exists: a store has one key for its whole life.
     ///
@@ -179,6 +190,62 @@ impl ChainKey {
         m.update(ANCHOR_TAG);
         m.update(slot_json);
         m.verify_slice(&expected).is_ok()
+    }
+}
+
+/// Whether `dir` lies on a read-only mount (`statvfs`'s `ST_RDONLY`).
+fn read_only_mount(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a valid C string and `st` a buffer of the right type for the call.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: initialised by the successful call above.
+    let st = unsafe { st.assume_init() };
+    st.f_flag & libc::ST_RDONLY != 0
+}
+
+/// Whether `path` (not followed) is an empty regular file that is the root of a mount:
+/// `statx`'s `STATX_ATTR_MOUNT_ROOT`, or where the kernel does not say (before Linux 5.8),
+/// a device other than its directory's.
+fn empty_mount_root(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `c` is a valid C string and `stx` a buffer of the right type for the call.
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_TYPE | libc::STATX_SIZE,
+            stx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return false;
+    }
+    // SAFETY: initialised by the successful call above (and zeroed before it).
+    let stx = unsafe { stx.assume_init() };
+    let regular = u32::from(stx.stx_mode) & libc::S_IFMT == libc::S_IFREG;
+    if !regular || stx.stx_size != 0 {
+        return false;
+    }
+    let flag = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if stx.stx_attributes_mask & flag != 0 {
+        return stx.stx_attributes & flag != 0;
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    match (std::fs::symlink_metadata(path), std::fs::metadata(dir)) {
+        (Ok(f), Ok(d)) => f.dev() != d.dev(),
+        _ => false,
     }
 }
 

@@ -4,11 +4,14 @@
 //! checked by that rule ([`record_hash`]); they may only come before the keyed part. The
 //! keyed part (`hmac-sha256:`) begins with the store's `init` record, or with the `migrate`
 //! record that moved an older trail onto the key, and each of its hashes is checked under
-//! the chain key. A verifier without the key (the bootstrap pack's child, which reads the
-//! store on a read-only mount without its keys; nowhere else is a keyed trail verified
-//! without its key: `missing_chain_key`) checks everything else — each record's structure, `prev`,
-//! `seq`, intents and outcomes, the anchor's content — and the newest signed checkpoint, and
-//! reports the keyed chain `not_checked`.
+//! the chain key. A verifier without the key (the bootstrap pack's child, whose view covers
+//! the key on the store's read-only mount, [`ChainKey::covered_by_view`]; nowhere else is a
+//! keyed trail verified without its key: `missing_chain_key`) checks everything else — each
+//! record's structure, `prev`, `seq`, intents and outcomes, the anchor's content — and the
+//! newest signed checkpoint, and reports the keyed chain `not_checked`.
+//!
+//! A trail of an earlier version is checked as it is, writing nothing; what tells it from a
+//! store of this version whose trail was removed or recomputed is `earlier`'s.
 
 use super::anchor::{self, AnchorState, Point, SlotFault};
 use super::checkpoint::Checkpoint;
@@ -289,6 +292,12 @@ enum KeyMode {
     NotChecked,
     /// No key and nothing says the store was made with one.
     Legacy,
+    /// A trail of an earlier version whose migration was killed after its `migrate`
+    /// record: the key it is being moved onto, still `.chain.key.new`.
+    Migrating(ChainKey),
+    /// No key, no marker, and a file only this version writes: the store's marker, keys and
+    /// trail were removed (its words name the file).
+    Wiped(String),
     /// The key is gone from a store that was made with one, and the store is not the
     /// read-only one of a view without the keys.
     Missing,
@@ -299,42 +308,29 @@ enum KeyMode {
 
 fn key_mode(log: &AuditLog) -> Result<KeyMode, StoreError> {
     let path = log.dir().join(super::key::CHAIN_KEY_FILE);
+    // The bootstrap pack's child: its view holds the store on a read-only mount with the
+    // key covered (and nothing else does).
+    if ChainKey::covered_by_view(&path) {
+        return Ok(KeyMode::NotChecked);
+    }
     let read = ChainKey::read(&path)?;
+    let marker = || crate::made::Marker::read(log.home().root()).ok().flatten();
     let made_keyed = || {
-        crate::made::Marker::read(log.home().root())
-            .ok()
-            .flatten()
-            .is_some()
+        marker().is_some()
             || std::fs::read(log.anchor_path()).is_ok_and(|b| b.starts_with(br#"{"v":2"#))
     };
     Ok(match read {
         KeyRead::Found(k) => KeyMode::Keyed(k),
-        // The bootstrap pack's child: its view holds the store on a read-only mount with
-        // the keys covered.
-        KeyRead::Unreadable(_) | KeyRead::Absent if read_only_mount(log.dir()) => {
-            KeyMode::NotChecked
-        }
         KeyRead::Unreadable(e) => KeyMode::Unreadable(e),
-        KeyRead::Absent if made_keyed() => KeyMode::Missing,
-        KeyRead::Absent => KeyMode::Legacy,
+        KeyRead::Absent => match ChainKey::read(&log.dir().join(super::NEW_KEY_FILE))? {
+            KeyRead::Found(k) if marker().is_none() => KeyMode::Migrating(k),
+            _ if made_keyed() => KeyMode::Missing,
+            _ => match super::earlier::current_format_sign(log.home()) {
+                Some(sign) => KeyMode::Wiped(sign),
+                None => KeyMode::Legacy,
+            },
+        },
     })
-}
-
-/// Whether `dir` lies on a read-only mount: the store as the bootstrap pack's view holds
-/// it (RUNTIME §5.1), never the owner's own store.
-fn read_only_mount(dir: &std::path::Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
-        return false;
-    };
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a valid C string and `st` a buffer of the right type for the call.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return false;
-    }
-    // SAFETY: initialised by the successful call above.
-    let st = unsafe { st.assume_init() };
-    st.f_flag & libc::ST_RDONLY != 0
 }
 
 /// Reads the anchor, then the trail's length, so that the anchor never names more than
@@ -397,6 +393,9 @@ struct Walk<'a> {
     checkpoints: BTreeMap<u64, Vec<(String, &'a Checkpoint)>>,
     seq_seen: bool,
     key: Option<&'a ChainKey>,
+    /// The bootstrap pack's view: keyed hashes are not checked (there is no key to check
+    /// them with); anywhere else a keyed record without a key is `missing_chain_key`.
+    keyless: bool,
 }
 
 impl Walk<'_> {
@@ -449,10 +448,32 @@ impl Walk<'_> {
             );
             return false;
         }
+        if !keyed && let Some(why) = super::earlier::keyed_only(m) {
+            self.fail(
+                Fault::HashMismatch,
+                line,
+                id.clone(),
+                None,
+                Some(hash.to_owned()),
+                why,
+            );
+            return false;
+        }
         let computed = match (keyed, self.key) {
             (false, _) => record_hash(m),
             (true, Some(k)) => k.record_hash(m),
-            (true, None) => return true,
+            (true, None) if self.keyless => return true,
+            (true, None) => {
+                self.fail(
+                    Fault::MissingChainKey,
+                    line,
+                    id.clone(),
+                    None,
+                    Some(hash.to_owned()),
+                    "a keyed record in a store without its chain key: the key was removed".into(),
+                );
+                return false;
+            }
         };
         if computed != hash {
             let detail = if keyed {
@@ -752,6 +773,25 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         KeyMode::Keyed(k) => (Some(k), ChainCheck::Checked),
         KeyMode::NotChecked => (None, ChainCheck::NotChecked),
         KeyMode::Legacy => (None, ChainCheck::Legacy),
+        KeyMode::Migrating(k) => (Some(k), ChainCheck::Legacy),
+        KeyMode::Wiped(sign) => {
+            let mut report = empty_report();
+            report.chain = ChainCheck::NotChecked;
+            report.broken = Some(Broken {
+                fault: Fault::MissingLog,
+                line: 0,
+                id: None,
+                expected: None,
+                found: None,
+                detail: format!(
+                    "the store has no `{}` and no `{}/{}`, while it holds {sign}, which only this version of hcp writes: its marker, keys and trail were removed, so it is not a store of an earlier version",
+                    crate::made::MARKER_FILE,
+                    crate::home::StoreDir::Audit.name(),
+                    super::key::CHAIN_KEY_FILE
+                ),
+            });
+            return Ok(report);
+        }
         KeyMode::Missing | KeyMode::Unreadable(_) => {
             let path = log.dir().join(super::key::CHAIN_KEY_FILE);
             let mut report = empty_report();
@@ -776,7 +816,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
             return Ok(report);
         }
     };
-    let keyed_store = !matches!(mode, KeyMode::Legacy);
+    let keyed_store = !matches!(mode, KeyMode::Legacy | KeyMode::Migrating(_));
     let (seen, file, len) = snapshot(log, key, keyed_store)?;
     let single;
     let (held, source): (&Held, Option<CheckpointSource>) = match against {
@@ -892,6 +932,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         checkpoints: by_count,
         seq_seen: false,
         key,
+        keyless: matches!(mode, KeyMode::NotChecked),
     };
     w.report.chain = chain;
     w.report.slot_recovered = slot_recovered;
