@@ -150,17 +150,34 @@ fn a_store_restored_behind_its_witness_is_a_rollback_and_its_next_act_is_refused
     assert_eq!(code(&o), 1, "{}", w.render(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("checkpoint_mismatch"));
 
-    // The repair of a store restored on purpose: a new witness, a recorded act.
+    // The repair of a store restored on purpose: a new witness, a recorded act. Acts go
+    // on; verify still holds the trail to the old witness, which the trail names for the
+    // part before the new one, and which saw the records the restore lost.
     let fresh = w.root().join("witness-2");
     std::fs::create_dir(&fresh).unwrap();
     ok(
         &w,
         &["config", "set", "audit.witness", fresh.to_str().unwrap()],
     );
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    // The old witness's file moved aside (kept as evidence elsewhere): the old witness is
+    // retired, which verify notes.
+    std::fs::rename(&old, w.root().join("old.checkpoints")).unwrap();
     let (c, v) = verify_json(&w);
     assert_eq!(c, 0, "{v}");
-    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
-    assert_eq!(verify_json(&w).0, 0);
+    assert_eq!(
+        v["retired_witnesses"][0]["witness"],
+        json!(format!("directory {}", wdir.display())),
+        "{v}"
+    );
+    let text = String::from_utf8_lossy(&ok(&w, &["audit", "verify"]).stdout).into_owned();
+    assert!(text.contains("was retired by the recorded act"), "{text}");
 }
 
 #[test]
@@ -193,10 +210,257 @@ fn a_witness_removed_from_the_config_or_emptied_is_a_fault() {
     let o = w.run(&["audit", "verify"]);
     snapshot!("witness_emptied", w.render(&o));
     assert_eq!(fault(&w), (1, json!("checkpoint_mismatch")));
-    // The next act starts the witness's file again; the checkpoints it lost are still
-    // missed.
-    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    // The next act does not start the witness's file again over the loss: it is refused.
+    let before = records(&w);
+    let o = w.run(&["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert_eq!(records(&w), before);
+    assert!(!file.exists());
     assert_eq!(fault(&w), (1, json!("checkpoint_mismatch")));
+}
+
+#[test]
+fn an_act_is_refused_while_the_witness_holds_less_than_the_trail_says_it_took() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+    let file = wfile(&wdir);
+    let whole = std::fs::read_to_string(&file).unwrap();
+
+    // Cut to its first two lines: older than what it took.
+    let first: String = whole.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, &first).unwrap();
+    let before = records(&w);
+    let o = w.run(&["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("code: checkpoint_mismatch")
+            && err.contains("checkpoints were removed from it")
+            && err.contains("hcp config set audit.witness NEW_DIR"),
+        "{err}"
+    );
+    assert_eq!(records(&w), before, "a refused act writes no record");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), first);
+    // Calls go on.
+    ok(&w, &["exec", "echo.say", "still"]);
+
+    // Deleted: refused the same way, and the file is not made again.
+    std::fs::remove_file(&file).unwrap();
+    let o = w.run(&["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("holds no checkpoint of this store"));
+    assert!(!file.exists());
+    ok(&w, &["exec", "echo.say", "still"]);
+    // Naming the same directory again does not paper over the loss either.
+    let o = w.run(&["config", "set", "audit.witness", wdir.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(!file.exists());
+
+    // Its file put back from a backup: acts go on.
+    std::fs::write(&file, &whole).unwrap();
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+
+    // Lost for good: the repair is a new witness, a recorded act. The old witness's
+    // checkpoints are gone, which verify notes.
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(
+        code(&w.run(&["grant", "dave", "echo", "verb.exec.read"])),
+        1
+    );
+    let fresh = w.root().join("witness-2");
+    std::fs::create_dir(&fresh).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", fresh.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "dave", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    assert_eq!(
+        v["retired_witnesses"].as_array().map(Vec::len),
+        Some(1),
+        "{v}"
+    );
+}
+
+#[test]
+fn an_act_is_refused_while_the_witness_is_removed_or_changed_by_hand() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+
+    // `audit.witness` removed from `config.json` by hand.
+    write_config(&w, &json!({}));
+    let before = records(&w);
+    let o = w.run(&["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("code: witness_unavailable")
+            && err.contains("removed from the configuration by hand")
+            && err.contains("hcp config unset audit.witness"),
+        "{err}"
+    );
+    assert_eq!(records(&w), before, "a refused act writes no record");
+    // Calls go on (the hand edit is recorded as a changed `config.json`).
+    ok(&w, &["exec", "echo.say", "still"]);
+    // The change recorded: `hcp config unset audit.witness`, though `config.json` no
+    // longer names it.
+    let o = ok(&w, &["config", "unset", "audit.witness"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("is stopped"),
+        "{}",
+        w.render(&o)
+    );
+    let tail = ok(&w, &["audit", "tail", "--json", "-n", "2"]);
+    let tail: Value = serde_json::from_slice(&tail.stdout).unwrap();
+    assert_eq!(
+        (&tail[0]["act"], &tail[0]["changed"]["witness"]),
+        (&json!("witness"), &Value::Null)
+    );
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+    // Nothing to stop any more: nothing recorded.
+    let o = ok(&w, &["config", "unset", "audit.witness"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to change"));
+
+    // Named again, then changed by hand to another directory.
+    ok(
+        &w,
+        &["config", "set", "audit.witness", wdir.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "carol", "echo", "verb.exec.read"]);
+    let other = w.root().join("witness-other");
+    std::fs::create_dir(&other).unwrap();
+    write_config(&w, &json!({"audit": {"witness": other}}));
+    let o = w.run(&["grant", "dave", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("changed by hand"),
+        "{}",
+        w.render(&o)
+    );
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 0);
+    // Recorded with `hcp config set`: acts go on, and the trail verifies.
+    ok(
+        &w,
+        &["config", "set", "audit.witness", other.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "dave", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+}
+
+#[test]
+fn every_witness_the_trail_named_checks_the_part_it_witnessed() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    let backup = w.root().join("backup");
+    copy_dir(&w.hcp_home, &backup);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    // The witness moved to B, by the recorded act; more acts, witnessed by B.
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&b).unwrap();
+    ok(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]);
+    ok(&w, &["grant", "carol", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    let in_a = std::fs::read_to_string(wfile(&wdir))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    let in_b = std::fs::read_to_string(wfile(&b)).unwrap().lines().count() as u64;
+    assert_eq!(
+        v["witnessed"],
+        json!(in_a + in_b),
+        "both witnesses are checked: {v}"
+    );
+
+    // A checkpoint of A's part cut from A: caught though A is no longer configured.
+    let whole = std::fs::read_to_string(wfile(&wdir)).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    // Its last three: the checkpoints of the completion of the act that moved the witness,
+    // and of the last grant A witnessed, its completion's and its own.
+    let cut: String = lines[..lines.len() - 3]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(wfile(&wdir), cut).unwrap();
+    let (c, v) = verify_json(&w);
+    assert_eq!(
+        (c, &v["broken"]["fault"]),
+        (1, &json!("checkpoint_mismatch")),
+        "{v}"
+    );
+    assert!(
+        v["broken"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("directory {}", wdir.display())),
+        "{v}"
+    );
+    std::fs::write(wfile(&wdir), &whole).unwrap();
+    assert_eq!(verify_json(&w).0, 0);
+
+    // Someone holding the store's keys rolls it back to before the switch, then moves
+    // the witness on to one of their own: A still holds what the trail lost.
+    std::fs::remove_dir_all(&w.hcp_home).unwrap();
+    copy_dir(&backup, &w.hcp_home);
+    let c_dir = w.root().join("witness-c");
+    std::fs::create_dir(&c_dir).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", c_dir.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "mallory", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 1, "{v}");
+    assert!(
+        matches!(
+            v["broken"]["fault"].as_str(),
+            Some("checkpoint_mismatch" | "rollback")
+        ),
+        "{v}"
+    );
+    assert!(
+        v["broken"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&wfile(&wdir).display().to_string()),
+        "the old witness is named: {v}"
+    );
+}
+
+#[test]
+fn an_earlier_witness_that_is_gone_is_noted_as_retired() {
+    let (w, wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&b).unwrap();
+    ok(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]);
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    std::fs::remove_dir_all(&wdir).unwrap();
+    let o = ok(&w, &["audit", "verify"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains(&format!("the witness (directory {})", wdir.display()))
+            && text.contains("was retired by the recorded act")
+            && text.contains("is gone"),
+        "{text}"
+    );
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    let r = &v["retired_witnesses"][0];
+    assert_eq!(r["from"], json!(2), "{v}");
+    assert!(r["until"].as_u64().unwrap() > 2, "{v}");
+    // The present witness gone is no retirement: acts are refused, verify fails.
+    std::fs::remove_dir_all(&b).unwrap();
+    assert_eq!(
+        code(&w.run(&["grant", "carol", "echo", "verb.exec.read"])),
+        74
+    );
+    assert_eq!(fault(&w), (1, json!("witness_unavailable")));
 }
 
 #[test]
@@ -516,8 +780,10 @@ fn checkpoints_cut_from_the_witness_are_not_forgiven_by_the_next_act() {
     drop_witness_lines(&wdir, |i, n| i + 4 > n);
     let (c, f) = fault(&w);
     assert_eq!((c, f), (1, json!("checkpoint_mismatch")));
-    // The next act takes a checkpoint of its own: the ones cut are still missing.
-    ok(&w, &["grant", "p6", "echo", "verb.exec.read"]);
+    // The next act is refused (it would take a checkpoint over the loss); the ones cut
+    // are still missing.
+    let o = w.run(&["grant", "p6", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
     let (c, v) = verify_json(&w);
     assert_eq!(
         (c, &v["broken"]["fault"]),
@@ -526,7 +792,7 @@ fn checkpoints_cut_from_the_witness_are_not_forgiven_by_the_next_act() {
     );
     let detail = v["broken"]["detail"].as_str().unwrap();
     assert!(
-        detail.contains("holds no checkpoint of the act"),
+        detail.contains("checkpoints were removed from it"),
         "{detail}"
     );
 }

@@ -58,6 +58,7 @@ pub mod reserve;
 mod scan;
 mod verify;
 pub mod witness;
+pub mod witnessed;
 mod writer;
 
 pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend, CounterSpend};
@@ -79,7 +80,7 @@ pub use record::{
 pub use report::{AuditFollow, AuditReport, ChainVerify};
 pub use verify::{
     Against, Broken, ChainCheck, CheckpointNote, CheckpointSource, FailedAct, Interrupted,
-    InterruptedAct, RepairNote, VerifyReport, WitnessNamed, WitnessTorn,
+    InterruptedAct, RepairNote, RetiredWitness, VerifyReport, WitnessNamed, WitnessTorn,
 };
 
 use crate::error::StoreError;
@@ -301,7 +302,7 @@ impl AuditError {
             ),
             Self::Witness(e) => Some(e.hint()),
             Self::Behind { .. } => Some(
-                "`hcp audit verify` names the fault; keep the store and the witness as evidence. A store restored from a backup on purpose goes on with a new witness: `hcp config set audit.witness NEW_DIR` (a recorded act; the old witness keeps what it holds)",
+                "`hcp audit verify` names the fault; keep the store and the witness as evidence. A witness that lost checkpoints takes them back from a backup of its file; a store restored from a backup on purpose, or one whose witness lost its checkpoints for good, goes on with a new witness: `hcp config set audit.witness NEW_DIR` (a recorded act that works while this refuses others; the old witness keeps what it holds, and `hcp audit verify` still checks the trail against it)",
             ),
             Self::ReservedField { .. } | Self::Unsupported { .. } => None,
         }
@@ -720,7 +721,8 @@ impl AuditLog {
     /// Takes a checkpoint of the trail now into `witness` (RUNTIME §6): after an act of
     /// authority, and after every 100th record. A witness that holds no checkpoint of
     /// this store yet gets the [`WITNESS_ACT`] record naming it first, and the checkpoint
-    /// of exactly that record ([`AuditLog::witness_named`]).
+    /// of exactly that record ([`AuditLog::witness_named`]), when it may be named
+    /// ([`witnessed`]: not over checkpoints it lost, nor when the trail names another).
     ///
     /// # Errors
     /// [`AuditError::Witness`] (`witness_unavailable`) when the witness does not take it;
@@ -736,12 +738,46 @@ impl AuditLog {
             .map(|m| m.store_id);
         if let Some(store) = store
             && witness.is_new_for(&store)?
-            && let Some(c) = self.witness_named(Some(witness), time)?
         {
-            return Ok(c);
+            self.may_name(witness)?;
+            if let Some(c) = self.witness_named(Some(witness), time)? {
+                return Ok(c);
+            }
         }
         let c = self.checkpoint_now(time)?;
         witness.take(&c)?;
+        self.note_taken(&witness.describe(), c.count);
+        Ok(c)
+    }
+
+    /// Takes the checkpoint of the act of authority `act` into `witness` (RUNTIME §6): of
+    /// exactly its record (its `seq` as `count`, its `hash` as `head`), never of a count
+    /// another process's record, appended meanwhile, makes later, so each act keeps a
+    /// checkpoint of its own record however many are made at once. A witness that holds
+    /// no checkpoint of this store yet is named first, as by [`AuditLog::witness`].
+    ///
+    /// # Errors
+    /// As [`AuditLog::witness`].
+    pub fn witness_act(
+        &self,
+        witness: &dyn witness::Witness,
+        act: &Appended,
+    ) -> Result<checkpoint::Checkpoint, AuditError> {
+        let store = crate::made::Marker::read(self.home.root())
+            .ok()
+            .flatten()
+            .map(|m| m.store_id);
+        if let Some(store) = store
+            && witness.is_new_for(&store)?
+        {
+            self.may_name(witness)?;
+            if let Some(c) = self.witness_named(Some(witness), act.ts)? {
+                return Ok(c);
+            }
+        }
+        let c = checkpoint::sign(self, act.seq, &act.hash, act.ts)?;
+        witness.take(&c)?;
+        self.note_taken(&witness.describe(), c.count);
         Ok(c)
     }
 
@@ -764,13 +800,17 @@ impl AuditLog {
         );
         let a = self.append_authority(&act)?;
         let Some(w) = witness else {
+            self.note_named(None, a.seq, 0);
             return Ok(None);
         };
         let taken = checkpoint::sign(self, a.seq, &a.hash, time)
             .map_err(AuditError::from)
             .and_then(|c| w.take(&c).map(|()| c).map_err(AuditError::from));
-        if let Err(e) = &taken {
-            let _ = self.append_authority(&act.failed(a.seq, e.code().as_str()));
+        match &taken {
+            Ok(c) => self.note_named(Some(w.describe()), a.seq, c.count),
+            Err(e) => {
+                let _ = self.append_authority(&act.failed(a.seq, e.code().as_str()));
+            }
         }
         taken.map(Some)
     }
@@ -778,7 +818,8 @@ impl AuditLog {
     /// Whether the trail is behind the newest checkpoint `witness` holds of it (RUNTIME
     /// §6): a store restored from an older copy (`rollback`), or one whose head is not the
     /// one witnessed at the same count, or a witness holding a forged line
-    /// (`checkpoint_mismatch`). Reads the anchor and the witness's last lines only; an
+    /// (`checkpoint_mismatch`); or whether the witness holds less than the trail says it
+    /// took ([`witnessed`]: its file deleted, emptied or cut, `checkpoint_mismatch`). Reads the anchor and the witness's last lines only; an
     /// act of authority is refused on it, rather than bury the witnessed checkpoint under
     /// a new one. A fork that grew past the witnessed count is found by `hcp audit
     /// verify`, which walks the trail.
@@ -794,7 +835,7 @@ impl AuditLog {
             return Ok(());
         };
         let c = match witness.newest(&store, None)? {
-            witness::Newest::None => return Ok(()),
+            witness::Newest::None => return self.check_kept(witness, None),
             witness::Newest::Forged { reason } => {
                 return Err(AuditError::Behind {
                     fault: Fault::CheckpointMismatch,
@@ -806,6 +847,7 @@ impl AuditLog {
             }
             witness::Newest::Checkpoint(c) => c,
         };
+        self.check_kept(witness, Some(c.count))?;
         let point = self.anchor_point()?;
         if c.count > point.count {
             return Err(AuditError::Behind {

@@ -604,8 +604,8 @@ pub trait State: Send + Sync + std::fmt::Debug {
     // Acts of authority and the witness (RUNTIME §6).
 
     /// Records an act of authority (RUNTIME §6) — `init`, `install`, `grant`, `session
-    /// start` … — and has the witness (`audit.witness`) take a checkpoint of the trail
-    /// that now holds it. The one path every act of authority goes through, in this order:
+    /// start` … — and has the witness (`audit.witness`) take a checkpoint of the act's own
+    /// record (its `seq` and `hash`, whatever another process appended meanwhile). The one path every act of authority goes through, in this order:
     /// the command checks the act, calls this, and makes the change only when it returns
     /// `Ok`; an act that cannot be recorded, or witnessed, does not happen (74). The
     /// witness is looked at first (a probe of the file it appends to), so a witness that
@@ -687,6 +687,17 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// none is configured.
     fn audit_witness(&self) -> Option<String> {
         None
+    }
+
+    /// The witness the trail's last `witness` record names (RUNTIME §6), as the runtime
+    /// names it; `None` when it names none (or the backend does not keep it): `hcp config
+    /// unset audit.witness` records the change even when `config.json` names none any
+    /// more, so that acts refused for a witness removed by hand can go on.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the trail cannot be read.
+    fn trail_witness(&self) -> Result<Option<String>, AuditError> {
+        Ok(None)
     }
 
     /// This machine's id in a fleet, whose chain of the audit is its own (RUNTIME §9);
@@ -798,23 +809,81 @@ impl FileState {
         }
     }
 
-    /// Holds the configuration and the witness to what the trail says of its witness
-    /// (RUNTIME §6): a trail whose last [`crate::audit::WITNESS_ACT`] record names a
-    /// witness must still have that witness configured, and the witness must hold the
-    /// checkpoint of each record naming it (its first of this store), one at least as
-    /// new as every act of authority it took a checkpoint of, and the checkpoint of each
-    /// such act's own record (interrupted acts and the newest left out: a kill may have
-    /// stopped their checkpoint). A witness removed from
-    /// `config.json` is `witness_unavailable`; checkpoints removed from the witness (its
-    /// file deleted, emptied or cut) are `checkpoint_mismatch`.
-    fn witness_faults(&self, r: &mut crate::audit::VerifyReport, held: Option<&Held>) {
+    /// What each witness the trail named before the configured one holds (RUNTIME §6), by
+    /// the name the trail gives it: read from its directory (`directory DIR`); one whose
+    /// directory or file of this store is gone was retired. Nothing for a verifier that
+    /// cannot read the chain key (the bootstrap pack's child sees no witness).
+    fn earlier_witnesses(
+        &self,
+        r: &crate::audit::VerifyReport,
+    ) -> std::collections::BTreeMap<String, Earlier> {
+        let mut out = std::collections::BTreeMap::new();
+        if !self.log_key_readable() {
+            return out;
+        }
+        let configured = self.witness.as_ref().map(|w| w.describe());
+        let Ok(Some(store)) =
+            crate::made::Marker::read(self.home.root()).map(|m| m.map(|m| m.store_id))
+        else {
+            return out;
+        };
+        for name in r.witness_named.iter().filter_map(|n| n.witness.as_ref()) {
+            if Some(name) == configured.as_ref() || out.contains_key(name) {
+                continue;
+            }
+            let Some(dir) = name.strip_prefix("directory ") else {
+                out.insert(
+                    name.clone(),
+                    Earlier::Gone("it is not a directory, so it cannot be read from here".into()),
+                );
+                continue;
+            };
+            let w = crate::audit::witness::DirWitness::new(dir);
+            let file = w.file(&store);
+            let e = match w.held(&store, None) {
+                Err(_) if !std::path::Path::new(dir).exists() => {
+                    Earlier::Gone(format!("its directory `{dir}` is gone"))
+                }
+                Ok(h)
+                    if h.checkpoints.is_empty()
+                        && h.forged.is_none()
+                        && h.torn.is_empty()
+                        && !file.exists() =>
+                {
+                    Earlier::Gone(format!("its file `{}` is gone", file.display()))
+                }
+                Ok(h) => Earlier::Held(h),
+                Err(e) => Earlier::Unreadable(e.to_string()),
+            };
+            out.insert(name.clone(), e);
+        }
+        out
+    }
+
+    /// Holds the configuration and the witnesses to what the trail says of its witness
+    /// (RUNTIME §6). A trail whose last [`crate::audit::WITNESS_ACT`] record names a
+    /// witness must still have that witness configured. Each witness the trail named — the
+    /// configured one and each before it, over the part of the trail it witnessed (from
+    /// the first record naming it to the record naming the next) — must hold the
+    /// checkpoint of each record naming it (its first of this store), one at least as new
+    /// as every act of authority it took a checkpoint of, and the checkpoint of each such
+    /// act's own record (interrupted acts and the newest of each part left out: a kill may
+    /// have stopped their checkpoint). A witness removed from `config.json` is
+    /// `witness_unavailable`, as is an earlier one that cannot be read; checkpoints removed
+    /// from a witness (its file emptied or cut; for the configured one, deleted too) are
+    /// `checkpoint_mismatch`. An earlier witness whose directory or file is gone was
+    /// retired by the act that named the next: a note
+    /// ([`crate::audit::VerifyReport::retired_witnesses`]), not a fault.
+    fn witness_faults(
+        &self,
+        r: &mut crate::audit::VerifyReport,
+        held: Option<&Held>,
+        earlier: &std::collections::BTreeMap<String, Earlier>,
+    ) {
         let Some(last) = r.witness_named.last().cloned() else {
             return;
         };
-        let Some(named) = last.witness.clone() else {
-            return;
-        };
-        let mut fail = |fault, line, detail: String| {
+        let fail = |r: &mut crate::audit::VerifyReport, fault, line, detail: String| {
             r.broken = Some(crate::audit::Broken {
                 fault,
                 line,
@@ -825,115 +894,92 @@ impl FileState {
             });
         };
         let configured = self.witness.as_ref().map(|w| w.describe());
-        match &configured {
-            None => {
-                return fail(
-                    crate::audit::Fault::WitnessUnavailable,
-                    0,
-                    format!(
-                        "`config.json` names no `audit.witness`, while record {} of the trail says its checkpoints go to the witness ({named}): the witness was removed from the configuration without `hcp config unset audit.witness`",
-                        last.seq
-                    ),
-                );
+        if let Some(named) = &last.witness {
+            match &configured {
+                None => {
+                    return fail(
+                        r,
+                        crate::audit::Fault::WitnessUnavailable,
+                        0,
+                        format!(
+                            "`config.json` names no `audit.witness`, while record {} of the trail says its checkpoints go to the witness ({named}): the witness was removed from the configuration without `hcp config unset audit.witness`",
+                            last.seq
+                        ),
+                    );
+                }
+                Some(c) if c != named && held.is_some() => {
+                    return fail(
+                        r,
+                        crate::audit::Fault::WitnessUnavailable,
+                        0,
+                        format!(
+                            "`config.json` names the witness ({c}), while record {} of the trail says its checkpoints go to the witness ({named}): the witness was changed without `hcp config set audit.witness`",
+                            last.seq
+                        ),
+                    );
+                }
+                Some(_) => {}
             }
-            Some(c) if *c != named && held.is_some() => {
-                return fail(
-                    crate::audit::Fault::WitnessUnavailable,
-                    0,
-                    format!(
-                        "`config.json` names the witness ({c}), while record {} of the trail says its checkpoints go to the witness ({named}): the witness was changed without `hcp config set audit.witness`",
-                        last.seq
-                    ),
-                );
-            }
-            Some(_) => {}
         }
-        // A witness this process cannot read (the bootstrap pack's child sees the store
-        // without it; a `config.json` that does not parse): nothing more to hold it to.
-        let Some(held) = held else {
-            return;
-        };
-        let mut ours = r
-            .witness_named
-            .iter()
-            .rev()
-            .take_while(|n| n.witness.as_deref() == Some(named.as_str()))
-            .cloned()
-            .collect::<Vec<_>>();
-        ours.reverse();
-        let acts_in = |from: u64, to: u64| {
-            r.witnessed_acts
-                .iter()
-                .filter(|&&s| s > from && s < to)
-                .count()
-        };
-        let newest = held.newest().map_or(0, |c| c.count);
-        let mut fault = None;
-        for (i, n) in ours.iter().enumerate() {
-            let kept = held
-                .checkpoints
-                .iter()
-                .any(|(_, c)| c.count == n.seq && c.head == n.hash);
-            // hcp killed between the record and its checkpoint: the next act names the
-            // witness again (one act between the two), or nothing was witnessed since.
-            let crashed = match ours.get(i + 1) {
-                Some(next) => acts_in(n.seq, next.seq) <= 1,
-                None => held.checkpoints.is_empty() && acts_in(n.seq, u64::MAX) == 0,
+        // The parts of the trail: each run of records naming one witness.
+        let mut runs: Vec<(Option<String>, Vec<crate::audit::WitnessNamed>)> = Vec::new();
+        for n in &r.witness_named {
+            match runs.last_mut() {
+                Some((w, run)) if *w == n.witness => run.push(n.clone()),
+                _ => runs.push((n.witness.clone(), vec![n.clone()])),
+            }
+        }
+        let total = runs.len();
+        for (i, (named, run)) in runs.iter().enumerate() {
+            let Some(named) = named else {
+                continue;
             };
-            if !kept && !crashed {
-                fault = Some((
-                    0,
-                    format!(
-                        "the witness ({named}) holds no checkpoint of record {}, the record that names it as this trail's witness: checkpoints were removed from it (its file deleted, emptied or cut)",
-                        n.seq
-                    ),
-                ));
-                break;
-            }
-        }
-        // Every act of authority witnessed but the newest (whose checkpoint a kill may
-        // have stopped) must be covered by the witness's newest checkpoint.
-        let since = ours.first().map_or(0, |n| n.seq);
-        let mut acts: Vec<u64> = r
-            .witnessed_acts
-            .iter()
-            .copied()
-            .filter(|&s| s > since)
-            .collect();
-        acts.pop();
-        if fault.is_none()
-            && let Some(&act) = acts.last()
-            && newest < act
-        {
-            fault = Some((
-                0,
-                format!(
-                    "the newest checkpoint the witness ({named}) holds names {newest} records, and it took one of the act of authority at record {act} when it was made: checkpoints were removed from it (its file cut)"
+            let current = i + 1 == total;
+            let until = runs.get(i + 1).map(|(_, next)| next[0].seq);
+            let h = if Some(named) == configured.as_ref() {
+                // A witness this process cannot read (the bootstrap pack's child sees the
+                // store without it; a `config.json` that does not parse): nothing more
+                // to hold it to.
+                match held {
+                    Some(h) => h,
+                    None => continue,
+                }
+            } else {
+                match earlier.get(named) {
+                    Some(Earlier::Held(h)) => h,
+                    Some(Earlier::Gone(why)) => {
+                        r.retired_witnesses.push(crate::audit::RetiredWitness {
+                            witness: named.clone(),
+                            from: run[0].seq,
+                            until: until.unwrap_or(0),
+                            why: why.clone(),
+                        });
+                        continue;
+                    }
+                    Some(Earlier::Unreadable(why)) => {
+                        return fail(
+                            r,
+                            crate::audit::Fault::WitnessUnavailable,
+                            0,
+                            format!(
+                                "the witness ({named}), which the trail names from record {}, cannot be read: {why}",
+                                run[0].seq
+                            ),
+                        );
+                    }
+                    None => continue,
+                }
+            };
+            let who = match until {
+                Some(u) if !current => format!(
+                    "the witness ({named}), the trail's from record {} to record {u},",
+                    run[0].seq
                 ),
-            ));
-        }
-        // Each of them had a checkpoint of its own record taken when it was made: its
-        // `count` is the act's record (the intent's; the best-effort one after `act made`
-        // is never required), or, for an act that named a witness, the `witness` record
-        // right after it, whose checkpoint is held to above.
-        if fault.is_none() {
-            let counts: std::collections::BTreeSet<u64> =
-                held.checkpoints.iter().map(|(_, c)| c.count).collect();
-            let renamed = |act: u64| r.witness_named.iter().any(|n| n.seq == act + 1);
-            if let Some(&act) = acts
-                .iter()
-                .find(|&&act| !counts.contains(&act) && !renamed(act))
-            {
-                fault = Some((
-                    0,
-                    format!(
-                        "the witness ({named}) holds no checkpoint of the act of authority at record {act}, taken when it was made: checkpoints were removed from it (lines of its file deleted or cut)"
-                    ),
-                ));
+                _ => format!("the witness ({named})"),
+            };
+            if let Some(detail) = part_fault(r, &who, run, until, h, current) {
+                return fail(r, crate::audit::Fault::CheckpointMismatch, 0, detail);
             }
-        }
-        if let Some((line, detail)) = fault {
-            fail(crate::audit::Fault::CheckpointMismatch, line, detail);
         }
     }
 
@@ -965,6 +1011,94 @@ impl FileState {
         let k = DigestKey::load_or_create(&self.home)?;
         Ok(self.key.get_or_init(|| k))
     }
+}
+
+/// What a witness the trail named before the configured one holds, for `hcp audit
+/// verify` (RUNTIME §6).
+#[derive(Debug, Clone)]
+enum Earlier {
+    /// What it holds.
+    Held(Held),
+    /// Its checkpoints are gone (why): retired.
+    Gone(String),
+    /// It cannot be read (why).
+    Unreadable(String),
+}
+
+/// The first checkpoint `held`, the witness `who`, is missing of the part of the trail
+/// `run` (the records naming it, in a row) opens and `until` (the record naming the next
+/// witness) ends; `current`: the part runs to the trail's end. See
+/// `FileState::witness_faults`.
+fn part_fault(
+    r: &crate::audit::VerifyReport,
+    who: &str,
+    run: &[crate::audit::WitnessNamed],
+    until: Option<u64>,
+    held: &Held,
+    current: bool,
+) -> Option<String> {
+    let end = until.unwrap_or(u64::MAX);
+    let acts_in = |from: u64, to: u64| {
+        r.witnessed_acts
+            .iter()
+            .filter(|&&s| s > from && s < to)
+            .count()
+    };
+    let renamed = |act: u64| r.witness_named.iter().any(|n| n.seq == act + 1);
+    let newest = held.newest().map_or(0, |c| c.count);
+    for (i, n) in run.iter().enumerate() {
+        let kept = held
+            .checkpoints
+            .iter()
+            .any(|(_, c)| c.count == n.seq && c.head == n.hash);
+        // hcp killed between the record and its checkpoint: the next act names the
+        // witness again (one act between the two), or nothing was witnessed since (but
+        // the act that named the next witness, witnessed by that one).
+        let crashed = match run.get(i + 1) {
+            Some(next) => acts_in(n.seq, next.seq) <= 1,
+            None if current => held.checkpoints.is_empty() && acts_in(n.seq, u64::MAX) == 0,
+            None => !r
+                .witnessed_acts
+                .iter()
+                .any(|&s| s > n.seq && s < end && !renamed(s)),
+        };
+        if !kept && !crashed {
+            return Some(format!(
+                "{who} holds no checkpoint of record {}, the record that names it as this trail's witness: checkpoints were removed from it (its file deleted, emptied or cut)",
+                n.seq
+            ));
+        }
+    }
+    // Every act of authority it witnessed but the newest (whose checkpoint a kill may
+    // have stopped) must be covered by its newest checkpoint.
+    let since = run.first().map_or(0, |n| n.seq);
+    let mut acts: Vec<u64> = r
+        .witnessed_acts
+        .iter()
+        .copied()
+        .filter(|&s| s > since && s < end)
+        .collect();
+    acts.pop();
+    if let Some(&act) = acts.last()
+        && newest < act
+    {
+        return Some(format!(
+            "the newest checkpoint {who} holds names {newest} records, and it took one of the act of authority at record {act} when it was made: checkpoints were removed from it (its file cut)"
+        ));
+    }
+    // Each of them had a checkpoint of its own record taken when it was made: its `count`
+    // is the act's record (the intent's; the best-effort one after `act made` is never
+    // required), or, for an act that named a witness, the `witness` record right after
+    // it, whose checkpoint is held to above.
+    let counts: std::collections::BTreeSet<u64> =
+        held.checkpoints.iter().map(|(_, c)| c.count).collect();
+    acts.iter()
+        .find(|&&act| !counts.contains(&act) && !renamed(act))
+        .map(|act| {
+            format!(
+                "{who} holds no checkpoint of the act of authority at record {act}, taken when it was made: checkpoints were removed from it (lines of its file deleted or cut)"
+            )
+        })
 }
 
 impl State for FileState {
@@ -1198,8 +1332,9 @@ impl State for FileState {
         Ok(a)
     }
 
-    /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness`]; the witness
-    /// is asked first whether it can take a checkpoint at all.
+    /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness_act`]; the
+    /// witness is asked first whether it can take a checkpoint at all, and whether it
+    /// holds what the trail says it took ([`AuditLog::check_witnessed`]).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
         self.authority_ready()?;
         if let Some(w) = &self.witness {
@@ -1207,7 +1342,7 @@ impl State for FileState {
         }
         let a = self.log.append_authority(act)?;
         if let Some(w) = &self.witness
-            && let Err(e) = self.log.witness(w.as_ref(), act_time(&a))
+            && let Err(e) = self.log.witness_act(w.as_ref(), &a)
         {
             // Recorded, then refused: the trail says so (best effort; a trail that cannot
             // take even this shows the act as recorded, docs/DESIGN.md).
@@ -1250,7 +1385,9 @@ impl State for FileState {
         self.log.chain_key().ok()
     }
 
-    /// The witness's [`Witness::ready_for`] this store (its id from `store.json`).
+    /// The witness's [`Witness::ready_for`] this store (its id from `store.json`), then
+    /// [`AuditLog::check_named`]: the configured witness must be the one the trail's last
+    /// `witness` record names, when it names one.
     fn authority_ready(&self) -> Result<(), AuditError> {
         if let Some(w) = &self.witness {
             let store = crate::made::Marker::read(self.home.root())
@@ -1259,14 +1396,20 @@ impl State for FileState {
                 .map(|m| m.store_id);
             w.ready_for(store.as_deref())?;
         }
-        Ok(())
+        let configured = self.witness.as_ref().map(|w| w.describe());
+        self.log.check_named(configured.as_deref())
+    }
+
+    fn trail_witness(&self) -> Result<Option<String>, AuditError> {
+        Ok(self.log.witnessed()?.witness)
     }
 
     fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
         let a = self.log.append_authority(act)?;
         if let Some(w) = &self.witness {
             match self.log.witness(w.as_ref(), act_time(&a)) {
-                Ok(_) | Err(AuditError::Witness(_)) => {}
+                // Never refused for the witness: the checkpoint is left to the next act.
+                Ok(_) | Err(AuditError::Witness(_) | AuditError::Behind { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -1301,8 +1444,34 @@ impl State for FileState {
             None => {
                 let (against, held) = self.default_against();
                 let mut r = self.log.verify_with(&against)?;
+                // The witnesses the trail named before the configured one: the trail is
+                // walked again against their checkpoints too (only a trail that moved its
+                // witness pays for a second walk).
+                let earlier = self.earlier_witnesses(&r);
+                let mut sets: Vec<(Held, CheckpointSource)> = match &against {
+                    Against::Held(h, src) => vec![(h.clone(), src.clone())],
+                    Against::Checkpoint(c, src) => vec![(
+                        Held {
+                            checkpoints: vec![(0, c.clone())],
+                            ..Held::default()
+                        },
+                        src.clone(),
+                    )],
+                    _ => Vec::new(),
+                };
+                let current = sets.len();
+                for (name, e) in &earlier {
+                    if let Earlier::Held(h) = e
+                        && (!h.checkpoints.is_empty() || h.forged.is_some() || !h.torn.is_empty())
+                    {
+                        sets.push((h.clone(), CheckpointSource::Witness(name.clone())));
+                    }
+                }
+                if r.broken.is_none() && sets.len() > current {
+                    r = self.log.verify_with(&Against::Witnesses(sets))?;
+                }
                 if r.broken.is_none() {
-                    self.witness_faults(&mut r, held.as_ref());
+                    self.witness_faults(&mut r, held.as_ref(), &earlier);
                 }
                 r
             }

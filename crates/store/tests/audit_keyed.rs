@@ -966,3 +966,99 @@ fn an_outcome_is_bounded_to_eight_kib() {
     );
     assert!(log.verify().unwrap().is_clean());
 }
+
+/// A directory witness that holds back the first two acts that reach it, each after its
+/// record is appended and before its checkpoint is signed, until both are there: two acts
+/// made at once, each record appended before either checkpoint.
+#[derive(Debug)]
+struct Together {
+    inner: DirWitness,
+    barrier: std::sync::Barrier,
+    armed: std::sync::atomic::AtomicUsize,
+}
+
+impl hcp_store::audit::witness::Witness for Together {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn ready(&self) -> Result<(), hcp_store::audit::witness::WitnessError> {
+        self.inner.ready()
+    }
+    fn ready_for(
+        &self,
+        store: Option<&str>,
+    ) -> Result<(), hcp_store::audit::witness::WitnessError> {
+        self.inner.ready_for(store)
+    }
+    fn take(
+        &self,
+        c: &hcp_store::audit::checkpoint::Checkpoint,
+    ) -> Result<(), hcp_store::audit::witness::WitnessError> {
+        self.inner.take(c)
+    }
+    fn newest(
+        &self,
+        store: &str,
+        machine: Option<&str>,
+    ) -> Result<hcp_store::audit::witness::Newest, hcp_store::audit::witness::WitnessError> {
+        self.inner.newest(store, machine)
+    }
+    fn held(
+        &self,
+        store: &str,
+        machine: Option<&str>,
+    ) -> Result<hcp_store::audit::witness::Held, hcp_store::audit::witness::WitnessError> {
+        self.inner.held(store, machine)
+    }
+    // Asked by an act after its record is appended, before its checkpoint is signed.
+    fn is_new_for(&self, store: &str) -> Result<bool, hcp_store::audit::witness::WitnessError> {
+        use std::sync::atomic::Ordering;
+        if self
+            .armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            self.barrier.wait();
+        }
+        self.inner.is_new_for(store)
+    }
+}
+
+#[test]
+fn acts_made_at_once_each_keep_the_checkpoint_of_their_own_record() {
+    use hcp_store::audit::witness::Witness as _;
+    let d = tempfile::tempdir().unwrap();
+    let (root, _log) = store(d.path());
+    let wdir = d.path().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    let together = Arc::new(Together {
+        inner: DirWitness::new(&wdir),
+        barrier: std::sync::Barrier::new(2),
+        armed: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let state = FileState::new(&Home::open(&root).unwrap()).with_witness(together.clone());
+    // The witness named, and one act witnessed, one at a time.
+    state.record_authority(&act(1)).unwrap();
+    state.record_authority(&act(2)).unwrap();
+    together.armed.store(2, std::sync::atomic::Ordering::SeqCst);
+    let (a, b) = std::thread::scope(|s| {
+        let one = s.spawn(|| state.record_authority(&act(3)).unwrap());
+        let two = s.spawn(|| state.record_authority(&act(4)).unwrap());
+        (one.join().unwrap(), two.join().unwrap())
+    });
+    let store_id = made::Marker::read(&root).unwrap().unwrap().store_id;
+    let held = DirWitness::new(&wdir)
+        .held(&store_id, None)
+        .map(|h| h.checkpoints)
+        .unwrap();
+    for act in [&a, &b] {
+        assert!(
+            held.iter()
+                .any(|(_, c)| c.count == act.seq && c.head == act.hash),
+            "the act at record {} keeps the checkpoint of its own record: {held:?}",
+            act.seq
+        );
+    }
+    let r = state.audit_verify(None).unwrap();
+    assert!(r.is_clean(), "{r:?}");
+}

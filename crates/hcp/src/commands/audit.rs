@@ -210,6 +210,19 @@ fn render_verify(r: &VerifyReport) -> String {
             }
         }
     }
+    for w in &r.retired_witnesses {
+        let until = if w.until > 0 {
+            format!(" until record {}", w.until)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "  note: the witness ({}), the trail's from record {}{until}, was retired by the recorded act that named the next, and its checkpoints are gone ({}): that part of the trail is checked by its chain alone\n",
+            safe(&w.witness),
+            w.from,
+            safe(&w.why)
+        ));
+    }
     for t in &r.witness_torn {
         if t.recovered {
             out.push_str(&format!(

@@ -153,10 +153,35 @@ pub fn run(c: ConfigCommand) -> CliResult {
             Ok(exit::OK)
         }
         ConfigCommand::Unset(a) => {
+            // A witness removed from `config.json` by hand is still the trail's until the
+            // change is recorded (RUNTIME §6): unsetting it then records that.
+            let trail_witness = if a.key == "audit.witness" || a.key == "audit" {
+                rt.state()
+                    .trail_witness()
+                    .map_err(|e| store_error(&hcp_runtime::authority::store_error(e)))?
+            } else {
+                None
+            };
+            let mut stopped = false;
             let made = change(&rt, &path, name, &a.key, |text| {
-                edit::unset(text, &path, &a.key)
+                match edit::unset(text, &path, &a.key)? {
+                    None if trail_witness.is_some() => {
+                        stopped = true;
+                        Ok(Some(Edited {
+                            text: text.map_or_else(|| "{}\n".to_owned(), str::to_owned),
+                            segments: a.key.split('.').map(str::to_owned).collect(),
+                        }))
+                    }
+                    other => Ok(other),
+                }
             })?;
-            if made {
+            if made && stopped {
+                print(&format!(
+                    "`{}` is not set in `config.json`; the trail's witness ({}) is stopped\n",
+                    a.key,
+                    trail_witness.as_deref().unwrap_or_default()
+                ));
+            } else if made {
                 print(&format!("unset `{}`; its default applies\n", a.key));
             } else {
                 print(&format!("`{}` is not set; nothing to change\n", a.key));

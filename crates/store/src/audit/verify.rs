@@ -62,6 +62,10 @@ pub enum Against {
     /// Every checkpoint a witness (or a file of them) holds, from `source`: the trail is
     /// checked against each.
     Held(Held, CheckpointSource),
+    /// What each of several witnesses holds (the configured one and those the trail named
+    /// before it, RUNTIME §6): the trail is checked against every checkpoint of each, and
+    /// against the newest of them all.
+    Witnesses(Vec<(Held, CheckpointSource)>),
     /// The witness holds a line that is not a valid checkpoint of this store.
     Forged(CheckpointSource, String),
     /// The witness cannot be read.
@@ -178,6 +182,22 @@ pub struct WitnessNamed {
     pub witness: Option<String>,
 }
 
+/// A witness the trail named before its present one, retired by the recorded act that
+/// named the next, whose checkpoints are gone (its directory, or its file of this store,
+/// removed): the part of the trail it witnessed is checked by the chain alone. A note, not
+/// a fault (docs/DESIGN.md, "Witnesses").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RetiredWitness {
+    /// The witness as the trail names it (`directory DIR`).
+    pub witness: String,
+    /// The `seq` of the first record naming it.
+    pub from: u64,
+    /// The `seq` of the record naming the next witness (or none).
+    pub until: u64,
+    /// Why it holds nothing, lowercase.
+    pub why: String,
+}
+
 /// A torn line of the witness's file: a crash mid-append, not damage (RUNTIME §6).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WitnessTorn {
@@ -249,6 +269,10 @@ pub struct VerifyReport {
     /// Torn lines of the witness's file (crashes mid-append, not damage).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub witness_torn: Vec<WitnessTorn>,
+    /// Witnesses the trail named before its present one whose checkpoints are gone (not
+    /// damage: each was retired by a recorded act), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retired_witnesses: Vec<RetiredWitness>,
     /// How the keyed chain was checked.
     pub chain: ChainCheck,
     /// The line where the keyed part begins (its `init` or `migrate` record).
@@ -750,6 +774,7 @@ fn empty_report() -> VerifyReport {
         witness_named: Vec::new(),
         witnessed_acts: Vec::new(),
         witness_torn: Vec::new(),
+        retired_witnesses: Vec::new(),
         chain: ChainCheck::Legacy,
         keyed_from: None,
         slot_recovered: None,
@@ -819,19 +844,20 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
     let keyed_store = !matches!(mode, KeyMode::Legacy | KeyMode::Migrating(_));
     let (seen, file, len) = snapshot(log, key, keyed_store)?;
     let single;
-    let (held, source): (&Held, Option<CheckpointSource>) = match against {
+    let sets: Vec<(&Held, Option<CheckpointSource>)> = match against {
         Against::Nothing => {
             single = Held::default();
-            (&single, None)
+            vec![(&single, None)]
         }
         Against::Checkpoint(c, src) => {
             single = Held {
                 checkpoints: vec![(0, c.clone())],
                 ..Held::default()
             };
-            (&single, Some(src.clone()))
+            vec![(&single, Some(src.clone()))]
         }
-        Against::Held(h, src) => (h, Some(src.clone())),
+        Against::Held(h, src) => vec![(h, Some(src.clone()))],
+        Against::Witnesses(v) => v.iter().map(|(h, src)| (h, Some(src.clone()))).collect(),
         Against::Forged(src, why) | Against::Unavailable(src, why) => {
             let mut report = empty_report();
             report.chain = chain;
@@ -851,16 +877,22 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
             return Ok(report);
         }
     };
-    let torn: Vec<WitnessTorn> = held
-        .torn
+    let torn: Vec<WitnessTorn> = sets
         .iter()
-        .map(|&(line, bytes, recovered)| WitnessTorn {
-            place: held.place(line),
-            bytes,
-            recovered,
+        .flat_map(|(held, _)| {
+            held.torn
+                .iter()
+                .map(|&(line, bytes, recovered)| WitnessTorn {
+                    place: held.place(line),
+                    bytes,
+                    recovered,
+                })
         })
         .collect();
-    if let Some((line, why)) = &held.forged {
+    if let Some((held, source, (line, why))) = sets
+        .iter()
+        .find_map(|(h, src)| h.forged.as_ref().map(|f| (h, src, f)))
+    {
         let mut report = empty_report();
         report.chain = chain;
         report.witness_torn = torn;
@@ -880,13 +912,14 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         });
         return Ok(report);
     }
-    if !held.checkpoints.is_empty() {
+    if sets.iter().any(|(h, _)| !h.checkpoints.is_empty()) {
         let ours = super::checkpoint::public_key(log)?;
-        if let Some((line, c)) = held
-            .checkpoints
-            .iter()
-            .find(|(_, c)| ours.as_deref() != Some(c.key.as_str()))
-        {
+        if let Some((held, (line, c))) = sets.iter().find_map(|(h, _)| {
+            h.checkpoints
+                .iter()
+                .find(|(_, c)| ours.as_deref() != Some(c.key.as_str()))
+                .map(|found| (h, found))
+        }) {
             let mut report = empty_report();
             report.chain = chain;
             let at = if *line > 0 {
@@ -913,13 +946,35 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         }
     }
     let mut by_count: BTreeMap<u64, Vec<(String, &Checkpoint)>> = BTreeMap::new();
-    for (line, c) in &held.checkpoints {
-        by_count
-            .entry(c.count)
-            .or_default()
-            .push((held.place(*line), c));
+    for (held, _) in &sets {
+        for (line, c) in &held.checkpoints {
+            by_count
+                .entry(c.count)
+                .or_default()
+                .push((held.place(*line), c));
+        }
     }
-    let checkpoint = held.newest();
+    // The newest checkpoint of them all (a trail with fewer records is a rollback), and
+    // the one the report names: the first witness's (the configured one's) newest, when
+    // it holds one.
+    fn newest_of<'h>(
+        (h, src): &(&'h Held, Option<CheckpointSource>),
+    ) -> Option<(&'h Checkpoint, Option<CheckpointSource>)> {
+        h.newest().map(|c| (c, src.clone()))
+    }
+    let checkpoint =
+        sets.iter()
+            .filter_map(|(h, _)| h.newest())
+            .fold(None, |best: Option<&Checkpoint>, c| match best {
+                Some(b) if b.count >= c.count => Some(b),
+                _ => Some(c),
+            });
+    let shown = sets.first().and_then(newest_of).or_else(|| {
+        sets.iter()
+            .filter_map(newest_of)
+            .find(|(c, _)| Some(c.count) == checkpoint.map(|n| n.count))
+    });
+    let witnessed: usize = sets.iter().map(|(h, _)| h.checkpoints.len()).sum();
     let (trusted, slot_recovered) = match &seen {
         AnchorSeen::Trusted(p, slot) => (Some(p.clone()), *slot),
         _ => (None, None),
@@ -1067,8 +1122,8 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
                     c.time, c.count
                 ),
             );
-        } else {
-            report.witnessed = held.checkpoints.len() as u64;
+        } else if let Some((c, source)) = shown {
+            report.witnessed = witnessed as u64;
             report.checkpoint = Some(c.count);
             report.against = source.map(|source| CheckpointNote {
                 source,

@@ -177,6 +177,29 @@ pub enum WitnessError {
     /// `config.json` does not parse, so which witness it names is not known.
     #[error("the audit witness is not known: {0}")]
     Config(String),
+    /// `config.json` names no witness, or another, while the trail's last `witness`
+    /// record names one: the witness was removed or changed by hand, not by the recorded
+    /// act (`hcp config set` / `unset audit.witness`).
+    #[error("{}", unrecorded(named, *seq, configured.as_deref()))]
+    Unrecorded {
+        /// The witness the trail names (`directory DIR`).
+        named: String,
+        /// The `seq` of the record naming it.
+        seq: u64,
+        /// The one `config.json` names, if any.
+        configured: Option<String>,
+    },
+}
+
+fn unrecorded(named: &str, seq: u64, configured: Option<&str>) -> String {
+    match configured {
+        None => format!(
+            "`config.json` names no `audit.witness`, while record {seq} of the trail says its checkpoints go to the witness ({named}): the witness was removed from the configuration by hand, not by `hcp config unset audit.witness`"
+        ),
+        Some(c) => format!(
+            "`config.json` names the witness ({c}), while record {seq} of the trail says its checkpoints go to the witness ({named}): the witness was changed by hand, not by `hcp config set audit.witness`"
+        ),
+    }
 }
 
 /// The witness of a `config.json` that does not parse: it takes nothing (an act of
@@ -208,6 +231,9 @@ impl Witness for UnknownWitness {
 impl WitnessError {
     /// What the operator can do.
     pub fn hint(&self) -> &'static str {
+        if let Self::Unrecorded { .. } = self {
+            return "record the change: `hcp config set audit.witness DIR` names the witness `config.json` is to name (put it back there first if it was removed by mistake), `hcp config unset audit.witness` stops it; both are recorded acts, and work while other acts are refused";
+        }
         "`audit.witness` in `config.json` names where checkpoints go: make sure that directory exists and this user can write it (or that the fleet's database answers), then run the command again; or move the witness with `hcp config set audit.witness DIR` (or stop it with `hcp config unset audit.witness`), a recorded act that works while the witness is unavailable"
     }
 }
