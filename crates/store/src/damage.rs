@@ -72,12 +72,21 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
         });
     }
     let state = home.dir(StoreDir::State);
+    match crate::approval::damaged(home) {
+        Ok(list) => {
+            for (path, reason) in list {
+                out.push(Damaged {
+                    kind: "approval",
+                    repair: format!("rm {}", path.display()),
+                    refuses: "the one call the approval was for alone".into(),
+                    path,
+                    reason,
+                });
+            }
+        }
+        Err(e) => out.push(unreadable("approval", &state.join("approvals"), &e)),
+    }
     for (kind, dir, refuses) in [
-        (
-            "approval",
-            state.join("approvals"),
-            "the one call the approval was for alone (it asks again)",
-        ),
         (
             "counter",
             state.join("counters"),
