@@ -1344,8 +1344,8 @@ fn a_counter_or_approval_store_that_cannot_be_used_fails_closed() {
 }
 
 /// An approval marked approved by hand (its file edited, not `hcp approve`) approves
-/// nothing: its MAC does not hold, so the call it names is refused `store_damaged`, naming
-/// the file, until the file is removed (the call then asks again); the same call of
+/// nothing: its MAC does not hold, so the call it names is refused (`confirm_error`, naming
+/// the file), until the file is removed (the call then asks again); the same call of
 /// another principal, the owner's call and the owner's `hcp approvals` go on; `hcp
 /// approve` refuses it; `hcp doctor` lists it and exits 1 (docs/DESIGN.md, "The store").
 #[test]
@@ -1364,7 +1364,9 @@ fn an_approval_marked_approved_by_hand_approves_nothing() {
     std::fs::write(&file, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
     let edited = std::fs::read(&file).unwrap();
     let (out, v) = as_session(&w, &clerk, &WIRE);
-    assert_refused(&w, &out, &v, "store_damaged", 74);
+    // The runtime policy's own code for a confirmation it cannot check (as a damaged
+    // counter is its `limit_store_unavailable`), naming the file.
+    assert_refused(&w, &out, &v, "confirm_error", 77);
     let e = v["error"].as_str().unwrap();
     assert!(
         e.contains(&file.display().to_string()) && e.contains("does not hold"),

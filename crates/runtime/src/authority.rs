@@ -422,12 +422,12 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
     let keyed = last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION));
     let same = keyed
         && stamps(root).iter().all(|(act, stamp)| {
-        let kept = last
-            .get(*act)
-            .and_then(|v| v.get("stamp"))
-            .unwrap_or(&Value::Null);
-        kept == stamp
-    });
+            let kept = last
+                .get(*act)
+                .and_then(|v| v.get("stamp"))
+                .unwrap_or(&Value::Null);
+            kept == stamp
+        });
     if same {
         return Ok(());
     }

@@ -78,7 +78,7 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
                 out.push(Damaged {
                     kind: "approval",
                     repair: format!("rm {}", path.display()),
-                    refuses: "the one call the approval was for alone".into(),
+                    refuses: "the one call the approval was for alone (it asks again)".into(),
                     path,
                     reason,
                 });
@@ -86,13 +86,11 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
         }
         Err(e) => out.push(unreadable("approval", &state.join("approvals"), &e)),
     }
-    for (kind, dir, refuses) in [
-        (
-            "counter",
-            state.join("counters"),
-            "the calls of its principal and tool alone (`rate_limit`, `budget`)",
-        ),
-    ] {
+    for (kind, dir, refuses) in [(
+        "counter",
+        state.join("counters"),
+        "the calls of its principal and tool alone (`rate_limit`, `budget`)",
+    )] {
         for (path, reason) in json_files(&dir) {
             out.push(Damaged {
                 kind,

@@ -88,8 +88,8 @@ fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
 /// [`StoreError::Io`] naming the chain key when it cannot be read (nothing is written
 /// without its MAC); [`StoreError::Damaged`] when `value` is not an object.
 pub fn seal<T: Serialize>(home: &Home, path: &Path, value: &T) -> StoreResult<Vec<u8>> {
-    let mut body = serde_json::to_value(value)
-        .map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
+    let mut body =
+        serde_json::to_value(value).map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
     let Value::Object(m) = &mut body else {
         return Err(damaged(path, "cannot encode it: not a JSON object"));
     };
@@ -362,7 +362,10 @@ mod tests {
         let path = h.dir(StoreDir::State).join("grants/alice.json");
         let v = json!({"version": 1, "grants": []});
         write_atomic(&path, &serde_json::to_vec(&v).unwrap()).unwrap();
-        assert_eq!(open::<Value>(&h, &path, &std::fs::read(&path).unwrap()).unwrap(), v);
+        assert_eq!(
+            open::<Value>(&h, &path, &std::fs::read(&path).unwrap()).unwrap(),
+            v
+        );
         let lock = StoreLock::acquire(&h).unwrap();
         let s = migrate(&h, &lock).unwrap().unwrap();
         assert_eq!(s.grants, 1);
@@ -376,7 +379,10 @@ mod tests {
     #[test]
     fn a_store_made_by_this_version_never_stamps_a_file_without_mac() {
         let (_d, h) = store();
-        let path = h.dir(StoreDir::State).join("sessions").join(format!("{}.json", "a".repeat(64)));
+        let path = h
+            .dir(StoreDir::State)
+            .join("sessions")
+            .join(format!("{}.json", "a".repeat(64)));
         write_atomic(&path, b"{\"x\": 1}").unwrap();
         let lock = StoreLock::acquire(&h).unwrap();
         assert_eq!(migrate(&h, &lock).unwrap(), None);
