@@ -41,7 +41,9 @@ fn bad_sessions_are_refused_and_never_fall_back_to_the_owner() {
     let path = session_file(&w, &expired);
     let mut s: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     s["expires_at"] = s["created_at"].clone();
-    std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
+    // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
+    let home = Home::open(&w.hcp_home).unwrap();
+    std::fs::write(&path, hcp_store::stamp::seal(&home, &path, &s).unwrap()).unwrap();
     let unknown = format!("hcp_{}", "0".repeat(64));
     let cases = [
         ("garbage", "not-a-token; rm -rf /"),

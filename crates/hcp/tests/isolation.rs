@@ -204,7 +204,14 @@ fn one_sessions_workdir_never_refuses_another_principals_call() {
     let text = std::fs::read_to_string(&file).unwrap();
     let planted = text.replace(&format!("{}", careless_dir.display()), "/");
     assert_ne!(text, planted);
-    std::fs::write(&file, planted).unwrap();
+    // With its MAC, as the migration of that earlier store stamped it.
+    let planted: Value = serde_json::from_str(&planted).unwrap();
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    std::fs::write(
+        &file,
+        hcp_store::stamp::seal(&home, &file, &planted).unwrap(),
+    )
+    .unwrap();
     let mine = w.work.join("mine");
     std::fs::create_dir_all(&mine).unwrap();
     let other = session(&w, "agent-2", &["--workdir", &mine.display().to_string()]);

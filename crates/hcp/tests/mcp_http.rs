@@ -155,7 +155,9 @@ fn expire(w: &World, principal: &str) {
         let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         if v["principal"] == principal {
             v["expires_at"] = json!("2000-01-01T00:00:00Z");
-            std::fs::write(&p, v.to_string()).unwrap();
+            // hcp would refuse a file edited by hand: written with its MAC, as hcp does.
+            let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+            std::fs::write(&p, hcp_store::stamp::seal(&home, &p, &v).unwrap()).unwrap();
         }
     }
 }

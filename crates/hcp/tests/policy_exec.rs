@@ -684,7 +684,9 @@ fn an_approval_expires() {
     let mut a: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert!(a["approved_at"].is_string(), "{a}");
     a["approved_at"] = json!("2000-01-01T00:00:00Z");
-    std::fs::write(&file, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+    // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    std::fs::write(&file, hcp_store::stamp::seal(&home, &file, &a).unwrap()).unwrap();
     assert_eq!(approval(&w, &id)["state"], json!("expired"));
     let again = paused(&w, &clerk, &WIRE);
     assert_ne!(again, id);
@@ -1341,6 +1343,60 @@ fn a_counter_or_approval_store_that_cannot_be_used_fails_closed() {
     assert!(v.get("approval_id").is_none(), "{v}");
 }
 
+/// An approval marked approved by hand (its file edited, not `hcp approve`) approves
+/// nothing: its MAC does not hold, so the call it names is refused (`confirm_error`, naming
+/// the file), until the file is removed (the call then asks again); the same call of
+/// another principal, the owner's call and the owner's `hcp approvals` go on; `hcp
+/// approve` refuses it; `hcp doctor` lists it and exits 1 (docs/DESIGN.md, "The store").
+#[test]
+fn an_approval_marked_approved_by_hand_approves_nothing() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    let other = session(&w, "other", &["--role", "clerk"]);
+    let id = paused(&w, &clerk, &WIRE);
+    let file = w
+        .hcp_home
+        .join("state")
+        .join("approvals")
+        .join(format!("{id}.json"));
+    let mut a: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    a["approved_at"] = json!(jiff::Timestamp::now().to_string());
+    std::fs::write(&file, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+    let edited = std::fs::read(&file).unwrap();
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    // The runtime policy's own code for a confirmation it cannot check (as a damaged
+    // counter is its `limit_store_unavailable`), naming the file.
+    assert_refused(&w, &out, &v, "confirm_error", 77);
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.contains(&file.display().to_string()) && e.contains("does not hold"),
+        "{v}"
+    );
+    // Another principal's same call asks for its own approval; the owner's runs.
+    assert_ne!(paused(&w, &other, &WIRE), id);
+    let (out, v) = exec_json(&w, &WIRE);
+    assert_eq!(status(&out), 0, "{v}");
+    let out = w.run(&["approvals"]);
+    assert!(out.status.success(), "{}", w.render(&out));
+    let out = w.run(&["approve", &id]);
+    assert_eq!(status(&out), 74, "{}", w.render(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("store_damaged"));
+    let out = w.run(&["doctor"]);
+    assert_eq!(status(&out), 1, "{}", w.render(&out));
+    let text = w.filter(&String::from_utf8_lossy(&out.stdout));
+    let line = text
+        .lines()
+        .find(|l| l.contains("damaged approval"))
+        .unwrap_or_else(|| panic!("{text}"));
+    insta::assert_snapshot!(
+        "approval_marked_approved_by_hand",
+        line.replace(&id, "{id}")
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), edited, "left as it was");
+    std::fs::remove_file(&file).unwrap();
+    assert_ne!(paused(&w, &clerk, &WIRE), id);
+}
+
 #[test]
 fn a_pending_request_expires_after_a_day() {
     let w = world("confirm.yaml");
@@ -1354,7 +1410,9 @@ fn a_pending_request_expires_after_a_day() {
         .join(format!("{id}.json"));
     let mut a: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     a["requested_at"] = json!("2000-01-01T00:00:00Z");
-    std::fs::write(&file, serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+    // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    std::fs::write(&file, hcp_store::stamp::seal(&home, &file, &a).unwrap()).unwrap();
     let out = w.run(&["approve", &id]);
     assert!(!out.status.success(), "{}", w.render(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("approval_expired"));

@@ -221,7 +221,8 @@ fn an_expired_session_file_is_refused() {
     let mut v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     v["expires_at"] = "2000-01-01T00:00:00.000Z".into();
-    std::fs::write(&file, v.to_string()).unwrap();
+    // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
+    std::fs::write(&file, hcp_store::stamp::seal(&home(&w), &file, &v).unwrap()).unwrap();
     let e = session::resolve(&home(&w), &token, Timestamp::now()).unwrap_err();
     assert_eq!(e.code(), "bad_session");
     assert_eq!(

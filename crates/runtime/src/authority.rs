@@ -386,6 +386,10 @@ fn content(v: Option<&Value>) -> Value {
 /// changed is not recorded. A store that never recorded a digest records the files it
 /// finds (a first policy is a change too).
 ///
+/// The same file keeps whether the store's state files carry their MACs
+/// (`hcp_store::stamp`): until it does, the first call gives a store of an earlier version
+/// its MACs and records the `migrate` act under the store lock ([`state_macs`]).
+///
 /// Called by each call before its first step.
 ///
 /// # Errors
@@ -415,21 +419,31 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
     let last = read_kept(rt, &path).last;
-    let same = stamps(root).iter().all(|(act, stamp)| {
-        let kept = last
-            .get(*act)
-            .and_then(|v| v.get("stamp"))
-            .unwrap_or(&Value::Null);
-        kept == stamp
-    });
+    let keyed = last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION));
+    let same = keyed
+        && stamps(root).iter().all(|(act, stamp)| {
+            let kept = last
+                .get(*act)
+                .and_then(|v| v.get("stamp"))
+                .unwrap_or(&Value::Null);
+            kept == stamp
+        });
     if same {
         return Ok(());
     }
     home.ensure(hcp_store::home::StoreDir::State)?;
-    let _lock = hcp_store::StoreLock::acquire(home)?;
+    let lock = hcp_store::StoreLock::acquire(home)?;
     // Read again under the lock: another call may have recorded it meanwhile; and read
     // the files again, so what is recorded is what is there now.
     let Kept { mut last, refused } = read_kept(rt, &path);
+    if last.get(STATE_MACS) != Some(&Value::from(hcp_store::stamp::KEYED_VERSION)) {
+        state_macs(rt, &lock)?;
+        last.insert(
+            STATE_MACS.into(),
+            Value::from(hcp_store::stamp::KEYED_VERSION),
+        );
+        write_kept(rt, &path, last.clone())?;
+    }
     for (act, now) in current(root) {
         let was = last.get(act).cloned().unwrap_or(Value::Null);
         if was == now {
@@ -456,6 +470,34 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         // Kept after each record, so a failure later records nothing twice.
         write_kept(rt, &path, last.clone())?;
     }
+    Ok(())
+}
+
+/// The key of [`FILES_RECORD`] that says the store's state files carry their MACs
+/// (`hcp_store::stamp`): once it is kept, a call reads nothing more for them.
+const STATE_MACS: &str = "state_macs";
+
+/// Gives the state files of a store of an earlier version their MACs
+/// ([`hcp_store::stamp::migrate`]) and records it as a `migrate` act (actor the owner),
+/// under the store lock the caller holds; nothing when the trail says they have them (a
+/// store this version made, or one migrated before). Noticed, not made: the witness never
+/// refuses the call.
+///
+/// # Errors
+/// [`StoreError`]: a file cannot be stamped, or the record cannot be made (74).
+fn state_macs(rt: &Runtime, lock: &hcp_store::StoreLock) -> Result<(), StoreError> {
+    let home = rt.home();
+    let Some(stamped) = hcp_store::stamp::migrate(home, lock)? else {
+        return Ok(());
+    };
+    let changed = json!({
+        hcp_store::stamp::KEYED_FIELD: hcp_store::stamp::KEYED_VERSION,
+        "state_files": stamped,
+    });
+    rt.state()
+        .record_noticed(&Authority::new("migrate", Actor::owner(), changed))
+        .map_err(store_error)?;
+    hcp_store::stamp::mark_keyed(home);
     Ok(())
 }
 

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Every change is made under the store lock, so an approval is used at most once even
-//! when concurrent processes present the same call.
+//! when concurrent processes present the same call. Each file carries the keyed MAC of
+//! its content and name ([`crate::stamp`]): one edited by hand (marked approved, a denial
+//! removed) approves nothing, and refuses the call it names (`store_damaged`).
 
 use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
@@ -240,25 +242,64 @@ fn with_marker(home: &Home, mut a: Approval) -> Approval {
     a
 }
 
+/// One approval file as read: sound (its MAC holds), or damaged, with the approval it
+/// names when it parses (which call it was for, not to be believed otherwise).
+#[derive(Debug)]
+enum Read {
+    Sound(Approval),
+    Damaged {
+        path: PathBuf,
+        reason: String,
+        names: Option<Approval>,
+    },
+}
+
+/// Reads the approval file at `path` (named `<id>.json`), its MAC checked ([`crate::stamp`]);
+/// `None` when there is none.
+fn read_path(home: &Home, path: &std::path::Path, id: &str) -> StoreResult<Option<Read>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io("read", path, e)),
+    };
+    let damaged = |reason: String, names: Option<Approval>| {
+        Ok(Some(Read::Damaged {
+            path: path.to_path_buf(),
+            reason,
+            names,
+        }))
+    };
+    let opened = match crate::stamp::read::<Approval>(home, path, &bytes) {
+        Ok(o) => o,
+        Err(StoreError::Damaged { reason, .. }) => return damaged(reason, None),
+        Err(e) => return Err(e),
+    };
+    let parsed = serde_json::from_value::<Approval>(opened.value);
+    match (opened.fault, parsed) {
+        (Some(reason), p) => damaged(reason, p.ok()),
+        (None, Err(e)) => damaged(e.to_string(), None),
+        (None, Ok(a)) if a.id != id => damaged(
+            format!("it holds approval `{}`, but it is the file of `{id}`", a.id),
+            Some(a),
+        ),
+        (None, Ok(a)) => Ok(Some(Read::Sound(a))),
+    }
+}
+
 /// Approval `id`, with its use marker read; `None` when there is none.
 ///
 /// # Errors
-/// [`StoreError`] when it cannot be read or does not parse.
+/// [`StoreError`] when it cannot be read, does not parse, or its MAC is missing or does
+/// not hold (`store_damaged`).
 pub fn get(home: &Home, id: &str) -> StoreResult<Option<Approval>> {
     if !valid_id(id) {
         return Ok(None);
     }
-    let path = dir(home).join(format!("{id}.json"));
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io("read", &path, e)),
-    };
-    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
-        path,
-        reason: e.to_string(),
-    })?;
-    Ok(Some(with_marker(home, a)))
+    match read_path(home, &dir(home).join(format!("{id}.json")), id)? {
+        None => Ok(None),
+        Some(Read::Sound(a)) => Ok(Some(with_marker(home, a))),
+        Some(Read::Damaged { path, reason, .. }) => Err(StoreError::Damaged { path, reason }),
+    }
 }
 
 fn valid_id(id: &str) -> bool {
@@ -266,38 +307,78 @@ fn valid_id(id: &str) -> bool {
         .is_some_and(|h| h.len() == 20 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
+/// Writes the approval with its MAC ([`crate::stamp`]).
 fn save(home: &Home, a: &Approval) -> StoreResult<()> {
     let path = dir(home).join(format!("{}.json", a.id));
-    let bytes = serde_json::to_vec_pretty(a).map_err(|e| StoreError::Damaged {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    write_atomic(&path, &bytes)
+    write_atomic(&path, &crate::stamp::seal(home, &path, a)?)
 }
 
-/// Every approval, oldest first. Damaged files are skipped.
+/// Every approval file of the store (`apr_<20 hex>.json`), read, in no order.
 ///
 /// # Errors
 /// [`StoreError::Io`] when the directory cannot be read.
-pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
+fn scan(home: &Home) -> StoreResult<Vec<Read>> {
     let d = dir(home);
     let rd = match std::fs::read_dir(&d) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(StoreError::io("read", &d, e)),
     };
-    let mut out: Vec<Approval> = rd
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.ends_with(".json") && valid_id(&n[..n.len() - 5]))
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".json"))
+            .filter(|n| valid_id(n))
+        else {
+            continue;
+        };
+        let path = e.path();
+        match read_path(home, &path, id) {
+            Ok(Some(r)) => out.push(r),
+            Ok(None) => {}
+            Err(e) => out.push(Read::Damaged {
+                path,
+                reason: e.to_string(),
+                names: None,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// Every approval, oldest first. Damaged files are skipped ([`damaged`] lists them; a call
+/// one of them names is refused by [`lookup`] and [`denial`]).
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory cannot be read.
+pub fn list(home: &Home) -> StoreResult<Vec<Approval>> {
+    let mut out: Vec<Approval> = scan(home)?
+        .into_iter()
+        .filter_map(|r| match r {
+            Read::Sound(a) => Some(with_marker(home, a)),
+            Read::Damaged { .. } => None,
         })
-        .filter_map(|e| std::fs::read(e.path()).ok())
-        .filter_map(|b| serde_json::from_slice(&b).ok())
-        .map(|a| with_marker(home, a))
         .collect();
     out.sort_by(|a, b| a.requested_at.cmp(&b.requested_at).then(a.id.cmp(&b.id)));
+    Ok(out)
+}
+
+/// The damaged approval files (RUNTIME §4 "Fault isolation"): one that does not parse, or
+/// whose MAC is missing or does not hold, by path, with the reason.
+///
+/// # Errors
+/// [`StoreError::Io`] when the directory cannot be read.
+pub fn damaged(home: &Home) -> StoreResult<Vec<(PathBuf, String)>> {
+    let mut out: Vec<(PathBuf, String)> = scan(home)?
+        .into_iter()
+        .filter_map(|r| match r {
+            Read::Damaged { path, reason, .. } => Some((path, reason)),
+            Read::Sound(_) => None,
+        })
+        .collect();
+    out.sort();
     Ok(out)
 }
 
@@ -402,6 +483,10 @@ pub fn denial(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Optio
     find(home, call, now, "denied")
 }
 
+/// The approval of `call` in `state` at `now`. A damaged file that names the call (its
+/// MAC does not hold: edited by hand, an approval marked approved or a denial removed)
+/// refuses it (`store_damaged`, naming the file), never approves it; damaged files that
+/// name other calls refuse nobody else.
 fn find(
     home: &Home,
     call: &Call<'_>,
@@ -411,9 +496,28 @@ fn find(
     if !dir(home).exists() {
         return Ok(None);
     }
-    Ok(list(home)?
-        .into_iter()
-        .find(|a| a.is_call(call) && a.state(now) == state))
+    let mut found = None;
+    for r in scan(home)? {
+        match r {
+            Read::Damaged {
+                path,
+                reason,
+                names: Some(a),
+            } if a.is_call(call) => return Err(StoreError::Damaged { path, reason }),
+            Read::Sound(a) if a.is_call(call) => {
+                let a = with_marker(home, a);
+                if a.state(now) == state
+                    && found.as_ref().is_none_or(|f: &Approval| {
+                        (a.requested_at, &a.id) < (f.requested_at, &f.id)
+                    })
+                {
+                    found = Some(a);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(found)
 }
 
 /// Undoes a [`take`] whose call was not admitted after all (the step after it failed):
@@ -428,10 +532,7 @@ pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
     let _lock = StoreLock::acquire(home)?;
     let path = dir(home).join(format!("{id}.json"));
     let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
-    let mut a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
-        path,
-        reason: e.to_string(),
-    })?;
+    let mut a: Approval = crate::stamp::open(home, &path, &bytes)?;
     a.used_at = None;
     save(home, &a)
 }
@@ -441,20 +542,14 @@ fn read_one(home: &Home, id: &str) -> Result<Approval, ApprovalError> {
     if !valid_id(id) {
         return Err(ApprovalError::Unknown(id.to_owned()));
     }
-    let path = dir(home).join(format!("{id}.json"));
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ApprovalError::Unknown(id.to_owned()));
+    match read_path(home, &dir(home).join(format!("{id}.json")), id)? {
+        None => Err(ApprovalError::Unknown(id.to_owned())),
+        // A call that took it is named by its use marker (written with the intent record).
+        Some(Read::Sound(a)) => Ok(with_marker(home, a)),
+        Some(Read::Damaged { path, reason, .. }) => {
+            Err(StoreError::Damaged { path, reason }.into())
         }
-        Err(e) => return Err(StoreError::io("read", &path, e).into()),
-    };
-    let a: Approval = serde_json::from_slice(&bytes).map_err(|e| StoreError::Damaged {
-        path,
-        reason: e.to_string(),
-    })?;
-    // A call that took it is named by its use marker (written with the intent record).
-    Ok(with_marker(home, a))
+    }
 }
 
 /// Why a pending approval cannot be answered now: used, expired, or answered already.
@@ -524,6 +619,14 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + s).unwrap()
     }
 
+    /// A store (its chain key keys the approval files).
+    fn store() -> (tempfile::TempDir, Home) {
+        let d = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), crate::audit::Actor::owner(), None).unwrap();
+        let h = Home::open(d.path()).unwrap();
+        (d, h)
+    }
+
     fn call<'a>(principal: &'a str, args: &'a str, policy: &'a str) -> Call<'a> {
         Call {
             tool: "mail.mail.send",
@@ -536,8 +639,7 @@ mod tests {
 
     #[test]
     fn single_use_bound_to_the_call() {
-        let d = tempfile::tempdir().unwrap();
-        let home = Home::open(d.path()).unwrap();
+        let (_d, home) = store();
         let c = call("agent", "sha256:a", "sha256:p");
         let a = request(&home, &c, BTreeMap::new(), Some(60), t(0)).unwrap();
         // the same call asks again: the same request
@@ -577,8 +679,7 @@ mod tests {
 
     #[test]
     fn approvals_expire() {
-        let d = tempfile::tempdir().unwrap();
-        let home = Home::open(d.path()).unwrap();
+        let (_d, home) = store();
         let c = call("p", "d", "h");
         let a = request(&home, &c, BTreeMap::new(), Some(10), t(0)).unwrap();
         approve(&home, &a.id, t(1)).unwrap();
@@ -596,8 +697,7 @@ mod tests {
 
     #[test]
     fn an_answer_is_given_once() {
-        let d = tempfile::tempdir().unwrap();
-        let home = Home::open(d.path()).unwrap();
+        let (_d, home) = store();
         let c = call("p", "d", "h");
         let a = request(&home, &c, BTreeMap::new(), None, t(0)).unwrap();
         approve(&home, &a.id, t(1)).unwrap();
@@ -616,8 +716,7 @@ mod tests {
 
     #[test]
     fn an_escalation_is_denied_for_its_window_then_asked_anew() {
-        let d = tempfile::tempdir().unwrap();
-        let home = Home::open(d.path()).unwrap();
+        let (_d, home) = store();
         let c = Call {
             escalation: true,
             ..call("p", "d", "h")

@@ -486,7 +486,9 @@ impl AuditLog {
             dir,
             durable: true,
             hook: None,
-            key: Arc::new(OnceLock::new()),
+            // Shared with the home, so the MACs of the state files and the trail read the
+            // key once per process.
+            key: home.key_cell(),
             boot: None,
             reserve: reserve::RESERVE_BYTES,
             fail: None,

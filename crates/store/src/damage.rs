@@ -72,18 +72,25 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
         });
     }
     let state = home.dir(StoreDir::State);
-    for (kind, dir, refuses) in [
-        (
-            "approval",
-            state.join("approvals"),
-            "the one call the approval was for alone (it asks again)",
-        ),
-        (
-            "counter",
-            state.join("counters"),
-            "the calls of its principal and tool alone (`rate_limit`, `budget`)",
-        ),
-    ] {
+    match crate::approval::damaged(home) {
+        Ok(list) => {
+            for (path, reason) in list {
+                out.push(Damaged {
+                    kind: "approval",
+                    repair: format!("rm {}", path.display()),
+                    refuses: "the one call the approval was for alone (it asks again)".into(),
+                    path,
+                    reason,
+                });
+            }
+        }
+        Err(e) => out.push(unreadable("approval", &state.join("approvals"), &e)),
+    }
+    for (kind, dir, refuses) in [(
+        "counter",
+        state.join("counters"),
+        "the calls of its principal and tool alone (`rate_limit`, `budget`)",
+    )] {
         for (path, reason) in json_files(&dir) {
             out.push(Damaged {
                 kind,

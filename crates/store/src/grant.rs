@@ -6,6 +6,9 @@
 //! pack (or `*`, every pack), one [`Capability`] and when it was made. The owner holds
 //! every capability and never appears here.
 //!
+//! Each file carries the keyed MAC of its content and name ([`crate::stamp`]): a file
+//! edited by hand, or copied from another principal's, is damaged and grants nothing.
+//!
 //! Each install record counts, per principal, the grants that cover its pack
 //! ([`crate::pack::InstallRecord::grants`]). A call reads its principal's file and its
 //! pack's count: a file that holds fewer (a missing file beside a non-zero count, an older
@@ -174,13 +177,22 @@ fn principal_of(path: &Path) -> Option<PrincipalId> {
 }
 
 /// Parses the bytes of a grants file at `path`; `principal`, when given, is the one every
-/// grant must name.
-fn parse_file(bytes: &[u8], path: &Path, principal: Option<&PrincipalId>) -> StoreResult<Grants> {
+/// grant must name. A principal's file carries its MAC ([`crate::stamp`]), checked before anything of it is
+/// believed; the legacy file of an earlier hcp has none.
+fn parse_file(
+    home: &Home,
+    bytes: &[u8],
+    path: &Path,
+    principal: Option<&PrincipalId>,
+) -> StoreResult<Grants> {
     let damaged = |reason: String| StoreError::Damaged {
         path: path.to_path_buf(),
         reason,
     };
-    let file: GrantsFile = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
+    let file: GrantsFile = match principal {
+        Some(_) => crate::stamp::open(home, path, bytes)?,
+        None => serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?,
+    };
     if file.version != GRANTS_VERSION {
         return Err(damaged(format!(
             "version {} is not the supported {GRANTS_VERSION}",
@@ -203,9 +215,13 @@ fn parse_file(bytes: &[u8], path: &Path, principal: Option<&PrincipalId>) -> Sto
 }
 
 /// Reads one file; `Ok(None)` when it does not exist.
-fn read_file(path: &Path, principal: Option<&PrincipalId>) -> StoreResult<Option<Grants>> {
+fn read_file(
+    home: &Home,
+    path: &Path,
+    principal: Option<&PrincipalId>,
+) -> StoreResult<Option<Grants>> {
     match std::fs::read(path) {
-        Ok(b) => parse_file(&b, path, principal).map(Some),
+        Ok(b) => parse_file(home, &b, path, principal).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::io("read", path, e)),
     }
@@ -218,7 +234,7 @@ fn legacy_in_place(home: &Home) -> StoreResult<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(StoreError::io("read", &path, e)),
         Ok(_) => {
-            let why = match read_file(&path, None) {
+            let why = match read_file(home, &path, None) {
                 Ok(_) => "the next hcp command splits it".to_owned(),
                 Err(StoreError::Damaged { reason, .. }) => reason,
                 Err(e) => e.to_string(),
@@ -257,7 +273,7 @@ fn every_file(home: &Home) -> StoreResult<Listing> {
         .into_iter()
         .map(|path| {
             let read = match principal_of(&path) {
-                Some(p) => read_file(&path, Some(&p)).map(Option::unwrap_or_default),
+                Some(p) => read_file(home, &path, Some(&p)).map(Option::unwrap_or_default),
                 None => Err(StoreError::Damaged {
                     path: path.clone(),
                     reason: "its name is not `PRINCIPAL.json` for a principal id".into(),
@@ -278,7 +294,7 @@ impl Grants {
     /// pack or capability, or when the legacy `state/grants.json` is still in place.
     pub fn load_principal(home: &Home, principal: &PrincipalId) -> StoreResult<Self> {
         legacy_in_place(home)?;
-        Ok(read_file(&grant_file(home, principal), Some(principal))?.unwrap_or_default())
+        Ok(read_file(home, &grant_file(home, principal), Some(principal))?.unwrap_or_default())
     }
 
     /// Every principal's grants, all or nothing (tests, tools): [`Grants::load_all`]
@@ -380,12 +396,7 @@ impl Grants {
             version: GRANTS_VERSION,
             grants: mine,
         };
-        let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| StoreError::Damaged {
-            path: path.clone(),
-            reason: format!("cannot encode the grants: {e}"),
-        })?;
-        bytes.push(b'\n');
-        write_atomic(&path, &bytes)
+        write_atomic(&path, &crate::stamp::seal(home, &path, &file)?)
     }
 }
 
@@ -769,7 +780,7 @@ pub fn revoke_all(home: &Home, principal: &PrincipalId) -> StoreResult<RevokedAl
     let lock = StoreLock::acquire(home)?;
     legacy_in_place(home)?;
     let path = grant_file(home, principal);
-    let read = read_file(&path, Some(principal));
+    let read = read_file(home, &path, Some(principal));
     set_counts(home, &lock, principal, None, &Grants::default())?;
     match read {
         Ok(Some(g)) => {
@@ -816,7 +827,7 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
         return Ok(None);
     }
     let lock = StoreLock::acquire(home)?;
-    let old = match read_file(&legacy, None) {
+    let old = match read_file(home, &legacy, None) {
         Ok(Some(g)) => g,
         Ok(None) | Err(_) => return Ok(None),
     };
@@ -862,7 +873,7 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
     for (p, mut g) in by_principal {
         let path = grant_file(home, &p);
         // A split killed after this file was written: merge, the newer time wins.
-        if let Ok(Some(existing)) = read_file(&path, Some(&p)) {
+        if let Ok(Some(existing)) = read_file(home, &path, Some(&p)) {
             for e in existing.grants {
                 let same = |x: &Grant| x.pack == e.pack && x.capability == e.capability;
                 match g.grants.iter_mut().find(|x| same(x)) {
@@ -904,8 +915,10 @@ mod tests {
     fn scope(s: &str) -> PackScope {
         PackScope::parse(s).unwrap()
     }
+    /// A store (its chain key keys the grant files).
     fn home() -> (tempfile::TempDir, Home) {
         let d = tempfile::tempdir().unwrap();
+        crate::made::init(&d.path().join("hcp"), crate::audit::Actor::owner(), None).unwrap();
         let h = Home::open(d.path().join("hcp")).unwrap();
         (d, h)
     }
@@ -1088,7 +1101,9 @@ mod tests {
         )
         .unwrap();
         let text = std::fs::read_to_string(grant_file(&h, &p("alice"))).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mac = v.as_object_mut().unwrap().remove("mac").unwrap();
+        assert_eq!(mac.as_str().map(str::len), Some(64), "{text}");
         assert_eq!(
             v,
             serde_json::json!({"version": 1, "grants": [{

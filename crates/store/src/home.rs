@@ -1,8 +1,11 @@
 //! Where the store is (RUNTIME §3) and its layout, as types rather than string joins.
 
+use crate::audit::{ChainKey, KeyRead};
 use crate::error::{StoreError, StoreResult};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Resolves the store directory: `HCP_HOME` when set and not empty, else the platform data
 /// directory (`platform`, normally [`platform_data_dir`]). Pure: the caller passes the
@@ -71,9 +74,24 @@ impl StoreDir {
 }
 
 /// An opened store home.
-#[derive(Debug, Clone)]
+///
+/// Clones share what the home has read once per process: the store's chain key (which the
+/// audit trail and the MACs of the state files, [`crate::stamp`], both use) and whether the
+/// store's state files are keyed.
+#[derive(Clone)]
 pub struct Home {
     root: PathBuf,
+    /// The chain key, read once ([`crate::audit::AuditLog`] shares it).
+    key: Arc<OnceLock<ChainKey>>,
+    /// Whether the trail says the state files carry MACs ([`crate::stamp::keyed`]): 0
+    /// unknown, 1 no (a store of an earlier version, not migrated yet), 2 yes.
+    keyed: Arc<AtomicU8>,
+}
+
+impl std::fmt::Debug for Home {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Home").field("root", &self.root).finish()
+    }
 }
 
 impl Home {
@@ -88,8 +106,56 @@ impl Home {
                 path: root,
                 reason: "it is not a directory".into(),
             }),
-            _ => Ok(Self { root }),
+            _ => Ok(Self {
+                root,
+                key: Arc::new(OnceLock::new()),
+                keyed: Arc::new(AtomicU8::new(0)),
+            }),
         }
+    }
+
+    /// The cell of the chain key, shared by every clone of this home and its audit trail.
+    pub(crate) fn key_cell(&self) -> Arc<OnceLock<ChainKey>> {
+        Arc::clone(&self.key)
+    }
+
+    /// The store's chain key (`audit/chain.key`), read once per process.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] naming the key when it is missing or cannot be read here;
+    /// [`StoreError::Damaged`] when it is not 32 bytes.
+    pub(crate) fn chain_key(&self) -> StoreResult<&ChainKey> {
+        if let Some(k) = self.key.get() {
+            return Ok(k);
+        }
+        let path = ChainKey::path(self);
+        match ChainKey::read(&path)? {
+            KeyRead::Found(k) => Ok(self.key.get_or_init(|| k)),
+            KeyRead::Absent => Err(StoreError::io(
+                "read",
+                &path,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the store's chain key is missing",
+                ),
+            )),
+            KeyRead::Unreadable(e) => Err(StoreError::io("read", &path, e)),
+        }
+    }
+
+    /// The cached answer of [`crate::stamp::keyed`]: `None` when not known yet.
+    pub(crate) fn keyed_known(&self) -> Option<bool> {
+        match self.keyed.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Keeps the answer of [`crate::stamp::keyed`] for this process.
+    pub(crate) fn set_keyed(&self, keyed: bool) {
+        self.keyed
+            .store(if keyed { 2 } else { 1 }, Ordering::Relaxed);
     }
 
     /// The home directory.

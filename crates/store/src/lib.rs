@@ -28,6 +28,7 @@ pub mod pack;
 pub mod quarantine;
 pub mod session;
 pub mod skill;
+pub mod stamp;
 pub mod state;
 pub mod stimulus;
 pub mod tenant;

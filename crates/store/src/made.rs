@@ -270,7 +270,12 @@ pub fn init_with_reserve(
     let first = Authority {
         act: "init".into(),
         actor,
-        changed: json!({"store": store_id, "format": STORE_FORMAT}),
+        // Its state files carry MACs from the first (`crate::stamp`).
+        changed: json!({
+            "store": store_id,
+            "format": STORE_FORMAT,
+            crate::stamp::KEYED_FIELD: crate::stamp::KEYED_VERSION,
+        }),
         intent: false,
     };
     if root.is_dir() {

@@ -44,6 +44,13 @@ fn world(spec: &str) -> World {
     if spec.starts_with("http") {
         std::fs::remove_file(pack.join("openapi.json")).unwrap();
     }
+    // A store: its chain key keys the grant files.
+    hcp_store::made::init(
+        &tmp.path().join("home"),
+        hcp_store::audit::Actor::owner(),
+        None,
+    )
+    .unwrap();
     let home = Home::open(tmp.path().join("home")).unwrap();
     World {
         _tmp: tmp,

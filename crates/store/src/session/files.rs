@@ -159,16 +159,14 @@ pub fn start_prepared(
     Ok((token, session))
 }
 
+/// Writes the session with its MAC ([`crate::stamp`]).
 fn write_session(home: &Home, digest: &str, s: &Session) -> StoreResult<()> {
-    let mut bytes = serde_json::to_vec_pretty(s).map_err(|e| StoreError::Damaged {
-        path: session_path(home, digest),
-        reason: format!("cannot encode the session: {e}"),
-    })?;
-    bytes.push(b'\n');
-    write_atomic(&session_path(home, digest), &bytes)
+    let path = session_path(home, digest);
+    write_atomic(&path, &crate::stamp::seal(home, &path, s)?)
 }
 
-fn read_session(path: &Path, digest: &str) -> StoreResult<Option<Session>> {
+/// Reads a session file, its MAC checked before anything of it is believed (one HMAC).
+fn read_session(home: &Home, path: &Path, digest: &str) -> StoreResult<Option<Session>> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -178,7 +176,7 @@ fn read_session(path: &Path, digest: &str) -> StoreResult<Option<Session>> {
         path: path.to_path_buf(),
         reason,
     };
-    let s: Session = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+    let s: Session = crate::stamp::open(home, path, &bytes)?;
     if s.token_sha256 != format!("sha256:{digest}") {
         return Err(damaged(
             "its `token_sha256` does not match its file name".into(),
@@ -203,7 +201,7 @@ pub fn resolve(home: &Home, token: &str, now: Timestamp) -> Result<Session, Sess
     }
     let digest = token_digest(token);
     let session =
-        read_session(&session_path(home, &digest), &digest)?.ok_or(BadSession::Unknown)?;
+        read_session(home, &session_path(home, &digest), &digest)?.ok_or(BadSession::Unknown)?;
     if let Some(ended_at) = session.ended_at {
         return Err(BadSession::Ended { ended_at }.into());
     }
@@ -247,7 +245,7 @@ pub fn end_digest(
         .ok_or(BadSession::Unknown)?;
     let path = session_path(home, digest);
     let _lock = StoreLock::acquire(home)?;
-    let mut s = read_session(&path, digest)?.ok_or(BadSession::Unknown)?;
+    let mut s = read_session(home, &path, digest)?.ok_or(BadSession::Unknown)?;
     if s.ended_at.is_some() {
         return Ok((s, false));
     }
@@ -340,7 +338,7 @@ fn scan(home: &Home) -> StoreResult<Vec<(PathBuf, StoreResult<Session>)>> {
             continue;
         }
         let path = entry.path();
-        match read_session(&path, stem) {
+        match read_session(home, &path, stem) {
             Ok(Some(s)) => out.push((path, Ok(s))),
             Ok(None) => {}
             Err(e) => out.push((path, Err(e))),

@@ -5,7 +5,9 @@
 //! lowercase hex digits, 256 bits from the operating system's random source) that a
 //! harness passes to its agent as `HCP_SESSION`. The token itself is never stored: the
 //! session lives in `state/sessions/<sha256 of token, hex>.json` and holds that digest
-//! again as `token_sha256`, so possession of the store does not give a usable token.
+//! again as `token_sha256`, so possession of the store does not give a usable token. The
+//! file carries the keyed MAC of its content and name ([`crate::stamp`]): one edited by hand
+//! (its expiry pushed out, its projects changed) is damaged, refused `store_damaged`.
 //!
 //! [`resolve`] is what the gate uses: a present token that is malformed, unknown, expired
 //! or ended is refused with one stable code, `bad_session` ([`BAD_SESSION`]), and the

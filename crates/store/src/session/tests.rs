@@ -8,8 +8,10 @@ fn t(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
+/// A store (its chain key keys the session files).
 fn home() -> (tempfile::TempDir, Home) {
     let d = tempfile::tempdir().unwrap();
+    crate::made::init(&d.path().join("hcp"), crate::audit::Actor::owner(), None).unwrap();
     let h = Home::open(d.path().join("hcp")).unwrap();
     (d, h)
 }
