@@ -222,8 +222,12 @@ fn a_store_whose_trail_and_marker_were_removed_is_missing_log_never_an_earlier_v
             std::fs::remove_file(&p).unwrap();
         }
     }
-    // With the grant files, then (removed too) with the install record's grant count.
-    for round in ["grant files", "install record"] {
+    // With the keyed stamps' file (every call writes it), then (each removed too) with the
+    // grant files, then with the install record's grant count.
+    for round in ["authority files", "grant files", "install record"] {
+        if round == "grant files" {
+            std::fs::remove_file(w.hcp_home.join("state/authority-files.json")).unwrap();
+        }
         if round == "install record" {
             std::fs::remove_dir_all(w.hcp_home.join("state/grants")).unwrap();
         }
@@ -235,10 +239,10 @@ fn a_store_whose_trail_and_marker_were_removed_is_missing_log_never_an_earlier_v
             "{round}: {v}"
         );
         let detail = v["broken"]["detail"].as_str().unwrap();
-        let named = if round == "grant files" {
-            "state/grants"
-        } else {
-            "record.json"
+        let named = match round {
+            "authority files" => "state/authority-files.json",
+            "grant files" => "state/grants",
+            _ => "record.json",
         };
         assert!(detail.contains(named), "{round}: {detail}");
         assert_eq!(dc, 1, "{round}: {d}");
