@@ -167,7 +167,7 @@ fn a_wrong_type_is_refused_naming_the_expected_type_and_nothing_written() {
     );
     assert!(
         text.contains(
-            "hint: the type of `packs.PACK_ID.network` is `\"deny\"` | `\"host\"` | object: docs/config.md, \"`packs.PACK_ID.network`\""
+            "hint: `packs.PACK_ID.network` takes `\"deny\"` | `\"host\"` | object; what it accepts and refuses: docs/config.md, \"`packs.PACK_ID.network`\""
         ),
         "{text}"
     );

@@ -100,7 +100,7 @@ fn edit_error(e: &EditError) -> CliError {
             let c = CliError::new(Code::BadConfigKey, e.to_string());
             match doc {
                 Some(d) => c.hint(format!(
-                    "the type of `{}` is {}: docs/config.md, \"`{}`\"",
+                    "`{}` takes {}; what it accepts and refuses: docs/config.md, \"`{}`\"",
                     d.name, d.takes, d.name
                 )),
                 None => c.hint("each key and the type it takes: docs/config.md"),
