@@ -63,9 +63,6 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
 pub(crate) fn pack_error(e: PackError) -> CliError {
     match &e {
         PackError::Store(s) => crate::commands::session::store_error(s),
-        PackError::Unreadable { source, .. } => {
-            CliError::command(hcp_runtime::install::pack_refusal(&e)).cause(source)
-        }
         _ => CliError::command(hcp_runtime::install::pack_refusal(&e)),
     }
 }
