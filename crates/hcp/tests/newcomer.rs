@@ -151,6 +151,16 @@ fn a_grant_on_a_pack_that_is_not_installed_is_refused_with_the_nearest_ids() {
         let o = w.run(&["grant", "agent", pack, "verb.exec.read"]);
         assert_eq!(code(&o), 0, "{pack}: {}", w.render(&o));
     }
+    // Every owner command that names a pack says the same of a typo.
+    for cmd in ["uninstall", "activate", "deactivate", "connect"] {
+        let o = w.run(&[cmd, "trnsit"]);
+        assert_eq!(code(&o), 66, "{cmd}: {}", w.render(&o));
+        assert!(
+            stderr(&o).contains("hint: did you mean `transit`?"),
+            "{cmd}: {}",
+            w.render(&o)
+        );
+    }
     // A revoke of a pack no longer installed still takes its grants back.
     assert_eq!(code(&w.run(&["uninstall", "transit"])), 0);
     let o = w.run(&["revoke", "agent", "transit"]);
