@@ -300,7 +300,14 @@ fn session_start_refuses_bad_input() {
 
 #[test]
 fn grant_revoke_and_list() {
+    common::example_bins();
     let w = World::with_store();
+    // A grant names an installed pack (or `*`).
+    for id in ["mail", "echo"] {
+        let pack = common::gold_pack(id);
+        let o = w.run(&["install", pack.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
+    }
     let o = w.run(&[
         "grant",
         "alice",
@@ -311,7 +318,7 @@ fn grant_revoke_and_list() {
     snapshot!("grant", w.render(&o));
     let o = w.run(&["grant", "alice", "*", "sense.enable"]);
     assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
-    let o = w.run(&["grant", "bob", "notes", "pack.connect"]);
+    let o = w.run(&["grant", "bob", "echo", "pack.connect"]);
     assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
 
     let o = w.run(&["grant", "--list"]);
@@ -361,7 +368,7 @@ fn grant_revoke_and_list() {
         rows,
         vec![
             r#""alice" "mail" "verb.exec.read""#,
-            r#""bob" "notes" "pack.connect""#
+            r#""bob" "echo" "pack.connect""#
         ]
     );
 }
