@@ -13,6 +13,10 @@ pub enum Failure {
     Timeout,
     /// The server refused the role or its password.
     Credentials,
+    /// A connection pooler in front of the server (pgbouncer) cannot log in to the server
+    /// itself (`server_login_retry`): the pooler answers, the server refuses the pooler's
+    /// own login, or does not answer it.
+    PoolLogin,
     /// The database named in the URL does not exist.
     NoDatabase,
     /// TLS could not be set up or the server's certificate was refused.
@@ -29,12 +33,14 @@ pub enum Failure {
 
 impl Failure {
     /// A short lowercase word for the failure: `unreachable`, `timeout`, `credentials`,
-    /// `no_database`, `tls`, `server_down`, `connection_lost`, `server`, `damaged`.
+    /// `pool_login`, `no_database`, `tls`, `server_down`, `connection_lost`, `server`,
+    /// `damaged`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unreachable => "unreachable",
             Self::Timeout => "timeout",
             Self::Credentials => "credentials",
+            Self::PoolLogin => "pool_login",
             Self::NoDatabase => "no_database",
             Self::Tls => "tls",
             Self::ServerDown => "server_down",
@@ -137,12 +143,23 @@ impl PgError {
             },
             Self::Unavailable { failure, .. } => match failure {
                 Failure::Unreachable | Failure::ServerDown | Failure::ConnectionLost => {
-                    "is the server running? check `state.url` in config.json; hcp never falls \
-                     back to local state"
+                    "is the server running? check `state.url` in config.json (`hcp config get \
+                     state`; `hcp config set state.url URL` works while the state is \
+                     unavailable); hcp never falls back to local state"
                         .into()
                 }
                 Failure::Credentials => {
-                    "check the role and password of `state.url` in config.json".into()
+                    "check the role and password of `state.url` in config.json (`hcp config \
+                     set state.url URL` works while the state is unavailable)"
+                        .into()
+                }
+                Failure::PoolLogin => {
+                    "the pooler answered, but it cannot log in to the database server: check \
+                     the pooler's own login to the server (pgbouncer: the password of its \
+                     `[databases]` entry, `auth_file` or `auth_user`, and the server's \
+                     `pg_hba.conf` for that role), and that the server is running; the pooler \
+                     retries after `server_login_retry` seconds"
+                        .into()
                 }
                 Failure::NoDatabase => "create the database, then run `hcp state migrate`".into(),
                 Failure::Tls => "check `sslmode` and `sslrootcert` of `state.url`".into(),
@@ -175,6 +192,14 @@ impl PgError {
 
 /// Classifies a client error of a connection attempt or a statement.
 pub(crate) fn classify(e: &postgres::Error) -> Failure {
+    // pgbouncer reports its own failed login to the server as a protocol error (08P01)
+    // whose message alone says what it is: "server login has been failing, …
+    // (server_login_retry)", or "server login failed: …".
+    if let Some(db) = e.as_db_error()
+        && pool_login(db.message())
+    {
+        return Failure::PoolLogin;
+    }
     if let Some(code) = e.code() {
         return match code {
             c if *c == SqlState::INVALID_PASSWORD
@@ -219,6 +244,13 @@ pub(crate) fn classify(e: &postgres::Error) -> Failure {
     }
 }
 
+/// Whether a server's error message is a pooler's report that it cannot log in to the
+/// server behind it (pgbouncer's `server_login_retry`).
+fn pool_login(message: &str) -> bool {
+    let m = message.to_lowercase();
+    m.contains("server_login_retry") || m.starts_with("server login failed")
+}
+
 /// The message of a client error, lowercase, with its cause chain.
 pub(crate) fn describe(e: &postgres::Error) -> String {
     let mut out = e.to_string();
@@ -248,3 +280,22 @@ impl From<postgres::Error> for PgError {
 
 /// A result of this crate.
 pub type PgResult<T> = Result<T, PgError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pooler_that_cannot_log_in_is_named_with_what_to_check() {
+        for m in [
+            "server login has been failing, try again later (server_login_retry)",
+            "server login has been failing, cached error: password authentication failed for user \"hcp\" (server_login_retry)",
+            "server login failed: FATAL password authentication failed",
+        ] {
+            assert!(pool_login(m), "{m}");
+        }
+        assert!(!pool_login("password authentication failed for user \"hcp\""));
+        let hint = PgError::unavailable(Failure::PoolLogin, "x").hint().unwrap_or_default();
+        assert!(hint.contains("pooler") && hint.contains("server_login_retry"), "{hint}");
+    }
+}
