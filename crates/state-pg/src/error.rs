@@ -14,9 +14,12 @@ pub enum Failure {
     /// The server refused the role or its password.
     Credentials,
     /// A connection pooler in front of the server (pgbouncer) cannot log in to the server
-    /// itself (`server_login_retry`): the pooler answers, the server refuses the pooler's
-    /// own login, or does not answer it.
+    /// itself (`server_login_retry`, `server login failed`), or refused the role it was
+    /// given: the pooler answers, and a login fails behind it or at it.
     PoolLogin,
+    /// A connection pooler (pgbouncer) got no server connection in time
+    /// (`query_wait_timeout`): the server is down, or the pooler cannot log in to it.
+    PoolWait,
     /// The database named in the URL does not exist.
     NoDatabase,
     /// TLS could not be set up or the server's certificate was refused.
@@ -33,14 +36,15 @@ pub enum Failure {
 
 impl Failure {
     /// A short lowercase word for the failure: `unreachable`, `timeout`, `credentials`,
-    /// `pool_login`, `no_database`, `tls`, `server_down`, `connection_lost`, `server`,
-    /// `damaged`.
+    /// `pool_login`, `pool_wait`, `no_database`, `tls`, `server_down`, `connection_lost`,
+    /// `server`, `damaged`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unreachable => "unreachable",
             Self::Timeout => "timeout",
             Self::Credentials => "credentials",
             Self::PoolLogin => "pool_login",
+            Self::PoolWait => "pool_wait",
             Self::NoDatabase => "no_database",
             Self::Tls => "tls",
             Self::ServerDown => "server_down",
@@ -154,13 +158,20 @@ impl PgError {
                         .into()
                 }
                 Failure::PoolLogin => {
-                    "the pooler answered, but it cannot log in to the database server: check \
-                     the pooler's own login to the server (pgbouncer: the password of its \
-                     `[databases]` entry, `auth_file` or `auth_user`, and the server's \
-                     `pg_hba.conf` for that role), and that the server is running; the pooler \
-                     retries after `server_login_retry` seconds"
+                    "the connection pooler answered, and a login failed at it or behind it: \
+                     check the pooler's own login to the server (pgbouncer: the password of \
+                     its `[databases]` entry, `auth_file` or `auth_user`, and the server's \
+                     `pg_hba.conf` for that role), then the role and password of `state.url`, \
+                     which the pooler checks; the pooler tries the server again after \
+                     `server_login_retry` seconds"
                         .into()
                 }
+                Failure::PoolWait => "the connection pooler got no server connection within its \
+                     `query_wait_timeout`: is the server running, and can the pooler log in \
+                     to it? (pgbouncer's log says `server_login_retry` or `login failed` when \
+                     it cannot: check the password of its `[databases]` entry, `auth_file` or \
+                     `auth_user`); hcp never falls back to local state"
+                    .into(),
                 Failure::NoDatabase => "create the database, then run `hcp state migrate`".into(),
                 Failure::Tls => "check `sslmode` and `sslrootcert` of `state.url`".into(),
                 Failure::Timeout => "the database is slow or a lock is held too long".into(),
@@ -196,9 +207,9 @@ pub(crate) fn classify(e: &postgres::Error) -> Failure {
     // whose message alone says what it is: "server login has been failing, …
     // (server_login_retry)", or "server login failed: …".
     if let Some(db) = e.as_db_error()
-        && pool_login(db.message())
+        && let Some(f) = pooler(db.code(), db.message())
     {
-        return Failure::PoolLogin;
+        return f;
     }
     if let Some(code) = e.code() {
         return match code {
@@ -244,11 +255,21 @@ pub(crate) fn classify(e: &postgres::Error) -> Failure {
     }
 }
 
-/// Whether a server's error message is a pooler's report that it cannot log in to the
-/// server behind it (pgbouncer's `server_login_retry`).
-fn pool_login(message: &str) -> bool {
+/// A connection pooler's own report (pgbouncer's are protocol errors, 08P01, told apart by
+/// their words): it cannot log in to the server (`server_login_retry`, `server login
+/// failed`, or a password refused, which the server itself reports as 28P01), or it got no
+/// server connection in time (`query_wait_timeout`).
+fn pooler(code: &SqlState, message: &str) -> Option<Failure> {
     let m = message.to_lowercase();
-    m.contains("server_login_retry") || m.starts_with("server login failed")
+    if m.contains("server_login_retry") || m.starts_with("server login") {
+        Some(Failure::PoolLogin)
+    } else if m.contains("query_wait_timeout") {
+        Some(Failure::PoolWait)
+    } else if *code == SqlState::PROTOCOL_VIOLATION && m.contains("authentication failed") {
+        Some(Failure::PoolLogin)
+    } else {
+        None
+    }
 }
 
 /// The message of a client error, lowercase, with its cause chain.
@@ -287,15 +308,27 @@ mod tests {
 
     #[test]
     fn a_pooler_that_cannot_log_in_is_named_with_what_to_check() {
+        let pv = SqlState::PROTOCOL_VIOLATION;
         for m in [
             "server login has been failing, try again later (server_login_retry)",
             "server login has been failing, cached error: password authentication failed for user \"hcp\" (server_login_retry)",
             "server login failed: FATAL password authentication failed",
+            "password authentication failed for user \"hcp\"",
         ] {
-            assert!(pool_login(m), "{m}");
+            assert_eq!(pooler(&pv, m), Some(Failure::PoolLogin), "{m}");
         }
-        assert!(!pool_login("password authentication failed for user \"hcp\""));
-        let hint = PgError::unavailable(Failure::PoolLogin, "x").hint().unwrap_or_default();
-        assert!(hint.contains("pooler") && hint.contains("server_login_retry"), "{hint}");
+        assert_eq!(pooler(&pv, "query_wait_timeout"), Some(Failure::PoolWait));
+        // The server's own refusal of a password is the credentials of `state.url`.
+        assert_eq!(
+            pooler(
+                &SqlState::INVALID_PASSWORD,
+                "password authentication failed for user \"hcp\""
+            ),
+            None
+        );
+        for f in [Failure::PoolLogin, Failure::PoolWait] {
+            let hint = PgError::unavailable(f, "x").hint().unwrap_or_default();
+            assert!(hint.contains("pooler") && hint.contains("log"), "{hint}");
+        }
     }
 }
