@@ -329,6 +329,13 @@ fn a_state_every_call_would_refuse_is_refused_and_nothing_written() {
         text.contains("sslmode `sometimes`") && !text.contains("sekrit"),
         "{text}"
     );
+    for value in [
+        "postgresql://hcp:sekrit@db.internal/hcp",
+        r#"{"url": "postgresql://hcp:sekrit@db.internal/hcp", "pool": 1}"#,
+    ] {
+        let text = refused(&w, &["config", "set", "state", value], 64, "bad_config_key");
+        assert!(!text.contains("sekrit"), "{text}");
+    }
     refused(
         &w,
         &["config", "set", "state", r#"{"url": "dbname=hcp"}"#],

@@ -187,6 +187,30 @@ fn check_state(e: &Edited, path: &Path, key: &str) -> Result<(), EditError> {
     })
 }
 
+/// A refusal of a value for a key under `state` without the value (`raw`, as given), which
+/// may hold the URL's password, in its message: the parser's words quote what they were
+/// given.
+fn unshown(e: EditError, key: &str, raw: &str) -> EditError {
+    let under_state = key == "state" || key.starts_with("state.");
+    match e {
+        EditError::WrongValue {
+            key, message, doc, ..
+        } if under_state => {
+            let mut message = message;
+            if let Ok(Value::String(inner)) = serde_json::from_str::<Value>(raw) {
+                message = message.replace(&inner, "…");
+            }
+            EditError::WrongValue {
+                key,
+                value: "that value".to_owned(),
+                message: message.replace(raw, "…"),
+                doc,
+            }
+        }
+        other => other,
+    }
+}
+
 /// The value an edit of `segments` under `state` set, as messages show it (the URL
 /// without its password).
 fn shown_value(segments: &[String], st: &hcp_store::config::StateConfig) -> String {
@@ -257,7 +281,8 @@ pub fn run(c: ConfigCommand) -> CliResult {
             let mut shown = value.to_string();
             let rt = recorder(rt);
             change(&rt, &path, name, &a.key, |text| {
-                let e = edit::set(text, &path, &a.key, value)?;
+                let e = edit::set(text, &path, &a.key, value)
+                    .map_err(|e| unshown(e, &a.key, &a.value))?;
                 check_state(&e, &path, &a.key)?;
                 if e.segments.first().map(String::as_str) == Some("state")
                     && let Some(st) = RuntimeConfig::parse(&e.text, &path)?.state
