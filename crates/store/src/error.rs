@@ -102,6 +102,16 @@ impl StoreError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             Self::StateUnavailable { hint, .. } => hint.as_deref(),
+            // A fleet's `state` that cannot be used refuses every command that needs
+            // state; `hcp config` is not one of them (it records in the store's own trail).
+            Self::Config(e)
+                if matches!(&**e, crate::config::ConfigError::Invalid { message, .. }
+                    if message.starts_with("`state")) =>
+            {
+                Some(
+                    "`hcp config set state.url URL` replaces it, or `hcp config unset state` makes the state the files of this store again (both work while it is refused); `hcp doctor` checks it",
+                )
+            }
             Self::Config(_) => Some("fix `config.json` in the store; `hcp doctor` checks it"),
             Self::NoStore { hint, .. } => Some(hint),
             Self::Occupied { .. } => Some(

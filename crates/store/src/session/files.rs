@@ -319,6 +319,37 @@ pub fn damaged(home: &Home) -> StoreResult<Vec<(PathBuf, String)>> {
     Ok(out)
 }
 
+/// Removes the session file `path` (one [`damaged`] listed), under the store lock, when
+/// it is still damaged: what `hcp session end ID` does to end a session whose file does
+/// not read (RUNTIME §4 "Fault isolation"). Its token, refused `store_damaged` while the
+/// file was there, is then unknown (`bad_session`): refused either way. `Ok(false)`: the
+/// file is gone, or it reads as a session now (it is then left as it is).
+///
+/// # Errors
+/// [`StoreError::Io`] when it cannot be removed; the store lock's.
+pub fn remove_damaged(home: &Home, path: &Path) -> StoreResult<bool> {
+    let stem = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".json"))
+        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+    let Some(stem) = stem else {
+        return Ok(false);
+    };
+    if path.parent() != Some(sessions_dir(home).as_path()) {
+        return Ok(false);
+    }
+    let _lock = StoreLock::acquire(home)?;
+    match read_session(home, path, stem) {
+        Ok(_) => Ok(false),
+        Err(_) => match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io("remove", path, e)),
+        },
+    }
+}
+
 /// Each `<64 hex>.json` of the sessions directory, read.
 fn scan(home: &Home) -> StoreResult<Vec<(PathBuf, StoreResult<Session>)>> {
     let dir = sessions_dir(home);
