@@ -13,6 +13,23 @@ pub struct StoreLock {
     _file: File,
 }
 
+thread_local! {
+    /// How many store locks this thread holds (a reader that finds the state ledger and a
+    /// file at odds checks again under the lock, unless it holds it already).
+    static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread holds the store lock.
+pub(crate) fn held_here() -> bool {
+    HELD.with(|h| h.get() > 0)
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
 impl StoreLock {
     /// Blocks until the lock on `state/store.lock` is held.
     ///
@@ -32,6 +49,7 @@ impl StoreLock {
                 reason: format!("cannot open the store lock: {e}"),
             })?;
         file.lock().map_err(|e| StoreError::io("lock", &path, e))?;
+        HELD.with(|h| h.set(h.get() + 1));
         Ok(Self { _file: file })
     }
 }
