@@ -182,12 +182,16 @@ fn current(home: &Home) -> StoreResult<Result<Option<Arc<Ledger>>, String>> {
 
 /// Whether the store keeps a ledger: what its trail says (an `init` or `migrate` record
 /// whose `changed` holds [`LEDGER_FIELD`]), read once per process, and only when the
-/// ledger file is missing. A trail that cannot be read answers yes.
+/// ledger file is missing. A trail that cannot be read answers yes; a home without one
+/// (no store) no.
 pub fn in_force(home: &Home) -> bool {
     if let Some(k) = home.ledgered_known() {
         return k;
     }
-    let k = crate::stamp::trail_says(home, LEDGER_FIELD);
+    // A home without a trail is no store (every command refuses it, `no_store` or
+    // `missing_log`, before it reads a state file): it keeps no ledger.
+    let k = crate::audit::AuditLog::new(home).path().exists()
+        && crate::stamp::trail_says(home, LEDGER_FIELD);
     home.set_ledgered(k);
     k
 }
@@ -211,6 +215,9 @@ pub fn vouch(home: &Home, path: &Path, value: &str) -> StoreResult<Option<String
             ),
         },
         Ok(None) if !in_force(home) => None,
+        Ok(None) if never_written(home) => Some(
+            "hcp's ledger (`state/ledger.json`) holds no such file: it was made by hand".into(),
+        ),
         Ok(None) => Some(
             "the state ledger `state/ledger.json` is missing, so no state file can be believed (hcp writes it at every act)"
                 .into(),
@@ -265,8 +272,10 @@ fn load_locked(home: &Home) -> StoreResult<Option<Ledger>> {
 /// [`MADE_FIELD`] and no `migrate` record holds [`LEDGER_FIELD`] (a store made by `init`
 /// before its first act). Reads the whole trail; asked only when the ledger is missing.
 fn never_written(home: &Home) -> bool {
-    crate::stamp::trail_last_made(home, MADE_FIELD).is_none()
-        && !crate::stamp::trail_says_in(home, &["migrate"], LEDGER_FIELD)
+    // No trail at all is no store: every command refuses it (`missing_log`) before this.
+    !crate::audit::AuditLog::new(home).path().exists()
+        || crate::stamp::trail_last_made(home, MADE_FIELD).is_none()
+            && !crate::stamp::trail_says_in(home, &["migrate"], LEDGER_FIELD)
 }
 
 /// Checks, under the store lock the caller holds, that the ledger can take a write (it is

@@ -443,7 +443,12 @@ mod tests {
         let state = h.dir(StoreDir::State);
         let a = state.join("grants/alice.json");
         let v = json!({"version": 1, "grants": []});
+        // Sealed but not written by an act: the ledger holds no such file.
         let bytes = seal(&h, &a, &v).unwrap();
+        let e = open::<Value>(&h, &a, &bytes).unwrap_err();
+        assert!(e.to_string().contains("holds no such file"), "{e}");
+        write(&h, &StoreLock::acquire(&h).unwrap(), &a, &v).unwrap();
+        let bytes = std::fs::read(&a).unwrap();
         let back: Value = open(&h, &a, &bytes).unwrap();
         assert_eq!(back, v);
         // The same bytes under another name: damage.
@@ -462,6 +467,18 @@ mod tests {
         // Whitespace and key order are not content.
         let compact = serde_json::to_vec(&serde_json::from_slice::<Value>(&bytes).unwrap());
         assert_eq!(open::<Value>(&h, &a, &compact.unwrap()).unwrap(), v);
+        // An older copy, after the act that replaced it: damage.
+        let w = json!({"version": 1, "grants": [], "x": 1});
+        write(&h, &StoreLock::acquire(&h).unwrap(), &a, &w).unwrap();
+        std::fs::write(&a, &bytes).unwrap();
+        let e = open::<Value>(&h, &a, &bytes).unwrap_err();
+        assert!(e.to_string().contains("older copy"), "{e}");
+        // Removed by an act, put back: damage.
+        let now = std::fs::read(&a).unwrap();
+        remove(&h, &StoreLock::acquire(&h).unwrap(), &a).unwrap();
+        std::fs::write(&a, &now).unwrap();
+        let e = open::<Value>(&h, &a, &now).unwrap_err();
+        assert!(e.to_string().contains("holds no such file"), "{e}");
     }
 
     #[test]
