@@ -74,6 +74,9 @@ impl StoreDir {
     }
 }
 
+/// The state ledger kept by a process, with the identity of the file it was read from.
+type KeptLedger = (LedgerStamp, Arc<Ledger>);
+
 /// An opened store home.
 ///
 /// Clones share what the home has read once per process: the store's chain key (which the
@@ -91,7 +94,7 @@ pub struct Home {
     /// as `keyed`.
     ledgered: Arc<AtomicU8>,
     /// The state ledger last read, by its file's identity ([`crate::ledger`]).
-    ledger: Arc<Mutex<Option<(LedgerStamp, Arc<Ledger>)>>>,
+    ledger: Arc<Mutex<Option<KeptLedger>>>,
     /// The generation of the ledger this process wrote last and no act's record named yet
     /// (0: none).
     ledger_written: Arc<AtomicU64>,
