@@ -43,8 +43,11 @@
 //! A store of an earlier version has no ledger: its files are read as they are until the
 //! first call or act by this version, which writes the ledger of what is there under the
 //! store lock ([`migrate`]) and records a `migrate` act whose `changed` holds
-//! [`LEDGER_FIELD`]; a store this version made says so in its `init` record. From then on
-//! a missing ledger refuses every file it would vouch for.
+//! [`LEDGER_FIELD`]; a store this version made says so in its `init` record and writes the
+//! ledger at its first act. From then on a missing ledger (or one whose MAC does not hold)
+//! refuses every file it would vouch for, and every act that would write one
+//! ([`ready`]), until the owner writes it anew from the files there ([`rebuild`], `hcp
+//! state reledger`, which `hcp doctor` names: [`unusable`]).
 
 use crate::atomic::write_atomic;
 use crate::audit::canonical_json;
