@@ -207,9 +207,11 @@ fn one_sessions_workdir_never_refuses_another_principals_call() {
     // With its MAC, as the migration of that earlier store stamped it.
     let planted: Value = serde_json::from_str(&planted).unwrap();
     let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    std::fs::write(
+    hcp_store::stamp::write(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
         &file,
-        hcp_store::stamp::seal(&home, &file, &planted).unwrap(),
+        &planted,
     )
     .unwrap();
     let mine = w.work.join("mine");

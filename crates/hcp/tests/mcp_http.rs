@@ -160,7 +160,13 @@ fn expire(w: &World, principal: &str) {
             v["expires_at"] = json!("2000-01-01T00:00:00Z");
             // hcp would refuse a file edited by hand: written with its MAC, as hcp does.
             let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-            std::fs::write(&p, hcp_store::stamp::seal(&home, &p, &v).unwrap()).unwrap();
+            hcp_store::stamp::write(
+                &home,
+                &hcp_store::StoreLock::acquire(&home).unwrap(),
+                &p,
+                &v,
+            )
+            .unwrap();
         }
     }
 }

@@ -222,7 +222,13 @@ fn an_expired_session_file_is_refused() {
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     v["expires_at"] = "2000-01-01T00:00:00.000Z".into();
     // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
-    std::fs::write(&file, hcp_store::stamp::seal(&home(&w), &file, &v).unwrap()).unwrap();
+    hcp_store::stamp::write(
+        &home(&w),
+        &hcp_store::StoreLock::acquire(&home(&w)).unwrap(),
+        &file,
+        &v,
+    )
+    .unwrap();
     let e = session::resolve(&home(&w), &token, Timestamp::now()).unwrap_err();
     assert_eq!(e.code(), "bad_session");
     assert_eq!(

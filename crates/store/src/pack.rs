@@ -35,7 +35,8 @@ pub use install::{
     uninstall, uninstall_with,
 };
 pub use read::{
-    InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
+    InstalledPack, PackListing, activation, active_ids, damaged_markers, installed_ids, is_active,
+    list, load, parse_id,
 };
 pub use record::{InstallRecord, PackSummaryFields, PinnedBin, PinnedFile, PinnedInterpreter};
 
