@@ -661,7 +661,8 @@ fn the_one_grants_file_of_an_earlier_hcp_is_split_at_first_use() {
 /// A write verb on a full disk (the store and the workdir on a small tmpfs the test fills
 /// first): every call either answers its child's result — its effect happened or the child
 /// says why not — or is refused before anything runs (`audit_unavailable`, 74, no effect);
-/// never 74 after the effect. `hcp doctor` says the reserve is short.
+/// never 74 after the effect. `hcp doctor` says the disk is full as soon as it is, and
+/// the reserve is short once it is.
 #[test]
 fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
     common::example_bins();
@@ -685,6 +686,9 @@ fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
         "$HCP" install --activate "$WALPROBE" > /dev/null
         "$HCP" exec --json walprobe.mark warm text > /dev/null
         dd if=/dev/zero of="$full/filler" bs=64k 2> /dev/null || true
+        set +e
+        "$HCP" doctor --json > "$ROOT/doctor-full.json"; echo $? > "$ROOT/doctor-full-status"
+        set -e
         i=0
         while [ $i -lt 100 ]; do
             set +e
@@ -716,6 +720,14 @@ fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
             .trim()
             .to_owned()
     };
+    // The disk full, the reserve still whole: doctor says so, and exits 1.
+    let doctor: Value = serde_json::from_str(&read("doctor-full.json")).unwrap();
+    assert_eq!(read("doctor-full-status"), "1", "{doctor}");
+    let problems = doctor["problems"].to_string();
+    assert!(
+        problems.contains("the store's disk is full") && !problems.contains("reserve is short"),
+        "{doctor}"
+    );
     let last: u32 = read("last").parse().unwrap();
     assert!(last < 100, "the reserve never ran short");
     for i in 0..=last {
