@@ -935,3 +935,45 @@ fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_al
         insta::assert_snapshot!(format!("damaged_under_policy_{kind}"), shown);
     }
 }
+
+/// A typo'd `HCP_HOME`, for the commands that need a store beyond those of
+/// `audit_trail::a_typod_home_is_no_store_for_every_command_and_nothing_is_made`: each is
+/// `no_store` (66) naming the path and `hcp init`, and none makes anything there.
+#[test]
+fn a_typod_home_is_no_store_for_the_other_commands_too() {
+    let w = World::with_store();
+    let typo = w.root().join("hcp-hmoe");
+    for args in [
+        &["deactivate", "echo"][..],
+        &["connect", "echo"],
+        &["disconnect", "echo"],
+        &["sense", "echo"],
+        &["approve", "apr_00000000000000000000"],
+        &["deny", "apr_00000000000000000000"],
+        &["state", "migrate"],
+        &["policy", "init"],
+        &["policy", "coverage"],
+        &["policy", "lock"],
+        &["config", "get"],
+        &["config", "set", "limits.open_files", "256"],
+        &["revoke", "agent", "--all"],
+        &["home", "echo", "--principal", "agent"],
+        &["home", "rm", "echo", "--principal", "agent"],
+        &["session", "end", "--principal", "agent"],
+    ] {
+        let o = w
+            .hcp()
+            .env("HCP_HOME", &typo)
+            .args(args)
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 66, "{args:?}: {}", w.render(&o));
+        assert!(
+            err.contains("code: no_store") && err.contains("hcp-hmoe") && err.contains("hcp init"),
+            "{args:?}: {err}"
+        );
+        assert!(!typo.exists(), "{args:?} made a store");
+    }
+}
