@@ -977,3 +977,77 @@ fn a_typod_home_is_no_store_for_the_other_commands_too() {
         assert!(!typo.exists(), "{args:?} made a store");
     }
 }
+
+/// Every kind of damaged record at once — a session, a grant file, an approval, a counter,
+/// an install record, a tenant home: `hcp doctor` lists each (one problem apiece, in the
+/// text and in `--json`) and exits 1; the owner's and the other principal's calls of the
+/// undamaged pack go on (snapshot: doctor's lines).
+#[test]
+fn doctor_lists_every_damaged_record_at_once() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let victim = session(&w, "agent-1", &[]);
+    let victim_session = session_files(&w).pop().unwrap();
+    let other = session(&w, "agent-2", &[]);
+    for p in ["agent-1", "agent-2", "agent-3"] {
+        grant(&w, p, "echo", &["verb.exec.read"]);
+        grant(&w, p, "probe", &["verb.exec.read"]);
+    }
+    let (o, _) = exec_json_env(&w, &["probe.big", "3"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let digest = victim_session
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let state = w.hcp_home.join("state");
+    std::fs::write(&victim_session, "[]\n").unwrap();
+    std::fs::write(state.join("grants/agent-3.json"), "garbage\n").unwrap();
+    for dir in ["approvals", "counters"] {
+        std::fs::create_dir_all(state.join(dir)).unwrap();
+    }
+    std::fs::write(
+        state.join("approvals/apr_00000000000000000000.json"),
+        "garbage\n",
+    )
+    .unwrap();
+    std::fs::write(
+        state.join(format!("counters/{}.json", "0".repeat(64))),
+        "garbage\n",
+    )
+    .unwrap();
+    let home = w.hcp_home.join("homes/probe/principal/agent-1");
+    std::fs::remove_dir_all(&home).unwrap();
+    std::fs::write(&home, "not a directory\n").unwrap();
+    std::fs::write(w.hcp_home.join("packs/probe/.hcp/record.json"), "{}\n").unwrap();
+    for env in [None, Some(other.as_str())] {
+        let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &env);
+        assert_eq!(code(&o), 0, "{env:?}: {v}");
+    }
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = w.filter(&String::from_utf8_lossy(&o.stdout));
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  - ") && l.contains("damaged"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    let o = w.run(&["doctor", "--json"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let damaged = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.to_string().contains("damaged"))
+        .count();
+    assert_eq!(damaged, 6, "{v}");
+    insta::assert_snapshot!(
+        "doctor_damaged_all_at_once",
+        lines.join("\n").replace(&digest, "{digest}")
+    );
+}
