@@ -1051,3 +1051,61 @@ fn doctor_lists_every_damaged_record_at_once() {
         lines.join("\n").replace(&digest, "{digest}")
     );
 }
+
+/// Lint and install apply one rule to a verb's program path (RUNTIME §3): a path that is
+/// absolute or leaves the pack directory is `unsafe_path` for both — lint exits 1, install
+/// installs nothing — and a path inside the pack is accepted by both.
+#[test]
+fn lint_and_install_agree_on_every_program_path() {
+    let bins = common::example_bins();
+    let w = World::with_store();
+    let listed = |w: &World| String::from_utf8_lossy(&w.run(&["list"]).stdout).into_owned();
+    let before = listed(&w);
+    for (program, safe) in [
+        ("../x", false),
+        ("./../x", false),
+        ("bin/../../x", false),
+        ("bin/..", false),
+        ("/usr/bin/echo", false),
+        ("bin/tool", true),
+        ("./bin/tool", true),
+    ] {
+        let dir = w.copy_pack("echo");
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::copy(bins.join("hcp-example-echo"), dir.join("bin/tool")).unwrap();
+        let path = dir.join("surface.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let changed = text.replacen(
+            r#""cli": ["hcp-example-echo", "say""#,
+            &format!(r#""cli": ["{program}", "say""#),
+            1,
+        );
+        assert_ne!(text, changed, "the echo pack's `echo.say` moved");
+        std::fs::write(&path, changed).unwrap();
+        let lint = w.run(&["lint", dir.to_str().unwrap()]);
+        let install = w.run(&["install", "--force", dir.to_str().unwrap()]);
+        let (lint_out, install_err) = (
+            String::from_utf8_lossy(&lint.stdout).into_owned()
+                + &String::from_utf8_lossy(&lint.stderr),
+            String::from_utf8_lossy(&install.stderr).into_owned(),
+        );
+        if safe {
+            assert_eq!(code(&lint), 0, "{program}: {}", w.render(&lint));
+            assert_eq!(code(&install), 0, "{program}: {}", w.render(&install));
+            let o = w.run(&["uninstall", "echo"]);
+            assert_eq!(code(&o), 0, "{program}: {}", w.render(&o));
+        } else {
+            assert_eq!(code(&lint), 1, "{program}: {}", w.render(&lint));
+            assert!(
+                lint_out.contains("error[unsafe_path]") && lint_out.contains(program),
+                "{program}: {lint_out}"
+            );
+            assert_ne!(code(&install), 0, "{program}: {}", w.render(&install));
+            assert!(
+                install_err.contains("error[unsafe_path]") && install_err.contains(program),
+                "{program}: {install_err}"
+            );
+        }
+        assert_eq!(listed(&w), before, "{program}: a pack is left installed");
+    }
+}
