@@ -706,7 +706,8 @@ fn the_one_grants_file_of_an_earlier_hcp_is_split_at_first_use() {
 /// A write verb on a full disk (the store and the workdir on a small tmpfs the test fills
 /// first): every call either answers its child's result — its effect happened or the child
 /// says why not — or is refused before anything runs (`audit_unavailable`, 74, no effect);
-/// never 74 after the effect. `hcp doctor` says the reserve is short.
+/// never 74 after the effect. `hcp doctor` says the disk is full as soon as it is, and
+/// the reserve is short once it is.
 #[test]
 fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
     common::example_bins();
@@ -730,6 +731,9 @@ fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
         "$HCP" install --activate "$WALPROBE" > /dev/null
         "$HCP" exec --json walprobe.mark warm text > /dev/null
         dd if=/dev/zero of="$full/filler" bs=64k 2> /dev/null || true
+        set +e
+        "$HCP" doctor --json > "$ROOT/doctor-full.json"; echo $? > "$ROOT/doctor-full-status"
+        set -e
         i=0
         while [ $i -lt 100 ]; do
             set +e
@@ -761,6 +765,14 @@ fn a_write_verb_on_a_full_disk_answers_its_result_or_never_runs() {
             .trim()
             .to_owned()
     };
+    // The disk full, the reserve still whole: doctor says so, and exits 1.
+    let doctor: Value = serde_json::from_str(&read("doctor-full.json")).unwrap();
+    assert_eq!(read("doctor-full-status"), "1", "{doctor}");
+    let problems = doctor["problems"].to_string();
+    assert!(
+        problems.contains("the store's disk is full") && !problems.contains("reserve is short"),
+        "{doctor}"
+    );
     let last: u32 = read("last").parse().unwrap();
     assert!(last < 100, "the reserve never ran short");
     for i in 0..=last {
@@ -966,5 +978,179 @@ fn under_a_runtime_policy_a_damaged_approval_or_counter_refuses_its_principal_al
         let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))
             .replace(&stem, "{file}");
         insta::assert_snapshot!(format!("damaged_under_policy_{kind}"), shown);
+    }
+}
+
+/// A typo'd `HCP_HOME`, for the commands that need a store beyond those of
+/// `audit_trail::a_typod_home_is_no_store_for_every_command_and_nothing_is_made`: each is
+/// `no_store` (66) naming the path and `hcp init`, and none makes anything there.
+#[test]
+fn a_typod_home_is_no_store_for_the_other_commands_too() {
+    let w = World::with_store();
+    let typo = w.root().join("hcp-hmoe");
+    for args in [
+        &["deactivate", "echo"][..],
+        &["connect", "echo"],
+        &["disconnect", "echo"],
+        &["sense", "echo"],
+        &["approve", "apr_00000000000000000000"],
+        &["deny", "apr_00000000000000000000"],
+        &["state", "migrate"],
+        &["policy", "init"],
+        &["policy", "coverage"],
+        &["policy", "lock"],
+        &["config", "get"],
+        &["config", "set", "limits.open_files", "256"],
+        &["revoke", "agent", "--all"],
+        &["home", "echo", "--principal", "agent"],
+        &["home", "rm", "echo", "--principal", "agent"],
+        &["session", "end", "--principal", "agent"],
+    ] {
+        let o = w
+            .hcp()
+            .env("HCP_HOME", &typo)
+            .args(args)
+            .write_stdin("")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(code(&o), 66, "{args:?}: {}", w.render(&o));
+        assert!(
+            err.contains("code: no_store") && err.contains("hcp-hmoe") && err.contains("hcp init"),
+            "{args:?}: {err}"
+        );
+        assert!(!typo.exists(), "{args:?} made a store");
+    }
+}
+
+/// Every kind of damaged record at once — a session, a grant file, an approval, a counter,
+/// an install record, a tenant home: `hcp doctor` lists each (one problem apiece, in the
+/// text and in `--json`) and exits 1; the owner's and the other principal's calls of the
+/// undamaged pack go on (snapshot: doctor's lines).
+#[test]
+fn doctor_lists_every_damaged_record_at_once() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let victim = session(&w, "agent-1", &[]);
+    let victim_session = session_files(&w).pop().unwrap();
+    let other = session(&w, "agent-2", &[]);
+    for p in ["agent-1", "agent-2", "agent-3"] {
+        grant(&w, p, "echo", &["verb.exec.read"]);
+        grant(&w, p, "probe", &["verb.exec.read"]);
+    }
+    let (o, _) = exec_json_env(&w, &["probe.big", "3"], &[("HCP_SESSION", &victim)]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let digest = victim_session
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let state = w.hcp_home.join("state");
+    std::fs::write(&victim_session, "[]\n").unwrap();
+    std::fs::write(state.join("grants/agent-3.json"), "garbage\n").unwrap();
+    for dir in ["approvals", "counters"] {
+        std::fs::create_dir_all(state.join(dir)).unwrap();
+    }
+    std::fs::write(
+        state.join("approvals/apr_00000000000000000000.json"),
+        "garbage\n",
+    )
+    .unwrap();
+    std::fs::write(
+        state.join(format!("counters/{}.json", "0".repeat(64))),
+        "garbage\n",
+    )
+    .unwrap();
+    let home = w.hcp_home.join("homes/probe/principal/agent-1");
+    std::fs::remove_dir_all(&home).unwrap();
+    std::fs::write(&home, "not a directory\n").unwrap();
+    std::fs::write(w.hcp_home.join("packs/probe/.hcp/record.json"), "{}\n").unwrap();
+    for env in [None, Some(other.as_str())] {
+        let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &env);
+        assert_eq!(code(&o), 0, "{env:?}: {v}");
+    }
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = w.filter(&String::from_utf8_lossy(&o.stdout));
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("  - ") && l.contains("damaged"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    let o = w.run(&["doctor", "--json"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let damaged = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.to_string().contains("damaged"))
+        .count();
+    assert_eq!(damaged, 6, "{v}");
+    insta::assert_snapshot!(
+        "doctor_damaged_all_at_once",
+        lines.join("\n").replace(&digest, "{digest}")
+    );
+}
+
+/// Lint and install apply one rule to a verb's program path (RUNTIME §3): a path that is
+/// absolute or leaves the pack directory is `unsafe_path` for both — lint exits 1, install
+/// installs nothing — and a path inside the pack is accepted by both.
+#[test]
+fn lint_and_install_agree_on_every_program_path() {
+    let bins = common::example_bins();
+    let w = World::with_store();
+    let listed = |w: &World| String::from_utf8_lossy(&w.run(&["list"]).stdout).into_owned();
+    let before = listed(&w);
+    for (program, safe) in [
+        ("../x", false),
+        ("./../x", false),
+        ("bin/../../x", false),
+        ("bin/..", false),
+        ("/usr/bin/echo", false),
+        ("bin/tool", true),
+        ("./bin/tool", true),
+    ] {
+        let dir = w.copy_pack("echo");
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::copy(bins.join("hcp-example-echo"), dir.join("bin/tool")).unwrap();
+        let path = dir.join("surface.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let changed = text.replacen(
+            r#""cli": ["hcp-example-echo", "say""#,
+            &format!(r#""cli": ["{program}", "say""#),
+            1,
+        );
+        assert_ne!(text, changed, "the echo pack's `echo.say` moved");
+        std::fs::write(&path, changed).unwrap();
+        let lint = w.run(&["lint", dir.to_str().unwrap()]);
+        let install = w.run(&["install", "--force", dir.to_str().unwrap()]);
+        let (lint_out, install_err) = (
+            String::from_utf8_lossy(&lint.stdout).into_owned()
+                + &String::from_utf8_lossy(&lint.stderr),
+            String::from_utf8_lossy(&install.stderr).into_owned(),
+        );
+        if safe {
+            assert_eq!(code(&lint), 0, "{program}: {}", w.render(&lint));
+            assert_eq!(code(&install), 0, "{program}: {}", w.render(&install));
+            let o = w.run(&["uninstall", "echo"]);
+            assert_eq!(code(&o), 0, "{program}: {}", w.render(&o));
+        } else {
+            assert_eq!(code(&lint), 1, "{program}: {}", w.render(&lint));
+            assert!(
+                lint_out.contains("error[unsafe_path]") && lint_out.contains(program),
+                "{program}: {lint_out}"
+            );
+            assert_ne!(code(&install), 0, "{program}: {}", w.render(&install));
+            assert!(
+                install_err.contains("error[unsafe_path]") && install_err.contains(program),
+                "{program}: {install_err}"
+            );
+        }
+        assert_eq!(listed(&w), before, "{program}: a pack is left installed");
     }
 }

@@ -36,8 +36,9 @@ pub fn deferred_note(extra: &serde_json::Map<String, Value>) -> Option<String> {
 }
 
 /// The audit's reserve for `hcp doctor` (RUNTIME §5.4), with a problem when even the
-/// reserve is short (calls are then refused before anything runs) or the file system
-/// cannot keep one.
+/// reserve is short (calls are then refused before anything runs), when the disk has less
+/// free space than the reserve keeps (the reserve is then spent, not refilled: calls run
+/// and are recorded from it until it is short) or the file system cannot keep one.
 pub(crate) fn reserve_health(
     home: &hcp_store::Home,
     problems: &mut Vec<String>,
@@ -60,6 +61,13 @@ pub(crate) fn reserve_health(
             "the audit's reserve is short: {} left of {} ({free} free on the disk): calls are refused (`audit_unavailable`) until space is freed",
             bytes(r.reserved),
             bytes(r.target)
+        ));
+    } else if r.free.is_some_and(|f| f < r.target) {
+        problems.push(format!(
+            "the store's disk is full: {free} free, less than the audit's reserve of {}: calls run and are recorded from the reserve ({} left) and are refused (`audit_unavailable`) once it is short; free space on the disk of `{}`",
+            bytes(r.target),
+            bytes(r.reserved),
+            home.root().display()
         ));
     }
     Some(r)
