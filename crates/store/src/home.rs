@@ -86,6 +86,9 @@ pub struct Home {
     /// Whether the trail says the state files carry MACs ([`crate::stamp::keyed`]): 0
     /// unknown, 1 no (a store of an earlier version, not migrated yet), 2 yes.
     keyed: Arc<AtomicU8>,
+    /// Whether the trail says the install records and bindings carry MACs
+    /// ([`crate::stamp::records::keyed`]), as `keyed`.
+    records_keyed: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for Home {
@@ -110,6 +113,7 @@ impl Home {
                 root,
                 key: Arc::new(OnceLock::new()),
                 keyed: Arc::new(AtomicU8::new(0)),
+                records_keyed: Arc::new(AtomicU8::new(0)),
             }),
         }
     }
@@ -150,6 +154,21 @@ impl Home {
             2 => Some(true),
             _ => None,
         }
+    }
+
+    /// The cached answer of [`crate::stamp::records::keyed`]: `None` when not known yet.
+    pub(crate) fn records_keyed_known(&self) -> Option<bool> {
+        match self.records_keyed.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Keeps the answer of [`crate::stamp::records::keyed`] for this process.
+    pub(crate) fn set_records_keyed(&self, keyed: bool) {
+        self.records_keyed
+            .store(if keyed { 2 } else { 1 }, Ordering::Relaxed);
     }
 
     /// Keeps the answer of [`crate::stamp::keyed`] for this process.

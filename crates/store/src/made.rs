@@ -270,11 +270,13 @@ pub fn init_with_reserve(
     let first = Authority {
         act: "init".into(),
         actor,
-        // Its state files carry MACs from the first (`crate::stamp`).
+        // Its state files, install records and bindings carry MACs from the first
+        // (`crate::stamp`).
         changed: json!({
             "store": store_id,
             "format": STORE_FORMAT,
             crate::stamp::KEYED_FIELD: crate::stamp::KEYED_VERSION,
+            crate::stamp::records::RECORDS_FIELD: crate::stamp::records::RECORDS_VERSION,
         }),
         intent: false,
     };

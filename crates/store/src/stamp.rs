@@ -42,6 +42,8 @@ use serde_json::Value;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+pub mod records;
+
 /// The domain tag of a state file's MAC: no MAC made for another use of the chain key
 /// (a record's hash, an anchor slot, `authority-files.json`) holds for a state file.
 pub const STAMP_TAG: &[u8] = b"hcp-state-file/1\n";
@@ -88,6 +90,21 @@ fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
 /// [`StoreError::Io`] naming the chain key when it cannot be read (nothing is written
 /// without its MAC); [`StoreError::Damaged`] when `value` is not an object.
 pub fn seal<T: Serialize>(home: &Home, path: &Path, value: &T) -> StoreResult<Vec<u8>> {
+    seal_named(home, &relative(home, path), path, value)
+}
+
+/// [`seal`] of a file whose MAC binds it to `name` rather than to its path below `state/`:
+/// an install record, sealed in `staging/` under the name it will have in `packs/`
+/// ([`records::record_name`]). `path` names the file in errors.
+///
+/// # Errors
+/// As [`seal`].
+pub fn seal_named<T: Serialize>(
+    home: &Home,
+    name: &str,
+    path: &Path,
+    value: &T,
+) -> StoreResult<Vec<u8>> {
     let mut body =
         serde_json::to_value(value).map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
     let Value::Object(m) = &mut body else {
@@ -95,7 +112,7 @@ pub fn seal<T: Serialize>(home: &Home, path: &Path, value: &T) -> StoreResult<Ve
     };
     m.remove(MAC_FIELD);
     let key = home.chain_key()?;
-    let mac = key.tagged_mac(STAMP_TAG, &mac_message(&relative(home, path), &body));
+    let mac = key.tagged_mac(STAMP_TAG, &mac_message(name, &body));
     if let Value::Object(m) = &mut body {
         m.insert(MAC_FIELD.into(), Value::String(mac));
     }
@@ -135,6 +152,30 @@ pub(crate) fn read<T: DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
 ) -> StoreResult<Opened> {
+    read_named::<T>(
+        home,
+        path,
+        &relative(home, path),
+        bytes,
+        || keyed(home),
+        "grant, session and approval file",
+    )
+}
+
+/// [`read`] of a file whose MAC binds it to `name` (its path below `state/`, or below the
+/// store's root for a file outside it), which must carry a MAC when `must_be_keyed`
+/// answers yes; `kind` names what hcp writes with a MAC, for the fault's message.
+///
+/// # Errors
+/// As [`read`].
+pub(crate) fn read_named<T: DeserializeOwned>(
+    home: &Home,
+    path: &Path,
+    name: &str,
+    bytes: &[u8],
+    must_be_keyed: impl FnOnce() -> bool,
+    kind: &str,
+) -> StoreResult<Opened> {
     let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(bytes) else {
         return Err(damaged(path, typed_error::<T>(bytes)));
     };
@@ -143,15 +184,15 @@ pub(crate) fn read<T: DeserializeOwned>(
     let fault = match mac {
         Some(Value::String(mac)) => {
             let key = home.chain_key()?;
-            let msg = mac_message(&relative(home, path), &value);
+            let msg = mac_message(name, &value);
             (!key.tagged_mac_holds(STAMP_TAG, &msg, &mac)).then(|| {
-                "its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every grant, session and approval file with the MAC of its content and name)".to_owned()
+                format!("its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every {kind} with the MAC of its content and name)")
             })
         }
         Some(_) => Some("its `mac` is not a string of hex digits: it was edited by hand".into()),
-        None if keyed(home) => Some(
-            "it carries no `mac`: it was written or edited by hand (hcp writes every grant, session and approval file with the MAC of its content and name)".into(),
-        ),
+        None if must_be_keyed() => Some(format!(
+            "it carries no `mac`: it was written or edited by hand (hcp writes every {kind} with the MAC of its content and name)"
+        )),
         None => None,
     };
     Ok(Opened { value, fault })
@@ -191,11 +232,18 @@ pub fn mark_keyed(home: &Home) {
 
 /// Reads the trail's records for one that says the state files are keyed.
 fn trail_says_keyed(home: &Home) -> bool {
+    trail_says(home, KEYED_FIELD)
+}
+
+/// Reads the trail's records for an `init` or `migrate` record whose `changed` holds
+/// `field`. A trail that cannot be read answers yes (fails closed).
+pub(crate) fn trail_says(home: &Home, field: &str) -> bool {
     let log = crate::audit::AuditLog::new(home);
     let Ok(f) = std::fs::File::open(log.path()) else {
         return true;
     };
-    let finder = memchr::memmem::Finder::new(b"\"state_macs\"");
+    let quoted = format!("\"{field}\"");
+    let finder = memchr::memmem::Finder::new(quoted.as_bytes());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, f);
     let mut line = Vec::new();
     loop {
@@ -213,7 +261,7 @@ fn trail_says_keyed(home: &Home) -> bool {
         };
         let act = v.get("act").and_then(Value::as_str);
         if matches!(act, Some("init" | "migrate"))
-            && v.get("changed").and_then(|c| c.get(KEYED_FIELD)).is_some()
+            && v.get("changed").and_then(|c| c.get(field)).is_some()
         {
             return true;
         }
