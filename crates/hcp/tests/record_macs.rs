@@ -175,7 +175,11 @@ fn a_binding_copied_to_another_principal_refuses_that_binding_alone() {
     let mut answers = Vec::new();
     for (who, env) in [("owner", None), ("agent-1", Some(agent.as_str()))] {
         let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
-        let o = w.hcp().args(["exec", "--json", "mail.list"]).envs(env.clone()).output();
+        let o = w
+            .hcp()
+            .args(["exec", "--json", "mail.list"])
+            .envs(env.clone())
+            .output();
         let o = o.unwrap();
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(
@@ -187,7 +191,10 @@ fn a_binding_copied_to_another_principal_refuses_that_binding_alone() {
             assert_eq!(v["code"], json!("store_damaged"), "{v}");
             let e = v["error"].as_str().unwrap();
             assert!(e.contains(&stolen.display().to_string()), "{v}");
-            assert!(v["hint"].as_str().unwrap().contains("hcp disconnect mail"), "{v}");
+            assert!(
+                v["hint"].as_str().unwrap().contains("hcp disconnect mail"),
+                "{v}"
+            );
         } else {
             assert_eq!(code(&o), 0, "{v}");
         }
@@ -197,7 +204,16 @@ fn a_binding_copied_to_another_principal_refuses_that_binding_alone() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"));
     insta::assert_snapshot!("binding_copied_to_another_principal", shown);
-    std::fs::remove_file(&stolen).unwrap();
+    // The repair the refusal names: `agent-1`'s own disconnect removes the file.
+    grant(&w, "agent-1", "mail", &["pack.connect"]);
+    let o = w
+        .hcp()
+        .args(["disconnect", "mail"])
+        .env("HCP_SESSION", &agent)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(!stolen.exists());
     let (_, v) = exec_json_env(&w, &["mail.list"], &[("HCP_SESSION", &agent)]);
     assert_eq!(v["code"], json!("binding_required"), "{v}");
 }
@@ -220,10 +236,17 @@ fn an_earlier_store_gains_record_and_binding_macs_at_its_first_call_once() {
     let _ = std::fs::remove_file(w.hcp_home.join("state/authority-files.json"));
     let log = w.hcp_home.join("audit/audit.jsonl");
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("\"record_macs\":1,"), "the init record says so");
+    assert!(
+        text.contains("\"record_macs\":1,"),
+        "the init record says so"
+    );
     // As an earlier version wrote it (a test technique: the chain no longer verifies,
     // which nothing here reads). Same length, so the trail still meets its anchor.
-    std::fs::write(&log, text.replace("\"record_macs\":1,", "\"xecord_macs\":1,")).unwrap();
+    std::fs::write(
+        &log,
+        text.replace("\"record_macs\":1,", "\"xecord_macs\":1,"),
+    )
+    .unwrap();
     let o = w.run(&["list"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
     assert!(
@@ -319,7 +342,10 @@ fn a_policy_removed_with_its_stamp_is_recorded_once_and_refuses_sessions() {
     }
     let digest = {
         use sha2::Digest;
-        format!("sha256:{}", hex::encode(sha2::Sha256::digest(text.as_bytes())))
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        )
     };
     let c = changes(&w);
     assert_eq!(c.len(), 2, "recorded once: {c:?}");

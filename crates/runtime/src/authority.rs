@@ -456,6 +456,23 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         );
         write_kept(rt, &path, last.clone())?;
     }
+    note_changes(rt, &path, last, refused, missing)
+}
+
+/// Records each watched file that changed since `last` (what [`FILES_RECORD`] at `path`
+/// keeps, refused and why, or missing), under the store lock the caller holds, keeping
+/// each new digest after its record.
+///
+/// # Errors
+/// As [`note_files`].
+fn note_changes(
+    rt: &Runtime,
+    path: &std::path::Path,
+    mut last: serde_json::Map<String, Value>,
+    refused: Option<&'static str>,
+    missing: bool,
+) -> Result<(), StoreError> {
+    let root = rt.home().root();
     // What the trail last recorded of each watched file, for a file gone while the stamp
     // that kept it is gone too (or refused): read once, only then.
     let mut trail: Option<Vec<(&str, Value)>> = None;
@@ -515,7 +532,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         };
         last.insert(act.to_owned(), keep);
         // Kept after each record, so a failure later records nothing twice.
-        write_kept(rt, &path, last.clone())?;
+        write_kept(rt, path, last.clone())?;
     }
     Ok(())
 }
@@ -597,7 +614,10 @@ pub fn policy_lost(rt: &Runtime) -> Option<StoreError> {
         }
         e
     };
-    let file = entry.get("file").and_then(Value::as_str).unwrap_or("policy.yaml");
+    let file = entry
+        .get("file")
+        .and_then(Value::as_str)
+        .unwrap_or("policy.yaml");
     let digest = entry.get("digest").and_then(Value::as_str).unwrap_or("");
     Some(StoreError::Damaged {
         path: rt.home().root().join(file),

@@ -301,17 +301,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     }
     let audit = audit_health(rt, &mut problems);
     let mut damaged = hcp_store::damage::scan(home);
-    if let Some(hcp_store::StoreError::Damaged { path, reason }) =
-        crate::authority::policy_lost(rt)
-    {
-        damaged.push(hcp_store::damage::Damaged {
-            kind: "runtime policy",
-            repair: format!("cp COPY {}", path.display()),
-            refuses: "every session's call, the owner's go on (COPY: the policy of that digest; to run without one, put it back, then remove it: the next call records its removal)".into(),
-            path,
-            reason,
-        });
-    }
+    damaged.extend(lost_policy(rt));
     damaged.extend(hcp_store::damage::homes(&crate::home::homes_of(
         home.root(),
         &config,
@@ -404,6 +394,21 @@ fn limits(config: &RuntimeConfig) -> Vec<Limit> {
             }
         })
         .collect()
+}
+
+/// The runtime policy gone with the stamp of its digest, as a damaged record
+/// ([`crate::authority::policy_lost`]).
+fn lost_policy(rt: &Runtime) -> Option<hcp_store::damage::Damaged> {
+    let hcp_store::StoreError::Damaged { path, reason } = crate::authority::policy_lost(rt)? else {
+        return None;
+    };
+    Some(hcp_store::damage::Damaged {
+        kind: "runtime policy",
+        repair: format!("cp COPY {}", path.display()),
+        refuses: "every session's call, the owner's go on (COPY: the policy of that digest; to run without one, put it back, then remove it: the next call records its removal)".into(),
+        path,
+        reason,
+    })
 }
 
 /// Each installed pack's pinned bins, checked; a damaged record or a bin that changed is

@@ -28,6 +28,9 @@
 //! ([`keyed`]: what the trail says, so removing the files' `mac` together with any
 //! cache of this answer is not a way back to an unkeyed store).
 //!
+//! The install records and the bindings carry the same MAC, bound to their names
+//! ([`records`]).
+//!
 //! The MAC is the file store's: the fleet's state in PostgreSQL (`hcp-state-pg`) is
 //! guarded by the database's roles instead.
 

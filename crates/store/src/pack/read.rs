@@ -226,11 +226,10 @@ pub fn list(home: &Home) -> Result<Vec<PackListing>, StoreError> {
             .ok_or_else(|| "`packs/` is gone".to_owned())
             .and_then(|fd| fsops::read_at(fd, &rel, MAX_RECORD_BYTES).map_err(|e| e.to_string()))
             .and_then(|b| {
-                InstallRecord::open(home, id.as_str(), &packs.join(&rel), &b)
-                    .map_err(|e| match e {
-                        StoreError::Damaged { reason, .. } => reason,
-                        e => e.to_string(),
-                    })
+                InstallRecord::open(home, id.as_str(), &packs.join(&rel), &b).map_err(|e| match e {
+                    StoreError::Damaged { reason, .. } => reason,
+                    e => e.to_string(),
+                })
             });
         let is_active = active.contains(&id);
         out.push(match head {
