@@ -262,7 +262,7 @@ fn a_changed_runtime_policy_or_config_is_recorded_once_with_its_digest() {
         changed("policy changed"),
         [
             json!({"file": "policy.yaml", "digest": digest(policy.as_bytes())}),
-            json!({"removed": true, "was": {"file": "policy.yaml", "digest": digest(policy.as_bytes())}}),
+            json!({"removed": true, "digest": "absent", "was": {"file": "policy.yaml", "digest": digest(policy.as_bytes())}}),
         ]
     );
     ok(&w, &["audit", "verify"]);

@@ -172,7 +172,10 @@ fn a_record_without_the_interpreter_pin_refuses_the_script_until_reinstalled() {
     let mut r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     r["bins"][0].as_object_mut().unwrap().remove("interpreter");
-    std::fs::write(&record, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+    // Sealed again, as that hcp's record is once the store is migrated.
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    let sealed = hcp_store::stamp::records::seal_record(&home, "sc", &record, &r).unwrap();
+    std::fs::write(&record, sealed).unwrap();
     let (out, v) = exec_json_env(&w, &["sc.say", "hi"], &[]);
     assert_refused(&w, &out, &v, "bin_changed", 126);
     assert!(v["error"].as_str().unwrap().contains("not pinned"), "{v}");

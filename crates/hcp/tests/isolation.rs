@@ -451,7 +451,7 @@ fn a_damaged_install_record_refuses_its_pack_alone() {
     assert_eq!(code(&o), 1, "{}", w.render(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
-        text.contains("pack `probe` has a damaged record") && text.contains("hcp uninstall probe"),
+        text.contains("damaged install record") && text.contains("hcp uninstall probe"),
         "{text}"
     );
 }

@@ -243,6 +243,8 @@ const STAMP_MAC: &str = "mac";
 struct Kept {
     last: serde_json::Map<String, Value>,
     refused: Option<&'static str>,
+    /// The file is missing.
+    missing: bool,
 }
 
 /// The store's chain key: the state's (read once per process, the same read the call's
@@ -262,6 +264,7 @@ fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
         return Kept {
             last: serde_json::Map::new(),
             refused: None,
+            missing: true,
         };
     };
     let mut map = serde_json::from_slice::<Value>(&bytes)
@@ -285,6 +288,7 @@ fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
             map
         },
         refused,
+        missing: false,
     }
 }
 
@@ -429,7 +433,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
     let last = read_kept(rt, &path).last;
-    let keyed = last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION))
+    let keyed = kept_keyed(&last)
         && last.get(STATE_LEDGER) == Some(&Value::from(hcp_store::ledger::LEDGER_VERSION));
     let same = keyed
         && stamps(root).iter().all(|(act, stamp)| {
@@ -446,12 +450,20 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
     let lock = hcp_store::StoreLock::acquire(home)?;
     // Read again under the lock: another call may have recorded it meanwhile; and read
     // the files again, so what is recorded is what is there now.
-    let Kept { mut last, refused } = read_kept(rt, &path);
-    if last.get(STATE_MACS) != Some(&Value::from(hcp_store::stamp::KEYED_VERSION)) {
+    let Kept {
+        mut last,
+        refused,
+        missing,
+    } = read_kept(rt, &path);
+    if !kept_keyed(&last) {
         state_macs(rt, &lock)?;
         last.insert(
             STATE_MACS.into(),
             Value::from(hcp_store::stamp::KEYED_VERSION),
+        );
+        last.insert(
+            RECORD_MACS.into(),
+            Value::from(hcp_store::stamp::records::RECORDS_VERSION),
         );
         write_kept(rt, &path, last.clone())?;
     }
@@ -463,15 +475,55 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         );
         write_kept(rt, &path, last.clone())?;
     }
+    note_changes(rt, &path, last, refused, missing)
+}
+
+/// Records each watched file that changed since `last` (what [`FILES_RECORD`] at `path`
+/// keeps, refused and why, or missing), under the store lock the caller holds, keeping
+/// each new digest after its record.
+///
+/// # Errors
+/// As [`note_files`].
+fn note_changes(
+    rt: &Runtime,
+    path: &std::path::Path,
+    mut last: serde_json::Map<String, Value>,
+    refused: Option<&'static str>,
+    missing: bool,
+) -> Result<(), StoreError> {
+    let root = rt.home().root();
+    // What the trail last recorded of each watched file, for a file gone while the stamp
+    // that kept it is gone too (or refused): read once, only then.
+    let mut trail: Option<Vec<(&str, Value)>> = None;
     for (act, now) in current(root) {
-        let was = last.get(act).cloned().unwrap_or(Value::Null);
+        let mut was = last.get(act).cloned().unwrap_or(Value::Null);
+        let mut unkept = false;
+        if was.is_null() && now.is_null() && (missing || refused.is_some()) {
+            // Removing a watched file together with this stamp must not pass for a store
+            // that never had it: the trail says what was last recorded.
+            let t = trail.get_or_insert_with(|| trail_last(rt));
+            was = t
+                .iter()
+                .find(|(a, _)| *a == act)
+                .map_or(Value::Null, |(_, v)| v.clone());
+            unkept = !was.is_null();
+        }
         if was == now {
             continue;
         }
         let (before, after) = (content(Some(&was)), content(Some(&now)));
+        let lost = was.get(LOST).is_some_and(|l| l == &Value::Bool(true));
+        if lost && after.is_null() {
+            // Recorded when it was found gone; refused for sessions until it is back.
+            continue;
+        }
+        // The runtime policy gone with the stamp that kept it: no act of the owner removed
+        // it (`hcp` never removes the stamp), so it is not dropped quietly: recorded once,
+        // and every session's call is refused until it is back ([`policy_lost`]).
+        let lose = unkept && act == POLICY_CHANGED;
         if before != after {
             let mut changed = if after.is_null() {
-                json!({"removed": true, "was": before})
+                json!({"removed": true, "was": before, "digest": ABSENT})
             } else {
                 after
             };
@@ -479,44 +531,181 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
             // and the record says why it was not known.
             if let Some(why) = refused {
                 changed["stamp_refused"] = Value::String(why.into());
+            } else if missing && unkept {
+                changed["stamp_refused"] = Value::String("missing".into());
+            }
+            if lose {
+                changed[LOST] = Value::Bool(true);
             }
             // Noticed, not made: the witness never refuses the call (RUNTIME §6).
             rt.state()
                 .record_noticed(&Authority::new(act, Actor::owner(), changed))
                 .map_err(store_error)?;
         }
-        last.insert(act.to_owned(), now);
+        let keep = if lose {
+            let mut v = before.clone();
+            v[LOST] = Value::Bool(true);
+            v
+        } else {
+            now
+        };
+        last.insert(act.to_owned(), keep);
         // Kept after each record, so a failure later records nothing twice.
-        write_kept(rt, &path, last.clone())?;
+        write_kept(rt, path, last.clone())?;
     }
     Ok(())
+}
+
+/// The act that records a changed runtime policy.
+const POLICY_CHANGED: &str = "policy changed";
+
+/// The digest a record gives a watched file that is gone.
+const ABSENT: &str = "absent";
+
+/// The field of a kept entry (and of its record) that says the runtime policy went with
+/// the stamp that kept it ([`policy_lost`]).
+const LOST: &str = "lost";
+
+/// What the trail last recorded of each watched file, by act: `{"file", "digest"}`, or
+/// `null` when its last record says it was removed or there is none. Reads the whole
+/// trail: only for a watched file that is gone while [`FILES_RECORD`] is missing or
+/// refused.
+fn trail_last(rt: &Runtime) -> Vec<(&'static str, Value)> {
+    use std::io::BufRead;
+    let mut out: Vec<(&'static str, Value)> =
+        WATCHED.iter().map(|(act, _)| (*act, Value::Null)).collect();
+    let log = hcp_store::audit::AuditLog::new(rt.home());
+    let Ok(f) = std::fs::File::open(log.path()) else {
+        return out;
+    };
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, f);
+    let mut line = Vec::new();
+    while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+        if line.windows(9).any(|w| w == b" changed\"")
+            && let Ok(v) = serde_json::from_slice::<Value>(&line)
+            && let Some(slot) = out
+                .iter_mut()
+                .find(|(act, _)| v.get("act").and_then(Value::as_str) == Some(act))
+        {
+            let c = v.get("changed").unwrap_or(&Value::Null);
+            slot.1 = match (c.get("file"), c.get("digest")) {
+                (Some(file), Some(Value::String(d))) if d != ABSENT => {
+                    json!({"file": file, "digest": d})
+                }
+                _ => Value::Null,
+            };
+        }
+        line.clear();
+    }
+    out
+}
+
+/// Whether the runtime policy went with the stamp that kept its digest (RUNTIME §6, §7):
+/// [`note_files`] found it gone with `state/authority-files.json` (removed or forged)
+/// while the trail's last record of it says it governs the sessions' calls, recorded that
+/// once, and keeps it so (or will at the next call: the stamp is missing or refused, the
+/// policy gone, and the trail says it was there). Then every session's call is refused
+/// with this `store_damaged` (naming the file and its digest) until the policy is back;
+/// the owner's calls, which the policy does not govern, go on. One small read and one
+/// HMAC when the stamp holds; `None` otherwise.
+pub fn policy_lost(rt: &Runtime) -> Option<StoreError> {
+    let path = rt
+        .home()
+        .dir(hcp_store::home::StoreDir::State)
+        .join(FILES_RECORD);
+    let kept = read_kept(rt, &path);
+    let found;
+    let entry = if kept.missing || kept.refused.is_some() {
+        // Not noted yet (`hcp doctor` before the next call): what the next call finds.
+        if stamp_of(rt.home().root(), WATCHED[0].1).is_some() {
+            return None;
+        }
+        found = trail_last(rt)
+            .into_iter()
+            .find(|(a, _)| *a == POLICY_CHANGED)
+            .map(|(_, v)| v)
+            .filter(|v| !v.is_null())?;
+        &found
+    } else {
+        let e = kept.last.get(POLICY_CHANGED)?;
+        if e.get(LOST) != Some(&Value::Bool(true)) {
+            return None;
+        }
+        e
+    };
+    let file = entry
+        .get("file")
+        .and_then(Value::as_str)
+        .unwrap_or("policy.yaml");
+    let digest = entry.get("digest").and_then(Value::as_str).unwrap_or("");
+    Some(StoreError::Damaged {
+        path: rt.home().root().join(file),
+        reason: format!(
+            "it is gone, with the keyed record of its digest (`state/authority-files.json`), and no act removed it: the trail's last record of it (digest `{digest}`) says it governs every session's calls"
+        ),
+    })
 }
 
 /// The key of [`FILES_RECORD`] that says the store's state files carry their MACs
 /// (`hcp_store::stamp`): once it is kept, a call reads nothing more for them.
 const STATE_MACS: &str = "state_macs";
 
-/// Gives the state files of a store of an earlier version their MACs
-/// ([`hcp_store::stamp::migrate`]) and records it as a `migrate` act (actor the owner),
-/// under the store lock the caller holds; nothing when the trail says they have them (a
-/// store this version made, or one migrated before). Noticed, not made: the witness never
-/// refuses the call.
+/// The key of [`FILES_RECORD`] that says the store's install records and bindings carry
+/// their MACs (`hcp_store::stamp::records`), as [`STATE_MACS`].
+const RECORD_MACS: &str = "record_macs";
+
+/// Whether `last` (what [`FILES_RECORD`] keeps) says the state files, install records and
+/// bindings carry their MACs.
+fn kept_keyed(last: &serde_json::Map<String, Value>) -> bool {
+    last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION))
+        && last.get(RECORD_MACS) == Some(&Value::from(hcp_store::stamp::records::RECORDS_VERSION))
+}
+
+/// Gives the state files, install records and bindings of a store of an earlier version
+/// their MACs ([`hcp_store::stamp::migrate`], [`hcp_store::stamp::records::migrate`]) and
+/// records it as one `migrate` act (actor the owner) whose `changed` says which
+/// (`"state_macs": 1, "state_files": {…}` and `"record_macs": 1, "record_files":
+/// {"records", "bindings"}`), under the store lock the caller holds; nothing when the trail
+/// says they have them (a store this version made, or one migrated before). Noticed, not
+/// made: the witness never refuses the call.
 ///
 /// # Errors
 /// [`StoreError`]: a file cannot be stamped, or the record cannot be made (74).
 fn state_macs(rt: &Runtime, lock: &hcp_store::StoreLock) -> Result<(), StoreError> {
     let home = rt.home();
-    let Some(stamped) = hcp_store::stamp::migrate(home, lock)? else {
+    let files = hcp_store::stamp::migrate(home, lock)?;
+    let records = hcp_store::stamp::records::migrate(home, lock)?;
+    let mut changed = serde_json::Map::new();
+    if let Some(stamped) = &files {
+        changed.insert(
+            hcp_store::stamp::KEYED_FIELD.into(),
+            hcp_store::stamp::KEYED_VERSION.into(),
+        );
+        changed.insert("state_files".into(), json!(stamped));
+    }
+    if let Some(stamped) = &records {
+        changed.insert(
+            hcp_store::stamp::records::RECORDS_FIELD.into(),
+            hcp_store::stamp::records::RECORDS_VERSION.into(),
+        );
+        changed.insert("record_files".into(), json!(stamped));
+    }
+    if changed.is_empty() {
         return Ok(());
-    };
-    let changed = json!({
-        hcp_store::stamp::KEYED_FIELD: hcp_store::stamp::KEYED_VERSION,
-        "state_files": stamped,
-    });
+    }
     rt.state()
-        .record_noticed(&Authority::new("migrate", Actor::owner(), changed))
+        .record_noticed(&Authority::new(
+            "migrate",
+            Actor::owner(),
+            Value::Object(changed),
+        ))
         .map_err(store_error)?;
-    hcp_store::stamp::mark_keyed(home);
+    if files.is_some() {
+        hcp_store::stamp::mark_keyed(home);
+    }
+    if records.is_some() {
+        hcp_store::stamp::records::mark_keyed(home);
+    }
     Ok(())
 }
 

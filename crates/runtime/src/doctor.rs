@@ -301,6 +301,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     }
     let audit = audit_health(rt, &mut problems);
     let mut damaged = hcp_store::damage::scan(home);
+    damaged.extend(lost_policy(rt));
     damaged.extend(hcp_store::damage::homes(&crate::home::homes_of(
         home.root(),
         &config,
@@ -395,6 +396,21 @@ fn limits(config: &RuntimeConfig) -> Vec<Limit> {
         .collect()
 }
 
+/// The runtime policy gone with the stamp of its digest, as a damaged record
+/// ([`crate::authority::policy_lost`]).
+fn lost_policy(rt: &Runtime) -> Option<hcp_store::damage::Damaged> {
+    let hcp_store::StoreError::Damaged { path, reason } = crate::authority::policy_lost(rt)? else {
+        return None;
+    };
+    Some(hcp_store::damage::Damaged {
+        kind: "runtime policy",
+        repair: format!("cp COPY {}", path.display()),
+        refuses: "every session's call, the owner's go on (COPY: the policy of that digest; to run without one, put it back, then remove it: the next call records its removal)".into(),
+        path,
+        reason,
+    })
+}
+
 /// Each installed pack's pinned bins, checked; a damaged record or a bin that changed is
 /// a problem.
 fn pack_bins(
@@ -404,11 +420,8 @@ fn pack_bins(
 ) -> Vec<PackBins> {
     let mut packs = Vec::new();
     for l in listing {
+        // A damaged record is a problem of the damaged records' list (`damage::scan`).
         if let Some(d) = &l.damaged {
-            problems.push(format!(
-                "pack `{}` has a damaged record: {d}; it refuses every call of `{}` alone; repair: `hcp install --force DIR` from its source, or `hcp uninstall {}`",
-                l.id, l.id, l.id
-            ));
             packs.push(PackBins {
                 id: l.id.clone(),
                 damaged: Some(d.clone()),

@@ -113,6 +113,29 @@ pub fn pack_refusal(e: &PackError) -> Refusal {
         PackError::Openapi(_) => {
             r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
         }
+        PackError::Store(hcp_store::StoreError::Damaged { path, .. }) => {
+            match damaged_pack_id(path) {
+                Some(id) => r.hint(format!(
+                    "it refuses pack `{id}` alone: `hcp install --force DIR` from the pack's source writes it again, or `hcp uninstall {id}`; `hcp doctor` lists it"
+                )),
+                None => r,
+            }
+        }
         _ => r,
     }
+}
+
+/// The pack a damaged file of an installed pack belongs to (`…/packs/<id>/<file>`, RUNTIME
+/// §4 "Fault isolation"), when `path` is one.
+fn damaged_pack_id(path: &std::path::Path) -> Option<String> {
+    let parts: Vec<_> = path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let at = parts
+        .iter()
+        .rposition(|c| c == "packs")
+        .filter(|&i| i + 2 < parts.len())?;
+    let id = parts.get(at + 1)?;
+    hcp_model::PackId::parse(id).ok().map(|_| id.clone())
 }

@@ -132,6 +132,18 @@ impl Snapshot {
             .as_ref()
             .is_ok_and(|p| !p.is_owner())
             .then(|| policy::lock::read(home));
+        // A runtime policy gone with the stamp that kept its digest refuses the sessions'
+        // calls, never the owner's (`authority::policy_lost`).
+        let policy = match policy::load(home) {
+            Ok(None) if principal.as_ref().is_ok_and(|p| !p.is_owner()) => {
+                crate::authority::policy_lost(rt).map_or(Ok(None), |e| {
+                    Err(policy::PolicyRefusal::new(e.code(), e.to_string()).with_hint(
+                        "the owner puts the runtime policy back (`hcp doctor` names it); to run without one, put it back, then remove it",
+                    ))
+                })
+            }
+            r => r,
+        };
         Self {
             now,
             operation,
@@ -139,7 +151,7 @@ impl Snapshot {
             target,
             active,
             grants,
-            policy: policy::load(home),
+            policy,
             lock,
             config: rt
                 .take_config()

@@ -42,7 +42,7 @@ fn load(home: &Home, id: &str) -> Result<Option<InstalledPack>, Refusal> {
     match pack::load(home, id) {
         Ok(p) => Ok(Some(p)),
         Err(PackError::NotInstalled { .. }) => Ok(None),
-        Err(e) => Err(Refusal::new(e.code(), e.to_string())),
+        Err(e) => Err(crate::refusal::pack_refusal(&e)),
     }
 }
 

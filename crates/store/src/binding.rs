@@ -9,6 +9,10 @@
 //! `HCP_BINDING_<K>` (the adapter builds the names); an optional top-level `expires_at`
 //! (RFC 3339) ends it. A credential is never written to the audit, logs, errors or results:
 //! this module's errors name files and principals, never values.
+//!
+//! Each file carries the keyed MAC of its content and path ([`crate::stamp::records`]), so
+//! a binding copied to another principal's name (and its `principal` edited) is damage
+//! for that principal alone, never the owner's credential handed over.
 
 use crate::atomic::sync_dir;
 use crate::error::{StoreError, StoreResult};
@@ -123,11 +127,12 @@ fn path_of(home: &Home, principal: &str, family: &str) -> StoreResult<PathBuf> {
 }
 
 /// Stores `secret` as the credential of `principal` for `family`, replacing any other, with
-/// mode 0600 from creation (never wider, not even for an instant). The caller holds the
-/// store lock.
+/// mode 0600 from creation (never wider, not even for an instant) and its keyed MAC. The
+/// caller holds the store lock.
 ///
 /// # Errors
-/// [`StoreError`] when the path cannot be built or written.
+/// [`StoreError`] when the path cannot be built or written, or the chain key cannot be
+/// read (nothing is written without its MAC).
 pub fn save(
     home: &Home,
     principal: &str,
@@ -153,10 +158,7 @@ pub fn save(
         .mode(0o700)
         .create(&dir)
         .map_err(|e| StoreError::io("create", &dir, e))?;
-    let bytes = serde_json::to_vec(&cred).map_err(|e| StoreError::Damaged {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    let bytes = crate::stamp::records::seal_binding(home, &path, &cred)?;
     let tmp = dir.join(format!(".{family}.{}.tmp", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -176,7 +178,9 @@ pub fn save(
 ///
 /// # Errors
 /// [`MintError::Missing`], [`MintError::Expired`] (at `now`), [`MintError::Insecure`] when
-/// the file's mode is wider than 0600, [`MintError::Store`] for I/O or a damaged file.
+/// the file's mode is wider than 0600, [`MintError::Store`] for I/O or a damaged file (one
+/// that does not parse, or whose MAC is missing or does not hold: `store_damaged`, for this
+/// principal's binding alone).
 pub fn load(
     home: &Home,
     principal: &str,
@@ -204,11 +208,13 @@ pub fn load(
     if mode & 0o077 != 0 || !meta.is_file() || meta.uid() != unsafe_geteuid() {
         return Err(MintError::Insecure { path, mode });
     }
-    let cred: Credential =
-        serde_json::from_reader(std::io::BufReader::new(f)).map_err(|_| StoreError::Damaged {
-            path: path.clone(),
-            reason: "not a credential record".into(),
-        })?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(f, MAX_CREDENTIAL_BYTES as u64 * 2),
+        &mut bytes,
+    )
+    .map_err(|e| StoreError::io("read", &path, e))?;
+    let cred: Credential = crate::stamp::records::open_binding(home, &path, &bytes)?;
     if cred.principal != principal || cred.family != family {
         return Err(StoreError::Damaged {
             path,
@@ -308,10 +314,16 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn store() -> (tempfile::TempDir, Home) {
+        let d = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), crate::audit::Actor::owner(), None).unwrap();
+        let home = Home::open(d.path()).unwrap();
+        (d, home)
+    }
+
     #[test]
     fn save_load_expire_insecure() {
-        let d = tempfile::tempdir().unwrap();
-        let home = Home::open(d.path()).unwrap();
+        let (d, home) = store();
         assert_eq!(
             load(&home, "alice", "mail", now()).unwrap_err().code(),
             "binding_required"

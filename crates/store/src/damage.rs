@@ -1,8 +1,8 @@
 //! Damaged records of a file store, found without stopping at the first (RUNTIME §4
 //! "Fault isolation"): a session, a grant file (damaged, or missing beside its count in an
-//! install record), an approval, a counter ([`scan`]), a tenant home ([`homes`], which takes
-//! the homes' directory, since `config.json` may put it elsewhere). (A damaged install
-//! record is found by the pack listing, `crate::pack::list`.)
+//! install record), an approval, a counter, an install record, a binding ([`scan`]), a
+//! tenant home ([`homes`], which takes the homes' directory, since `config.json` may put it
+//! elsewhere).
 //!
 //! A damaged record refuses only the principal or pack it belongs to (`store_damaged`,
 //! naming the file); [`scan`] and [`homes`] are what `hcp doctor` lists, each with the
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Damaged {
     /// What kind of record: `session`, `grants`, `approval`, `activation`, `ledger`,
-    /// `counter`, `home`.
+    /// `counter`, `install record`, `binding`, `runtime policy`, `home`.
     pub kind: &'static str,
     /// The file.
     pub path: PathBuf,
@@ -28,7 +28,8 @@ pub struct Damaged {
 }
 
 /// Every damaged record of `home`'s file state, in the order sessions, grants, approvals,
-/// activation markers, the state ledger, counters, each by path. A directory that cannot be listed is itself
+/// activation markers, the state ledger, counters, install records, bindings, each by
+/// path. A directory that cannot be listed is itself
 /// listed as damaged. Reads only; takes no lock.
 pub fn scan(home: &Home) -> Vec<Damaged> {
     let mut out = Vec::new();
@@ -135,6 +136,71 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
                 reason,
             });
         }
+    }
+    out.extend(records(home));
+    out.extend(bindings(home));
+    out
+}
+
+/// Every install record that does not parse or whose MAC is missing or does not hold
+/// (`crate::stamp::records`), by pack id: each refuses its pack alone.
+fn records(home: &Home) -> Vec<Damaged> {
+    let Ok(ids) = crate::pack::installed_ids(home) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for id in ids {
+        let path = crate::pack::pack_dir(home, id.as_str())
+            .join(crate::pack::record::RECORD_DIR)
+            .join(crate::pack::record::RECORD_FILE);
+        let reason = match std::fs::read(&path) {
+            Ok(b) => match crate::pack::InstallRecord::open(home, id.as_str(), &path, &b) {
+                Ok(_) => continue,
+                Err(crate::StoreError::Damaged { reason, .. }) => reason,
+                Err(e) => e.to_string(),
+            },
+            Err(e) => format!("cannot be read: {e}"),
+        };
+        out.push(Damaged {
+            kind: "install record",
+            repair: "hcp install --force DIR".into(),
+            refuses: format!(
+                "every call of pack `{id}` alone (DIR: the pack's source; `hcp uninstall {id}` removes it instead)"
+            ),
+            path,
+            reason,
+        });
+    }
+    out
+}
+
+/// Every binding file that does not parse or whose MAC is missing or does not hold
+/// (`crate::stamp::records`): each refuses that principal's binding of its family alone.
+fn bindings(home: &Home) -> Vec<Damaged> {
+    let mut out = Vec::new();
+    let root = home.dir(StoreDir::State).join("bindings");
+    for (principal, family, _) in crate::binding::list(home) {
+        let path = root.join(&principal).join(format!("{family}.json"));
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let reason = match crate::stamp::records::open_binding::<crate::binding::Credential>(
+            home, &path, &bytes,
+        ) {
+            Ok(c) if c.principal == principal && c.family == family => continue,
+            Ok(_) => "the record names another principal or family".to_owned(),
+            Err(crate::StoreError::Damaged { reason, .. }) => reason,
+            Err(e) => e.to_string(),
+        };
+        out.push(Damaged {
+            kind: "binding",
+            repair: format!("rm {}", path.display()),
+            refuses: format!(
+                "the binding of principal `{principal}` for family `{family}` alone (then `hcp connect PACK` by `{principal}` stores a new one)"
+            ),
+            path,
+            reason,
+        });
     }
     out
 }

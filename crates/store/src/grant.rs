@@ -471,12 +471,18 @@ fn record_path(home: &Home, pack: &str) -> PathBuf {
         .join(crate::pack::record::RECORD_FILE)
 }
 
-/// The install record of `pack`, when it is installed and its record parses (a damaged
-/// record refuses the pack by itself, `crate::pack::load`).
+/// The install record of `pack`, when it is installed, parses and its MAC holds (a
+/// damaged record refuses the pack by itself, `crate::pack::load`).
 fn read_record(home: &Home, pack: &PackId) -> Option<crate::pack::InstallRecord> {
     let path = record_path(home, pack.as_str());
     let bytes = std::fs::read(&path).ok()?;
-    crate::pack::InstallRecord::from_bytes(&bytes, &path).ok()
+    crate::pack::InstallRecord::open(home, pack.as_str(), &path, &bytes).ok()
+}
+
+/// Writes `record` in place with its MAC.
+fn write_record(home: &Home, record: &crate::pack::InstallRecord) -> StoreResult<()> {
+    let path = record_path(home, &record.pack_id);
+    write_atomic(&path, &record.seal(home, &path)?)
 }
 
 /// Sets the count of `principal` in the install record of each installed pack `scope`
@@ -506,7 +512,7 @@ fn set_counts(
         } else {
             record.grants.insert(principal.to_string(), n);
         }
-        write_atomic(&record_path(home, pack.as_str()), &record.to_bytes())?;
+        write_record(home, &record)?;
     }
     Ok(())
 }
@@ -606,7 +612,7 @@ pub fn remove_pack(home: &Home, lock: &StoreLock, id: &PackId) -> StoreResult<us
         && !record.grants.is_empty()
     {
         record.grants.clear();
-        write_atomic(&record_path(home, id.as_str()), &record.to_bytes())?;
+        write_record(home, &record)?;
     }
     let mut removed = 0;
     for (p, mut g) in files {
@@ -1143,7 +1149,7 @@ mod tests {
             openapi: None,
             grants: BTreeMap::new(),
         };
-        write_atomic(&record_path(h, id), &r.to_bytes()).unwrap();
+        write_record(h, &r).unwrap();
     }
 
     fn counts(h: &Home, id: &str) -> BTreeMap<String, u32> {

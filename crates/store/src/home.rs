@@ -98,6 +98,9 @@ pub struct Home {
     /// The generation of the ledger this process wrote last and no act's record named yet
     /// (0: none).
     ledger_written: Arc<AtomicU64>,
+    /// Whether the trail says the install records and bindings carry MACs
+    /// ([`crate::stamp::records::keyed`]), as `keyed`.
+    records_keyed: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for Home {
@@ -125,6 +128,7 @@ impl Home {
                 ledgered: Arc::new(AtomicU8::new(0)),
                 ledger: Arc::new(Mutex::new(None)),
                 ledger_written: Arc::new(AtomicU64::new(0)),
+                records_keyed: Arc::new(AtomicU8::new(0)),
             }),
         }
     }
@@ -165,6 +169,21 @@ impl Home {
             2 => Some(true),
             _ => None,
         }
+    }
+
+    /// The cached answer of [`crate::stamp::records::keyed`]: `None` when not known yet.
+    pub(crate) fn records_keyed_known(&self) -> Option<bool> {
+        match self.records_keyed.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Keeps the answer of [`crate::stamp::records::keyed`] for this process.
+    pub(crate) fn set_records_keyed(&self, keyed: bool) {
+        self.records_keyed
+            .store(if keyed { 2 } else { 1 }, Ordering::Relaxed);
     }
 
     /// Keeps the answer of [`crate::stamp::keyed`] for this process.

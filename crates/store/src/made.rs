@@ -342,13 +342,15 @@ pub fn init_with_reserve(
     let first = Authority {
         act: "init".into(),
         actor,
-        // Its state files carry MACs from the first (`crate::stamp`), vouched for by the
-        // state ledger (`crate::ledger`), which its first act writes.
+        // Its state files, install records and bindings carry MACs from the first
+        // (`crate::stamp`); the state files are vouched for by the state ledger
+        // (`crate::ledger`), which its first act writes.
         changed: json!({
             "store": store_id,
             "format": STORE_FORMAT,
             crate::stamp::KEYED_FIELD: crate::stamp::KEYED_VERSION,
             crate::ledger::LEDGER_FIELD: crate::ledger::LEDGER_VERSION,
+            crate::stamp::records::RECORDS_FIELD: crate::stamp::records::RECORDS_VERSION,
         }),
         intent: false,
     };

@@ -28,6 +28,9 @@
 //! ([`keyed`]: what the trail says, so removing the files' `mac` together with any
 //! cache of this answer is not a way back to an unkeyed store).
 //!
+//! The install records and the bindings carry the same MAC, bound to their names
+//! ([`records`]).
+//!
 //! The MAC is the file store's: the fleet's state in PostgreSQL (`hcp-state-pg`) is
 //! guarded by the database's roles instead.
 
@@ -41,6 +44,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+
+pub mod records;
 
 /// The domain tag of a state file's MAC: no MAC made for another use of the chain key
 /// (a record's hash, an anchor slot, `authority-files.json`) holds for a state file.
@@ -101,6 +106,34 @@ pub fn seal_mac<T: Serialize>(
     path: &Path,
     value: &T,
 ) -> StoreResult<(Vec<u8>, String)> {
+    seal_named_mac(home, &relative(home, path), path, value)
+}
+
+/// [`seal`] of a file whose MAC binds it to `name` rather than to its path below `state/`:
+/// an install record, sealed in `staging/` under the name it will have in `packs/`
+/// ([`records::record_name`]). `path` names the file in errors.
+///
+/// # Errors
+/// As [`seal`].
+pub fn seal_named<T: Serialize>(
+    home: &Home,
+    name: &str,
+    path: &Path,
+    value: &T,
+) -> StoreResult<Vec<u8>> {
+    seal_named_mac(home, name, path, value).map(|(bytes, _)| bytes)
+}
+
+/// [`seal_named`], and the MAC it gave the file.
+///
+/// # Errors
+/// As [`seal`].
+fn seal_named_mac<T: Serialize>(
+    home: &Home,
+    name: &str,
+    path: &Path,
+    value: &T,
+) -> StoreResult<(Vec<u8>, String)> {
     let mut body =
         serde_json::to_value(value).map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
     let Value::Object(m) = &mut body else {
@@ -108,7 +141,7 @@ pub fn seal_mac<T: Serialize>(
     };
     m.remove(MAC_FIELD);
     let key = home.chain_key()?;
-    let mac = key.tagged_mac(STAMP_TAG, &mac_message(&relative(home, path), &body));
+    let mac = key.tagged_mac(STAMP_TAG, &mac_message(name, &body));
     if let Value::Object(m) = &mut body {
         m.insert(MAC_FIELD.into(), Value::String(mac.clone()));
     }
@@ -182,6 +215,34 @@ pub(crate) fn read<T: DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
 ) -> StoreResult<Opened> {
+    read_named::<T>(
+        home,
+        path,
+        &relative(home, path),
+        bytes,
+        || keyed(home),
+        "grant, session and approval file",
+        true,
+    )
+}
+
+/// [`read`] of a file whose MAC binds it to `name` (its path below `state/`, or below the
+/// store's root for a file outside it), which must carry a MAC when `must_be_keyed`
+/// answers yes; `kind` names what hcp writes with a MAC, for the fault's message; the
+/// state ledger ([`crate::ledger`]) vouches for it too when `ledgered` (a grant, session
+/// or approval file; not an install record or a binding, which it does not list).
+///
+/// # Errors
+/// As [`read`].
+pub(crate) fn read_named<T: DeserializeOwned>(
+    home: &Home,
+    path: &Path,
+    name: &str,
+    bytes: &[u8],
+    must_be_keyed: impl FnOnce() -> bool,
+    kind: &str,
+    ledgered: bool,
+) -> StoreResult<Opened> {
     let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(bytes) else {
         return Err(damaged(path, typed_error::<T>(bytes)));
     };
@@ -190,9 +251,11 @@ pub(crate) fn read<T: DeserializeOwned>(
     let fault = match mac {
         Some(Value::String(mac)) => {
             let key = home.chain_key()?;
-            let msg = mac_message(&relative(home, path), &value);
+            let msg = mac_message(name, &value);
             if !key.tagged_mac_holds(STAMP_TAG, &msg, &mac) {
-                Some("its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every grant, session and approval file with the MAC of its content and name)".to_owned())
+                Some(format!("its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every {kind} with the MAC of its content and name)"))
+            } else if !ledgered {
+                None
             } else {
                 match crate::ledger::vouch(home, path, &mac)? {
                     // A writer may be between the file and the ledger: look again under
@@ -210,9 +273,9 @@ pub(crate) fn read<T: DeserializeOwned>(
             }
         }
         Some(_) => Some("its `mac` is not a string of hex digits: it was edited by hand".into()),
-        None if keyed(home) => Some(
-            "it carries no `mac`: it was written or edited by hand (hcp writes every grant, session and approval file with the MAC of its content and name)".into(),
-        ),
+        None if must_be_keyed() => Some(format!(
+            "it carries no `mac`: it was written or edited by hand (hcp writes every {kind} with the MAC of its content and name)"
+        )),
         None => None,
     };
     Ok(Opened { value, fault })

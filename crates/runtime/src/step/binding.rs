@@ -115,6 +115,12 @@ fn mint_refusal(
             "others may read it: `hcp disconnect {0}` then `hcp connect {0}` writes it 0600 again",
             pack.id
         )
+    } else if e.code() == Code::StoreDamaged {
+        // Edited by hand, or copied from another principal's name: never used.
+        format!(
+            "`hcp disconnect {0}` removes it, then `hcp connect {0}` stores a new one; `hcp doctor` lists it",
+            pack.id
+        )
     } else {
         format!("run `hcp connect {}` to establish the binding", pack.id)
     };

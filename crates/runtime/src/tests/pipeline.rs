@@ -404,7 +404,9 @@ fn disconnect_refuses_a_damaged_install_record_as_exec_does() {
     let mut r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
     r["content_changed_at"] = json!("not a time");
-    std::fs::write(&record, r.to_string()).unwrap();
+    // Sealed, so the field itself is what is damaged (not the record's MAC).
+    let sealed = hcp_store::stamp::records::seal_record(w.home(), "tb", &record, &r).unwrap();
+    std::fs::write(&record, sealed).unwrap();
     let a = w.exec(&w.owner(), "tb.show", &[]);
     assert_eq!(code(&a), (Some("store_damaged"), 74));
     let before = w.records().len();

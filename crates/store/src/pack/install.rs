@@ -281,9 +281,10 @@ pub fn install(
     }
     let old = if exists {
         let p = target.join(RECORD_DIR).join(RECORD_FILE);
+        // A record whose MAC does not hold is no record: the content counts as changed.
         std::fs::read(&p)
             .ok()
-            .and_then(|b| InstallRecord::from_bytes(&b, &p).ok())
+            .and_then(|b| InstallRecord::open(home, &id, &p, &b).ok())
     } else {
         None
     };
@@ -345,7 +346,9 @@ pub fn install(
         }
     }
     let rpath = rdir.join(RECORD_FILE);
-    fsops::write_new_synced(&rpath, &record.to_bytes()).map_err(io("write", &rpath))?;
+    // Sealed for the name it has once in place (`packs/<id>/.hcp/record.json`).
+    let sealed = record.seal(home, &rpath)?;
+    fsops::write_new_synced(&rpath, &sealed).map_err(io("write", &rpath))?;
     fsops::sync_dir(&rdir).map_err(io("sync", &rdir))?;
     fsops::sync_dir(&stage).map_err(io("sync", &stage))?;
     step(InstallStep::Staged);

@@ -39,14 +39,15 @@ pub fn parse_id(id: &str) -> Result<PackId, PackError> {
 }
 
 /// Loads installed pack `id`: opens `packs/<id>` once, reads the three files and the
-/// record relative to that descriptor (no symlink followed), checks each file against the
-/// record's digest and parses them. Reads only this pack's directory, so its cost does not
+/// record relative to that descriptor (no symlink followed), checks the record's keyed MAC
+/// ([`InstallRecord::open`]), each file against the record's digest, and parses them. Reads only this pack's directory, so its cost does not
 /// grow with the number of installed packs (RUNTIME §3). Does not check activation: see
 /// [`is_active`].
 ///
 /// # Errors
 /// [`PackError::NotInstalled`] when there is no such pack; [`StoreError::Damaged`] when a
-/// file is missing, differs from its recorded digest or does not parse;
+/// file is missing, differs from its recorded digest or does not parse, or the record's
+/// MAC is missing or does not hold;
 /// [`StoreError::Io`] for other read failures.
 pub fn load(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
     let id = parse_id(id)?;
@@ -55,7 +56,7 @@ pub fn load(home: &Home, id: &str) -> Result<InstalledPack, PackError> {
     // descriptor keeps us on one copy, and a file removed under us means "read again".
     let mut last = None;
     for _ in 0..3 {
-        match load_once(&id, &dir) {
+        match load_once(home, &id, &dir) {
             Ok(p) => return Ok(p),
             Err(Retry::Again(e)) => last = Some(e),
             Err(Retry::Fail(e)) => return Err(e),
@@ -69,7 +70,7 @@ enum Retry {
     Fail(PackError),
 }
 
-fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
+fn load_once(home: &Home, id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
     let fd = fsops::open_dir(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Retry::Fail(PackError::NotInstalled { id: id.to_string() }),
         _ => Retry::Fail(StoreError::io("open", dir, e).into()),
@@ -82,7 +83,9 @@ fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
     };
     let rel_record = format!("{RECORD_DIR}/{RECORD_FILE}");
     let record_bytes = read(&rel_record, MAX_RECORD_BYTES)?;
-    let record = InstallRecord::from_bytes(&record_bytes, &dir.join(&rel_record))
+    // Its keyed MAC first: a record whose pins or digests were edited, or one copied from
+    // another pack, refuses this pack alone.
+    let record = InstallRecord::open(home, id.as_str(), &dir.join(&rel_record), &record_bytes)
         .map_err(|e| Retry::Fail(e.into()))?;
     let damaged = |name: &str, reason: String| {
         Retry::Fail(
@@ -263,18 +266,13 @@ pub struct PackListing {
 }
 
 /// Every installed pack, sorted by id. Reads one directory listing of `packs/`, one of
-/// `state/active/`, and each pack's record (which carries the manifest facts listed), so
-/// it never parses a manifest. A record that cannot be read is listed with `damaged`.
+/// `state/active/`, and each pack's record (which carries the manifest facts listed, its
+/// MAC checked), so it never parses a manifest. A record that cannot be read, or whose
+/// MAC is missing or does not hold, is listed with `damaged`.
 ///
 /// # Errors
 /// [`StoreError::Io`] when `packs/` or `state/active/` exists but cannot be read.
 pub fn list(home: &Home) -> Result<Vec<PackListing>, StoreError> {
-    /// The part of a record that listing needs; the rest is skipped unparsed.
-    #[derive(serde::Deserialize)]
-    struct Head {
-        installed_at: String,
-        summary: super::record::PackSummaryFields,
-    }
     let active: HashSet<PackId> = active_ids(home)?.into_iter().collect();
     let ids = installed_ids(home)?;
     let packs = home.dir(StoreDir::Packs);
@@ -290,7 +288,12 @@ pub fn list(home: &Home) -> Result<Vec<PackListing>, StoreError> {
             .as_ref()
             .ok_or_else(|| "`packs/` is gone".to_owned())
             .and_then(|fd| fsops::read_at(fd, &rel, MAX_RECORD_BYTES).map_err(|e| e.to_string()))
-            .and_then(|b| serde_json::from_slice::<Head>(&b).map_err(|e| e.to_string()));
+            .and_then(|b| {
+                InstallRecord::open(home, id.as_str(), &packs.join(&rel), &b).map_err(|e| match e {
+                    StoreError::Damaged { reason, .. } => reason,
+                    e => e.to_string(),
+                })
+            });
         let is_active = active.contains(&id);
         out.push(match head {
             Ok(h) => PackListing {

@@ -113,18 +113,52 @@ impl InstallRecord {
         self.bins.iter().find(|b| b.program == program)
     }
 
-    /// Parses a record's bytes; `path` names the file in the error.
+    /// Parses a record's bytes without checking its MAC (`mac` is skipped); `path` names
+    /// the file in the error. For what is not trusted with authority (a cache's key, a
+    /// sign of the store's version); a reader that acts on a record uses
+    /// [`InstallRecord::open`].
     ///
     /// # Errors
     /// [`StoreError::Damaged`] when the bytes are not a record.
     pub fn from_bytes(bytes: &[u8], path: &Path) -> StoreResult<Self> {
-        serde_json::from_slice(bytes).map_err(|e| StoreError::Damaged {
+        let damaged = |e: serde_json::Error| StoreError::Damaged {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let mut v: serde_json::Value = serde_json::from_slice(bytes).map_err(damaged)?;
+        if let Some(m) = v.as_object_mut() {
+            m.remove(crate::stamp::MAC_FIELD);
+        }
+        serde_json::from_value(v).map_err(damaged)
+    }
+
+    /// Reads the install record of pack `id` from `path` (its `bytes`), its keyed MAC
+    /// checked first (RUNTIME §3, [`crate::stamp::records`]): one HMAC.
+    ///
+    /// # Errors
+    /// [`StoreError::Damaged`] when the bytes are not a record, or its MAC is missing (in a
+    /// store whose records are keyed) or does not hold (edited, or copied from another
+    /// pack); [`StoreError::Io`] naming the chain key when it cannot be read.
+    pub fn open(home: &crate::Home, id: &str, path: &Path, bytes: &[u8]) -> StoreResult<Self> {
+        let v = crate::stamp::records::open_record(home, id, path, bytes)?;
+        serde_json::from_value(v).map_err(|e| StoreError::Damaged {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })
     }
 
-    /// The record as pretty JSON with a trailing newline.
+    /// The record as pretty JSON with a trailing newline and its keyed MAC, bound to
+    /// `packs/<pack_id>/.hcp/record.json` wherever it is written (`path`, named in errors).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] naming the chain key when it cannot be read (no record is written
+    /// without its MAC).
+    pub fn seal(&self, home: &crate::Home, path: &Path) -> StoreResult<Vec<u8>> {
+        crate::stamp::records::seal_record(home, &self.pack_id, path, self)
+    }
+
+    /// The record as pretty JSON with a trailing newline, without its MAC (a store whose
+    /// records are keyed refuses it: see [`InstallRecord::seal`]).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
         v.push(b'\n');

@@ -52,6 +52,7 @@ fn opts<'a>() -> InstallOptions<'a> {
 #[test]
 fn install_then_load_list_uninstall() {
     let t = tempfile::tempdir().unwrap();
+    crate::made::init(&t.path().join("home"), crate::audit::Actor::owner(), None).unwrap();
     let home = Home::open(t.path().join("home")).unwrap();
     let src = t.path().join("src/t");
     write_pack(&src, "t", "One.");
@@ -140,6 +141,7 @@ fn a_checked_pack_refuses_what_install_relies_on() {
 #[test]
 fn a_tampered_installed_file_reads_as_damaged() {
     let t = tempfile::tempdir().unwrap();
+    crate::made::init(&t.path().join("home"), crate::audit::Actor::owner(), None).unwrap();
     let home = Home::open(t.path().join("home")).unwrap();
     let src = t.path().join("src/t");
     write_pack(&src, "t", "One.");
@@ -161,6 +163,7 @@ fn ids_that_are_not_pack_ids_are_not_installed() {
 #[test]
 fn uninstall_removes_the_family_bindings_unless_another_pack_shares_them() {
     let t = tempfile::tempdir().unwrap();
+    crate::made::init(&t.path().join("home"), crate::audit::Actor::owner(), None).unwrap();
     let home = Home::open(t.path().join("home")).unwrap();
     let (a, b) = (t.path().join("src/a"), t.path().join("src/b"));
     write_pack(&a, "a", "A.");

@@ -32,6 +32,7 @@ fn write_pack(dir: &Path, id: &str) {
 /// A store with pack `t` installed (inactive), exporting to `<tmp>/skills`.
 fn world() -> (tempfile::TempDir, Home, std::path::PathBuf) {
     let t = tempfile::tempdir().unwrap();
+    crate::made::init(&t.path().join("home"), crate::audit::Actor::owner(), None).unwrap();
     let home = Home::open(t.path().join("home")).unwrap();
     let out = t.path().join("skills");
     std::fs::create_dir_all(&out).unwrap();
