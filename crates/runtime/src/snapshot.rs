@@ -84,12 +84,21 @@ impl Snapshot {
                 .map_err(|e| crate::refusal::pack_refusal(&e)),
         };
         // A marker the state ledger does not vouch for refuses that pack alone
-        // (`store_damaged`).
+        // (`store_damaged`). A ledger that cannot be believed at all (missing or
+        // damaged) vouches for no marker: a principal's call is refused, but the owner's
+        // is not — the owner holds the authority a marker stands for, and one damaged
+        // file never stops the owner's calls (RUNTIME §4 "Fault isolation").
         let active = match target
             .as_ref()
             .map(|(p, _)| pack::activation(home, p.id.as_str()))
         {
             Ok(Ok(a)) => a,
+            Ok(Err(_))
+                if caller.session_token.is_none()
+                    && hcp_store::ledger::unusable(home).is_some() =>
+            {
+                true
+            }
             Ok(Err(e)) => {
                 target = Err(Refusal::store(&e));
                 false

@@ -109,8 +109,8 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
             kind: "ledger",
             path: crate::ledger::path(home),
             reason,
-            refuses: "the calls of every principal and of every pack whose state file it vouched for (the owner's other commands go on)".into(),
-            repair: "hcp state reledger, once `hcp session list`, `hcp grant --list` and `hcp list` show only what should be there".into(),
+            refuses: "the calls of every principal (the owner's calls and commands go on); run the repair once `hcp session list`, `hcp grant --list` and `hcp list` show only what should be there".into(),
+            repair: "hcp state reledger".into(),
         });
     }
     if let Some(reason) = crate::ledger::stale(home) {

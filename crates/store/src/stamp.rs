@@ -253,7 +253,9 @@ pub(crate) fn read_named<T: DeserializeOwned>(
             let key = home.chain_key()?;
             let msg = mac_message(name, &value);
             if !key.tagged_mac_holds(STAMP_TAG, &msg, &mac) {
-                Some(format!("its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every {kind} with the MAC of its content and name)"))
+                Some(format!(
+                    "its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every {kind} with the MAC of its content and name)"
+                ))
             } else if !ledgered {
                 None
             } else {
