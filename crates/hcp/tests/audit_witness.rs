@@ -380,9 +380,9 @@ fn every_witness_the_trail_named_checks_the_part_it_witnessed() {
     // A checkpoint of A's part cut from A: caught though A is no longer configured.
     let whole = std::fs::read_to_string(wfile(&wdir)).unwrap();
     let lines: Vec<&str> = whole.lines().collect();
-    // Its last three: the checkpoints of the completion of the act that moved the witness,
-    // and of the last grant A witnessed, its completion's and its own.
-    let cut: String = lines[..lines.len() - 3]
+    // Its last two: the checkpoints of the last grant A witnessed, its own and its
+    // completion's (the act that moved the witness is witnessed by B, its completion too).
+    let cut: String = lines[..lines.len() - 2]
         .iter()
         .map(|l| format!("{l}\n"))
         .collect();
@@ -646,11 +646,14 @@ fn a_witness_that_is_gone_does_not_lock_out_the_act_that_replaces_it() {
     let taken = std::fs::read_to_string(wfile(&fresh)).unwrap();
     let first: Value = serde_json::from_str(taken.lines().next().unwrap()).unwrap();
     assert_eq!(first["count"], tail[1]["seq"], "{taken}");
+    // The act's completion is witnessed by the new witness too: `config.json` names it
+    // by then, and the completion reads it under the lock that orders acts.
+    let second: Value = serde_json::from_str(taken.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second["count"], tail[2]["seq"], "{taken}");
     let (c, v) = verify_json(&w);
-    // Verified against that checkpoint; the completion after it is past it.
     assert_eq!(
         (c, &v["against"]["count"], &v["against"]["past"]),
-        (0, &tail[1]["seq"], &json!(1)),
+        (0, &tail[2]["seq"], &json!(0)),
         "{v}"
     );
     ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
@@ -819,4 +822,68 @@ fn a_checkpoint_deleted_from_the_middle_of_the_witness_is_a_fault() {
         detail.contains("holds no checkpoint of the act"),
         "{detail}"
     );
+}
+
+/// `hcp ARGS` started now, not waited for.
+fn spawn(w: &World, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(common::hcp_bin())
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("HCP_HOME", &w.hcp_home)
+        .env("PATH", w.path_var())
+        .env("LANG", "C")
+        .env("NO_COLOR", "1")
+        .current_dir(&w.work)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The witness the trail's last `witness` record names (`directory DIR`).
+fn trail_witness(w: &World) -> Value {
+    let text = std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["act"] == json!("witness"))
+        .last()
+        .map(|r| r["changed"]["witness"].clone())
+        .unwrap()
+}
+
+#[test]
+fn acts_and_changes_of_the_witness_made_at_once_are_each_right() {
+    let (w, _wdir) = witnessed();
+    let a = w.root().join("witness-a");
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let principals = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+    for (round, p) in principals.iter().enumerate() {
+        let mut running = vec![
+            spawn(&w, &["config", "set", "audit.witness", a.to_str().unwrap()]),
+            spawn(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]),
+            spawn(&w, &["grant", p, "echo", "verb.exec.read"]),
+            spawn(&w, &["session", "start", "--principal", p]),
+        ];
+        // A call never waits for the witness, and is never refused by it.
+        running.push(spawn(&w, &["exec", "echo.say", "meanwhile"]));
+        for c in running {
+            let o = c.wait_with_output().unwrap();
+            assert_eq!(code(&o), 0, "round {round}: {}", w.render(&o));
+        }
+        // Every act recorded and witnessed by the witness it was made under: the trail
+        // holds against every witness it named, and `config.json` names the last one.
+        let (c, v) = verify_json(&w);
+        assert_eq!((c, &v["broken"]), (0, &Value::Null), "round {round}: {v}");
+        let config: Value =
+            serde_json::from_str(&std::fs::read_to_string(w.hcp_home.join("config.json")).unwrap())
+                .unwrap();
+        let named = format!("directory {}", config["audit"]["witness"].as_str().unwrap());
+        assert_eq!(trail_witness(&w), json!(named), "round {round}");
+    }
+    // And the next act after them all is made.
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
 }

@@ -648,6 +648,18 @@ pub trait State: Send + Sync + std::fmt::Debug {
         self.record_authority(act)
     }
 
+    /// Holds the lock that orders acts of authority and changes of the witness
+    /// ([`crate::audit::ActsLock`], RUNTIME §6) until the answer is dropped: a command that
+    /// changes the witness holds it from its record to the write of `config.json`, so no
+    /// act between sees the two disagree. Take it after the store lock. `None` (the
+    /// default): the backend orders its acts otherwise.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the lock cannot be taken.
+    fn hold_acts(&self) -> Result<Option<crate::audit::ActsLock>, AuditError> {
+        Ok(None)
+    }
+
     /// Records `act`, a change of the witness itself (`hcp config set` / `unset
     /// audit.witness`), witnessed by the new `witness` rather than the configured one, and
     /// the record naming the new witness (RUNTIME §6). The default is
@@ -719,6 +731,9 @@ pub struct FileState {
     log: AuditLog,
     key: Arc<OnceLock<DigestKey>>,
     witness: Option<Arc<dyn Witness>>,
+    /// Whether the witness is `config.json`'s, read again by each act under the lock that
+    /// orders acts ([`FileState::with_configured_witness`]).
+    follow_config: bool,
     /// A record this process appended was a multiple of 100 (a checkpoint is due).
     due: Arc<AtomicBool>,
 }
@@ -744,6 +759,7 @@ impl FileState {
             log: AuditLog::new(home),
             key: Arc::new(OnceLock::new()),
             witness: None,
+            follow_config: false,
             due: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -761,9 +777,53 @@ impl FileState {
         self
     }
 
-    /// The witness, if one is configured.
+    /// Has the witness `config.json` names take the trail's checkpoints (`audit.witness`,
+    /// RUNTIME §6): `witness`, as this process read it at its start, for what it reads;
+    /// each act of authority, each checkpoint and `hcp audit verify` read `config.json`
+    /// again ([`crate::audit::witness::of_config`]), an act under the lock that orders
+    /// acts ([`crate::audit::ActsLock`]), so an act never uses a witness that another
+    /// process's recorded act has moved from since this process started.
+    pub fn with_configured_witness(mut self, witness: Option<Arc<dyn Witness>>) -> Self {
+        self.witness = witness;
+        self.follow_config = true;
+        self
+    }
+
+    /// The witness, if one is configured (as this process read it at its start).
     pub fn witness(&self) -> Option<&Arc<dyn Witness>> {
         self.witness.as_ref()
+    }
+
+    /// The witness to use now: with [`FileState::with_configured_witness`], the one
+    /// `config.json` names now (a `config.json` that does not parse: a witness that
+    /// refuses, [`crate::audit::witness::UnknownWitness`]; one that now names a fleet's
+    /// `state`: the one this process started with); else the one given.
+    fn witness_now(&self) -> Option<Arc<dyn Witness>> {
+        if !self.follow_config {
+            return self.witness.clone();
+        }
+        match crate::config::StateConfig::load_with_witness(self.home.root()) {
+            Ok((None, w)) => crate::audit::witness::of_config(w),
+            Ok((Some(_), _)) => self.witness.clone(),
+            Err(e) => Some(Arc::new(crate::audit::witness::UnknownWitness {
+                why: e.to_string(),
+            })),
+        }
+    }
+
+    /// `witness`'s [`Witness::ready_for`] this store (its id from `store.json`), then
+    /// [`AuditLog::check_named`]: the witness must be the one the trail's last
+    /// `witness` record names, when it names one.
+    fn ready_with(&self, witness: Option<&Arc<dyn Witness>>) -> Result<(), AuditError> {
+        if let Some(w) = witness {
+            let store = crate::made::Marker::read(self.home.root())
+                .ok()
+                .flatten()
+                .map(|m| m.store_id);
+            w.ready_for(store.as_deref())?;
+        }
+        let configured = witness.map(|w| w.describe());
+        self.log.check_named(configured.as_deref())
     }
 
     fn note(&self, a: &Appended) {
@@ -780,13 +840,13 @@ impl FileState {
     /// the store's last one too.
     ///
     /// With it, what the witness holds, when it could be read (even empty).
-    fn default_against(&self) -> (Against, Option<Held>) {
+    fn default_against(&self, witness: Option<&Arc<dyn Witness>>) -> (Against, Option<Held>) {
         let last = || match crate::audit::checkpoint::last(&self.log) {
             Ok(Some(c)) => Against::Checkpoint(c, CheckpointSource::Last),
             Ok(None) => Against::Nothing,
             Err(e) => Against::Forged(CheckpointSource::Last, e.to_string()),
         };
-        let Some(w) = &self.witness else {
+        let Some(w) = witness else {
             return (last(), None);
         };
         let source = CheckpointSource::Witness(w.describe());
@@ -816,12 +876,13 @@ impl FileState {
     fn earlier_witnesses(
         &self,
         r: &crate::audit::VerifyReport,
+        witness: Option<&Arc<dyn Witness>>,
     ) -> std::collections::BTreeMap<String, Earlier> {
         let mut out = std::collections::BTreeMap::new();
         if !self.log_key_readable() {
             return out;
         }
-        let configured = self.witness.as_ref().map(|w| w.describe());
+        let configured = witness.map(|w| w.describe());
         let Ok(Some(store)) =
             crate::made::Marker::read(self.home.root()).map(|m| m.map(|m| m.store_id))
         else {
@@ -879,6 +940,7 @@ impl FileState {
         r: &mut crate::audit::VerifyReport,
         held: Option<&Held>,
         earlier: &std::collections::BTreeMap<String, Earlier>,
+        witness: Option<&Arc<dyn Witness>>,
     ) {
         let Some(last) = r.witness_named.last().cloned() else {
             return;
@@ -893,7 +955,7 @@ impl FileState {
                 detail,
             });
         };
-        let configured = self.witness.as_ref().map(|w| w.describe());
+        let configured = witness.map(|w| w.describe());
         if let Some(named) = &last.witness {
             match &configured {
                 None => {
@@ -1335,13 +1397,18 @@ impl State for FileState {
     /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness_act`]; the
     /// witness is asked first whether it can take a checkpoint at all, and whether it
     /// holds what the trail says it took ([`AuditLog::check_witnessed`]).
+    ///
+    /// All of it under the lock that orders acts ([`crate::audit::ActsLock`]), with the
+    /// witness `config.json` names now ([`FileState::with_configured_witness`]).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
-        self.authority_ready()?;
-        if let Some(w) = &self.witness {
+        let _acts = self.log.lock_acts()?;
+        let witness = self.witness_now();
+        self.ready_with(witness.as_ref())?;
+        if let Some(w) = &witness {
             self.log.check_witnessed(w.as_ref())?;
         }
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness
+        if let Some(w) = &witness
             && let Err(e) = self.log.witness_act(w.as_ref(), &a)
         {
             // Recorded, then refused: the trail says so (best effort; a trail that cannot
@@ -1363,6 +1430,9 @@ impl State for FileState {
         act: &Authority,
         witness: Option<Arc<dyn Witness>>,
     ) -> Result<Appended, AuditError> {
+        // The caller holds the lock until `config.json` names the new witness
+        // ([`State::hold_acts`]); taken here too for a caller that does not.
+        let _acts = self.log.lock_acts()?;
         if let Some(w) = &witness {
             let store = crate::made::Marker::read(self.home.root())
                 .ok()
@@ -1385,19 +1455,13 @@ impl State for FileState {
         self.log.chain_key().ok()
     }
 
-    /// The witness's [`Witness::ready_for`] this store (its id from `store.json`), then
-    /// [`AuditLog::check_named`]: the configured witness must be the one the trail's last
-    /// `witness` record names, when it names one.
+    /// [`FileState::ready_with`] the witness `config.json` names now.
     fn authority_ready(&self) -> Result<(), AuditError> {
-        if let Some(w) = &self.witness {
-            let store = crate::made::Marker::read(self.home.root())
-                .ok()
-                .flatten()
-                .map(|m| m.store_id);
-            w.ready_for(store.as_deref())?;
-        }
-        let configured = self.witness.as_ref().map(|w| w.describe());
-        self.log.check_named(configured.as_deref())
+        self.ready_with(self.witness_now().as_ref())
+    }
+
+    fn hold_acts(&self) -> Result<Option<crate::audit::ActsLock>, AuditError> {
+        self.log.lock_acts().map(Some)
     }
 
     fn trail_witness(&self) -> Result<Option<String>, AuditError> {
@@ -1405,8 +1469,9 @@ impl State for FileState {
     }
 
     fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let _acts = self.log.lock_acts()?;
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness {
+        if let Some(w) = &self.witness_now() {
             match self.log.witness(w.as_ref(), act_time(&a)) {
                 // Never refused for the witness: the checkpoint is left to the next act.
                 Ok(_) | Err(AuditError::Witness(_) | AuditError::Behind { .. }) => {}
@@ -1417,19 +1482,19 @@ impl State for FileState {
     }
 
     fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
-        let Some(w) = &self.witness else {
-            return Ok(None);
-        };
-        if !self.due.swap(false, Ordering::Relaxed) {
+        if self.witness_now().is_none() || !self.due.swap(false, Ordering::Relaxed) {
             return Ok(None);
         }
-        self.log.witness(w.as_ref(), Timestamp::now()).map(Some)
+        let _acts = self.log.lock_acts()?;
+        match self.witness_now() {
+            Some(w) => self.log.witness(w.as_ref(), Timestamp::now()).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn audit_witness(&self) -> Option<String> {
-        self.witness.as_ref().map(|w| w.describe())
+        self.witness_now().map(|w| w.describe())
     }
-
     /// [`AuditLog::probe_writable`]: the trail and its anchor open for writing (no lock;
     /// the admission checks the rest).
     fn audit_ready(&self) -> Result<(), AuditError> {
@@ -1442,12 +1507,13 @@ impl State for FileState {
         let r = match checkpoint {
             Some(c) => self.log.verify_against(c)?,
             None => {
-                let (against, held) = self.default_against();
+                let witness = self.witness_now();
+                let (against, held) = self.default_against(witness.as_ref());
                 let mut r = self.log.verify_with(&against)?;
                 // The witnesses the trail named before the configured one: the trail is
                 // walked again against their checkpoints too (only a trail that moved its
                 // witness pays for a second walk).
-                let earlier = self.earlier_witnesses(&r);
+                let earlier = self.earlier_witnesses(&r, witness.as_ref());
                 let mut sets: Vec<(Held, CheckpointSource)> = match &against {
                     Against::Held(h, src) => vec![(h.clone(), src.clone())],
                     Against::Checkpoint(c, src) => vec![(
@@ -1471,7 +1537,7 @@ impl State for FileState {
                     r = self.log.verify_with(&Against::Witnesses(sets))?;
                 }
                 if r.broken.is_none() {
-                    self.witness_faults(&mut r, held.as_ref(), &earlier);
+                    self.witness_faults(&mut r, held.as_ref(), &earlier, witness.as_ref());
                 }
                 r
             }
