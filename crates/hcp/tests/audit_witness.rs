@@ -887,3 +887,53 @@ fn acts_and_changes_of_the_witness_made_at_once_are_each_right() {
     ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
     assert_eq!(verify_json(&w).0, 0);
 }
+
+#[test]
+fn a_lowered_or_removed_witnessed_cache_does_not_let_an_act_write_over_a_gap() {
+    let cache = |w: &World| w.hcp_home.join("audit/witnessed.json");
+    for how in ["lowered", "removed"] {
+        let (w, wdir) = five_grants();
+        let file = wfile(&wdir);
+        // The witness cut to its first two lines, and `audit/witnessed.json` made to agree
+        // (its count lowered to what is left, or the file removed).
+        let whole = std::fs::read_to_string(&file).unwrap();
+        let first: String = whole.lines().take(2).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&file, &first).unwrap();
+        let left: Value = serde_json::from_str(first.lines().last().unwrap()).unwrap();
+        if how == "lowered" {
+            let mut c: Value =
+                serde_json::from_str(&std::fs::read_to_string(cache(&w)).unwrap()).unwrap();
+            c["count"] = left["count"].clone();
+            std::fs::write(cache(&w), format!("{c}\n")).unwrap();
+        } else {
+            std::fs::remove_file(cache(&w)).unwrap();
+        }
+        let before = records(&w);
+        let o = w.run(&["grant", "zed", "echo", "verb.exec.read"]);
+        assert_eq!(code(&o), 1, "{how}: {}", w.render(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            err.contains("code: checkpoint_mismatch")
+                && err.contains(&format!(
+                    "holds checkpoints of at most {} records",
+                    left["count"]
+                ))
+                && err.contains("checkpoints were removed from it"),
+            "{how}: {err}"
+        );
+        assert_eq!(records(&w), before, "{how}: a refused act writes no record");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), first, "{how}");
+        // Deleted as well: still refused, and the file is not started again.
+        std::fs::remove_file(&file).unwrap();
+        let _ = std::fs::remove_file(cache(&w));
+        let o = w.run(&["grant", "zed", "echo", "verb.exec.read"]);
+        assert_eq!(code(&o), 1, "{how}: {}", w.render(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("holds no checkpoint of this store"),
+            "{how}: {}",
+            w.render(&o)
+        );
+        assert!(!file.exists(), "{how}");
+        assert_eq!(records(&w), before, "{how}");
+    }
+}
