@@ -937,3 +937,50 @@ fn a_lowered_or_removed_witnessed_cache_does_not_let_an_act_write_over_a_gap() {
         assert_eq!(records(&w), before, "{how}");
     }
 }
+
+#[test]
+fn a_witness_named_by_an_act_killed_before_its_first_checkpoint_is_noted_so() {
+    use std::os::unix::process::ExitStatusExt;
+    let (w, _wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    // `hcp config set audit.witness A` killed once the record naming A is synced (its
+    // second act record), before A took its first checkpoint; then A's directory is
+    // removed: it never held this store's file.
+    let a = w.root().join("witness-a");
+    std::fs::create_dir(&a).unwrap();
+    let o = w
+        .hcp()
+        .env("HCP_TEST_ABORT_AT", "authority_synced:2")
+        .args(["config", "set", "audit.witness", a.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{}", w.render(&o));
+    assert_eq!(
+        trail_witness(&w),
+        json!(format!("directory {}", a.display()))
+    );
+    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 0, "A holds nothing");
+    std::fs::remove_dir(&a).unwrap();
+    // The witness moved on to B by the recorded act, and an act witnessed by B: a crash
+    // is never damage, and the note says A never held the trail's checkpoints.
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&b).unwrap();
+    ok(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]);
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    let r = &v["retired_witnesses"][0];
+    assert_eq!(
+        r["witness"],
+        json!(format!("directory {}", a.display())),
+        "{v}"
+    );
+    assert!(
+        r["why"]
+            .as_str()
+            .unwrap()
+            .contains("it never held this trail's checkpoints: the act that named it"),
+        "{v}"
+    );
+    assert_eq!(v["interrupted_acts"][0]["act"], json!("config set"), "{v}");
+}

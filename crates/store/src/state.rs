@@ -934,7 +934,10 @@ impl FileState {
     /// from a witness (its file emptied or cut; for the configured one, deleted too) are
     /// `checkpoint_mismatch`. An earlier witness whose directory or file is gone was
     /// retired by the act that named the next: a note
-    /// ([`crate::audit::VerifyReport::retired_witnesses`]), not a fault.
+    /// ([`crate::audit::VerifyReport::retired_witnesses`]), not a fault — when it held the
+    /// trail's checkpoints first (an act of its part was made while it was the witness), or
+    /// was named by an act hcp was killed in before its first checkpoint (a crash: noted
+    /// so); one that never held them otherwise was not retired (`witness_unavailable`).
     fn witness_faults(
         &self,
         r: &mut crate::audit::VerifyReport,
@@ -1010,11 +1013,46 @@ impl FileState {
                 match earlier.get(named) {
                     Some(Earlier::Held(h)) => h,
                     Some(Earlier::Gone(why)) => {
+                        // Retired only after it held the trail's checkpoints: an act of
+                        // its part (the one that named it included, the one that named
+                        // the next left out, witnessed by that one) was made while it was
+                        // the witness, so it took that act's checkpoint.
+                        let from = run[0].seq;
+                        let end = until.unwrap_or(u64::MAX);
+                        let held_once = r
+                            .witnessed_acts
+                            .iter()
+                            .any(|&a| a + 1 >= from && a < end && Some(a + 1) != until);
+                        // Named by an act that hcp was killed in before its checkpoint
+                        // (an intent without completion): a crash, noted, not a fault.
+                        let interrupted = r.interrupted_acts.iter().any(|i| i.seq + 1 == from);
+                        if !held_once && !interrupted {
+                            let part = match until {
+                                Some(u) => format!("from record {from} to record {u}"),
+                                None => format!("from record {from}"),
+                            };
+                            return fail(
+                                r,
+                                crate::audit::Fault::WitnessUnavailable,
+                                0,
+                                format!(
+                                    "the witness ({named}), which the trail names {part}, holds no checkpoint of this store ({why}), and no act of that part of the trail was made while it was the witness: it never held this trail's checkpoints, so it was not retired (a witness is retired only by the recorded act that names the next one, after it held them)"
+                                ),
+                            );
+                        }
+                        let why = if held_once {
+                            why.clone()
+                        } else {
+                            format!(
+                                "{why}; it never held this trail's checkpoints: the act that named it, record {}, was interrupted before its first",
+                                from - 1
+                            )
+                        };
                         r.retired_witnesses.push(crate::audit::RetiredWitness {
                             witness: named.clone(),
                             from: run[0].seq,
                             until: until.unwrap_or(0),
-                            why: why.clone(),
+                            why,
                         });
                         continue;
                     }
@@ -1702,5 +1740,37 @@ mod tests {
             ..adm
         };
         assert_eq!(state.admit(&again).unwrap_err().code(), Code::RateLimit);
+    }
+
+    #[test]
+    fn a_witness_the_trail_names_that_never_held_its_checkpoints_is_not_retired() {
+        use crate::audit::witness::DirWitness;
+        use crate::audit::{Actor, Authority, Fault, WITNESS_ACT};
+        let d = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), Actor::owner(), None).unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let next = DirWitness::new(b.path());
+        let state = FileState::new(&home).with_witness(Arc::new(next.clone()));
+        let log = state.audit_log();
+        // A record naming a witness whose directory never existed, after no act that named
+        // it (no hcp writes one so: whoever holds the keys could), then the move to B.
+        let noticed = Authority::new("config changed", Actor::owner(), serde_json::json!({}));
+        log.append_authority(&noticed).unwrap();
+        let never = serde_json::json!({"witness": "directory /nonexistent/witness"});
+        log.append_authority(&Authority::new(WITNESS_ACT, Actor::owner(), never))
+            .unwrap();
+        log.witness_named(Some(&next), t(1)).unwrap();
+        let r = state.audit_verify(None).unwrap();
+        let report = &r.chains[0].report;
+        let broken = report.broken.clone().unwrap();
+        assert_eq!(broken.fault, Fault::WitnessUnavailable, "{}", broken.detail);
+        assert!(
+            broken.detail.contains("directory /nonexistent/witness")
+                && broken.detail.contains("so it was not retired"),
+            "{}",
+            broken.detail
+        );
+        assert!(report.retired_witnesses.is_empty());
     }
 }
