@@ -984,3 +984,122 @@ fn a_witness_named_by_an_act_killed_before_its_first_checkpoint_is_noted_so() {
     );
     assert_eq!(v["interrupted_acts"][0]["act"], json!("config set"), "{v}");
 }
+
+#[test]
+fn verify_witness_dir_catches_a_key_holders_trail_that_names_no_witness() {
+    common::example_bins();
+    let w = World::new();
+    w.init();
+    exec_common::install(&w, &common::gold_pack("echo"));
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    // A copy of the store from before it had a witness: its trail, keys and all.
+    let backup = w.root().join("backup");
+    copy_dir(&w.hcp_home, &backup);
+    let wdir = w.root().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", wdir.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+
+    // Checked against the witness's directory directly, by an absolute or relative path.
+    let o = ok(
+        &w,
+        &["audit", "verify", "--witness", wdir.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains(&format!(
+            "the trail extends the witness (directory {})",
+            wdir.display()
+        )) && text.contains(&format!("witness checked: directory {}", wdir.display())),
+        "{text}"
+    );
+    let rel = w
+        .hcp()
+        .current_dir(w.root())
+        .args(["audit", "verify", "--json", "--witness", "witness"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&rel.stdout).unwrap();
+    assert_eq!(
+        (code(&rel), &v["witnesses_checked"]),
+        (0, &json!([format!("directory {}", wdir.display())])),
+        "{v}"
+    );
+    assert!(v.get("witness_note").is_none(), "{v}");
+
+    // Whoever holds the keys puts back the older store (a trail that verifies under its
+    // keys and names no witness), with `config.json` naming none: verify alone cannot
+    // tell, and says so; pointed at the witness it catches it.
+    std::fs::remove_dir_all(&w.hcp_home).unwrap();
+    copy_dir(&backup, &w.hcp_home);
+    let o = ok(&w, &["audit", "verify"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.starts_with("audit trail intact")
+            && text.contains("no witness checked: a rewrite by whoever holds the store's keys is caught only against a witness")
+            && text.contains("hcp audit verify --witness DIR"),
+        "{text}"
+    );
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["witnesses_checked"]), (0, &json!([])), "{v}");
+    assert!(
+        v["witness_note"]
+            .as_str()
+            .unwrap()
+            .starts_with("no witness checked"),
+        "{v}"
+    );
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--json",
+        "--witness",
+        wdir.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (code(&o), &v["broken"]["fault"]),
+        (1, &json!("rollback")),
+        "{v}"
+    );
+
+    // A directory that is not a witness of this store, or none at all.
+    let other = w.root().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(
+        other.join("0123456789abcdef0123456789abcdef.checkpoints"),
+        "",
+    )
+    .unwrap();
+    let o = w.run(&["audit", "verify", "--witness", other.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("code: checkpoint_mismatch")
+            && err.contains("holds no checkpoint of this store")
+            && err.contains("`0123456789abcdef0123456789abcdef`"),
+        "{err}"
+    );
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--witness",
+        w.root().join("none").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("code: witness_unavailable"));
+    // Not with `--checkpoint` as well (a usage error).
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--witness",
+        wdir.to_str().unwrap(),
+        "--checkpoint",
+        "x",
+    ]);
+    assert_eq!(code(&o), 2, "{}", w.render(&o));
+}

@@ -921,7 +921,9 @@ impl AuditLog {
     /// # Errors
     /// As [`AuditLog::verify`].
     pub fn verify_with(&self, against: &Against) -> Result<VerifyReport, AuditError> {
-        Ok(verify::verify(self, against)?)
+        let mut r = verify::verify(self, against)?;
+        r.witnesses_checked = against.witnesses();
+        Ok(r)
     }
 
     /// [`AuditLog::verify`], and whether the trail extends `checkpoint` (a

@@ -532,12 +532,18 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// checkpoint the backend cannot check.
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError>;
 
-    /// [`State::audit_verify`] against every checkpoint of `held` (`hcp audit verify
-    /// --checkpoint FILE` with a witness's file of them). The default checks the newest.
+    /// [`State::audit_verify`] against every checkpoint of `held`, from `source` (`hcp
+    /// audit verify --checkpoint FILE` with a witness's file of them, or `--witness DIR`
+    /// with a witness's directory). The default checks the newest.
     ///
     /// # Errors
     /// As [`State::audit_verify`].
-    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
+    fn audit_verify_held(
+        &self,
+        held: &Held,
+        source: CheckpointSource,
+    ) -> Result<AuditReport, AuditError> {
+        let _ = source;
         self.audit_verify(held.newest())
     }
 
@@ -1583,10 +1589,14 @@ impl State for FileState {
         Ok(AuditReport::single(r))
     }
 
-    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
-        Ok(AuditReport::single(self.log.verify_with(
-            &Against::Held(held.clone(), CheckpointSource::File),
-        )?))
+    fn audit_verify_held(
+        &self,
+        held: &Held,
+        source: CheckpointSource,
+    ) -> Result<AuditReport, AuditError> {
+        Ok(AuditReport::single(
+            self.log.verify_with(&Against::Held(held.clone(), source))?,
+        ))
     }
 
     fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
