@@ -845,9 +845,9 @@ fn spawn(w: &World, args: &[&str]) -> std::process::Child {
 fn trail_witness(w: &World) -> Value {
     let text = std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl")).unwrap();
     text.lines()
+        .rev()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["act"] == json!("witness"))
-        .last()
+        .find(|r| r["act"] == json!("witness"))
         .map(|r| r["changed"]["witness"].clone())
         .unwrap()
 }
