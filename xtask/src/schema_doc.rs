@@ -95,52 +95,10 @@ pub fn fields(
     Ok(out)
 }
 
-/// `s` with `$ref` followed (keeping the referring schema's own description) and
-/// `anyOf: [X, null]` / `type: [T, "null"]` unwrapped.
+/// `s` with `$ref` followed and nullable wrappers unwrapped, as `hcp config set` reads
+/// a key's schema too ([`hcp_store::config::schema::resolve`]).
 fn resolve(root: &Value, s: &Value) -> anyhow::Result<Value> {
-    let mut s = s.clone();
-    for _ in 0..8 {
-        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-            let name = r.trim_start_matches("#/$defs/");
-            let def = root["$defs"]
-                .get(name)
-                .with_context(|| format!("the schema defines no `{r}`"))?;
-            let mut merged = def.clone();
-            if let (Some(m), Some(own)) = (merged.as_object_mut(), s.as_object()) {
-                for (k, v) in own {
-                    if k != "$ref" {
-                        m.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            s = merged;
-            continue;
-        }
-        if let Some(any) = s.get("anyOf").and_then(Value::as_array) {
-            let real: Vec<&Value> = any.iter().filter(|a| a["type"] != "null").collect();
-            if real.len() == 1 && any.len() == 2 {
-                let mut inner = real[0].clone();
-                if let (Some(m), Some(own)) = (inner.as_object_mut(), s.as_object()) {
-                    for (k, v) in own {
-                        if k != "anyOf" {
-                            m.insert(k.clone(), v.clone());
-                        }
-                    }
-                }
-                s = inner;
-                continue;
-            }
-        }
-        if let Some(ts) = s.get("type").and_then(Value::as_array) {
-            let real: Vec<Value> = ts.iter().filter(|t| *t != "null").cloned().collect();
-            if real.len() == 1 {
-                s["type"] = real[0].clone();
-                continue;
-            }
-        }
-        return Ok(s);
-    }
-    bail!("a schema whose `$ref`s do not end")
+    Ok(hcp_store::config::schema::resolve(root, s)?)
 }
 
 /// The constants of a choice (`oneOf` of `const`s, or `enum`), with their documentation.

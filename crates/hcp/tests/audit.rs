@@ -703,3 +703,31 @@ fn exec_refuses_to_run_over_a_cut_trail() {
     );
     assert_eq!(fault_of(&w), (Some(1), json!("truncated")));
 }
+
+/// A torn last line is "recovered by the next append" only where an append may happen:
+/// while the trail does not match its anchor (its tail cut) every append is refused, and
+/// `verify` says the torn line stays.
+#[test]
+fn a_torn_tail_behind_a_cut_trail_is_not_promised_a_recovery() {
+    let w = World::new();
+    fill(&w, 3);
+    let mut text = lines(&w);
+    text.pop();
+    write_lines(&w, &text);
+    let mut bytes = std::fs::read(log(&w).path()).unwrap();
+    bytes.extend_from_slice(br#"{"args_digest":"sha256:0123"#);
+    std::fs::write(log(&w).path(), &bytes).unwrap();
+    let o = w.run(&["audit", "verify"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("truncated"), "{out}");
+    assert!(
+        out.contains("torn line of 27 bytes")
+            && out.contains("every append is refused")
+            && !out.contains("the next append recovers it"),
+        "{out}"
+    );
+    // And so it is.
+    let e = log(&w).append(&entry("alice", 9)).unwrap_err();
+    assert_eq!(e.code().as_str(), "audit_unavailable");
+}

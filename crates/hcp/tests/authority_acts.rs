@@ -167,9 +167,13 @@ fn an_act_killed_between_its_record_and_its_change_is_interrupted_and_not_made()
     let made = act_completions(&w).pop().unwrap();
     let intent = authority_records(&w).pop().unwrap();
     assert_eq!(made["act"], json!("act made"));
+    // It names the generation of the state ledger it left (docs/DESIGN.md, "The store").
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(w.hcp_home.join("state/ledger.json")).unwrap())
+            .unwrap();
     assert_eq!(
         made["changed"],
-        json!({"act": "grant", "seq": intent["seq"]})
+        json!({"act": "grant", "ledger": ledger["generation"], "seq": intent["seq"]})
     );
     assert_eq!(
         verify_json(&w)["interrupted_acts"]
@@ -180,7 +184,7 @@ fn an_act_killed_between_its_record_and_its_change_is_interrupted_and_not_made()
     );
     let tail = String::from_utf8(ok(&w, &["audit", "tail", "-n", "2"]).stdout).unwrap();
     assert!(
-        !tail.contains("(interrupted)") && tail.contains("  act made  act=grant seq="),
+        !tail.contains("(interrupted)") && tail.contains("  act made  act=grant ledger="),
         "{tail}"
     );
 }

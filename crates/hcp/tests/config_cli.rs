@@ -293,3 +293,227 @@ fn a_missing_store_is_no_store() {
     assert_eq!(code(&o), 66, "{}", w.render(&o));
     assert!(!w.hcp_home.exists());
 }
+
+fn run_text(w: &World, args: &[&str]) -> (i32, String) {
+    let o = w.run(args);
+    (code(&o), w.render(&o))
+}
+
+#[test]
+fn a_state_every_call_would_refuse_is_refused_and_nothing_written() {
+    let w = World::with_store();
+    let text = refused(
+        &w,
+        &["config", "set", "state.url", "notaurl"],
+        64,
+        "bad_config_key",
+    );
+    assert!(
+        text.contains("hint: `state.url` takes string")
+            && text.contains("docs/config.md, \"`state.url`\""),
+        "{text}"
+    );
+    // The URL's password is never shown back, in the refusal as anywhere.
+    let text = refused(
+        &w,
+        &[
+            "config",
+            "set",
+            "state.url",
+            "postgresql://hcp:sekrit@db.internal/hcp?sslmode=sometimes",
+        ],
+        64,
+        "bad_config_key",
+    );
+    assert!(
+        text.contains("sslmode `sometimes`") && !text.contains("sekrit"),
+        "{text}"
+    );
+    for value in [
+        "postgresql://hcp:sekrit@db.internal/hcp",
+        r#"{"url": "postgresql://hcp:sekrit@db.internal/hcp", "pool": 1}"#,
+    ] {
+        let text = refused(&w, &["config", "set", "state", value], 64, "bad_config_key");
+        assert!(!text.contains("sekrit"), "{text}");
+    }
+    refused(
+        &w,
+        &["config", "set", "state", r#"{"url": "dbname=hcp"}"#],
+        64,
+        "bad_config_key",
+    );
+    refused(
+        &w,
+        &[
+            "config",
+            "set",
+            "state",
+            r#"{"url": "host=/s", "schema": "pg_x"}"#,
+        ],
+        64,
+        "bad_config_key",
+    );
+    assert!(file(&w).is_none());
+    // A good one is taken, and shown without its password.
+    let out = ok(
+        &w,
+        &[
+            "config",
+            "set",
+            "state.url",
+            "host=/nonexistent/pg dbname=hcp user=hcp password=sekrit",
+        ],
+    );
+    assert!(
+        out.contains("password=***") && !out.contains("sekrit"),
+        "{out}"
+    );
+    assert_eq!(
+        get(&w, "state"),
+        json!({"url": "host=/nonexistent/pg dbname=hcp user=hcp password=***", "schema": "hcp"})
+    );
+    let all: Value = serde_json::from_str(&ok(&w, &["config", "get"])).unwrap();
+    assert_eq!(all["state"]["schema"], json!("hcp"), "{all}");
+    assert!(!all.to_string().contains("sekrit"), "{all}");
+    assert!(!ok(&w, &["config", "get", "state.url"]).contains("sekrit"));
+}
+
+#[test]
+fn a_state_that_cannot_be_used_never_locks_out_hcp_config() {
+    let w = World::with_store();
+    // Written by hand (or by an earlier hcp): every command that needs state refuses,
+    // naming the commands that repair it.
+    std::fs::write(config_path(&w), r#"{"state": {"url": "notaurl"}}"#).unwrap();
+    let (status, text) = run_text(&w, &["session", "list"]);
+    assert_eq!(status, 78, "{text}");
+    assert!(
+        text.contains("code: bad_config") && text.contains("`hcp config unset state`"),
+        "{text}"
+    );
+    assert_eq!(get(&w, "state.url"), json!("(unreadable)"));
+    let before = acts(&w).len();
+    let (status, text) = run_text(&w, &["config", "unset", "state.url"]);
+    assert_eq!(status, 0, "{text}");
+    assert!(text.contains("own trail"), "{text}");
+    // Recorded in the store's own trail, naming why the fleet's was not used.
+    let recs = authority_records(&w);
+    let last = recs.last().unwrap();
+    assert_eq!(
+        (
+            &last["act"],
+            &last["changed"]["key"],
+            &last["changed"]["fleet_state"]
+        ),
+        (
+            &json!("config unset"),
+            &json!("state.url"),
+            &json!("bad_config")
+        ),
+        "{last}"
+    );
+    assert!(acts(&w).len() > before);
+    ok(&w, &["session", "list"]);
+
+    // A well-formed URL whose server cannot be reached: the same.
+    ok(
+        &w,
+        &[
+            "config",
+            "set",
+            "state.url",
+            "host=/nonexistent/pg dbname=hcp",
+        ],
+    );
+    let (status, text) = run_text(&w, &["session", "list"]);
+    assert_eq!(status, 74, "{text}");
+    assert!(
+        text.contains("code: state_unavailable") && text.contains("hcp config set state.url"),
+        "{text}"
+    );
+    ok(&w, &["config", "set", "limits.cpu_seconds", "5"]);
+    ok(&w, &["config", "set", "state.schema", "fleet_2"]);
+    assert_eq!(get(&w, "state.schema"), json!("fleet_2"));
+    ok(&w, &["config", "unset", "state"]);
+    let recs = authority_records(&w);
+    let tail: Vec<(Value, Value)> = recs
+        .iter()
+        .rev()
+        .take(3)
+        .map(|r| {
+            (
+                r["changed"]["key"].clone(),
+                r["changed"]["fleet_state"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            (json!("state"), json!("state_unavailable")),
+            (json!("state.schema"), json!("state_unavailable")),
+            (json!("limits.cpu_seconds"), json!("state_unavailable")),
+        ]
+    );
+    assert_eq!(get(&w, "limits.cpu_seconds"), json!(5));
+    assert_eq!(get(&w, "state"), Value::Null);
+    ok(&w, &["session", "list"]);
+    ok(&w, &["audit", "verify"]);
+}
+
+#[test]
+fn a_bare_word_for_a_key_that_takes_an_array_is_told_that_value_is_json() {
+    let w = World::with_store();
+    let text = refused(
+        &w,
+        &["config", "set", "skills.export", "~/.agents/skills"],
+        64,
+        "bad_config_key",
+    );
+    assert!(
+        text.contains(r#"VALUE is read as JSON"#)
+            && text.contains(r#"`hcp config set skills.export '["~/.agents/skills"]'`"#),
+        "{text}"
+    );
+    let o = w.run(&["config", "set", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("read as JSON") && help.contains(r#"'["~/.agents/skills"]'"#),
+        "{help}"
+    );
+    ok(
+        &w,
+        &["config", "set", "skills.export", r#"["~/.agents/skills"]"#],
+    );
+    assert_eq!(get(&w, "skills.export"), json!(["~/.agents/skills"]));
+}
+
+/// Each key of docs/config.md given a value its key takes but the runtime cannot use
+/// (one that passes the type): then `hcp config unset KEY` repairs it, and the commands
+/// that need no call go on meanwhile.
+#[test]
+fn a_bad_value_of_any_key_is_undone_by_config_unset() {
+    let w = World::with_store();
+    for (key, value) in [
+        ("audit.witness", "/nonexistent/witness"),
+        ("limits.cgroup", "/nonexistent/cgroup"),
+        ("sandbox.homes", "/nonexistent/homes"),
+        ("sandbox.read", r#"["/nonexistent/read"]"#),
+        ("packs.echo.server", "https://nonexistent.invalid/v1"),
+        ("escalation", "approvals"),
+        ("policy_mode", "observe"),
+        ("state.url", "host=/nonexistent/pg dbname=hcp"),
+    ] {
+        let (status, text) = run_text(&w, &["config", "set", key, value]);
+        if status == 0 {
+            let (status, text) = run_text(&w, &["session", "list"]);
+            assert!(status == 0 || status == 74, "{key}: {text}");
+            let (status, text) = run_text(&w, &["config", "unset", key]);
+            assert_eq!(status, 0, "{key}: {text}");
+        } else {
+            // Refused as a value (64) or as an act its witness cannot take (74).
+            assert!(status == 64 || status == 74, "{key}: {text}");
+        }
+        assert!(file(&w).is_none_or(|f| f == b"{}\n"), "{key}");
+        ok(&w, &["session", "list"]);
+    }
+}

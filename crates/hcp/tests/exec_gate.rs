@@ -43,7 +43,13 @@ fn bad_sessions_are_refused_and_never_fall_back_to_the_owner() {
     s["expires_at"] = s["created_at"].clone();
     // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
     let home = Home::open(&w.hcp_home).unwrap();
-    std::fs::write(&path, hcp_store::stamp::seal(&home, &path, &s).unwrap()).unwrap();
+    hcp_store::stamp::write(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
+        &path,
+        &s,
+    )
+    .unwrap();
     let unknown = format!("hcp_{}", "0".repeat(64));
     let cases = [
         ("garbage", "not-a-token; rm -rf /"),

@@ -980,3 +980,179 @@ fn an_act_killed_between_its_record_and_its_change_is_interrupted_on_the_fleet_t
     let v = a.assert_sound();
     assert!(v.to_string().contains("interrupted_acts"), "{v}");
 }
+
+/// A pgbouncer of its own in `dir`, in front of the test server, whose login to the server
+/// is refused (its `[databases]` entry gives `role` a wrong password), stopped on drop.
+struct BadPooler {
+    dir: tempfile::TempDir,
+}
+
+impl BadPooler {
+    /// Starts it, or `None` (skipped) without pgbouncer.
+    fn start(server_url: &str, role: &str) -> Option<Self> {
+        let found = std::process::Command::new("pgbouncer")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            common::skip::skip("pgbouncer is not installed (`.ci/pg-start --pool` needs it too)");
+            return None;
+        }
+        let host = server_url
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("host="))
+            .unwrap()
+            .to_owned();
+        let port = server_url
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("port="))
+            .unwrap_or("5432")
+            .to_owned();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        std::fs::write(
+            dir.path().join("pgbouncer.ini"),
+            format!(
+                "[databases]\nhcp = host={host} port={port} dbname=postgres user={role} password=wrong\n\
+                 [pgbouncer]\nlisten_addr =\nunix_socket_dir = {d}\nlisten_port = 6439\n\
+                 auth_type = trust\nauth_file = {d}/userlist.txt\npool_mode = transaction\n\
+                 ignore_startup_parameters = options, extra_float_digits\n\
+                 query_wait_timeout = 2\nserver_login_retry = 1\n\
+                 logfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("userlist.txt"),
+            format!("\"{role}\" \"\"\n"),
+        )
+        .unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() == 0 };
+        let mut c = if root {
+            // pgbouncer does not run as root: as the server's user, as `.ci/pg-start` does.
+            let id = std::process::Command::new("id")
+                .args(["-u", "postgres"])
+                .output()
+                .unwrap();
+            let uid: u32 = String::from_utf8_lossy(&id.stdout).trim().parse().unwrap();
+            for f in ["", "pgbouncer.ini", "userlist.txt"] {
+                std::os::unix::fs::chown(dir.path().join(f), Some(uid), None).unwrap();
+            }
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--", "pgbouncer"]);
+            c
+        } else {
+            std::process::Command::new("pgbouncer")
+        };
+        let out = c
+            .arg("-d")
+            .arg(dir.path().join("pgbouncer.ini"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pgbouncer: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(Self { dir })
+    }
+
+    fn url(&self) -> String {
+        format!("host={} port=6439 dbname=hcp", self.dir.path().display())
+    }
+}
+
+impl Drop for BadPooler {
+    fn drop(&mut self) {
+        let pid = self.dir.path().join("pgbouncer.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !pid.exists() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        if let Some(p) = std::fs::read_to_string(&pid)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+}
+
+/// A pooler whose own login to the server is refused (pgbouncer's `server_login_retry`,
+/// or the server's refusal it relays, or its `query_wait_timeout` after it) answers
+/// `state_unavailable` with a hint that names the pooler's login to the server, not only
+/// `state.url`; `hcp config` still repairs it.
+#[test]
+fn a_pooler_that_cannot_log_in_to_the_server_says_what_to_check() {
+    let Some(u) = url() else { return };
+    let role = fleet_support::schema_name("pl");
+    psql(&u, &format!("CREATE ROLE {role} LOGIN PASSWORD 'right'"));
+    let Some(pool) = BadPooler::start(&u, &role) else {
+        psql(&u, &format!("DROP ROLE {role}"));
+        return;
+    };
+    let m = Machine::new("a", &pool.url(), "hcp");
+    std::fs::write(
+        m.w.hcp_home.join("config.json"),
+        json!({"state": {"url": format!("{} user={role}", pool.url())}}).to_string(),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = m.run(&["session", "list"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(74), "{err}");
+        assert!(
+            err.contains("code: state_unavailable")
+                && err.contains("pooler")
+                && err.contains("`[databases]` entry"),
+            "{err}"
+        );
+    }
+    m.ok(&["config", "unset", "state"]);
+    m.ok(&["session", "list"]);
+    drop(pool);
+    psql(&u, &format!("DROP ROLE {role}"));
+}
+
+/// `hcp config` works while the fleet's state cannot be used (here a schema never
+/// migrated): each act is recorded in the machine's own trail, naming why, and nothing
+/// reaches the database; once `state` points at a migrated schema, acts go to the fleet's
+/// trail again.
+#[test]
+fn hcp_config_is_recorded_in_the_machines_own_trail_while_the_fleet_state_is_unavailable() {
+    let Some(u) = url() else { return };
+    let m = Machine::new("a", &u, &fleet_support::schema_name("nomig"));
+    let out = m.run(&["session", "list"]);
+    assert_eq!(out.status.code(), Some(74), "{}", m.w.render(&out));
+    let out = m.run(&["config", "set", "limits.cpu_seconds", "5"]);
+    let text = m.w.render(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("own trail"), "{text}");
+    let local = std::fs::read_to_string(m.w.hcp_home.join("audit/audit.jsonl")).unwrap();
+    let act: Value = local
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .rfind(|r| r["act"] == "config set")
+        .unwrap();
+    assert_eq!(
+        (&act["changed"]["key"], &act["changed"]["fleet_state"]),
+        (&json!("limits.cpu_seconds"), &json!("state_unavailable")),
+        "{act}"
+    );
+    // A schema that is there: the fleet's trail records the act, as before.
+    let (schema, _) = fleet("cfg", &[&u], &[]);
+    m.ok(&["config", "set", "state.schema", &schema]);
+    let out = m.run(&["config", "set", "limits.cpu_seconds", "6"]);
+    assert_eq!(out.status.code(), Some(0), "{}", m.w.render(&out));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("own trail"));
+    // The machine's own trail gained the `state.schema` act alone; the fleet's has this one.
+    let local_after = std::fs::read_to_string(m.w.hcp_home.join("audit/audit.jsonl")).unwrap();
+    let sets = |t: &str| t.matches("\"config set\"").count();
+    assert_eq!(sets(&local_after), sets(&local) + 2, "{local_after}");
+    let tail = m.ok(&["audit", "tail", "-n", "4", "--json"]);
+    assert!(tail.contains("limits.cpu_seconds"), "{tail}");
+}

@@ -207,9 +207,11 @@ fn one_sessions_workdir_never_refuses_another_principals_call() {
     // With its MAC, as the migration of that earlier store stamped it.
     let planted: Value = serde_json::from_str(&planted).unwrap();
     let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    std::fs::write(
+    hcp_store::stamp::write(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
         &file,
-        hcp_store::stamp::seal(&home, &file, &planted).unwrap(),
+        &planted,
     )
     .unwrap();
     let mine = w.work.join("mine");
@@ -335,6 +337,49 @@ fn session_end_takes_the_listed_id() {
     let o = w.run(&["session", "end", "0123456789ab"]);
     assert_eq!(code(&o), 1, "{}", w.render(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("code: bad_session"));
+}
+
+/// `session end ID` of a session whose file is damaged says so, naming the file, and
+/// ends it: the act is recorded (with the file and the digest of what it held), then the
+/// file is removed; its token stays refused (`bad_session` now), and the other sessions
+/// are untouched.
+#[test]
+fn session_end_of_a_damaged_session_names_the_file_and_removes_it() {
+    let w = World::with_store();
+    let _victim = session(&w, "victim", &[]);
+    let damaged = session_files(&w).pop().unwrap();
+    let _other = session(&w, "agent-2", &[]);
+    std::fs::write(&damaged, "[]\n").unwrap();
+    let id = damaged.file_stem().unwrap().to_str().unwrap()[..12].to_owned();
+    let o = w.run(&["session", "end", &id]);
+    let text = w.render(&o);
+    assert_eq!(code(&o), 0, "{text}");
+    assert!(
+        text.contains("damaged") && text.contains(damaged.file_name().unwrap().to_str().unwrap()),
+        "{text}"
+    );
+    assert!(!damaged.exists());
+    let recs = exec_common::authority_records(&w);
+    let last = recs.last().unwrap();
+    assert_eq!(last["act"], "session end", "{last}");
+    assert_eq!(
+        last["changed"]["sessions"][0],
+        Value::from(id.clone()),
+        "{last}"
+    );
+    assert!(
+        last["changed"]["damaged"]["digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{last}"
+    );
+    let o = w.run(&["session", "list", "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v[0]["principal"], "agent-2", "{v}");
+    // Now there is no such session at all.
+    let o = w.run(&["session", "end", &id]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
 }
 
 /// An argument that is not UTF-8 is a usage error (64) with a code, never exit 2 and

@@ -24,9 +24,9 @@ fn run_ok(w: &World, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// A session of `principal` granted reads and writes on `echo` and reads on `transit`,
-/// with `--workdir` a directory of its own in the world's work directory (a live session's
-/// workdir is no other principal's: RUNTIME §4).
+/// A session of `principal` granted reads and writes on `echo` and reads on `transit` (when
+/// installed), with `--workdir` a directory of its own in the world's work directory (a
+/// live session's workdir is no other principal's: RUNTIME §4).
 fn agent(w: &World, principal: &str) -> String {
     let dir = w.work.join(principal);
     std::fs::create_dir_all(&dir).unwrap();
@@ -52,7 +52,10 @@ fn agent(w: &World, principal: &str) -> String {
             "verb.exec.write",
         ],
     );
-    run_ok(w, &["grant", principal, "transit", "verb.exec.read"]);
+    // A grant names an installed pack: `transit`'s when the world has it.
+    if w.hcp_home.join("packs/transit").exists() {
+        run_ok(w, &["grant", principal, "transit", "verb.exec.read"]);
+    }
     token
 }
 
@@ -157,7 +160,13 @@ fn expire(w: &World, principal: &str) {
             v["expires_at"] = json!("2000-01-01T00:00:00Z");
             // hcp would refuse a file edited by hand: written with its MAC, as hcp does.
             let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-            std::fs::write(&p, hcp_store::stamp::seal(&home, &p, &v).unwrap()).unwrap();
+            hcp_store::stamp::write(
+                &home,
+                &hcp_store::StoreLock::acquire(&home).unwrap(),
+                &p,
+                &v,
+            )
+            .unwrap();
         }
     }
 }

@@ -525,7 +525,7 @@ fn a_signal_cancels_a_request_in_flight_and_the_call_is_audited() {
 }
 
 #[test]
-fn nothing_listening_is_exit_1_and_no_server_at_all_is_bad_openapi() {
+fn nothing_listening_and_no_server_at_all_are_bad_openapi_naming_the_server_key() {
     let a = Api::new();
     a.connect("ann", None);
     // The operator points the pack at a port nobody listens on.
@@ -537,15 +537,44 @@ fn nothing_listening_is_exit_1_and_no_server_at_all_is_bad_openapi() {
         json!({"packs": {"tasks": {"server": format!("http://127.0.0.1:{port}/v1")}}}).to_string(),
     )
     .unwrap();
+    // No connection could be made, so nothing was sent: refused, naming the key.
     let (out, v) = a.exec(&["tasks.list"]);
-    assert_answered(&a.w, &out, &v, 1, None);
-    assert!(v["stderr"].as_str().unwrap().contains("connect"), "{v}");
+    assert_refused(&a.w, &out, &v, "bad_openapi", 66);
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("http://127.0.0.1:{port}/v1"))
+            && error.contains("`packs.tasks.server`")
+            && error.contains("nothing was sent"),
+        "{v}"
+    );
+    assert_eq!(
+        v["hint"],
+        json!(
+            "start the API's server, or point the pack at it: `hcp config set packs.tasks.server URL` (docs/config.md)"
+        )
+    );
+    // Admitted, then refused: the trail's outcome says so.
+    assert_eq!(last_audit(&a.w)["code"], json!("bad_openapi"));
+    // The CLI face says the same.
+    let out = a.w.hcp().args(["exec", "tasks.list"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("code: bad_openapi") && err.contains("hcp config set packs.tasks.server URL"),
+        "{}",
+        a.w.render(&out)
+    );
     // A document whose server is relative, installed from a path: no server to send to.
     let dir = probe_pack(&a.w, "");
     install_joining(&a.w, &dir);
     let (out, v) = a.sends_nothing(|| a.exec(&["apiprobe.fail"]));
     assert_refused(&a.w, &out, &v, "bad_openapi", 66);
-    assert!(v["hint"].as_str().unwrap().contains("\"server\""), "{v}");
+    assert!(
+        v["hint"]
+            .as_str()
+            .unwrap()
+            .contains("`hcp config set packs.apiprobe.server URL`"),
+        "{v}"
+    );
 }
 
 #[test]

@@ -623,6 +623,49 @@ fn a_confirmation_is_approved_by_the_owner_and_passes_once() {
     assert_audit_clean(&w);
 }
 
+/// A spent approval's `.used` marker removed by hand does not make it spendable again:
+/// the state ledger says a call spent it, so the approval is damaged — the call it was
+/// for is refused (`confirm_error`, naming the file), other calls go on, and `hcp doctor`
+/// lists it with its repair (RUNTIME §4 "Fault isolation"; docs/DESIGN.md).
+#[test]
+fn a_spent_approval_whose_marker_is_removed_is_not_spent_again() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    let id = paused(&w, &clerk, &WIRE);
+    approve(&w, &id);
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_ran_with(&w, &out, &v, &["bob", "5"]);
+    let marker = w
+        .hcp_home
+        .join("state/approvals")
+        .join(format!("{id}.used"));
+    assert!(marker.is_file(), "{}", marker.display());
+    std::fs::remove_file(&marker).unwrap();
+    // Answered as a damaged approval is today: the confirmation fails, naming the file.
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_eq!(v["code"], json!("confirm_error"), "{}", w.render(&out));
+    let e = v["error"].as_str().unwrap_or("");
+    assert!(
+        e.contains(&format!("approvals/{id}.json` is damaged")) && e.contains("was removed"),
+        "names the approval: {v}"
+    );
+    // Another call goes on: it asks for its own approval.
+    let other = paused(
+        &w,
+        &clerk,
+        &["polprobe.wire", "--to", "bob", "--amount", "6", "--confirm"],
+    );
+    assert_ne!(other, id);
+    let out = w.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("damaged ")).collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("damaged approval") && lines[0].contains(".used` was removed"),
+        "{text}"
+    );
+}
+
 #[test]
 fn an_approval_is_bound_to_its_arguments_and_principal() {
     let w = world("confirm.yaml");
@@ -686,7 +729,13 @@ fn an_approval_expires() {
     a["approved_at"] = json!("2000-01-01T00:00:00Z");
     // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
     let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    std::fs::write(&file, hcp_store::stamp::seal(&home, &file, &a).unwrap()).unwrap();
+    hcp_store::stamp::write(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
+        &file,
+        &a,
+    )
+    .unwrap();
     assert_eq!(approval(&w, &id)["state"], json!("expired"));
     let again = paused(&w, &clerk, &WIRE);
     assert_ne!(again, id);
@@ -1412,7 +1461,13 @@ fn a_pending_request_expires_after_a_day() {
     a["requested_at"] = json!("2000-01-01T00:00:00Z");
     // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
     let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    std::fs::write(&file, hcp_store::stamp::seal(&home, &file, &a).unwrap()).unwrap();
+    hcp_store::stamp::write(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
+        &file,
+        &a,
+    )
+    .unwrap();
     let out = w.run(&["approve", &id]);
     assert!(!out.status.success(), "{}", w.render(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("approval_expired"));

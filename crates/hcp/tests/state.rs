@@ -222,7 +222,13 @@ fn an_expired_session_file_is_refused() {
         serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     v["expires_at"] = "2000-01-01T00:00:00.000Z".into();
     // hcp would refuse a file edited by hand: the test writes it with its MAC, as hcp does.
-    std::fs::write(&file, hcp_store::stamp::seal(&home(&w), &file, &v).unwrap()).unwrap();
+    hcp_store::stamp::write(
+        &home(&w),
+        &hcp_store::StoreLock::acquire(&home(&w)).unwrap(),
+        &file,
+        &v,
+    )
+    .unwrap();
     let e = session::resolve(&home(&w), &token, Timestamp::now()).unwrap_err();
     assert_eq!(e.code(), "bad_session");
     assert_eq!(
@@ -300,7 +306,14 @@ fn session_start_refuses_bad_input() {
 
 #[test]
 fn grant_revoke_and_list() {
+    common::example_bins();
     let w = World::with_store();
+    // A grant names an installed pack (or `*`).
+    for id in ["mail", "echo"] {
+        let pack = common::gold_pack(id);
+        let o = w.run(&["install", pack.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
+    }
     let o = w.run(&[
         "grant",
         "alice",
@@ -311,7 +324,7 @@ fn grant_revoke_and_list() {
     snapshot!("grant", w.render(&o));
     let o = w.run(&["grant", "alice", "*", "sense.enable"]);
     assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
-    let o = w.run(&["grant", "bob", "notes", "pack.connect"]);
+    let o = w.run(&["grant", "bob", "echo", "pack.connect"]);
     assert_eq!(o.status.code(), Some(0), "{}", w.render(&o));
 
     let o = w.run(&["grant", "--list"]);
@@ -361,7 +374,7 @@ fn grant_revoke_and_list() {
         rows,
         vec![
             r#""alice" "mail" "verb.exec.read""#,
-            r#""bob" "notes" "pack.connect""#
+            r#""bob" "echo" "pack.connect""#
         ]
     );
 }

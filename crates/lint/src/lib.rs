@@ -28,7 +28,9 @@ mod testing;
 
 pub use diagnostic::{Diagnostic, Level, Report};
 pub use rules::{RULES, Rule};
-pub use source::{EntryKind, PackEntry, PackSource, SpecDocument, read_pack};
+pub use source::{
+    BadPackDir, EntryKind, PackEntry, PackSource, SpecDocument, bad_pack_dir, read_pack,
+};
 
 /// Runs every rule of [`RULES`] over `source` (RUNTIME §2) and returns the findings sorted
 /// by file (the pack as a whole, then `surface.json`, `policy.json`, `HARNESS.md`, then

@@ -49,7 +49,11 @@ pub struct Promotion {
 /// Why a pack cannot be promoted.
 #[derive(Debug, thiserror::Error)]
 pub enum PromoteError {
-    /// `pack_unreadable`: the directory or one of its files cannot be read or written.
+    /// `bad_pack_dir`: the directory cannot be read as a pack directory at all, as `hcp
+    /// lint` says of it ([`crate::bad_pack_dir`]).
+    #[error("{}", .0.message)]
+    BadDir(crate::BadPackDir),
+    /// `pack_unreadable`: one of the directory's files cannot be read or written.
     #[error("cannot {action} `{}`", path.display())]
     Io {
         /// What was being done.
@@ -88,6 +92,7 @@ impl PromoteError {
     /// The stable code.
     pub fn code(&self) -> hcp_model::Code {
         match self {
+            Self::BadDir(_) => hcp_model::Code::BadPackDir,
             Self::Io { .. } => hcp_model::Code::PackUnreadable,
             Self::Parse { code, .. } => *code,
             Self::NothingToPromote | Self::NoProgram(_) => hcp_model::Code::NothingToPromote,
@@ -264,11 +269,8 @@ pub struct Promoted {
 /// nothing to promote), or [`PromoteError::Io`] when the backup or a write fails (the
 /// backup is complete before either file is replaced).
 pub fn promote(dir: &Path) -> Result<Promoted, PromoteError> {
-    let src = crate::read_pack(dir).map_err(|source| PromoteError::Io {
-        action: "read",
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let src =
+        crate::read_pack(dir).map_err(|e| PromoteError::BadDir(crate::bad_pack_dir(dir, &e)))?;
     let text = |name: &'static str| -> Result<String, PromoteError> {
         let bytes = src.file(name).ok_or_else(|| PromoteError::Io {
             action: "read",

@@ -72,6 +72,42 @@ impl PackSource {
     }
 }
 
+/// Why a directory named as a pack cannot be read as one at all (RUNTIME §2, code
+/// `bad_pack_dir`): the one message and hint that `hcp lint`, `hcp install` and `hcp pack
+/// promote` give for an error of [`read_pack`], so the three say the same of the same
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadPackDir {
+    /// Lowercase, naming the directory as given: `` `DIR` does not exist ``.
+    pub message: String,
+    /// The next step.
+    pub hint: &'static str,
+}
+
+/// The hint for a name that is not a pack directory.
+const NAME_A_PACK_DIR: &str = "name a pack directory, the one holding `surface.json`, `policy.json` and `HARNESS.md` (docs/packs.md; the repository's gold packs are in `packs/`)";
+
+/// [`BadPackDir`] for `dir`, whose [`read_pack`] failed with `e`.
+pub fn bad_pack_dir(dir: &Path, e: &std::io::Error) -> BadPackDir {
+    let shown = format!("`{}`", dir.display());
+    let (message, hint) = match e.kind() {
+        std::io::ErrorKind::NotFound => (format!("{shown} does not exist"), NAME_A_PACK_DIR),
+        std::io::ErrorKind::NotADirectory => {
+            (format!("{shown} is not a directory"), NAME_A_PACK_DIR)
+        }
+        std::io::ErrorKind::InvalidInput => (
+            format!("{shown} is a symlink; no symlink is followed"),
+            "name the directory the link points to",
+        ),
+        std::io::ErrorKind::PermissionDenied => (
+            format!("cannot read {shown}: permission denied"),
+            "name a pack directory this user may read and list",
+        ),
+        _ => (format!("cannot read {shown}: {e}"), NAME_A_PACK_DIR),
+    };
+    BadPackDir { message, hint }
+}
+
 /// Reads `dir` into a [`PackSource`]: walks it with `lstat` (never following a symlink,
 /// including `dir` itself), and reads the three pack files when they are regular files.
 ///

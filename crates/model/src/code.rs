@@ -194,7 +194,7 @@ codes! {
     KindUnsupported => "kind_unsupported", Target, EX_NOINPUT, EX_NOINPUT, "The pack's kind is not executed by this runtime.";
     PassThroughUnsupported => "pass_through_unsupported", Target, EX_NOINPUT, EX_NOINPUT, "A `pass_through` subcommand: exec never runs it.";
     NotInstalled => "not_installed", Target, EX_NOINPUT, EX_NOINPUT, "No installed pack has this id.";
-    PackUnreadable => "pack_unreadable", Target, EX_NOINPUT, EX_NOINPUT, "A pack directory cannot be read (absent, not a directory, a symlink).";
+    PackUnreadable => "pack_unreadable", Target, EX_NOINPUT, EX_NOINPUT, "A file of a pack directory cannot be read or written (`hcp pack promote`).";
     NotConnectable => "not_connectable", Target, EX_NOINPUT, EX_NOINPUT, "The pack has no `user` binding or no connect verb.";
     UnknownStimulus => "unknown_stimulus", Target, EX_NOINPUT, EX_NOINPUT, "The pack declares no such stimulus.";
     WriteStimulus => "write_stimulus", Target, EX_NOPERM, REFUSED, "A stimulus whose policy entry is not `read` (lint error; sense refuses it too).";
@@ -330,7 +330,7 @@ codes! {
     LintFailed => "lint_failed", Pack, REFUSED, REFUSED, "Lint found errors; nothing was installed.";
     AlreadyInstalled => "already_installed", Pack, REFUSED, REFUSED, "The pack is installed and `--force` was not given.";
     FamilyClaimed => "family_claimed", Pack, REFUSED, REFUSED, "The pack names a `binding.family` another installed pack uses; the owner joins it with `hcp install DIR --join-family FAMILY` (RUNTIME §8).";
-    BadPackDir => "bad_pack_dir", Pack, USAGE, USAGE, "A directory that cannot be linted at all.";
+    BadPackDir => "bad_pack_dir", Pack, USAGE, USAGE, "A directory named as a pack that is none at all (absent, not a directory, a symlink): `hcp lint`, `hcp install` and `hcp pack promote` say the same of it.";
     MissingFile => "missing_file", Pack, REFUSED, REFUSED, "A pack file is missing.";
     BadJson => "bad_json", Pack, REFUSED, REFUSED, "A pack file is not JSON of the right shape.";
     UnknownField => "unknown_field", Pack, REFUSED, REFUSED, "A field the pack format does not define.";
@@ -354,7 +354,7 @@ codes! {
     SymlinkInPack => "symlink_in_pack", Pack, REFUSED, REFUSED, "A symlink in the pack directory.";
     UnsafePath => "unsafe_path", Pack, REFUSED, REFUSED, "A path that leaves the pack directory.";
     BadBinding => "bad_binding", Pack, REFUSED, REFUSED, "`mothership` outside the control plane, or the reverse.";
-    BadOpenapi => "bad_openapi", Pack, EX_NOINPUT, REFUSED, "An OpenAPI document install cannot use; in a call, a `kind: openapi` verb with no server to send to.";
+    BadOpenapi => "bad_openapi", Pack, EX_NOINPUT, REFUSED, "An OpenAPI document install cannot use; in a call, a `kind: openapi` verb with no server to send to, or whose server no connection could be made to (nothing was sent).";
     UnknownOperation => "unknown_operation", Pack, REFUSED, REFUSED, "An `operation` that is no `operationId` of the document.";
     NothingToPromote => "nothing_to_promote", Pack, REFUSED, REFUSED, "`hcp pack promote` of a pack without `pass_through`, or whose program cannot be told.";
     SkillCollision => "skill_collision", Pack, REFUSED, REFUSED, "A skill of the same name that hcp did not write.";

@@ -118,6 +118,16 @@ pub enum HttpOutcome {
         /// Wall time until then.
         duration: Duration,
     },
+    /// No connection to the server could be made, so nothing was sent: its host name does
+    /// not resolve, or nothing accepts a connection at its address (refused, no route to
+    /// its network). A failure once connected, where the request may have reached the
+    /// server, is an [`HttpOutcome::Answered`] with its [`HttpAnswer::error`].
+    Unreached {
+        /// Why, lowercase (`cannot connect to the server: connection refused`).
+        reason: String,
+        /// Wall time until then.
+        duration: Duration,
+    },
 }
 
 /// The `User-Agent` of every request.
@@ -180,6 +190,12 @@ pub fn send(plan: &RequestPlan, limits: &Limits, cancel: Option<BorrowedFd<'_>>)
     }
     if answer.timed_out || answer.duration >= limits.timeout {
         return HttpOutcome::TimedOut {
+            duration: answer.duration,
+        };
+    }
+    if answer.unreached {
+        return HttpOutcome::Unreached {
+            reason: answer.error.clone().unwrap_or_default(),
             duration: answer.duration,
         };
     }
@@ -358,6 +374,8 @@ mod watch {
 struct Got {
     answer: HttpAnswer,
     timed_out: bool,
+    /// No connection was made: nothing was sent ([`HttpOutcome::Unreached`]).
+    unreached: bool,
 }
 
 impl std::ops::Deref for Got {
@@ -381,6 +399,7 @@ impl Got {
 
 fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> Got {
     let mut timed_out = false;
+    let mut unreached = false;
     let mut answer = HttpAnswer {
         http_status: None,
         body: Vec::new(),
@@ -405,12 +424,21 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> Got {
     let mut response = match sent {
         Err(e) => {
             answer.error = Some(format!("cannot build the request: {e}"));
-            return Got { answer, timed_out };
+            return Got {
+                answer,
+                timed_out,
+                unreached,
+            };
         }
         Ok(Err(e)) => {
             timed_out = is_timeout(&e);
+            unreached = is_unreached(&e);
             answer.error = Some(describe(&e));
-            return Got { answer, timed_out };
+            return Got {
+                answer,
+                timed_out,
+                unreached,
+            };
         }
         Ok(Ok(r)) => r,
     };
@@ -450,7 +478,27 @@ fn perform(agent: &ureq::Agent, plan: &RequestPlan, cap: usize) -> Got {
         answer.truncated = true;
     }
     answer.body = buf;
-    Got { answer, timed_out }
+    Got {
+        answer,
+        timed_out,
+        unreached,
+    }
+}
+
+/// Whether `e` came before any connection was made, so that nothing was sent: a host name
+/// that does not resolve, or a connection refused or without a route to its network. (A
+/// host unreachable can also end a connection already made, so it is not one.)
+fn is_unreached(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionRefused
+                | std::io::ErrorKind::NetworkUnreachable
+                | std::io::ErrorKind::AddrNotAvailable
+        ),
+        _ => false,
+    }
 }
 
 fn is_timeout(e: &ureq::Error) -> bool {
@@ -465,6 +513,9 @@ fn describe(e: &ureq::Error) -> String {
     match e {
         ureq::Error::Timeout(_) => "the server did not answer in time".into(),
         ureq::Error::ConnectionFailed => "cannot connect to the server".into(),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "cannot connect to the server: connection refused".into()
+        }
         ureq::Error::HostNotFound => "the server's host name does not resolve".into(),
         ureq::Error::Io(io) => format!("the connection failed: {}", lower(&io.to_string())),
         other => format!("the request failed: {}", lower(&other.to_string())),
@@ -510,6 +561,7 @@ pub fn fetch(url: &str, limits: &Limits) -> Result<Vec<u8>, String> {
         body: None,
     };
     match send(&plan, limits, None) {
+        HttpOutcome::Unreached { reason, .. } => Err(reason),
         HttpOutcome::Answered(a) => {
             if let Some(e) = a.error {
                 return Err(e);

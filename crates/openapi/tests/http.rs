@@ -355,7 +355,7 @@ fn a_server_that_closes_early_is_exit_1_with_what_arrived() {
 }
 
 #[test]
-fn nothing_listening_is_exit_1() {
+fn nothing_listening_is_unreached_and_nothing_is_sent() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -368,9 +368,11 @@ fn nothing_listening_is_exit_1() {
     .unwrap();
     let base = doc.server(None).unwrap().unwrap();
     let p = plan(&doc.operation("fail").unwrap(), &base, &args(&[]), None).unwrap();
-    let a = answered(send(&p, &quick(), None));
-    assert_eq!((a.http_status, a.exit_code()), (None, 1));
-    assert!(!a.stderr().is_empty());
+    let o = send(&p, &quick(), None);
+    let HttpOutcome::Unreached { reason, .. } = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(reason, "cannot connect to the server: connection refused");
 }
 
 #[test]

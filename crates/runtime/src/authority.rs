@@ -126,6 +126,8 @@ impl<'a> Act<'a> {
     pub fn record_named(&self, act: &str, changed: Value) -> Result<(), StoreError> {
         state_writable(self.rt)?;
         let intent = Authority::write_ahead(act, self.actor.clone(), changed.clone());
+        // Only the ledger the act itself writes is named by its completion.
+        let _ = hcp_store::ledger::take_written(self.rt.home());
         let a = match self.new_witness.borrow_mut().take() {
             Some(w) => self.rt.state().record_witness_change(&intent, w),
             None => self.rt.state().record_authority(&intent),
@@ -163,7 +165,15 @@ impl<'a> Act<'a> {
         };
         let asked = Authority::write_ahead(act, self.actor.clone(), changed);
         let completion = match &result {
-            Ok(_) => asked.made(seq),
+            // The ledger the act left, so a ledger put back older than it is found
+            // (`hcp_store::ledger::stale`).
+            Ok(_) => {
+                let mut made = asked.made(seq);
+                if let Some(g) = hcp_store::ledger::take_written(self.rt.home()) {
+                    made.changed[hcp_store::ledger::MADE_FIELD] = Value::from(g);
+                }
+                made
+            }
             Err(e) => asked.failed_because(seq, code(e).as_str(), &e.to_string()),
         };
         let _ = self.rt.state().record_noticed(&completion);
@@ -419,7 +429,8 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
     let last = read_kept(rt, &path).last;
-    let keyed = last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION));
+    let keyed = last.get(STATE_MACS) == Some(&Value::from(hcp_store::stamp::KEYED_VERSION))
+        && last.get(STATE_LEDGER) == Some(&Value::from(hcp_store::ledger::LEDGER_VERSION));
     let same = keyed
         && stamps(root).iter().all(|(act, stamp)| {
             let kept = last
@@ -441,6 +452,14 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         last.insert(
             STATE_MACS.into(),
             Value::from(hcp_store::stamp::KEYED_VERSION),
+        );
+        write_kept(rt, &path, last.clone())?;
+    }
+    if last.get(STATE_LEDGER) != Some(&Value::from(hcp_store::ledger::LEDGER_VERSION)) {
+        state_ledger(rt, &lock)?;
+        last.insert(
+            STATE_LEDGER.into(),
+            Value::from(hcp_store::ledger::LEDGER_VERSION),
         );
         write_kept(rt, &path, last.clone())?;
     }
@@ -498,6 +517,33 @@ fn state_macs(rt: &Runtime, lock: &hcp_store::StoreLock) -> Result<(), StoreErro
         .record_noticed(&Authority::new("migrate", Actor::owner(), changed))
         .map_err(store_error)?;
     hcp_store::stamp::mark_keyed(home);
+    Ok(())
+}
+
+/// The key of [`FILES_RECORD`] that says the store keeps its state ledger
+/// (`hcp_store::ledger`): once it is kept, a call reads nothing more for it.
+const STATE_LEDGER: &str = "state_ledger";
+
+/// Writes the state ledger of a store of an earlier version from the files it holds
+/// ([`hcp_store::ledger::migrate`]) and records it as a `migrate` act (actor the owner),
+/// under the store lock the caller holds, after [`state_macs`]; nothing when the store
+/// keeps one already. Noticed, not made: the witness never refuses the call.
+///
+/// # Errors
+/// [`StoreError`]: the ledger cannot be written, or the record cannot be made (74).
+fn state_ledger(rt: &Runtime, lock: &hcp_store::StoreLock) -> Result<(), StoreError> {
+    let home = rt.home();
+    let Some(entered) = hcp_store::ledger::migrate(home, lock)? else {
+        return Ok(());
+    };
+    let changed = json!({
+        hcp_store::ledger::LEDGER_FIELD: hcp_store::ledger::LEDGER_VERSION,
+        "ledger_entries": entered,
+    });
+    rt.state()
+        .record_noticed(&Authority::new("migrate", Actor::owner(), changed))
+        .map_err(store_error)?;
+    hcp_store::ledger::mark_in_force(home);
     Ok(())
 }
 

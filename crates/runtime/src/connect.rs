@@ -46,7 +46,10 @@ pub struct Connected {
 /// `state_unavailable` (74), the pack's (`not_installed` …), `not_connectable` (66).
 pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
     crate::backend::ready(rt).map_err(|e| Refusal::store(&e))?;
-    let pack = pack::load(rt.home(), id).map_err(|e| crate::refusal::pack_refusal(&e))?;
+    let pack = pack::load(rt.home(), id).map_err(|e| match e {
+        pack::PackError::NotInstalled { .. } => crate::target::not_installed(rt.home(), id),
+        e => crate::refusal::pack_refusal(&e),
+    })?;
     if pack.manifest.binding.mode != BindingMode::User {
         return Err(Refusal::new(
             Code::NotConnectable,
@@ -55,7 +58,11 @@ pub fn connectable(rt: &Runtime, id: &str) -> Result<InstalledPack, Refusal> {
                 pack.id,
                 mode_name(pack.manifest.binding.mode)
             ),
-        ));
+        )
+        .hint(format!(
+            "its calls need no connect: run them with `hcp exec {}.VERB` (`hcp show {}` lists its verbs)",
+            pack.id, pack.id
+        )));
     }
     if pack
         .manifest

@@ -44,6 +44,11 @@ pub struct Request {
     pub plan: RequestPlan,
     /// The result's and the record's `sandbox` field.
     pub sandbox: Value,
+    /// The pack's id.
+    pub pack_id: String,
+    /// The server the request goes to, and whether the operator set it
+    /// (`packs.ID.server`) rather than the document.
+    pub server: (String, bool),
 }
 
 impl Work {
@@ -76,7 +81,8 @@ impl Work {
     /// record's `http_status`.
     ///
     /// # Errors
-    /// The adapter's failure to start the child (`spawn_failed`, `bin_changed` …).
+    /// The adapter's failure to start the child (`spawn_failed`, `bin_changed` …);
+    /// `bad_openapi` when no connection to the server could be made (nothing was sent).
     pub fn run(
         &mut self,
         limits: Limits,
@@ -109,12 +115,40 @@ impl Work {
                 Ok(outcome)
             }
             Self::Http(r) => {
-                let (outcome, status) = send(&r.plan, limits.timeout, cancel);
+                let (outcome, status) =
+                    send(&r.plan, limits.timeout, cancel).map_err(|why| unreached(r, &why))?;
                 rec.facts.http_status = status;
                 Ok(outcome)
             }
         }
     }
+}
+
+/// `bad_openapi` (66, RUNTIME §1.3) for a request no connection could be made for: the
+/// verb has no server to send to at that address, and nothing was sent. The hint names
+/// the key that sets the server, with the real pack id.
+fn unreached(r: &Request, why: &str) -> Refusal {
+    let (server, by_operator) = &r.server;
+    let whose = if *by_operator {
+        format!("`packs.{}.server` in `config.json`", r.pack_id)
+    } else {
+        "the document's first server".to_owned()
+    };
+    Refusal::new(
+        Code::BadOpenapi,
+        format!(
+            "pack `{}` cannot reach its server `{server}` ({whose}): {why}; nothing was sent",
+            r.pack_id
+        ),
+    )
+    .hint(server_hint(&r.pack_id))
+}
+
+/// The next step for a `kind: openapi` pack without a server it can send to.
+fn server_hint(pack_id: &str) -> String {
+    format!(
+        "start the API's server, or point the pack at it: `hcp config set packs.{pack_id}.server URL` (docs/config.md)"
+    )
 }
 
 /// The argument names of `op`, in the order the CLI face fills them from positional
@@ -162,10 +196,7 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
             Code::BadOpenapi,
             format!("pack `{}` has no server to send to: {}", pack.id, e.message),
         )
-        .hint(format!(
-            "the owner sets `\"packs\": {{\"{}\": {{\"server\": URL}}}}` in `config.json`",
-            pack.id
-        ))
+        .hint(server_hint(pack.id.as_str()))
     })?;
     let credential = match spec.secret {
         None => None,
@@ -201,7 +232,12 @@ pub fn prepare(op: &Operation, spec: &ChildSpec<'_>) -> Result<Box<Request>, Ref
         "memory": none,
         "network": {"mode": "one origin", "enforced": true, "origin": plan.origin, "refused": []},
     });
-    Ok(Box::new(Request { plan, sandbox }))
+    Ok(Box::new(Request {
+        plan,
+        sandbox,
+        pack_id: pack.id.to_string(),
+        server: (server.as_str().to_owned(), operator.is_some()),
+    }))
 }
 
 /// The call's values as the JSON the request is built from.
@@ -217,11 +253,15 @@ fn json_args(values: &BTreeMap<String, ArgValue>) -> Map<String, Value> {
 /// answer, 1 otherwise (a `3xx` is never followed: its `Location` is named in `stderr`),
 /// 124 on the time-out, 130 when cancelled; the body as stdout, what went wrong as
 /// stderr. Also the HTTP status, when a response head arrived.
+///
+/// # Errors
+/// Why no connection to the server could be made, lowercase: nothing was sent
+/// ([`HttpOutcome::Unreached`]).
 pub fn send(
     plan: &RequestPlan,
     timeout: Duration,
     cancel: Option<BorrowedFd<'_>>,
-) -> (Outcome, Option<u16>) {
+) -> Result<(Outcome, Option<u16>), String> {
     let limits = hcp_openapi::Limits {
         timeout,
         body_cap: hcp_openapi::DEFAULT_BODY_CAP,
@@ -243,7 +283,8 @@ pub fn send(
         memory_exceeded: false,
         no_proc: false,
     };
-    match hcp_openapi::send(plan, &limits, cancel) {
+    Ok(match hcp_openapi::send(plan, &limits, cancel) {
+        HttpOutcome::Unreached { reason, .. } => return Err(reason),
         HttpOutcome::Answered(a) => {
             let mut o = blank(a.exit_code(), a.duration);
             o.stderr = a.stderr().into_bytes();
@@ -263,5 +304,5 @@ pub fn send(
             o.cancelled = true;
             (o, None)
         }
-    }
+    })
 }

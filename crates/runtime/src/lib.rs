@@ -160,6 +160,28 @@ impl Runtime {
         self.state.witness_after_call().map(|_| ())
     }
 
+    /// The runtime of `home` whose state is the files of `home`, whatever `config.json`'s
+    /// `state` names: the machine's own trail (`$HCP_HOME/audit`, which `hcp init` made),
+    /// for an act of `hcp config` when the fleet's state cannot be used, so that the
+    /// command that repairs `state` is not locked out by it (RUNTIME §6, §9). Never a
+    /// call's state: nothing but that act is read or written through it. Its witness is
+    /// `audit.witness`'s directory when it names one (`"state"` is the fleet's, which
+    /// witnesses the fleet's chains).
+    pub fn own_trail(home: Home) -> Self {
+        let seam = seam::Seam::from_env();
+        let witness = backend::file_witness(
+            hcp_store::config::WitnessConfig::load(home.root()).map_err(Box::new),
+        );
+        let state = Arc::new(file_state(&home, &seam, witness));
+        Self {
+            home,
+            state,
+            backend: Backend::File,
+            seam,
+            first_config: Arc::default(),
+        }
+    }
+
     /// The runtime of `home` with `state` as its backend.
     pub fn with_state(home: Home, state: Arc<dyn State>) -> Self {
         Self {

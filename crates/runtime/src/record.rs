@@ -190,8 +190,11 @@ impl Record {
             land: self.land.map(|l| l.to_string()),
             error: Some(r.message),
             code: Some(r.code),
-            // Every refusal names its next step: its own hint, else its code's.
-            hint: r.hint.or_else(|| Some(r.code.next_step().to_owned())),
+            // Every refusal names its next step: its own hint, else its code's, naming
+            // the call's pack.
+            hint: r
+                .hint
+                .or_else(|| Some(r.code.next_step_for(self.pack_id.as_deref()))),
             exit_code: None,
             stdout: None,
             stderr: None,

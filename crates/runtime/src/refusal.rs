@@ -86,6 +86,11 @@ impl Refusal {
 pub fn pack_refusal(e: &PackError) -> Refusal {
     let r = Refusal::new(e.code(), e.to_string());
     match e {
+        // What `hcp lint` says of the same directory (RUNTIME §2: one set of path rules).
+        PackError::Unreadable { path, source } => {
+            let b = hcp_lint::bad_pack_dir(path, source);
+            Refusal::new(e.code(), b.message).hint(b.hint)
+        }
         PackError::AlreadyInstalled { .. } => r.hint("pass `--force` to replace it"),
         PackError::NotInstalled { .. } => r.hint("`hcp list` shows the installed packs"),
         PackError::BinMissing { .. } => {

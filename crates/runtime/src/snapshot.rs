@@ -77,15 +77,25 @@ impl Snapshot {
     /// Reads everything a call of `subject` by `caller` may need, at `now`.
     pub fn load(rt: &Runtime, caller: &Caller, subject: Reads<'_>, now: Timestamp) -> Self {
         let home = rt.home();
-        let target = match subject {
+        let mut target = match subject {
             Reads::Verb { pack_id, target } => crate::target::resolve(home, pack_id, target),
             Reads::Pack { pack_id, key } => pack::load(home, pack_id)
                 .map(|p| (p, key.to_owned()))
                 .map_err(|e| crate::refusal::pack_refusal(&e)),
         };
-        let active = target
+        // A marker the state ledger does not vouch for refuses that pack alone
+        // (`store_damaged`).
+        let active = match target
             .as_ref()
-            .is_ok_and(|(p, _)| pack::is_active(home, p.id.as_str()));
+            .map(|(p, _)| pack::activation(home, p.id.as_str()))
+        {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                target = Err(Refusal::store(&e));
+                false
+            }
+            Err(_) => false,
+        };
         let operation = match (&target, subject) {
             (Ok((p, key)), Reads::Verb { .. }) if p.manifest.kind == hcp_model::Kind::Openapi => {
                 Some(

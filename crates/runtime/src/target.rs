@@ -30,10 +30,11 @@ pub fn resolve(
         return named(home, id, target);
     }
     let mut passed_through = None;
-    if let Some(found) = dotted(home, target, &mut passed_through)? {
+    let mut named_verbs = Vec::new();
+    if let Some(found) = dotted(home, target, &mut passed_through, &mut named_verbs)? {
         return Ok(found);
     }
-    bare(home, target, passed_through)
+    bare(home, target, passed_through, named_verbs)
 }
 
 /// Pack `id`, installed or not (`None`).
@@ -64,11 +65,13 @@ fn named(home: &Home, id: &str, target: &str) -> Result<(InstalledPack, String),
 }
 
 /// Each `PACK.VERB` reading of a dotted target, in order; notes the first `pass_through`
-/// subcommand one names.
+/// subcommand one names, and the verbs of each installed pack a reading names (active or
+/// not: a miss suggests among them too).
 fn dotted(
     home: &Home,
     target: &str,
     passed_through: &mut Option<Refusal>,
+    named_verbs: &mut Vec<String>,
 ) -> Result<Option<(InstalledPack, String)>, Refusal> {
     // The readings come in pairs with the same pack id (`echo.say` reads as `echo` +
     // `say`, then `echo` + `echo.say`): each pack is loaded once.
@@ -78,7 +81,11 @@ fn dotted(
             continue;
         }
         if loaded.as_ref().is_none_or(|(l, _)| *l != id) {
-            loaded = Some((id, load(home, id)?));
+            let p = load(home, id)?;
+            if let Some(p) = &p {
+                named_verbs.extend(typed_verbs(p));
+            }
+            loaded = Some((id, p));
         }
         if let Some((_, slot)) = &mut loaded {
             if slot
@@ -99,15 +106,17 @@ fn dotted(
     Ok(None)
 }
 
-/// A bare verb key: unique across active packs.
+/// A bare verb key: unique across active packs. `named_verbs`: the verbs of the installed
+/// packs a dotted target named, which a miss suggests among too.
 fn bare(
     home: &Home,
     target: &str,
     mut passed_through: Option<Refusal>,
+    named_verbs: Vec<String>,
 ) -> Result<(InstalledPack, String), Refusal> {
     let ids = pack::active_ids(home).map_err(|e| Refusal::store(&e))?;
     let mut hits = Vec::new();
-    let mut known = Vec::new();
+    let mut known = named_verbs;
     for id in ids {
         if let Some(p) = load(home, id.as_str())? {
             for k in p.manifest.verbs.keys() {
@@ -120,6 +129,8 @@ fn bare(
             }
         }
     }
+    known.sort();
+    known.dedup();
     match hits.len() {
         0 => Err(passed_through.unwrap_or_else(|| unknown(target, known))),
         1 => {
@@ -169,6 +180,43 @@ fn typed(id: &str, key: &str) -> String {
     }
 }
 
+/// `` did you mean `X`? `` (up to three, nearest first, [`suggest`]) for `miss` among
+/// `known`, when one is near: the one "did you mean" of every command that names a verb
+/// or a pack (`hcp exec`, `hcp show`, `hcp grant`).
+pub fn did_you_mean<'a>(miss: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let s = hcp_gate::target::suggest(miss, known);
+    (!s.is_empty()).then(|| {
+        format!(
+            "did you mean {}?",
+            s.iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// The verbs of `pack` as a user types them (`PACK.VERB`), sorted.
+pub fn typed_verbs(pack: &InstalledPack) -> Vec<String> {
+    pack.manifest
+        .verbs
+        .keys()
+        .map(|k| typed(pack.id.as_str(), k))
+        .collect()
+}
+
+/// `not_installed` (66) for pack `id`, its hint the nearest installed pack ids
+/// ([`did_you_mean`]) and where to look.
+pub fn not_installed(home: &Home, id: &str) -> Refusal {
+    let ids = pack::installed_ids(home).unwrap_or_default();
+    let near = did_you_mean(id, ids.iter().map(|i| i.as_str()));
+    let look = "`hcp list` shows the installed packs; `hcp install DIR` installs one";
+    Refusal::new(Code::NotInstalled, format!("pack `{id}` is not installed")).hint(match near {
+        Some(n) => format!("{n} {look}"),
+        None => look.to_owned(),
+    })
+}
+
 /// `unknown_verb` for `target`, its hint the nearest of `known` (`PACK.VERB`, the active
 /// verbs), else the verbs of the pack the target names, else where to look.
 fn unknown(target: &str, known: Vec<String>) -> Refusal {
@@ -192,13 +240,7 @@ fn unknown(target: &str, known: Vec<String>) -> Refusal {
     } else if s.is_empty() {
         "`hcp list` shows the installed packs; `hcp show PACK` their verbs".to_string()
     } else {
-        format!(
-            "did you mean {}?",
-            s.iter()
-                .map(|x| format!("`{x}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+        did_you_mean(target, known.iter().map(String::as_str)).unwrap_or_default()
     };
     Refusal::new(Code::UnknownVerb, format!("no active verb `{target}`")).hint(hint)
 }

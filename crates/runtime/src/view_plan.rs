@@ -169,14 +169,27 @@ fn verb_of(
     pack_id: &str,
     verb_key: &str,
 ) -> Result<(hcp_store::pack::InstalledPack, Land, Operation), Refusal> {
-    let pack =
-        hcp_store::pack::load(rt.home(), pack_id).map_err(|e| crate::refusal::pack_refusal(&e))?;
+    let pack = hcp_store::pack::load(rt.home(), pack_id).map_err(|e| match e {
+        hcp_store::pack::PackError::NotInstalled { .. } => {
+            crate::target::not_installed(rt.home(), pack_id)
+        }
+        e => crate::refusal::pack_refusal(&e),
+    })?;
     let entry = pack.policy.verbs.get(verb_key).ok_or_else(|| {
+        // The "did you mean" of `hcp exec`, among this pack's verbs (active or not).
+        let target = format!("{pack_id}.{verb_key}");
+        let known = crate::target::typed_verbs(&pack);
+        let lists = format!("`hcp show {pack_id}` lists its verbs");
         Refusal::new(
             Code::UnknownVerb,
             format!("pack `{pack_id}` has no verb `{verb_key}`"),
         )
-        .hint(format!("`hcp show {pack_id}` lists its verbs"))
+        .hint(
+            match crate::target::did_you_mean(&target, known.iter().map(String::as_str)) {
+                Some(d) => format!("{d} {lists}"),
+                None => lists,
+            },
+        )
     })?;
     let (land, operation) = (entry.privacy.land, entry.operation);
     if pack.manifest.kind == hcp_model::Kind::Openapi {

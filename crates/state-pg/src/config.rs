@@ -181,6 +181,17 @@ pub(crate) fn target(cfg: &StateConfig) -> PgResult<Target> {
     Ok(Target { config, tls })
 }
 
+/// Whether `cfg` is a `state` the backend can use, without connecting: the same parse a
+/// call makes of it ([`target`]: the connection string, its host, `sslmode` and
+/// `sslrootcert`, the schema name), so that `hcp config set` refuses what every later
+/// call would refuse (RUNTIME §3, §9).
+///
+/// # Errors
+/// [`PgError::Config`] naming what is wrong (the URL without its password).
+pub fn check(cfg: &StateConfig) -> PgResult<()> {
+    target(cfg).map(|_| ())
+}
+
 /// Opens a connection to `target`.
 pub(crate) fn open(target: &Target) -> PgResult<postgres::Client> {
     match &target.tls {
@@ -258,6 +269,17 @@ mod tests {
             u.config.get_connect_timeout(),
             Some(&Duration::from_secs(CONNECT_TIMEOUT_S))
         );
+    }
+
+    #[test]
+    fn check_refuses_what_a_call_refuses() {
+        assert!(check(&StateConfig::new("host=/run/pg dbname=x")).is_ok());
+        let e = check(&StateConfig::new("notaurl")).err().unwrap();
+        assert_eq!(e.code(), "bad_config");
+        let e = check(&StateConfig::new("postgresql://u:secret@h/x?sslmode=nope"))
+            .err()
+            .unwrap();
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,13 @@ pub enum Failure {
     Timeout,
     /// The server refused the role or its password.
     Credentials,
+    /// A connection pooler in front of the server (pgbouncer) cannot log in to the server
+    /// itself (`server_login_retry`, `server login failed`), or refused the role it was
+    /// given: the pooler answers, and a login fails behind it or at it.
+    PoolLogin,
+    /// A connection pooler (pgbouncer) got no server connection in time
+    /// (`query_wait_timeout`): the server is down, or the pooler cannot log in to it.
+    PoolWait,
     /// The database named in the URL does not exist.
     NoDatabase,
     /// TLS could not be set up or the server's certificate was refused.
@@ -29,12 +36,15 @@ pub enum Failure {
 
 impl Failure {
     /// A short lowercase word for the failure: `unreachable`, `timeout`, `credentials`,
-    /// `no_database`, `tls`, `server_down`, `connection_lost`, `server`, `damaged`.
+    /// `pool_login`, `pool_wait`, `no_database`, `tls`, `server_down`, `connection_lost`,
+    /// `server`, `damaged`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Unreachable => "unreachable",
             Self::Timeout => "timeout",
             Self::Credentials => "credentials",
+            Self::PoolLogin => "pool_login",
+            Self::PoolWait => "pool_wait",
             Self::NoDatabase => "no_database",
             Self::Tls => "tls",
             Self::ServerDown => "server_down",
@@ -137,13 +147,31 @@ impl PgError {
             },
             Self::Unavailable { failure, .. } => match failure {
                 Failure::Unreachable | Failure::ServerDown | Failure::ConnectionLost => {
-                    "is the server running? check `state.url` in config.json; hcp never falls \
-                     back to local state"
+                    "is the server running? check `state.url` in config.json (`hcp config get \
+                     state`; `hcp config set state.url URL` works while the state is \
+                     unavailable); hcp never falls back to local state"
                         .into()
                 }
                 Failure::Credentials => {
-                    "check the role and password of `state.url` in config.json".into()
+                    "check the role and password of `state.url` in config.json (`hcp config \
+                     set state.url URL` works while the state is unavailable)"
+                        .into()
                 }
+                Failure::PoolLogin => {
+                    "the connection pooler answered, and a login failed at it or behind it: \
+                     check the pooler's own login to the server (pgbouncer: the password of \
+                     its `[databases]` entry, `auth_file` or `auth_user`, and the server's \
+                     `pg_hba.conf` for that role), then the role and password of `state.url`, \
+                     which the pooler checks; the pooler tries the server again after \
+                     `server_login_retry` seconds"
+                        .into()
+                }
+                Failure::PoolWait => "the connection pooler got no server connection within its \
+                     `query_wait_timeout`: is the server running, and can the pooler log in \
+                     to it? (pgbouncer's log says `server_login_retry` or `login failed` when \
+                     it cannot: check the password of its `[databases]` entry, `auth_file` or \
+                     `auth_user`); hcp never falls back to local state"
+                    .into(),
                 Failure::NoDatabase => "create the database, then run `hcp state migrate`".into(),
                 Failure::Tls => "check `sslmode` and `sslrootcert` of `state.url`".into(),
                 Failure::Timeout => "the database is slow or a lock is held too long".into(),
@@ -175,6 +203,14 @@ impl PgError {
 
 /// Classifies a client error of a connection attempt or a statement.
 pub(crate) fn classify(e: &postgres::Error) -> Failure {
+    // pgbouncer reports its own failed login to the server as a protocol error (08P01)
+    // whose message alone says what it is: "server login has been failing, …
+    // (server_login_retry)", or "server login failed: …".
+    if let Some(db) = e.as_db_error()
+        && let Some(f) = pooler(db.code(), db.message())
+    {
+        return f;
+    }
     if let Some(code) = e.code() {
         return match code {
             c if *c == SqlState::INVALID_PASSWORD
@@ -219,6 +255,23 @@ pub(crate) fn classify(e: &postgres::Error) -> Failure {
     }
 }
 
+/// A connection pooler's own report (pgbouncer's are protocol errors, 08P01, told apart by
+/// their words): it cannot log in to the server (`server_login_retry`, `server login
+/// failed`, or a password refused, which the server itself reports as 28P01), or it got no
+/// server connection in time (`query_wait_timeout`).
+fn pooler(code: &SqlState, message: &str) -> Option<Failure> {
+    let m = message.to_lowercase();
+    if m.contains("server_login_retry") || m.starts_with("server login") {
+        Some(Failure::PoolLogin)
+    } else if m.contains("query_wait_timeout") {
+        Some(Failure::PoolWait)
+    } else if *code == SqlState::PROTOCOL_VIOLATION && m.contains("authentication failed") {
+        Some(Failure::PoolLogin)
+    } else {
+        None
+    }
+}
+
 /// The message of a client error, lowercase, with its cause chain.
 pub(crate) fn describe(e: &postgres::Error) -> String {
     let mut out = e.to_string();
@@ -248,3 +301,34 @@ impl From<postgres::Error> for PgError {
 
 /// A result of this crate.
 pub type PgResult<T> = Result<T, PgError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pooler_that_cannot_log_in_is_named_with_what_to_check() {
+        let pv = SqlState::PROTOCOL_VIOLATION;
+        for m in [
+            "server login has been failing, try again later (server_login_retry)",
+            "server login has been failing, cached error: password authentication failed for user \"hcp\" (server_login_retry)",
+            "server login failed: FATAL password authentication failed",
+            "password authentication failed for user \"hcp\"",
+        ] {
+            assert_eq!(pooler(&pv, m), Some(Failure::PoolLogin), "{m}");
+        }
+        assert_eq!(pooler(&pv, "query_wait_timeout"), Some(Failure::PoolWait));
+        // The server's own refusal of a password is the credentials of `state.url`.
+        assert_eq!(
+            pooler(
+                &SqlState::INVALID_PASSWORD,
+                "password authentication failed for user \"hcp\""
+            ),
+            None
+        );
+        for f in [Failure::PoolLogin, Failure::PoolWait] {
+            let hint = PgError::unavailable(f, "x").hint().unwrap_or_default();
+            assert!(hint.contains("pooler") && hint.contains("log"), "{hint}");
+        }
+    }
+}

@@ -54,7 +54,8 @@ pub use audit::{
     chain_hash,
 };
 pub use config::{
-    CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, PgConfig, STATEMENT_TIMEOUT_MS, StateConfig,
+    CONNECT_TIMEOUT_S, DEFAULT_SCHEMA, LOCK_TIMEOUT_MS, PgConfig, STATEMENT_TIMEOUT_MS,
+    StateConfig, check,
 };
 pub use error::{Failure, PgError, PgResult};
 pub use keyed::{WitnessChoice, keyed_chain_hash};

@@ -15,7 +15,6 @@
 //! its content and name ([`crate::stamp`]): one edited by hand (marked approved, a denial
 //! removed) approves nothing, and refuses the call it names (`store_damaged`).
 
-use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
@@ -282,7 +281,30 @@ fn read_path(home: &Home, path: &std::path::Path, id: &str) -> StoreResult<Optio
             format!("it holds approval `{}`, but it is the file of `{id}`", a.id),
             Some(a),
         ),
-        (None, Ok(a)) => Ok(Some(Read::Sound(a))),
+        (None, Ok(a)) => match spent_marker_gone(home, &a) {
+            Some(reason) => damaged(reason, Some(a)),
+            None => Ok(Some(Read::Sound(a))),
+        },
+    }
+}
+
+/// Why approval `a` cannot be believed although its file holds: the state ledger
+/// ([`crate::ledger`]) says a call spent it, and its `.used` marker is gone (removed by
+/// hand, which would let it be spent again). `None` when its marker is there or was never
+/// written, or the store keeps no ledger yet.
+fn spent_marker_gone(home: &Home, a: &Approval) -> Option<String> {
+    let marker = used_marker(home, &a.id);
+    if a.used_at.is_some() || std::fs::symlink_metadata(&marker).is_ok() {
+        return None;
+    }
+    match crate::ledger::holds(home, &marker) {
+        Ok(Ok(Some(true))) => Some(format!(
+            "a call spent it, and its marker `{}.used` was removed (hcp's ledger `state/ledger.json` holds it)",
+            a.id
+        )),
+        Ok(Ok(_)) => None,
+        Ok(Err(why)) => Some(why),
+        Err(e) => Some(e.to_string()),
     }
 }
 
@@ -307,10 +329,11 @@ fn valid_id(id: &str) -> bool {
         .is_some_and(|h| h.len() == 20 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// Writes the approval with its MAC ([`crate::stamp`]).
-fn save(home: &Home, a: &Approval) -> StoreResult<()> {
+/// Writes the approval with its MAC ([`crate::stamp`]) and notes it in the state ledger,
+/// under the store lock the caller holds.
+fn save(home: &Home, lock: &StoreLock, a: &Approval) -> StoreResult<()> {
     let path = dir(home).join(format!("{}.json", a.id));
-    write_atomic(&path, &crate::stamp::seal(home, &path, a)?)
+    crate::stamp::write(home, lock, &path, a)
 }
 
 /// Every approval file of the store (`apr_<20 hex>.json`), read, in no order.
@@ -410,7 +433,7 @@ pub fn request_in(
     (session, project): (Option<String>, Option<String>),
     now: Timestamp,
 ) -> StoreResult<Approval> {
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     if let Some(a) = list(home)?
         .into_iter()
         .find(|a| a.is_call(call) && a.state(now) == "pending")
@@ -438,7 +461,7 @@ pub fn request_in(
         session,
         project,
     };
-    save(home, &a)?;
+    save(home, &lock, &a)?;
     Ok(a)
 }
 
@@ -452,7 +475,7 @@ pub fn take(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<
     if !d.exists() {
         return Ok(None);
     }
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let Some(mut a) = list(home)?
         .into_iter()
         .find(|a| a.is_call(call) && a.state(now) == "approved")
@@ -460,7 +483,7 @@ pub fn take(home: &Home, call: &Call<'_>, now: Timestamp) -> StoreResult<Option<
         return Ok(None);
     };
     a.used_at = Some(now);
-    save(home, &a)?;
+    save(home, &lock, &a)?;
     Ok(Some(a))
 }
 
@@ -529,12 +552,12 @@ pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
     if !valid_id(id) {
         return Ok(());
     }
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let path = dir(home).join(format!("{id}.json"));
     let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
     let mut a: Approval = crate::stamp::open(home, &path, &bytes)?;
     a.used_at = None;
-    save(home, &a)
+    save(home, &lock, &a)
 }
 
 /// Reads approval `id` under the store lock the caller holds.
@@ -578,13 +601,13 @@ pub fn approve(home: &Home, id: &str, now: Timestamp) -> Result<Approval, Approv
     if !valid_id(id) {
         return Err(ApprovalError::Unknown(id.to_owned()));
     }
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let mut a = read_one(home, id)?;
     if let Some(e) = not_pending(&a, now) {
         return Err(e);
     }
     a.approved_at = Some(now);
-    save(home, &a)?;
+    save(home, &lock, &a)?;
     Ok(a)
 }
 
@@ -598,7 +621,7 @@ pub fn deny(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalE
     if !valid_id(id) {
         return Err(ApprovalError::Unknown(id.to_owned()));
     }
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let mut a = read_one(home, id)?;
     if !a.escalation {
         return Err(ApprovalError::NotAnEscalation(a.id));
@@ -607,7 +630,7 @@ pub fn deny(home: &Home, id: &str, now: Timestamp) -> Result<Approval, ApprovalE
         return Err(e);
     }
     a.denied_at = Some(now);
-    save(home, &a)?;
+    save(home, &lock, &a)?;
     Ok(a)
 }
 

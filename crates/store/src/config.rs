@@ -102,7 +102,11 @@ pub struct RuntimeConfig {
     /// Where activation also writes the skills (RUNTIME §10).
     pub skills: SkillsConfig,
     /// The shared state of a fleet (RUNTIME §9); absent, the state is the files of
-    /// `$HCP_HOME`. Never serialised (its URL may hold a password).
+    /// `$HCP_HOME`. Never written out with the rest (its URL may hold a password): `hcp config
+    /// get` shows it with the password as `***`. `hcp config` works while it cannot be
+    /// used (a URL that does not parse, a database that cannot be reached), recording its
+    /// acts in the store's own trail then, so `hcp config set state.url URL` or `hcp config
+    /// unset state` repairs it.
     #[serde(skip_serializing)]
     pub state: Option<StateConfig>,
     /// `packs`: per pack id, what its children may read and write beyond their land's
@@ -448,7 +452,9 @@ pub fn check_allow(
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// A libpq connection string: `postgresql://user@host/db?sslmode=…` or the key-word
-    /// form `host=/path/to/socket dbname=… user=…`.
+    /// form `host=/path/to/socket dbname=… user=…`. `hcp config set` refuses one the
+    /// backend cannot parse (its form, a host, `sslmode`, `sslrootcert`), without
+    /// connecting.
     pub url: String,
     /// The PostgreSQL schema (namespace) of hcp's tables, `^[a-z_][a-z0-9_]{0,62}$`, not
     /// starting with `pg_`; absent, `hcp`.
@@ -728,7 +734,9 @@ fn tool_fault(what: &str, text: &str) -> Option<String> {
 pub struct SkillsConfig {
     /// `export` (default none): activation also writes `DIR/ID/SKILL.md` in each folder,
     /// marked as hcp's; deactivate and uninstall remove only what hcp wrote
-    /// (`hcp_store::skill`).
+    /// (`hcp_store::skill`). A JSON array, also on the command line: `hcp config set
+    /// skills.export '["~/.agents/skills"]'` (a bare word is a string, which it does not
+    /// take).
     pub export: Vec<ExportDir>,
 }
 

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 /// One damaged record.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Damaged {
-    /// What kind of record: `session`, `grants`, `approval`, `counter`, `home`.
+    /// What kind of record: `session`, `grants`, `approval`, `activation`, `ledger`,
+    /// `counter`, `home`.
     pub kind: &'static str,
     /// The file.
     pub path: PathBuf,
@@ -27,7 +28,7 @@ pub struct Damaged {
 }
 
 /// Every damaged record of `home`'s file state, in the order sessions, grants, approvals,
-/// counters, each by path. A directory that cannot be listed is itself
+/// activation markers, the state ledger, counters, each by path. A directory that cannot be listed is itself
 /// listed as damaged. Reads only; takes no lock.
 pub fn scan(home: &Home) -> Vec<Damaged> {
     let mut out = Vec::new();
@@ -85,6 +86,40 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
             }
         }
         Err(e) => out.push(unreadable("approval", &state.join("approvals"), &e)),
+    }
+    match crate::pack::damaged_markers(home) {
+        Ok(list) => {
+            for (id, path, reason) in list {
+                out.push(Damaged {
+                    kind: "activation",
+                    repair: format!("hcp deactivate {id}"),
+                    refuses: format!(
+                        "the calls of pack `{id}` alone; activate it again after the repair with `hcp activate {id}`"
+                    ),
+                    path,
+                    reason,
+                });
+            }
+        }
+        Err(e) => out.push(unreadable("activation", &state.join("active"), &e)),
+    }
+    if let Some(reason) = crate::ledger::unusable(home) {
+        out.push(Damaged {
+            kind: "ledger",
+            path: crate::ledger::path(home),
+            reason,
+            refuses: "the calls of every principal and of every pack whose state file it vouched for (the owner's other commands go on)".into(),
+            repair: "hcp state reledger, once `hcp session list`, `hcp grant --list` and `hcp list` show only what should be there".into(),
+        });
+    }
+    if let Some(reason) = crate::ledger::stale(home) {
+        out.push(Damaged {
+            kind: "ledger",
+            path: crate::ledger::path(home),
+            reason,
+            refuses: "nobody's calls by itself: the grants, sessions, approvals and activations it vouches for may be older copies put back with it".into(),
+            repair: "check `hcp session list` and `hcp list`; `hcp revoke PRINCIPAL --all`, `hcp session end ID`, `hcp deactivate PACK` for what should not be there".into(),
+        });
     }
     for (kind, dir, refuses) in [(
         "counter",

@@ -57,6 +57,21 @@ pub enum StoreError {
         path: PathBuf,
         /// Why, lowercase.
         reason: String,
+        /// What `hcp init` would do there (make the store, or refuse a directory of other
+        /// files: [`crate::made::foreign_entries`]).
+        hint: String,
+    },
+    /// `hcp init` (or `hcp install` into a home that is no store) of a directory that holds
+    /// files of its own (code `store_unusable`, 74): a store is made only in a missing or
+    /// empty directory, or one holding only what an operator writes before it
+    /// ([`crate::made::foreign_entries`]), so no one's files end up inside a store. Nothing
+    /// was written.
+    #[error("`{}` is not a store and holds files of its own ({}); no store is made among them", .path.display(), crate::made::name_some(.entries))]
+    Occupied {
+        /// The directory.
+        path: PathBuf,
+        /// Its entries that are not a store's, sorted.
+        entries: Vec<String>,
     },
     /// The audit witness cannot take a checkpoint (`witness_unavailable`, 74).
     #[error(transparent)]
@@ -72,7 +87,7 @@ impl StoreError {
     /// `store_damaged`, `state_unavailable`.
     pub fn code(&self) -> Code {
         match self {
-            Self::Unusable { .. } => Code::StoreUnusable,
+            Self::Unusable { .. } | Self::Occupied { .. } => Code::StoreUnusable,
             Self::Io { .. } => Code::StoreIo,
             Self::Damaged { .. } => Code::StoreDamaged,
             Self::StateUnavailable { .. } => Code::StateUnavailable,
@@ -87,10 +102,21 @@ impl StoreError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             Self::StateUnavailable { hint, .. } => hint.as_deref(),
-            Self::Config(_) => Some("fix `config.json` in the store; `hcp doctor` checks it"),
-            Self::NoStore { .. } => {
-                Some("`hcp init` makes a store there; or set `HCP_HOME` to the store you meant")
+            // A fleet's `state` that cannot be used refuses every command that needs
+            // state; `hcp config` is not one of them (it records in the store's own trail).
+            Self::Config(e)
+                if matches!(&**e, crate::config::ConfigError::Invalid { message, .. }
+                    if message.starts_with("`state")) =>
+            {
+                Some(
+                    "`hcp config set state.url URL` replaces it, or `hcp config unset state` makes the state the files of this store again (both work while it is refused); `hcp doctor` checks it",
+                )
             }
+            Self::Config(_) => Some("fix `config.json` in the store; `hcp doctor` checks it"),
+            Self::NoStore { hint, .. } => Some(hint),
+            Self::Occupied { .. } => Some(
+                "set `HCP_HOME` to your store, or to a new or empty directory and run `hcp init` there",
+            ),
             Self::Witness(e) => Some(e.hint()),
             Self::Audit(e) => e.hint(),
             _ => None,

@@ -377,7 +377,7 @@ impl Grants {
 
     /// Writes the grant file of `principal` (only its grants), or removes it when it holds
     /// none.
-    fn save(&self, home: &Home, principal: &PrincipalId) -> StoreResult<()> {
+    fn save(&self, home: &Home, lock: &StoreLock, principal: &PrincipalId) -> StoreResult<()> {
         let path = grant_file(home, principal);
         let mine: Vec<Grant> = self
             .grants
@@ -386,17 +386,13 @@ impl Grants {
             .cloned()
             .collect();
         if mine.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Ok(()) => crate::atomic::sync_dir(&grants_dir(home)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(StoreError::io("remove", &path, e)),
-            };
+            return crate::stamp::remove(home, lock, &path);
         }
         let file = GrantsFile {
             version: GRANTS_VERSION,
             grants: mine,
         };
-        write_atomic(&path, &crate::stamp::seal(home, &path, &file)?)
+        crate::stamp::write(home, lock, &path, &file)
     }
 }
 
@@ -581,7 +577,7 @@ pub fn grant(
         }
     }
     grants.sort();
-    grants.save(home, principal)?;
+    grants.save(home, &lock, principal)?;
     set_counts(home, &lock, principal, Some(pack), &grants)?;
     written.sort_by_key(|g| g.capability);
     Ok(written)
@@ -618,10 +614,9 @@ pub fn remove_pack(home: &Home, lock: &StoreLock, id: &PackId) -> StoreResult<us
         g.grants.retain(|x| x.pack != PackScope::Pack(id.clone()));
         if g.grants.len() != before {
             removed += before - g.grants.len();
-            g.save(home, &p)?;
+            g.save(home, lock, &p)?;
         }
     }
-    let _ = lock;
     Ok(removed)
 }
 
@@ -750,7 +745,7 @@ pub fn revoke(
     grants.grants = kept;
     if !removed.is_empty() {
         set_counts(home, &lock, principal, Some(pack), &grants)?;
-        grants.save(home, principal)?;
+        grants.save(home, &lock, principal)?;
     }
     Ok(removed)
 }
@@ -779,12 +774,13 @@ pub enum RevokedAll {
 pub fn revoke_all(home: &Home, principal: &PrincipalId) -> StoreResult<RevokedAll> {
     let lock = StoreLock::acquire(home)?;
     legacy_in_place(home)?;
+    crate::ledger::ready(home, &lock)?;
     let path = grant_file(home, principal);
     let read = read_file(home, &path, Some(principal));
     set_counts(home, &lock, principal, None, &Grants::default())?;
     match read {
         Ok(Some(g)) => {
-            Grants::default().save(home, principal)?;
+            Grants::default().save(home, &lock, principal)?;
             Ok(RevokedAll::Grants(g.grants))
         }
         Ok(None) => Ok(RevokedAll::Repaired { moved_to: None }),
@@ -792,6 +788,7 @@ pub fn revoke_all(home: &Home, principal: &PrincipalId) -> StoreResult<RevokedAl
             let to = path.with_extension("json.damaged");
             std::fs::rename(&path, &to).map_err(|e| StoreError::io("rename", &path, e))?;
             crate::atomic::sync_dir(&grants_dir(home))?;
+            crate::ledger::note(home, &lock, &[(&path, None)])?;
             Ok(RevokedAll::Repaired { moved_to: Some(to) })
         }
         Err(e) => Err(e),
@@ -884,7 +881,7 @@ pub fn split_legacy(home: &Home) -> StoreResult<Option<Split>> {
             }
         }
         g.sort();
-        g.save(home, &p)?;
+        g.save(home, &lock, &p)?;
         set_counts(home, &lock, &p, None, &g)?;
     }
     std::fs::remove_file(&legacy).map_err(|e| StoreError::io("remove", &legacy, e))?;

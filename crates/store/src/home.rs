@@ -2,10 +2,11 @@
 
 use crate::audit::{ChainKey, KeyRead};
 use crate::error::{StoreError, StoreResult};
+use crate::ledger::{Ledger, Stamp as LedgerStamp};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Resolves the store directory: `HCP_HOME` when set and not empty, else the platform data
 /// directory (`platform`, normally [`platform_data_dir`]). Pure: the caller passes the
@@ -73,6 +74,9 @@ impl StoreDir {
     }
 }
 
+/// The state ledger kept by a process, with the identity of the file it was read from.
+type KeptLedger = (LedgerStamp, Arc<Ledger>);
+
 /// An opened store home.
 ///
 /// Clones share what the home has read once per process: the store's chain key (which the
@@ -86,6 +90,14 @@ pub struct Home {
     /// Whether the trail says the state files carry MACs ([`crate::stamp::keyed`]): 0
     /// unknown, 1 no (a store of an earlier version, not migrated yet), 2 yes.
     keyed: Arc<AtomicU8>,
+    /// Whether the trail says the store keeps a state ledger ([`crate::ledger::in_force`]),
+    /// as `keyed`.
+    ledgered: Arc<AtomicU8>,
+    /// The state ledger last read, by its file's identity ([`crate::ledger`]).
+    ledger: Arc<Mutex<Option<KeptLedger>>>,
+    /// The generation of the ledger this process wrote last and no act's record named yet
+    /// (0: none).
+    ledger_written: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Home {
@@ -110,6 +122,9 @@ impl Home {
                 root,
                 key: Arc::new(OnceLock::new()),
                 keyed: Arc::new(AtomicU8::new(0)),
+                ledgered: Arc::new(AtomicU8::new(0)),
+                ledger: Arc::new(Mutex::new(None)),
+                ledger_written: Arc::new(AtomicU64::new(0)),
             }),
         }
     }
@@ -156,6 +171,49 @@ impl Home {
     pub(crate) fn set_keyed(&self, keyed: bool) {
         self.keyed
             .store(if keyed { 2 } else { 1 }, Ordering::Relaxed);
+    }
+
+    /// The cached answer of [`crate::ledger::in_force`]: `None` when not known yet.
+    pub(crate) fn ledgered_known(&self) -> Option<bool> {
+        match self.ledgered.load(Ordering::Relaxed) {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Keeps the answer of [`crate::ledger::in_force`] for this process.
+    pub(crate) fn set_ledgered(&self, yes: bool) {
+        self.ledgered
+            .store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+    }
+
+    /// The ledger kept for the file version `stamp`, if it is the one kept.
+    pub(crate) fn ledger_cached(&self, stamp: &LedgerStamp) -> Option<Arc<Ledger>> {
+        let kept = self.ledger.lock().ok()?;
+        kept.as_ref()
+            .filter(|(s, _)| s == stamp)
+            .map(|(_, l)| Arc::clone(l))
+    }
+
+    /// Keeps the ledger read from the file version `stamp`.
+    pub(crate) fn set_ledger_cached(&self, stamp: LedgerStamp, ledger: Arc<Ledger>) {
+        if let Ok(mut kept) = self.ledger.lock() {
+            *kept = Some((stamp, ledger));
+        }
+    }
+
+    /// Notes that this process wrote the ledger's generation `g`.
+    pub(crate) fn note_ledger_written(&self, g: u64) {
+        self.ledger_written.store(g, Ordering::Relaxed);
+    }
+
+    /// The generation this process wrote last and no record named yet, taken.
+    pub(crate) fn take_ledger_written(&self) -> Option<u64> {
+        match self.ledger_written.swap(0, Ordering::Relaxed) {
+            0 => None,
+            g => Some(g),
+        }
     }
 
     /// The home directory.

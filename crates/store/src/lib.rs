@@ -22,6 +22,7 @@ pub mod digest;
 pub mod error;
 pub mod grant;
 pub mod home;
+pub mod ledger;
 pub mod lock;
 pub mod made;
 pub mod pack;

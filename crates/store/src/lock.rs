@@ -13,6 +13,33 @@ pub struct StoreLock {
     _file: File,
 }
 
+thread_local! {
+    /// How many store locks this thread holds (a reader that finds the state ledger and a
+    /// file at odds checks again under the lock, unless it holds it already).
+    static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread holds the store lock, or must not wait for it ([`no_wait`]).
+pub(crate) fn held_here() -> bool {
+    HELD.with(|h| h.get() > 0)
+}
+
+/// Runs `f` as if this thread held the store lock: a reader inside it never waits for the
+/// lock. For reads under the trail's lock, which the store lock is never taken under
+/// (acts take the store lock, then the trail's).
+pub(crate) fn no_wait<T>(f: impl FnOnce() -> T) -> T {
+    HELD.with(|h| h.set(h.get() + 1));
+    let out = f();
+    HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    out
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
 impl StoreLock {
     /// Blocks until the lock on `state/store.lock` is held.
     ///
@@ -32,6 +59,7 @@ impl StoreLock {
                 reason: format!("cannot open the store lock: {e}"),
             })?;
         file.lock().map_err(|e| StoreError::io("lock", &path, e))?;
+        HELD.with(|h| h.set(h.get() + 1));
         Ok(Self { _file: file })
     }
 }

@@ -7,8 +7,10 @@
 //! (`audit/`: the keys, the first record `init`, the anchor, the reserve). [`init`] makes
 //! it whole under a temporary name beside `HCP_HOME` and renames it into place, so a crash
 //! leaves either no store or the whole store; into an existing directory that is not a
-//! store yet (one the operator made for its `config.json`), `audit/` is made whole under a
-//! temporary name and renamed into place, and the marker written last.
+//! store yet (an empty one, or one the operator made for its `config.json`: nothing but
+//! [`PREPARED_FILES`]), `audit/` is made whole under a temporary name and renamed into
+//! place, and the marker written last. A directory that holds anything else is refused
+//! ([`StoreError::Occupied`]): no one's files end up inside a store.
 //!
 //! A store of an earlier version (a directory with `packs/`, `state/` or `audit/` and no
 //! marker) gains its marker and keys at its first use by this version ([`open`]), and its
@@ -114,10 +116,68 @@ pub fn is_earlier_store(root: &Path) -> bool {
         .any(|d| root.join(d.name()).is_dir())
 }
 
+/// The names an operator may write at the top of a directory before `hcp init` makes the
+/// store in it (docs/config.md, RUNTIME §7): they are the store's own files.
+pub const PREPARED_FILES: [&str; 3] = ["config.json", "policy.json", "policy.yaml"];
+
+/// The entries at the top of directory `root` that are not a store's, sorted: anything but
+/// [`PREPARED_FILES`] and what a killed `hcp init` left (`.audit.init-…`). `hcp init`
+/// makes a store only in a directory without any ([`StoreError::Occupied`]); a directory
+/// that cannot be listed has none that can be named.
+pub fn foreign_entries(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !PREPARED_FILES.contains(&n.as_str()) && !n.starts_with(".audit.init-"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Up to three of `names` in backticks, then how many more: `` `a`, `b`, `c` and 2 more ``.
+pub(crate) fn name_some(names: &[String]) -> String {
+    let mut s = names
+        .iter()
+        .take(3)
+        .map(|n| format!("`{}`", n.escape_debug()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 3 {
+        s.push_str(&format!(" and {} more", names.len() - 3));
+    }
+    s
+}
+
 fn no_store(root: &Path, reason: &str) -> StoreError {
+    let hint = if !root.exists() {
+        "`hcp init` makes a store there; or set `HCP_HOME` to the store you meant".to_owned()
+    } else {
+        let foreign = foreign_entries(root);
+        let prepared: Vec<String> = PREPARED_FILES
+            .iter()
+            .filter(|f| root.join(f).exists())
+            .map(|f| (*f).to_owned())
+            .collect();
+        if foreign.is_empty() && prepared.is_empty() {
+            "`hcp init` makes a store in it; or set `HCP_HOME` to the store you meant".to_owned()
+        } else if foreign.is_empty() {
+            format!(
+                "`hcp init` makes a store in it, keeping its {}; or set `HCP_HOME` to the store you meant",
+                name_some(&prepared)
+            )
+        } else {
+            format!(
+                "it holds files of its own ({}), among which `hcp init` makes no store: set `HCP_HOME` to your store, or to a new or empty directory and run `hcp init` there",
+                name_some(&foreign)
+            )
+        }
+    };
     StoreError::NoStore {
         path: root.to_path_buf(),
         reason: reason.to_owned(),
+        hint,
     }
 }
 
@@ -217,7 +277,8 @@ pub fn witness_of(root: &Path) -> Result<Option<Box<dyn Witness>>, StoreError> {
 ///
 /// # Errors
 /// [`StoreError::Unusable`] for a `root` that is a file or whose parent cannot be
-/// written; [`StoreError::Io`]; [`AuditError`]s as [`StoreError`]s; a witness that cannot
+/// written; [`StoreError::Occupied`] for a directory that holds files of its own
+/// ([`foreign_entries`]); [`StoreError::Io`]; [`AuditError`]s as [`StoreError`]s; a witness that cannot
 /// take the checkpoint is `witness_unavailable` ([`StoreError::Witness`]).
 pub fn init(root: &Path, actor: Actor, witness: Option<&dyn Witness>) -> Result<Made, StoreError> {
     init_with_reserve(root, actor, witness, audit::reserve::RESERVE_BYTES)
@@ -256,6 +317,17 @@ pub fn init_with_reserve(
             store_id: m.store_id,
         });
     }
+    // No one's files end up inside a store: a directory that holds any is refused
+    // (a store of an earlier version is one, and is migrated).
+    if root.is_dir() && !is_earlier_store(root) {
+        let entries = foreign_entries(root);
+        if !entries.is_empty() {
+            return Err(StoreError::Occupied {
+                path: root.to_path_buf(),
+                entries,
+            });
+        }
+    }
     if let Some(w) = witness {
         w.ready().map_err(|e| StoreError::Witness(Box::new(e)))?;
     }
@@ -270,11 +342,13 @@ pub fn init_with_reserve(
     let first = Authority {
         act: "init".into(),
         actor,
-        // Its state files carry MACs from the first (`crate::stamp`).
+        // Its state files carry MACs from the first (`crate::stamp`), vouched for by the
+        // state ledger (`crate::ledger`), which its first act writes.
         changed: json!({
             "store": store_id,
             "format": STORE_FORMAT,
             crate::stamp::KEYED_FIELD: crate::stamp::KEYED_VERSION,
+            crate::ledger::LEDGER_FIELD: crate::ledger::LEDGER_VERSION,
         }),
         intent: false,
     };

@@ -35,7 +35,8 @@ pub use install::{
     uninstall, uninstall_with,
 };
 pub use read::{
-    InstalledPack, PackListing, active_ids, installed_ids, is_active, list, load, parse_id,
+    InstalledPack, PackListing, activation, active_ids, damaged_markers, installed_ids, is_active,
+    list, load, parse_id,
 };
 pub use record::{InstallRecord, PackSummaryFields, PinnedBin, PinnedFile, PinnedInterpreter};
 
@@ -43,8 +44,9 @@ pub use record::{InstallRecord, PackSummaryFields, PinnedBin, PinnedFile, Pinned
 /// ([`PackError::code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
-    /// `pack_unreadable`: the source directory cannot be read (absent, not a directory, a
-    /// symlink).
+    /// `bad_pack_dir`: the source directory cannot be read as a pack directory (absent,
+    /// not a directory, a symlink); `hcp` says of it what `hcp lint` says
+    /// (`hcp_lint::bad_pack_dir`).
     #[error("cannot read pack directory `{path}`")]
     Unreadable {
         /// The directory as given.
@@ -120,7 +122,7 @@ impl PackError {
     /// The stable snake_case code.
     pub fn code(&self) -> Code {
         match self {
-            Self::Unreadable { .. } => Code::PackUnreadable,
+            Self::Unreadable { .. } => Code::BadPackDir,
             Self::AlreadyInstalled { .. } => Code::AlreadyInstalled,
             Self::NotInstalled { .. } => Code::NotInstalled,
             Self::BinMissing { .. } => Code::BinMissing,

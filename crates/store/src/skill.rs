@@ -338,10 +338,17 @@ pub(crate) fn write_skill_locked(
 /// Creates `state/active/<id>`. The caller holds the lock.
 pub(crate) fn mark_active_locked(
     home: &Home,
-    _lock: &StoreLock,
+    lock: &StoreLock,
     id: &str,
 ) -> Result<(), StoreError> {
-    write_atomic(&marker_path(home, id), b"")
+    let marker = marker_path(home, id);
+    crate::ledger::ready(home, lock)?;
+    write_atomic(&marker, b"")?;
+    crate::ledger::note(
+        home,
+        lock,
+        &[(&marker, Some(crate::ledger::marker_digest(b"")))],
+    )
 }
 
 /// Removes the marker, then the exported copies hcp wrote, then the skill directory, under
@@ -365,6 +372,7 @@ pub(crate) fn deactivate_locked(
     };
     if let Some(d) = marker.parent().filter(|_| was) {
         sync_dir(d)?;
+        crate::ledger::note(home, lock, &[(&marker, None)])?;
     }
     export::remove_locked(home, lock, id)?;
     let dir = home.dir(StoreDir::Skills).join(id);

@@ -88,6 +88,19 @@ fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
 /// [`StoreError::Io`] naming the chain key when it cannot be read (nothing is written
 /// without its MAC); [`StoreError::Damaged`] when `value` is not an object.
 pub fn seal<T: Serialize>(home: &Home, path: &Path, value: &T) -> StoreResult<Vec<u8>> {
+    seal_mac(home, path, value).map(|(bytes, _)| bytes)
+}
+
+/// [`seal`], and the MAC it gave the file (what the state ledger keeps for it,
+/// [`crate::ledger`]).
+///
+/// # Errors
+/// As [`seal`].
+pub fn seal_mac<T: Serialize>(
+    home: &Home,
+    path: &Path,
+    value: &T,
+) -> StoreResult<(Vec<u8>, String)> {
     let mut body =
         serde_json::to_value(value).map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
     let Value::Object(m) = &mut body else {
@@ -97,12 +110,46 @@ pub fn seal<T: Serialize>(home: &Home, path: &Path, value: &T) -> StoreResult<Ve
     let key = home.chain_key()?;
     let mac = key.tagged_mac(STAMP_TAG, &mac_message(&relative(home, path), &body));
     if let Value::Object(m) = &mut body {
-        m.insert(MAC_FIELD.into(), Value::String(mac));
+        m.insert(MAC_FIELD.into(), Value::String(mac.clone()));
     }
     let mut bytes = serde_json::to_vec_pretty(&body)
         .map_err(|e| damaged(path, format!("cannot encode it: {e}")))?;
     bytes.push(b'\n');
-    Ok(bytes)
+    Ok((bytes, mac))
+}
+
+/// Writes the state file at `path` holding `value` with its MAC ([`seal`]), then notes it
+/// in the state ledger ([`crate::ledger::note`]), under the store lock the caller holds:
+/// the one way an act writes a grant, session or approval file.
+///
+/// # Errors
+/// As [`seal`]; [`StoreError`] when the file or the ledger cannot be written, or the
+/// ledger is damaged.
+pub fn write<T: Serialize>(
+    home: &Home,
+    lock: &StoreLock,
+    path: &Path,
+    value: &T,
+) -> StoreResult<()> {
+    crate::ledger::ready(home, lock)?;
+    let (bytes, mac) = seal_mac(home, path, value)?;
+    write_atomic(path, &bytes)?;
+    crate::ledger::note(home, lock, &[(path, Some(mac))])
+}
+
+/// Removes the state file at `path` (absent is fine), then notes in the state ledger that
+/// it is gone, under the store lock the caller holds.
+///
+/// # Errors
+/// [`StoreError`] when it cannot be removed or the ledger cannot be written.
+pub fn remove(home: &Home, lock: &StoreLock, path: &Path) -> StoreResult<()> {
+    crate::ledger::ready(home, lock)?;
+    match std::fs::remove_file(path) {
+        Ok(()) => crate::atomic::sync_dir(path.parent().unwrap_or(Path::new(".")))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io("remove", path, e)),
+    }
+    crate::ledger::note(home, lock, &[(path, None)])
 }
 
 /// A state file read: its object without `mac`, and why it cannot be trusted, if it
@@ -144,9 +191,23 @@ pub(crate) fn read<T: DeserializeOwned>(
         Some(Value::String(mac)) => {
             let key = home.chain_key()?;
             let msg = mac_message(&relative(home, path), &value);
-            (!key.tagged_mac_holds(STAMP_TAG, &msg, &mac)).then(|| {
-                "its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every grant, session and approval file with the MAC of its content and name)".to_owned()
-            })
+            if !key.tagged_mac_holds(STAMP_TAG, &msg, &mac) {
+                Some("its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every grant, session and approval file with the MAC of its content and name)".to_owned())
+            } else {
+                match crate::ledger::vouch(home, path, &mac)? {
+                    // A writer may be between the file and the ledger: look again under
+                    // the lock, which every writer holds for both.
+                    Some(_) if !crate::lock::held_here() => {
+                        if let Ok(_lock) = StoreLock::acquire(home)
+                            && let Ok(again) = std::fs::read(path)
+                        {
+                            return read::<T>(home, path, &again);
+                        }
+                        crate::ledger::vouch(home, path, &mac)?
+                    }
+                    why => why,
+                }
+            }
         }
         Some(_) => Some("its `mac` is not a string of hex digits: it was edited by hand".into()),
         None if keyed(home) => Some(
@@ -191,11 +252,23 @@ pub fn mark_keyed(home: &Home) {
 
 /// Reads the trail's records for one that says the state files are keyed.
 fn trail_says_keyed(home: &Home) -> bool {
+    trail_says(home, KEYED_FIELD)
+}
+
+/// Reads the trail's records for an `init` or `migrate` record whose `changed` holds
+/// `field`. A trail that cannot be read answers yes (fails closed).
+pub(crate) fn trail_says(home: &Home, field: &str) -> bool {
+    trail_says_in(home, &["init", "migrate"], field)
+}
+
+/// [`trail_says`] for records of the acts `acts` only.
+pub(crate) fn trail_says_in(home: &Home, acts: &[&str], field: &str) -> bool {
     let log = crate::audit::AuditLog::new(home);
     let Ok(f) = std::fs::File::open(log.path()) else {
         return true;
     };
-    let finder = memchr::memmem::Finder::new(b"\"state_macs\"");
+    let quoted = format!("\"{field}\"");
+    let finder = memchr::memmem::Finder::new(quoted.as_bytes());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, f);
     let mut line = Vec::new();
     loop {
@@ -212,10 +285,43 @@ fn trail_says_keyed(home: &Home) -> bool {
             continue;
         };
         let act = v.get("act").and_then(Value::as_str);
-        if matches!(act, Some("init" | "migrate"))
-            && v.get("changed").and_then(|c| c.get(KEYED_FIELD)).is_some()
+        if act.is_some_and(|a| acts.contains(&a))
+            && v.get("changed").and_then(|c| c.get(field)).is_some()
         {
             return true;
+        }
+    }
+}
+
+/// The number in `changed.<field>` of the trail's last `act made` record that holds one;
+/// `None` when none does or the trail cannot be read. Reads the whole trail.
+pub(crate) fn trail_last_made(home: &Home, field: &str) -> Option<u64> {
+    let log = crate::audit::AuditLog::new(home);
+    let f = std::fs::File::open(log.path()).ok()?;
+    let quoted = format!("\"{field}\"");
+    let finder = memchr::memmem::Finder::new(quoted.as_bytes());
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, f);
+    let mut line = Vec::new();
+    let mut last = None;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return last,
+            Ok(_) => {}
+        }
+        if finder.find(&line).is_none() {
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        if v.get("act").and_then(Value::as_str) == Some(crate::audit::ACT_MADE)
+            && let Some(g) = v
+                .get("changed")
+                .and_then(|c| c.get(field))
+                .and_then(Value::as_u64)
+        {
+            last = Some(g);
         }
     }
 }
@@ -232,6 +338,10 @@ pub struct Stamped {
 }
 
 /// The state files that carry a MAC, by kind: every session, grant and approval file.
+pub(crate) fn keyed_paths(home: &Home) -> Vec<(&'static str, PathBuf)> {
+    keyed_files(home)
+}
+
 fn keyed_files(home: &Home) -> Vec<(&'static str, PathBuf)> {
     let state = home.dir(StoreDir::State);
     let mut out = Vec::new();
@@ -283,7 +393,7 @@ fn keyed_files(home: &Home) -> Vec<(&'static str, PathBuf)> {
 ///
 /// # Errors
 /// [`StoreError`] when the chain key cannot be read or a file cannot be rewritten.
-pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Stamped>> {
+pub fn migrate(home: &Home, lock: &StoreLock) -> StoreResult<Option<Stamped>> {
     if trail_says_keyed(home) {
         home.set_keyed(true);
         return Ok(None);
@@ -299,7 +409,11 @@ pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Stamped>> {
         if m.contains_key(MAC_FIELD) {
             continue;
         }
-        write_atomic(&path, &seal(home, &path, &Value::Object(m))?)?;
+        let (bytes, mac) = seal_mac(home, &path, &Value::Object(m))?;
+        write_atomic(&path, &bytes)?;
+        // A store that keeps a ledger already (one whose trail lost its word of the MACs)
+        // has its entry follow; one that does not gains it whole next.
+        crate::ledger::note(home, lock, &[(&path, Some(mac))])?;
         match kind {
             "sessions" => stamped.sessions += 1,
             "grants" => stamped.grants += 1,
@@ -329,7 +443,12 @@ mod tests {
         let state = h.dir(StoreDir::State);
         let a = state.join("grants/alice.json");
         let v = json!({"version": 1, "grants": []});
+        // Sealed but not written by an act: the ledger holds no such file.
         let bytes = seal(&h, &a, &v).unwrap();
+        let e = open::<Value>(&h, &a, &bytes).unwrap_err();
+        assert!(e.to_string().contains("holds no such file"), "{e}");
+        write(&h, &StoreLock::acquire(&h).unwrap(), &a, &v).unwrap();
+        let bytes = std::fs::read(&a).unwrap();
         let back: Value = open(&h, &a, &bytes).unwrap();
         assert_eq!(back, v);
         // The same bytes under another name: damage.
@@ -348,6 +467,18 @@ mod tests {
         // Whitespace and key order are not content.
         let compact = serde_json::to_vec(&serde_json::from_slice::<Value>(&bytes).unwrap());
         assert_eq!(open::<Value>(&h, &a, &compact.unwrap()).unwrap(), v);
+        // An older copy, after the act that replaced it: damage.
+        let w = json!({"version": 1, "grants": [], "x": 1});
+        write(&h, &StoreLock::acquire(&h).unwrap(), &a, &w).unwrap();
+        std::fs::write(&a, &bytes).unwrap();
+        let e = open::<Value>(&h, &a, &bytes).unwrap_err();
+        assert!(e.to_string().contains("older copy"), "{e}");
+        // Removed by an act, put back: damage.
+        let now = std::fs::read(&a).unwrap();
+        remove(&h, &StoreLock::acquire(&h).unwrap(), &a).unwrap();
+        std::fs::write(&a, &now).unwrap();
+        let e = open::<Value>(&h, &a, &now).unwrap_err();
+        assert!(e.to_string().contains("holds no such file"), "{e}");
     }
 
     #[test]

@@ -745,6 +745,30 @@ pub struct FileState {
 }
 
 /// The time of an appended record.
+/// Notes in the state ledger ([`crate::ledger`]) the `.used` markers the admission wrote
+/// for `ids`, under the store lock, after the intent (the trail's lock is released: the
+/// store lock is never taken under it). Best effort: a marker the ledger misses refuses
+/// nothing (a spent approval stays spent); one it holds cannot be removed to spend it
+/// again.
+fn note_spent(home: &Home, ids: &[String]) {
+    let Ok(lock) = crate::StoreLock::acquire(home) else {
+        return;
+    };
+    let changes: Vec<(std::path::PathBuf, Option<String>)> = ids
+        .iter()
+        .filter_map(|id| {
+            let p = approval::used_marker(home, id);
+            let b = std::fs::read(&p).ok()?;
+            Some((p, Some(crate::ledger::marker_digest(&b))))
+        })
+        .collect();
+    let refs: Vec<(&std::path::Path, Option<String>)> = changes
+        .iter()
+        .map(|(p, v)| (p.as_path(), v.clone()))
+        .collect();
+    let _ = crate::ledger::note(home, &lock, &refs);
+}
+
 fn act_time(a: &Appended) -> Timestamp {
     a.ts
 }
@@ -1413,6 +1437,9 @@ impl State for FileState {
             Ok(x) => {
                 let intent: Appended = x.into();
                 self.note(&intent);
+                if !approval_ids.is_empty() {
+                    note_spent(&self.home, &approval_ids);
+                }
                 Ok(Admitted {
                     intent,
                     approval_ids,

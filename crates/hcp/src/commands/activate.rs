@@ -1,6 +1,6 @@
 //! `hcp activate` and `hcp deactivate` (RUNTIME §3).
 
-use super::install::pack_error;
+use super::install::{pack_error, pack_error_in};
 use crate::error::CliResult;
 use crate::exit;
 use hcp_store::pack::PackError;
@@ -39,7 +39,7 @@ pub fn run_activate(a: ActivateArgs) -> CliResult {
             }),
             PackError::code,
         )
-        .map_err(pack_error)?;
+        .map_err(|e| pack_error_in(&home, &a.id, e))?;
     out!(
         "activated `{}`: `{}`",
         pack.id,
@@ -74,7 +74,7 @@ pub fn run_deactivate(a: DeactivateArgs) -> CliResult {
     }
     let was = act
         .settle(skill::deactivate(&home, &a.id), PackError::code)
-        .map_err(pack_error)?;
+        .map_err(|e| pack_error_in(&home, &a.id, e))?;
     if was {
         out!("deactivated `{}`", a.id);
     } else {

@@ -12,7 +12,8 @@ use crate::exit;
 use hcp_store::audit::checkpoint::Checkpoint;
 use hcp_store::audit::witness::Held;
 use hcp_store::audit::{
-    AuditError, AuditReport, ChainCheck, CheckpointSource, Kind, Record, TailLine, VerifyReport,
+    AuditError, AuditReport, ChainCheck, CheckpointSource, Fault, Kind, Record, TailLine,
+    VerifyReport,
 };
 use hcp_store::state::State;
 use serde_json::{Value, json};
@@ -107,6 +108,35 @@ fn records(n: u64) -> String {
 
 fn id_note(id: Option<&str>) -> String {
     id.map(|i| format!(" (`{}`)", safe(i))).unwrap_or_default()
+}
+
+/// What becomes of a torn last line, true for the trail as `r` found it: an append cuts it
+/// (and records the recovery) only when it may append at all, which it may not while the
+/// trail does not match its anchor (RUNTIME §6: every append is refused then, so the
+/// evidence is not written over); without the chain key here only the owner appends.
+fn torn_then(r: &VerifyReport) -> String {
+    match &r.broken {
+        Some(b)
+            if matches!(
+                b.fault,
+                Fault::MissingLog
+                    | Fault::MissingAnchor
+                    | Fault::BadAnchor
+                    | Fault::AnchorMismatch
+                    | Fault::Truncated
+            ) =>
+        {
+            format!(
+                "it is kept as it is: every append is refused (`audit_unavailable`) while the trail does not match its anchor (`{}`, above), so no append recovers it until that is dealt with",
+                b.fault.as_str()
+            )
+        }
+        _ if r.chain == ChainCheck::NotChecked => {
+            "the owner's next append recovers it (appends need the chain key, not readable here)"
+                .to_owned()
+        }
+        _ => "the next append recovers it".to_owned(),
+    }
 }
 
 fn render_verify(r: &VerifyReport) -> String {
@@ -265,7 +295,8 @@ fn render_verify(r: &VerifyReport) -> String {
     }
     if let Some(t) = r.torn_tail {
         out.push_str(&format!(
-            "  the trail ends with a torn line of {t} bytes (a write cut short by a crash); the next append recovers it\n"
+            "  the trail ends with a torn line of {t} bytes (a write cut short by a crash); {}\n",
+            torn_then(r)
         ));
     }
     if !r.interrupted.is_empty() {

@@ -102,6 +102,7 @@ pub fn run_grant(a: GrantArgs) -> CliResult {
         a.pack.as_deref().unwrap_or_default(),
         &a.caps,
     )?;
+    installed_first(&rt, &p.pack)?;
     damaged_first(&rt, &p.principal)?;
     // A grant always changes the store: it adds each capability, or renews one already
     // held (`granted_at`, which lifts a rug-pull suspension, RUNTIME §3); `renewed` names
@@ -192,6 +193,34 @@ pub fn run_revoke(a: RevokeArgs) -> CliResult {
         ));
     }
     Ok(exit::OK)
+}
+
+/// A grant names an installed pack, or `*` (RUNTIME §4: each install record counts the
+/// grants made on its pack): on the file store, a grant on a pack that is not installed is
+/// refused (`not_installed`, 66, with the nearest installed ids) before its act is
+/// recorded — a typo'd id would otherwise grant nothing anyone can call. A fleet's grants
+/// (RUNTIME §9) are every machine's, and its packs may be installed on another machine
+/// first: there a pack not installed here is said on stderr, and granted.
+fn installed_first(rt: &hcp_runtime::Runtime, scope: &PackScope) -> Result<(), CliError> {
+    let PackScope::Pack(id) = scope else {
+        return Ok(());
+    };
+    let ids = hcp_store::pack::installed_ids(rt.home()).map_err(|e| store_error(&e))?;
+    if ids.contains(id) {
+        return Ok(());
+    }
+    match rt.backend() {
+        hcp_runtime::Backend::File => Err(CliError::command(hcp_runtime::target::not_installed(
+            rt.home(),
+            id.as_str(),
+        ))),
+        _ => {
+            eprintln!(
+                "note: pack `{id}` is not installed on this machine; the fleet's grant holds on every machine where it is"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// On the file store, a damaged grant file of `principal` refuses a grant or a revoke

@@ -63,10 +63,19 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
 pub(crate) fn pack_error(e: PackError) -> CliError {
     match &e {
         PackError::Store(s) => crate::commands::session::store_error(s),
-        PackError::Unreadable { source, .. } => {
-            CliError::command(hcp_runtime::install::pack_refusal(&e)).cause(source)
-        }
         _ => CliError::command(hcp_runtime::install::pack_refusal(&e)),
+    }
+}
+
+/// [`pack_error`] of a command that names pack `id` in the store `home`: a pack that is not
+/// installed is answered with the nearest installed ids
+/// (`hcp_runtime::target::not_installed`).
+pub(crate) fn pack_error_in(home: &Home, id: &str, e: PackError) -> CliError {
+    match e {
+        PackError::NotInstalled { .. } => {
+            CliError::command(hcp_runtime::target::not_installed(home, id))
+        }
+        e => pack_error(e),
     }
 }
 
@@ -186,8 +195,10 @@ fn install_into(a: &InstallArgs, home: Home) -> CliResult {
             if let InstallError::Lint(report) = &e {
                 eprint!("{}", hcp_lint::render::concise(report));
             }
-            Err(CliError::new(e.code(), e.to_string())
-                .hint("fix the errors above; `hcp lint DIR` runs the same checks"))
+            Err(CliError::new(e.code(), e.to_string()).hint(format!(
+                "fix the errors above; `hcp lint {}` runs the same checks",
+                a.dir.display()
+            )))
         }
         Err(InstallError::Pack(e)) => Err(pack_error(e)),
     }
@@ -226,8 +237,8 @@ fn suspended_warning(rt: &hcp_runtime::Runtime, pack_id: &str) -> Option<String>
 pub fn run_uninstall(a: UninstallArgs) -> CliResult {
     super::session::require_owner("uninstall")?;
     let rt = super::exec::runtime()?;
-    let removed =
-        hcp_runtime::install::uninstall_purging(&rt, &a.id, a.purge).map_err(pack_error)?;
+    let removed = hcp_runtime::install::uninstall_purging(&rt, &a.id, a.purge)
+        .map_err(|e| pack_error_in(rt.home(), &a.id, e))?;
     out!(
         "uninstalled `{}`{}",
         removed.id,

@@ -91,21 +91,9 @@ fn write_ignoring_broken_pipe(w: &mut impl Write, text: &str) {
     let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
 }
 
-/// Why `dir` cannot be linted, and a hint.
+/// Why `dir` cannot be linted, and a hint: what install and promote say of it too
+/// (`hcp_lint::bad_pack_dir`).
 fn dir_error(dir: &Path, e: &std::io::Error) -> (String, Option<&'static str>) {
-    let shown = format!("`{}`", dir.display());
-    match e.kind() {
-        std::io::ErrorKind::NotFound => (format!("{shown} does not exist"), None),
-        std::io::ErrorKind::NotADirectory => (
-            format!("{shown} is not a directory"),
-            Some(
-                "name a pack directory, the one holding `surface.json`, `policy.json` and `HARNESS.md`",
-            ),
-        ),
-        std::io::ErrorKind::InvalidInput => (
-            format!("{shown} is a symlink; lint follows no symlink"),
-            Some("name the directory the link points to"),
-        ),
-        _ => (format!("cannot read {shown}: {e}"), None),
-    }
+    let b = hcp_lint::bad_pack_dir(dir, e);
+    (b.message, Some(b.hint))
 }

@@ -1,7 +1,8 @@
 //! `hcp pack promote DIR` (RUNTIME §1.3): rewrites a `pass_through` pack in place into
 //! named verbs (`hcp_lint::promote`), keeps a backup, prints what the author must still
 //! decide. Exit 0 when promoted, 1 when there is nothing to promote or a file does not
-//! parse, 66 when DIR cannot be read or written (`pack_unreadable`).
+//! parse, 2 when DIR is no pack directory at all (`bad_pack_dir`, as `hcp lint` says), 66
+//! when one of its files cannot be read or written (`pack_unreadable`).
 
 use crate::error::{CliError, CliResult};
 use crate::exit;
@@ -27,8 +28,11 @@ pub struct PromoteArgs {
 pub fn run(c: PackCommand) -> CliResult {
     let PackCommand::Promote(a) = c;
     let done = hcp_lint::promote::promote(&a.dir).map_err(|e| {
-        CliError::new(e.code(), e.to_string())
-            .hint("`hcp lint DIR` says what is wrong with the pack's files")
+        let hint = match &e {
+            hcp_lint::promote::PromoteError::BadDir(b) => b.hint,
+            _ => "`hcp lint DIR` says what is wrong with the pack's files",
+        };
+        CliError::new(e.code(), e.to_string()).hint(hint)
     })?;
     let p = &done.promotion;
     let mut out = String::new();

@@ -322,6 +322,9 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
                 state.session_end_digest(&one.token_sha256, now)
             }
             [] => {
+                if let Some((file, why)) = damaged_with_id(rt, &token)? {
+                    return end_damaged(rt, &act, &token, &file, &why);
+                }
                 return Err(CliError::new(
                     Code::BadSession,
                     format!("no session has the id `{token}`"),
@@ -368,6 +371,92 @@ fn end(rt: &hcp_runtime::Runtime, a: EndArgs) -> CliResult {
             s.principal
         ));
     }
+    Ok(exit::OK)
+}
+
+/// The id `hcp session list` shows for a damaged session file: the first 12 hex digits of
+/// its name (the digest of its token), as for a sound one.
+fn damaged_id(p: &std::path::Path) -> String {
+    p.file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.get(..12))
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// The damaged session file (file state only) whose id is `id`, with why it is damaged.
+///
+/// # Errors
+/// `store_io` when the sessions directory cannot be read.
+fn damaged_with_id(
+    rt: &hcp_runtime::Runtime,
+    id: &str,
+) -> Result<Option<(PathBuf, String)>, CliError> {
+    if rt.state().backend() != "file" {
+        return Ok(None);
+    }
+    let damaged = session::damaged(rt.home()).map_err(|e| store_error(&e))?;
+    let mut found = damaged.into_iter().filter(|(p, _)| damaged_id(p) == id);
+    match (found.next(), found.next()) {
+        (Some(one), None) => Ok(Some(one)),
+        _ => Ok(None),
+    }
+}
+
+/// `hcp session end ID` of a session whose file is damaged (RUNTIME §4 "Fault
+/// isolation"): its token is refused already (`store_damaged`), and ending it removes the
+/// file (its token is then unknown, refused `bad_session`: no token gains anything). The
+/// act is recorded first, with the file, why it is damaged and the digest of its bytes
+/// (what was removed, for whoever looks later; the principal it named cannot be
+/// believed); an act that cannot be recorded removes nothing (74). The file is removed
+/// under the store lock only if it is still damaged then.
+fn end_damaged(
+    rt: &hcp_runtime::Runtime,
+    act: &hcp_runtime::authority::Act<'_>,
+    id: &str,
+    file: &std::path::Path,
+    why: &str,
+) -> CliResult {
+    let digest = std::fs::read(file)
+        .ok()
+        .map(|b| hcp_store::digest::sha256_tagged(&b));
+    let name = file
+        .strip_prefix(rt.home().root())
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    super::authority::record_act(
+        act,
+        json!({
+            "principal": "unknown",
+            "sessions": [id],
+            "damaged": {"file": name, "reason": why, "digest": digest},
+        }),
+    )?;
+    let removed = act.settle(
+        session::remove_damaged(rt.home(), file).and_then(|removed| {
+            if removed {
+                Ok(())
+            } else {
+                Err(StoreError::Damaged {
+                    path: file.to_path_buf(),
+                    reason:
+                        "it changed while it was being ended: it is gone, or reads as a session now"
+                            .into(),
+                })
+            }
+        }),
+        StoreError::code,
+    );
+    removed.map_err(|e| {
+        store_error(&e).hint(format!(
+            "`hcp session list` shows what is there now; `hcp session end {id}` again ends it"
+        ))
+    })?;
+    print(&format!(
+        "ended the session `{id}`, whose file `{}` was damaged ({why}): the file is removed, and its token is refused (`bad_session`)\n",
+        file.display()
+    ));
     Ok(exit::OK)
 }
 
@@ -423,13 +512,6 @@ fn list(state: &dyn State, home: &hcp_store::Home, a: ListArgs) -> CliResult {
         session::damaged(home).map_err(|e| store_error(&e))?
     } else {
         Vec::new()
-    };
-    let damaged_id = |p: &std::path::Path| {
-        p.file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.get(..12))
-            .unwrap_or("?")
-            .to_owned()
     };
     if a.json {
         let mut v: Vec<_> = sessions.iter().map(|s| session_json(s, now)).collect();

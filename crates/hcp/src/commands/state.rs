@@ -1,5 +1,8 @@
 //! `hcp state migrate [--json]` (RUNTIME §9), owner only: creates or upgrades the schema of
 //! the fleet's PostgreSQL database (`hcp_runtime::backend::migrate`) and says what it did.
+//! `hcp state reledger [--json]` (RUNTIME §4 "Fault isolation"), owner only: writes the
+//! file store's state ledger (`hcp_store::ledger`) anew from the files there now, the
+//! repair `hcp doctor` names for a ledger that is missing or damaged; an act of authority.
 
 use super::session::{print, require_owner};
 use crate::error::{CliError, CliResult};
@@ -11,9 +14,13 @@ pub enum StateCommand {
     /// Create or upgrade the schema of the state database named by `config.json`'s
     /// `state` (each missing migration in its own transaction), and say what was done.
     Migrate(MigrateArgs),
+    /// Write the state ledger (`state/ledger.json`) anew from the grant, session and
+    /// approval files and the markers there now: the repair of a ledger that is missing
+    /// or damaged. Check first that they hold only what should be there.
+    Reledger(MigrateArgs),
 }
 
-/// Arguments of `hcp state migrate`.
+/// Arguments of `hcp state migrate` and `hcp state reledger`.
 #[derive(Debug, clap::Args)]
 pub struct MigrateArgs {
     /// Print what was done as one JSON object.
@@ -26,6 +33,7 @@ pub fn run(c: StateCommand) -> CliResult {
     require_owner("state")?;
     let rt = super::exec::runtime()?;
     match c {
+        StateCommand::Reledger(a) => reledger(&rt, &a),
         StateCommand::Migrate(a) => {
             let done = hcp_runtime::backend::migrate(&rt).map_err(|r| {
                 let e = CliError::new(r.code, r.message);
@@ -67,4 +75,27 @@ pub fn run(c: StateCommand) -> CliResult {
             Ok(exit::OK)
         }
     }
+}
+
+/// `hcp state reledger`: the act `state reledger`, recorded, then the ledger written under
+/// the store lock; prints how many entries it holds.
+fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
+    let home = rt.home();
+    let act = super::authority::record(rt, "state reledger", serde_json::json!({}))?;
+    let entered = act
+        .settle(
+            hcp_store::StoreLock::acquire(home)
+                .and_then(|lock| hcp_store::ledger::rebuild(home, &lock)),
+            hcp_store::StoreError::code,
+        )
+        .map_err(|e| super::authority::act_error(&e))?;
+    if a.json {
+        print(&format!("{}\n", serde_json::json!({"entries": entered})));
+    } else {
+        print(&format!(
+            "state ledger written: {} state files, {} spent approvals, {} active packs\n",
+            entered.files, entered.used, entered.active
+        ));
+    }
+    Ok(exit::OK)
 }

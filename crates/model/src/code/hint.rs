@@ -9,6 +9,17 @@
 use super::Code;
 
 impl Code {
+    /// [`Code::next_step`] for a refusal about pack `pack` (a call's): each placeholder
+    /// `PACK` of the hint (a whole word: not `PACK_ID`) is the pack's id, so the command
+    /// can be run as it stands.
+    pub fn next_step_for(self, pack: Option<&str>) -> String {
+        let hint = self.next_step();
+        match pack.filter(|p| !p.is_empty()) {
+            Some(p) => fill_word(hint, "PACK", p),
+            None => hint.to_owned(),
+        }
+    }
+
     /// The command (or repository document) that is the next step after this code.
     pub fn next_step(self) -> &'static str {
         use Code::*;
@@ -28,7 +39,12 @@ impl Code {
             KindUnsupported | PassThroughUnsupported => {
                 "turn `pass_through` into named verbs with `hcp pack promote DIR` (docs/packs.md)"
             }
-            NotInstalled | PackUnreadable => "list the installed packs with `hcp list`",
+            NotInstalled => {
+                "list the installed packs with `hcp list`; `hcp install DIR` installs one"
+            }
+            PackUnreadable => {
+                "check that this user may read and write the pack's files, then `hcp lint DIR`"
+            }
             NotConnectable => "see the pack's `binding` with `hcp show PACK` (docs/packs.md)",
             UnknownStimulus => "see the pack's stimuli with `hcp show PACK`",
             WriteStimulus => {
@@ -182,7 +198,9 @@ impl Code {
                 "fix the pack (each lint code and its fix: docs/packs.md), then `hcp lint DIR`"
             }
             AlreadyInstalled => "replace it with `hcp install --force DIR`",
-            BadPackDir => "give the pack's directory: `hcp install DIR` (docs/packs.md)",
+            BadPackDir => {
+                "name a pack directory, the one holding `surface.json`, `policy.json` and `HARNESS.md` (docs/packs.md)"
+            }
             FamilyClaimed => {
                 "share the family on purpose with `hcp install DIR --join-family FAMILY`, or give the pack a `binding.family` of its own"
             }
@@ -218,9 +236,28 @@ impl Code {
     }
 }
 
+/// `text` with each whole-word `word` (not inside a longer name of letters, digits and
+/// `_`) replaced by `by`.
+fn fill_word(text: &str, word: &str, by: &str) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(word) {
+        let (before, after) = (&rest[..i], &rest[i + word.len()..]);
+        let whole = !before.chars().next_back().is_some_and(is_name)
+            && !after.chars().next().is_some_and(is_name);
+        out.push_str(before);
+        out.push_str(if whole { by } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pretty_assertions::assert_eq;
 
     /// Every code of the table has a next step that names a command or a document of the
     /// repository, never the contract.
@@ -239,5 +276,21 @@ mod tests {
             .map(|(c, h)| format!("{c}: {h}"))
             .collect();
         assert!(without.is_empty(), "{without:#?}");
+    }
+
+    #[test]
+    fn a_hint_names_the_pack_of_the_call() {
+        assert_eq!(
+            Code::ArgInvalid.next_step_for(Some("transit")),
+            "see the verb's arguments with `hcp show transit`"
+        );
+        assert_eq!(
+            Code::ArgInvalid.next_step_for(None),
+            Code::ArgInvalid.next_step()
+        );
+        assert_eq!(
+            fill_word("`hcp exec PACK.VERB`, `PACK_ID`, `XPACK`", "PACK", "mail"),
+            "`hcp exec mail.VERB`, `PACK_ID`, `XPACK`"
+        );
     }
 }

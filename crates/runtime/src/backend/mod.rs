@@ -91,8 +91,31 @@ pub(crate) fn choose(
     (backend, state, config)
 }
 
+/// Why the `state` of `cfg` cannot be used, checked as a call checks it but without
+/// connecting (`hcp_state_pg::check`): what `hcp config set` refuses before it writes a
+/// `state` every later call would refuse (RUNTIME §3, §9). The reason names no password.
+///
+/// # Errors
+/// The reason, lowercase.
+pub fn check_state(cfg: &StateConfig) -> Result<(), String> {
+    hcp_state_pg::check(cfg).map_err(|e| match e {
+        hcp_state_pg::PgError::Config { reason } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// What [`shown_state`] shows for a URL that does not parse (its password, if it holds
+/// one, cannot be found in it).
+pub const UNREADABLE_URL: &str = "(unreadable)";
+
+/// `state` as `hcp config get` shows it: the URL without its password, and the schema
+/// (the default when none is named).
+pub fn shown_state(cfg: &StateConfig) -> serde_json::Value {
+    serde_json::json!({"url": cfg.redacted_url(), "schema": cfg.schema_name()})
+}
+
 /// The witness of a file store ([`hcp_store::audit::witness::of_config`]).
-fn file_witness(w: hcp_store::config::WitnessChoice) -> Option<Arc<dyn Witness>> {
+pub(crate) fn file_witness(w: hcp_store::config::WitnessChoice) -> Option<Arc<dyn Witness>> {
     hcp_store::audit::witness::of_config(w)
 }
 

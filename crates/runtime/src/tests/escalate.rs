@@ -67,8 +67,10 @@ fn backdate(w: &World, id: &str, field: &str) {
         .join(format!("{id}.json"));
     let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     v[field] = json!("2000-01-01T00:00:00Z");
-    // hcp would refuse a file edited by hand: written with its MAC, as hcp does.
-    std::fs::write(&p, hcp_store::stamp::seal(w.home(), &p, &v).unwrap()).unwrap();
+    // hcp would refuse a file edited by hand: written with its MAC and noted in the state
+    // ledger, as hcp does.
+    let lock = hcp_store::StoreLock::acquire(w.home()).unwrap();
+    hcp_store::stamp::write(w.home(), &lock, &p, &v).unwrap();
 }
 
 fn now() -> Timestamp {

@@ -258,7 +258,7 @@ fn a_sessions_tools_carry_the_policys_returns_and_results_must_fit_them() {
     assert!(
         detail.starts_with(&format!(
             "code: unknown_tool\nhint: {}\nsteps (all of them, in order):\n1. hcp policy init --merge ",
-            hcp_model::Code::UnknownTool.next_step()
+            hcp_model::Code::UnknownTool.next_step_for(Some("tp"))
         )) && detail.ends_with(" --role clerk (unknown_tool)"),
         "{detail}"
     );

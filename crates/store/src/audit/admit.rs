@@ -402,7 +402,8 @@ impl AuditLog {
             if a.approvals[..i].iter().any(|x| x.id == s.id) {
                 return refuse(ApprovalRefusal::Used);
             }
-            let Some(ap) = approval::get(self.home(), &s.id)? else {
+            // Under the trail's lock: never wait for the store lock here.
+            let Some(ap) = crate::lock::no_wait(|| approval::get(self.home(), &s.id))? else {
                 return refuse(ApprovalRefusal::Unknown);
             };
             if !ap.matches(

@@ -37,7 +37,7 @@ pub fn key_doc(segments: &[String]) -> Option<KeyDoc> {
     let mut node = root.clone();
     let mut name = String::new();
     for seg in segments {
-        let here = resolve(&root, &node)?;
+        let here = resolve(&root, &node).ok()?;
         let props = here.get("properties").and_then(Value::as_object);
         let (next, part) = match props.and_then(|p| p.get(seg.as_str())) {
             Some(p) => (p.clone(), seg.clone()),
@@ -59,13 +59,42 @@ pub fn key_doc(segments: &[String]) -> Option<KeyDoc> {
     Some(KeyDoc { name, takes })
 }
 
-/// `s` with `$ref` followed (keeping the referring schema's own keywords) and
-/// `anyOf: [X, null]` / `type: [T, "null"]` unwrapped, as the reference reads it.
-fn resolve(root: &Value, s: &Value) -> Option<Value> {
+/// Why [`resolve`] could not read a schema as the references read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResolveError {
+    /// A `$ref` names a definition the schema's `$defs` lacks (the `$ref` as written).
+    UnknownRef(String),
+    /// `$ref`s and nullable wrappers nest deeper than eight levels: a cycle, in practice.
+    Endless,
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownRef(r) => write!(f, "the schema defines no `{r}`"),
+            Self::Endless => f.write_str("a schema whose `$ref`s do not end"),
+        }
+    }
+}
+
+impl std::error::Error for ResolveError {}
+
+/// `s` (a schema within `root`, as schemars writes it) with `$ref` followed (keeping the
+/// referring schema's own keywords, its description among them) and `anyOf: [X, null]` /
+/// `type: [T, "null"]` unwrapped: the schema of a field as the generated references
+/// (`docs/config.md`, `docs/packs.md`) and `hcp config set`'s refusals read it.
+///
+/// # Errors
+/// [`ResolveError`] for a `$ref` to a missing definition, or more than eight levels of
+/// references and wrappers.
+pub fn resolve(root: &Value, s: &Value) -> Result<Value, ResolveError> {
     let mut s = s.clone();
     for _ in 0..8 {
         if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-            let def = root.get("$defs")?.get(r.trim_start_matches("#/$defs/"))?;
+            let def = root
+                .get("$defs")
+                .and_then(|d| d.get(r.trim_start_matches("#/$defs/")))
+                .ok_or_else(|| ResolveError::UnknownRef(r.to_owned()))?;
             let mut merged = def.clone();
             if let (Some(m), Some(own)) = (merged.as_object_mut(), s.as_object()) {
                 for (k, v) in own.iter().filter(|(k, _)| *k != "$ref") {
@@ -95,14 +124,14 @@ fn resolve(root: &Value, s: &Value) -> Option<Value> {
                 continue;
             }
         }
-        return Some(s);
+        return Ok(s);
     }
-    None
+    Err(ResolveError::Endless)
 }
 
 /// The type of `s` in the reference's words; `key` names a map's keys.
 fn type_words(root: &Value, s: &Value, key: &str) -> Option<String> {
-    let r = resolve(root, s)?;
+    let r = resolve(root, s).ok()?;
     if let Some(alts) = r.get("oneOf").and_then(Value::as_array) {
         let words: Option<Vec<String>> = alts
             .iter()

@@ -131,13 +131,54 @@ fn load_once(id: &PackId, dir: &PathBuf) -> Result<InstalledPack, Retry> {
     })
 }
 
-/// Whether pack `id` is active: `state/active/<id>` exists. Any error reads as inactive
-/// (fail closed). One `lstat`.
+/// Whether pack `id` is active: `state/active/<id>` exists and the state ledger
+/// ([`crate::ledger`]) vouches for it. Any error reads as inactive (fail closed):
+/// [`activation`] says why.
 pub fn is_active(home: &Home, id: &str) -> bool {
-    PackId::parse(id).is_ok()
-        && std::fs::symlink_metadata(home.dir(StoreDir::State).join("active").join(id))
-            .map(|m| m.is_file())
-            .unwrap_or(false)
+    activation(home, id).unwrap_or(false)
+}
+
+/// Whether pack `id` is active, as [`is_active`], with the damage of a marker the state
+/// ledger does not vouch for (made by hand, or put back after `hcp deactivate`): one
+/// `lstat`, and the ledger (one small read and one HMAC per process and version of it).
+///
+/// # Errors
+/// [`StoreError::Damaged`] naming the marker when the ledger does not vouch for it, or
+/// cannot be believed; [`StoreError::Io`] when the marker or the ledger cannot be read.
+pub fn activation(home: &Home, id: &str) -> Result<bool, StoreError> {
+    if PackId::parse(id).is_err() {
+        return Ok(false);
+    }
+    let marker = home.dir(StoreDir::State).join("active").join(id);
+    if !std::fs::symlink_metadata(&marker)
+        .map(|m| m.is_file())
+        .unwrap_or(false)
+    {
+        return Ok(false);
+    }
+    let bytes = match std::fs::read(&marker) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(StoreError::io("read", &marker, e)),
+    };
+    let digest = crate::ledger::marker_digest(&bytes);
+    let why = match crate::ledger::vouch(home, &marker, &digest)? {
+        None => return Ok(true),
+        // An activation may be between its marker and the ledger: look again under the
+        // lock, which it holds for both.
+        Some(_) if !crate::lock::held_here() => match crate::StoreLock::acquire(home) {
+            Ok(_lock) => return activation(home, id),
+            Err(_) => crate::ledger::vouch(home, &marker, &digest)?,
+        },
+        why => why,
+    };
+    match why {
+        None => Ok(true),
+        Some(reason) => Err(StoreError::Damaged {
+            path: marker,
+            reason,
+        }),
+    }
 }
 
 /// The ids in `dir` that are valid pack ids, sorted; an absent directory is empty.
@@ -162,13 +203,35 @@ fn ids_in(dir: &std::path::Path) -> Result<Vec<PackId>, StoreError> {
     Ok(out)
 }
 
-/// The ids of the active packs (`state/active/`), sorted. Does not check that each is
-/// installed.
+/// The ids of the active packs (`state/active/`, each marker vouched for by the state
+/// ledger), sorted. Does not check that each is installed.
 ///
 /// # Errors
 /// [`StoreError::Io`] when the directory exists but cannot be read.
 pub fn active_ids(home: &Home) -> Result<Vec<PackId>, StoreError> {
-    ids_in(&home.dir(StoreDir::State).join("active"))
+    let mut ids = ids_in(&home.dir(StoreDir::State).join("active"))?;
+    ids.retain(|id| is_active(home, id.as_str()));
+    Ok(ids)
+}
+
+/// The activation markers the state ledger does not vouch for ([`activation`]), by pack,
+/// with why (`hcp doctor`).
+///
+/// # Errors
+/// [`StoreError::Io`] when `state/active/` exists but cannot be read.
+pub fn damaged_markers(home: &Home) -> Result<Vec<(PackId, PathBuf, String)>, StoreError> {
+    let mut out = Vec::new();
+    for id in ids_in(&home.dir(StoreDir::State).join("active"))? {
+        match activation(home, id.as_str()) {
+            Ok(_) => {}
+            Err(StoreError::Damaged { path, reason }) => out.push((id, path, reason)),
+            Err(e) => {
+                let path = home.dir(StoreDir::State).join("active").join(id.as_str());
+                out.push((id, path, e.to_string()));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The ids of the installed packs (`packs/`), sorted.

@@ -3,7 +3,6 @@
 //! ([`prepare`], no I/O but the random token and the working directory's check).
 
 use super::*;
-use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
 use crate::lock::StoreLock;
@@ -154,15 +153,16 @@ pub fn start_prepared(
     (token, session): (Token, Session),
 ) -> Result<(Token, Session), SessionError> {
     let digest = token_digest(token.as_str());
-    let _lock = StoreLock::acquire(home)?;
-    write_session(home, &digest, &session)?;
+    let lock = StoreLock::acquire(home)?;
+    write_session(home, &lock, &digest, &session)?;
     Ok((token, session))
 }
 
-/// Writes the session with its MAC ([`crate::stamp`]).
-fn write_session(home: &Home, digest: &str, s: &Session) -> StoreResult<()> {
+/// Writes the session with its MAC ([`crate::stamp`]) and notes it in the state ledger,
+/// under the store lock the caller holds.
+fn write_session(home: &Home, lock: &StoreLock, digest: &str, s: &Session) -> StoreResult<()> {
     let path = session_path(home, digest);
-    write_atomic(&path, &crate::stamp::seal(home, &path, s)?)
+    crate::stamp::write(home, lock, &path, s)
 }
 
 /// Reads a session file, its MAC checked before anything of it is believed (one HMAC).
@@ -244,13 +244,13 @@ pub fn end_digest(
         .filter(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or(BadSession::Unknown)?;
     let path = session_path(home, digest);
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let mut s = read_session(home, &path, digest)?.ok_or(BadSession::Unknown)?;
     if s.ended_at.is_some() {
         return Ok((s, false));
     }
     s.ended_at = Some(now);
-    write_session(home, digest, &s)?;
+    write_session(home, &lock, digest, &s)?;
     Ok((s, true))
 }
 
@@ -264,7 +264,7 @@ pub fn end_principal(
     principal: &PrincipalId,
     now: Timestamp,
 ) -> Result<Vec<Session>, SessionError> {
-    let _lock = StoreLock::acquire(home)?;
+    let lock = StoreLock::acquire(home)?;
     let mut ended = Vec::new();
     for mut s in list(home)? {
         if &s.principal == principal && s.ended_at.is_none() {
@@ -274,7 +274,7 @@ pub fn end_principal(
                 .strip_prefix("sha256:")
                 .unwrap_or(&s.token_sha256)
                 .to_owned();
-            write_session(home, &digest, &s)?;
+            write_session(home, &lock, &digest, &s)?;
             ended.push(s);
         }
     }
@@ -317,6 +317,37 @@ pub fn damaged(home: &Home) -> StoreResult<Vec<(PathBuf, String)>> {
         .collect();
     out.sort();
     Ok(out)
+}
+
+/// Removes the session file `path` (one [`damaged`] listed), under the store lock, when
+/// it is still damaged: what `hcp session end ID` does to end a session whose file does
+/// not read (RUNTIME §4 "Fault isolation"). Its token, refused `store_damaged` while the
+/// file was there, is then unknown (`bad_session`): refused either way. `Ok(false)`: the
+/// file is gone, or it reads as a session now (it is then left as it is).
+///
+/// # Errors
+/// [`StoreError::Io`] when it cannot be removed; the store lock's.
+pub fn remove_damaged(home: &Home, path: &Path) -> StoreResult<bool> {
+    let stem = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".json"))
+        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+    let Some(stem) = stem else {
+        return Ok(false);
+    };
+    if path.parent() != Some(sessions_dir(home).as_path()) {
+        return Ok(false);
+    }
+    let _lock = StoreLock::acquire(home)?;
+    match read_session(home, path, stem) {
+        Ok(_) => Ok(false),
+        Err(_) => match std::fs::remove_file(path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io("remove", path, e)),
+        },
+    }
 }
 
 /// Each `<64 hex>.json` of the sessions directory, read.

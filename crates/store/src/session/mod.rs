@@ -27,8 +27,8 @@ mod time;
 mod token;
 
 pub use files::{
-    damaged, end, end_digest, end_principal, list, prepare, resolve, sessions_dir, start,
-    start_prepared,
+    damaged, end, end_digest, end_principal, list, prepare, remove_damaged, resolve, sessions_dir,
+    start, start_prepared,
 };
 pub use jiff::{SignedDuration, Timestamp};
 pub use principal::{MAX_ATTR_VALUE_LEN, MAX_NAME_LEN, OWNER, PrincipalId, validate_name};

@@ -3,7 +3,7 @@
 //! verb gets (RUNTIME §5.1; `hcp_runtime::view_plan`), owner only.
 
 use super::install::{open_home, pack_error};
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::exit;
 use hcp_store::pack::{self, InstalledPack};
 use serde_json::{Value, json};
@@ -38,7 +38,10 @@ pub fn run(a: Args) -> CliResult {
         return view::run(&a.id, a.principal, a.project, a.json);
     }
     let home = open_home()?;
-    let p = pack::load(&home, &a.id).map_err(pack_error)?;
+    let p = pack::load(&home, &a.id).map_err(|e| match e {
+        pack::PackError::NotInstalled { .. } => not_installed(&home, &a.id),
+        e => pack_error(e),
+    })?;
     let active = pack::is_active(&home, p.id.as_str());
     // RUNTIME §8: which family the pack shares, and with which installed packs.
     let family = p.manifest.family().to_owned();
@@ -82,6 +85,41 @@ pub fn run(a: Args) -> CliResult {
         out_raw!("{}", text);
     }
     Ok(exit::OK)
+}
+
+/// `not_installed` for `hcp show ID` of an id no installed pack has, with the "did you
+/// mean" of `hcp exec` (`hcp_runtime::target::did_you_mean`): the nearest pack ids, or
+/// for a `PACK.VERB` of an installed pack, that pack's verbs and `--view`.
+fn not_installed(home: &hcp_store::Home, id: &str) -> CliError {
+    use hcp_runtime::target::{did_you_mean, typed_verbs};
+    let verb_of = id
+        .split_once('.')
+        .and_then(|(pack_id, _)| pack::load(home, pack_id).ok());
+    let Some(p) = verb_of else {
+        return CliError::command(hcp_runtime::target::not_installed(home, id));
+    };
+    let known = typed_verbs(&p);
+    let pack_id = p.id.as_str();
+    let shows = format!(
+        "`hcp show {pack_id}` shows the pack and its verbs; `hcp show {pack_id}.VERB --view` what a call of one sees"
+    );
+    if known.iter().any(|k| k == id) {
+        return CliError::new(
+            hcp_model::Code::NotInstalled,
+            format!("`{id}` is a verb of pack `{pack_id}`, not a pack"),
+        )
+        .hint(format!(
+            "`hcp show {pack_id}` shows the pack and its verbs; `hcp show {id} --view` what a call of it sees"
+        ));
+    }
+    CliError::new(
+        hcp_model::Code::NotInstalled,
+        format!("`{id}` is no pack, nor a verb of pack `{pack_id}`"),
+    )
+    .hint(match did_you_mean(id, known.iter().map(String::as_str)) {
+        Some(d) => format!("{d} {shows}"),
+        None => shows,
+    })
 }
 
 fn verbs(p: &InstalledPack) -> Vec<Value> {

@@ -1,0 +1,306 @@
+//! A state file's MAC binds it to its name, the state ledger (`state/ledger.json`) binds
+//! it to time (RUNTIME §4 "Fault isolation", §6; docs/DESIGN.md, "The state ledger"): a
+//! copy of a grant file saved before `hcp revoke` and put back after it, a session file
+//! put back after `hcp session end`, an activation marker put back after
+//! `hcp deactivate` — each holds its MAC, and each is refused for its principal, session
+//! or pack alone (`store_damaged`, naming the file), listed by `hcp doctor` with its
+//! repair, while everybody else's calls go on. A ledger put back with the files it
+//! vouched for is older than the trail says: `hcp doctor` names it. A store of an earlier
+//! version gains its ledger at its first call, with a `migrate` record.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "exec_common/mod.rs"]
+mod exec_common;
+
+use common::World;
+use exec_common::{exec_json_env, grant, session, world};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+fn code(o: &std::process::Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Whether this machine gives a call its view (a session's call needs one).
+fn view_or_skip() -> bool {
+    if let Some(why) = hcp_adapter::KernelSupport::probe().view_missing() {
+        common::skip::skip(&format!("no view for a call here: {why}"));
+        return false;
+    }
+    true
+}
+
+fn outcome(o: &std::process::Output, v: &Value) -> String {
+    match v["code"].as_str() {
+        Some(c) => format!("{} {c}", code(o)),
+        None => format!("{} ok", code(o)),
+    }
+}
+
+/// The session file of `token`.
+fn session_file(w: &World, token: &str) -> PathBuf {
+    w.hcp_home
+        .join("state/sessions")
+        .join(format!("{}.json", hcp_store::session::token_digest(token)))
+}
+
+/// `hcp doctor`'s lines that name a damaged record.
+fn doctor_damage(w: &World) -> (i32, Vec<String>) {
+    let o = w.run(&["doctor"]);
+    let text = w.filter(&String::from_utf8_lossy(&o.stdout));
+    let lines = text
+        .lines()
+        .filter(|l| l.contains("damaged "))
+        .map(str::to_owned)
+        .collect();
+    (code(&o), lines)
+}
+
+/// Each replay in turn, on a store where `agent-1` and `agent-2` each hold a session and
+/// `verb.exec.read` on `echo` and `probe`: a copy saved before the act that took the
+/// authority away, put back after it. Then the owner's calls, `agent-2`'s and
+/// `agent-1`'s, and `hcp doctor` (snapshot); the repair doctor names makes the store
+/// whole.
+#[test]
+fn a_copy_put_back_after_its_act_refuses_its_principal_or_pack_alone() {
+    if !view_or_skip() {
+        return;
+    }
+    for kind in [
+        "grant_put_back_after_revoke",
+        "session_put_back_after_end",
+        "activation_put_back_after_deactivate",
+    ] {
+        let w = world(&["echo", "probe"]);
+        let victim = session(&w, "agent-1", &[]);
+        let other = session(&w, "agent-2", &[]);
+        for p in ["agent-1", "agent-2"] {
+            grant(&w, p, "echo", &["verb.exec.read"]);
+            grant(&w, p, "probe", &["verb.exec.read"]);
+        }
+        let grants = w.hcp_home.join("state/grants/agent-1.json");
+        let sess = session_file(&w, &victim);
+        let marker = w.hcp_home.join("state/active/probe");
+        let digest = sess.file_stem().unwrap().to_str().unwrap().to_owned();
+        let (file, act): (&PathBuf, Vec<&str>) = match kind {
+            "grant_put_back_after_revoke" => {
+                (&grants, vec!["revoke", "agent-1", "echo", "verb.exec.read"])
+            }
+            "session_put_back_after_end" => (&sess, vec!["session", "end", &victim]),
+            _ => (&marker, vec!["deactivate", "probe"]),
+        };
+        let saved = std::fs::read(file).unwrap();
+        let o = w.run(&act);
+        assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
+        std::fs::write(file, &saved).unwrap();
+        let mut answers = Vec::new();
+        for (who, env) in [
+            ("owner", None),
+            ("agent-2", Some(other.as_str())),
+            ("agent-1", Some(victim.as_str())),
+        ] {
+            let env: Vec<(&str, &str)> = env.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+            for verb in [&["echo.say", "hi"][..], &["probe.big", "3"][..]] {
+                let (o, v) = exec_json_env(&w, verb, &env);
+                if v["code"] == "store_damaged" {
+                    let e = v["error"].as_str().unwrap_or_default();
+                    assert!(
+                        e.contains(&file.display().to_string()),
+                        "{kind}: names no file: {v}"
+                    );
+                }
+                answers.push(format!("{who} {}: {}", verb[0], outcome(&o, &v)));
+            }
+        }
+        let (c, lines) = doctor_damage(&w);
+        assert_eq!((c, lines.len()), (1, 1), "{kind}: {lines:?}");
+        let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))
+            .replace(&digest, "{digest}");
+        insta::assert_snapshot!(format!("put_back_{kind}"), shown);
+        // The repair doctor names.
+        let repair: Vec<&str> = match kind {
+            "grant_put_back_after_revoke" => vec!["revoke", "agent-1", "--all"],
+            "session_put_back_after_end" => {
+                std::fs::remove_file(&sess).unwrap();
+                vec![]
+            }
+            _ => vec!["deactivate", "probe"],
+        };
+        if !repair.is_empty() {
+            let o = w.run(&repair);
+            assert_eq!(code(&o), 0, "{kind}: {}", w.render(&o));
+        }
+        let (c, lines) = doctor_damage(&w);
+        assert!(
+            lines.is_empty(),
+            "{kind}: after the repair ({c}): {lines:?}"
+        );
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &other)]);
+        assert_eq!(code(&o), 0, "{kind}: after the repair: {v}");
+    }
+}
+
+/// Grant, revoke, grant again; start, end, start a session; deactivate and activate:
+/// every act leaves a ledger that vouches for what it wrote, and doctor finds nothing.
+#[test]
+fn a_normal_cycle_of_acts_is_vouched_for() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let o = w.run(&["revoke", "agent-1", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let first = session(&w, "agent-1", &[]);
+    let o = w.run(&["session", "end", &first]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let token = session(&w, "agent-1", &[]);
+    for act in [&["deactivate", "echo"][..], &["activate", "echo"][..]] {
+        let o = w.run(act);
+        assert_eq!(code(&o), 0, "{}", w.render(&o));
+    }
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(code(&o), 0, "{v}");
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &first)]);
+    assert_eq!(v["code"], json!("bad_session"), "{}", w.render(&o));
+    let (_, lines) = doctor_damage(&w);
+    assert!(lines.is_empty(), "{lines:?}");
+    // Each act that wrote the ledger names the generation it left in its completion.
+    let ledger: Value =
+        serde_json::from_slice(&std::fs::read(w.hcp_home.join("state/ledger.json")).unwrap())
+            .unwrap();
+    let o = w.run(&["audit", "tail", "--json", "-n", "4"]);
+    let tail: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let last_made = tail.iter().rev().find(|r| r["act"] == "act made").unwrap();
+    assert_eq!(
+        last_made["changed"]["ledger"], ledger["generation"],
+        "{last_made}"
+    );
+}
+
+/// The ledger put back together with the grant file it vouched for, after a revoke:
+/// the call goes through (nothing per call reads the trail), but `hcp doctor` finds the
+/// ledger older than the trail's record of the revoke.
+#[test]
+fn a_ledger_put_back_with_its_files_is_named_by_doctor() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let grants = w.hcp_home.join("state/grants/agent-1.json");
+    let ledger = w.hcp_home.join("state/ledger.json");
+    let saved = (
+        std::fs::read(&grants).unwrap(),
+        std::fs::read(&ledger).unwrap(),
+    );
+    let o = w.run(&["revoke", "agent-1", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    std::fs::write(&grants, &saved.0).unwrap();
+    std::fs::write(&ledger, &saved.1).unwrap();
+    let (c, lines) = doctor_damage(&w);
+    assert_eq!(c, 1, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("damaged ledger")
+            && l.contains("older than")
+            && l.contains("state/ledger.json")),
+        "{lines:?}"
+    );
+}
+
+/// A store of an earlier version (no ledger, no word of one on its trail) reads its files
+/// as they are, and its first call writes the ledger of what is there under the store
+/// lock with a `migrate` record, once; from then on a ledger removed is damage, and a
+/// copy put back after a revoke is refused.
+#[test]
+fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let token = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let ledger = w.hcp_home.join("state/ledger.json");
+    std::fs::remove_file(&ledger).unwrap();
+    let _ = std::fs::remove_file(w.hcp_home.join("state/authority-files.json"));
+    let log = w.hcp_home.join("audit/audit.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("\"state_ledger\":1"),
+        "the init record says so"
+    );
+    // As an earlier version wrote the trail (a test technique: the chain no longer
+    // verifies, which nothing here reads); the same length, so it meets its anchor. The
+    // acts' completions name no ledger either.
+    let text = text
+        .replace("\"state_ledger\":1,", "\"xtate_ledger\":1,")
+        .replace("\"ledger\":", "\"xedger\":");
+    std::fs::write(&log, text).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(code(&o), 0, "{v}");
+    let l: Value = serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
+    assert_eq!(l["files"].as_object().unwrap().len(), 3, "{l}");
+    let o = w.run(&["audit", "tail", "--json", "-n", "20"]);
+    let migrates: Vec<Value> = serde_json::from_slice::<Vec<Value>>(&o.stdout)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r["act"] == "migrate")
+        .collect();
+    assert_eq!(migrates.len(), 1, "{migrates:?}");
+    assert_eq!(
+        migrates[0]["changed"],
+        json!({"state_ledger": 1, "ledger_entries": {"files": 2, "used": 0, "active": 1}})
+    );
+    // A second call writes nothing again.
+    let before = std::fs::read(&ledger).unwrap();
+    let (o, _) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(std::fs::read(&ledger).unwrap(), before);
+    // A copy put back after a revoke: refused.
+    let grants = w.hcp_home.join("state/grants/agent-1.json");
+    let saved = std::fs::read(&grants).unwrap();
+    let o = w.run(&["revoke", "agent-1", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    std::fs::write(&grants, &saved).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!((code(&o), &v["code"]), (74, &json!("store_damaged")), "{v}");
+    // The ledger removed, and the cache of the answer too: damage, not a new migration.
+    std::fs::remove_file(&ledger).unwrap();
+    std::fs::remove_file(w.hcp_home.join("state/authority-files.json")).unwrap();
+    let o = w.run(&["revoke", "agent-1", "--all"]);
+    assert_ne!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!((code(&o), &v["code"]), (74, &json!("store_damaged")), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("ledger"), "{v}");
+    // Every pack's activation marker is refused too, the owner's calls of it included;
+    // doctor names the ledger and its repair, which the owner makes once the files hold
+    // only what should be there.
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(v["code"], json!("store_damaged"), "{}", w.render(&o));
+    let (c, lines) = doctor_damage(&w);
+    assert_eq!(c, 1);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("damaged ledger") && l.contains("hcp state reledger")),
+        "{lines:?}"
+    );
+    std::fs::remove_file(&grants).unwrap();
+    let o = w.run(&["state", "reledger"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(code(&o), 0, "{v}");
+    let (_, lines) = doctor_damage(&w);
+    assert!(lines.is_empty(), "{lines:?}");
+    let o = w.run(&["audit", "tail", "--json", "-n", "40"]);
+    let migrates = serde_json::from_slice::<Vec<Value>>(&o.stdout)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r["act"] == "migrate")
+        .count();
+    assert_eq!(migrates, 1, "no second migration");
+}

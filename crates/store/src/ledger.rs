@@ -1,0 +1,496 @@
+//! The state ledger (RUNTIME §4 "Fault isolation", §6): `state/ledger.json`, what the
+//! store's authority-carrying state files are *now*, so that an older copy of one put
+//! back, or one put back after hcp removed it, is damage rather than authority.
+//!
+//! A state file's MAC ([`crate::stamp`]) binds its content to its name, not to time: a
+//! copy of `state/grants/alice.json` saved before a `hcp revoke` and put back after it
+//! still holds its MAC. The ledger closes that. It is one JSON object:
+//!
+//! ```json
+//! {"version": 1, "generation": 7,
+//!  "files": {"grants/alice.json": "<the file's mac>",
+//!            "approvals/apr_….used": "sha256:…",
+//!            "active/mail": "sha256:…"},
+//!  "mac": "…"}
+//! ```
+//!
+//! `files` maps each such file's path below `state/` to what it holds now: the `mac` of a
+//! grant, session or approval file, the `sha256:` digest of the bytes of a marker (an
+//! approval's `.used` marker, a pack's activation marker `active/<id>`). A path that is
+//! not in `files` is a file that must not exist. `generation` grows by one at every
+//! write. `mac` is 64 hex digits of HMAC-SHA-256 under the store's chain key of
+//! `"hcp-state-ledger/1\n"` and the [`canonical_json`] of the object without `mac`.
+//!
+//! Every act that writes or removes such a file does so under the store lock and then
+//! writes the ledger ([`note`]), before the lock is released; an admission that spends an
+//! approval notes its `.used` marker under the store lock after the intent
+//! ([`crate::state::FileState`]). A reader ([`vouch`]) checks a file against its entry:
+//! one small file read and one HMAC per process and per version of the ledger (it is
+//! kept while the file's inode, size and times stay the same). A mismatch found without
+//! the lock is checked again under it, so a reader racing a writer never sees damage.
+//! What does not match is damage for its own principal, session, approval or pack alone
+//! (`store_damaged`), listed by `hcp doctor` with the repair of its kind.
+//!
+//! A process killed between a file and the ledger leaves that one file damaged (never
+//! more authority: a revoke's file is refused as a grant's is), for its principal alone.
+//!
+//! The ledger's own freshness: an act's completion record (`act made`) carries the
+//! generation of the ledger it left ([`MADE_FIELD`]), so a ledger put back together with the
+//! files it vouched for is older than the trail says, which `hcp doctor` reports
+//! ([`stale`]) while the trail has moved on since. Whoever restores the whole store —
+//! trail, anchor and ledger together — is caught only by a witness (RUNTIME §6).
+//!
+//! A store of an earlier version has no ledger: its files are read as they are until the
+//! first call or act by this version, which writes the ledger of what is there under the
+//! store lock ([`migrate`]) and records a `migrate` act whose `changed` holds
+//! [`LEDGER_FIELD`]; a store this version made says so in its `init` record and writes the
+//! ledger at its first act. From then on a missing ledger (or one whose MAC does not hold)
+//! refuses every file it would vouch for, and every act that would write one
+//! ([`ready`]), until the owner writes it anew from the files there ([`rebuild`], `hcp
+//! state reledger`, which `hcp doctor` names: [`unusable`]).
+
+use crate::atomic::write_atomic;
+use crate::audit::canonical_json;
+use crate::error::{StoreError, StoreResult};
+use crate::home::{Home, StoreDir};
+use crate::lock::StoreLock;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The ledger's file name inside `state/`.
+pub const LEDGER_FILE: &str = "ledger.json";
+
+/// The domain tag of the ledger's MAC.
+pub const LEDGER_TAG: &[u8] = b"hcp-state-ledger/1\n";
+
+/// The field of an `init` or `migrate` record's `changed` that says the store keeps a
+/// ledger from that record on (its value: [`LEDGER_VERSION`]).
+pub const LEDGER_FIELD: &str = "state_ledger";
+
+/// The field of an `act made` record's `changed` that holds the generation of the ledger
+/// the act left, when it wrote the ledger.
+pub const MADE_FIELD: &str = "ledger";
+
+/// The version of the ledger's format.
+pub const LEDGER_VERSION: u64 = 1;
+
+/// The ledger's content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ledger {
+    /// [`LEDGER_VERSION`].
+    pub version: u64,
+    /// One more at every write.
+    pub generation: u64,
+    /// Path below `state/` → the file's `mac`, or `sha256:` of a marker's bytes.
+    pub files: BTreeMap<String, String>,
+}
+
+/// What identifies one version of the ledger file without reading it.
+pub(crate) type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp_of(m: &std::fs::Metadata) -> Stamp {
+    (
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    )
+}
+
+/// `state/ledger.json`.
+pub fn path(home: &Home) -> PathBuf {
+    home.dir(StoreDir::State).join(LEDGER_FILE)
+}
+
+/// The path of `path` below `state/`, `/`-separated.
+pub(crate) fn relative(home: &Home, path: &Path) -> String {
+    let state = home.dir(StoreDir::State);
+    let rel = path.strip_prefix(&state).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The ledger's value for a marker's bytes.
+pub fn marker_digest(bytes: &[u8]) -> String {
+    crate::digest::sha256_tagged(bytes)
+}
+
+/// The ledger read from disk: `Ok(None)` when there is none; `Err(reason)` when it does
+/// not parse or its MAC does not hold.
+fn read_disk(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, String>> {
+    let p = path(home);
+    let file = match std::fs::File::open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ok(None)),
+        Err(e) => return Err(StoreError::io("read", &p, e)),
+    };
+    let meta = file.metadata().map_err(|e| StoreError::io("read", &p, e))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    std::io::Read::read_to_end(&mut &file, &mut bytes)
+        .map_err(|e| StoreError::io("read", &p, e))?;
+    let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(&bytes) else {
+        return Ok(Err("it is not a JSON object".into()));
+    };
+    let Some(Value::String(mac)) = m.remove(crate::stamp::MAC_FIELD) else {
+        return Ok(Err("it carries no `mac`: it was written by hand".into()));
+    };
+    let body = Value::Object(m);
+    let key = home.chain_key()?;
+    if !key.tagged_mac_holds(LEDGER_TAG, &canonical_json(&body), &mac) {
+        return Ok(Err(
+            "its `mac` does not hold: it was edited by hand or copied from another store".into(),
+        ));
+    }
+    match serde_json::from_value::<Ledger>(body) {
+        Ok(l) if l.version == LEDGER_VERSION => Ok(Ok(Some((stamp_of(&meta), l)))),
+        Ok(l) => Ok(Err(format!(
+            "version {} is not the supported {LEDGER_VERSION}",
+            l.version
+        ))),
+        Err(e) => Ok(Err(e.to_string())),
+    }
+}
+
+/// The ledger as readers see it, kept per process while its file stays the same.
+fn current(home: &Home) -> StoreResult<Result<Option<Arc<Ledger>>, String>> {
+    let p = path(home);
+    let meta = match std::fs::metadata(&p) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io("read", &p, e)),
+    };
+    if let Some(m) = &meta
+        && let Some(l) = home.ledger_cached(&stamp_of(m))
+    {
+        return Ok(Ok(Some(l)));
+    }
+    Ok(read_disk(home)?.map(|read| {
+        read.map(|(stamp, l)| {
+            let l = Arc::new(l);
+            home.set_ledger_cached(stamp, Arc::clone(&l));
+            l
+        })
+    }))
+}
+
+/// Whether the store keeps a ledger: what its trail says (an `init` or `migrate` record
+/// whose `changed` holds [`LEDGER_FIELD`]), read once per process, and only when the
+/// ledger file is missing. A trail that cannot be read answers yes; a home without one
+/// (no store) no.
+pub fn in_force(home: &Home) -> bool {
+    if let Some(k) = home.ledgered_known() {
+        return k;
+    }
+    // A home without a trail is no store (every command refuses it, `no_store` or
+    // `missing_log`, before it reads a state file): it keeps no ledger.
+    let k = crate::audit::AuditLog::new(home).path().exists()
+        && crate::stamp::trail_says(home, LEDGER_FIELD);
+    home.set_ledgered(k);
+    k
+}
+
+/// Why the file at `path`, holding `value` (its `mac`, or [`marker_digest`] of a
+/// marker), is not the one hcp wrote last; `None` when the ledger vouches for it, or the
+/// store keeps none yet (an earlier version's, before its first call).
+///
+/// # Errors
+/// [`StoreError::Io`] when the ledger or the chain key cannot be read.
+pub fn vouch(home: &Home, path: &Path, value: &str) -> StoreResult<Option<String>> {
+    let rel = relative(home, path);
+    Ok(match current(home)? {
+        Ok(Some(l)) => match l.files.get(&rel) {
+            Some(v) if v == value => None,
+            Some(_) => Some(
+                "it is not the version hcp wrote last (`state/ledger.json`): an older copy was put back".into(),
+            ),
+            None => Some(
+                "hcp's ledger (`state/ledger.json`) holds no such file: it was removed by hcp and put back, or made by hand".into(),
+            ),
+        },
+        Ok(None) if !in_force(home) => None,
+        Ok(None) if never_written(home) => Some(
+            "hcp's ledger (`state/ledger.json`) holds no such file: it was made by hand".into(),
+        ),
+        Ok(None) => Some(
+            "the state ledger `state/ledger.json` is missing, so no state file can be believed (hcp writes it at every act)"
+                .into(),
+        ),
+        Err(why) => Some(format!(
+            "the state ledger `state/ledger.json` is damaged ({why}), so no state file can be believed"
+        )),
+    })
+}
+
+/// Whether the ledger holds an entry for `path` (a marker that must exist): `Ok(None)`
+/// when the store keeps no ledger yet; `Err` reason when the ledger cannot be believed.
+///
+/// # Errors
+/// [`StoreError::Io`] when the ledger or the chain key cannot be read.
+pub fn holds(home: &Home, path: &Path) -> StoreResult<Result<Option<bool>, String>> {
+    let rel = relative(home, path);
+    Ok(match current(home)? {
+        Ok(Some(l)) => Ok(Some(l.files.contains_key(&rel))),
+        Ok(None) if !in_force(home) => Ok(None),
+        Ok(None) => Err("the state ledger `state/ledger.json` is missing".into()),
+        Err(why) => Err(format!(
+            "the state ledger `state/ledger.json` is damaged ({why})"
+        )),
+    })
+}
+
+/// Reads the ledger under the store lock for a write: `None` when the store keeps none
+/// yet (an earlier version's, whose first call writes it whole, [`migrate`]).
+fn load_locked(home: &Home) -> StoreResult<Option<Ledger>> {
+    let damaged = |reason: String| StoreError::Damaged {
+        path: path(home),
+        reason,
+    };
+    match read_disk(home)? {
+        Ok(Some((_, l))) => Ok(Some(l)),
+        Ok(None) if !in_force(home) => Ok(None),
+        // A store this version made writes its ledger at its first act: until then the
+        // trail names no ledger written.
+        Ok(None) if never_written(home) => Ok(Some(Ledger {
+            version: LEDGER_VERSION,
+            ..Ledger::default()
+        })),
+        Ok(None) => Err(damaged(
+            "it is missing, so no state file can be believed; hcp writes it at every act".into(),
+        )),
+        Err(why) => Err(damaged(why)),
+    }
+}
+
+/// Whether the trail names no ledger written yet: no `act made` record holds
+/// [`MADE_FIELD`] and no `migrate` record holds [`LEDGER_FIELD`] (a store made by `init`
+/// before its first act). Reads the whole trail; asked only when the ledger is missing.
+fn never_written(home: &Home) -> bool {
+    // No trail at all is no store: every command refuses it (`missing_log`) before this.
+    !crate::audit::AuditLog::new(home).path().exists()
+        || crate::stamp::trail_last_made(home, MADE_FIELD).is_none()
+            && !crate::stamp::trail_says_in(home, &["migrate"], LEDGER_FIELD)
+}
+
+/// Checks, under the store lock the caller holds, that the ledger can take a write (it is
+/// sound, or the store keeps none yet), before an act changes a file it vouches for: an
+/// act never leaves a file the ledger could not note.
+///
+/// # Errors
+/// As [`note`].
+pub fn ready(home: &Home, _lock: &StoreLock) -> StoreResult<()> {
+    load_locked(home).map(|_| ())
+}
+
+/// Writes `ledger`, its generation one more, with its MAC.
+fn save_locked(home: &Home, mut ledger: Ledger) -> StoreResult<u64> {
+    ledger.generation += 1;
+    ledger.version = LEDGER_VERSION;
+    let body = serde_json::to_value(&ledger).map_err(|e| StoreError::Damaged {
+        path: path(home),
+        reason: format!("cannot encode it: {e}"),
+    })?;
+    let mac = home
+        .chain_key()?
+        .tagged_mac(LEDGER_TAG, &canonical_json(&body));
+    let mut body = body;
+    if let Value::Object(m) = &mut body {
+        m.insert(crate::stamp::MAC_FIELD.into(), Value::String(mac));
+    }
+    let mut bytes = serde_json::to_vec_pretty(&body).map_err(|e| StoreError::Damaged {
+        path: path(home),
+        reason: format!("cannot encode it: {e}"),
+    })?;
+    bytes.push(b'\n');
+    write_atomic(&path(home), &bytes)?;
+    home.note_ledger_written(ledger.generation);
+    Ok(ledger.generation)
+}
+
+/// Notes in the ledger, under the store lock the caller holds, what the files at the
+/// `changes`' paths hold now (`Some(value)`: the file's `mac`, or [`marker_digest`] of a
+/// marker) or that they are gone (`None`). Called after the files are written or removed.
+///
+/// # Errors
+/// [`StoreError::Damaged`] naming the ledger when it is damaged, or missing in a store
+/// that keeps one; [`StoreError::Io`] when it cannot be written.
+pub fn note(
+    home: &Home,
+    _lock: &StoreLock,
+    changes: &[(&Path, Option<String>)],
+) -> StoreResult<()> {
+    let Some(mut l) = load_locked(home)? else {
+        return Ok(());
+    };
+    for (p, v) in changes {
+        let rel = relative(home, p);
+        match v {
+            Some(v) => l.files.insert(rel, v.clone()),
+            None => l.files.remove(&rel),
+        };
+    }
+    save_locked(home, l).map(|_| ())
+}
+
+/// The generation of the ledger this process wrote last, taken (so an act's completion
+/// record names it once): `None` when it wrote none since.
+pub fn take_written(home: &Home) -> Option<u64> {
+    home.take_ledger_written()
+}
+
+/// How many files [`migrate`] entered in the ledger, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Entered {
+    /// Grant, session and approval files.
+    pub files: usize,
+    /// `.used` markers of approvals.
+    pub used: usize,
+    /// Activation markers.
+    pub active: usize,
+}
+
+/// Every file the ledger vouches for, as it is now: (path, value).
+fn present(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
+    let mut out = Vec::new();
+    for (_, p) in crate::stamp::keyed_paths(home) {
+        let Ok(bytes) = std::fs::read(&p) else {
+            continue;
+        };
+        if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&bytes)
+            && let Some(Value::String(mac)) = m.get(crate::stamp::MAC_FIELD)
+        {
+            out.push((p, mac.clone(), "files"));
+        }
+    }
+    let state = home.dir(StoreDir::State);
+    for (dir, kind) in [("approvals", "used"), ("active", "active")] {
+        let Ok(rd) = std::fs::read_dir(state.join(dir)) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                match kind {
+                    "used" => name.ends_with(".used"),
+                    _ => hcp_model::PackId::parse(name).is_ok() && p.is_file(),
+                }
+            })
+            .collect();
+        paths.sort();
+        for p in paths {
+            if let Ok(b) = std::fs::read(&p) {
+                out.push((p, marker_digest(&b), kind));
+            }
+        }
+    }
+    out
+}
+
+/// Writes the ledger of a store of an earlier version (one without a ledger that its
+/// trail does not say keeps one) from the files there now, under the store lock the
+/// caller holds; `None`, writing nothing, when the store keeps a ledger already. The
+/// caller records the `migrate` act with [`LEDGER_FIELD`], then [`mark_in_force`]. Run
+/// after [`crate::stamp::migrate`] (the files' MACs are what it enters).
+///
+/// # Errors
+/// [`StoreError`] when the chain key cannot be read or the ledger cannot be written.
+pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
+    if path(home).exists() || crate::stamp::trail_says(home, LEDGER_FIELD) {
+        if !path(home).exists() {
+            home.set_ledgered(true);
+        }
+        return Ok(None);
+    }
+    let mut entered = Entered::default();
+    let mut l = Ledger {
+        version: LEDGER_VERSION,
+        ..Ledger::default()
+    };
+    for (p, v, kind) in present(home) {
+        l.files.insert(relative(home, &p), v);
+        match kind {
+            "files" => entered.files += 1,
+            "used" => entered.used += 1,
+            _ => entered.active += 1,
+        }
+    }
+    save_locked(home, l)?;
+    Ok(Some(entered))
+}
+
+/// Writes the ledger anew from the files there now, under the store lock the caller
+/// holds: `hcp state reledger`, the owner's repair of a ledger that is missing or damaged
+/// (its word that the files there now are the current ones; files whose MAC does not hold
+/// stay damaged, since the MAC is checked first). The caller records the act.
+///
+/// # Errors
+/// [`StoreError`] when the chain key cannot be read or the ledger cannot be written.
+pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
+    let generation = match read_disk(home)? {
+        Ok(Some((_, l))) => l.generation,
+        _ => crate::stamp::trail_last_made(home, MADE_FIELD).unwrap_or(0),
+    };
+    let mut entered = Entered::default();
+    let mut l = Ledger {
+        version: LEDGER_VERSION,
+        generation,
+        ..Ledger::default()
+    };
+    for (p, v, kind) in present(home) {
+        l.files.insert(relative(home, &p), v);
+        match kind {
+            "files" => entered.files += 1,
+            "used" => entered.used += 1,
+            _ => entered.active += 1,
+        }
+    }
+    save_locked(home, l)?;
+    Ok(entered)
+}
+
+/// Why the ledger cannot be believed at all (missing in a store that keeps one, or
+/// damaged); `None` when it can, or the store keeps none yet (`hcp doctor`).
+pub fn unusable(home: &Home) -> Option<String> {
+    match current(home) {
+        Ok(Ok(Some(_))) => None,
+        Ok(Ok(None)) if !in_force(home) || never_written(home) => None,
+        Ok(Ok(None)) => {
+            Some("it is missing, so no state file it vouched for can be believed".into())
+        }
+        Ok(Err(why)) => Some(why),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Keeps for this process that the store keeps a ledger (after [`migrate`]'s record).
+pub fn mark_in_force(home: &Home) {
+    home.set_ledgered(true);
+}
+
+/// Why the ledger is older than the trail says (the newest `act made` record holding
+/// [`MADE_FIELD`] names a later generation): a ledger put back with the files it
+/// vouched for. `None` when it is not, or the store keeps none. Reads the whole trail
+/// (`hcp doctor`).
+pub fn stale(home: &Home) -> Option<String> {
+    let Ok(Ok(Some(l))) = current(home) else {
+        return None;
+    };
+    let recorded = crate::stamp::trail_last_made(home, MADE_FIELD)?;
+    (recorded > l.generation).then(|| {
+        format!(
+            "its generation {} is older than the {recorded} the audit trail recorded: an older copy was put back, with the state files it vouched for",
+            l.generation
+        )
+    })
+}
