@@ -268,3 +268,51 @@ fn a_store_whose_trail_and_marker_were_removed_is_missing_log_never_an_earlier_v
         assert_eq!(snapshot(&w.hcp_home), before, "{round}: left as it was");
     }
 }
+
+#[test]
+fn a_wiped_store_whose_only_sign_is_a_sessions_mac_is_missing_log() {
+    let w = used_store();
+    // Everything else that tells this version's store from an earlier one removed: the
+    // marker and `audit/` (trail and keys), the keyed stamps' file, the grant files, the
+    // install record's grant count. What is left is the session file and its `mac`.
+    std::fs::remove_dir_all(w.hcp_home.join("audit")).unwrap();
+    std::fs::remove_file(w.hcp_home.join("store.json")).unwrap();
+    std::fs::remove_file(w.hcp_home.join("state/authority-files.json")).unwrap();
+    std::fs::remove_dir_all(w.hcp_home.join("state/grants")).unwrap();
+    let record = w.hcp_home.join("packs/echo/.hcp/record.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    r.as_object_mut().unwrap().remove("grants");
+    std::fs::write(&record, r.to_string()).unwrap();
+    let sessions: Vec<_> = std::fs::read_dir(w.hcp_home.join("state/sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!sessions.is_empty(), "the used store has a session");
+    let before = snapshot(&w.hcp_home);
+    let ((c, v), (dc, d)) = read_only_commands(&w);
+    assert_eq!(
+        (c, &v["ok"], &v["broken"]["fault"]),
+        (1, &json!(false), &json!("missing_log")),
+        "{v}"
+    );
+    let detail = v["broken"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("state/sessions/") && detail.contains("keyed MAC"),
+        "{detail}"
+    );
+    assert_eq!(dc, 1, "{d}");
+    for args in [
+        &["exec", "echo.say", "hi"][..],
+        &["session", "start", "--principal", "bob"],
+        &["init"],
+    ] {
+        let o = w.run(args);
+        assert_eq!(
+            (code(&o), code_line(&o).as_str()),
+            (74, "audit_unavailable"),
+            "{args:?}: {}",
+            w.render(&o)
+        );
+    }
+    assert_eq!(snapshot(&w.hcp_home), before, "left as it was");
+}

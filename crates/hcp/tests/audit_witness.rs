@@ -380,9 +380,9 @@ fn every_witness_the_trail_named_checks_the_part_it_witnessed() {
     // A checkpoint of A's part cut from A: caught though A is no longer configured.
     let whole = std::fs::read_to_string(wfile(&wdir)).unwrap();
     let lines: Vec<&str> = whole.lines().collect();
-    // Its last three: the checkpoints of the completion of the act that moved the witness,
-    // and of the last grant A witnessed, its completion's and its own.
-    let cut: String = lines[..lines.len() - 3]
+    // Its last two: the checkpoints of the last grant A witnessed, its own and its
+    // completion's (the act that moved the witness is witnessed by B, its completion too).
+    let cut: String = lines[..lines.len() - 2]
         .iter()
         .map(|l| format!("{l}\n"))
         .collect();
@@ -646,11 +646,14 @@ fn a_witness_that_is_gone_does_not_lock_out_the_act_that_replaces_it() {
     let taken = std::fs::read_to_string(wfile(&fresh)).unwrap();
     let first: Value = serde_json::from_str(taken.lines().next().unwrap()).unwrap();
     assert_eq!(first["count"], tail[1]["seq"], "{taken}");
+    // The act's completion is witnessed by the new witness too: `config.json` names it
+    // by then, and the completion reads it under the lock that orders acts.
+    let second: Value = serde_json::from_str(taken.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second["count"], tail[2]["seq"], "{taken}");
     let (c, v) = verify_json(&w);
-    // Verified against that checkpoint; the completion after it is past it.
     assert_eq!(
         (c, &v["against"]["count"], &v["against"]["past"]),
-        (0, &tail[1]["seq"], &json!(1)),
+        (0, &tail[2]["seq"], &json!(0)),
         "{v}"
     );
     ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
@@ -819,4 +822,284 @@ fn a_checkpoint_deleted_from_the_middle_of_the_witness_is_a_fault() {
         detail.contains("holds no checkpoint of the act"),
         "{detail}"
     );
+}
+
+/// `hcp ARGS` started now, not waited for.
+fn spawn(w: &World, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(common::hcp_bin())
+        .env_clear()
+        .env("HOME", &w.home)
+        .env("HCP_HOME", &w.hcp_home)
+        .env("PATH", w.path_var())
+        .env("LANG", "C")
+        .env("NO_COLOR", "1")
+        .current_dir(&w.work)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The witness the trail's last `witness` record names (`directory DIR`).
+fn trail_witness(w: &World) -> Value {
+    let text = std::fs::read_to_string(w.hcp_home.join("audit/audit.jsonl")).unwrap();
+    text.lines()
+        .rev()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|r| r["act"] == json!("witness"))
+        .map(|r| r["changed"]["witness"].clone())
+        .unwrap()
+}
+
+#[test]
+fn acts_and_changes_of_the_witness_made_at_once_are_each_right() {
+    let (w, _wdir) = witnessed();
+    let a = w.root().join("witness-a");
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let principals = ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+    for (round, p) in principals.iter().enumerate() {
+        let mut running = vec![
+            spawn(&w, &["config", "set", "audit.witness", a.to_str().unwrap()]),
+            spawn(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]),
+            spawn(&w, &["grant", p, "echo", "verb.exec.read"]),
+            spawn(&w, &["session", "start", "--principal", p]),
+        ];
+        // A call never waits for the witness, and is never refused by it.
+        running.push(spawn(&w, &["exec", "echo.say", "meanwhile"]));
+        for c in running {
+            let o = c.wait_with_output().unwrap();
+            assert_eq!(code(&o), 0, "round {round}: {}", w.render(&o));
+        }
+        // Every act recorded and witnessed by the witness it was made under: the trail
+        // holds against every witness it named, and `config.json` names the last one.
+        let (c, v) = verify_json(&w);
+        assert_eq!((c, &v["broken"]), (0, &Value::Null), "round {round}: {v}");
+        let config: Value =
+            serde_json::from_str(&std::fs::read_to_string(w.hcp_home.join("config.json")).unwrap())
+                .unwrap();
+        let named = format!("directory {}", config["audit"]["witness"].as_str().unwrap());
+        assert_eq!(trail_witness(&w), json!(named), "round {round}");
+    }
+    // And the next act after them all is made.
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    assert_eq!(verify_json(&w).0, 0);
+}
+
+#[test]
+fn a_lowered_or_removed_witnessed_cache_does_not_let_an_act_write_over_a_gap() {
+    let cache = |w: &World| w.hcp_home.join("audit/witnessed.json");
+    for how in ["lowered", "removed"] {
+        let (w, wdir) = five_grants();
+        let file = wfile(&wdir);
+        // The witness cut to its first two lines, and `audit/witnessed.json` made to agree
+        // (its count lowered to what is left, or the file removed).
+        let whole = std::fs::read_to_string(&file).unwrap();
+        let first: String = whole.lines().take(2).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&file, &first).unwrap();
+        let left: Value = serde_json::from_str(first.lines().last().unwrap()).unwrap();
+        if how == "lowered" {
+            let mut c: Value =
+                serde_json::from_str(&std::fs::read_to_string(cache(&w)).unwrap()).unwrap();
+            c["count"] = left["count"].clone();
+            std::fs::write(cache(&w), format!("{c}\n")).unwrap();
+        } else {
+            std::fs::remove_file(cache(&w)).unwrap();
+        }
+        let before = records(&w);
+        let o = w.run(&["grant", "zed", "echo", "verb.exec.read"]);
+        assert_eq!(code(&o), 1, "{how}: {}", w.render(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            err.contains("code: checkpoint_mismatch")
+                && err.contains(&format!(
+                    "holds checkpoints of at most {} records",
+                    left["count"]
+                ))
+                && err.contains("checkpoints were removed from it"),
+            "{how}: {err}"
+        );
+        assert_eq!(records(&w), before, "{how}: a refused act writes no record");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), first, "{how}");
+        // Deleted as well: still refused, and the file is not started again.
+        std::fs::remove_file(&file).unwrap();
+        let _ = std::fs::remove_file(cache(&w));
+        let o = w.run(&["grant", "zed", "echo", "verb.exec.read"]);
+        assert_eq!(code(&o), 1, "{how}: {}", w.render(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("holds no checkpoint of this store"),
+            "{how}: {}",
+            w.render(&o)
+        );
+        assert!(!file.exists(), "{how}");
+        assert_eq!(records(&w), before, "{how}");
+    }
+}
+
+#[test]
+fn a_witness_named_by_an_act_killed_before_its_first_checkpoint_is_noted_so() {
+    use std::os::unix::process::ExitStatusExt;
+    let (w, _wdir) = witnessed();
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    // `hcp config set audit.witness A` killed once the record naming A is synced (its
+    // second act record), before A took its first checkpoint; then A's directory is
+    // removed: it never held this store's file.
+    let a = w.root().join("witness-a");
+    std::fs::create_dir(&a).unwrap();
+    let o = w
+        .hcp()
+        .env("HCP_TEST_ABORT_AT", "authority_synced:2")
+        .args(["config", "set", "audit.witness", a.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.signal(), Some(9), "{}", w.render(&o));
+    assert_eq!(
+        trail_witness(&w),
+        json!(format!("directory {}", a.display()))
+    );
+    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 0, "A holds nothing");
+    std::fs::remove_dir(&a).unwrap();
+    // The witness moved on to B by the recorded act, and an act witnessed by B: a crash
+    // is never damage, and the note says A never held the trail's checkpoints.
+    let b = w.root().join("witness-b");
+    std::fs::create_dir(&b).unwrap();
+    ok(&w, &["config", "set", "audit.witness", b.to_str().unwrap()]);
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    let (c, v) = verify_json(&w);
+    assert_eq!(c, 0, "{v}");
+    let r = &v["retired_witnesses"][0];
+    assert_eq!(
+        r["witness"],
+        json!(format!("directory {}", a.display())),
+        "{v}"
+    );
+    assert!(
+        r["why"]
+            .as_str()
+            .unwrap()
+            .contains("it never held this trail's checkpoints: the act that named it"),
+        "{v}"
+    );
+    assert_eq!(v["interrupted_acts"][0]["act"], json!("config set"), "{v}");
+}
+
+#[test]
+fn verify_witness_dir_catches_a_key_holders_trail_that_names_no_witness() {
+    common::example_bins();
+    let w = World::new();
+    w.init();
+    exec_common::install(&w, &common::gold_pack("echo"));
+    ok(&w, &["grant", "agent", "echo", "verb.exec.read"]);
+    // A copy of the store from before it had a witness: its trail, keys and all.
+    let backup = w.root().join("backup");
+    copy_dir(&w.hcp_home, &backup);
+    let wdir = w.root().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    ok(
+        &w,
+        &["config", "set", "audit.witness", wdir.to_str().unwrap()],
+    );
+    ok(&w, &["grant", "bob", "echo", "verb.exec.read"]);
+    ok(&w, &["session", "start", "--principal", "carol"]);
+
+    // Checked against the witness's directory directly, by an absolute or relative path.
+    let o = ok(
+        &w,
+        &["audit", "verify", "--witness", wdir.to_str().unwrap()],
+    );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains(&format!(
+            "the trail extends the witness (directory {})",
+            wdir.display()
+        )) && text.contains(&format!("witness checked: directory {}", wdir.display())),
+        "{text}"
+    );
+    let rel = w
+        .hcp()
+        .current_dir(w.root())
+        .args(["audit", "verify", "--json", "--witness", "witness"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&rel.stdout).unwrap();
+    assert_eq!(
+        (code(&rel), &v["witnesses_checked"]),
+        (0, &json!([format!("directory {}", wdir.display())])),
+        "{v}"
+    );
+    assert!(v.get("witness_note").is_none(), "{v}");
+
+    // Whoever holds the keys puts back the older store (a trail that verifies under its
+    // keys and names no witness), with `config.json` naming none: verify alone cannot
+    // tell, and says so; pointed at the witness it catches it.
+    std::fs::remove_dir_all(&w.hcp_home).unwrap();
+    copy_dir(&backup, &w.hcp_home);
+    let o = ok(&w, &["audit", "verify"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.starts_with("audit trail intact")
+            && text.contains("no witness checked: a rewrite by whoever holds the store's keys is caught only against a witness")
+            && text.contains("hcp audit verify --witness DIR"),
+        "{text}"
+    );
+    let (c, v) = verify_json(&w);
+    assert_eq!((c, &v["witnesses_checked"]), (0, &json!([])), "{v}");
+    assert!(
+        v["witness_note"]
+            .as_str()
+            .unwrap()
+            .starts_with("no witness checked"),
+        "{v}"
+    );
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--json",
+        "--witness",
+        wdir.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (code(&o), &v["broken"]["fault"]),
+        (1, &json!("rollback")),
+        "{v}"
+    );
+
+    // A directory that is not a witness of this store, or none at all.
+    let other = w.root().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(
+        other.join("0123456789abcdef0123456789abcdef.checkpoints"),
+        "",
+    )
+    .unwrap();
+    let o = w.run(&["audit", "verify", "--witness", other.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("code: checkpoint_mismatch")
+            && err.contains("holds no checkpoint of this store")
+            && err.contains("`0123456789abcdef0123456789abcdef`"),
+        "{err}"
+    );
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--witness",
+        w.root().join("none").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("code: witness_unavailable"));
+    // Not with `--checkpoint` as well (a usage error).
+    let o = w.run(&[
+        "audit",
+        "verify",
+        "--witness",
+        wdir.to_str().unwrap(),
+        "--checkpoint",
+        "x",
+    ]);
+    assert_eq!(code(&o), 2, "{}", w.render(&o));
 }

@@ -759,7 +759,9 @@ pub fn change_file(
 /// file and returns what the act changes with what `write` is to write, or `None` when
 /// there is nothing to change (nothing recorded, nothing written: `Ok(false)`). A
 /// refusal of `prepare` records nothing, and no other `hcp` can change the file between
-/// what `prepare` read and what `write` writes.
+/// what `prepare` read and what `write` writes. The lock that orders acts
+/// ([`hcp_store::state::State::hold_acts`]) is held from `prepare` to the end, so no act
+/// reads `config.json` between the record and the write.
 ///
 /// # Errors
 /// `prepare`'s refusal, the record's (74; `write` not run), or `write`'s.
@@ -791,6 +793,9 @@ pub fn edit_file_as<E: From<StoreError>, P>(
     let made = Act::by_owner(rt, act)?;
     home.ensure(hcp_store::home::StoreDir::State)?;
     let _lock = hcp_store::StoreLock::acquire(home)?;
+    // From the record to the write: an act of another process never sees the trail name
+    // one witness and `config.json` another between the two (RUNTIME §6).
+    let _acts = rt.state().hold_acts().map_err(store_error)?;
     let Some((changed, what)) = prepare()? else {
         return Ok(false);
     };

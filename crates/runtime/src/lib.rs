@@ -221,10 +221,9 @@ fn file_state(
     seam: &seam::Seam,
     witness: Option<Arc<dyn hcp_store::audit::witness::Witness>>,
 ) -> FileState {
-    let mut state = FileState::new(home).with_audit_log(|l| seam.audit_log(l));
-    if let Some(w) = witness {
-        state = state.with_witness(w);
-    }
+    let state = FileState::new(home)
+        .with_audit_log(|l| seam.audit_log(l))
+        .with_configured_witness(witness);
     match seam.store_hook() {
         Some(hook) => state.with_step_hook(hook),
         None => state,

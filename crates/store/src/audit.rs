@@ -41,6 +41,7 @@
 //! elsewhere — a [`witness`] takes one after every act of authority and every 100 records —
 //! catches those down to its newest.
 
+mod acts;
 mod admit;
 mod anchor;
 pub mod checkpoint;
@@ -61,6 +62,7 @@ pub mod witness;
 pub mod witnessed;
 mod writer;
 
+pub use acts::{ActsLock, Owed};
 pub use admit::{Admission, AdmitError, Admitted, ApprovalRefusal, ApprovalSpend, CounterSpend};
 pub use anchor::{ANCHOR_FILE, Anchor, Point, legacy_bytes};
 pub use create::{Migrated, NEW_KEY_FILE};
@@ -919,7 +921,9 @@ impl AuditLog {
     /// # Errors
     /// As [`AuditLog::verify`].
     pub fn verify_with(&self, against: &Against) -> Result<VerifyReport, AuditError> {
-        Ok(verify::verify(self, against)?)
+        let mut r = verify::verify(self, against)?;
+        r.witnesses_checked = against.witnesses();
+        Ok(r)
     }
 
     /// [`AuditLog::verify`], and whether the trail extends `checkpoint` (a

@@ -532,12 +532,18 @@ pub trait State: Send + Sync + std::fmt::Debug {
     /// checkpoint the backend cannot check.
     fn audit_verify(&self, checkpoint: Option<&Checkpoint>) -> Result<AuditReport, AuditError>;
 
-    /// [`State::audit_verify`] against every checkpoint of `held` (`hcp audit verify
-    /// --checkpoint FILE` with a witness's file of them). The default checks the newest.
+    /// [`State::audit_verify`] against every checkpoint of `held`, from `source` (`hcp
+    /// audit verify --checkpoint FILE` with a witness's file of them, or `--witness DIR`
+    /// with a witness's directory). The default checks the newest.
     ///
     /// # Errors
     /// As [`State::audit_verify`].
-    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
+    fn audit_verify_held(
+        &self,
+        held: &Held,
+        source: CheckpointSource,
+    ) -> Result<AuditReport, AuditError> {
+        let _ = source;
         self.audit_verify(held.newest())
     }
 
@@ -648,6 +654,18 @@ pub trait State: Send + Sync + std::fmt::Debug {
         self.record_authority(act)
     }
 
+    /// Holds the lock that orders acts of authority and changes of the witness
+    /// ([`crate::audit::ActsLock`], RUNTIME §6) until the answer is dropped: a command that
+    /// changes the witness holds it from its record to the write of `config.json`, so no
+    /// act between sees the two disagree. Take it after the store lock. `None` (the
+    /// default): the backend orders its acts otherwise.
+    ///
+    /// # Errors
+    /// [`AuditError`] when the lock cannot be taken.
+    fn hold_acts(&self) -> Result<Option<crate::audit::ActsLock>, AuditError> {
+        Ok(None)
+    }
+
     /// Records `act`, a change of the witness itself (`hcp config set` / `unset
     /// audit.witness`), witnessed by the new `witness` rather than the configured one, and
     /// the record naming the new witness (RUNTIME §6). The default is
@@ -719,6 +737,9 @@ pub struct FileState {
     log: AuditLog,
     key: Arc<OnceLock<DigestKey>>,
     witness: Option<Arc<dyn Witness>>,
+    /// Whether the witness is `config.json`'s, read again by each act under the lock that
+    /// orders acts ([`FileState::with_configured_witness`]).
+    follow_config: bool,
     /// A record this process appended was a multiple of 100 (a checkpoint is due).
     due: Arc<AtomicBool>,
 }
@@ -768,6 +789,7 @@ impl FileState {
             log: AuditLog::new(home),
             key: Arc::new(OnceLock::new()),
             witness: None,
+            follow_config: false,
             due: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -785,9 +807,53 @@ impl FileState {
         self
     }
 
-    /// The witness, if one is configured.
+    /// Has the witness `config.json` names take the trail's checkpoints (`audit.witness`,
+    /// RUNTIME §6): `witness`, as this process read it at its start, for what it reads;
+    /// each act of authority, each checkpoint and `hcp audit verify` read `config.json`
+    /// again ([`crate::audit::witness::of_config`]), an act under the lock that orders
+    /// acts ([`crate::audit::ActsLock`]), so an act never uses a witness that another
+    /// process's recorded act has moved from since this process started.
+    pub fn with_configured_witness(mut self, witness: Option<Arc<dyn Witness>>) -> Self {
+        self.witness = witness;
+        self.follow_config = true;
+        self
+    }
+
+    /// The witness, if one is configured (as this process read it at its start).
     pub fn witness(&self) -> Option<&Arc<dyn Witness>> {
         self.witness.as_ref()
+    }
+
+    /// The witness to use now: with [`FileState::with_configured_witness`], the one
+    /// `config.json` names now (a `config.json` that does not parse: a witness that
+    /// refuses, [`crate::audit::witness::UnknownWitness`]; one that now names a fleet's
+    /// `state`: the one this process started with); else the one given.
+    fn witness_now(&self) -> Option<Arc<dyn Witness>> {
+        if !self.follow_config {
+            return self.witness.clone();
+        }
+        match crate::config::StateConfig::load_with_witness(self.home.root()) {
+            Ok((None, w)) => crate::audit::witness::of_config(w),
+            Ok((Some(_), _)) => self.witness.clone(),
+            Err(e) => Some(Arc::new(crate::audit::witness::UnknownWitness {
+                why: e.to_string(),
+            })),
+        }
+    }
+
+    /// `witness`'s [`Witness::ready_for`] this store (its id from `store.json`), then
+    /// [`AuditLog::check_named`]: the witness must be the one the trail's last
+    /// `witness` record names, when it names one.
+    fn ready_with(&self, witness: Option<&Arc<dyn Witness>>) -> Result<(), AuditError> {
+        if let Some(w) = witness {
+            let store = crate::made::Marker::read(self.home.root())
+                .ok()
+                .flatten()
+                .map(|m| m.store_id);
+            w.ready_for(store.as_deref())?;
+        }
+        let configured = witness.map(|w| w.describe());
+        self.log.check_named(configured.as_deref())
     }
 
     fn note(&self, a: &Appended) {
@@ -804,13 +870,13 @@ impl FileState {
     /// the store's last one too.
     ///
     /// With it, what the witness holds, when it could be read (even empty).
-    fn default_against(&self) -> (Against, Option<Held>) {
+    fn default_against(&self, witness: Option<&Arc<dyn Witness>>) -> (Against, Option<Held>) {
         let last = || match crate::audit::checkpoint::last(&self.log) {
             Ok(Some(c)) => Against::Checkpoint(c, CheckpointSource::Last),
             Ok(None) => Against::Nothing,
             Err(e) => Against::Forged(CheckpointSource::Last, e.to_string()),
         };
-        let Some(w) = &self.witness else {
+        let Some(w) = witness else {
             return (last(), None);
         };
         let source = CheckpointSource::Witness(w.describe());
@@ -840,12 +906,13 @@ impl FileState {
     fn earlier_witnesses(
         &self,
         r: &crate::audit::VerifyReport,
+        witness: Option<&Arc<dyn Witness>>,
     ) -> std::collections::BTreeMap<String, Earlier> {
         let mut out = std::collections::BTreeMap::new();
         if !self.log_key_readable() {
             return out;
         }
-        let configured = self.witness.as_ref().map(|w| w.describe());
+        let configured = witness.map(|w| w.describe());
         let Ok(Some(store)) =
             crate::made::Marker::read(self.home.root()).map(|m| m.map(|m| m.store_id))
         else {
@@ -897,12 +964,16 @@ impl FileState {
     /// from a witness (its file emptied or cut; for the configured one, deleted too) are
     /// `checkpoint_mismatch`. An earlier witness whose directory or file is gone was
     /// retired by the act that named the next: a note
-    /// ([`crate::audit::VerifyReport::retired_witnesses`]), not a fault.
+    /// ([`crate::audit::VerifyReport::retired_witnesses`]), not a fault — when it held the
+    /// trail's checkpoints first (an act of its part was made while it was the witness), or
+    /// was named by an act hcp was killed in before its first checkpoint (a crash: noted
+    /// so); one that never held them otherwise was not retired (`witness_unavailable`).
     fn witness_faults(
         &self,
         r: &mut crate::audit::VerifyReport,
         held: Option<&Held>,
         earlier: &std::collections::BTreeMap<String, Earlier>,
+        witness: Option<&Arc<dyn Witness>>,
     ) {
         let Some(last) = r.witness_named.last().cloned() else {
             return;
@@ -917,7 +988,7 @@ impl FileState {
                 detail,
             });
         };
-        let configured = self.witness.as_ref().map(|w| w.describe());
+        let configured = witness.map(|w| w.describe());
         if let Some(named) = &last.witness {
             match &configured {
                 None => {
@@ -972,11 +1043,46 @@ impl FileState {
                 match earlier.get(named) {
                     Some(Earlier::Held(h)) => h,
                     Some(Earlier::Gone(why)) => {
+                        // Retired only after it held the trail's checkpoints: an act of
+                        // its part (the one that named it included, the one that named
+                        // the next left out, witnessed by that one) was made while it was
+                        // the witness, so it took that act's checkpoint.
+                        let from = run[0].seq;
+                        let end = until.unwrap_or(u64::MAX);
+                        let held_once = r
+                            .witnessed_acts
+                            .iter()
+                            .any(|&a| a + 1 >= from && a < end && Some(a + 1) != until);
+                        // Named by an act that hcp was killed in before its checkpoint
+                        // (an intent without completion): a crash, noted, not a fault.
+                        let interrupted = r.interrupted_acts.iter().any(|i| i.seq + 1 == from);
+                        if !held_once && !interrupted {
+                            let part = match until {
+                                Some(u) => format!("from record {from} to record {u}"),
+                                None => format!("from record {from}"),
+                            };
+                            return fail(
+                                r,
+                                crate::audit::Fault::WitnessUnavailable,
+                                0,
+                                format!(
+                                    "the witness ({named}), which the trail names {part}, holds no checkpoint of this store ({why}), and no act of that part of the trail was made while it was the witness: it never held this trail's checkpoints, so it was not retired (a witness is retired only by the recorded act that names the next one, after it held them)"
+                                ),
+                            );
+                        }
+                        let why = if held_once {
+                            why.clone()
+                        } else {
+                            format!(
+                                "{why}; it never held this trail's checkpoints: the act that named it, record {}, was interrupted before its first",
+                                from - 1
+                            )
+                        };
                         r.retired_witnesses.push(crate::audit::RetiredWitness {
                             witness: named.clone(),
                             from: run[0].seq,
                             until: until.unwrap_or(0),
-                            why: why.clone(),
+                            why,
                         });
                         continue;
                     }
@@ -1362,13 +1468,18 @@ impl State for FileState {
     /// [`AuditLog::append_authority`] (synced), then [`AuditLog::witness_act`]; the
     /// witness is asked first whether it can take a checkpoint at all, and whether it
     /// holds what the trail says it took ([`AuditLog::check_witnessed`]).
+    ///
+    /// All of it under the lock that orders acts ([`crate::audit::ActsLock`]), with the
+    /// witness `config.json` names now ([`FileState::with_configured_witness`]).
     fn record_authority(&self, act: &Authority) -> Result<Appended, AuditError> {
-        self.authority_ready()?;
-        if let Some(w) = &self.witness {
+        let _acts = self.log.lock_acts()?;
+        let witness = self.witness_now();
+        self.ready_with(witness.as_ref())?;
+        if let Some(w) = &witness {
             self.log.check_witnessed(w.as_ref())?;
         }
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness
+        if let Some(w) = &witness
             && let Err(e) = self.log.witness_act(w.as_ref(), &a)
         {
             // Recorded, then refused: the trail says so (best effort; a trail that cannot
@@ -1390,6 +1501,9 @@ impl State for FileState {
         act: &Authority,
         witness: Option<Arc<dyn Witness>>,
     ) -> Result<Appended, AuditError> {
+        // The caller holds the lock until `config.json` names the new witness
+        // ([`State::hold_acts`]); taken here too for a caller that does not.
+        let _acts = self.log.lock_acts()?;
         if let Some(w) = &witness {
             let store = crate::made::Marker::read(self.home.root())
                 .ok()
@@ -1412,19 +1526,13 @@ impl State for FileState {
         self.log.chain_key().ok()
     }
 
-    /// The witness's [`Witness::ready_for`] this store (its id from `store.json`), then
-    /// [`AuditLog::check_named`]: the configured witness must be the one the trail's last
-    /// `witness` record names, when it names one.
+    /// [`FileState::ready_with`] the witness `config.json` names now.
     fn authority_ready(&self) -> Result<(), AuditError> {
-        if let Some(w) = &self.witness {
-            let store = crate::made::Marker::read(self.home.root())
-                .ok()
-                .flatten()
-                .map(|m| m.store_id);
-            w.ready_for(store.as_deref())?;
-        }
-        let configured = self.witness.as_ref().map(|w| w.describe());
-        self.log.check_named(configured.as_deref())
+        self.ready_with(self.witness_now().as_ref())
+    }
+
+    fn hold_acts(&self) -> Result<Option<crate::audit::ActsLock>, AuditError> {
+        self.log.lock_acts().map(Some)
     }
 
     fn trail_witness(&self) -> Result<Option<String>, AuditError> {
@@ -1432,8 +1540,9 @@ impl State for FileState {
     }
 
     fn record_noticed(&self, act: &Authority) -> Result<Appended, AuditError> {
+        let _acts = self.log.lock_acts()?;
         let a = self.log.append_authority(act)?;
-        if let Some(w) = &self.witness {
+        if let Some(w) = &self.witness_now() {
             match self.log.witness(w.as_ref(), act_time(&a)) {
                 // Never refused for the witness: the checkpoint is left to the next act.
                 Ok(_) | Err(AuditError::Witness(_) | AuditError::Behind { .. }) => {}
@@ -1444,19 +1553,19 @@ impl State for FileState {
     }
 
     fn witness_after_call(&self) -> Result<Option<Checkpoint>, AuditError> {
-        let Some(w) = &self.witness else {
-            return Ok(None);
-        };
-        if !self.due.swap(false, Ordering::Relaxed) {
+        if self.witness_now().is_none() || !self.due.swap(false, Ordering::Relaxed) {
             return Ok(None);
         }
-        self.log.witness(w.as_ref(), Timestamp::now()).map(Some)
+        let _acts = self.log.lock_acts()?;
+        match self.witness_now() {
+            Some(w) => self.log.witness(w.as_ref(), Timestamp::now()).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn audit_witness(&self) -> Option<String> {
-        self.witness.as_ref().map(|w| w.describe())
+        self.witness_now().map(|w| w.describe())
     }
-
     /// [`AuditLog::probe_writable`]: the trail and its anchor open for writing (no lock;
     /// the admission checks the rest).
     fn audit_ready(&self) -> Result<(), AuditError> {
@@ -1469,12 +1578,13 @@ impl State for FileState {
         let r = match checkpoint {
             Some(c) => self.log.verify_against(c)?,
             None => {
-                let (against, held) = self.default_against();
+                let witness = self.witness_now();
+                let (against, held) = self.default_against(witness.as_ref());
                 let mut r = self.log.verify_with(&against)?;
                 // The witnesses the trail named before the configured one: the trail is
                 // walked again against their checkpoints too (only a trail that moved its
                 // witness pays for a second walk).
-                let earlier = self.earlier_witnesses(&r);
+                let earlier = self.earlier_witnesses(&r, witness.as_ref());
                 let mut sets: Vec<(Held, CheckpointSource)> = match &against {
                     Against::Held(h, src) => vec![(h.clone(), src.clone())],
                     Against::Checkpoint(c, src) => vec![(
@@ -1498,7 +1608,7 @@ impl State for FileState {
                     r = self.log.verify_with(&Against::Witnesses(sets))?;
                 }
                 if r.broken.is_none() {
-                    self.witness_faults(&mut r, held.as_ref(), &earlier);
+                    self.witness_faults(&mut r, held.as_ref(), &earlier, witness.as_ref());
                 }
                 r
             }
@@ -1506,10 +1616,14 @@ impl State for FileState {
         Ok(AuditReport::single(r))
     }
 
-    fn audit_verify_held(&self, held: &Held) -> Result<AuditReport, AuditError> {
-        Ok(AuditReport::single(self.log.verify_with(
-            &Against::Held(held.clone(), CheckpointSource::File),
-        )?))
+    fn audit_verify_held(
+        &self,
+        held: &Held,
+        source: CheckpointSource,
+    ) -> Result<AuditReport, AuditError> {
+        Ok(AuditReport::single(
+            self.log.verify_with(&Against::Held(held.clone(), source))?,
+        ))
     }
 
     fn audit_tail(&self, n: usize) -> Result<(Vec<Vec<u8>>, u64), AuditError> {
@@ -1663,5 +1777,37 @@ mod tests {
             ..adm
         };
         assert_eq!(state.admit(&again).unwrap_err().code(), Code::RateLimit);
+    }
+
+    #[test]
+    fn a_witness_the_trail_names_that_never_held_its_checkpoints_is_not_retired() {
+        use crate::audit::witness::DirWitness;
+        use crate::audit::{Actor, Authority, Fault, WITNESS_ACT};
+        let d = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), Actor::owner(), None).unwrap();
+        let home = Home::open(d.path()).unwrap();
+        let next = DirWitness::new(b.path());
+        let state = FileState::new(&home).with_witness(Arc::new(next.clone()));
+        let log = state.audit_log();
+        // A record naming a witness whose directory never existed, after no act that named
+        // it (no hcp writes one so: whoever holds the keys could), then the move to B.
+        let noticed = Authority::new("config changed", Actor::owner(), serde_json::json!({}));
+        log.append_authority(&noticed).unwrap();
+        let never = serde_json::json!({"witness": "directory /nonexistent/witness"});
+        log.append_authority(&Authority::new(WITNESS_ACT, Actor::owner(), never))
+            .unwrap();
+        log.witness_named(Some(&next), t(1)).unwrap();
+        let r = state.audit_verify(None).unwrap();
+        let report = &r.chains[0].report;
+        let broken = report.broken.clone().unwrap();
+        assert_eq!(broken.fault, Fault::WitnessUnavailable, "{}", broken.detail);
+        assert!(
+            broken.detail.contains("directory /nonexistent/witness")
+                && broken.detail.contains("so it was not retired"),
+            "{}",
+            broken.detail
+        );
+        assert!(report.retired_witnesses.is_empty());
     }
 }

@@ -967,17 +967,17 @@ fn an_outcome_is_bounded_to_eight_kib() {
     assert!(log.verify().unwrap().is_clean());
 }
 
-/// A directory witness that holds back the first two acts that reach it, each after its
-/// record is appended and before its checkpoint is signed, until both are there: two acts
-/// made at once, each record appended before either checkpoint.
+/// A directory witness that, while armed, appends a refusal's record to the trail each time
+/// an act asks it whether it is new (after the act's record is appended, before its
+/// checkpoint is signed): a record of a call made meanwhile (calls do not wait for acts).
 #[derive(Debug)]
-struct Together {
+struct Between {
     inner: DirWitness,
-    barrier: std::sync::Barrier,
+    log: AuditLog,
     armed: std::sync::atomic::AtomicUsize,
 }
 
-impl hcp_store::audit::witness::Witness for Together {
+impl hcp_store::audit::witness::Witness for Between {
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -1010,7 +1010,6 @@ impl hcp_store::audit::witness::Witness for Together {
     ) -> Result<hcp_store::audit::witness::Held, hcp_store::audit::witness::WitnessError> {
         self.inner.held(store, machine)
     }
-    // Asked by an act after its record is appended, before its checkpoint is signed.
     fn is_new_for(&self, store: &str) -> Result<bool, hcp_store::audit::witness::WitnessError> {
         use std::sync::atomic::Ordering;
         if self
@@ -1018,7 +1017,7 @@ impl hcp_store::audit::witness::Witness for Together {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            self.barrier.wait();
+            self.log.append(&entry(0, "meanwhile")).unwrap();
         }
         self.inner.is_new_for(store)
     }
@@ -1028,19 +1027,21 @@ impl hcp_store::audit::witness::Witness for Together {
 fn acts_made_at_once_each_keep_the_checkpoint_of_their_own_record() {
     use hcp_store::audit::witness::Witness as _;
     let d = tempfile::tempdir().unwrap();
-    let (root, _log) = store(d.path());
+    let (root, log) = store(d.path());
     let wdir = d.path().join("witness");
     std::fs::create_dir(&wdir).unwrap();
-    let together = Arc::new(Together {
+    let between = Arc::new(Between {
         inner: DirWitness::new(&wdir),
-        barrier: std::sync::Barrier::new(2),
+        log,
         armed: std::sync::atomic::AtomicUsize::new(0),
     });
-    let state = FileState::new(&Home::open(&root).unwrap()).with_witness(together.clone());
+    let state = FileState::new(&Home::open(&root).unwrap()).with_witness(between.clone());
     // The witness named, and one act witnessed, one at a time.
     state.record_authority(&act(1)).unwrap();
     state.record_authority(&act(2)).unwrap();
-    together.armed.store(2, std::sync::atomic::Ordering::SeqCst);
+    // Two acts at once (the lock that orders acts makes one wait for the other), each
+    // with a call's record appended between its record and its checkpoint.
+    between.armed.store(2, std::sync::atomic::Ordering::SeqCst);
     let (a, b) = std::thread::scope(|s| {
         let one = s.spawn(|| state.record_authority(&act(3)).unwrap());
         let two = s.spawn(|| state.record_authority(&act(4)).unwrap());
@@ -1059,6 +1060,11 @@ fn acts_made_at_once_each_keep_the_checkpoint_of_their_own_record() {
             act.seq
         );
     }
+    assert_eq!(
+        a.seq.abs_diff(b.seq),
+        2,
+        "a call's record between the two acts"
+    );
     let r = state.audit_verify(None).unwrap();
     assert!(r.is_clean(), "{r:?}");
 }

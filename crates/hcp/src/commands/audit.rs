@@ -43,6 +43,11 @@ pub struct VerifyArgs {
     /// A checkpoint made by `hcp audit checkpoint`: prove the trail still extends it.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
+    /// A witness's directory (what `audit.witness` names), read directly: prove the trail
+    /// extends every checkpoint it holds of this store. The check that catches a rewrite
+    /// by whoever holds the store's keys, when the directory is kept out of their reach.
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
+    witness: Option<PathBuf>,
 }
 
 /// Arguments of `hcp audit tail`.
@@ -72,7 +77,10 @@ pub fn run(c: AuditCommand) -> CliResult {
         ))
     };
     match c {
-        AuditCommand::Verify(a) => verify(reading()?.state(), a),
+        AuditCommand::Verify(a) => {
+            let rt = reading()?;
+            verify(rt.state(), rt.home().root(), a)
+        }
         AuditCommand::Tail(a) if a.follow => follow::run(reading()?.state(), a.n.unwrap_or(0)),
         AuditCommand::Tail(a) => tail(reading()?.state(), a),
         AuditCommand::Checkpoint => make_checkpoint(super::exec::runtime()?.state()),
@@ -240,6 +248,14 @@ fn render_verify(r: &VerifyReport) -> String {
             }
         }
     }
+    match r.witnesses_checked.as_slice() {
+        [] => out.push_str(&format!("  {NO_WITNESS}\n")),
+        [one] => out.push_str(&format!("  witness checked: {}\n", safe(one))),
+        many => out.push_str(&format!(
+            "  witnesses checked: {}\n",
+            many.iter().map(|w| safe(w)).collect::<Vec<_>>().join(", ")
+        )),
+    }
     for w in &r.retired_witnesses {
         let until = if w.until > 0 {
             format!(" until record {}", w.until)
@@ -386,6 +402,93 @@ fn read_checkpoint(path: &std::path::Path) -> Result<Held, CliError> {
     Ok(held)
 }
 
+/// `--witness DIR`: every checkpoint the witness directory `dir` holds of this store (its
+/// file `DIR/<store id>.checkpoints`, the store's id from `store.json`), read as the
+/// witness reads it. A directory that cannot be read is `witness_unavailable`; one that
+/// holds no checkpoint of this store (no file, or an empty one) is `checkpoint_mismatch`,
+/// naming the other stores' files it holds: a store made again by whoever holds its keys
+/// has another id.
+fn read_witness(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<(Held, CheckpointSource), CliError> {
+    use hcp_store::audit::witness::{DIR_SUFFIX, DirWitness, Witness};
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let w = DirWitness::new(&dir);
+    let others = || -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| {
+                        e.file_name()
+                            .to_str()
+                            .and_then(|n| n.strip_suffix(DIR_SUFFIX))
+                            .map(str::to_owned)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    };
+    let hint = "point `--witness` at the directory `audit.witness` named when the checkpoints were taken; a store made again by whoever holds its keys has a new id, and none of its checkpoints are there";
+    let Some(store) = hcp_store::made::Marker::read(root)
+        .ok()
+        .flatten()
+        .map(|m| m.store_id)
+    else {
+        return Err(CliError::new(
+            hcp_model::Code::CheckpointMismatch,
+            format!(
+                "`{}` names no store id, so no file of the witness `{}` can be this store's (it holds checkpoints of: {})",
+                root.join("store.json").display(),
+                dir.display(),
+                listed(&others())
+            ),
+        )
+        .hint("`hcp audit verify` without `--witness` says what is wrong with the store"));
+    };
+    let held = w.held(&store, None).map_err(|e| {
+        CliError::new(hcp_model::Code::WitnessUnavailable, e.to_string()).hint(
+            "`--witness DIR` names a witness's directory, which must exist and be readable by this user",
+        )
+    })?;
+    if held.checkpoints.is_empty() && held.forged.is_none() {
+        let file = w.file(&store);
+        let why = if file.exists() {
+            format!("`{}` holds none", file.display())
+        } else {
+            format!("`{}` does not exist", file.display())
+        };
+        let rest: Vec<String> = others().into_iter().filter(|i| *i != store).collect();
+        return Err(CliError::new(
+            hcp_model::Code::CheckpointMismatch,
+            format!(
+                "the witness `{}` holds no checkpoint of this store (`{store}`): {why}; it holds checkpoints of: {}",
+                dir.display(),
+                listed(&rest)
+            ),
+        )
+        .hint(hint));
+    }
+    Ok((held, CheckpointSource::Witness(w.describe())))
+}
+
+/// `` `a`, `b` `` or `no other store`.
+fn listed(ids: &[String]) -> String {
+    if ids.is_empty() {
+        return "no other store".to_owned();
+    }
+    ids.iter()
+        .map(|i| format!("`{}`", safe(i)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `hcp audit verify` says when no witness was checked (RUNTIME §6).
+pub(crate) const NO_WITNESS: &str = "no witness checked: a rewrite by whoever holds the store's keys is caught only against a witness kept out of their reach — run `hcp audit verify --witness DIR` with that witness's directory (docs/DESIGN.md, \"What the witness defends against\")";
+
 /// The JSON of `hcp audit verify --json`: the one trail's report (the file store) with
 /// `ok`; for several chains, `{"ok", "records", "interrupted", "chains": [{"machine", …}]}`.
 fn verify_json(r: &AuditReport) -> Value {
@@ -402,6 +505,14 @@ fn verify_json(r: &AuditReport) -> Value {
     .unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("ok".into(), Value::Bool(r.is_clean()));
+        // Whether any chain was checked against a witness, said in words when none was.
+        let checked = r
+            .chains
+            .iter()
+            .any(|c| !c.report.witnesses_checked.is_empty());
+        if !checked {
+            m.insert("witness_note".into(), json!(NO_WITNESS));
+        }
     }
     // `keyed`: whether each chain's keyed hashes were checked under its key (`false`
     // without the key, or for a trail of an earlier version): a link check is never read
@@ -429,10 +540,14 @@ fn verify_json(r: &AuditReport) -> Value {
     v
 }
 
-fn verify(state: &dyn State, a: VerifyArgs) -> CliResult {
-    let cp = a.checkpoint.as_deref().map(read_checkpoint).transpose()?;
-    let r = match &cp {
-        Some(held) => state.audit_verify_held(held),
+fn verify(state: &dyn State, root: &std::path::Path, a: VerifyArgs) -> CliResult {
+    let cp = match (&a.checkpoint, &a.witness) {
+        (Some(file), _) => Some((read_checkpoint(file)?, CheckpointSource::File)),
+        (None, Some(dir)) => Some(read_witness(root, dir)?),
+        (None, None) => None,
+    };
+    let r = match cp {
+        Some((held, source)) => state.audit_verify_held(&held, source),
         None => state.audit_verify(None),
     }
     .map_err(|e| audit_error(&e))?;

@@ -24,7 +24,7 @@ use crate::refusal::Refusal;
 use hcp_state_pg::WitnessChoice;
 use hcp_state_pg::{MachineId, MigrateReport, PgConfig, PgState};
 use hcp_store::audit::AuditError;
-use hcp_store::audit::witness::{DirWitness, UnknownWitness, Witness};
+use hcp_store::audit::witness::Witness;
 use hcp_store::config::{ConfigError, RuntimeConfig, StateConfig, WitnessConfig};
 use hcp_store::home::StoreDir;
 use hcp_store::state::State;
@@ -114,15 +114,9 @@ pub fn shown_state(cfg: &StateConfig) -> serde_json::Value {
     serde_json::json!({"url": cfg.redacted_url(), "schema": cfg.schema_name()})
 }
 
-/// The witness of a file store: a directory (`audit.witness` `"state"` needs a fleet's
-/// `state`, which `config.json`'s reading refuses without one), or one that refuses every
-/// checkpoint when `config.json` does not parse.
+/// The witness of a file store ([`hcp_store::audit::witness::of_config`]).
 pub(crate) fn file_witness(w: hcp_store::config::WitnessChoice) -> Option<Arc<dyn Witness>> {
-    match w {
-        Ok(Some(WitnessConfig::Dir(d))) => Some(Arc::new(DirWitness::new(d))),
-        Ok(Some(WitnessConfig::State) | None) => None,
-        Err(e) => Some(Arc::new(UnknownWitness { why: e.to_string() })),
-    }
+    hcp_store::audit::witness::of_config(w)
 }
 
 fn postgres(home: &Home, cfg: &StateConfig, witness: WitnessChoice) -> Backend {

@@ -68,6 +68,9 @@ pub(crate) fn keyed_only(m: &Map<String, Value>) -> Option<String> {
 /// - an install record (`packs/<id>/.hcp/record.json`) that counts the grants made on it
 ///   (`grants`);
 /// - an approval (`state/approvals/<id>.json`) bound to its session or project;
+/// - any state file that carries a keyed MAC ([`crate::stamp::MAC_FIELD`], `mac`): a
+///   session (`state/sessions/<digest>.json`), an approval, a principal's grants — an
+///   earlier hcp wrote none of them with one;
 /// - checkpoints of this store (by `state/store-id`) held by the witness `config.json`
 ///   names.
 ///
@@ -112,7 +115,37 @@ pub(crate) fn current_format_sign(home: &Home) -> Option<String> {
             }
         }
     }
+    if let Some(path) = keyed_state_file(&state) {
+        return Some(format!(
+            "`{}` (a state file with a keyed MAC, `{}`)",
+            path.display(),
+            crate::stamp::MAC_FIELD
+        ));
+    }
     witnessed(home)
+}
+
+/// The first state file below `state/` (its sessions, approvals and grants) whose JSON
+/// object has the field [`crate::stamp::MAC_FIELD`].
+fn keyed_state_file(state: &Path) -> Option<std::path::PathBuf> {
+    for dir in ["sessions", "approvals", "grants"] {
+        let Ok(entries) = std::fs::read_dir(state.join(dir)) else {
+            continue;
+        };
+        let mut paths: Vec<_> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        if let Some(p) = paths
+            .into_iter()
+            .find(|p| json_has(p, &[crate::stamp::MAC_FIELD]))
+        {
+            return Some(p);
+        }
+    }
+    None
 }
 
 /// Whether the JSON object in the file at `path` has one of `keys`.

@@ -72,6 +72,26 @@ pub enum Against {
     Unavailable(CheckpointSource, String),
 }
 
+impl Against {
+    /// The witnesses it names (`CheckpointSource::Witness`), each once, in its order.
+    pub fn witnesses(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let sources: Vec<&CheckpointSource> = match self {
+            Self::Checkpoint(_, s) | Self::Held(_, s) => vec![s],
+            Self::Witnesses(sets) => sets.iter().map(|(_, s)| s).collect(),
+            Self::Nothing | Self::Forged(..) | Self::Unavailable(..) => Vec::new(),
+        };
+        for s in sources {
+            if let CheckpointSource::Witness(w) = s
+                && !out.contains(w)
+            {
+                out.push(w.clone());
+            }
+        }
+        out
+    }
+}
+
 /// What the trail was checked against and how far it runs past it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckpointNote {
@@ -251,6 +271,10 @@ pub struct VerifyReport {
     /// The checkpoint it was checked against: where from, and how far the trail runs past
     /// it.
     pub against: Option<CheckpointNote>,
+    /// Each witness the trail was checked against, as the runtime names it (`directory
+    /// DIR`, `state`), oldest part first; empty when none was (then a rewrite by whoever
+    /// holds the store's keys is not caught: RUNTIME §6, docs/DESIGN.md).
+    pub witnesses_checked: Vec<String>,
     /// How many witnessed checkpoints the trail was checked against (each one's record
     /// must hash to its head).
     #[serde(skip_serializing_if = "is_zero")]
@@ -770,6 +794,7 @@ fn empty_report() -> VerifyReport {
         legacy: 0,
         checkpoint: None,
         against: None,
+        witnesses_checked: Vec::new(),
         witnessed: 0,
         witness_named: Vec::new(),
         witnessed_acts: Vec::new(),

@@ -202,6 +202,20 @@ fn unrecorded(named: &str, seq: u64, configured: Option<&str>) -> String {
     }
 }
 
+/// The witness of a file store as `config.json` names it (RUNTIME §6): a directory; none
+/// for none (`"state"` needs a fleet's `state`, which the configuration's reading refuses
+/// without one); one that refuses every checkpoint ([`UnknownWitness`]) when
+/// `config.json` does not parse.
+pub fn of_config(w: crate::config::WitnessChoice) -> Option<std::sync::Arc<dyn Witness>> {
+    match w {
+        Ok(Some(crate::config::WitnessConfig::Dir(d))) => {
+            Some(std::sync::Arc::new(DirWitness::new(d)))
+        }
+        Ok(Some(crate::config::WitnessConfig::State) | None) => None,
+        Err(e) => Some(std::sync::Arc::new(UnknownWitness { why: e.to_string() })),
+    }
+}
+
 /// The witness of a `config.json` that does not parse: it takes nothing (an act of
 /// authority is refused rather than left unwitnessed) and holds nothing.
 #[derive(Debug, Clone)]

@@ -9,7 +9,9 @@
 //! names and that record's `seq` (`null` and 0: the trail names none); `count` is the
 //! highest count of a checkpoint that witness took of this trail since (0: not known).
 //! It is a cache of the trail, never the evidence: it is written after the witness took
-//! a checkpoint (so it never names more than the witness was given), without a sync;
+//! a checkpoint (so it never names more than the witness was given), without a sync; a
+//! count lowered or removed changes no answer, because whether the witness holds what it
+//! took is decided by its own file and the trail's tail ([`AuditLog::check_witnessed`]);
 //! absent or unreadable, it is made again from a walk of the trail
 //! ([`AuditLog::scan_witnessed`]); and before an act is refused because the configuration
 //! names another witness than it does, the trail is walked to confirm it. `hcp audit
@@ -230,33 +232,62 @@ impl AuditLog {
         }
     }
 
-    /// Whether `witness` holds what the trail says it took: when the trail's witness is
-    /// `witness` and it took a checkpoint of `count` records, its newest must be at least
-    /// that new. `newest` is the count of the newest checkpoint it holds (`None`: none).
+    /// Whether `witness` holds what the trail says it took (RUNTIME §6): its newest
+    /// checkpoint (`newest`, its count; `None`: it holds none of this store) must be at
+    /// least as new as every act of authority the trail says it witnessed. The witness's
+    /// own file and the trail decide, never this file: the trail is read backwards from
+    /// its end down to `newest` ([`AuditLog::owed_since`]), and an act there that was
+    /// witnessed when it was made (in the present witness's part of the trail) was lost
+    /// from the witness. The file only answers sooner: when it names `witness` with a
+    /// count past `newest` (it is written only after the witness took that checkpoint),
+    /// the act is refused without the read.
+    ///
+    /// # Errors
+    /// [`AuditError::Behind`] (`checkpoint_mismatch`); [`AuditError::Store`] when the
+    /// trail cannot be read.
     pub(super) fn check_kept(
         &self,
         witness: &dyn Witness,
         newest: Option<u64>,
     ) -> Result<(), AuditError> {
-        let Some(w) = self.read_witnessed() else {
-            return Ok(());
-        };
         let name = witness.describe();
-        if w.witness.as_deref() != Some(name.as_str()) || w.count == 0 {
-            return Ok(());
-        }
-        let holds = match newest {
+        let holds = |n: Option<u64>| match n {
             None => "holds no checkpoint of this store".to_owned(),
-            Some(n) if n < w.count => format!("holds checkpoints of at most {n} records"),
-            Some(_) => return Ok(()),
+            Some(n) => format!("holds checkpoints of at most {n} records"),
         };
-        Err(AuditError::Behind {
-            fault: Fault::CheckpointMismatch,
-            detail: format!(
-                "the witness ({name}) {holds}, while it took one of {} records of this trail (the trail names it at record {}): checkpoints were removed from it (its file deleted, emptied or cut)",
-                w.count, w.named
-            ),
-        })
+        let removed = "checkpoints were removed from it (its file deleted, emptied or cut)";
+        if let Some(w) = self.read_witnessed()
+            && w.witness.as_deref() == Some(name.as_str())
+            && w.count > newest.unwrap_or(0)
+        {
+            return Err(AuditError::Behind {
+                fault: Fault::CheckpointMismatch,
+                detail: format!(
+                    "the witness ({name}) {}, while it took one of {} records of this trail (the trail names it at record {}): {removed}",
+                    holds(newest),
+                    w.count,
+                    w.named
+                ),
+            });
+        }
+        let owed = self.owed_since(newest.unwrap_or(0))?;
+        // Acts after the last `witness` record naming another (or none), or in a trail
+        // that never named one, are not its.
+        match &owed.named {
+            Some((_, named)) if named.as_deref() != Some(name.as_str()) => return Ok(()),
+            None if !owed.bounded => return Ok(()),
+            _ => {}
+        }
+        match owed.acts.last() {
+            None => Ok(()),
+            Some(act) => Err(AuditError::Behind {
+                fault: Fault::CheckpointMismatch,
+                detail: format!(
+                    "the witness ({name}) {}, while it took the checkpoint of the act of authority at record {act} of this trail when it was made: {removed}",
+                    holds(newest)
+                ),
+            }),
+        }
     }
 }
 
