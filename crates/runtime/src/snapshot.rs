@@ -83,22 +83,8 @@ impl Snapshot {
                 .map(|p| (p, key.to_owned()))
                 .map_err(|e| crate::refusal::pack_refusal(&e)),
         };
-        // A marker the state ledger does not vouch for refuses that pack alone
-        // (`store_damaged`). A ledger that cannot be believed at all (missing or
-        // damaged) vouches for no marker: a principal's call is refused, but the owner's
-        // is not — the owner holds the authority a marker stands for, and one damaged
-        // file never stops the owner's calls (RUNTIME §4 "Fault isolation").
-        let active = match target
-            .as_ref()
-            .map(|(p, _)| pack::activation(home, p.id.as_str()))
-        {
+        let active = match target.as_ref().map(|(p, _)| activation(home, caller, p)) {
             Ok(Ok(a)) => a,
-            Ok(Err(_))
-                if caller.session_token.is_none()
-                    && hcp_store::ledger::unusable(home).is_some() =>
-            {
-                true
-            }
             Ok(Err(e)) => {
                 target = Err(Refusal::store(&e));
                 false
@@ -206,4 +192,25 @@ fn unavailable(reads: &CallReads) -> Option<Refusal> {
         .flatten()
         .find(|e| matches!(e, StoreError::StateUnavailable { .. }))
         .map(Refusal::store)
+}
+
+/// Whether `pack` is active for `caller`. A marker the state ledger does not vouch for
+/// refuses that pack alone (`store_damaged`). A ledger that cannot be believed at all
+/// (missing or damaged) vouches for no marker: a principal's call is refused, but the
+/// owner's is not — the owner holds the authority a marker stands for, and one damaged
+/// file never stops the owner's calls (RUNTIME §4 "Fault isolation").
+///
+/// # Errors
+/// As [`pack::activation`], but for the owner's call under an unusable ledger.
+fn activation(
+    home: &hcp_store::Home,
+    caller: &Caller,
+    pack: &hcp_store::pack::InstalledPack,
+) -> Result<bool, hcp_store::StoreError> {
+    match pack::activation(home, pack.id.as_str()) {
+        Err(_) if caller.session_token.is_none() && hcp_store::ledger::unusable(home).is_some() => {
+            Ok(true)
+        }
+        r => r,
+    }
 }
