@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::code;
 mod exec_common;
 
 use common::World;
@@ -21,10 +22,6 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
 
 fn code_line(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr)

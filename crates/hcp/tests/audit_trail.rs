@@ -5,16 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::code;
 mod exec_common;
 
 use common::World;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
 
 /// `hcp …` with another `HCP_HOME`.
 fn run_in(w: &World, home: &Path, args: &[&str]) -> std::process::Output {

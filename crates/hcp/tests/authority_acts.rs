@@ -18,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::code;
 mod exec_common;
 
 use common::World;
@@ -27,10 +28,6 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
 
 fn ok(w: &World, args: &[&str]) -> std::process::Output {
     let o = w.run(args);

@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::code;
 mod exec_common;
 
 use common::World;
@@ -19,10 +20,6 @@ use common::immutable::Immutable;
 use exec_common::{all_records, authority_records};
 use serde_json::{Value, json};
 use std::path::Path;
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
 
 fn ok(w: &World, args: &[&str]) -> std::process::Output {
     let o = w.run(args);

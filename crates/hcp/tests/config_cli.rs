@@ -6,15 +6,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::code;
 mod exec_common;
 
 use common::World;
 use exec_common::authority_records;
 use serde_json::{Value, json};
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
 
 fn ok(w: &World, args: &[&str]) -> String {
     let o = w.run(args);

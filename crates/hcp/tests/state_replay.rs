@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::{code, view_or_skip};
 #[path = "exec_common/mod.rs"]
 mod exec_common;
 
@@ -19,19 +20,6 @@ use exec_common::{exec_json_env, grant, session, world};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-
-fn code(o: &std::process::Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-/// Whether this machine gives a call its view (a session's call needs one).
-fn view_or_skip() -> bool {
-    if let Some(why) = hcp_adapter::KernelSupport::probe().view_missing() {
-        common::skip::skip(&format!("no view for a call here: {why}"));
-        return false;
-    }
-    true
-}
 
 fn outcome(o: &std::process::Output, v: &Value) -> String {
     match v["code"].as_str() {

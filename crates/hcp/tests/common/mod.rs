@@ -166,3 +166,18 @@ impl World {
             .replace(&bin_dir().display().to_string(), "[BIN]")
     }
 }
+
+/// The exit status of `o` (-1 when a signal ended it).
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Whether this machine gives a call its view (a session's call needs one); prints
+/// `skipped: …` (a failure under `CI=true`) when it does not.
+pub fn view_or_skip() -> bool {
+    if let Some(why) = hcp_adapter::KernelSupport::probe().view_missing() {
+        skip::skip(&format!("no view for a call here: {why}"));
+        return false;
+    }
+    true
+}
