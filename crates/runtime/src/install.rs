@@ -204,7 +204,7 @@ fn reserved_bins(pack: &CheckedPack, lookup: &pack::BinLookup) -> Result<(), Pac
 /// with what of it the view binds.
 fn view_notes(rt: &Runtime, record: &hcp_store::pack::InstallRecord) -> Vec<String> {
     let homes =
-        crate::prepare::machine_homes(std::env::var_os("HOME").map(std::path::PathBuf::from));
+        crate::workdir::machine_homes(std::env::var_os("HOME").map(std::path::PathBuf::from));
     let stores = [rt.home().root().to_owned()];
     let id = &record.pack_id;
     let mut notes = Vec::new();

@@ -73,7 +73,7 @@ impl Rule {
 pub struct Around {
     /// The store's root and the tenant homes' directory.
     pub stores: Vec<PathBuf>,
-    /// The machine's homes, resolved ([`crate::prepare::machine_homes`]).
+    /// The machine's homes, resolved ([`machine_homes`]).
     pub homes: Vec<PathBuf>,
     /// The workdirs of live sessions of other principals (empty for a call).
     pub others: Vec<PathBuf>,
@@ -285,7 +285,7 @@ pub fn around(
     let homes = crate::home::homes(rt)?;
     Ok(Around {
         stores: vec![rt.home().root().to_owned(), homes],
-        homes: crate::prepare::machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
+        homes: machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
         others,
         writable,
     })
@@ -320,6 +320,50 @@ pub fn for_session(
         .collect();
     around.others = others;
     check(dir, &around)
+}
+
+/// The machine's homes, resolved (`realpath`): `home_env` (the caller's `$HOME`) and every
+/// home of `/etc/passwd` (see [`user_homes`]), for the rule of a bin's directory in the view
+/// and a `local` workdir's. Read and resolved once per process for a given `home_env`.
+pub fn machine_homes(home_env: Option<PathBuf>) -> Vec<PathBuf> {
+    static HOMES: std::sync::Mutex<Option<(Option<PathBuf>, Vec<PathBuf>)>> =
+        std::sync::Mutex::new(None);
+    let mut cached = HOMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((env, homes)) = cached.as_ref()
+        && *env == home_env
+    {
+        return homes.clone();
+    }
+    let homes: Vec<PathBuf> = user_homes(home_env.clone().into_iter())
+        .into_iter()
+        .map(|h| h.canonicalize().unwrap_or(h))
+        .collect();
+    *cached = Some((home_env, homes.clone()));
+    homes
+}
+
+/// Home directories a sandbox may not be, hold, or lie in a dot-directory of:
+/// `from_env` (the caller's `$HOME`) and every home in /etc/passwd (read directly, without
+/// NSS; a user only known to a directory service is covered by `$HOME` alone), except
+/// `/` and homes inside `hcp_adapter::NOT_A_SANDBOX` directories (no sandbox lies there
+/// anyway). Deduplicated, in that order.
+fn user_homes(from_env: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
+    let mut homes: Vec<PathBuf> = from_env.filter(|h| h.is_absolute()).collect();
+    for home in hcp_adapter::view::host_passwd()
+        .lines()
+        .filter_map(|l| l.split(':').nth(5))
+        .map(PathBuf::from)
+    {
+        let system = hcp_adapter::NOT_A_SANDBOX
+            .iter()
+            .any(|d| home.starts_with(d));
+        if home.is_absolute() && home != Path::new("/") && !system && !homes.contains(&home) {
+            homes.push(home);
+        }
+    }
+    homes
 }
 
 #[cfg(test)]
