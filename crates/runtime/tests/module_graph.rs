@@ -36,7 +36,7 @@ fn module_of(src: &Path, file: &Path) -> String {
 }
 
 /// The source without line comments and without a trailing `#[cfg(test)] mod tests`.
-fn code_of_file(text: &str) -> String {
+fn without_comments_and_tests(text: &str) -> String {
     let text = match text.find("#[cfg(test)]\nmod tests") {
         Some(i) => &text[..i],
         None => text,
@@ -129,7 +129,7 @@ fn the_runtime_crate_has_no_import_circle() {
         }
         let text = std::fs::read_to_string(&file).expect("readable source");
         let edges = graph.entry(module.clone()).or_default();
-        for target in imports(&code_of_file(&text)) {
+        for target in imports(&without_comments_and_tests(&text)) {
             if target != module {
                 edges.insert(target);
             }
@@ -156,7 +156,7 @@ fn the_scan_sees_a_circle_when_there_is_one() {
         Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
     );
     assert_eq!(
-        imports(&code_of_file(
+        imports(&without_comments_and_tests(
             "use crate::x::Y; // crate::z\nfn f() { crate::w(); }\n#[cfg(test)]\nmod tests { use crate::v; }"
         )),
         ["w", "x"].into_iter().map(String::from).collect()
