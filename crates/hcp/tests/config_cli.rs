@@ -307,7 +307,10 @@ fn a_state_every_call_would_refuse_is_refused_and_nothing_written() {
     );
     assert!(
         text.contains("hint: `state.url` takes string")
-            && text.contains("docs/config.md, \"`state.url`\""),
+            && text.contains("docs/config.md, \"`state.url`\"")
+            // The message names both forms a libpq connection string takes.
+            && text.contains("`postgresql://USER@HOST/DB`")
+            && text.contains("`host=/path/to/socket dbname=DB user=USER`"),
         "{text}"
     );
     // The URL's password is never shown back, in the refusal as anywhere.

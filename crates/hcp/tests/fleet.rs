@@ -545,6 +545,12 @@ fn the_database_stopped_restarted_repassworded_and_a_schema_behind_give_the_righ
     );
     assert_code(&a, "state_unavailable", "is the server running");
     assert_code(&b, "state_unavailable", "is the server running");
+    // The hint names the way back to this store's files as well as the repair.
+    assert_code(
+        &b,
+        "state_unavailable",
+        "`hcp config unset state` makes the state",
+    );
     assert!(!b.w.hcp_home.join("state/sessions").exists());
     // The machine's local trail holds its `init` only: no fall-back to local state.
     let local = std::fs::read_to_string(b.w.hcp_home.join("audit/audit.jsonl")).unwrap();

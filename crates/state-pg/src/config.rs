@@ -98,6 +98,9 @@ pub(crate) struct Target {
     pub tls: Option<Verify>,
 }
 
+/// The two forms of a connection string, named in every refusal of one that does not parse.
+const FORMS: &str = "libpq's URL `postgresql://USER@HOST/DB` or its key words `host=/path/to/socket dbname=DB user=USER`";
+
 fn bad(reason: impl Into<String>) -> PgError {
     PgError::Config {
         reason: reason.into(),
@@ -113,10 +116,14 @@ fn home_root_cert() -> Option<PathBuf> {
 /// (sent with the startup message: no round trip).
 pub(crate) fn target(cfg: &StateConfig) -> PgResult<Target> {
     cfg.checked_schema()?;
-    let split = conninfo::split(&cfg.url).map_err(bad)?;
+    let split = conninfo::split(&cfg.url).map_err(|reason| {
+        bad(format!(
+            "{reason}: a PostgreSQL connection string is {FORMS}"
+        ))
+    })?;
     let mut config = postgres::Config::from_str(&split.rest).map_err(|e| {
         bad(format!(
-            "`{}` is not a PostgreSQL connection string: {e}",
+            "`{}` is not a PostgreSQL connection string ({FORMS}): {e}",
             cfg.redacted_url()
         ))
     })?;

@@ -149,7 +149,8 @@ impl PgError {
                 Failure::Unreachable | Failure::ServerDown | Failure::ConnectionLost => {
                     "is the server running? check `state.url` in config.json (`hcp config get \
                      state`; `hcp config set state.url URL` works while the state is \
-                     unavailable); hcp never falls back to local state"
+                     unavailable, and `hcp config unset state` makes the state this \
+                     store's files again); hcp never falls back to local state on its own"
                         .into()
                 }
                 Failure::Credentials => {
