@@ -1142,3 +1142,65 @@ fn lint_and_install_agree_on_every_program_path() {
         assert_eq!(listed(&w), before, "{program}: a pack is left installed");
     }
 }
+
+/// A store record that is not a regular file — a FIFO at one principal's grant file (a
+/// plain read would block for ever), a symbolic link to `/dev/zero` at another's session
+/// file (a plain read would never end) — is damage of that record: it refuses its own
+/// principal at once, the owner's and everybody else's calls go on, and `hcp doctor` lists
+/// both without reading them.
+#[test]
+fn a_record_that_is_not_a_regular_file_refuses_its_own_at_once() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let fifo_holder = session(&w, "agent-1", &[]);
+    let link_holder = session(&w, "agent-2", &[]);
+    let link_session = session_files(&w)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("\"agent-2\"")))
+        .unwrap();
+    let bystander = session(&w, "agent-3", &[]);
+    for p in ["agent-1", "agent-2", "agent-3"] {
+        grant(&w, p, "echo", &["verb.exec.read"]);
+    }
+    let grant_file = w.hcp_home.join("state/grants/agent-1.json");
+    std::fs::remove_file(&grant_file).unwrap();
+    let c = std::ffi::CString::new(grant_file.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    std::fs::remove_file(&link_session).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &link_session).unwrap();
+
+    let mut answers = Vec::new();
+    for (who, token) in [
+        ("owner", None),
+        ("agent-3", Some(bystander.as_str())),
+        ("agent-1", Some(fifo_holder.as_str())),
+        ("agent-2", Some(link_holder.as_str())),
+    ] {
+        let env: Vec<(&str, &str)> = token.map(|t| ("HCP_SESSION", t)).into_iter().collect();
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &env);
+        answers.push(format!("{who}: {}", outcome(&o, &v)));
+    }
+    assert_eq!(
+        answers,
+        [
+            "owner: 0 ok",
+            "agent-3: 0 ok",
+            "agent-1: 74 store_damaged",
+            "agent-2: 74 store_damaged"
+        ]
+    );
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("agent-1.json") && text.contains("it is a FIFO, not a regular file"),
+        "{text}"
+    );
+    assert!(
+        text.contains("it is a symbolic link, not a regular file"),
+        "{text}"
+    );
+}

@@ -260,7 +260,7 @@ fn stamp_key(rt: &Runtime) -> Option<hcp_store::audit::ChainKey> {
 
 /// Reads [`FILES_RECORD`] at `path` and checks its MAC (one file, one HMAC).
 fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
-    let Ok(bytes) = std::fs::read(path) else {
+    let Ok(Some(bytes)) = hcp_store::atomic::read_record(path) else {
         return Kept {
             last: serde_json::Map::new(),
             refused: None,

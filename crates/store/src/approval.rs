@@ -256,10 +256,17 @@ enum Read {
 /// Reads the approval file at `path` (named `<id>.json`), its MAC checked ([`crate::stamp`]);
 /// `None` when there is none.
 fn read_path(home: &Home, path: &std::path::Path, id: &str) -> StoreResult<Option<Read>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io("read", path, e)),
+    let bytes = match crate::atomic::read_record(path) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(StoreError::Damaged { reason, .. }) => {
+            return Ok(Some(Read::Damaged {
+                path: path.to_path_buf(),
+                reason,
+                names: None,
+            }));
+        }
+        Err(e) => return Err(e),
     };
     let damaged = |reason: String, names: Option<Approval>| {
         Ok(Some(Read::Damaged {

@@ -113,14 +113,13 @@ impl Counters {
         Ok(f)
     }
 
-    pub(crate) fn read(path: &PathBuf) -> StoreResult<Record> {
-        match std::fs::read(path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Damaged {
-                path: path.clone(),
+    pub(crate) fn read(path: &std::path::Path) -> StoreResult<Record> {
+        match crate::atomic::read_record(path)? {
+            Some(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Damaged {
+                path: path.to_path_buf(),
                 reason: e.to_string(),
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Record::default()),
-            Err(e) => Err(StoreError::io("read", path, e)),
+            None => Ok(Record::default()),
         }
     }
 

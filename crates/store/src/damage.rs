@@ -153,12 +153,14 @@ fn records(home: &Home) -> Vec<Damaged> {
         let path = crate::pack::pack_dir(home, id.as_str())
             .join(crate::pack::record::RECORD_DIR)
             .join(crate::pack::record::RECORD_FILE);
-        let reason = match std::fs::read(&path) {
-            Ok(b) => match crate::pack::InstallRecord::open(home, id.as_str(), &path, &b) {
+        let reason = match crate::atomic::read_record(&path) {
+            Ok(Some(b)) => match crate::pack::InstallRecord::open(home, id.as_str(), &path, &b) {
                 Ok(_) => continue,
                 Err(crate::StoreError::Damaged { reason, .. }) => reason,
                 Err(e) => e.to_string(),
             },
+            Ok(None) => "cannot be read: it does not exist".to_owned(),
+            Err(crate::StoreError::Damaged { reason, .. }) => reason,
             Err(e) => format!("cannot be read: {e}"),
         };
         out.push(Damaged {
@@ -181,14 +183,18 @@ fn bindings(home: &Home) -> Vec<Damaged> {
     let root = home.dir(StoreDir::State).join("bindings");
     for (principal, family, _) in crate::binding::list(home) {
         let path = root.join(&principal).join(format!("{family}.json"));
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        let reason = match crate::stamp::records::open_binding::<crate::binding::Credential>(
-            home, &path, &bytes,
-        ) {
-            Ok(c) if c.principal == principal && c.family == family => continue,
-            Ok(_) => "the record names another principal or family".to_owned(),
+        let reason = match crate::atomic::read_record(&path) {
+            Ok(Some(bytes)) => {
+                match crate::stamp::records::open_binding::<crate::binding::Credential>(
+                    home, &path, &bytes,
+                ) {
+                    Ok(c) if c.principal == principal && c.family == family => continue,
+                    Ok(_) => "the record names another principal or family".to_owned(),
+                    Err(crate::StoreError::Damaged { reason, .. }) => reason,
+                    Err(e) => e.to_string(),
+                }
+            }
+            Ok(None) | Err(crate::StoreError::Io { .. }) => continue,
             Err(crate::StoreError::Damaged { reason, .. }) => reason,
             Err(e) => e.to_string(),
         };
@@ -302,12 +308,14 @@ fn json_files(dir: &Path) -> Vec<(PathBuf, String)> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter_map(|p| {
-            let why = match std::fs::read(&p) {
-                Ok(b) => match serde_json::from_slice::<serde_json::Value>(&b) {
+            let why = match crate::atomic::read_record(&p) {
+                Ok(Some(b)) => match serde_json::from_slice::<serde_json::Value>(&b) {
                     Ok(serde_json::Value::Object(_)) => return None,
                     Ok(_) => "it is not a JSON object".to_owned(),
                     Err(e) => e.to_string(),
                 },
+                Ok(None) => return None,
+                Err(crate::StoreError::Damaged { reason, .. }) => reason,
                 Err(e) => format!("cannot be read: {e}"),
             };
             Some((p, why))

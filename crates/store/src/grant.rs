@@ -220,10 +220,9 @@ fn read_file(
     path: &Path,
     principal: Option<&PrincipalId>,
 ) -> StoreResult<Option<Grants>> {
-    match std::fs::read(path) {
-        Ok(b) => parse_file(home, &b, path, principal).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io("read", path, e)),
+    match crate::atomic::read_record(path)? {
+        Some(b) => parse_file(home, &b, path, principal).map(Some),
+        None => Ok(None),
     }
 }
 
@@ -475,7 +474,7 @@ fn record_path(home: &Home, pack: &str) -> PathBuf {
 /// damaged record refuses the pack by itself, `crate::pack::load`).
 fn read_record(home: &Home, pack: &PackId) -> Option<crate::pack::InstallRecord> {
     let path = record_path(home, pack.as_str());
-    let bytes = std::fs::read(&path).ok()?;
+    let bytes = crate::atomic::read_record(&path).ok()??;
     crate::pack::InstallRecord::open(home, pack.as_str(), &path, &bytes).ok()
 }
 

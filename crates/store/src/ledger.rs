@@ -362,7 +362,7 @@ pub struct Entered {
 fn present(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
     let mut out = Vec::new();
     for (_, p) in crate::stamp::keyed_paths(home) {
-        let Ok(bytes) = std::fs::read(&p) else {
+        let Ok(Some(bytes)) = crate::atomic::read_record(&p) else {
             continue;
         };
         if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&bytes)
@@ -389,7 +389,7 @@ fn present(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
             .collect();
         paths.sort();
         for p in paths {
-            if let Ok(b) = std::fs::read(&p) {
+            if let Ok(Some(b)) = crate::atomic::read_record(&p) {
                 out.push((p, marker_digest(&b), kind));
             }
         }

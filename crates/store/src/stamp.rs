@@ -465,7 +465,7 @@ pub fn migrate(home: &Home, lock: &StoreLock) -> StoreResult<Option<Stamped>> {
     }
     let mut stamped = Stamped::default();
     for (kind, path) in keyed_files(home) {
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok(Some(bytes)) = crate::atomic::read_record(&path) else {
             continue;
         };
         let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&bytes) else {

@@ -758,7 +758,7 @@ fn note_spent(home: &Home, ids: &[String]) {
         .iter()
         .filter_map(|id| {
             let p = approval::used_marker(home, id);
-            let b = std::fs::read(&p).ok()?;
+            let b = crate::atomic::read_record(&p).ok()??;
             Some((p, Some(crate::ledger::marker_digest(&b))))
         })
         .collect();

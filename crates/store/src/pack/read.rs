@@ -159,10 +159,8 @@ pub fn activation(home: &Home, id: &str) -> Result<bool, StoreError> {
     {
         return Ok(false);
     }
-    let bytes = match std::fs::read(&marker) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(StoreError::io("read", &marker, e)),
+    let Some(bytes) = crate::atomic::read_record(&marker)? else {
+        return Ok(false);
     };
     let digest = crate::ledger::marker_digest(&bytes);
     let why = match crate::ledger::vouch(home, &marker, &digest)? {

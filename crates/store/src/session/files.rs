@@ -167,10 +167,8 @@ fn write_session(home: &Home, lock: &StoreLock, digest: &str, s: &Session) -> St
 
 /// Reads a session file, its MAC checked before anything of it is believed (one HMAC).
 fn read_session(home: &Home, path: &Path, digest: &str) -> StoreResult<Option<Session>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io("read", path, e)),
+    let Some(bytes) = crate::atomic::read_record(path)? else {
+        return Ok(None);
     };
     let damaged = |reason: String| StoreError::Damaged {
         path: path.to_path_buf(),

@@ -224,7 +224,7 @@ fn binding_files(home: &Home) -> Vec<PathBuf> {
 /// The object in the file at `path` when it is one without `mac` (what [`migrate`]
 /// stamps); `None` for anything else (damage either way, or stamped already).
 fn unstamped(path: &Path) -> Option<Value> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::atomic::read_record(path).ok()??;
     match serde_json::from_slice::<Value>(&bytes).ok()? {
         Value::Object(m) if !m.contains_key(super::MAC_FIELD) => Some(Value::Object(m)),
         _ => None,
