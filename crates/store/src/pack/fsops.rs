@@ -65,7 +65,12 @@ pub fn open_dir(path: &Path) -> std::io::Result<File> {
 }
 
 /// Reads file `name` (relative, may hold `/`) inside the directory open as `dir`, without
-/// following a symlink in its last component, at most `limit` bytes.
+/// following a symlink in its last component and without blocking (a FIFO there is
+/// refused, never waited on), at most `limit` bytes of a regular file.
+///
+/// # Errors
+/// The open's or the read's error; `InvalidData` for a file that is not a regular file or
+/// is larger than `limit`.
 pub fn read_at(dir: &File, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
     let c = CString::new(name)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "name holds a NUL"))?;
@@ -75,7 +80,7 @@ pub fn read_at(dir: &File, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
         libc::openat(
             dir.as_raw_fd(),
             c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
         )
     };
     if fd < 0 {
@@ -83,6 +88,12 @@ pub fn read_at(dir: &File, name: &str, limit: u64) -> std::io::Result<Vec<u8>> {
     }
     // SAFETY: `fd` was just opened and is owned by nothing else.
     let f = unsafe { File::from_raw_fd(fd) };
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is not a regular file",
+        ));
+    }
     // Most files here are a few KiB: one read fills the buffer, one more sees the end.
     let mut out = Vec::with_capacity(usize::try_from(limit.min(16 * 1024)).unwrap_or(0) + 1);
     f.take(limit + 1).read_to_end(&mut out)?;
