@@ -1011,6 +1011,28 @@ fn a_typod_home_is_no_store_for_the_other_commands_too() {
     }
 }
 
+/// A relative `HCP_HOME` (`.hcp`) is refused before anything is made, and the message
+/// gives the absolute form to use instead.
+#[test]
+fn a_relative_home_is_refused_with_the_absolute_form_to_give() {
+    let w = World::with_store();
+    let o = w
+        .hcp()
+        .current_dir(w.root())
+        .env("HCP_HOME", ".hcp")
+        .args(["exec", "echo.say", "a"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(
+        err.contains("code: store_unusable") && err.contains(r#"`HCP_HOME="$PWD/.hcp"`"#),
+        "{err}"
+    );
+    assert!(!w.root().join(".hcp").exists());
+}
+
 /// Every kind of damaged record at once — a session, a grant file, an approval, a counter,
 /// an install record, a tenant home: `hcp doctor` lists each (one problem apiece, in the
 /// text and in `--json`) and exits 1; the owner's and the other principal's calls of the

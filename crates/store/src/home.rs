@@ -22,10 +22,12 @@ pub fn resolve_home(
         Some(v) if !v.is_empty() => {
             let p = PathBuf::from(v);
             if p.is_relative() {
-                return Err(StoreError::Unusable {
-                    path: p,
-                    reason: "`HCP_HOME` must be an absolute path".into(),
-                });
+                let reason = format!(
+                    "`HCP_HOME` must be an absolute path; for a store in this directory \
+                     give `HCP_HOME=\"$PWD/{}\"`",
+                    p.display()
+                );
+                return Err(StoreError::Unusable { path: p, reason });
             }
             Ok(p)
         }
@@ -284,7 +286,11 @@ mod tests {
 
     #[test]
     fn relative_home_is_refused() {
-        assert!(resolve_home(Some(OsStr::new("rel/dir")), || None).is_err());
+        let e = resolve_home(Some(OsStr::new("rel/dir")), || None).unwrap_err();
+        assert!(
+            e.to_string().contains(r#"`HCP_HOME="$PWD/rel/dir"`"#),
+            "{e}"
+        );
     }
 
     #[test]
