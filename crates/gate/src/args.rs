@@ -39,6 +39,21 @@ fn refuse(code: Code, message: String, hint: Option<String>) -> ArgRefusal {
     }
 }
 
+/// The hint of `arg_missing` for argument `name` of a verb taking `takes` (in the order
+/// positional words are given to them): on the CLI face, the flag and the positional form;
+/// on the JSON and MCP faces, the argument to add.
+fn missing_hint<'a>(name: &str, takes: impl Iterator<Item = &'a str>, cli_face: bool) -> String {
+    if cli_face {
+        let order: Vec<String> = takes.map(|n| format!("`{n}`")).collect();
+        format!(
+            "pass `--{name} VALUE`, or give every value as a word in the verb's order: {}",
+            order.join(" ")
+        )
+    } else {
+        format!("give `{name}` in the call's arguments")
+    }
+}
+
 /// Checks `args` against `plan` in this order: tenant-bearing names (§4.3.2), unknown
 /// names, values holding NUL, `confirm`/`apply` values, missing required arguments, and
 /// flag-looking positional values (RUNTIME §1.2). Returns the values the verb takes
@@ -93,7 +108,11 @@ pub fn check_args<'a>(
             return Err(refuse(
                 Code::ArgMissing,
                 format!("missing required argument `{name}`"),
-                Some(format!("pass `--{name} VALUE`")),
+                Some(missing_hint(
+                    name,
+                    takes.iter().map(|(n, _)| n.as_str()),
+                    cli_face,
+                )),
             ));
         }
     }
@@ -268,7 +287,11 @@ pub fn check_operation_args<'a>(
     if let Err(r) = hcp_openapi::check(op, &json) {
         let code = r.code;
         let hint = match (code, r.argument.as_deref().and_then(|a| op.argument(a))) {
-            (Code::ArgMissing, Some(a)) => Some(format!("pass `--{} VALUE`", a.name)),
+            (Code::ArgMissing, Some(a)) => Some(missing_hint(
+                &a.name,
+                op.positional().iter().map(|a| a.name.as_str()),
+                cli_face,
+            )),
             _ => None,
         };
         return Err(refuse(code, r.message, hint));

@@ -148,6 +148,8 @@ fn unknown_and_missing_arguments() {
     assert_refused(&w, &out, &v, "arg_missing", 65);
     let (out, v) = envelope(&w, br#"{"verb_key": "transit.find", "args": {}}"#);
     assert_refused(&w, &out, &v, "arg_missing", 65);
+    // The JSON face has no words: its hint names the argument to add, not a flag.
+    assert_eq!(v["hint"], json!("give `query` in the call's arguments"));
     let out = exec(&w, &["transit.plan", "Central"]);
     snap!("arg_missing_text", w.render(&out));
     let out = exec(&w, &["probe.argv", "--nope", "x"]);
