@@ -1,4 +1,6 @@
-//! Whole-file replacement by rename: readers and crashes see the old file or the new one.
+//! Whole-file replacement by rename (readers and crashes see the old file or the new one),
+//! and the one way a store record is read: a regular file of bounded size, never a link,
+//! a FIFO or a device ([`read_record`]).
 
 use crate::error::{StoreError, StoreResult};
 use std::io::Write;
