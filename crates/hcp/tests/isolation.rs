@@ -1226,3 +1226,57 @@ fn a_record_that_is_not_a_regular_file_refuses_its_own_at_once() {
         "{text}"
     );
 }
+
+/// `state/authority-files.json` (the keyed record of the runtime policy's and
+/// `config.json`'s digests) made a directory: the owner's calls go on, every session's
+/// call is refused `store_damaged` naming the file, `hcp config set` refuses before it
+/// writes, `hcp doctor` lists it with its repair, and after that repair the next call
+/// records the watched files afresh and sessions run again.
+#[test]
+fn a_damaged_record_of_the_watched_files_refuses_the_sessions_not_the_owner() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let token = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let kept = w.hcp_home.join("state/authority-files.json");
+    assert!(kept.is_file());
+    std::fs::remove_file(&kept).unwrap();
+    std::fs::create_dir(&kept).unwrap();
+    let config_before = std::fs::read(w.hcp_home.join("config.json")).ok();
+
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", token.as_str())]);
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{}", w.render(&o));
+    assert!(
+        v.to_string().contains("authority-files.json"),
+        "the refusal names the file: {v}"
+    );
+    let o = w.run(&["config", "set", "limits.cpu_seconds", "30"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert_eq!(
+        std::fs::read(w.hcp_home.join("config.json")).ok(),
+        config_before,
+        "config.json unchanged"
+    );
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("authority-files.json")
+            && text.contains("it is a directory, not a regular file")
+            && text.contains(&format!("repair: `rm -r {}`", kept.display())),
+        "{text}"
+    );
+
+    std::fs::remove_dir(&kept).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", token.as_str())]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{}", w.render(&o));
+    assert!(kept.is_file(), "the record is kept again");
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+}

@@ -245,6 +245,10 @@ struct Kept {
     refused: Option<&'static str>,
     /// The file is missing.
     missing: bool,
+    /// The file is there but is no record: not a regular file (a directory, a FIFO, a
+    /// link), too large, or unreadable. Nothing can be kept in it until the owner
+    /// removes it ([`kept_damaged`]).
+    damaged: Option<StoreError>,
 }
 
 /// The store's chain key: the state's (read once per process, the same read the call's
@@ -260,12 +264,16 @@ fn stamp_key(rt: &Runtime) -> Option<hcp_store::audit::ChainKey> {
 
 /// Reads [`FILES_RECORD`] at `path` and checks its MAC (one file, one HMAC).
 fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
-    let Ok(Some(bytes)) = hcp_store::atomic::read_record(path) else {
-        return Kept {
-            last: serde_json::Map::new(),
-            refused: None,
-            missing: true,
-        };
+    let bytes = match hcp_store::atomic::read_record(path) {
+        Ok(Some(bytes)) => bytes,
+        read => {
+            return Kept {
+                last: serde_json::Map::new(),
+                refused: None,
+                missing: matches!(read, Ok(None)),
+                damaged: read.err(),
+            };
+        }
     };
     let mut map = serde_json::from_slice::<Value>(&bytes)
         .ok()
@@ -289,6 +297,7 @@ fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
         },
         refused,
         missing: false,
+        damaged: None,
     }
 }
 
@@ -412,6 +421,20 @@ fn content(v: Option<&Value>) -> Value {
 /// record does not refuse the call ([`hcp_store::state::State::record_noticed`]): the
 /// checkpoint is left to the next act of authority or the next 100th call.
 pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
+    note_files_for_call(rt).map(drop)
+}
+
+/// [`note_files`] for a call: also says when `state/authority-files.json` is damaged (not
+/// a regular file, too large, unreadable). Then nothing is noted or written (no change
+/// could be kept as recorded, so none is recorded until the owner removes the file: the
+/// first call after that records every watched file afresh), the owner's calls go on,
+/// and the call refuses a session's call with the returned `store_damaged`
+/// ([`kept_damaged`]): a session must not run under a policy or `config.json` whose
+/// change the trail may not hold.
+///
+/// # Errors
+/// As [`note_files`].
+pub fn note_files_for_call(rt: &Runtime) -> Result<Option<StoreError>, StoreError> {
     match note_files_now(rt) {
         // A `config.json` that does not load stops every call with its place (`bad_config`,
         // a later step): no call runs under it, and its change is recorded by the first
@@ -420,19 +443,22 @@ pub fn note_files(rt: &Runtime) -> Result<(), StoreError> {
             if e.code() == hcp_model::Code::BadConfig
                 || hcp_store::config::RuntimeConfig::load(rt.home().root()).is_err() =>
         {
-            Ok(())
+            Ok(None)
         }
         r => r,
     }
 }
 
-fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
+fn note_files_now(rt: &Runtime) -> Result<Option<StoreError>, StoreError> {
     let home = rt.home();
     let root = home.root();
     let path = home
         .dir(hcp_store::home::StoreDir::State)
         .join(FILES_RECORD);
-    let last = read_kept(rt, &path).last;
+    let Kept { last, damaged, .. } = read_kept(rt, &path);
+    if let Some(e) = damaged {
+        return Ok(Some(kept_damage(&path, &e)));
+    }
     let keyed = kept_keyed(&last)
         && last.get(STATE_LEDGER) == Some(&Value::from(hcp_store::ledger::LEDGER_VERSION));
     let same = keyed
@@ -444,7 +470,7 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
             kept == stamp
         });
     if same {
-        return Ok(());
+        return Ok(None);
     }
     home.ensure(hcp_store::home::StoreDir::State)?;
     let lock = hcp_store::StoreLock::acquire(home)?;
@@ -454,7 +480,11 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         mut last,
         refused,
         missing,
+        damaged,
     } = read_kept(rt, &path);
+    if let Some(e) = damaged {
+        return Ok(Some(kept_damage(&path, &e)));
+    }
     if !kept_keyed(&last) {
         state_macs(rt, &lock)?;
         last.insert(
@@ -475,7 +505,34 @@ fn note_files_now(rt: &Runtime) -> Result<(), StoreError> {
         );
         write_kept(rt, &path, last.clone())?;
     }
-    note_changes(rt, &path, last, refused, missing)
+    note_changes(rt, &path, last, refused, missing).map(|()| None)
+}
+
+/// `state/authority-files.json` at `path`, damaged as `e` says, as the `store_damaged`
+/// that refuses the sessions' calls.
+fn kept_damage(path: &std::path::Path, e: &StoreError) -> StoreError {
+    let reason = match e {
+        StoreError::Damaged { reason, .. } => reason.clone(),
+        e => e.to_string(),
+    };
+    StoreError::Damaged {
+        path: path.to_owned(),
+        reason: format!(
+            "{reason}: it keeps the digests of the runtime policy and `config.json` as the trail last recorded them, and no change of theirs can be recorded until it is removed"
+        ),
+    }
+}
+
+/// `state/authority-files.json`, when it is damaged (not a regular file, too large,
+/// unreadable), as the `store_damaged` that refuses every session's call until the owner
+/// removes it ([`note_files_for_call`]); `None` when it is a record or missing. One
+/// `open` and `fstat` (and the read of a small file). `hcp doctor` lists it.
+pub fn kept_damaged(rt: &Runtime) -> Option<StoreError> {
+    let path = rt
+        .home()
+        .dir(hcp_store::home::StoreDir::State)
+        .join(FILES_RECORD);
+    read_kept(rt, &path).damaged.map(|e| kept_damage(&path, &e))
 }
 
 /// Records each watched file that changed since `last` (what [`FILES_RECORD`] at `path`
@@ -789,6 +846,11 @@ pub fn edit_file_as<E: From<StoreError>, P>(
     write: impl FnOnce(P) -> Result<(), StoreError>,
 ) -> Result<bool, E> {
     let home = rt.home();
+    // The edit's digest is kept in `state/authority-files.json` once made: a damaged one
+    // refuses the edit before anything is written.
+    if let Some(e) = kept_damaged(rt) {
+        return Err(e.into());
+    }
     // An edit by hand before this act is its own change, recorded first.
     let made = Act::by_owner(rt, act)?;
     home.ensure(hcp_store::home::StoreDir::State)?;

@@ -302,6 +302,7 @@ pub fn examine(rt: &Runtime) -> Result<Report, Refusal> {
     let audit = audit_health(rt, &mut problems);
     let mut damaged = hcp_store::damage::scan(home);
     damaged.extend(lost_policy(rt));
+    damaged.extend(damaged_kept(rt));
     damaged.extend(hcp_store::damage::homes(&crate::home::homes_of(
         home.root(),
         &config,
@@ -406,6 +407,22 @@ fn lost_policy(rt: &Runtime) -> Option<hcp_store::damage::Damaged> {
         kind: "runtime policy",
         repair: format!("cp COPY {}", path.display()),
         refuses: "every session's call, the owner's go on (COPY: the policy of that digest; to run without one, put it back, then remove it: the next call records its removal)".into(),
+        path,
+        reason,
+    })
+}
+
+/// `state/authority-files.json` that is no record, as a damaged record
+/// ([`crate::authority::kept_damaged`]).
+fn damaged_kept(rt: &Runtime) -> Option<hcp_store::damage::Damaged> {
+    let hcp_store::StoreError::Damaged { path, reason } = crate::authority::kept_damaged(rt)?
+    else {
+        return None;
+    };
+    Some(hcp_store::damage::Damaged {
+        kind: "record of the watched files",
+        repair: format!("rm -r {}", path.display()),
+        refuses: "every session's call and every edit of `config.json`, the owner's calls go on (the next call after its removal records the runtime policy and `config.json` afresh)".into(),
         path,
         reason,
     })

@@ -171,9 +171,10 @@ fn drive(
     }
     // A runtime policy or `config.json` changed since last recorded is an act of
     // authority, recorded once by the first call that sees it (RUNTIME §6).
-    if let Err(e) = crate::authority::note_files(rt) {
-        return early_refusal(Refusal::store(&e));
-    }
+    let kept_damaged = match crate::authority::note_files_for_call(rt) {
+        Ok(d) => d,
+        Err(e) => return early_refusal(Refusal::store(&e)),
+    };
     let now = Timestamp::now();
     let cx = Cx {
         rt,
@@ -208,6 +209,9 @@ fn drive(
         }
     };
     let mut snap = Snapshot::load(rt, caller, reads, now);
+    if let Some(e) = kept_damaged {
+        snap.refuse_sessions(&e);
+    }
     if let Some(r) = snap.unavailable.take() {
         return early_refusal(r);
     }

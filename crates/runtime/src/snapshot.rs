@@ -156,6 +156,18 @@ impl Snapshot {
         }
     }
 
+    /// Refuses this call at the runtime policy's step when it is a session's (the
+    /// owner's goes on) with `e`: the store's keyed record of the runtime policy and
+    /// `config.json` is damaged, so a change of theirs may be missing from the trail
+    /// ([`crate::authority::note_files_for_call`]).
+    pub fn refuse_sessions(&mut self, e: &hcp_store::StoreError) {
+        if self.principal.as_ref().is_ok_and(|p| !p.is_owner()) {
+            self.policy = Err(policy::PolicyRefusal::new(e.code(), e.to_string()).with_hint(
+                "the owner removes it (`hcp doctor` names it); the next call records the runtime policy and `config.json` afresh",
+            ));
+        }
+    }
+
     /// The principal a refusal is recorded under: `owner` without a session, the
     /// session's principal when its token is valid, `unknown` otherwise.
     pub fn principal_label(&self) -> String {
