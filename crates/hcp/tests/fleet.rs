@@ -383,6 +383,18 @@ fn a_record_edited_in_the_database_by_hand_is_named_by_verify() {
     };
     assert_eq!(chain_of(&v, &a.id()), json!("checked"), "{v}");
     assert_eq!(chain_of(&v, &b.id()), json!("not_checked"), "{v}");
+    // The text face says which chain is this machine's, and where another's key is.
+    let out = a.run(&["audit", "verify"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("machine `{}` (this machine):", a.id()))
+            && said.contains(&format!(
+                "not keyed here: its chain key is on machine `{}`; run `hcp audit verify` there",
+                b.id()
+            ))
+            && !said.contains("read-only view"),
+        "{said}"
+    );
     // B's first call record: its verb key changed, its hash left as it was.
     let id = psql(
         &ua,

@@ -140,9 +140,24 @@ fn torn_then(r: &VerifyReport) -> String {
 }
 
 fn render_verify(r: &VerifyReport) -> String {
+    render_verify_of(r, None)
+}
+
+/// [`render_verify`] of one chain of a fleet's: `elsewhere` names the machine whose chain
+/// it is when that is not this machine (its chain key is on that machine alone, so only
+/// the links are checked here, whoever runs it).
+fn render_verify_of(r: &VerifyReport, elsewhere: Option<&str>) -> String {
     let mut out = String::new();
     match &r.broken {
         // Without the key only the links were checked: never worded as a keyed "intact".
+        None if r.chain == ChainCheck::NotChecked && elsewhere.is_some() => {
+            out.push_str(&format!(
+                "audit trail links intact: {}, head `{}`; not keyed here: its chain key is on machine `{}`; run `hcp audit verify` there for the keyed check\n",
+                records(r.records),
+                r.head,
+                safe(elsewhere.unwrap_or_default())
+            ));
+        }
         None if r.chain == ChainCheck::NotChecked => out.push_str(&format!(
             "audit trail links intact: {}, head `{}`; not keyed: chain.key is not readable here (read-only view); run `hcp audit verify` as the owner for the keyed check\n",
             records(r.records),
@@ -555,11 +570,17 @@ fn verify(state: &dyn State, root: &std::path::Path, a: VerifyArgs) -> CliResult
         print(&format!("{}\n", verify_json(&r)));
     } else {
         let mut out = String::new();
+        let here = state.machine();
         for c in &r.chains {
-            if let Some(m) = &c.machine {
-                out.push_str(&format!("machine `{}`:\n", safe(m)));
+            let elsewhere = c.machine.as_deref().filter(|m| here.as_deref() != Some(*m));
+            match &c.machine {
+                Some(m) if elsewhere.is_none() => {
+                    out.push_str(&format!("machine `{}` (this machine):\n", safe(m)));
+                }
+                Some(m) => out.push_str(&format!("machine `{}`:\n", safe(m))),
+                None => {}
             }
-            out.push_str(&render_verify(&c.report));
+            out.push_str(&render_verify_of(&c.report, elsewhere));
         }
         if r.chains.is_empty() {
             out.push_str(&render_verify(&VerifyReport::default()));
