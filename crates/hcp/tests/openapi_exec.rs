@@ -304,12 +304,21 @@ fn show_and_the_skill_present_the_operations_arguments() {
             .unwrap()
             .starts_with("sha256:")
     );
+    // The calls go to the operator's `packs.tasks.server`, and `show` says so.
+    let used = format!("{}/v1", a.server.origin());
+    assert_eq!(v["openapi"]["operator_server"], json!(used));
     let text = a.w.run(&["show", "tasks"]);
+    let said = String::from_utf8_lossy(&text.stdout);
     assert!(
-        String::from_utf8_lossy(&text.stdout)
-            .contains("    --task_id  path, required  string, matching"),
+        said.contains("    --task_id  path, required  string, matching"),
         "{}",
         a.w.render(&text)
+    );
+    assert!(
+        said.contains(&format!(
+            "server `{used}` (`packs.tasks.server` in config.json; the document names `"
+        )),
+        "{said}"
     );
     let skill = std::fs::read_to_string(a.w.hcp_home.join("skills/tasks/SKILL.md")).unwrap();
     assert!(

@@ -48,11 +48,23 @@ pub fn run(a: Args) -> CliResult {
     let shared = hcp_runtime::install::family_holders(&home, p.id.as_str(), &family);
     // The pack's network beside its verbs (RUNTIME §5.5); `config.json` that does not load
     // is said, not fatal: `hcp doctor` names the fault.
-    let network = hcp_store::config::RuntimeConfig::load(home.root())
-        .map(|c| hcp_runtime::egress::pack_network(&c, p.id.as_str()))
-        .map_err(|e| e.to_string());
+    let config = hcp_store::config::RuntimeConfig::load(home.root());
+    let network = config
+        .as_ref()
+        .map(|c| hcp_runtime::egress::pack_network(c, p.id.as_str()))
+        .map_err(ToString::to_string);
+    // An openapi pack's calls go to the operator's `packs.ID.server` when it is set, not
+    // to the document's server: `show` says which one they go to.
+    let operator_server = config
+        .as_ref()
+        .ok()
+        .and_then(|c| c.pack(p.id.as_str()).server.clone())
+        .filter(|_| p.record.openapi.is_some());
     if a.json {
         let mut j = to_json(&p, active);
+        if let Some(u) = &operator_server {
+            j["openapi"]["operator_server"] = json!(u);
+        }
         j["family"] = json!({"name": family, "shared_with": shared});
         j["network"] = match &network {
             Ok(n) => json!({"mode": n.mode, "key": n.key, "destinations": n.destinations}),
@@ -61,7 +73,7 @@ pub fn run(a: Args) -> CliResult {
         out!("{j:#}");
     } else {
         let line = network.map_or_else(|e| format!("unknown: {e}"), |n| n.line());
-        let mut text = to_text(&p, active, &line);
+        let mut text = to_text(&p, active, &line, operator_server.as_deref());
         if !shared.is_empty() || p.manifest.binding.family.is_some() {
             let with = if shared.is_empty() {
                 "no other installed pack".to_owned()
@@ -196,7 +208,12 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-fn to_text(p: &InstalledPack, active: bool, network: &str) -> String {
+fn to_text(
+    p: &InstalledPack,
+    active: bool,
+    network: &str,
+    operator_server: Option<&str>,
+) -> String {
     let m = &p.manifest;
     let r = &p.record;
     let j = to_json(p, active);
@@ -283,10 +300,19 @@ fn to_text(p: &InstalledPack, active: bool, network: &str) -> String {
             d.sha256,
             d.bytes,
             clean(&d.source),
-            d.server.as_deref().map_or_else(
-                || "none (set `packs.ID.server`)".to_owned(),
-                |u| format!("`{}`", clean(u))
-            )
+            match (operator_server, d.server.as_deref()) {
+                (Some(u), Some(doc)) => format!(
+                    "`{}` (`packs.{}.server` in config.json; the document names `{}`)",
+                    clean(u),
+                    p.id,
+                    clean(doc)
+                ),
+                (Some(u), None) => {
+                    format!("`{}` (`packs.{}.server` in config.json)", clean(u), p.id)
+                }
+                (None, Some(doc)) => format!("`{}`", clean(doc)),
+                (None, None) => format!("none (set `packs.{}.server`)", p.id),
+            }
         );
     }
     for (name, d) in &r.files {
