@@ -131,16 +131,31 @@ fn rbac_allows_a_granted_role_and_denies_the_others() {
         &["polprobe.wire", "--to", "bob", "--amount", "5", "--confirm"],
     );
     assert_policy_refused(&w, &out, &v, "rbac");
-    // a role the policy has no grants for, an undeclared role, no role at all
-    for extra in [
-        &["--role", "auditor"][..],
-        &["--role", "nobody"][..],
-        &[][..],
+    // a role the policy has no grants for, an undeclared role, no role at all: each
+    // said as what it is, with the step that fixes it
+    for (extra, said, hint) in [
+        (
+            &["--role", "auditor"][..],
+            "role `auditor` of `",
+            "the owner allows `polprobe.argv` for role `auditor` under `roles:`",
+        ),
+        (
+            &["--role", "nobody"][..],
+            "role `nobody` is not in `",
+            "the owner allows `polprobe.argv` for role `nobody` under `roles:`",
+        ),
+        (
+            &[][..],
+            "the session has no role, and `",
+            "start the session with `hcp session start --principal ID --role ROLE`",
+        ),
     ] {
         let t = session(&w, "agent", extra);
         let (out, v) = as_session(&w, &t, &["polprobe.argv", "--value", "hi"]);
         assert_policy_refused(&w, &out, &v, "rbac");
         assert_eq!(last_audit(&w)["rule"], json!("rbac"));
+        let text = v.to_string();
+        assert!(text.contains(said) && text.contains(hint), "{v}");
     }
 }
 

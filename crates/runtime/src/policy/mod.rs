@@ -403,7 +403,13 @@ pub fn pre(
                         .and_then(|w| w.clone())
                         .unwrap_or_default()
                 });
-            Err(refused(call.tool, &d, failed.as_deref(), wiring))
+            Err(refused(
+                call.tool,
+                &d,
+                failed.as_deref(),
+                wiring,
+                (rp, &principal.role),
+            ))
         }
     }
 }
@@ -531,6 +537,7 @@ fn refused(
     d: &histos::Decision,
     counters_failed: Option<&str>,
     wiring: Wiring<'_>,
+    (rp, role): (&RuntimePolicy, &str),
 ) -> PolicyRefusal {
     let code = if counters_failed.is_some() {
         Code::LimitStoreUnavailable
@@ -549,7 +556,31 @@ fn refused(
     if let Some(f) = &d.field {
         message.push_str(&format!(" (field `{f}`)"));
     }
+    // `rbac` says which of three it is: no role, a role the policy does not have, or a
+    // role without this tool.
+    let file = rp.file.display();
+    if code == Code::Rbac && counters_failed.is_none() {
+        message = if role.is_empty() {
+            format!(
+                "the runtime policy refuses `{tool}`: the session has no role, and `{file}` allows tools by role (field `role`)"
+            )
+        } else if rp.policy.roles.iter().any(|r| r.name == role) {
+            format!(
+                "the runtime policy refuses `{tool}`: role `{role}` of `{file}` does not allow it (field `role`)"
+            )
+        } else {
+            format!(
+                "the runtime policy refuses `{tool}`: role `{role}` is not in `{file}` (field `role`)"
+            )
+        };
+    }
     let hint = match code {
+        Code::Rbac if role.is_empty() => Some(format!(
+            "start the session with `hcp session start --principal ID --role ROLE` for a role of `{file}` that allows `{tool}`"
+        )),
+        Code::Rbac => Some(format!(
+            "the owner allows `{tool}` for role `{role}` under `roles:` in `{file}`, then checks and locks it (`hcp policy check`, `hcp policy lock`)"
+        )),
         Code::EscalationDenied if wiring.by_approvals() => Some(
             "the owner denied this call's escalation; the same call is refused until the denial lapses".to_owned(),
         ),
