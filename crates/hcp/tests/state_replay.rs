@@ -5,7 +5,8 @@
 //! `hcp deactivate` — each holds its MAC, and each is refused for its principal, session
 //! or pack alone (`store_damaged`, naming the file), listed by `hcp doctor` with its
 //! repair, while everybody else's calls go on. A ledger put back with the files it
-//! vouched for is older than the trail says: `hcp doctor` names it. A store of an earlier
+//! vouched for is older than the trail's anchor says: no principal's call and no act
+//! believes it until the owner writes it anew (`hcp state reledger`). A store of an earlier
 //! version gains its ledger at its first call, with a `migrate` record.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -170,15 +171,21 @@ fn a_normal_cycle_of_acts_is_vouched_for() {
     );
 }
 
-/// The ledger put back together with the grant file it vouched for, after a revoke:
-/// the call goes through (nothing per call reads the trail), but `hcp doctor` finds the
-/// ledger older than the trail's record of the revoke.
+/// The ledger put back together with the grant file it vouched for, after a revoke (a
+/// store's `state/` copied back from a backup, its trail left as it is): the trail's
+/// anchor names the revoke's later ledger, so the first read of the ledger finds it
+/// older. The revived grant runs nothing: every principal's call is refused
+/// `store_damaged` naming the ledger, the owner's calls go on, an act that would write a
+/// state file is refused before it writes, `hcp doctor` names the ledger and its repair,
+/// and `hcp state reledger` lists each file it adopts, the revived one first among
+/// those to check; then the owner's revoke takes again.
 #[test]
-fn a_ledger_put_back_with_its_files_is_named_by_doctor() {
+fn a_ledger_put_back_with_its_files_refuses_every_principal_until_reledgered() {
     if !view_or_skip() {
         return;
     }
     let w = world(&["echo"]);
+    let token = session(&w, "agent-1", &[]);
     grant(&w, "agent-1", "echo", &["verb.exec.read"]);
     let grants = w.hcp_home.join("state/grants/agent-1.json");
     let ledger = w.hcp_home.join("state/ledger.json");
@@ -188,16 +195,55 @@ fn a_ledger_put_back_with_its_files_is_named_by_doctor() {
     );
     let o = w.run(&["revoke", "agent-1", "echo", "verb.exec.read"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(outcome(&o, &v), "77 missing_grant", "{v}");
     std::fs::write(&grants, &saved.0).unwrap();
     std::fs::write(&ledger, &saved.1).unwrap();
+
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+    assert!(
+        v.to_string().contains("older than") && v.to_string().contains("state/ledger.json"),
+        "{v}"
+    );
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "the owner's call goes on: {v}");
+    let before = std::fs::read(&ledger).unwrap();
+    let o = w.run(&["grant", "agent-2", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("older than"),
+        "{}",
+        w.render(&o)
+    );
+    assert!(!w.hcp_home.join("state/grants/agent-2.json").exists());
+    assert_eq!(std::fs::read(&ledger).unwrap(), before, "nothing written");
     let (c, lines) = doctor_damage(&w);
     assert_eq!(c, 1, "{lines:?}");
     assert!(
         lines.iter().any(|l| l.contains("damaged ledger")
             && l.contains("older than")
-            && l.contains("state/ledger.json")),
+            && l.contains("state/ledger.json")
+            && l.contains("repair: `hcp state reledger`")),
         "{lines:?}"
     );
+
+    let o = w.run(&["state", "reledger"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("adopted state/grants/agent-1.json  (the ledger it replaces did not vouch for it as it is)")
+            && said.contains("hcp revoke"),
+        "{said}"
+    );
+    let o = w.run(&["revoke", "agent-1", "--all"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(outcome(&o, &v), "77 missing_grant", "{v}");
+    let (c, lines) = doctor_damage(&w);
+    assert_eq!((c, lines.len()), (0, 0), "{lines:?}");
+    let o = w.run(&["audit", "verify"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
 }
 
 /// A store of an earlier version (no ledger, no word of one on its trail) reads its files

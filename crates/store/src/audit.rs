@@ -43,7 +43,7 @@
 
 mod acts;
 mod admit;
-mod anchor;
+pub(crate) mod anchor;
 pub mod checkpoint;
 mod create;
 mod digest;

@@ -35,9 +35,13 @@
 //! more authority: a revoke's file is refused as a grant's is), for its principal alone.
 //!
 //! The ledger's own freshness: an act's completion record (`act made`) carries the
-//! generation of the ledger it left ([`MADE_FIELD`]), so a ledger put back together with the
-//! files it vouched for is older than the trail says, which `hcp doctor` reports
-//! ([`stale`]) while the trail has moved on since. Whoever restores the whole store —
+//! generation of the ledger it left ([`MADE_FIELD`]), and the trail's keyed anchor the
+//! newest of them (`Anchor::ledger`), so a ledger put back together with the files it
+//! vouched for is older than the anchor says: the first read of it in a process (the
+//! anchor read first, then the ledger, so a reader racing an act never mistakes it) finds
+//! that, and the ledger is believed by nothing, as a missing one, until `hcp state
+//! reledger` ([`rebuild`]) writes it anew past every generation named. `hcp doctor` also
+//! compares it with the whole trail ([`stale`]). Whoever restores the whole store —
 //! trail, anchor and ledger together — is caught only by a witness (RUNTIME §6).
 //!
 //! A store of an earlier version has no ledger: its files are read as they are until the
@@ -126,8 +130,35 @@ pub fn marker_digest(bytes: &[u8]) -> String {
 }
 
 /// The ledger read from disk: `Ok(None)` when there is none; `Err(reason)` when it does
-/// not parse or its MAC does not hold.
+/// not parse, its MAC does not hold, or it is older than the trail's anchor says
+/// ([`anchor_stale`]).
 fn read_disk(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, String>> {
+    // The anchor first, then the ledger: an act writes its ledger before the record that
+    // names it moves the anchor, so a ledger read after the anchor is never older than
+    // the anchor says unless it was put back.
+    // Without the chain key no ledger can be believed anyway (its MAC, below).
+    let anchored = home
+        .chain_key()
+        .ok()
+        .and_then(|k| crate::audit::anchor::ledger_of(home, k));
+    Ok(match read_disk_only(home)? {
+        Ok(Some((_, l))) if anchored.is_some_and(|a| a > l.generation) => {
+            Err(anchor_stale(l.generation, anchored.unwrap_or_default()))
+        }
+        r => r,
+    })
+}
+
+/// Why a ledger of `generation` is not believed when the trail's anchor names the later
+/// `anchored`.
+fn anchor_stale(generation: u64, anchored: u64) -> String {
+    format!(
+        "its generation {generation} is older than the {anchored} the audit trail's last act recorded: an older copy was put back, with the state files it vouched for, so none of them can be believed"
+    )
+}
+
+/// The ledger file alone, as [`read_disk`] reads it, with no look at the anchor.
+fn read_disk_only(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, String>> {
     let p = path(home);
     let file = match std::fs::File::open(&p) {
         Ok(f) => f,
@@ -356,6 +387,11 @@ pub struct Entered {
     pub used: usize,
     /// Activation markers.
     pub active: usize,
+    /// Each file entered, its path below `state/` and whether the ledger it replaced
+    /// vouched for it as it is (`false`: it held no such entry, or another version, or
+    /// could not be believed), in the order entered. Not part of the act's record.
+    #[serde(skip)]
+    pub adopted: Vec<(String, bool)>,
 }
 
 /// Every file the ledger vouches for, as it is now: (path, value).
@@ -413,8 +449,15 @@ pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
         return Ok(None);
     }
     let mut entered = Entered::default();
+    // Past any generation the anchor names (a trail whose acts named a ledger since
+    // removed), so the new ledger is not taken for an older one.
     let mut l = Ledger {
         version: LEDGER_VERSION,
+        generation: home
+            .chain_key()
+            .ok()
+            .and_then(|k| crate::audit::anchor::ledger_of(home, k))
+            .unwrap_or(0),
         ..Ledger::default()
     };
     for (p, v, kind) in present(home) {
@@ -437,10 +480,28 @@ pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
 /// # Errors
 /// [`StoreError`] when the chain key cannot be read or the ledger cannot be written.
 pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
-    let generation = match read_disk(home)? {
-        Ok(Some((_, l))) => l.generation,
-        _ => crate::stamp::trail_last_made(home, MADE_FIELD).unwrap_or(0),
+    // Past every generation anything names: the ledger there (even one put back older),
+    // the anchor and the trail, so that the new ledger is never taken for an old one.
+    let (was, believed) = match read_disk(home)? {
+        Ok(Some((_, l))) => (Some(l.generation), Some(l.files)),
+        _ => match read_disk_only(home)? {
+            Ok(Some((_, l))) => (Some(l.generation), None),
+            _ => (None, None),
+        },
     };
+    let anchored = home
+        .chain_key()
+        .ok()
+        .and_then(|k| crate::audit::anchor::ledger_of(home, k));
+    let generation = [
+        was,
+        anchored,
+        crate::stamp::trail_last_made(home, MADE_FIELD),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(0);
     let mut entered = Entered::default();
     let mut l = Ledger {
         version: LEDGER_VERSION,
@@ -448,7 +509,10 @@ pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
         ..Ledger::default()
     };
     for (p, v, kind) in present(home) {
-        l.files.insert(relative(home, &p), v);
+        let rel = relative(home, &p);
+        let vouched = believed.as_ref().and_then(|f| f.get(&rel)) == Some(&v);
+        entered.adopted.push((rel.clone(), vouched));
+        l.files.insert(rel, v);
         match kind {
             "files" => entered.files += 1,
             "used" => entered.used += 1,

@@ -90,12 +90,34 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
         )
         .map_err(|e| super::authority::act_error(&e))?;
     if a.json {
-        print(&format!("{}\n", serde_json::json!({"entries": entered})));
-    } else {
+        let adopted: Vec<_> = entered
+            .adopted
+            .iter()
+            .map(|(path, vouched)| serde_json::json!({"path": path, "vouched": vouched}))
+            .collect();
         print(&format!(
+            "{}\n",
+            serde_json::json!({"entries": entered, "adopted": adopted})
+        ));
+    } else {
+        // Every file it now vouches for, so the owner sees what it adopted: those the
+        // ledger it replaced did not vouch for as they are first among what to check.
+        let mut out = format!(
             "state ledger written: {} state files, {} spent approvals, {} active packs\n",
             entered.files, entered.used, entered.active
-        ));
+        );
+        for (path, vouched) in &entered.adopted {
+            let note = if *vouched {
+                ""
+            } else {
+                "  (the ledger it replaces did not vouch for it as it is)"
+            };
+            out.push_str(&format!("  adopted state/{path}{note}\n"));
+        }
+        if entered.adopted.iter().any(|(_, v)| !v) {
+            out.push_str("check them: `hcp session list`, `hcp grant --list`, `hcp list`; remove what should not be there with `hcp revoke`, `hcp session end`, `hcp deactivate`\n");
+        }
+        print(&out);
     }
     Ok(exit::OK)
 }

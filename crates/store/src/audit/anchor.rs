@@ -23,7 +23,9 @@
 //! describe, and never synced: a power cut can only make the anchor lag the trail, never
 //! run ahead of it. `applied` is the log offset up to which the spends of intents are in
 //! their caches (see `admit`), and `held` the outcomes the audit's reserve holds room for
-//! (see `reserve`), both trusted in the same boot only.
+//! (see `reserve`), both trusted in the same boot only. `ledger` is the newest generation
+//! of the state ledger the trail's acts name, so that a ledger put back older than it is
+//! found by the first read of it (`crate::ledger`), without reading the trail.
 
 use super::key::ChainKey;
 use super::record::GENESIS;
@@ -83,6 +85,12 @@ pub struct Anchor {
     /// Outcomes the reserve holds room for: calls admitted and not ended (same boot only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<u64>,
+    /// The newest generation of the state ledger (`state/ledger.json`) an `act made`
+    /// record of the trail names ([`crate::ledger::MADE_FIELD`]): a ledger older than it
+    /// was put back after the act, with the state files it vouched for
+    /// ([`crate::ledger`]). `None` before the first such record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<u64>,
 }
 
 impl Anchor {
@@ -96,6 +104,7 @@ impl Anchor {
             durable: Point::genesis(),
             applied: Some(0),
             held: None,
+            ledger: None,
         }
     }
 
@@ -291,6 +300,19 @@ pub(crate) fn read(file: &File, key: Option<&ChainKey>) -> std::io::Result<Ancho
         }
         _ => AnchorState::Damaged(format!("no valid slot in its {got} bytes")),
     })
+}
+
+/// The state ledger generation the anchor of `home`'s trail carries ([`Anchor::ledger`]):
+/// of both slots when both hold, of the one that holds otherwise; `None` when there is no
+/// anchor, it cannot be read or holds no slot (the trail's own checks report that), or
+/// no act named a ledger yet. One `open`, one 1 KiB read and two HMACs.
+pub(crate) fn ledger_of(home: &crate::home::Home, key: &ChainKey) -> Option<u64> {
+    let file = File::open(super::AuditLog::new(home).anchor_path()).ok()?;
+    match read(&file, Some(key)).ok()? {
+        AnchorState::Valid(a) => a.ledger,
+        AnchorState::SlotFault(f) => f.intact.ledger,
+        AnchorState::Damaged(_) => None,
+    }
 }
 
 /// Writes `a` into its slot (`a.generation % 2`) in place, keyed by `key`.

@@ -31,6 +31,9 @@ pub(crate) struct Locked {
     pub(crate) tail: Point,
     /// The last record known synced.
     durable: Point,
+    /// The newest ledger generation an `act made` record names, as the next anchor
+    /// carries it ([`Anchor::ledger`]).
+    ledger: Option<u64>,
     /// The torn tail this open recovered.
     pub(crate) repair: Option<Repair>,
     /// The chain key.
@@ -171,6 +174,7 @@ impl AuditLog {
             durable: anchor.durable.clone(),
             tail: trusted.clone(),
             held: anchor.held_in(&boot.id),
+            ledger: anchor.ledger,
             anchor,
             boot: boot.id,
             repair: None,
@@ -304,6 +308,9 @@ impl AuditLog {
         ts: Timestamp,
         sync: bool,
     ) -> Result<Written, AuditError> {
+        let ledger = (kind == Kind::Authority)
+            .then(|| made_ledger(&fields))
+            .flatten();
         let (line, w) = locked.encode(kind, fields, ts);
         let before = locked.tail.end;
         let path = locked.log_path.clone();
@@ -341,6 +348,9 @@ impl AuditLog {
             self.step(AuditStep::Synced(kind));
         }
         locked.advance(&w, before + line.len() as u64, durable);
+        if let Some(g) = ledger {
+            locked.ledger = Some(locked.ledger.map_or(g, |l| l.max(g)));
+        }
         locked.reserved = locked.reserved.saturating_sub(line.len() as u64);
         match kind {
             Kind::Intent => locked.held += 1,
@@ -349,6 +359,18 @@ impl AuditLog {
         }
         Ok(w)
     }
+}
+
+/// The ledger generation an `act made` record's fields name
+/// ([`crate::ledger::MADE_FIELD`] of its `changed`), for the anchor to carry.
+fn made_ledger(fields: &Map<String, Value>) -> Option<u64> {
+    if fields.get("act").and_then(Value::as_str) != Some(super::fields::ACT_MADE) {
+        return None;
+    }
+    fields
+        .get("changed")?
+        .get(crate::ledger::MADE_FIELD)?
+        .as_u64()
 }
 
 impl Locked {
@@ -438,6 +460,7 @@ impl Locked {
             durable: self.durable.clone(),
             applied,
             held: Some(self.held),
+            ledger: self.ledger,
         }
     }
 
