@@ -246,6 +246,35 @@ fn a_ledger_put_back_with_its_files_refuses_every_principal_until_reledgered() {
     assert_eq!(code(&o), 0, "{}", w.render(&o));
 }
 
+/// The same with the anchor put back too (it is a file of its own beside the trail):
+/// the anchor then lags the trail, and the `act made` records after its point still name
+/// the revoke's ledger, so the revived grant runs nothing.
+#[test]
+fn a_ledger_put_back_with_an_older_anchor_is_found_by_the_records_after_it() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let token = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let files = [
+        w.hcp_home.join("state/grants/agent-1.json"),
+        w.hcp_home.join("state/ledger.json"),
+        w.hcp_home.join("audit/audit.anchor"),
+    ];
+    let saved: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    let o = w.run(&["revoke", "agent-1", "echo", "verb.exec.read"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    for (f, b) in files.iter().zip(&saved) {
+        std::fs::write(f, b).unwrap();
+    }
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+    assert!(v.to_string().contains("older than"), "{v}");
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "the owner's call goes on: {v}");
+}
+
 /// A store of an earlier version (no ledger, no word of one on its trail) reads its files
 /// as they are, and its first call writes the ledger of what is there under the store
 /// lock with a `migrate` record, once; from then on a ledger removed is damage, and a

@@ -361,8 +361,21 @@ pub(crate) fn trail_says_in(home: &Home, acts: &[&str], field: &str) -> bool {
 /// The number in `changed.<field>` of the trail's last `act made` record that holds one;
 /// `None` when none does or the trail cannot be read. Reads the whole trail.
 pub(crate) fn trail_last_made(home: &Home, field: &str) -> Option<u64> {
+    trail_last_made_from(home, field, 0)
+}
+
+/// [`trail_last_made`] of the records from byte `from` of the trail on (the records after
+/// the anchor's point: a lag the next append adopts).
+pub(crate) fn trail_last_made_from(home: &Home, field: &str, from: u64) -> Option<u64> {
+    use std::io::Seek;
     let log = crate::audit::AuditLog::new(home);
-    let f = std::fs::File::open(log.path()).ok()?;
+    let mut f = std::fs::File::open(log.path()).ok()?;
+    if from > 0 {
+        if f.metadata().ok()?.len() <= from {
+            return None;
+        }
+        f.seek(std::io::SeekFrom::Start(from)).ok()?;
+    }
     let quoted = format!("\"{field}\"");
     let finder = memchr::memmem::Finder::new(quoted.as_bytes());
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, f);

@@ -302,17 +302,22 @@ pub(crate) fn read(file: &File, key: Option<&ChainKey>) -> std::io::Result<Ancho
     })
 }
 
-/// The state ledger generation the anchor of `home`'s trail carries ([`Anchor::ledger`]):
-/// of both slots when both hold, of the one that holds otherwise; `None` when there is no
-/// anchor, it cannot be read or holds no slot (the trail's own checks report that), or
-/// no act named a ledger yet. One `open`, one 1 KiB read and two HMACs.
+/// The newest state ledger generation `home`'s trail names: what its anchor carries
+/// ([`Anchor::ledger`], of the slot that is the anchor, or of the one that holds), and
+/// any `act made` record after the anchor's point (a lag: an anchor put back older than
+/// the trail, or a writer killed before it moved the anchor) names. `None` when there is
+/// no anchor, it cannot be read or holds no slot (the trail's own checks report that),
+/// or no act named a ledger yet. One `open`, one 1 KiB read and two HMACs, and the read
+/// of the lag when there is one.
 pub(crate) fn ledger_of(home: &crate::home::Home, key: &ChainKey) -> Option<u64> {
     let file = File::open(super::AuditLog::new(home).anchor_path()).ok()?;
-    match read(&file, Some(key)).ok()? {
-        AnchorState::Valid(a) => a.ledger,
-        AnchorState::SlotFault(f) => f.intact.ledger,
-        AnchorState::Damaged(_) => None,
-    }
+    let a = match read(&file, Some(key)).ok()? {
+        AnchorState::Valid(a) => a,
+        AnchorState::SlotFault(f) => f.intact,
+        AnchorState::Damaged(_) => return None,
+    };
+    let lag = crate::stamp::trail_last_made_from(home, crate::ledger::MADE_FIELD, a.point.end);
+    a.ledger.max(lag)
 }
 
 /// Writes `a` into its slot (`a.generation % 2`) in place, keyed by `key`.
