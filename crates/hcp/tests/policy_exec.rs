@@ -681,6 +681,44 @@ fn a_spent_approval_whose_marker_is_removed_is_not_spent_again() {
     );
 }
 
+/// The whole `state/` directory copied back from before a spend (the approval approved,
+/// no `.used` marker, the ledger that did not know of one): the spend's note of its
+/// marker moved the trail's anchor past that ledger, so nothing it vouches for is
+/// believed and the call does not run a second time; the owner's calls go on.
+#[test]
+fn a_state_directory_put_back_from_before_a_spend_does_not_spend_it_again() {
+    let w = world("confirm.yaml");
+    let clerk = session(&w, "agent", &["--role", "clerk"]);
+    let id = paused(&w, &clerk, &WIRE);
+    approve(&w, &id);
+    let state = w.hcp_home.join("state");
+    let backup = w.hcp_home.parent().unwrap().join("state-backup");
+    let copied = std::process::Command::new("cp")
+        .args(["-a", state.to_str().unwrap(), backup.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_ran_with(&w, &out, &v, &["bob", "5"]);
+    std::fs::remove_dir_all(&state).unwrap();
+    let copied = std::process::Command::new("cp")
+        .args(["-a", backup.to_str().unwrap(), state.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    assert!(!state.join(format!("approvals/{id}.used")).exists());
+    let (out, v) = as_session(&w, &clerk, &WIRE);
+    assert_eq!(v["code"], json!("store_damaged"), "{}", w.render(&out));
+    assert!(v.to_string().contains("older than"), "{v}");
+    let o = w.run(&["audit", "tail", "--json", "-n", "50"]);
+    let records: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let spends = records
+        .iter()
+        .filter(|r| r["kind"] == "intent" && r.to_string().contains(&id))
+        .count();
+    assert_eq!(spends, 1, "one intent spent it: {records:?}");
+}
+
 #[test]
 fn an_approval_is_bound_to_its_arguments_and_principal() {
     let w = world("confirm.yaml");

@@ -397,6 +397,7 @@ codes! {
     BadAnchor => "bad_anchor", Audit, REFUSED, REFUSED, "The anchor does not parse or fails its checksum.";
     OrphanOutcome => "orphan_outcome", Audit, REFUSED, REFUSED, "An outcome record whose intent is not in the trail.";
     DuplicateOutcome => "duplicate_outcome", Audit, REFUSED, REFUSED, "Two outcome records for one intent.";
+    ApprovalSpentTwice => "approval_spent_twice", Audit, REFUSED, REFUSED, "Two intent records spend one approval: it was spent again after its spend was undone (a store put back).";
     MachineMismatch => "machine_mismatch", Audit, REFUSED, REFUSED, "A record in one machine's chain that names another machine (RUNTIME §9).";
     BadCheckpoint => "bad_checkpoint", Audit, USAGE, USAGE, "A checkpoint file that cannot be read, is not a checkpoint, or whose signature fails.";
 

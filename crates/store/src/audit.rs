@@ -135,6 +135,9 @@ pub enum Fault {
     OrphanOutcome,
     /// A second outcome for one intent.
     DuplicateOutcome,
+    /// A second intent that spends an approval an earlier intent spent (single use,
+    /// RUNTIME §7): the state that said it was spent was put back from before the spend.
+    ApprovalSpentTwice,
     /// A record in one machine's chain that names another machine (a database backend's
     /// chains, RUNTIME §9).
     MachineMismatch,
@@ -164,6 +167,7 @@ impl Fault {
             Self::CheckpointMismatch => Code::CheckpointMismatch,
             Self::OrphanOutcome => Code::OrphanOutcome,
             Self::DuplicateOutcome => Code::DuplicateOutcome,
+            Self::ApprovalSpentTwice => Code::ApprovalSpentTwice,
             Self::MachineMismatch => Code::MachineMismatch,
             Self::Rollback => Code::Rollback,
             Self::MissingChainKey => Code::MissingChainKey,

@@ -100,6 +100,10 @@ pub struct Home {
     /// The generation of the ledger this process wrote last and no act's record named yet
     /// (0: none).
     ledger_written: Arc<AtomicU64>,
+    /// The newest generation of the ledger this process wrote (0: none), never taken: every
+    /// anchor this process writes after it carries it (`Anchor::ledger`), so a ledger put
+    /// back older than a spend's note of an approval's `.used` marker is found too.
+    ledger_newest: Arc<AtomicU64>,
     /// Whether the trail says the install records and bindings carry MACs
     /// ([`crate::stamp::records::keyed`]), as `keyed`.
     records_keyed: Arc<AtomicU8>,
@@ -130,6 +134,7 @@ impl Home {
                 ledgered: Arc::new(AtomicU8::new(0)),
                 ledger: Arc::new(Mutex::new(None)),
                 ledger_written: Arc::new(AtomicU64::new(0)),
+                ledger_newest: Arc::new(AtomicU64::new(0)),
                 records_keyed: Arc::new(AtomicU8::new(0)),
             }),
         }
@@ -227,6 +232,12 @@ impl Home {
     /// Notes that this process wrote the ledger's generation `g`.
     pub(crate) fn note_ledger_written(&self, g: u64) {
         self.ledger_written.store(g, Ordering::Relaxed);
+        self.ledger_newest.fetch_max(g, Ordering::Relaxed);
+    }
+
+    /// The newest ledger generation this process wrote, shared by every clone (0: none).
+    pub(crate) fn ledger_newest_cell(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.ledger_newest)
     }
 
     /// The generation this process wrote last and no record named yet, taken.

@@ -229,8 +229,10 @@ impl Code {
 
             HashMismatch | PrevMismatch | TornTail | Truncated | MissingLog
             | CheckpointMismatch | SeqMismatch | MissingAnchor | AnchorMismatch | BadAnchor
-            | OrphanOutcome | DuplicateOutcome | MachineMismatch | BadCheckpoint | Rollback
-            | MissingChainKey => "`hcp audit verify --json` names the first fault and its record",
+            | OrphanOutcome | DuplicateOutcome | ApprovalSpentTwice | MachineMismatch
+            | BadCheckpoint | Rollback | MissingChainKey => {
+                "`hcp audit verify --json` names the first fault and its record"
+            }
             ExportFailed => "run `hcp audit export` again: it resumes at its cursor",
         }
     }

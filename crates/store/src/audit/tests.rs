@@ -793,6 +793,26 @@ fn an_approval_is_taken_once_by_the_intent_that_names_it() {
     assert_eq!(l.admit(&b).unwrap_err().code(), "unknown_approval");
 }
 
+/// An approval spent a second time (its `.used` marker gone while the anchor says the
+/// caches are current: the state put back from before the spend) is named by verify.
+#[test]
+fn verify_names_an_approval_two_intents_spend() {
+    let (_d, l) = log();
+    let home = l.home().clone();
+    let now = Timestamp::now();
+    let s = approved(&home, now);
+    let mut a = admission("agent", vec![]);
+    a.approvals = vec![s.clone()];
+    l.admit(&a).unwrap();
+    assert_eq!(l.verify().unwrap().broken, None);
+    std::fs::remove_file(crate::approval::used_marker(&home, &s.id)).unwrap();
+    l.admit(&a).unwrap();
+    let b = l.verify().unwrap().broken.unwrap();
+    assert_eq!((b.fault, b.line), (Fault::ApprovalSpentTwice, 3));
+    assert_eq!(b.found.as_deref(), Some(s.id.as_str()));
+    assert!(b.detail.contains("line 2"), "{}", b.detail);
+}
+
 #[test]
 fn concurrent_admissions_never_take_more_than_the_budget() {
     let (_d, l) = log();

@@ -436,6 +436,8 @@ struct Walk<'a> {
     open: BTreeMap<String, Interrupted>,
     /// Acts' intents without a completion yet, by `seq`.
     open_acts: BTreeMap<u64, InterruptedAct>,
+    /// Each approval an intent spent (`spends.approvals`), with that intent's line.
+    spent: BTreeMap<String, u64>,
     anchor: Option<&'a Point>,
     /// Each checkpoint by its count, with where it is named.
     checkpoints: BTreeMap<u64, Vec<(String, &'a Checkpoint)>>,
@@ -630,6 +632,25 @@ impl Walk<'_> {
         }
         let kind = m.get("kind").and_then(Value::as_str);
         if kind == Some(Kind::Intent.as_str()) {
+            let approvals = m
+                .get("spends")
+                .and_then(|s| s.get("approvals"))
+                .and_then(Value::as_array);
+            for a in approvals.into_iter().flatten().filter_map(Value::as_str) {
+                if let Some(first) = self.spent.insert(a.to_owned(), line) {
+                    self.fail(
+                        Fault::ApprovalSpentTwice,
+                        line,
+                        id,
+                        Some(format!("approval `{a}` spent once, at line {first}")),
+                        Some(a.to_owned()),
+                        format!(
+                            "a second intent spends approval `{a}`, which the intent at line {first} spent: the state that said so was put back from before that spend"
+                        ),
+                    );
+                    return false;
+                }
+            }
             let i = Interrupted {
                 line,
                 seq,
@@ -1008,6 +1029,7 @@ pub(super) fn verify(log: &AuditLog, against: &Against) -> Result<VerifyReport, 
         report: empty_report(),
         open: BTreeMap::new(),
         open_acts: BTreeMap::new(),
+        spent: BTreeMap::new(),
         anchor: trusted.as_ref(),
         checkpoints: by_count,
         seq_seen: false,

@@ -34,6 +34,10 @@ pub(crate) struct Locked {
     /// The newest ledger generation an `act made` record names, as the next anchor
     /// carries it ([`Anchor::ledger`]).
     ledger: Option<u64>,
+    /// The newest ledger generation this process wrote (0: none): the next anchor carries
+    /// it too, whether or not a record names it (an approval's spend notes its marker
+    /// in the ledger after the intent).
+    written: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The torn tail this open recovered.
     pub(crate) repair: Option<Repair>,
     /// The chain key.
@@ -175,6 +179,7 @@ impl AuditLog {
             tail: trusted.clone(),
             held: anchor.held_in(&boot.id),
             ledger: anchor.ledger,
+            written: self.home().ledger_newest_cell(),
             anchor,
             boot: boot.id,
             repair: None,
@@ -460,7 +465,10 @@ impl Locked {
             durable: self.durable.clone(),
             applied,
             held: Some(self.held),
-            ledger: self.ledger,
+            ledger: match self.written.load(std::sync::atomic::Ordering::Relaxed) {
+                0 => self.ledger,
+                g => Some(self.ledger.map_or(g, |l| l.max(g))),
+            },
         }
     }
 
