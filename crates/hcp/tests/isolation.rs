@@ -1280,3 +1280,162 @@ fn a_damaged_record_of_the_watched_files_refuses_the_sessions_not_the_owner() {
     let o = w.run(&["audit", "verify"]);
     assert_eq!(code(&o), 0, "{}", w.render(&o));
 }
+
+/// Makes a FIFO at `path` (removing what is there).
+fn fifo_at(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// Store files that are FIFOs or links where a record should be, each in turn: nothing
+/// waits on a FIFO or reads a link to its end. The ledger a FIFO: the owner's calls go
+/// on, a principal's are refused `store_damaged`, and `hcp doctor` lists the ledger
+/// alone (not every file it vouched for, whose repairs would throw authority away). A
+/// pack's bin cache a FIFO or a link to `/dev/zero`: calls go on (it is a cache). An
+/// install record a FIFO or a link: its pack is refused `store_damaged`, and `hcp install
+/// --force` (doctor's repair) makes it whole.
+#[test]
+fn fifos_and_links_in_the_store_hang_nothing_and_are_named() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "probe"]);
+    let token = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok");
+
+    let ledger = w.hcp_home.join("state/ledger.json");
+    let kept = std::fs::read(&ledger).unwrap();
+    fifo_at(&ledger);
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "the owner goes on: {v}");
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", token.as_str())]);
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let damaged: Vec<&str> = text.lines().filter(|l| l.contains("damaged ")).collect();
+    assert_eq!(damaged.len(), 1, "the ledger alone: {text}");
+    assert!(
+        damaged[0].contains("damaged ledger") && damaged[0].contains("it is a FIFO"),
+        "{text}"
+    );
+    std::fs::remove_file(&ledger).unwrap();
+    std::fs::write(&ledger, kept).unwrap();
+
+    let cache = w.hcp_home.join("packs/echo/.hcp/fingerprints.json");
+    fifo_at(&cache);
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+    std::fs::remove_file(&cache).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &cache).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+    std::fs::remove_file(&cache).unwrap();
+
+    let record = w.hcp_home.join("packs/echo/.hcp/record.json");
+    for link in [false, true] {
+        if link {
+            std::fs::remove_file(&record).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", &record).unwrap();
+        } else {
+            fifo_at(&record);
+        }
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+        assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+        let (o, v) = exec_json_env(&w, &["probe.argv", "--value", "x"], &[]);
+        assert_eq!(outcome(&o, &v), "0 ok", "another pack goes on: {v}");
+        let o = w.run(&["doctor"]);
+        assert_eq!(code(&o), 1, "{}", w.render(&o));
+        let dir = exec_common::source("echo").display().to_string();
+        let o = w.run(&["install", "--force", &dir]);
+        assert_eq!(code(&o), 0, "{}", w.render(&o));
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+        assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+    }
+}
+
+/// `$HCP_HOME/homes` made a link (to a directory elsewhere) or a file: no call's home is
+/// made or given through it, every `personal` call is refused `store_damaged`, a `local`
+/// call goes on (its workdir is not taken for a tenant home), and `hcp doctor` names the
+/// one record with a repair that removes the link, never what it points to.
+#[test]
+fn a_homes_directory_made_a_link_or_a_file_is_damage_and_nothing_goes_through_it() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo", "transit"]);
+    let token = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let homes = w.hcp_home.join("homes");
+    let elsewhere = w.hcp_home.parent().unwrap().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let _ = std::fs::remove_dir_all(&homes);
+    std::os::unix::fs::symlink(&elsewhere, &homes).unwrap();
+    for file in [false, true] {
+        if file {
+            std::fs::remove_file(&homes).unwrap();
+            std::fs::write(&homes, "[]").unwrap();
+        }
+        let (o, v) = exec_json_env(&w, &["transit.find", "Central"], &[]);
+        assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", token.as_str())]);
+        assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "nothing made through the link"
+        );
+        let o = w.run(&["doctor"]);
+        assert_eq!(code(&o), 1, "{}", w.render(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("damaged homes directory")
+                && text.contains(&format!("repair: `rm {}`", homes.display())),
+            "{text}"
+        );
+    }
+    std::fs::remove_file(&homes).unwrap();
+    let (o, v) = exec_json_env(&w, &["transit.find", "Central"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+}
+
+/// An activation marker made a directory is a damaged marker of its pack (not an
+/// inactive pack), and `hcp deactivate` (doctor's repair) removes it.
+#[test]
+fn an_activation_marker_made_a_directory_is_damage_that_deactivate_repairs() {
+    let w = world(&["echo"]);
+    let marker = w.hcp_home.join("state/active/echo");
+    std::fs::remove_file(&marker).unwrap();
+    std::fs::create_dir(&marker).unwrap();
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+    let o = w.run(&["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("damaged activation"),
+        "{}",
+        w.render(&o)
+    );
+    for args in [&["deactivate", "echo"][..], &["activate", "echo"][..]] {
+        let o = w.run(args);
+        assert_eq!(code(&o), 0, "{}", w.render(&o));
+    }
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(outcome(&o, &v), "0 ok", "{v}");
+}
+
+/// `--workdir ""` is a workdir the rules refuse (`bad_workdir`, 64), not a usage error.
+#[test]
+fn an_empty_workdir_is_bad_workdir() {
+    let w = world(&["echo"]);
+    let o = w.run(&["session", "start", "--principal", "x", "--workdir", ""]);
+    assert_eq!(code(&o), 64, "{}", w.render(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bad_workdir"),
+        "{}",
+        w.render(&o)
+    );
+}

@@ -342,6 +342,26 @@ fn a_policy_removed_with_its_stamp_is_recorded_once_and_refuses_sessions() {
         json!({"removed": true, "digest": "absent", "lost": true, "stamp_refused": "missing",
                "was": {"file": "policy.yaml", "digest": digest}})
     );
+    // The stamp removed again (and again): the trail's last record says the policy was
+    // lost, so it still refuses every session's call, with no new record.
+    for _ in 0..2 {
+        std::fs::remove_file(w.hcp_home.join("state/authority-files.json")).unwrap();
+        let (_, v) = say(&[("HCP_SESSION", &agent)]);
+        assert_eq!(v["code"], json!("store_damaged"), "{v}");
+        let (_, v) = say(&[("HCP_SESSION", &agent)]);
+        assert_eq!(v["code"], json!("store_damaged"), "{v}");
+    }
+    assert_eq!(changes(&w).len(), 2, "nothing recorded again");
+    // The stamp removed again (and again): the trail's last record says the policy was
+    // lost, so it still refuses every session's call, with no new record.
+    for _ in 0..2 {
+        std::fs::remove_file(w.hcp_home.join("state/authority-files.json")).unwrap();
+        let (_, v) = say(&[("HCP_SESSION", &agent)]);
+        assert_eq!(v["code"], json!("store_damaged"), "{v}");
+        let (_, v) = say(&[("HCP_SESSION", &agent)]);
+        assert_eq!(v["code"], json!("store_damaged"), "{v}");
+    }
+    assert_eq!(changes(&w).len(), 2, "nothing recorded again");
     let lines = doctor_damaged(&w);
     assert_eq!(lines.len(), 1, "{lines:?}");
     let shown = format!("{}\n--- doctor\n{}", answers.join("\n"), lines.join("\n"))

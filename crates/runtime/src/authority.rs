@@ -377,7 +377,13 @@ fn current(root: &std::path::Path) -> Vec<(&'static str, Value)> {
         .map(|(act, names)| {
             let v = stamp_of(root, names)
                 .and_then(|(file, stamp)| {
-                    let bytes = std::fs::read(root.join(&file)).ok()?;
+                    // As the policy's loader reads it (a link followed: an operator may
+                    // keep the policy elsewhere), never waiting on a FIFO.
+                    let bytes = hcp_store::atomic::read_regular(
+                        &root.join(&file),
+                        hcp_store::atomic::RECORD_CAP,
+                    )
+                    .ok()??;
                     Some(json!({
                         "file": file,
                         "digest": hcp_store::digest::sha256_tagged(&bytes),
@@ -571,7 +577,12 @@ fn note_changes(
         let (before, after) = (content(Some(&was)), content(Some(&now)));
         let lost = was.get(LOST).is_some_and(|l| l == &Value::Bool(true));
         if lost && after.is_null() {
-            // Recorded when it was found gone; refused for sessions until it is back.
+            // Recorded when it was found gone; kept so (a stamp made anew must say so too),
+            // and refused for sessions until it is back.
+            if last.get(act) != Some(&was) {
+                last.insert(act.to_owned(), was);
+                write_kept(rt, path, last.clone())?;
+            }
             continue;
         }
         // The runtime policy gone with the stamp that kept it: no act of the owner removed
@@ -649,6 +660,15 @@ fn trail_last(rt: &Runtime) -> Vec<(&'static str, Value)> {
                 (Some(file), Some(Value::String(d))) if d != ABSENT => {
                     json!({"file": file, "digest": d})
                 }
+                // Found gone with its stamp: it still governs (what it was, marked lost),
+                // so removing the stamp again does not pass for a store without one.
+                _ if c.get(LOST) == Some(&Value::Bool(true)) => match content(c.get("was")) {
+                    Value::Object(mut o) => {
+                        o.insert(LOST.into(), Value::Bool(true));
+                        Value::Object(o)
+                    }
+                    _ => Value::Null,
+                },
                 _ => Value::Null,
             };
         }

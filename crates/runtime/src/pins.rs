@@ -36,7 +36,9 @@ struct Entry {
 /// The fingerprint kept for the file pinned at `path` with digest `sha256`, when there is
 /// one for exactly this pin.
 fn cached(pack_dir: &Path, path: &Path, sha256: &str) -> Option<StatFingerprint> {
-    let bytes = std::fs::read(pack_dir.join(FILE)).ok()?;
+    // A cache only: a FIFO, a link or an oversized file there is no cache (the bin is
+    // hashed), never read to its end or waited on.
+    let bytes = hcp_store::atomic::read_record(&pack_dir.join(FILE)).ok()??;
     let cache: Cache = serde_json::from_slice(&bytes).ok()?;
     cache
         .entries
@@ -76,8 +78,9 @@ impl Fresh {
             return;
         }
         let path = self.pack_dir.join(FILE);
-        let mut cache: Cache = std::fs::read(&path)
+        let mut cache: Cache = hcp_store::atomic::read_record(&path)
             .ok()
+            .flatten()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
         for e in self.entries.drain(..) {

@@ -496,6 +496,25 @@ fn tenant_home(
     let homes = crate::home::homes_of(home.root(), config);
     let path = tenant_home_path(&homes, s.pack_id, tenant)
         .map_err(|e| Refusal::new(Code::SandboxUnavailable, e.to_string()))?;
+    // The directory of every home made a link or a file: damage, whether or not this call
+    // makes its home (a read's home is given read-only, and never through a link).
+    if let Ok(m) = std::fs::symlink_metadata(&homes)
+        && (m.file_type().is_symlink() || !m.is_dir())
+    {
+        return Err(Refusal::new(
+            Code::StoreDamaged,
+            format!(
+                "the directory of the tenant homes `{}` is damaged: it is {}, not a directory",
+                homes.display(),
+                if m.file_type().is_symlink() {
+                    "a symbolic link"
+                } else {
+                    "not a directory"
+                }
+            ),
+        )
+        .hint("`hcp doctor` lists it with its repair"));
+    }
     if make {
         ensure_tenant_home(&homes, &path).map_err(|e| {
             // A home that is a file, a symlink or another user's is a damaged record of

@@ -49,8 +49,9 @@ impl Signature {
             let path = pack::pack_dir(home, id.as_str())
                 .join(pack::record::RECORD_DIR)
                 .join(pack::record::RECORD_FILE);
-            let mark = std::fs::read(&path)
+            let mark = hcp_store::atomic::read_record(&path)
                 .ok()
+                .flatten()
                 .and_then(|b| InstallRecord::from_bytes(&b, &path).ok())
                 .map(|r| (r.installed_at, r.files_digest))
                 .unwrap_or_default();

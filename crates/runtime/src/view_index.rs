@@ -76,7 +76,9 @@ pub fn refresh_view_index(home: &Home) -> Result<ViewIndex, hcp_store::StoreErro
 /// Lowercase: missing, unreadable, damaged, another format.
 pub fn stored(home: &Home) -> Result<ViewIndex, String> {
     let p = path(home);
-    let bytes = std::fs::read(&p).map_err(|e| format!("`{}`: {e}", p.display()))?;
+    let bytes = hcp_store::atomic::read_record(&p)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("`{}`: it does not exist", p.display()))?;
     let index: ViewIndex =
         serde_json::from_slice(&bytes).map_err(|e| format!("`{}` is damaged: {e}", p.display()))?;
     if index.format != FORMAT {

@@ -283,8 +283,16 @@ pub fn around(
     writable: bool,
 ) -> Result<Around, Refusal> {
     let homes = crate::home::homes(rt)?;
+    // A homes directory made a link (to `/`, say) is damage `hcp doctor` names, and no
+    // call's home is made through it: what it points to is not the homes, so it is not
+    // kept from being a workdir (the link itself lies in the store, or where it was put).
+    let homes_is_link = std::fs::symlink_metadata(&homes).is_ok_and(|m| m.file_type().is_symlink());
+    let mut stores = vec![rt.home().root().to_owned()];
+    if !homes_is_link {
+        stores.push(homes);
+    }
     Ok(Around {
-        stores: vec![rt.home().root().to_owned(), homes],
+        stores,
         homes: machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
         others,
         writable,

@@ -230,7 +230,7 @@ pub(crate) struct UsedMarker {
 
 fn with_marker(home: &Home, mut a: Approval) -> Approval {
     if a.used_at.is_none()
-        && let Ok(b) = std::fs::read(used_marker(home, &a.id))
+        && let Ok(Some(b)) = crate::atomic::read_record(&used_marker(home, &a.id))
     {
         a.used_at = Some(
             serde_json::from_slice::<UsedMarker>(&b)
@@ -561,7 +561,13 @@ pub fn restore(home: &Home, id: &str) -> StoreResult<()> {
     }
     let lock = StoreLock::acquire(home)?;
     let path = dir(home).join(format!("{id}.json"));
-    let bytes = std::fs::read(&path).map_err(|e| StoreError::io("read", &path, e))?;
+    let bytes = crate::atomic::read_record(&path)?.ok_or_else(|| {
+        StoreError::io(
+            "read",
+            &path,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+    })?;
     let mut a: Approval = crate::stamp::open(home, &path, &bytes)?;
     a.used_at = None;
     save(home, &lock, &a)

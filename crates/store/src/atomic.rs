@@ -43,6 +43,15 @@ pub const RECORD_CAP: u64 = 16 << 20;
 /// [`StoreError::Damaged`] naming the path and what it is instead of a regular file, or its
 /// size; [`StoreError::Io`] when it cannot be opened or read for another reason.
 pub fn read_record(path: &Path) -> StoreResult<Option<Vec<u8>>> {
+    Ok(read_record_with_meta(path)?.map(|(bytes, _)| bytes))
+}
+
+/// [`read_record`], with the `fstat` of the descriptor it read (what tells one version of
+/// the file from another without reading it again).
+///
+/// # Errors
+/// As [`read_record`].
+pub fn read_record_with_meta(path: &Path) -> StoreResult<Option<(Vec<u8>, std::fs::Metadata)>> {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let damaged = |reason: String| StoreError::Damaged {
@@ -90,7 +99,32 @@ pub fn read_record(path: &Path) -> StoreResult<Option<Vec<u8>>> {
     if bytes.len() as u64 > RECORD_CAP {
         return Err(too_large());
     }
-    Ok(Some(bytes))
+    Ok(Some((bytes, meta)))
+}
+
+/// The bytes of the regular file at `path` (symlinks followed), or `Ok(None)` when it holds
+/// more than `limit` bytes. It is opened without blocking and read at most `limit + 1`
+/// bytes, so a FIFO, a device (`/dev/zero`) or a socket put in its place neither hangs a
+/// call nor fills its memory.
+///
+/// # Errors
+/// The open's or the read's; `InvalidInput` for a path that is not a regular file.
+pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let mut buf = Vec::new();
+    file.take(limit + 1).read_to_end(&mut buf)?;
+    Ok((buf.len() as u64 <= limit).then_some(buf))
 }
 
 /// Syncs a directory so a rename inside it is durable.

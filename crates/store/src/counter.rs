@@ -92,12 +92,20 @@ impl Counters {
     /// the open finds it missing: a call's two locks cost one `open` each, not a `mkdir`
     /// and a `stat` more.
     pub(crate) fn lock(&self, path: &PathBuf, exclusive: bool) -> StoreResult<File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never through a link, never waiting on a FIFO; what is there must be a regular
+        // file, else the counter is damaged (its principal and tool alone).
         let open = || {
             OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
                 .open(path)
+        };
+        let damaged = |reason: &str| StoreError::Damaged {
+            path: path.clone(),
+            reason: reason.into(),
         };
         let f = match open() {
             Ok(f) => f,
@@ -106,8 +114,26 @@ impl Counters {
                     .map_err(|e| StoreError::io("create", &self.dir, e))?;
                 open().map_err(|e| StoreError::io("open", path, e))?
             }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(damaged(
+                    "its lock file is a symbolic link, not a regular file",
+                ));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(damaged("its lock file is a FIFO, not a regular file"));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => {
+                return Err(damaged("its lock file is a directory, not a regular file"));
+            }
             Err(e) => return Err(StoreError::io("open", path, e)),
         };
+        if !f
+            .metadata()
+            .map_err(|e| StoreError::io("stat", path, e))?
+            .is_file()
+        {
+            return Err(damaged("its lock file is not a regular file"));
+        }
         if exclusive { f.lock() } else { f.lock_shared() }
             .map_err(|e| StoreError::io("lock", path, e))?;
         Ok(f)

@@ -136,9 +136,25 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
                 reason,
             });
         }
+        // A counter's lock file (`<key>.lock`, empty) that is no regular file.
+        for path in not_regular(&dir, "lock") {
+            out.push(Damaged {
+                kind: "counter lock",
+                repair: format!("rm -r {}", path.display()),
+                refuses: refuses.into(),
+                reason: "it is not a regular file (a directory, a FIFO or a link)".into(),
+                path,
+            });
+        }
     }
     out.extend(records(home));
     out.extend(bindings(home));
+    // A ledger that cannot be believed makes every file it vouched for look damaged: the
+    // ledger is the one record to repair (`hcp state reledger`), and the repairs of
+    // those files (each an `rm` or a revoke) would throw authority away for nothing.
+    if out.iter().any(|d| d.kind == "ledger") && crate::ledger::unusable(home).is_some() {
+        out.retain(|d| d.kind == "ledger" || !d.reason.contains("`state/ledger.json`"));
+    }
     out
 }
 
@@ -239,6 +255,20 @@ pub fn homes(homes: &Path) -> Vec<Damaged> {
         v
     };
     let mut out = Vec::new();
+    // The directory of every home itself: a link (to `/`, say) or anything but a
+    // directory of this user's is one damaged record, and nothing through it is read.
+    if std::fs::symlink_metadata(homes).is_ok()
+        && let Some(reason) = why(homes)
+    {
+        out.push(Damaged {
+            kind: "homes directory",
+            repair: format!("rm {}", homes.display()),
+            refuses: "the calls of every tenant of every pack in `personal` and `brain` land (removing it removes a link or file, never what a link points to; hcp makes the directory again)".into(),
+            path: homes.to_path_buf(),
+            reason,
+        });
+        return out;
+    }
     for pack in entries(homes) {
         let pack_id = pack.file_name().map(|n| n.to_string_lossy().into_owned());
         let pack_id = pack_id.unwrap_or_default();
@@ -299,6 +329,22 @@ fn unreadable(kind: &'static str, dir: &Path, e: &crate::StoreError) -> Damaged 
 }
 
 /// The `*.json` files of `dir` that do not parse as JSON, by path.
+/// The entries of `dir` named `*.EXT` that are not regular files (by `lstat`: a link
+/// counts as what it is), sorted.
+fn not_regular(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == ext))
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_file()))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
 fn json_files(dir: &Path) -> Vec<(PathBuf, String)> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();

@@ -160,15 +160,14 @@ fn anchor_stale(generation: u64, anchored: u64) -> String {
 /// The ledger file alone, as [`read_disk`] reads it, with no look at the anchor.
 fn read_disk_only(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, String>> {
     let p = path(home);
-    let file = match std::fs::File::open(&p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ok(None)),
-        Err(e) => return Err(StoreError::io("read", &p, e)),
+    // A FIFO, a link (to `/dev/zero`), a directory or an oversized file is a ledger that
+    // cannot be believed, read without blocking and nothing of it kept.
+    let (bytes, meta) = match crate::atomic::read_record_with_meta(&p) {
+        Ok(Some(read)) => read,
+        Ok(None) => return Ok(Ok(None)),
+        Err(StoreError::Damaged { reason, .. }) => return Ok(Err(reason)),
+        Err(e) => return Err(e),
     };
-    let meta = file.metadata().map_err(|e| StoreError::io("read", &p, e))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    std::io::Read::read_to_end(&mut &file, &mut bytes)
-        .map_err(|e| StoreError::io("read", &p, e))?;
     let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(&bytes) else {
         return Ok(Err("it is not a JSON object".into()));
     };
@@ -195,7 +194,7 @@ fn read_disk_only(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, St
 /// The ledger as readers see it, kept per process while its file stays the same.
 fn current(home: &Home) -> StoreResult<Result<Option<Arc<Ledger>>, String>> {
     let p = path(home);
-    let meta = match std::fs::metadata(&p) {
+    let meta = match std::fs::symlink_metadata(&p) {
         Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(StoreError::io("read", &p, e)),

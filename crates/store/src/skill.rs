@@ -365,7 +365,14 @@ pub(crate) fn deactivate_locked(
     if was_marked || exported {
         journal_write(home, id, Journal::Deactivate)?;
     }
-    let was = match std::fs::remove_file(&marker) {
+    // A marker made a directory (damage) is removed as one: `hcp deactivate` is its repair.
+    let is_dir = std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_dir());
+    let removed = if is_dir {
+        std::fs::remove_dir_all(&marker)
+    } else {
+        std::fs::remove_file(&marker)
+    };
+    let was = match removed {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(StoreError::io("remove", marker, e)),

@@ -264,7 +264,7 @@ pub(crate) fn read_named<T: DeserializeOwned>(
                     // the lock, which every writer holds for both.
                     Some(_) if !crate::lock::held_here() => {
                         if let Ok(_lock) = StoreLock::acquire(home)
-                            && let Ok(again) = std::fs::read(path)
+                            && let Ok(Some(again)) = crate::atomic::read_record(path)
                         {
                             return read::<T>(home, path, &again);
                         }

@@ -130,6 +130,22 @@ pub fn ensure_tenant_home(homes: &Path, path: &Path) -> io::Result<()> {
     }
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
+    // The directory of every home itself, as each component below it: never a link (a
+    // link to `/` would put homes on the host), never another user's.
+    match std::fs::symlink_metadata(&at) {
+        Ok(m) if m.is_dir() && !m.file_type().is_symlink() && m.uid() == uid => {}
+        Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
+            return Err(err(
+                &at,
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "the directory of the tenant homes is another user's",
+                ),
+            ));
+        }
+        Ok(_) => return Err(err(&at, io::Error::from_raw_os_error(libc::ENOTDIR))),
+        Err(e) => return Err(err(&at, e)),
+    }
     for c in rel.components() {
         at.push(c);
         match std::fs::symlink_metadata(&at) {

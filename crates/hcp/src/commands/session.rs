@@ -45,9 +45,10 @@ pub struct StartArgs {
     /// A data class the principal may see (repeatable).
     #[arg(long = "can-view", value_name = "CLASS")]
     can_view: Vec<String>,
-    /// The sandbox working directory for `local` land (must exist).
-    #[arg(long, value_name = "DIR")]
-    workdir: Option<PathBuf>,
+    /// The sandbox working directory for `local` land (must exist). Taken as given, the
+    /// empty string too, so that the workdir rules answer for it (`bad_workdir`, 64).
+    #[arg(long, value_name = "DIR", value_parser = clap::builder::ValueParser::os_string())]
+    workdir: Option<std::ffi::OsString>,
     /// Time to live: a whole number and `s`, `m`, `h` or `d` (default `8h`, 1s to 365d).
     #[arg(long, value_name = "DUR")]
     ttl: Option<String>,
@@ -82,10 +83,14 @@ pub fn run(c: SessionCommand) -> CliResult {
         SessionCommand::Start(a) => {
             let mut a = a;
             if let Some(dir) = &a.workdir {
-                let dir =
-                    hcp_runtime::workdir::for_session(&rt, &a.principal, dir, Timestamp::now())
-                        .map_err(CliError::command)?;
-                a.workdir = Some(dir);
+                let dir = hcp_runtime::workdir::for_session(
+                    &rt,
+                    &a.principal,
+                    std::path::Path::new(dir),
+                    Timestamp::now(),
+                )
+                .map_err(CliError::command)?;
+                a.workdir = Some(dir.into_os_string());
             }
             start(&rt, a)
         }
@@ -222,7 +227,7 @@ fn start(rt: &hcp_runtime::Runtime, a: StartArgs) -> CliResult {
         projects: a.projects,
         attributes: a.attrs,
         can_view: a.can_view,
-        workdir: a.workdir,
+        workdir: a.workdir.map(PathBuf::from),
         ttl,
     };
     let prepared = session::prepare(&new, Timestamp::now()).map_err(|e| session_error(&e))?;

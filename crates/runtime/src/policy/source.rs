@@ -25,7 +25,6 @@ use hcp_model::Code;
 use hcp_store::Home;
 use histos::Policy;
 use histos::cache::source_digest;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The names the runtime policy may live under, in `$HCP_HOME`.
@@ -85,7 +84,7 @@ impl CacheUse {
 
 /// The last rebuild of the cache (`policy.note`): when, and why the entry was refused.
 pub fn last_rebuild(home: &Home) -> Option<(String, String)> {
-    let b = std::fs::read(home.root().join(CACHE_DIR).join(NOTE_FILE)).ok()?;
+    let b = hcp_store::atomic::read_record(&home.root().join(CACHE_DIR).join(NOTE_FILE)).ok()??;
     let v: serde_json::Value = serde_json::from_slice(&b).ok()?;
     Some((
         v["at"].as_str()?.to_owned(),
@@ -164,9 +163,9 @@ fn load_file(home: &Home, path: &Path) -> Result<RuntimePolicy, PolicyRefusal> {
     };
     let digest = source_digest(&bytes);
     let cache = cache_path(home);
-    let old = match std::fs::read(&cache) {
-        Ok(b) => Some(decode(&b, &name, &digest)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+    let old = match hcp_store::atomic::read_record(&cache) {
+        Ok(Some(b)) => Some(decode(&b, &name, &digest)),
+        Ok(None) => None,
         Err(_) => Some(Err("cache_unreadable".to_owned())),
     };
     if let Some(Ok(policy)) = old {
@@ -222,29 +221,8 @@ pub fn load_uncached(home: &Home) -> Result<Option<RuntimePolicy>, PolicyRefusal
     }))
 }
 
-/// The bytes of the regular file at `path` (symlinks followed), or `Ok(None)` when it holds
-/// more than `limit` bytes. It is opened without blocking and read at most `limit + 1`
-/// bytes, so a FIFO, a device (`/dev/zero`) or a socket put in its place neither hangs a
-/// call nor fills its memory.
-///
-/// # Errors
-/// The open's or the read's; `InvalidInput` for a path that is not a regular file.
-pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "it is not a regular file",
-        ));
-    }
-    let mut buf = Vec::new();
-    file.take(limit + 1).read_to_end(&mut buf)?;
-    Ok((buf.len() as u64 <= limit).then_some(buf))
-}
+/// [`hcp_store::atomic::read_regular`]: the policy and its lock are read through it.
+pub(crate) use hcp_store::atomic::read_regular;
 
 /// Parses the bytes of `path` as `Policy::load_path` would (JSON for `.json`, else YAML).
 fn parse(path: &Path, bytes: &[u8]) -> Result<Policy, PolicyRefusal> {

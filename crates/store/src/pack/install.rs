@@ -282,8 +282,9 @@ pub fn install(
     let old = if exists {
         let p = target.join(RECORD_DIR).join(RECORD_FILE);
         // A record whose MAC does not hold is no record: the content counts as changed.
-        std::fs::read(&p)
+        crate::atomic::read_record(&p)
             .ok()
+            .flatten()
             .and_then(|b| InstallRecord::open(home, &id, &p, &b).ok())
     } else {
         None

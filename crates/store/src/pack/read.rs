@@ -77,6 +77,25 @@ fn load_once(home: &Home, id: &PackId, dir: &PathBuf) -> Result<InstalledPack, R
     })?;
     let read = |name: &str, limit: u64| {
         fsops::read_at(&fd, name, limit).map_err(|e| {
+            // A link, a FIFO, a directory or an oversized file where a pack file or its
+            // record should be is damage of this pack (never read through or waited on).
+            let not_a_file = e.raw_os_error() == Some(libc::ELOOP)
+                || e.raw_os_error() == Some(libc::EISDIR)
+                || e.kind() == std::io::ErrorKind::InvalidData;
+            if not_a_file {
+                let reason = if e.raw_os_error() == Some(libc::ELOOP) {
+                    "it is a symbolic link, not a regular file".to_owned()
+                } else {
+                    e.to_string()
+                };
+                return Retry::Fail(
+                    StoreError::Damaged {
+                        path: dir.join(name),
+                        reason,
+                    }
+                    .into(),
+                );
+            }
             let err: PackError = StoreError::io("read", dir.join(name), e).into();
             Retry::Again(err)
         })
@@ -153,10 +172,10 @@ pub fn activation(home: &Home, id: &str) -> Result<bool, StoreError> {
         return Ok(false);
     }
     let marker = home.dir(StoreDir::State).join("active").join(id);
-    if !std::fs::symlink_metadata(&marker)
-        .map(|m| m.is_file())
-        .unwrap_or(false)
-    {
+    // No marker is an inactive pack; a marker that is no regular file (a directory, a
+    // FIFO, a link) is a damaged one, read without following or waiting
+    // (`atomic::read_record`).
+    if std::fs::symlink_metadata(&marker).is_err() {
         return Ok(false);
     }
     let Some(bytes) = crate::atomic::read_record(&marker)? else {
