@@ -1336,6 +1336,18 @@ fn fifos_and_links_in_the_store_hang_nothing_and_are_named() {
     assert_eq!(outcome(&o, &v), "0 ok", "{v}");
     std::fs::remove_file(&cache).unwrap();
 
+    // `config.json` governs every call: a FIFO there refuses them (74) at once, never a
+    // wait for a writer.
+    let config = w.hcp_home.join("config.json");
+    let kept = std::fs::read(&config).ok();
+    fifo_at(&config);
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(code(&o), 74, "{v}");
+    std::fs::remove_file(&config).unwrap();
+    if let Some(k) = kept {
+        std::fs::write(&config, k).unwrap();
+    }
+
     let record = w.hcp_home.join("packs/echo/.hcp/record.json");
     for link in [false, true] {
         if link {

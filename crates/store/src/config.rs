@@ -236,6 +236,22 @@ impl<'de> Deserialize<'de> for PolicyMode {
     }
 }
 
+/// The text of `config.json` at `path`, read as every store record is read for what
+/// could block or flood a call: a link is followed (an operator may keep it elsewhere), but
+/// a FIFO, a device or a socket in its place is never waited on or read to its end
+/// ([`crate::atomic::read_regular`]), and a file over [`crate::atomic::RECORD_CAP`] bytes or
+/// not UTF-8 is an I/O error naming why.
+fn read_config_text(path: &Path) -> std::io::Result<String> {
+    let bytes = crate::atomic::read_regular(path, crate::atomic::RECORD_CAP)?.ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it holds more than {} bytes", crate::atomic::RECORD_CAP),
+        )
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))
+}
+
 impl RuntimeConfig {
     /// The entry of `packs` for `pack_id`, or the empty one.
     pub fn pack(&self, pack_id: &str) -> &PackConfig {
@@ -512,7 +528,7 @@ impl StateConfig {
     /// [`ConfigError::Io`] as [`RuntimeConfig::load`].
     pub fn load(home: &Path) -> Result<Option<Self>, ConfigError> {
         let path = RuntimeConfig::path(home);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_config_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(ConfigError::Io { path, source }),
@@ -545,7 +561,7 @@ impl StateConfig {
     /// The first part's, as [`StateConfig::load`].
     pub fn load_with_config(home: &Path) -> (StateChoice, Option<RuntimeConfig>) {
         let path = RuntimeConfig::path(home);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_config_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return (Ok((None, Ok(None))), Some(RuntimeConfig::default()));
@@ -1068,7 +1084,7 @@ impl RuntimeConfig {
     /// limit; [`ConfigError::Io`] when it exists and cannot be read.
     pub fn load(home: &Path) -> Result<Self, ConfigError> {
         let path = Self::path(home);
-        match std::fs::read_to_string(&path) {
+        match read_config_text(&path) {
             Ok(text) => Self::parse(&text, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(ConfigError::Io { path, source }),
