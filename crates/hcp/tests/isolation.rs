@@ -1451,3 +1451,61 @@ fn an_empty_workdir_is_bad_workdir() {
         w.render(&o)
     );
 }
+
+/// A store directory made a link (`skills/` to a directory elsewhere): nothing is written
+/// through it (activation is refused `store_damaged`), `hcp doctor` names it with a
+/// repair that removes the link. The ledger made a directory: `hcp state reledger`
+/// replaces it. `store.json` and `state/store-id` made FIFOs: nothing waits on them.
+#[test]
+fn store_directories_made_links_and_marker_files_made_fifos_are_named_not_followed() {
+    let w = world(&["echo"]);
+    let skills = w.hcp_home.join("skills");
+    let elsewhere = w.hcp_home.parent().unwrap().join("elsewhere-skills");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::remove_dir_all(&skills).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &skills).unwrap();
+    let o = w.run(&["deactivate", "echo"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    let o = w.run(&["activate", "echo"]);
+    assert_eq!(code(&o), 74, "{}", w.render(&o));
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing written there"
+    );
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 1, "{}", w.render(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("repair: `rm {}`", skills.display())),
+        "{}",
+        w.render(&o)
+    );
+    std::fs::remove_file(&skills).unwrap();
+    let o = w.run(&["activate", "echo"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+
+    let ledger = w.hcp_home.join("state/ledger.json");
+    std::fs::remove_file(&ledger).unwrap();
+    std::fs::create_dir(&ledger).unwrap();
+    let o = w.run(&["state", "reledger"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(ledger.is_file());
+
+    for marker in ["store.json", "state/store-id"] {
+        let p = w.hcp_home.join(marker);
+        let kept = std::fs::read(&p).unwrap();
+        fifo_at(&p);
+        // Answered at once, never a wait for a writer (`store.json` names the store, so
+        // every command refuses it, 74).
+        for args in [&["exec", "echo.say", "hi"][..], &["doctor"][..]] {
+            let o = w.run(args);
+            if marker == "store.json" {
+                assert_eq!(code(&o), 74, "{marker}: {}", w.render(&o));
+            }
+        }
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, kept).unwrap();
+    }
+    let o = w.run(&["doctor"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+}

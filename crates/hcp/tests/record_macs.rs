@@ -385,3 +385,33 @@ fn a_policy_removed_with_its_stamp_is_recorded_once_and_refuses_sessions() {
         &json!({"removed": true, "digest": "absent", "was": {"file": "policy.yaml", "digest": digest}})
     );
 }
+
+/// An older copy of `state/authority-files.json` (its MAC holds) put back with the
+/// runtime policy removed: the state ledger does not vouch for it, so it is no record,
+/// and the policy the trail last recorded is lost, not dropped: every session's call is
+/// refused.
+#[test]
+fn an_older_copy_of_the_watched_files_record_does_not_drop_the_policy() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["echo"]);
+    let agent = session(&w, "agent-1", &[]);
+    grant(&w, "agent-1", "echo", &["verb.exec.read"]);
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &agent)]);
+    assert_eq!(code(&o), 0, "{v}");
+    let kept = w.hcp_home.join("state/authority-files.json");
+    let old = std::fs::read(&kept).unwrap();
+    let policy = w.hcp_home.join("policy.yaml");
+    std::fs::write(&policy, "schema_version: histos.policy/0.1\ntools: {}\n").unwrap();
+    let (_, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &agent)]);
+    assert_eq!(v["code"], json!("unknown_tool"), "the policy governs: {v}");
+    std::fs::remove_file(&policy).unwrap();
+    std::fs::write(&kept, old).unwrap();
+    for _ in 0..2 {
+        let (_, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &agent)]);
+        assert_eq!(v["code"], json!("store_damaged"), "{v}");
+    }
+    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(code(&o), 0, "the owner's calls go on: {v}");
+}

@@ -306,7 +306,8 @@ fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
     let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
     assert_eq!(code(&o), 0, "{v}");
     let l: Value = serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
-    assert_eq!(l["files"].as_object().unwrap().len(), 3, "{l}");
+    // The session, the grant, the activation, and the keyed record of the watched files.
+    assert_eq!(l["files"].as_object().unwrap().len(), 4, "{l}");
     let o = w.run(&["audit", "tail", "--json", "-n", "20"]);
     let migrates: Vec<Value> = serde_json::from_slice::<Vec<Value>>(&o.stdout)
         .unwrap()
@@ -316,7 +317,7 @@ fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
     assert_eq!(migrates.len(), 1, "{migrates:?}");
     assert_eq!(
         migrates[0]["changed"],
-        json!({"state_ledger": 1, "ledger_entries": {"files": 2, "used": 0, "active": 1}})
+        json!({"state_ledger": 1, "ledger_entries": {"files": 3, "used": 0, "active": 1}})
     );
     // A second call writes nothing again.
     let before = std::fs::read(&ledger).unwrap();

@@ -283,7 +283,13 @@ fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
         Some(Value::String(mac)) => match stamp_key(rt) {
             Some(key) => {
                 let body = hcp_store::audit::canonical_json(&Value::Object(map.clone()));
-                (!key.tagged_mac_holds(STAMP_TAG, &body, &mac)).then_some("bad mac")
+                if !key.tagged_mac_holds(STAMP_TAG, &body, &mac) {
+                    Some("bad mac")
+                } else if !vouched(rt, path, &mac) {
+                    Some("not the version hcp wrote last")
+                } else {
+                    None
+                }
             }
             None => Some("no key"),
         },
@@ -301,12 +307,28 @@ fn read_kept(rt: &Runtime, path: &std::path::Path) -> Kept {
     }
 }
 
-/// Writes `last` to [`FILES_RECORD`] at `path` with its MAC.
+/// Whether the state ledger vouches for [`FILES_RECORD`] at `path` holding `mac`: an older
+/// copy put back (its MAC holds, its digests are old) is no record, so a runtime policy
+/// removed with it put back is not dropped quietly. A ledger that cannot be believed at
+/// all, or a store that keeps none yet, does not refuse it on that ground (every
+/// principal's call is refused by the ledger itself then).
+fn vouched(rt: &Runtime, path: &std::path::Path, mac: &str) -> bool {
+    match hcp_store::ledger::vouch(rt.home(), path, mac) {
+        Ok(None) => true,
+        Ok(Some(_)) => hcp_store::ledger::unusable(rt.home()).is_some(),
+        Err(_) => false,
+    }
+}
+
+/// Writes `last` to [`FILES_RECORD`] at `path` with its MAC, and notes it in the state
+/// ledger under the store lock `lock` the caller holds (best effort: a ledger that cannot
+/// take it leaves the next call to record the watched files again).
 ///
 /// # Errors
 /// `store_io` naming the file; `audit_unavailable` when the chain key cannot be read.
 fn write_kept(
     rt: &Runtime,
+    lock: &hcp_store::StoreLock,
     path: &std::path::Path,
     mut last: serde_json::Map<String, Value>,
 ) -> Result<(), StoreError> {
@@ -323,9 +345,16 @@ fn write_kept(
         STAMP_MAC.into(),
         Value::String(key.tagged_mac(STAMP_TAG, &body)),
     );
+    let mac = last
+        .get(STAMP_MAC)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let bytes = serde_json::to_vec(&Value::Object(last))
         .map_err(|e| StoreError::io("encode", path, std::io::Error::other(e)))?;
-    hcp_store::atomic::write_atomic(path, &bytes)
+    hcp_store::atomic::write_atomic(path, &bytes)?;
+    let _ = hcp_store::ledger::note(rt.home(), lock, &[(path, Some(mac))]);
+    Ok(())
 }
 
 /// Which files [`note_files`] watches, as their records name them: the act and the file
@@ -501,7 +530,7 @@ fn note_files_now(rt: &Runtime) -> Result<Option<StoreError>, StoreError> {
             RECORD_MACS.into(),
             Value::from(hcp_store::stamp::records::RECORDS_VERSION),
         );
-        write_kept(rt, &path, last.clone())?;
+        write_kept(rt, &lock, &path, last.clone())?;
     }
     if last.get(STATE_LEDGER) != Some(&Value::from(hcp_store::ledger::LEDGER_VERSION)) {
         state_ledger(rt, &lock)?;
@@ -509,9 +538,9 @@ fn note_files_now(rt: &Runtime) -> Result<Option<StoreError>, StoreError> {
             STATE_LEDGER.into(),
             Value::from(hcp_store::ledger::LEDGER_VERSION),
         );
-        write_kept(rt, &path, last.clone())?;
+        write_kept(rt, &lock, &path, last.clone())?;
     }
-    note_changes(rt, &path, last, refused, missing).map(|()| None)
+    note_changes(rt, &lock, &path, last, refused, missing).map(|()| None)
 }
 
 /// `state/authority-files.json` at `path`, damaged as `e` says, as the `store_damaged`
@@ -549,6 +578,7 @@ pub fn kept_damaged(rt: &Runtime) -> Option<StoreError> {
 /// As [`note_files`].
 fn note_changes(
     rt: &Runtime,
+    lock: &hcp_store::StoreLock,
     path: &std::path::Path,
     mut last: serde_json::Map<String, Value>,
     refused: Option<&'static str>,
@@ -581,7 +611,7 @@ fn note_changes(
             // and refused for sessions until it is back.
             if last.get(act) != Some(&was) {
                 last.insert(act.to_owned(), was);
-                write_kept(rt, path, last.clone())?;
+                write_kept(rt, lock, path, last.clone())?;
             }
             continue;
         }
@@ -619,7 +649,7 @@ fn note_changes(
         };
         last.insert(act.to_owned(), keep);
         // Kept after each record, so a failure later records nothing twice.
-        write_kept(rt, path, last.clone())?;
+        write_kept(rt, lock, path, last.clone())?;
     }
     Ok(())
 }
@@ -874,7 +904,7 @@ pub fn edit_file_as<E: From<StoreError>, P>(
     // An edit by hand before this act is its own change, recorded first.
     let made = Act::by_owner(rt, act)?;
     home.ensure(hcp_store::home::StoreDir::State)?;
-    let _lock = hcp_store::StoreLock::acquire(home)?;
+    let lock = hcp_store::StoreLock::acquire(home)?;
     // From the record to the write: an act of another process never sees the trail name
     // one witness and `config.json` another between the two (RUNTIME §6).
     let _acts = rt.state().hold_acts().map_err(store_error)?;
@@ -893,6 +923,6 @@ pub fn edit_file_as<E: From<StoreError>, P>(
     for (act, now) in current(home.root()) {
         last.insert(act.to_owned(), now);
     }
-    write_kept(rt, &path, last)?;
+    write_kept(rt, &lock, &path, last)?;
     Ok(true)
 }

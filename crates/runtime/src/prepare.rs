@@ -128,10 +128,10 @@ pub fn child(home: &Home, caller: &Caller, spec: &ChildSpec<'_>) -> Result<Child
         // RUNTIME §4: the session's workdir, else the caller's directory, by the rules of
         // `session start` (the live sessions of others apart: calls never read them).
         let around = crate::workdir::Around {
-            stores: vec![
-                home.root().to_owned(),
+            stores: crate::workdir::stores_of(
+                home.root(),
                 crate::home::homes_of(home.root(), config),
-            ],
+            ),
             homes: crate::workdir::machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
             others: Vec::new(),
             writable: allowed.operation == Operation::Write,
@@ -509,7 +509,7 @@ fn tenant_home(
                 if m.file_type().is_symlink() {
                     "a symbolic link"
                 } else {
-                    "not a directory"
+                    "a file"
                 }
             ),
         )

@@ -272,6 +272,20 @@ fn resolve(p: &Path) -> PathBuf {
     r
 }
 
+/// The places no workdir may be, hold or lie inside: the store's root and the tenant
+/// homes' directory `homes`. A homes directory made a link (to `/`, say) is damage `hcp
+/// doctor` names, and no call's home is made through it: what it points to is not the
+/// homes, so it is not kept from being a workdir (the link itself lies in the store, or
+/// where it was put).
+pub fn stores_of(root: &Path, homes: PathBuf) -> Vec<PathBuf> {
+    let is_link = std::fs::symlink_metadata(&homes).is_ok_and(|m| m.file_type().is_symlink());
+    let mut stores = vec![root.to_owned()];
+    if !is_link {
+        stores.push(homes);
+    }
+    stores
+}
+
 /// What a workdir of `rt`'s store is checked against: the store, the tenant homes, the
 /// machine's homes; `others` and `writable` as given.
 ///
@@ -283,16 +297,8 @@ pub fn around(
     writable: bool,
 ) -> Result<Around, Refusal> {
     let homes = crate::home::homes(rt)?;
-    // A homes directory made a link (to `/`, say) is damage `hcp doctor` names, and no
-    // call's home is made through it: what it points to is not the homes, so it is not
-    // kept from being a workdir (the link itself lies in the store, or where it was put).
-    let homes_is_link = std::fs::symlink_metadata(&homes).is_ok_and(|m| m.file_type().is_symlink());
-    let mut stores = vec![rt.home().root().to_owned()];
-    if !homes_is_link {
-        stores.push(homes);
-    }
     Ok(Around {
-        stores,
+        stores: stores_of(rt.home().root(), homes),
         homes: machine_homes(std::env::var_os("HOME").map(PathBuf::from)),
         others,
         writable,

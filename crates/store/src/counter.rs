@@ -107,6 +107,12 @@ impl Counters {
             path: path.clone(),
             reason: reason.into(),
         };
+        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Damaged {
+                path: self.dir.clone(),
+                reason: "it is a symbolic link, not a directory of the store".into(),
+            });
+        }
         let f = match open() {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

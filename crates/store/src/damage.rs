@@ -32,7 +32,7 @@ pub struct Damaged {
 /// path. A directory that cannot be listed is itself
 /// listed as damaged. Reads only; takes no lock.
 pub fn scan(home: &Home) -> Vec<Damaged> {
-    let mut out = Vec::new();
+    let mut out = dirs(home);
     match crate::session::damaged(home) {
         Ok(list) => {
             for (path, reason) in list {
@@ -130,7 +130,8 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
         for (path, reason) in json_files(&dir) {
             out.push(Damaged {
                 kind,
-                repair: format!("rm {}", path.display()),
+                // `-r`: a counter made a directory is removed the same way.
+                repair: format!("rm -r {}", path.display()),
                 refuses: refuses.into(),
                 path,
                 reason,
@@ -154,6 +155,54 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
     // those files (each an `rm` or a revoke) would throw authority away for nothing.
     if out.iter().any(|d| d.kind == "ledger") && crate::ledger::unusable(home).is_some() {
         out.retain(|d| d.kind == "ledger" || !d.reason.contains("`state/ledger.json`"));
+    }
+    out
+}
+
+/// The store's directories (and `state/`'s) that are links or not directories: what is
+/// written there would land wherever a link points, so each is damage, whose repair
+/// removes the link (never what it points to; hcp makes the directory again).
+fn dirs(home: &Home) -> Vec<Damaged> {
+    use crate::home::StoreDir;
+    let state = home.dir(StoreDir::State);
+    let mut places: Vec<PathBuf> = [
+        StoreDir::State,
+        StoreDir::Packs,
+        StoreDir::Skills,
+        StoreDir::Audit,
+    ]
+    .into_iter()
+    .map(|d| home.dir(d))
+    .collect();
+    for sub in [
+        "sessions",
+        "grants",
+        "approvals",
+        "counters",
+        "active",
+        "bindings",
+    ] {
+        places.push(state.join(sub));
+    }
+    let mut out = Vec::new();
+    for p in places {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let reason = if m.file_type().is_symlink() {
+            "it is a symbolic link, not a directory of the store"
+        } else if !m.is_dir() {
+            "it is not a directory"
+        } else {
+            continue;
+        };
+        out.push(Damaged {
+            kind: "store directory",
+            repair: format!("rm {}", p.display()),
+            refuses: "what is kept in it: the calls and acts that read or write it".into(),
+            path: p,
+            reason: reason.into(),
+        });
     }
     out
 }

@@ -268,6 +268,13 @@ impl Home {
             path: p.clone(),
             reason: format!("cannot create it: {e}"),
         })?;
+        // Never through a link: what is written there would land wherever it points.
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Damaged {
+                path: p,
+                reason: "it is a symbolic link, not a directory of the store".into(),
+            });
+        }
         Ok(p)
     }
 }

@@ -380,7 +380,8 @@ pub fn take_written(home: &Home) -> Option<u64> {
 /// How many files [`migrate`] entered in the ledger, by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Entered {
-    /// Grant, session and approval files.
+    /// Grant, session and approval files, and the runtime's keyed record of the watched
+    /// files' digests (`authority-files.json`).
     pub files: usize,
     /// `.used` markers of approvals.
     pub used: usize,
@@ -407,6 +408,15 @@ fn present(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
         }
     }
     let state = home.dir(StoreDir::State);
+    // The keyed record of the watched files' digests (the runtime's
+    // `authority-files.json`), by its MAC as a state file.
+    let kept = state.join("authority-files.json");
+    if let Ok(Some(bytes)) = crate::atomic::read_record(&kept)
+        && let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(&bytes)
+        && let Some(Value::String(mac)) = m.get(crate::stamp::MAC_FIELD)
+    {
+        out.push((kept, mac.clone(), "files"));
+    }
     for (dir, kind) in [("approvals", "used"), ("active", "active")] {
         let Ok(rd) = std::fs::read_dir(state.join(dir)) else {
             continue;
@@ -517,6 +527,19 @@ pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
             "used" => entered.used += 1,
             _ => entered.active += 1,
         }
+    }
+    // A ledger that is no regular file (a directory, a FIFO, a link) is replaced: the
+    // rename below would not go over a directory.
+    let p = path(home);
+    if let Ok(m) = std::fs::symlink_metadata(&p)
+        && !m.is_file()
+    {
+        let removed = if m.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        removed.map_err(|e| StoreError::io("remove", &p, e))?;
     }
     save_locked(home, l)?;
     Ok(entered)

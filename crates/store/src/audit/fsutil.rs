@@ -88,14 +88,26 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], StoreError> {
 }
 
 /// Reads a file of at most `max` bytes in one `read` (a short read of a regular file is its
-/// end): `open`, `read`, `close`, where `std::fs::read` adds a `statx` and a second `read`.
+/// end): `open`, `fstat` (a regular file only, so a FIFO or a device put in its place is
+/// neither waited on nor read), `read`, `close`, where `std::fs::read` adds a second `read`.
 /// A file longer than `max` answers its first `max + 1` bytes, so the caller sees it is too
 /// long.
 ///
 /// # Errors
 /// The I/O error.
 pub fn read_small(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
-    let mut f = File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never waiting on a FIFO nor reading a device: a regular file only (a link followed).
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() && !path.starts_with("/proc") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is not a regular file",
+        ));
+    }
     let mut buf = vec![0u8; max + 1];
     let mut got = 0;
     loop {

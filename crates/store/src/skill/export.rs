@@ -312,7 +312,8 @@ fn store_id_path(home: &Home) -> PathBuf {
 
 /// This store's id, when it has one (read only).
 pub fn store_id(home: &Home) -> Option<String> {
-    let text = std::fs::read_to_string(store_id_path(home)).ok()?;
+    let bytes = crate::atomic::read_record(&store_id_path(home)).ok()??;
+    let text = String::from_utf8(bytes).ok()?;
     let id = text.trim();
     (!id.is_empty() && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_owned())
 }
