@@ -136,17 +136,21 @@ fn read_disk(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, String>
     // The anchor first, then the ledger: an act writes its ledger before the record that
     // names it moves the anchor, so a ledger read after the anchor is never older than
     // the anchor says unless it was put back.
-    // Without the chain key no ledger can be believed anyway (its MAC, below).
-    let anchored = home
-        .chain_key()
-        .ok()
-        .and_then(|k| crate::audit::anchor::ledger_of(home, k));
+    let anchored = anchored(home);
     Ok(match read_disk_only(home)? {
         Ok(Some((_, l))) if anchored.is_some_and(|a| a > l.generation) => {
             Err(anchor_stale(l.generation, anchored.unwrap_or_default()))
         }
         r => r,
     })
+}
+
+/// The newest ledger generation the trail names (`audit::anchor::ledger_of`); `None`
+/// without the chain key, under which no ledger can be believed anyway (its MAC).
+fn anchored(home: &Home) -> Option<u64> {
+    home.chain_key()
+        .ok()
+        .and_then(|k| crate::audit::anchor::ledger_of(home, k))
 }
 
 /// Why a ledger of `generation` is not believed when the trail's anchor names the later
@@ -462,11 +466,7 @@ pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
     // removed), so the new ledger is not taken for an older one.
     let mut l = Ledger {
         version: LEDGER_VERSION,
-        generation: home
-            .chain_key()
-            .ok()
-            .and_then(|k| crate::audit::anchor::ledger_of(home, k))
-            .unwrap_or(0),
+        generation: anchored(home).unwrap_or(0),
         ..Ledger::default()
     };
     for (p, v, kind) in present(home) {
@@ -498,13 +498,9 @@ pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
             _ => (None, None),
         },
     };
-    let anchored = home
-        .chain_key()
-        .ok()
-        .and_then(|k| crate::audit::anchor::ledger_of(home, k));
     let generation = [
         was,
-        anchored,
+        anchored(home),
         crate::stamp::trail_last_made(home, MADE_FIELD),
     ]
     .into_iter()
