@@ -663,6 +663,7 @@ fn insecure_expired_and_foreign_bindings_are_refused() {
     let secret = json!({"token": mail_token("owner"), "expires_at": "2020-01-01T00:00:00Z"});
     hcp_store::binding::save(
         &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
         "owner",
         "mail",
         secret.as_object().unwrap().clone(),
@@ -674,7 +675,13 @@ fn insecure_expired_and_foreign_bindings_are_refused() {
     assert!(text(&o).contains("binding_required") && text(&o).contains("expired"));
 
     // principal B never gets principal A's credential
-    hcp_store::binding::remove(&home, "owner", "mail").unwrap();
+    hcp_store::binding::remove(
+        &home,
+        &hcp_store::StoreLock::acquire(&home).unwrap(),
+        "owner",
+        "mail",
+    )
+    .unwrap();
     let ta = session(&w, "alice");
     let tb = session(&w, "bob");
     for p in ["alice", "bob"] {

@@ -209,10 +209,7 @@ fn brain_land_needs_a_project_and_membership() {
     let rec = last_audit(&w);
     assert_eq!(rec["project"], json!("p2"), "{rec}");
     // With a credential (what `hcp connect` stores), the note lands in the project.
-    let home = Home::open(&w.hcp_home).unwrap();
-    let mut secret = serde_json::Map::new();
-    secret.insert("token".into(), json!("mailtok-test"));
-    hcp_store::binding::save(&home, "agent-2", "mail", secret, jiff::Timestamp::now()).unwrap();
+    store_binding(&w, "agent-2", "mail", "mailtok-test");
     let (out, v) = exec_json_env(&w, &args, &[("HCP_SESSION", &two), ("HCP_PROJECT", "p2")]);
     assert_eq!((status(&out), &v["ok"]), (0, &json!(true)), "{v}");
     // …in the project's tenant home (RUNTIME §5.2), not the owner's.

@@ -174,8 +174,12 @@ fn a_record_without_the_interpreter_pin_refuses_the_script_until_reinstalled() {
     r["bins"][0].as_object_mut().unwrap().remove("interpreter");
     // Sealed again, as that hcp's record is once the store is migrated.
     let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    let sealed = hcp_store::stamp::records::seal_record(&home, "sc", &record, &r).unwrap();
+    let (sealed, mac) =
+        hcp_store::stamp::records::seal_record_mac(&home, "sc", &record, &r).unwrap();
     std::fs::write(&record, sealed).unwrap();
+    let lock = hcp_store::StoreLock::acquire(&home).unwrap();
+    hcp_store::ledger::note(&home, &lock, &[(&record, Some(mac))]).unwrap();
+    drop(lock);
     let (out, v) = exec_json_env(&w, &["sc.say", "hi"], &[]);
     assert_refused(&w, &out, &v, "bin_changed", 126);
     assert!(v["error"].as_str().unwrap().contains("not pinned"), "{v}");

@@ -11,7 +11,6 @@ mod common;
 mod exec_common;
 
 use exec_common::*;
-use hcp_store::Home;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use std::path::Path;
@@ -159,10 +158,7 @@ fn mail_every_verb() {
     );
     assert_refused(&w, &out, &v, "binding_required", 77);
     // Store what connect printed, as `hcp connect` does.
-    let home = Home::open(&w.hcp_home).unwrap();
-    let mut secret = serde_json::Map::new();
-    secret.insert("token".into(), json!(token));
-    hcp_store::binding::save(&home, "owner", "mail", secret, jiff::Timestamp::now()).unwrap();
+    store_binding(&w, "owner", "mail", &token);
     let (out, v) = exec_json(&w, &["mail.list"]);
     ok(&w, &out);
     assert!(v["data"].is_object() || v["data"].is_array(), "{v}");

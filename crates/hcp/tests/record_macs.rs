@@ -63,10 +63,7 @@ fn tail(w: &World, n: &str) -> Vec<Value> {
 
 /// Stores `token` as `principal`'s credential for `mail`, as `hcp connect` does.
 fn connect(w: &World, principal: &str, token: &str) {
-    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
-    let mut secret = serde_json::Map::new();
-    secret.insert("token".into(), json!(token));
-    hcp_store::binding::save(&home, principal, "mail", secret, jiff::Timestamp::now()).unwrap();
+    exec_common::store_binding(w, principal, "mail", token);
 }
 
 /// Each edit of `echo`'s install record: the owner's `echo.say` and `mail.list` and

@@ -268,11 +268,15 @@ fn a_ledger_put_back_with_an_older_anchor_is_found_by_the_records_after_it() {
     for (f, b) in files.iter().zip(&saved) {
         std::fs::write(f, b).unwrap();
     }
-    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
-    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
-    assert!(v.to_string().contains("older than"), "{v}");
-    let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
-    assert_eq!(outcome(&o, &v), "0 ok", "the owner's call goes on: {v}");
+    // Each call appends records and moves the anchor past the lag: the ledger it names
+    // stays carried, so the second call and the ones after it find the ledger older too.
+    for _ in 0..3 {
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
+        assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+        assert!(v.to_string().contains("older than"), "{v}");
+        let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+        assert_eq!(outcome(&o, &v), "0 ok", "the owner's call goes on: {v}");
+    }
 }
 
 /// A store of an earlier version (no ledger, no word of one on its trail) reads its files
@@ -293,21 +297,22 @@ fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
     let log = w.hcp_home.join("audit/audit.jsonl");
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
-        text.contains("\"state_ledger\":1"),
+        text.contains("\"state_ledger\":2"),
         "the init record says so"
     );
     // As an earlier version wrote the trail (a test technique: the chain no longer
     // verifies, which nothing here reads); the same length, so it meets its anchor. The
     // acts' completions name no ledger either.
     let text = text
-        .replace("\"state_ledger\":1,", "\"xtate_ledger\":1,")
+        .replace("\"state_ledger\":2,", "\"xtate_ledger\":2,")
         .replace("\"ledger\":", "\"xedger\":");
     std::fs::write(&log, text).unwrap();
     let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", &token)]);
     assert_eq!(code(&o), 0, "{v}");
     let l: Value = serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
-    // The session, the grant, the activation, and the keyed record of the watched files.
-    assert_eq!(l["files"].as_object().unwrap().len(), 4, "{l}");
+    // The session, the grant, the activation, the keyed record of the watched files and
+    // the install record.
+    assert_eq!(l["files"].as_object().unwrap().len(), 5, "{l}");
     let o = w.run(&["audit", "tail", "--json", "-n", "20"]);
     let migrates: Vec<Value> = serde_json::from_slice::<Vec<Value>>(&o.stdout)
         .unwrap()
@@ -317,7 +322,9 @@ fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
     assert_eq!(migrates.len(), 1, "{migrates:?}");
     assert_eq!(
         migrates[0]["changed"],
-        json!({"state_ledger": 1, "ledger_entries": {"files": 3, "used": 0, "active": 1}})
+        json!({"state_ledger": 2, "ledger_entries": {
+            "files": 3, "used": 0, "active": 1, "records": 1, "bindings": 0
+        }})
     );
     // A second call writes nothing again.
     let before = std::fs::read(&ledger).unwrap();
@@ -367,4 +374,113 @@ fn a_store_of_an_earlier_version_gains_its_ledger_at_its_first_call_once() {
         .filter(|r| r["act"] == "migrate")
         .count();
     assert_eq!(migrates, 1, "no second migration");
+}
+
+/// Copies the directory `from` to `to` (files and directories only).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &p);
+        } else {
+            std::fs::copy(e.path(), &p).unwrap();
+        }
+    }
+}
+
+/// The owner's `mail.list` and `echo.say`, as `CODE outcome` lines.
+fn owner_calls(w: &World) -> Vec<String> {
+    [&["mail.list"][..], &["echo.say", "hi"][..]]
+        .iter()
+        .map(|verb| {
+            let (o, v) = exec_json_env(w, verb, &[]);
+            format!("{}: {}", verb[0], outcome(&o, &v))
+        })
+        .collect()
+}
+
+/// A binding saved before `hcp disconnect` and put back after it, and a pack's directory
+/// saved before `hcp install --force` of a newer version and put back after it: each
+/// holds its MAC, and the state ledger lists both (its version 2), so each is refused
+/// alone — that principal's binding, that pack — with `store_damaged` naming the file;
+/// `hcp doctor` lists it with its repair, and the repair makes the store whole.
+#[test]
+fn a_binding_or_a_pack_put_back_after_its_act_is_refused_alone() {
+    if !view_or_skip() {
+        return;
+    }
+    let w = world(&["mail", "echo"]);
+    exec_common::store_binding(&w, "owner", "mail", "owner-token");
+    assert_eq!(owner_calls(&w), ["mail.list: 0 ok", "echo.say: 0 ok"]);
+
+    // The binding, put back after the owner's disconnect.
+    let binding = w.hcp_home.join("state/bindings/owner/mail.json");
+    let saved = std::fs::read(&binding).unwrap();
+    let o = w.run(&["disconnect", "mail"]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert_eq!(
+        owner_calls(&w),
+        ["mail.list: 77 binding_required", "echo.say: 0 ok"]
+    );
+    std::fs::write(&binding, &saved).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&binding, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_, v) = exec_json_env(&w, &["mail.list"], &[]);
+    assert_eq!(v["code"], json!("store_damaged"), "{v}");
+    let e = v["error"].as_str().unwrap();
+    assert!(e.contains(&binding.display().to_string()), "{v}");
+    assert!(e.contains("removed by hcp and put back"), "{v}");
+    assert!(!v.to_string().contains("owner-token"), "{v}");
+    assert_eq!(
+        owner_calls(&w),
+        ["mail.list: 74 store_damaged", "echo.say: 0 ok"]
+    );
+    let (c, lines) = doctor_damage(&w);
+    assert_eq!((c, lines.len()), (1, 1), "{lines:?}");
+    assert!(lines[0].contains("binding"), "{lines:?}");
+    std::fs::remove_file(&binding).unwrap();
+    assert!(doctor_damage(&w).1.is_empty());
+    assert_eq!(
+        owner_calls(&w),
+        ["mail.list: 77 binding_required", "echo.say: 0 ok"]
+    );
+
+    // The pack's directory, put back after a newer version was installed over it.
+    let dir = w.hcp_home.join("packs/echo");
+    let saved = w.tmp.path().join("echo-saved");
+    copy_dir(&dir, &saved);
+    let newer = w.tmp.path().join("echo-newer");
+    copy_dir(&exec_common::source("echo"), &newer);
+    let harness = newer.join("HARNESS.md");
+    let text = std::fs::read_to_string(&harness).unwrap();
+    std::fs::write(&harness, format!("{text}\nA newer version.\n")).unwrap();
+    let src = newer.display().to_string();
+    let o = w.run(&["install", "--force", "--activate", &src]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_dir(&saved, &dir);
+    let (_, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
+    assert_eq!(v["code"], json!("store_damaged"), "{v}");
+    let record = dir.join(".hcp/record.json");
+    let e = v["error"].as_str().unwrap();
+    assert!(e.contains(&record.display().to_string()), "{v}");
+    assert!(e.contains("not the version hcp wrote last"), "{v}");
+    assert_eq!(
+        owner_calls(&w),
+        [
+            "mail.list: 77 binding_required",
+            "echo.say: 74 store_damaged"
+        ]
+    );
+    let (c, lines) = doctor_damage(&w);
+    assert_eq!((c, lines.len()), (1, 1), "{lines:?}");
+    assert!(lines[0].contains("install record"), "{lines:?}");
+    let o = w.run(&["install", "--force", "--activate", &src]);
+    assert_eq!(code(&o), 0, "{}", w.render(&o));
+    assert!(doctor_damage(&w).1.is_empty());
+    assert_eq!(
+        owner_calls(&w),
+        ["mail.list: 77 binding_required", "echo.say: 0 ok"]
+    );
 }

@@ -232,7 +232,7 @@ fn store(
     let made = bind::authority(rt, &principal, "connect", of.pack, &family)?;
     let saved = made
         .settle(
-            binding::save(rt.home(), &principal, &family, secret, now),
+            binding::save(rt.home(), &lock, &principal, &family, secret, now),
             hcp_store::StoreError::code,
         )
         .map_err(|e| Refusal::store(&e).hint("nothing was stored"))?;

@@ -17,12 +17,13 @@
 use crate::atomic::sync_dir;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
+use crate::lock::StoreLock;
 use hcp_model::Code;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The largest credential accepted, in bytes of JSON (64 KiB).
 pub const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
@@ -127,14 +128,16 @@ fn path_of(home: &Home, principal: &str, family: &str) -> StoreResult<PathBuf> {
 }
 
 /// Stores `secret` as the credential of `principal` for `family`, replacing any other, with
-/// mode 0600 from creation (never wider, not even for an instant) and its keyed MAC. The
-/// caller holds the store lock.
+/// mode 0600 from creation (never wider, not even for an instant) and its keyed MAC, and
+/// notes it in the state ledger (`crate::ledger`), under the store lock the caller holds.
 ///
 /// # Errors
-/// [`StoreError`] when the path cannot be built or written, or the chain key cannot be
-/// read (nothing is written without its MAC).
+/// [`StoreError`] when the path cannot be built or written, the chain key cannot be read
+/// (nothing is written without its MAC), or the ledger is damaged (nothing is written) or
+/// cannot be written.
 pub fn save(
     home: &Home,
+    lock: &StoreLock,
     principal: &str,
     family: &str,
     secret: serde_json::Map<String, serde_json::Value>,
@@ -158,7 +161,9 @@ pub fn save(
         .mode(0o700)
         .create(&dir)
         .map_err(|e| StoreError::io("create", &dir, e))?;
-    let bytes = crate::stamp::records::seal_binding(home, &path, &cred)?;
+    crate::ledger::ready(home, lock)?;
+    let (bytes, mac) = crate::stamp::records::seal_binding_mac(home, &path, &cred)?;
+    crate::ledger::stage(home, lock, &path, &mac)?;
     let tmp = dir.join(format!(".{family}.{}.tmp", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -171,6 +176,7 @@ pub fn save(
         .map_err(|e| StoreError::io("write", &tmp, e))?;
     std::fs::rename(&tmp, &path).map_err(|e| StoreError::io("rename into", &path, e))?;
     sync_dir(&dir)?;
+    crate::ledger::note(home, lock, &[(&path, Some(mac))])?;
     Ok(cred)
 }
 
@@ -239,39 +245,52 @@ fn unsafe_geteuid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Removes the credential of `principal` for `family`; `Ok(false)` when there was none.
+/// Removes the credential of `principal` for `family`, and notes in the state ledger that
+/// it is gone, under the store lock the caller holds; `Ok(false)` when there was none.
 ///
 /// # Errors
-/// [`StoreError::Io`] naming the file.
-pub fn remove(home: &Home, principal: &str, family: &str) -> StoreResult<bool> {
+/// [`StoreError::Io`] naming the file; [`StoreError::Damaged`] naming the ledger when it
+/// cannot take the write (nothing is removed).
+pub fn remove(home: &Home, lock: &StoreLock, principal: &str, family: &str) -> StoreResult<bool> {
     let path = path_of(home, principal, family)?;
-    match std::fs::remove_file(&path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(StoreError::io("remove", &path, e)),
-    }
+    crate::ledger::ready(home, lock)?;
+    let removed = match std::fs::remove_file(&path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(StoreError::io("remove", &path, e)),
+    };
+    crate::ledger::note(home, lock, &[(&path, None)])?;
+    Ok(removed)
 }
 
-/// Removes every principal's credential for `family` (uninstall, RUNTIME §3); returns how
-/// many were removed.
+/// Removes every principal's credential for `family` (uninstall, RUNTIME §3), and notes
+/// in the state ledger that they are gone, under the store lock the caller holds; returns
+/// how many were removed.
 ///
 /// # Errors
-/// [`StoreError::Io`] naming the file.
-pub fn remove_family(home: &Home, family: &str) -> StoreResult<usize> {
+/// [`StoreError::Io`] naming the file; [`StoreError::Damaged`] naming the ledger when it
+/// cannot take the write (nothing is removed).
+pub fn remove_family(home: &Home, lock: &StoreLock, family: &str) -> StoreResult<usize> {
     let root = home.dir(StoreDir::State).join("bindings");
     let Ok(rd) = std::fs::read_dir(&root) else {
         return Ok(0);
     };
-    let mut n = 0;
+    crate::ledger::ready(home, lock)?;
+    let mut gone = Vec::new();
     for entry in rd.flatten() {
         let p = entry.path().join(format!("{family}.json"));
         match std::fs::remove_file(&p) {
-            Ok(()) => n += 1,
+            Ok(()) => gone.push(p),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(StoreError::io("remove", &p, e)),
         }
     }
-    Ok(n)
+    if !gone.is_empty() {
+        let changes: Vec<(&Path, Option<String>)> =
+            gone.iter().map(|p| (p.as_path(), None)).collect();
+        crate::ledger::note(home, lock, &changes)?;
+    }
+    Ok(gone.len())
 }
 
 /// Every stored credential's `(principal, family, file mode)`, for `hcp doctor`; never the
@@ -324,12 +343,14 @@ mod tests {
     #[test]
     fn save_load_expire_insecure() {
         let (d, home) = store();
+        let lock = StoreLock::acquire(&home).unwrap();
         assert_eq!(
             load(&home, "alice", "mail", now()).unwrap_err().code(),
             "binding_required"
         );
         save(
             &home,
+            &lock,
             "alice",
             "mail",
             secret(serde_json::json!({"token": "t1"})),
@@ -356,6 +377,7 @@ mod tests {
         );
         save(
             &home,
+            &lock,
             "alice",
             "mail",
             secret(serde_json::json!({"token": "t2", "expires_at": "2026-05-01T00:00:00Z"})),
@@ -366,8 +388,44 @@ mod tests {
             load(&home, "alice", "mail", now()),
             Err(MintError::Expired { .. })
         ));
-        assert!(remove(&home, "alice", "mail").unwrap());
-        assert_eq!(remove_family(&home, "mail").unwrap(), 0);
+        assert!(remove(&home, &lock, "alice", "mail").unwrap());
+        assert_eq!(remove_family(&home, &lock, "mail").unwrap(), 0);
+    }
+
+    /// The state ledger lists each binding by its MAC: a copy saved before a newer
+    /// credential replaced it, or before it was removed, holds its MAC and is damage once
+    /// put back (`store_damaged`, for that binding alone).
+    #[test]
+    fn an_older_binding_put_back_is_damage() {
+        let (d, home) = store();
+        let lock = StoreLock::acquire(&home).unwrap();
+        let token = |t: &str| secret(serde_json::json!({ "token": t }));
+        save(&home, &lock, "alice", "mail", token("t1"), now()).unwrap();
+        save(&home, &lock, "bob", "mail", token("b1"), now()).unwrap();
+        let path = d.path().join("state/bindings/alice/mail.json");
+        let old = std::fs::read(&path).unwrap();
+        save(&home, &lock, "alice", "mail", token("t2"), now()).unwrap();
+        std::fs::write(&path, &old).unwrap();
+        let e = load(&home, "alice", "mail", now()).unwrap_err();
+        assert_eq!(e.code(), "store_damaged", "{e}");
+        assert!(
+            e.to_string().contains("not the version hcp wrote last"),
+            "{e}"
+        );
+        assert!(remove(&home, &lock, "alice", "mail").unwrap());
+        std::fs::write(&path, &old).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let e = load(&home, "alice", "mail", now()).unwrap_err();
+        assert_eq!(e.code(), "store_damaged", "{e}");
+        assert!(e.to_string().contains("removed by hcp and put back"), "{e}");
+        // Bob's binding is untouched by Alice's damage.
+        assert_eq!(
+            load(&home, "bob", "mail", now()).unwrap().secret["token"],
+            "b1"
+        );
+        assert_eq!(remove_family(&home, &lock, "mail").unwrap(), 2);
+        let ledger = std::fs::read_to_string(crate::ledger::path(&home)).unwrap();
+        assert!(!ledger.contains("bindings/"), "{ledger}");
     }
 
     #[test]

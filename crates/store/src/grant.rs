@@ -478,10 +478,19 @@ fn read_record(home: &Home, pack: &PackId) -> Option<crate::pack::InstallRecord>
     crate::pack::InstallRecord::open(home, pack.as_str(), &path, &bytes).ok()
 }
 
-/// Writes `record` in place with its MAC.
-fn write_record(home: &Home, record: &crate::pack::InstallRecord) -> StoreResult<()> {
+/// Writes `record` in place with its MAC, and notes it in the state ledger, under the
+/// store lock the caller holds.
+fn write_record(
+    home: &Home,
+    lock: &StoreLock,
+    record: &crate::pack::InstallRecord,
+) -> StoreResult<()> {
     let path = record_path(home, &record.pack_id);
-    write_atomic(&path, &record.seal(home, &path)?)
+    crate::ledger::ready(home, lock)?;
+    let (bytes, mac) = record.seal_mac(home, &path)?;
+    crate::ledger::stage(home, lock, &path, &mac)?;
+    write_atomic(&path, &bytes)?;
+    crate::ledger::note(home, lock, &[(&path, Some(mac))])
 }
 
 /// Sets the count of `principal` in the install record of each installed pack `scope`
@@ -489,7 +498,7 @@ fn write_record(home: &Home, record: &crate::pack::InstallRecord) -> StoreResult
 /// the store lock the caller holds.
 fn set_counts(
     home: &Home,
-    _lock: &StoreLock,
+    lock: &StoreLock,
     principal: &PrincipalId,
     scope: Option<&PackScope>,
     grants: &Grants,
@@ -511,7 +520,7 @@ fn set_counts(
         } else {
             record.grants.insert(principal.to_string(), n);
         }
-        write_record(home, &record)?;
+        write_record(home, lock, &record)?;
     }
     Ok(())
 }
@@ -611,7 +620,7 @@ pub fn remove_pack(home: &Home, lock: &StoreLock, id: &PackId) -> StoreResult<us
         && !record.grants.is_empty()
     {
         record.grants.clear();
-        write_record(home, &record)?;
+        write_record(home, lock, &record)?;
     }
     let mut removed = 0;
     for (p, mut g) in files {
@@ -1148,7 +1157,8 @@ mod tests {
             openapi: None,
             grants: BTreeMap::new(),
         };
-        write_record(h, &r).unwrap();
+        let lock = StoreLock::acquire(h).unwrap();
+        write_record(h, &lock, &r).unwrap();
     }
 
     fn counts(h: &Home, id: &str) -> BTreeMap<String, u32> {

@@ -7,18 +7,21 @@
 //! still holds its MAC. The ledger closes that. It is one JSON object:
 //!
 //! ```json
-//! {"version": 1, "generation": 7,
+//! {"version": 2, "generation": 7,
 //!  "files": {"grants/alice.json": "<the file's mac>",
 //!            "approvals/apr_….used": "sha256:…",
-//!            "active/mail": "sha256:…"},
+//!            "active/mail": "sha256:…",
+//!            "bindings/alice/mail.json": "<the file's mac>",
+//!            "../packs/mail/.hcp/record.json": "<the record's mac>"},
 //!  "mac": "…"}
 //! ```
 //!
 //! `files` maps each such file's path below `state/` to what it holds now: the `mac` of a
-//! grant, session or approval file, the `sha256:` digest of the bytes of a marker (an
-//! approval's `.used` marker, a pack's activation marker `active/<id>`). A path that is
-//! not in `files` is a file that must not exist. `generation` grows by one at every
-//! write. `mac` is 64 hex digits of HMAC-SHA-256 under the store's chain key of
+//! grant, session, approval or binding file (`bindings/<principal>/<family>.json`), the
+//! `sha256:` digest of the bytes of a marker (an approval's `.used` marker, a pack's
+//! activation marker `active/<id>`); and each install record, outside `state/`, by its path
+//! from `state/` (`../packs/<id>/.hcp/record.json`) to its `mac`. A path that is not in
+//! `files` is a file that must not exist. `generation` grows by one at every write. `mac` is 64 hex digits of HMAC-SHA-256 under the store's chain key of
 //! `"hcp-state-ledger/1\n"` and the [`canonical_json`] of the object without `mac`.
 //!
 //! Every act that writes or removes such a file does so under the store lock and then
@@ -33,6 +36,15 @@
 //!
 //! A process killed between a file and the ledger leaves that one file damaged (never
 //! more authority: a revoke's file is refused as a grant's is), for its principal alone.
+//!
+//! Install records and bindings are vouched for by a ledger of version 2 on
+//! ([`RECORDS_SINCE`]); a ledger of version 1 (this store's, written before) lists none, so
+//! they are read by their MAC alone until the first call or act by this version enters
+//! every one there under the store lock ([`migrate`], a `migrate` record whose `changed`
+//! holds [`LEDGER_FIELD`]` = 2`). A ledger that cannot be believed at all (missing,
+//! damaged, older than the trail) refuses every principal's call through its session and
+//! grant files; install records and bindings are then read by their MAC alone, so the
+//! owner's calls go on ([`vouch_record`]).
 //!
 //! The ledger's own freshness: an act's completion record (`act made`) carries the
 //! generation of the ledger it left ([`MADE_FIELD`]), and the trail's keyed anchor the
@@ -79,19 +91,30 @@ pub const LEDGER_FIELD: &str = "state_ledger";
 /// the act left, when it wrote the ledger.
 pub const MADE_FIELD: &str = "ledger";
 
-/// The version of the ledger's format.
-pub const LEDGER_VERSION: u64 = 1;
+/// The version of the ledger's format this version writes.
+pub const LEDGER_VERSION: u64 = 2;
+
+/// The first version of the ledger that lists install records and bindings (version 1
+/// listed only grant, session and approval files and markers).
+pub const RECORDS_SINCE: u64 = 2;
 
 /// The ledger's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ledger {
-    /// [`LEDGER_VERSION`].
+    /// [`LEDGER_VERSION`], or 1 for a ledger written before install records and bindings
+    /// were listed ([`RECORDS_SINCE`]).
     pub version: u64,
     /// One more at every write.
     pub generation: u64,
     /// Path below `state/` → the file's `mac`, or `sha256:` of a marker's bytes.
     pub files: BTreeMap<String, String>,
+    /// Path → the `mac` of the install record or binding file that `files`' entry is
+    /// replacing ([`stage`]): while an act is between the ledger and the file, either one
+    /// is the file hcp wrote last. Settled by the act itself, or by the next write of the
+    /// ledger when the act was killed ([`note`]). Absent when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pending: BTreeMap<String, String>,
 }
 
 /// What identifies one version of the ledger file without reading it.
@@ -114,14 +137,21 @@ pub fn path(home: &Home) -> PathBuf {
     home.dir(StoreDir::State).join(LEDGER_FILE)
 }
 
-/// The path of `path` below `state/`, `/`-separated.
+/// The path of `path` below `state/`, `/`-separated; a path elsewhere in the store (an
+/// install record) from `state/`: `../packs/<id>/.hcp/record.json`.
 pub(crate) fn relative(home: &Home, path: &Path) -> String {
     let state = home.dir(StoreDir::State);
-    let rel = path.strip_prefix(&state).unwrap_or(path);
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
+    let joined = |rel: &Path| {
+        rel.components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    match (path.strip_prefix(&state), path.strip_prefix(home.root())) {
+        (Ok(rel), _) => joined(rel),
+        (Err(_), Ok(rel)) => format!("../{}", joined(rel)),
+        _ => joined(path),
+    }
 }
 
 /// The ledger's value for a marker's bytes.
@@ -186,7 +216,7 @@ fn read_disk_only(home: &Home) -> StoreResult<Result<Option<(Stamp, Ledger)>, St
         ));
     }
     match serde_json::from_value::<Ledger>(body) {
-        Ok(l) if l.version == LEDGER_VERSION => Ok(Ok(Some((stamp_of(&meta), l)))),
+        Ok(l) if (1..=LEDGER_VERSION).contains(&l.version) => Ok(Ok(Some((stamp_of(&meta), l)))),
         Ok(l) => Ok(Err(format!(
             "version {} is not the supported {LEDGER_VERSION}",
             l.version
@@ -265,6 +295,32 @@ pub fn vouch(home: &Home, path: &Path, value: &str) -> StoreResult<Option<String
     })
 }
 
+/// Why the install record or binding file at `path`, holding the MAC `mac`, is not the
+/// one hcp wrote last; `None` when the ledger vouches for it, or lists no such files yet
+/// (a ledger of version 1, before the first call by this version enters them, or a store
+/// without a ledger yet), or cannot be believed at all: then every principal's call is
+/// refused by its session and grant files ([`vouch`]), and the owner's calls go on with
+/// what the MAC holds, as `hcp doctor` says of the ledger.
+///
+/// # Errors
+/// [`StoreError::Io`] when the ledger or the chain key cannot be read.
+pub fn vouch_record(home: &Home, path: &Path, mac: &str) -> StoreResult<Option<String>> {
+    let rel = relative(home, path);
+    Ok(match current(home)? {
+        Ok(Some(l)) if l.version >= RECORDS_SINCE => match l.files.get(&rel) {
+            Some(v) if v == mac => None,
+            Some(_) if l.pending.get(&rel).is_some_and(|v| v == mac) => None,
+            Some(_) => Some(
+                "it is not the version hcp wrote last (`state/ledger.json`): an older copy was put back".into(),
+            ),
+            None => Some(
+                "hcp's ledger (`state/ledger.json`) holds no such file: it was removed by hcp and put back, or made by hand".into(),
+            ),
+        },
+        _ => None,
+    })
+}
+
 /// Whether the ledger holds an entry for `path` (a marker that must exist): `Ok(None)`
 /// when the store keeps no ledger yet; `Err` reason when the ledger cannot be believed.
 ///
@@ -325,10 +381,11 @@ pub fn ready(home: &Home, _lock: &StoreLock) -> StoreResult<()> {
     load_locked(home).map(|_| ())
 }
 
-/// Writes `ledger`, its generation one more, with its MAC.
+/// Writes `ledger`, its generation one more, with its MAC, keeping its version (only
+/// [`migrate`] and [`rebuild`] make a ledger of version 1 one of [`LEDGER_VERSION`]: it
+/// must list every install record and binding first).
 fn save_locked(home: &Home, mut ledger: Ledger) -> StoreResult<u64> {
     ledger.generation += 1;
-    ledger.version = LEDGER_VERSION;
     let body = serde_json::to_value(&ledger).map_err(|e| StoreError::Damaged {
         path: path(home),
         reason: format!("cannot encode it: {e}"),
@@ -367,12 +424,60 @@ pub fn note(
     };
     for (p, v) in changes {
         let rel = relative(home, p);
+        l.pending.remove(&rel);
         match v {
             Some(v) => l.files.insert(rel, v.clone()),
             None => l.files.remove(&rel),
         };
     }
+    settle(home, &mut l);
     save_locked(home, l).map(|_| ())
+}
+
+/// Notes in the ledger, under the store lock the caller holds, that the install record
+/// or binding file at `path` is about to hold the MAC `mac`, while the one it replaces
+/// (the ledger's entry now) stays believed too: the act then writes the file and
+/// [`note`]s it. A process killed between the two leaves both believed, never neither,
+/// so an install killed after its swap or before it leaves the new or the old pack
+/// whole; the next write of the ledger keeps the one in place ([`settle`]).
+///
+/// # Errors
+/// As [`note`].
+pub fn stage(home: &Home, _lock: &StoreLock, path: &Path, mac: &str) -> StoreResult<()> {
+    let Some(mut l) = load_locked(home)? else {
+        return Ok(());
+    };
+    let rel = relative(home, path);
+    settle(home, &mut l);
+    if let Some(old) = l.files.insert(rel.clone(), mac.to_owned())
+        && old != mac
+    {
+        l.pending.insert(rel, old);
+    }
+    save_locked(home, l).map(|_| ())
+}
+
+/// Settles each pending entry of `l` (an act killed between [`stage`] and [`note`]) by
+/// the file in place: its MAC is kept when it is one of the two, a file gone is no entry,
+/// and any other file stays the damage it is.
+fn settle(home: &Home, l: &mut Ledger) {
+    let state = home.dir(StoreDir::State);
+    for (rel, old) in std::mem::take(&mut l.pending) {
+        let path = state.join(&rel);
+        let placed = match crate::atomic::read_record(&path) {
+            Ok(Some(bytes)) => serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get(crate::stamp::MAC_FIELD)?.as_str().map(str::to_owned)),
+            Ok(None) => {
+                l.files.remove(&rel);
+                continue;
+            }
+            Err(_) => None,
+        };
+        if placed.as_deref() == Some(old.as_str()) {
+            l.files.insert(rel, old);
+        }
+    }
 }
 
 /// The generation of the ledger this process wrote last, taken (so an act's completion
@@ -391,6 +496,10 @@ pub struct Entered {
     pub used: usize,
     /// Activation markers.
     pub active: usize,
+    /// Install records.
+    pub records: usize,
+    /// Binding files.
+    pub bindings: usize,
     /// Each file entered, its path below `state/` and whether the ledger it replaced
     /// vouched for it as it is (`false`: it held no such entry, or another version, or
     /// could not be believed), in the order entered. Not part of the act's record.
@@ -443,22 +552,77 @@ fn present(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
             }
         }
     }
+    out.extend(present_records(home));
     out
 }
 
+/// Every install record and binding file, as it is now, by its MAC (version 2 on,
+/// [`RECORDS_SINCE`]); one without a MAC is left out (damage, or stamped first by
+/// `crate::stamp::records::migrate`).
+fn present_records(home: &Home) -> Vec<(PathBuf, String, &'static str)> {
+    let records = crate::stamp::records::record_files(home)
+        .into_iter()
+        .map(|(_, p)| (p, "records"));
+    let bindings = crate::stamp::records::binding_files(home)
+        .into_iter()
+        .map(|p| (p, "bindings"));
+    records
+        .chain(bindings)
+        .filter_map(|(p, kind)| {
+            let bytes = crate::atomic::read_record(&p).ok()??;
+            match serde_json::from_slice::<Value>(&bytes).ok()? {
+                Value::Object(m) => match m.get(crate::stamp::MAC_FIELD) {
+                    Some(Value::String(mac)) => Some((p, mac.clone(), kind)),
+                    _ => None,
+                },
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Counts an entry of `kind` ([`present`]'s) in `entered`.
+fn count(entered: &mut Entered, kind: &str) {
+    match kind {
+        "files" => entered.files += 1,
+        "used" => entered.used += 1,
+        "records" => entered.records += 1,
+        "bindings" => entered.bindings += 1,
+        _ => entered.active += 1,
+    }
+}
+
 /// Writes the ledger of a store of an earlier version (one without a ledger that its
-/// trail does not say keeps one) from the files there now, under the store lock the
-/// caller holds; `None`, writing nothing, when the store keeps a ledger already. The
-/// caller records the `migrate` act with [`LEDGER_FIELD`], then [`mark_in_force`]. Run
-/// after [`crate::stamp::migrate`] (the files' MACs are what it enters).
+/// trail does not say keeps one) from the files there now, or enters the install records
+/// and bindings there now in a sound ledger of version 1 and makes it one of
+/// [`LEDGER_VERSION`], under the store lock the caller holds; `None`, writing nothing,
+/// when the store's ledger is of this version already, or is missing or cannot be
+/// believed (then `hcp state reledger`, [`rebuild`], writes it whole). The caller records
+/// the `migrate` act with [`LEDGER_FIELD`], then [`mark_in_force`]. Run after
+/// [`crate::stamp::migrate`] and `crate::stamp::records::migrate` (the files' MACs are
+/// what it enters).
 ///
 /// # Errors
 /// [`StoreError`] when the chain key cannot be read or the ledger cannot be written.
 pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
-    if path(home).exists() || crate::stamp::trail_says(home, LEDGER_FIELD) {
-        if !path(home).exists() {
-            home.set_ledgered(true);
+    if path(home).exists() {
+        let Ok(Some((_, mut l))) = read_disk(home)? else {
+            return Ok(None);
+        };
+        if l.version >= RECORDS_SINCE {
+            return Ok(None);
         }
+        let mut entered = Entered::default();
+        for (p, v, kind) in present_records(home) {
+            l.files.insert(relative(home, &p), v);
+            count(&mut entered, kind);
+        }
+        l.version = LEDGER_VERSION;
+        save_locked(home, l)?;
+        return Ok(Some(entered));
+    }
+    if crate::stamp::trail_says(home, LEDGER_FIELD) {
+        home.set_ledgered(true);
         return Ok(None);
     }
     let mut entered = Entered::default();
@@ -471,11 +635,7 @@ pub fn migrate(home: &Home, _lock: &StoreLock) -> StoreResult<Option<Entered>> {
     };
     for (p, v, kind) in present(home) {
         l.files.insert(relative(home, &p), v);
-        match kind {
-            "files" => entered.files += 1,
-            "used" => entered.used += 1,
-            _ => entered.active += 1,
-        }
+        count(&mut entered, kind);
     }
     save_locked(home, l)?;
     Ok(Some(entered))
@@ -518,11 +678,7 @@ pub fn rebuild(home: &Home, _lock: &StoreLock) -> StoreResult<Entered> {
         let vouched = believed.as_ref().and_then(|f| f.get(&rel)) == Some(&v);
         entered.adopted.push((rel.clone(), vouched));
         l.files.insert(rel, v);
-        match kind {
-            "files" => entered.files += 1,
-            "used" => entered.used += 1,
-            _ => entered.active += 1,
-        }
+        count(&mut entered, kind);
     }
     // A ledger that is no regular file (a directory, a FIFO, a link) is replaced: the
     // rename below would not go over a directory.
@@ -575,4 +731,111 @@ pub fn stale(home: &Home) -> Option<String> {
             l.generation
         )
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Home) {
+        let d = tempfile::tempdir().unwrap();
+        crate::made::init(d.path(), crate::audit::Actor::owner(), None).unwrap();
+        let home = Home::open(d.path()).unwrap();
+        (d, home)
+    }
+
+    fn token(t: &str) -> serde_json::Map<String, Value> {
+        serde_json::json!({ "token": t })
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    /// A ledger of version 1 lists no binding: the binding is read by its MAC alone until
+    /// [`migrate`] enters it (and makes the ledger one of version 2); from then on an
+    /// older copy put back is damage. A second migration writes nothing.
+    #[test]
+    fn a_ledger_of_version_1_gains_the_bindings_at_migration_once() {
+        let (d, home) = store();
+        let lock = StoreLock::acquire(&home).unwrap();
+        let now = jiff::Timestamp::now();
+        crate::binding::save(&home, &lock, "alice", "mail", token("t1"), now).unwrap();
+        let path = d.path().join("state/bindings/alice/mail.json");
+        let old = std::fs::read(&path).unwrap();
+        crate::binding::save(&home, &lock, "alice", "mail", token("t2"), now).unwrap();
+        // The ledger an earlier version wrote: the same files, no binding, version 1.
+        let Ok(Some((_, mut l))) = read_disk(&home).unwrap() else {
+            panic!("no ledger");
+        };
+        assert_eq!(l.version, LEDGER_VERSION);
+        assert_eq!(
+            l.files
+                .keys()
+                .filter(|k| k.starts_with("bindings/"))
+                .count(),
+            1
+        );
+        l.files.retain(|k, _| !k.starts_with("bindings/"));
+        l.version = 1;
+        save_locked(&home, l).unwrap();
+        let mac = |b: &[u8]| {
+            let v: Value = serde_json::from_slice(b).unwrap();
+            v["mac"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(vouch_record(&home, &path, &mac(&old)).unwrap(), None);
+        // An act writing the ledger of version 1 keeps it so.
+        crate::binding::save(&home, &lock, "bob", "mail", token("b1"), now).unwrap();
+        assert_eq!(read_disk(&home).unwrap().unwrap().unwrap().1.version, 1);
+        let entered = migrate(&home, &lock).unwrap().unwrap();
+        assert_eq!(
+            (entered.bindings, entered.records, entered.files),
+            (2, 0, 0)
+        );
+        let l = read_disk(&home).unwrap().unwrap().unwrap().1;
+        assert_eq!(l.version, LEDGER_VERSION);
+        assert!(l.files.contains_key("bindings/alice/mail.json"), "{l:?}");
+        let now_mac = mac(&std::fs::read(&path).unwrap());
+        assert_eq!(vouch_record(&home, &path, &now_mac).unwrap(), None);
+        let why = vouch_record(&home, &path, &mac(&old)).unwrap().unwrap();
+        assert!(why.contains("older copy"), "{why}");
+        assert_eq!(migrate(&home, &lock).unwrap(), None);
+    }
+
+    /// An act killed between [`stage`] and [`note`]: both the file in place and the one
+    /// staged are believed, never neither; the next write of the ledger keeps the one in
+    /// place, and an older copy after that is damage again.
+    #[test]
+    fn a_staged_entry_believes_both_until_the_next_write_settles_it() {
+        let (d, home) = store();
+        let lock = StoreLock::acquire(&home).unwrap();
+        let now = jiff::Timestamp::now();
+        crate::binding::save(&home, &lock, "alice", "mail", token("t1"), now).unwrap();
+        let path = d.path().join("state/bindings/alice/mail.json");
+        let mac = |p: &Path| {
+            let v: Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+            v["mac"].as_str().unwrap().to_owned()
+        };
+        let old = mac(&path);
+        stage(&home, &lock, &path, "f00d").unwrap();
+        assert_eq!(vouch_record(&home, &path, &old).unwrap(), None);
+        assert_eq!(vouch_record(&home, &path, "f00d").unwrap(), None);
+        assert!(vouch_record(&home, &path, "beef").unwrap().is_some());
+        // The next act's write settles it by the file in place (the old one).
+        crate::binding::save(&home, &lock, "bob", "mail", token("b1"), now).unwrap();
+        let l = read_disk(&home).unwrap().unwrap().unwrap().1;
+        assert!(l.pending.is_empty(), "{l:?}");
+        assert_eq!(vouch_record(&home, &path, &old).unwrap(), None);
+        assert!(vouch_record(&home, &path, "f00d").unwrap().is_some());
+    }
+
+    /// An install record's path from `state/`, and a binding's below it.
+    #[test]
+    fn paths_outside_state_are_named_from_it() {
+        let (d, home) = store();
+        let record = d.path().join("packs/mail/.hcp/record.json");
+        assert_eq!(relative(&home, &record), "../packs/mail/.hcp/record.json");
+        let binding = d.path().join("state/bindings/alice/mail.json");
+        assert_eq!(relative(&home, &binding), "bindings/alice/mail.json");
+    }
 }

@@ -198,7 +198,7 @@ fn remove_pack_state(home: &Home, _lock: &StoreLock, id: &str) -> Result<(), Sto
         .filter(|o| o.as_str() != id)
         .any(|o| read::load(home, o.as_str()).is_ok_and(|p| p.manifest.family() == family));
     if !shared && crate::binding::safe_component(&family) {
-        crate::binding::remove_family(home, &family)?;
+        crate::binding::remove_family(home, _lock, &family)?;
     }
     // Stimuli recorded for the pack (`binding.degraded`) go with it.
     crate::stimulus::remove_pack(home, id)?;

@@ -128,7 +128,7 @@ pub fn seal_named<T: Serialize>(
 ///
 /// # Errors
 /// As [`seal`].
-fn seal_named_mac<T: Serialize>(
+pub(crate) fn seal_named_mac<T: Serialize>(
     home: &Home,
     name: &str,
     path: &Path,
@@ -222,15 +222,23 @@ pub(crate) fn read<T: DeserializeOwned>(
         bytes,
         || keyed(home),
         "grant, session and approval file",
-        true,
+        Ledgered::State,
     )
+}
+
+/// How the state ledger ([`crate::ledger`]) vouches for a file [`read_named`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ledgered {
+    /// A grant, session or approval file ([`crate::ledger::vouch`]).
+    State,
+    /// An install record or a binding file ([`crate::ledger::vouch_record`]).
+    Record,
 }
 
 /// [`read`] of a file whose MAC binds it to `name` (its path below `state/`, or below the
 /// store's root for a file outside it), which must carry a MAC when `must_be_keyed`
 /// answers yes; `kind` names what hcp writes with a MAC, for the fault's message; the
-/// state ledger ([`crate::ledger`]) vouches for it too when `ledgered` (a grant, session
-/// or approval file; not an install record or a binding, which it does not list).
+/// state ledger vouches for it too, as `ledgered` says.
 ///
 /// # Errors
 /// As [`read`].
@@ -239,10 +247,14 @@ pub(crate) fn read_named<T: DeserializeOwned>(
     path: &Path,
     name: &str,
     bytes: &[u8],
-    must_be_keyed: impl FnOnce() -> bool,
+    must_be_keyed: impl Fn() -> bool + Copy,
     kind: &str,
-    ledgered: bool,
+    ledgered: Ledgered,
 ) -> StoreResult<Opened> {
+    let vouch = |mac: &str| match ledgered {
+        Ledgered::State => crate::ledger::vouch(home, path, mac),
+        Ledgered::Record => crate::ledger::vouch_record(home, path, mac),
+    };
     let Ok(Value::Object(mut m)) = serde_json::from_slice::<Value>(bytes) else {
         return Err(damaged(path, typed_error::<T>(bytes)));
     };
@@ -256,19 +268,25 @@ pub(crate) fn read_named<T: DeserializeOwned>(
                 Some(format!(
                     "its `mac` does not hold: it was edited by hand, or copied from another file (hcp writes every {kind} with the MAC of its content and name)"
                 ))
-            } else if !ledgered {
-                None
             } else {
-                match crate::ledger::vouch(home, path, &mac)? {
+                match vouch(&mac)? {
                     // A writer may be between the file and the ledger: look again under
                     // the lock, which every writer holds for both.
                     Some(_) if !crate::lock::held_here() => {
                         if let Ok(_lock) = StoreLock::acquire(home)
                             && let Ok(Some(again)) = crate::atomic::read_record(path)
                         {
-                            return read::<T>(home, path, &again);
+                            return read_named::<T>(
+                                home,
+                                path,
+                                name,
+                                &again,
+                                must_be_keyed,
+                                kind,
+                                ledgered,
+                            );
                         }
-                        crate::ledger::vouch(home, path, &mac)?
+                        vouch(&mac)?
                     }
                     why => why,
                 }

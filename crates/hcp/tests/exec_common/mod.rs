@@ -48,6 +48,24 @@ pub fn world(packs: &[&str]) -> World {
     w
 }
 
+/// Stores `{"token": TOKEN}` as `principal`'s credential for `family`, as `hcp connect`
+/// does (under the store lock, noted in the state ledger).
+pub fn store_binding(w: &World, principal: &str, family: &str, token: &str) {
+    let home = hcp_store::Home::open(&w.hcp_home).unwrap();
+    let mut secret = serde_json::Map::new();
+    secret.insert("token".into(), serde_json::json!(token));
+    let lock = hcp_store::StoreLock::acquire(&home).unwrap();
+    hcp_store::binding::save(
+        &home,
+        &lock,
+        principal,
+        family,
+        secret,
+        jiff::Timestamp::now(),
+    )
+    .unwrap();
+}
+
 /// `hcp install --activate DIR`, asserting success.
 pub fn install(w: &World, dir: &Path) {
     let out = w.run(&["install", "--activate", &dir.display().to_string()]);

@@ -66,7 +66,7 @@ pub(crate) fn disconnect(
         authority(rt, &principal.id, "disconnect", pack, &family).map_err(Stop::Unrecorded)?;
     let removed = made
         .settle(
-            binding::remove(rt.home(), &principal.id, &family),
+            binding::remove(rt.home(), &lock, &principal.id, &family),
             StoreError::code,
         )
         .map_err(|e| Stop::Unrecorded(Refusal::store(&e)))?;

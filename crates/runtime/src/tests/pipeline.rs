@@ -290,6 +290,7 @@ fn post_gate_the_credential_never_leaves_in_any_form() {
     let secret = json!({"token": "s3cr\"et/1"});
     hcp_store::binding::save(
         w.home(),
+        &hcp_store::StoreLock::acquire(w.home()).unwrap(),
         "owner",
         "tb",
         secret.as_object().unwrap().clone(),
@@ -405,8 +406,13 @@ fn disconnect_refuses_a_damaged_install_record_as_exec_does() {
         serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
     r["content_changed_at"] = json!("not a time");
     // Sealed, so the field itself is what is damaged (not the record's MAC).
-    let sealed = hcp_store::stamp::records::seal_record(w.home(), "tb", &record, &r).unwrap();
+    let (sealed, mac) =
+        hcp_store::stamp::records::seal_record_mac(w.home(), "tb", &record, &r).unwrap();
     std::fs::write(&record, sealed).unwrap();
+    // …and in the ledger, as hcp writes a record.
+    let lock = hcp_store::StoreLock::acquire(w.home()).unwrap();
+    hcp_store::ledger::note(w.home(), &lock, &[(&record, Some(mac))]).unwrap();
+    drop(lock);
     let a = w.exec(&w.owner(), "tb.show", &[]);
     assert_eq!(code(&a), (Some("store_damaged"), 74));
     let before = w.records().len();

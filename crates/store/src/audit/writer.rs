@@ -187,6 +187,18 @@ impl AuditLog {
             reserved: reserve::beyond_end(&meta),
             reserve_target: self.reserve_bytes(),
         };
+        if trusted.end < len {
+            // Records past the anchor's point (an anchor put back older than the trail, or
+            // a writer killed before it moved the anchor): the ledger generations their
+            // acts name stay carried by the anchor this append writes, or a state ledger
+            // put back older would be believed after one more record.
+            let lag = crate::stamp::trail_last_made_from(
+                self.home(),
+                crate::ledger::MADE_FIELD,
+                trusted.end,
+            );
+            locked.ledger = locked.ledger.max(lag);
+        }
         if !(locked.anchor.same_boot(&locked.boot) && trusted.end == len) {
             locked.find_tail(&trusted, len)?;
             if locked.tail.end < len {

@@ -263,6 +263,9 @@ pub fn install(
 
     ensure_writable(home)?;
     let lock = StoreLock::acquire(home)?;
+    // The state ledger lists the record (`crate::ledger`): it must take the write before
+    // anything changes.
+    crate::ledger::ready(home, &lock)?;
     step(InstallStep::Locked);
     let staging = home.ensure(StoreDir::Staging)?;
     let packs = home.ensure(StoreDir::Packs)?;
@@ -348,7 +351,7 @@ pub fn install(
     }
     let rpath = rdir.join(RECORD_FILE);
     // Sealed for the name it has once in place (`packs/<id>/.hcp/record.json`).
-    let sealed = record.seal(home, &rpath)?;
+    let (sealed, mac) = record.seal_mac(home, &rpath)?;
     fsops::write_new_synced(&rpath, &sealed).map_err(io("write", &rpath))?;
     fsops::sync_dir(&rdir).map_err(io("sync", &rdir))?;
     fsops::sync_dir(&stage).map_err(io("sync", &stage))?;
@@ -369,6 +372,10 @@ pub fn install(
         }
     }
 
+    // The ledger believes the new record from here on, and the old one until the swap
+    // is noted below: a process killed in between leaves either pack whole.
+    let placed = target.join(RECORD_DIR).join(RECORD_FILE);
+    crate::ledger::stage(home, &lock, &placed, &mac)?;
     // The skill must follow the swap: journal it first, so a crash before the skill is
     // written is repaired by the next writer.
     if will_be_active {
@@ -381,6 +388,8 @@ pub fn install(
     }
     fsops::sync_dir(&packs).map_err(io("sync", &packs))?;
     fsops::sync_dir(&staging).map_err(io("sync", &staging))?;
+    // The record in place is the one the ledger vouches for from now on.
+    crate::ledger::note(home, &lock, &[(&placed, Some(mac))])?;
     step(InstallStep::Swapped);
     if exists {
         // `stage` now holds the old copy.
@@ -477,9 +486,11 @@ pub fn uninstall_with(
     if std::fs::symlink_metadata(&target).is_err() {
         return Err(PackError::NotInstalled { id: id.to_string() });
     }
-    // A damaged grant file may hold grants on the pack: refused before anything changes,
-    // and before the act is recorded.
+    // A damaged grant file may hold grants on the pack, and a ledger that cannot take a
+    // write would keep the record: refused before anything changes, and before the act is
+    // recorded.
     crate::grant::check_files(home)?;
+    crate::ledger::ready(home, &lock)?;
     authorize(&Removed {
         id: id.to_string(),
         was_active: read::is_active(home, id.as_str()),
@@ -492,6 +503,8 @@ pub fn uninstall_with(
     std::fs::rename(&target, &grave).map_err(|e| StoreError::io("move aside", &target, e))?;
     let packs = home.dir(StoreDir::Packs);
     fsops::sync_dir(&packs).map_err(|e| StoreError::io("sync", &packs, e))?;
+    let record = target.join(RECORD_DIR).join(RECORD_FILE);
+    crate::ledger::note(home, &lock, &[(&record, None)])?;
     std::fs::remove_dir_all(&grave).map_err(|e| StoreError::io("remove", &grave, e))?;
     drop(lock);
     Ok(Removed {

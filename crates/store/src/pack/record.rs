@@ -157,6 +157,15 @@ impl InstallRecord {
         crate::stamp::records::seal_record(home, &self.pack_id, path, self)
     }
 
+    /// [`InstallRecord::seal`], and the MAC it gave the record (what the state ledger
+    /// keeps for it, `crate::ledger`).
+    ///
+    /// # Errors
+    /// As [`InstallRecord::seal`].
+    pub fn seal_mac(&self, home: &crate::Home, path: &Path) -> StoreResult<(Vec<u8>, String)> {
+        crate::stamp::records::seal_record_mac(home, &self.pack_id, path, self)
+    }
+
     /// The record as pretty JSON with a trailing newline, without its MAC (a store whose
     /// records are keyed refuses it: see [`InstallRecord::seal`]).
     pub fn to_bytes(&self) -> Vec<u8> {

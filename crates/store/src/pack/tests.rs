@@ -175,7 +175,9 @@ fn uninstall_removes_the_family_bindings_unless_another_pack_shares_them() {
     install(&home, &a, &opts()).unwrap();
     install(&home, &b, &opts()).unwrap();
     let now = jiff::Timestamp::now();
-    crate::binding::save(&home, "alice", "a", serde_json::Map::new(), now).unwrap();
+    let lock = crate::StoreLock::acquire(&home).unwrap();
+    crate::binding::save(&home, &lock, "alice", "a", serde_json::Map::new(), now).unwrap();
+    drop(lock);
     let cred = home.dir(StoreDir::State).join("bindings/alice/a.json");
     assert!(cred.is_file());
     uninstall(&home, "b").unwrap();
@@ -185,4 +187,50 @@ fn uninstall_removes_the_family_bindings_unless_another_pack_shares_them() {
         !cred.exists(),
         "the last pack of the family took its bindings"
     );
+}
+
+/// The state ledger lists each install record by its MAC: the pack directory of an
+/// earlier install put back after a reinstall, or after an uninstall, holds its MAC and
+/// refuses the pack (`store_damaged`); `install --force` makes it whole.
+#[test]
+fn an_older_pack_directory_put_back_is_damage() {
+    let t = tempfile::tempdir().unwrap();
+    crate::made::init(&t.path().join("home"), crate::audit::Actor::owner(), None).unwrap();
+    let home = Home::open(t.path().join("home")).unwrap();
+    let src = t.path().join("src/t");
+    write_pack(&src, "t", "One.");
+    install(&home, &src, &opts()).unwrap();
+    let dir = pack_dir(&home, "t");
+    let saved = t.path().join("saved");
+    copy_dir(&dir, &saved);
+    write_pack(&src, "t", "Two.");
+    let force = InstallOptions {
+        force: true,
+        ..opts()
+    };
+    install(&home, &src, &force).unwrap();
+    let put_back = |what: &str| {
+        std::fs::remove_dir_all(&dir).ok();
+        copy_dir(&saved, &dir);
+        let e = read::load(&home, "t").unwrap_err();
+        assert_eq!(e.code(), Code::StoreDamaged, "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+    };
+    put_back("not the version hcp wrote last");
+    install(&home, &src, &force).unwrap();
+    assert!(read::load(&home, "t").is_ok());
+    uninstall(&home, "t").unwrap();
+    put_back("removed by hcp and put back");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &p);
+        } else {
+            std::fs::copy(e.path(), &p).unwrap();
+        }
+    }
 }

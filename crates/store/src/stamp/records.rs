@@ -10,7 +10,9 @@
 //!
 //! So a record whose pins were re-pointed at another program (`bins[].path`, `sha256`), or
 //! whose grant counts were lowered, and a binding copied to another principal's name with
-//! its `principal` edited, are damaged ([`crate::StoreError::Damaged`], `store_damaged`):
+//! its `principal` edited, are damaged; and since the state ledger lists both by their MAC
+//! (`crate::ledger`, version 2 on), so is an older copy of either put back (a binding after
+//! `hcp disconnect`, a record from before a reinstall), or one put back after hcp removed it ([`crate::StoreError::Damaged`], `store_damaged`):
 //! the record refuses that pack alone, the binding that principal's binding alone; `hcp
 //! doctor` lists both with their repair ([`crate::damage::scan`]). Whoever holds the chain
 //! key can write a MAC that holds; only a witness's checkpoints catch what they do to the
@@ -22,7 +24,7 @@
 //! [`RECORDS_FIELD`]; a store this version made says so in its `init` record. From either
 //! record on, such a file without `mac` is damage ([`keyed`]).
 
-use super::{Opened, read_named, relative, seal_named, trail_says};
+use super::{Ledgered, Opened, read_named, relative, seal_named, seal_named_mac, trail_says};
 use crate::atomic::write_atomic;
 use crate::error::{StoreError, StoreResult};
 use crate::home::{Home, StoreDir};
@@ -81,6 +83,19 @@ pub fn seal_record<T: Serialize>(
     seal_named(home, &record_name(id), path, record)
 }
 
+/// [`seal_record`], and the MAC it gave the record (what the state ledger keeps for it).
+///
+/// # Errors
+/// As [`super::seal`].
+pub fn seal_record_mac<T: Serialize>(
+    home: &Home,
+    id: &str,
+    path: &Path,
+    record: &T,
+) -> StoreResult<(Vec<u8>, String)> {
+    seal_named_mac(home, &record_name(id), path, record)
+}
+
 /// The install record of pack `id` read from `path` (its `bytes`), its MAC checked: the
 /// object without `mac`. One HMAC.
 ///
@@ -96,7 +111,7 @@ pub(crate) fn open_record(home: &Home, id: &str, path: &Path, bytes: &[u8]) -> S
         bytes,
         || keyed(home),
         "install record",
-        false,
+        Ledgered::Record,
     ) {
         Ok(o) => unfaulted(path, o),
         // A reader that cannot read the chain key — the bootstrap pack's `hcp show` in a
@@ -125,7 +140,19 @@ pub(crate) fn seal_binding<T: Serialize>(
     path: &Path,
     credential: &T,
 ) -> StoreResult<Vec<u8>> {
-    seal_named(home, &relative(home, path), path, credential)
+    seal_binding_mac(home, path, credential).map(|(bytes, _)| bytes)
+}
+
+/// [`seal_binding`], and the MAC it gave the file (what the state ledger keeps for it).
+///
+/// # Errors
+/// As [`super::seal`].
+pub(crate) fn seal_binding_mac<T: Serialize>(
+    home: &Home,
+    path: &Path,
+    credential: &T,
+) -> StoreResult<(Vec<u8>, String)> {
+    seal_named_mac(home, &relative(home, path), path, credential)
 }
 
 /// The binding file at `path` (its `bytes`) as a `T`, its MAC checked first. One HMAC.
@@ -144,7 +171,7 @@ pub(crate) fn open_binding<T: DeserializeOwned>(
         bytes,
         || keyed(home),
         "binding file",
-        false,
+        Ledgered::Record,
     )?;
     let v = unfaulted(path, o)?;
     serde_json::from_value(v).map_err(|_| StoreError::Damaged {
@@ -173,7 +200,7 @@ pub struct Stamped {
 }
 
 /// Every install record (`packs/<id>/.hcp/record.json` of a valid pack id), with its id.
-fn record_files(home: &Home) -> Vec<(String, PathBuf)> {
+pub(crate) fn record_files(home: &Home) -> Vec<(String, PathBuf)> {
     let Ok(ids) = crate::pack::installed_ids(home) else {
         return Vec::new();
     };
@@ -189,7 +216,7 @@ fn record_files(home: &Home) -> Vec<(String, PathBuf)> {
 
 /// Every binding file (`state/bindings/<principal>/<family>.json` whose names can be a
 /// binding's), sorted.
-fn binding_files(home: &Home) -> Vec<PathBuf> {
+pub(crate) fn binding_files(home: &Home) -> Vec<PathBuf> {
     let root = home.dir(StoreDir::State).join("bindings");
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(&root) else {
