@@ -12,7 +12,8 @@
 //! * `floor_durable`: `durable-floor` (`xtask/src/bin/durable-floor.rs`, plain `rustc`)
 //!   appending one 256-byte record with `fdatasync` to a file beside the stores, then
 //!   running the bin: the floor of a durably audited exec (RUNTIME §6 writes the intent
-//!   durably before the child starts), the reference of the 1.25× goal;
+//!   durably before the child starts), the reference of the 1.35× goal (issue 23; with the
+//!   view's own floor it is measured beside it by `confine_pairs`);
 //! * `floor_durable_static`: the same linked as hcp is;
 //! * `hcp`: `hcp exec echo.say hi` on a store holding only the `echo` gold pack (and the
 //!   one below): a `local`-land verb, whose child hcp confines to its sandbox;
@@ -812,8 +813,8 @@ fn report(args: &Args, r: &Report) {
     let ratio_durable_static = hcp.median / durable_static.median;
     line!("");
     line!(
-        "- hcp exec / durable floor (medians): {ratio_durable:.3} (goal ≤ 1.25: {}); p10: {:.3}",
-        mark(ratio_durable <= 1.25),
+        "- hcp exec / durable floor (medians): {ratio_durable:.3} (goal ≤ 1.35: {}); p10: {:.3}",
+        mark(ratio_durable <= 1.35),
         hcp.p10 / durable.p10
     );
     line!(

@@ -17,10 +17,16 @@
 //!   namespace for `netns`), a tmpfs root, as many read-only binds of the same paths as the
 //!   land's view makes, `pivot_root`, `execve` — raw system calls, nothing else.
 //!
-//! Columns of the last table: `floor − raw` is what the kernel's mechanisms cost alone;
+//! - `full floor …`: the floor with the rest of what the child is given, as system calls
+//!   alone: its `/proc`, the limits, the parent-death signal, the capability sets emptied,
+//!   `no_new_privs`, Landlock's scopes, hcp's seccomp program (see the `floor` module).
+//!
+//! Columns of the floor table: `floor − raw` is what the kernel's mechanisms cost alone;
 //! `view − none` what the view costs over the same spawn unconfined; `above the floor`
 //! their difference, what hcp adds (seccomp, Landlock, capabilities, limits, cgroups,
-//! `/proc`, the plan, the signal reset).
+//! `/proc`, the plan, the signal reset). The last table sets the view beside the full
+//! floor: `above the full floor` is what hcp's own code adds (the plan, the pipes and the
+//! channel, the cgroup, the masks in `/proc`, the signal reset, reaping).
 //!
 //! `cargo bench -p hcp-adapter --bench confine_pairs [-- ROUNDS]` (default 2000 rounds);
 //! `PREP=1` times the parent's preparation alone.
@@ -60,6 +66,9 @@ enum Arm {
         writes: bool,
         netns: bool,
     },
+    /// The same with the rest of the child's mechanisms (`/proc`, limits, capabilities,
+    /// `no_new_privs`, Landlock, seccomp: `floor::Floor::full_of_view`).
+    Full { land: Land, writes: bool },
 }
 
 const fn view(land: Land, owner: bool, network: Network, writes: bool) -> Arm {
@@ -80,7 +89,7 @@ const fn floor(land: Land, writes: bool, netns: bool) -> Arm {
 }
 
 /// The arms, by name; the first is the baseline of the differences.
-const ARMS: [(&str, Arm); 15] = [
+const ARMS: [(&str, Arm); 17] = [
     ("limits only", Arm::Limits),
     (
         "view personal deny",
@@ -117,6 +126,26 @@ const ARMS: [(&str, Arm); 15] = [
     ("floor local read", floor(Land::Local, false, false)),
     ("floor local write", floor(Land::Local, true, false)),
     ("floor personal netns", floor(Land::Personal, false, true)),
+    (
+        "full floor personal",
+        Arm::Full {
+            land: Land::Personal,
+            writes: false,
+        },
+    ),
+    (
+        "full floor local write",
+        Arm::Full {
+            land: Land::Local,
+            writes: true,
+        },
+    ),
+];
+
+/// (view arm, its full floor arm) of the full floor's table, by name.
+const BESIDE_FULL: [(&str, &str); 2] = [
+    ("view personal deny", "full floor personal"),
+    ("view local write deny", "full floor local write"),
 ];
 
 /// (view arm, its floor arm) of the floor table, by name.
@@ -253,6 +282,14 @@ fn main() {
                     netns,
                 ))
             }
+            Arm::Full { land, writes } => {
+                let c = call(land, false, Network::Deny, writes);
+                Some(floor::Floor::full_of_view(
+                    c.view().unwrap(),
+                    bin.path(),
+                    &floor_base,
+                ))
+            }
             _ => None,
         })
         .collect();
@@ -271,7 +308,7 @@ fn main() {
                 let cwd = c.view().map_or(work.clone(), |v| v.home().to_owned());
                 run_with(Some(&c), &cwd);
             }
-            Arm::Raw | Arm::Floor { .. } => floors[v].as_ref().unwrap().run(),
+            Arm::Raw | Arm::Floor { .. } | Arm::Full { .. } => floors[v].as_ref().unwrap().run(),
         }
         start.elapsed()
     };
@@ -354,6 +391,22 @@ fn main() {
             "| {} | {mechanisms:+.3} ms | {the_view:+.3} ms | {:+.3} ms | {:+.3} ms |",
             ARMS[v].0.trim_start_matches("view "),
             diff(v, 0),
+            the_view - mechanisms
+        );
+    }
+    // The view beside the full floor: every mechanism of the child as system calls alone.
+    println!();
+    println!(
+        "| land | full floor − raw (every mechanism) | view − none (the view) | above the full floor |"
+    );
+    println!("|---|---|---|---|");
+    for (v, f) in BESIDE_FULL {
+        let (v, f) = (index(v), index(f));
+        let mechanisms = diff(f, raw);
+        let the_view = diff(v, none);
+        println!(
+            "| {} | {mechanisms:+.3} ms | {the_view:+.3} ms | {:+.3} ms |",
+            ARMS[v].0.trim_start_matches("view "),
             the_view - mechanisms
         );
     }

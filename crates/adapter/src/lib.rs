@@ -81,3 +81,46 @@ pub use view::{
     EtcIndex, PROTECTED_IN_WORKDIR, VIEW_HOME, VIEW_TMP, View, ViewEntry, bin_dirs, scan_etc,
 };
 pub use workdir::{NOT_A_SANDBOX, SHARED_ROOTS, SandboxPaths};
+
+/// The mechanisms a call's child applies between its view and `execve`, one system call
+/// or a few each, for the `confine_pairs` benchmark's full floor (RUNTIME §5.4; the
+/// bench's `floor` module): not an API, and no promise of stability.
+#[doc(hidden)]
+pub mod floor_parts {
+    pub use crate::seccomp::SockFilter;
+    use std::os::fd::RawFd;
+
+    /// hcp's seccomp program of a non-owner call under `deny` (the nested-call marker, the
+    /// listener for `socket(2)`), built once per process; build it in the parent.
+    pub fn deny_program() -> &'static [SockFilter] {
+        crate::seccomp::program(crate::seccomp::Filter {
+            net: crate::seccomp::Net::Deny,
+            unix: false,
+            marker: true,
+            notify: true,
+        })
+    }
+
+    /// Installs `prog` (after `PR_SET_NO_NEW_PRIVS`), with a new listener when
+    /// `listener`: the listener's descriptor (or 0), or `-errno`. Async-signal-safe.
+    pub fn install(prog: &[SockFilter], listener: bool) -> i32 {
+        crate::seccomp::install(prog, listener)
+    }
+
+    /// Empties every capability set (the bounding set up to `bounding` too, as root): 0
+    /// or the errno. Async-signal-safe.
+    pub fn drop_caps(bounding: Option<u32>) -> i32 {
+        crate::privileges::drop_all(bounding)
+    }
+
+    /// The highest capability number the kernel knows.
+    pub fn last_cap() -> u32 {
+        crate::privileges::last_cap()
+    }
+
+    /// Landlock's scope ruleset (abstract Unix sockets and signals), made in the parent;
+    /// `None` below Landlock ABI 6.
+    pub fn scope_ruleset() -> Option<RawFd> {
+        crate::ruleset::scope_ruleset()
+    }
+}

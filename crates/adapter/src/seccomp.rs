@@ -114,7 +114,7 @@ const AUDIT_ARCH: u32 = 0xC000_00B7;
 /// One classic BPF instruction (`struct sock_filter`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SockFilter {
+pub struct SockFilter {
     code: u16,
     jt: u8,
     jf: u8,

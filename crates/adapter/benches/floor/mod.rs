@@ -10,6 +10,16 @@
 //!
 //! [`Floor::raw`] is the same child without namespaces or mounts (a bare `clone` +
 //! `execve`), so that `floor − raw` is what the kernel's mechanisms cost alone.
+//!
+//! [`Floor::full_of_view`] adds the rest of what a call's child is given, each as the
+//! system calls alone (`hcp_adapter::floor_parts`): a `/proc` of its own, eight
+//! `setrlimit`s, the parent-death signal, every capability set emptied (the bounding set
+//! too, as root), `PR_SET_NO_NEW_PRIVS`, Landlock's scopes, hcp's seccomp program of a
+//! non-owner `deny` call with its listener (closed at once: no channel to hcp); and, as
+//! root, the call's two cgroups, made in the parent for each run (a pids cgroup with
+//! `pids.max`; a memory cgroup with its limits and the OOM event registered), joined by the
+//! child with one `write` each, removed after it. Still no pipes, no signal reset, no
+//! masks inside `/proc`.
 
 use hcp_adapter::view::{EntryMode, View};
 use std::ffi::{CStr, CString};
@@ -24,8 +34,89 @@ enum Step {
     Bind(CString, CString),
 }
 
+/// The mechanisms of [`Floor::full_of_view`] after the view, prepared in the parent.
+struct Full {
+    rlimits: [(libc::__rlimit_resource_t, libc::rlimit); 8],
+    bounding: Option<u32>,
+    landlock: Option<std::os::fd::RawFd>,
+    prog: &'static [hcp_adapter::floor_parts::SockFilter],
+    /// As root: where the pids and the memory cgroup of each run are made.
+    pids: Option<std::path::PathBuf>,
+    memory: Option<std::path::PathBuf>,
+    /// This run's `cgroup.procs` descriptors (-1: none), set by the parent before `clone`.
+    procs: std::cell::Cell<[libc::c_int; 2]>,
+}
+
+/// One run's cgroups, made by the parent as a call's are (see the module docs).
+struct RunCgroups {
+    dirs: Vec<std::path::PathBuf>,
+    fds: Vec<std::fs::File>,
+}
+
+impl RunCgroups {
+    fn make(full: &Full) -> Self {
+        use std::os::fd::AsRawFd;
+        let mut r = Self {
+            dirs: Vec::new(),
+            fds: Vec::new(),
+        };
+        let name = format!("hcp-floor-{}", std::process::id());
+        if let Some(base) = &full.pids {
+            let dir = base.join(&name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("pids.max"), "1024").unwrap();
+            r.join(dir);
+        }
+        if let Some(base) = &full.memory {
+            let dir = base.join(&name);
+            std::fs::create_dir(&dir).unwrap();
+            let v = (2u64 << 30).to_string();
+            std::fs::write(dir.join("memory.limit_in_bytes"), &v).unwrap();
+            let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), &v);
+            let _ = std::fs::write(dir.join("memory.swappiness"), "0");
+            let control = std::fs::File::open(dir.join("memory.oom_control")).unwrap();
+            // SAFETY: integers; the descriptor is closed with `control` below.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+            assert!(efd >= 0);
+            std::fs::write(
+                dir.join("cgroup.event_control"),
+                format!("{efd} {}", control.as_raw_fd()),
+            )
+            .unwrap();
+            // SAFETY: ours.
+            unsafe { libc::close(efd) };
+            r.join(dir);
+        }
+        let mut procs = [-1; 2];
+        for (slot, f) in procs.iter_mut().zip(&r.fds) {
+            *slot = f.as_raw_fd();
+        }
+        full.procs.set(procs);
+        r
+    }
+
+    fn join(&mut self, dir: std::path::PathBuf) {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .unwrap();
+        self.fds.push(f);
+        self.dirs.push(dir);
+    }
+}
+
+impl Drop for RunCgroups {
+    fn drop(&mut self) {
+        self.fds.clear();
+        for d in &self.dirs {
+            std::fs::remove_dir(d).unwrap();
+        }
+    }
+}
+
 /// A prepared floor child: what it mounts, and the program it runs.
 pub struct Floor {
+    full: Option<Full>,
     flags: libc::c_int,
     /// The host directory the root tmpfs is mounted on (`None`: the raw spawn).
     base: Option<CString>,
@@ -133,6 +224,45 @@ impl Floor {
         f
     }
 
+    /// [`Floor::of_view`] (no network namespace) with the rest of the child's mechanisms
+    /// (see the module docs).
+    pub fn full_of_view(view: &View, bin: &Path, base: &Path) -> Self {
+        let mut f = Self::of_view(view, bin, base, false);
+        f.steps.push(Step::Mkdir(c(Path::new("/proc"))));
+        let resources = [
+            libc::RLIMIT_CPU,
+            libc::RLIMIT_FSIZE,
+            libc::RLIMIT_NOFILE,
+            libc::RLIMIT_NPROC,
+            libc::RLIMIT_AS,
+            libc::RLIMIT_CORE,
+            libc::RLIMIT_MEMLOCK,
+            libc::RLIMIT_MSGQUEUE,
+        ];
+        let rlimits = resources.map(|r| {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes the struct on our stack.
+            assert_eq!(unsafe { libc::getrlimit(r, &raw mut l) }, 0);
+            (r, l)
+        });
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let k = hcp_adapter::KernelSupport::probe();
+        f.full = Some(Full {
+            rlimits,
+            bounding: root.then(hcp_adapter::floor_parts::last_cap),
+            landlock: hcp_adapter::floor_parts::scope_ruleset(),
+            prog: hcp_adapter::floor_parts::deny_program(),
+            pids: k.pids_cgroup.ok().flatten(),
+            memory: k.memory_cgroup.ok().flatten(),
+            procs: std::cell::Cell::new([-1; 2]),
+        });
+        f
+    }
+
     fn new(
         bin: &Path,
         flags: libc::c_int,
@@ -143,6 +273,7 @@ impl Floor {
         let bin = c(bin);
         let binds = steps.iter().filter(|s| matches!(s, Step::Bind(..))).count();
         let mut f = Self {
+            full: None,
             flags,
             base,
             steps,
@@ -173,6 +304,7 @@ impl Floor {
     /// Runs the child once and waits for it; panics when a step failed (its exit status
     /// names the step: 100 + the index, 90–99 the fixed steps).
     pub fn run(&self) {
+        let cgroups = self.full.as_ref().map(RunCgroups::make);
         let arg = std::ptr::from_ref(self).cast_mut().cast();
         // SAFETY: CLONE_VM | CLONE_VFORK: this thread is suspended until the child has
         // exec'd or exited, so `self` and the stack outlive what the child uses.
@@ -195,6 +327,7 @@ impl Floor {
             libc::WEXITSTATUS(status),
             self.describe(libc::WEXITSTATUS(status))
         );
+        drop(cgroups);
     }
 
     fn describe(&self, code: i32) -> String {
@@ -231,6 +364,13 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY (each call below): NUL-terminated strings of the parent's; integers.
     unsafe {
         let fail = |code: i32| -> ! { libc::_exit(code) };
+        if let Some(full) = &f.full {
+            for fd in full.procs.get() {
+                if fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                    fail(79);
+                }
+            }
+        }
         if let Some((u, g)) = &f.maps
             && !(write_file(c"/proc/self/setgroups", b"deny")
                 && write_file(c"/proc/self/uid_map", u.as_bytes())
@@ -316,6 +456,17 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
                     fail(100 + i32::try_from(i).unwrap_or(100));
                 }
             }
+            if f.full.is_some()
+                && libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    null.cast(),
+                ) != 0
+            {
+                fail(89);
+            }
             if libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH) != 0
                 || libc::rmdir(c"/oldroot".as_ptr()) != 0
             {
@@ -338,6 +489,32 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         }
         if libc::chdir(f.cwd.as_ptr()) != 0 {
             fail(97);
+        }
+        if let Some(full) = &f.full {
+            for (r, l) in &full.rlimits {
+                if libc::setrlimit(*r, l) != 0 {
+                    fail(80);
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                fail(81);
+            }
+            if hcp_adapter::floor_parts::drop_caps(full.bounding) != 0 {
+                fail(82);
+            }
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                fail(83);
+            }
+            if let Some(fd) = full.landlock
+                && libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+            {
+                fail(84);
+            }
+            let listener = hcp_adapter::floor_parts::install(full.prog, true);
+            if listener < 0 {
+                fail(85);
+            }
+            libc::close(listener);
         }
         libc::execve(f.bin.as_ptr(), f.argv.as_ptr(), f.envp.as_ptr());
         fail(98)
