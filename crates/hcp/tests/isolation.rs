@@ -1290,8 +1290,9 @@ fn fifo_at(path: &Path) {
 }
 
 /// Store files that are FIFOs or links where a record should be, each in turn: nothing
-/// waits on a FIFO or reads a link to its end. The ledger a FIFO: the owner's calls go
-/// on, a principal's are refused `store_damaged`, and `hcp doctor` lists the ledger
+/// waits on a FIFO or reads a link to its end. The ledger a FIFO: every call of a pack is
+/// refused `store_damaged`, the owner's too (no install record can be believed without
+/// it), the owner's commands go on, and `hcp doctor` lists the ledger
 /// alone (not every file it vouched for, whose repairs would throw authority away). A
 /// pack's bin cache a FIFO or a link to `/dev/zero`: calls go on (it is a cache). An
 /// install record a FIFO or a link: its pack is refused `store_damaged`, and `hcp install
@@ -1310,14 +1311,25 @@ fn fifos_and_links_in_the_store_hang_nothing_and_are_named() {
     let ledger = w.hcp_home.join("state/ledger.json");
     let kept = std::fs::read(&ledger).unwrap();
     fifo_at(&ledger);
+    // No install record can be believed without the ledger: the owner's call of a pack
+    // is refused too, its hint the ledger's repair (an older pack put back with the
+    // ledger broken is never run).
     let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[]);
-    assert_eq!(outcome(&o, &v), "0 ok", "the owner goes on: {v}");
+    assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
+    assert!(
+        v["hint"].as_str().unwrap().contains("hcp state reledger"),
+        "{v}"
+    );
     let (o, v) = exec_json_env(&w, &["echo.say", "hi"], &[("HCP_SESSION", token.as_str())]);
     assert_eq!(outcome(&o, &v), "74 store_damaged", "{v}");
     let o = w.run(&["doctor"]);
     assert_eq!(code(&o), 1, "{}", w.render(&o));
     let text = String::from_utf8_lossy(&o.stdout);
-    let damaged: Vec<&str> = text.lines().filter(|l| l.contains("damaged ")).collect();
+    // The list of damaged records (the packs' own lines say why each is refused).
+    let damaged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- damaged "))
+        .collect();
     assert_eq!(damaged.len(), 1, "the ledger alone: {text}");
     assert!(
         damaged[0].contains("damaged ledger") && damaged[0].contains("it is a FIFO"),

@@ -832,10 +832,15 @@ fn state_ledger(rt: &Runtime, lock: &hcp_store::StoreLock) -> Result<(), StoreEr
     let Some(entered) = hcp_store::ledger::migrate(home, lock)? else {
         return Ok(());
     };
-    let changed = json!({
+    let mut changed = json!({
         hcp_store::ledger::LEDGER_FIELD: hcp_store::ledger::LEDGER_VERSION,
         "ledger_entries": entered,
     });
+    // The generation the migration left, as an act's completion names it: the anchor
+    // carries it, so a ledger put back from before the migration is found older.
+    if let Some(g) = hcp_store::ledger::take_written(home) {
+        changed[hcp_store::ledger::MADE_FIELD] = Value::from(g);
+    }
     rt.state()
         .record_noticed(&Authority::new("migrate", Actor::owner(), changed))
         .map_err(store_error)?;

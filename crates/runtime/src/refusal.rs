@@ -113,6 +113,11 @@ pub fn pack_refusal(e: &PackError) -> Refusal {
         PackError::Openapi(_) => {
             r.hint("`hcp lint DIR` checks a document beside the pack; install reads one at a URL")
         }
+        PackError::Store(hcp_store::StoreError::Damaged { reason, .. })
+            if reason.ends_with(hcp_store::ledger::UNBELIEVED) =>
+        {
+            r.hint(hcp_store::ledger::UNBELIEVED_HINT)
+        }
         PackError::Store(hcp_store::StoreError::Damaged { path, .. }) => {
             match damaged_pack_id(path) {
                 Some(id) => r.hint(format!(

@@ -109,7 +109,7 @@ pub fn scan(home: &Home) -> Vec<Damaged> {
             kind: "ledger",
             path: crate::ledger::path(home),
             reason,
-            refuses: "the calls of every principal (the owner's calls and commands go on); run the repair once `hcp session list`, `hcp grant --list` and `hcp list` show only what should be there".into(),
+            refuses: "the calls of every principal, and every call of a pack, the owner's too (the owner's commands go on); run the repair once `hcp session list`, `hcp grant --list` and `hcp list` show only what should be there".into(),
             repair: "hcp state reledger".into(),
         });
     }

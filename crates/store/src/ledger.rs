@@ -43,8 +43,10 @@
 //! every one there under the store lock ([`migrate`], a `migrate` record whose `changed`
 //! holds [`LEDGER_FIELD`]` = 2`). A ledger that cannot be believed at all (missing,
 //! damaged, older than the trail) refuses every principal's call through its session and
-//! grant files; install records and bindings are then read by their MAC alone, so the
-//! owner's calls go on ([`vouch_record`]).
+//! grant files, and vouches for no install record or binding ([`vouch_record`]): every
+//! call of a pack is refused, the owner's too, so an older pack directory or binding put
+//! back with the ledger removed is never run; the owner's commands go on, `hcp state
+//! reledger` among them.
 //!
 //! The ledger's own freshness: an act's completion record (`act made`) carries the
 //! generation of the ledger it left ([`MADE_FIELD`]), and the trail's keyed anchor the
@@ -88,8 +90,24 @@ pub const LEDGER_TAG: &[u8] = b"hcp-state-ledger/1\n";
 pub const LEDGER_FIELD: &str = "state_ledger";
 
 /// The field of an `act made` record's `changed` that holds the generation of the ledger
-/// the act left, when it wrote the ledger.
+/// the act left, when it wrote the ledger; a `migrate` record that wrote the ledger holds
+/// it too.
 pub const MADE_FIELD: &str = "ledger";
+
+/// Whether a record of `act` may name the generation of the ledger it left
+/// ([`MADE_FIELD`]): an act's completion (`act made`), or a migration (`migrate`, which
+/// is recorded as noticed, with no completion of its own).
+pub fn names_ledger(act: &str) -> bool {
+    act == crate::audit::ACT_MADE || act == "migrate"
+}
+
+/// The end of the reason of an install record or binding refused because the ledger
+/// cannot be believed ([`vouch_record`]): its repair is `hcp state reledger`, not the
+/// record's own.
+pub const UNBELIEVED: &str = "so no install record or binding can be believed";
+
+/// The hint of a refusal whose reason ends with [`UNBELIEVED`].
+pub const UNBELIEVED_HINT: &str = "every pack is refused, the owner's calls too, until the owner writes the ledger anew from the files there: check `hcp list` and `hcp session list`, then `hcp state reledger`; `hcp doctor` names it";
 
 /// The version of the ledger's format this version writes.
 pub const LEDGER_VERSION: u64 = 2;
@@ -298,16 +316,17 @@ pub fn vouch(home: &Home, path: &Path, value: &str) -> StoreResult<Option<String
 /// Why the install record or binding file at `path`, holding the MAC `mac`, is not the
 /// one hcp wrote last; `None` when the ledger vouches for it, or lists no such files yet
 /// (a ledger of version 1, before the first call by this version enters them, or a store
-/// without a ledger yet), or cannot be believed at all: then every principal's call is
-/// refused by its session and grant files ([`vouch`]), and the owner's calls go on with
-/// what the MAC holds, as `hcp doctor` says of the ledger.
+/// without a ledger yet). A ledger that cannot be believed at all vouches for no record:
+/// an older pack directory or binding put back with the ledger removed is never run, for
+/// the owner either, until `hcp state reledger`.
 ///
 /// # Errors
 /// [`StoreError::Io`] when the ledger or the chain key cannot be read.
 pub fn vouch_record(home: &Home, path: &Path, mac: &str) -> StoreResult<Option<String>> {
     let rel = relative(home, path);
     Ok(match current(home)? {
-        Ok(Some(l)) if l.version >= RECORDS_SINCE => match l.files.get(&rel) {
+        Ok(Some(l)) if l.version < RECORDS_SINCE => None,
+        Ok(Some(l)) => match l.files.get(&rel) {
             Some(v) if v == mac => None,
             Some(_) if l.pending.get(&rel).is_some_and(|v| v == mac) => None,
             Some(_) => Some(
@@ -317,7 +336,13 @@ pub fn vouch_record(home: &Home, path: &Path, mac: &str) -> StoreResult<Option<S
                 "hcp's ledger (`state/ledger.json`) holds no such file: it was removed by hcp and put back, or made by hand".into(),
             ),
         },
-        _ => None,
+        Ok(None) if !in_force(home) || never_written(home) => None,
+        Ok(None) => Some(
+            format!("the state ledger `state/ledger.json` is missing (hcp writes it at every act), {UNBELIEVED}"),
+        ),
+        Err(why) => Some(format!(
+            "the state ledger `state/ledger.json` is damaged ({why}), {UNBELIEVED}"
+        )),
     })
 }
 

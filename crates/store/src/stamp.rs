@@ -411,7 +411,9 @@ pub(crate) fn trail_last_made_from(home: &Home, field: &str, from: u64) -> Optio
         let Ok(v) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
-        if v.get("act").and_then(Value::as_str) == Some(crate::audit::ACT_MADE)
+        if v.get("act")
+            .and_then(Value::as_str)
+            .is_some_and(crate::ledger::names_ledger)
             && let Some(g) = v
                 .get("changed")
                 .and_then(|c| c.get(field))

@@ -103,8 +103,8 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
         // Every file it now vouches for, so the owner sees what it adopted: those the
         // ledger it replaced did not vouch for as they are first among what to check.
         let mut out = format!(
-            "state ledger written: {} state files, {} spent approvals, {} active packs\n",
-            entered.files, entered.used, entered.active
+            "state ledger written: {} state files, {} spent approvals, {} active packs, {} install records, {} bindings\n",
+            entered.files, entered.used, entered.active, entered.records, entered.bindings
         );
         for (path, vouched) in &entered.adopted {
             let note = if *vouched {
@@ -112,10 +112,14 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
             } else {
                 "  (the ledger it replaces did not vouch for it as it is)"
             };
-            out.push_str(&format!("  adopted state/{path}{note}\n"));
+            // The ledger names a file outside `state/` from it (`../packs/…`).
+            let shown = path
+                .strip_prefix("../")
+                .map_or_else(|| format!("state/{path}"), str::to_owned);
+            out.push_str(&format!("  adopted {shown}{note}\n"));
         }
         if entered.adopted.iter().any(|(_, v)| !v) {
-            out.push_str("check them: `hcp session list`, `hcp grant --list`, `hcp list`; remove what should not be there with `hcp revoke`, `hcp session end`, `hcp deactivate`\n");
+            out.push_str("check them: `hcp session list`, `hcp grant --list`, `hcp list` (each pack's version and install time), `hcp doctor`; remove what should not be there with `hcp revoke`, `hcp session end`, `hcp deactivate`, `hcp disconnect`, or `hcp install --force DIR` from the pack's source\n");
         }
         print(&out);
     }

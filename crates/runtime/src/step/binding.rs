@@ -115,6 +115,10 @@ fn mint_refusal(
             "others may read it: `hcp disconnect {0}` then `hcp connect {0}` writes it 0600 again",
             pack.id
         )
+    } else if e.code() == Code::StoreDamaged
+        && e.to_string().ends_with(hcp_store::ledger::UNBELIEVED)
+    {
+        hcp_store::ledger::UNBELIEVED_HINT.to_owned()
     } else if e.code() == Code::StoreDamaged {
         // Edited by hand, or copied from another principal's name: never used.
         format!(

@@ -378,10 +378,14 @@ impl AuditLog {
     }
 }
 
-/// The ledger generation an `act made` record's fields name
+/// The ledger generation an `act made` or `migrate` record's fields name
 /// ([`crate::ledger::MADE_FIELD`] of its `changed`), for the anchor to carry.
 fn made_ledger(fields: &Map<String, Value>) -> Option<u64> {
-    if fields.get("act").and_then(Value::as_str) != Some(super::fields::ACT_MADE) {
+    if !fields
+        .get("act")
+        .and_then(Value::as_str)
+        .is_some_and(crate::ledger::names_ledger)
+    {
         return None;
     }
     fields
