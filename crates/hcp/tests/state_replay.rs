@@ -504,7 +504,8 @@ fn a_binding_or_a_pack_put_back_after_its_act_is_refused_alone() {
 /// A pack's directory put back from before a reinstall with the ledger removed too: no
 /// install record is believed without the ledger, so the older pack is never run, for the
 /// owner either; `hcp state reledger` lists the record among the files it adopts without
-/// the replaced ledger's word for them, so the owner sees what to check.
+/// the replaced ledger's word for them, and says it is not what the trail's last install
+/// of the pack wrote, so the owner sees what to reinstall.
 #[test]
 fn an_older_pack_put_back_with_the_ledger_removed_is_never_run() {
     if !view_or_skip() {
@@ -541,7 +542,8 @@ fn an_older_pack_put_back_with_the_ledger_removed_is_never_run() {
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         said.contains("adopted packs/echo/.hcp/record.json  (the ledger it replaces did not vouch for it as it is)")
-            && said.contains("1 install records"),
+            && said.contains("1 install records")
+            && said.contains("not the files the trail's last install of pack `echo` wrote"),
         "{said}"
     );
 }

@@ -106,6 +106,7 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
             "state ledger written: {} state files, {} spent approvals, {} active packs, {} install records, {} bindings\n",
             entered.files, entered.used, entered.active, entered.records, entered.bindings
         );
+        let last = last_installs(home);
         for (path, vouched) in &entered.adopted {
             let note = if *vouched {
                 ""
@@ -116,7 +117,18 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
             let shown = path
                 .strip_prefix("../")
                 .map_or_else(|| format!("state/{path}"), str::to_owned);
-            out.push_str(&format!("  adopted {shown}{note}\n"));
+            let trail = if *vouched {
+                None
+            } else {
+                shown.strip_prefix("packs/").and_then(|rest| {
+                    let id = rest.split('/').next()?;
+                    not_last_installed(home, &last, id)
+                })
+            };
+            out.push_str(&format!(
+                "  adopted {shown}{note}{}\n",
+                trail.map(|t| format!("\n    {t}")).unwrap_or_default()
+            ));
         }
         if entered.adopted.iter().any(|(_, v)| !v) {
             out.push_str("check them: `hcp session list`, `hcp grant --list`, `hcp list` (each pack's version and install time), `hcp doctor`; remove what should not be there with `hcp revoke`, `hcp session end`, `hcp deactivate`, `hcp disconnect`, or `hcp install --force DIR` from the pack's source\n");
@@ -124,4 +136,58 @@ fn reledger(rt: &hcp_runtime::Runtime, a: &MigrateArgs) -> CliResult {
         print(&out);
     }
     Ok(exit::OK)
+}
+
+/// The last `install` or `uninstall` act the trail records of each pack: its act and the
+/// `files_digest` it installed (`None` for an uninstall). Unreadable lines are skipped.
+fn last_installs(
+    home: &hcp_store::Home,
+) -> std::collections::BTreeMap<String, (String, Option<String>)> {
+    use std::io::BufRead;
+    let mut last = std::collections::BTreeMap::new();
+    let log = hcp_store::audit::AuditLog::new(home);
+    let Ok(f) = std::fs::File::open(log.path()) else {
+        return last;
+    };
+    for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
+        if !line.contains("install\"") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let act = v["act"].as_str().unwrap_or_default();
+        if act != "install" && act != "uninstall" {
+            continue;
+        }
+        let c = &v["changed"];
+        let Some(id) = c["pack_id"].as_str().or_else(|| c["pack"].as_str()) else {
+            continue;
+        };
+        let digest = c["files_digest"].as_str().map(str::to_owned);
+        last.insert(id.to_owned(), (act.to_owned(), digest));
+    }
+    last
+}
+
+/// What the trail says against the install record of pack `id` adopted without the
+/// replaced ledger's word: its last install wrote other files, or its last act was an
+/// uninstall (a pack directory put back); `None` when the record is what it installed.
+fn not_last_installed(
+    home: &hcp_store::Home,
+    last: &std::collections::BTreeMap<String, (String, Option<String>)>,
+    id: &str,
+) -> Option<String> {
+    let path = hcp_store::pack::pack_dir(home, id).join(".hcp/record.json");
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let here = record["files_digest"].as_str()?;
+    match last.get(id) {
+        Some((act, _)) if act == "uninstall" => Some(format!(
+            "the trail's last act on pack `{id}` uninstalled it: this directory was put back; `hcp uninstall {id}` removes it"
+        )),
+        Some((_, Some(d))) if d != here => Some(format!(
+            "not the files the trail's last install of pack `{id}` wrote: an older copy put back? `hcp install --force DIR` from its source installs it again"
+        )),
+        _ => None,
+    }
 }
